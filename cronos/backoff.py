@@ -1,0 +1,22 @@
+"""Capped exponential backoff with full jitter (pure: the caller sleeps)."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Backoff:
+    base_s: float = 0.1
+    cap_s: float = 5.0
+    attempts: int = 0
+    rng: random.Random = field(default_factory=random.Random)
+
+    def next_delay(self) -> float:
+        ceiling = min(self.cap_s, self.base_s * (2**self.attempts))
+        self.attempts += 1
+        return self.rng.uniform(ceiling / 2, ceiling)
+
+    def reset(self) -> None:
+        self.attempts = 0

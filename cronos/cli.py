@@ -1,0 +1,107 @@
+"""The `cronos` command: starts roles, runs migrations and benchmarks.
+
+The one module of `cronos` that imports the role packages (lazily), because it starts them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import logging
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from cronos.errors import BackendUnavailable, ConfigError, CronosError
+from cronos.lifecycle import Role, serve
+from cronos.logs import bind_global, setup_logging
+from cronos.settings import VARIABLES, Settings, load_settings
+
+log = logging.getLogger("cronos.cli")
+
+
+def _env_help() -> str:
+    lines = ["environment (also read from ./.env):"]
+    for name, (field, _parse, text) in VARIABLES.items():
+        default = getattr(Settings(), field)
+        lines.append(f"  {name:<28} {text} (default: {default!r})")
+    return "\n".join(lines)
+
+
+def _parser() -> argparse.ArgumentParser:
+    fmt = argparse.RawDescriptionHelpFormatter
+    parser = argparse.ArgumentParser(
+        prog="cronos", description="Cronos distributed scheduler", epilog=_env_help(), formatter_class=fmt
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub.add_parser("migrate", help="create the database if missing and apply migrations", epilog=_env_help(), formatter_class=fmt)
+    sub.add_parser("api", help="serve the REST API on $PORT", epilog=_env_help(), formatter_class=fmt)
+    sub.add_parser("dispatcher", help="run a leader candidate (ticks -> ledger -> stream)", epilog=_env_help(), formatter_class=fmt)
+    for name, text in (("executor", "run jobs from the stream"), ("dev", "migrate, then api + dispatcher + executor in one process")):
+        role = sub.add_parser(name, help=text, epilog=_env_help(), formatter_class=fmt)
+        role.add_argument(
+            "--import", dest="imports", action="append", default=[], metavar="MODULE",
+            help="import MODULE to register @cronos.task functions (repeatable)",
+        )
+    bench = sub.add_parser("bench", help="benchmarks: `cronos bench dispatch --help`, `cronos bench run --help`")
+    bench.add_argument("which", choices=["dispatch", "run"])
+    bench.add_argument("rest", nargs=argparse.REMAINDER)
+    return parser
+
+
+def _roles(command: str, settings: Settings, imports: Sequence[str]) -> list[Role]:
+    roles: list[Role] = []
+    if command in ("api", "dev"):
+        from api.service import ApiService
+
+        roles.append(ApiService(settings))
+    if command in ("dispatcher", "dev"):
+        from dispatcher.service import Dispatcher
+
+        roles.append(Dispatcher(settings))
+    if command in ("executor", "dev"):
+        from executor.service import Executor
+
+        roles.append(Executor(settings, imports=list(imports)))
+    return roles
+
+
+async def _main(args: argparse.Namespace, settings: Settings) -> int:
+    from cronos.store.db import migrate
+
+    if args.command in ("migrate", "dev"):
+        applied = await migrate(settings.database_url)
+        log.info("migrations done", extra={"event": "db.migrations_done", "applied": applied})
+        if args.command == "migrate":
+            return 0
+    await serve(_roles(args.command, settings, getattr(args, "imports", [])))
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        settings = load_settings()
+    except ConfigError as exc:
+        print(f"cronos: configuration error: {exc}", file=sys.stderr)
+        return 2
+    setup_logging(settings.log_level, settings.log_format)
+    bind_global(node_id=settings.node_id)
+    try:
+        if args.command == "bench":
+            module: Any = importlib.import_module("dispatcher.bench" if args.which == "dispatch" else "executor.bench")
+            return int(module.main(settings, args.rest))
+        return asyncio.run(_main(args, settings))
+    except BackendUnavailable as exc:
+        print(f"cronos: {exc}", file=sys.stderr)
+        return 1
+    except CronosError as exc:
+        print(f"cronos: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

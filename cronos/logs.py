@@ -1,0 +1,101 @@
+"""Structured logging: a stable event name plus fields, JSON in containers, text on a terminal.
+
+Context (node_id, job_id, run_id, scheduled_for, attempt, epoch) is bound once with
+`bind()` and carried by every line logged inside it. Secrets in URLs are masked.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import datetime as dt
+import logging
+import re
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import msgspec
+
+_context: contextvars.ContextVar[dict[str, Any]] = contextvars.ContextVar("cronos_log_context", default={})
+
+# user:password@ in any URL-ish string
+_URL_PASSWORD = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*://[^:/@\s]*):[^@\s]*@")
+
+# LogRecord attributes that are not user fields.
+_RESERVED = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None)).keys()) | {"message", "asctime"}
+
+
+def mask_secrets(text: str) -> str:
+    return _URL_PASSWORD.sub(r"\g<scheme>:***@", text)
+
+
+@contextlib.contextmanager
+def bind(**fields: Any) -> Iterator[None]:
+    """Add fields to every log line emitted inside this block (task-local)."""
+    token = _context.set({**_context.get(), **fields})
+    try:
+        yield
+    finally:
+        _context.reset(token)
+
+
+def bind_global(**fields: Any) -> None:
+    """Bind fields for the rest of this context (used once per process for node_id)."""
+    _context.set({**_context.get(), **fields})
+
+
+def _fields(record: logging.LogRecord) -> dict[str, Any]:
+    fields = dict(_context.get())
+    for key, value in record.__dict__.items():
+        if key not in _RESERVED and not key.startswith("_"):
+            fields[key] = value
+    return fields
+
+
+def _default(value: Any) -> Any:
+    if isinstance(value, dt.datetime):
+        return value.isoformat()
+    return str(value)
+
+
+class JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        fields = _fields(record)
+        line: dict[str, Any] = {
+            "ts": dt.datetime.fromtimestamp(record.created, dt.UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname.lower(),
+            "event": fields.pop("event", record.getMessage()),
+            "msg": record.getMessage(),
+            "logger": record.name,
+            **fields,
+        }
+        if record.exc_info:
+            line["exc"] = self.formatException(record.exc_info)
+        return mask_secrets(msgspec.json.encode(line, enc_hook=_default).decode())
+
+
+class TextFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        fields = _fields(record)
+        event = fields.pop("event", None)
+        ts = dt.datetime.fromtimestamp(record.created).strftime("%H:%M:%S.%f")[:-3]
+        tail = " ".join(f"{k}={v}" for k, v in fields.items())
+        head = f"{ts} {record.levelname:<7} {record.getMessage()}"
+        if event:
+            head += f" [{event}]"
+        text = f"{head}  {tail}" if tail else head
+        if record.exc_info:
+            text += "\n" + self.formatException(record.exc_info)
+        return mask_secrets(text)
+
+
+def setup_logging(level: str = "INFO", fmt: str = "auto") -> None:
+    use_json = fmt == "json" or (fmt == "auto" and not sys.stderr.isatty())
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonFormatter() if use_json else TextFormatter())
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level)
+    # aiohttp's access log is one line per request; keep it but at the configured level.
+    logging.getLogger("aiohttp.access").setLevel(max(logging.getLevelName(level), logging.WARNING))

@@ -1,0 +1,37 @@
+"""What travels on the run stream: a versioned, frozen run token.
+
+Schema evolution: new fields always get a default and unknown fields are tolerated,
+so an executor one release behind keeps working during a rolling deploy.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from cronos.models import Trigger
+
+TOKEN_VERSION = 1
+TOKEN_FIELD = b"t"
+
+
+class RunToken(msgspec.Struct, frozen=True, kw_only=True, array_like=False):
+    v: int = TOKEN_VERSION
+    run_id: int
+    job_id: int
+    scheduled_for_ms: int  # UTC epoch milliseconds: the tick's identity together with job_id and attempt
+    attempt: int = 1
+    trigger: Trigger = "schedule"
+    epoch: int = 0
+
+
+_encoder = msgspec.msgpack.Encoder()
+_decoder = msgspec.msgpack.Decoder(RunToken)
+
+
+def encode_token(token: RunToken) -> bytes:
+    return _encoder.encode(token)
+
+
+def decode_token(raw: bytes) -> RunToken:
+    """Raises msgspec.DecodeError/ValidationError for a malformed token."""
+    return _decoder.decode(raw)

@@ -1,0 +1,42 @@
+"""Every Prometheus metric Cronos exports, declared once.
+
+All roles in one process (as `cronos dev` runs them) share this registry, so one
+/metrics endpoint shows them all. No per-job label unless the operator opts in
+(CRONOS_METRICS_JOB_LABELS), because job ids are unbounded.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+REGISTRY = CollectorRegistry(auto_describe=True)
+
+_LAG_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+_DURATION_BUCKETS = (0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 3600)
+
+LEADER = Gauge("cronos_leader", "1 while this process is the leader", registry=REGISTRY)
+LEADER_EPOCH = Gauge("cronos_leader_epoch", "Fencing epoch this process leads with (0 when not leading)", registry=REGISTRY)
+LEADER_ELECTIONS = Counter("cronos_leader_elections_total", "Elections this process won", registry=REGISTRY)
+TICKS_DISPATCHED = Counter("cronos_ticks_dispatched_total", "Run tokens pushed onto the stream", registry=REGISTRY)
+DISPATCH_LAG = Histogram(
+    "cronos_dispatch_lag_seconds", "Push time minus due time of each token", buckets=_LAG_BUCKETS, registry=REGISTRY
+)
+RUNS = Counter("cronos_runs_total", "Runs ended, by final state and kind", ["state", "kind"], registry=REGISTRY)
+RUN_DURATION = Histogram(
+    "cronos_run_duration_seconds", "Wall time of finished runs", ["kind"], buckets=_DURATION_BUCKETS, registry=REGISTRY
+)
+RUN_START_DELAY = Histogram(
+    "cronos_run_start_delay_seconds", "started_at minus scheduled_for", buckets=_LAG_BUCKETS, registry=REGISTRY
+)
+LOCK_ACQUISITIONS = Counter(
+    "cronos_lock_acquisitions_total", "Lock attempts by lock and result", ["lock", "result"], registry=REGISTRY
+)
+RUNS_IN_FLIGHT = Gauge("cronos_runs_in_flight", "Runs executing in this process", registry=REGISTRY)
+STREAM_PENDING = Gauge("cronos_stream_pending", "Tokens delivered but not yet acknowledged", registry=REGISTRY)
+STREAM_LENGTH = Gauge("cronos_stream_length", "Entries in the run stream", registry=REGISTRY)
+EXECUTOR_LOST_RUNS = Counter(
+    "cronos_executor_lost_runs_total", "Runs reaped because their executor was lost", registry=REGISTRY
+)
+JOBS = Gauge("cronos_jobs", "Registered jobs by status", ["status"], registry=REGISTRY)
+RUNS_SKIPPED = Counter("cronos_runs_skipped_total", "Ticks recorded as skipped, by reason", ["reason"], registry=REGISTRY)
+BACKEND_UP = Gauge("cronos_backend_up", "1 when the backend answered the last check", ["backend"], registry=REGISTRY)

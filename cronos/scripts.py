@@ -1,0 +1,53 @@
+"""Lua scripts, as named constants. Each is registered once per client (`register`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+# KEYS[1] lock key; ARGV[1] owner token; ARGV[2] ttl ms. 1 if still ours and extended.
+RENEW_IF_OWNER = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return 0
+"""
+
+# KEYS[1] lock key; ARGV[1] owner token. 1 if it was ours and is now gone.
+RELEASE_IF_OWNER = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('DEL', KEYS[1])
+end
+return 0
+"""
+
+# KEYS: lock keys; ARGV[1] owner token. Deletes those we own; returns how many.
+RELEASE_MANY_IF_OWNER = """
+local n = 0
+for i, key in ipairs(KEYS) do
+  if redis.call('GET', key) == ARGV[1] then
+    n = n + redis.call('DEL', key)
+  end
+end
+return n
+"""
+
+# KEYS: lock keys; ARGV[1] owner; ARGV[2] ttl ms. Extends those we own; returns how many.
+RENEW_MANY_IF_OWNER = """
+local n = 0
+for i, key in ipairs(KEYS) do
+  if redis.call('GET', key) == ARGV[1] then
+    n = n + redis.call('PEXPIRE', key, ARGV[2])
+  end
+end
+return n
+"""
+
+
+class Scripts:
+    """The scripts registered on one client; EVALSHA with automatic reload."""
+
+    def __init__(self, client: Any) -> None:
+        self.renew_if_owner = client.register_script(RENEW_IF_OWNER)
+        self.release_if_owner = client.register_script(RELEASE_IF_OWNER)
+        self.release_many_if_owner = client.register_script(RELEASE_MANY_IF_OWNER)
+        self.renew_many_if_owner = client.register_script(RENEW_MANY_IF_OWNER)

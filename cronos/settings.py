@@ -1,0 +1,159 @@
+"""The one frozen Settings object: the only reader of the environment and `.env`.
+
+Every value is decoded at start, so a bad one fails at once with its variable's name.
+Durations carry their unit in the name.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import msgspec
+from dotenv import dotenv_values
+
+from cronos.errors import ConfigError
+
+_LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+_LOG_FORMATS = ("auto", "json", "text")
+
+
+class Settings(msgspec.Struct, frozen=True, kw_only=True):
+    port: int = 3002
+    database_url: str = "postgresql://postgres@127.0.0.1:5432/cronos"
+    redis_url: str = "redis://127.0.0.1:6379/0"
+    node_id: str = ""
+    key_prefix: str = "cronos:"
+    log_level: str = "INFO"
+    log_format: str = "auto"
+    # dispatcher
+    leader_ttl_ms: int = 5000
+    resync_interval_s: float = 30.0
+    stream_maxlen: int = 100_000
+    # executor
+    executor_concurrency: int = 16
+    run_lease_s: float = 10.0
+    drain_timeout_s: float = 30.0
+    allow_shell: bool = False
+    result_max_bytes: int = 4096
+    # observability
+    metrics_port: int = 0
+    metrics_job_labels: bool = False
+
+
+def _int(lo: int, hi: int) -> Callable[[str], int]:
+    def parse(raw: str) -> int:
+        value = int(raw)
+        if not lo <= value <= hi:
+            raise ValueError(f"must be between {lo} and {hi}")
+        return value
+
+    return parse
+
+
+def _float(lo: float, hi: float) -> Callable[[str], float]:
+    def parse(raw: str) -> float:
+        value = float(raw)
+        if not lo <= value <= hi:
+            raise ValueError(f"must be between {lo} and {hi}")
+        return value
+
+    return parse
+
+
+def _bool(raw: str) -> bool:
+    lowered = raw.strip().lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return True
+    if lowered in ("0", "false", "no", "off", ""):
+        return False
+    raise ValueError("must be 1/0, true/false, yes/no or on/off")
+
+
+def _choice(*allowed: str) -> Callable[[str], str]:
+    def parse(raw: str) -> str:
+        value = raw.strip()
+        upper_ok = value.upper() in allowed
+        if value not in allowed and not upper_ok:
+            raise ValueError(f"must be one of {', '.join(allowed)}")
+        return value.upper() if upper_ok else value
+
+    return parse
+
+
+def _url(*schemes: str) -> Callable[[str], str]:
+    def parse(raw: str) -> str:
+        value = raw.strip()
+        if not value.startswith(tuple(f"{s}://" for s in schemes)):
+            raise ValueError(f"must be a URL starting with {' or '.join(s + '://' for s in schemes)}")
+        return value
+
+    return parse
+
+
+def _prefix(raw: str) -> str:
+    if not raw or any(c in raw for c in " {}\n"):
+        raise ValueError("must be non-empty without spaces or braces")
+    return raw
+
+
+def _text(raw: str) -> str:
+    if not raw.strip():
+        raise ValueError("must not be empty")
+    return raw.strip()
+
+
+# variable -> (field, parser, help). The CLI prints this table for --help.
+VARIABLES: dict[str, tuple[str, Callable[[str], Any], str]] = {
+    "PORT": ("port", _int(1, 65535), "HTTP port of the API"),
+    "DATABASE_URL": ("database_url", _url("postgresql", "postgres"), "PostgreSQL DSN"),
+    "REDIS_URL": ("redis_url", _url("redis", "rediss", "unix"), "Redis URL"),
+    "CRONOS_NODE_ID": ("node_id", _text, "this process's node id (default host-pid)"),
+    "CRONOS_KEY_PREFIX": ("key_prefix", _prefix, "prefix of every Redis key"),
+    "CRONOS_LOG_LEVEL": ("log_level", _choice(*_LOG_LEVELS), "DEBUG, INFO, WARNING or ERROR"),
+    "CRONOS_LOG_FORMAT": ("log_format", _choice(*_LOG_FORMATS), "auto (json unless a terminal), json or text"),
+    "CRONOS_LEADER_TTL_MS": ("leader_ttl_ms", _int(300, 600_000), "leader lock ttl in ms"),
+    "CRONOS_RESYNC_INTERVAL_S": ("resync_interval_s", _float(0.1, 86_400), "full job resync period"),
+    "CRONOS_STREAM_MAXLEN": ("stream_maxlen", _int(1000, 100_000_000), "approximate run stream bound"),
+    "CRONOS_EXECUTOR_CONCURRENCY": ("executor_concurrency", _int(1, 10_000), "runs in flight per executor"),
+    "CRONOS_RUN_LEASE_S": ("run_lease_s", _float(0.3, 3600), "run lease, renewed every third"),
+    "CRONOS_DRAIN_TIMEOUT_S": ("drain_timeout_s", _float(0, 3600), "graceful drain deadline on SIGTERM"),
+    "CRONOS_ALLOW_SHELL": ("allow_shell", _bool, "allow `shell` jobs on this executor"),
+    "CRONOS_RESULT_MAX_BYTES": ("result_max_bytes", _int(0, 1_048_576), "bound of a stored result excerpt"),
+    "CRONOS_METRICS_PORT": ("metrics_port", _int(0, 65535), "port for /metrics of dispatcher/executor (0: off)"),
+    "CRONOS_METRICS_JOB_LABELS": ("metrics_job_labels", _bool, "add a job label to run metrics (cardinality!)"),
+}
+
+
+def default_node_id() -> str:
+    return f"{socket.gethostname()}-{os.getpid()}"
+
+
+def load_settings(
+    environ: Mapping[str, str] | None = None, env_file: str | Path | None = ".env", **overrides: Any
+) -> Settings:
+    """Build Settings from `.env` (if present) overlaid by the environment, then overrides.
+
+    Raises ConfigError naming the variable and what is wrong with it.
+    """
+    merged: dict[str, str] = {}
+    if env_file is not None and Path(env_file).is_file():
+        merged.update({k: v for k, v in dotenv_values(env_file).items() if v is not None})
+    merged.update(os.environ if environ is None else environ)
+    fields: dict[str, Any] = {}
+    for name, (field, parse, _help) in VARIABLES.items():
+        raw = merged.get(name)
+        if raw is None:
+            continue
+        try:
+            fields[field] = parse(raw)
+        except ValueError as exc:
+            reason = str(exc) if "must" in str(exc) else f"not a valid value ({raw!r})"
+            raise ConfigError(f"{name}: {reason}") from exc
+    fields.update(overrides)
+    if not fields.get("node_id"):
+        fields["node_id"] = default_node_id()
+    return Settings(**fields)

@@ -1,0 +1,1 @@
+"""PostgreSQL access: the pool, migrations, SQL constants (`queries`) and store classes."""

@@ -1,0 +1,165 @@
+"""The asyncpg pool, schema migrations and the one place driver errors become CronosErrors."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import re
+from collections.abc import AsyncIterator, Mapping
+from importlib import resources
+from typing import Any, TypeVar
+from urllib.parse import urlsplit, urlunsplit
+
+import asyncpg
+import msgspec
+
+from cronos.errors import BackendUnavailable
+
+log = logging.getLogger("cronos.store")
+
+T = TypeVar("T")
+
+# Any lock id will do as long as every Cronos process uses the same one.
+MIGRATION_LOCK_ID = 0x43524F4E  # "CRON"
+
+# Errors that mean "the database is not there right now" rather than "the SQL is wrong".
+CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
+    OSError,
+    asyncpg.exceptions.PostgresConnectionError,
+    asyncpg.exceptions.InterfaceError,
+    asyncpg.exceptions.CannotConnectNowError,
+    asyncpg.exceptions.AdminShutdownError,
+    asyncpg.exceptions.CrashShutdownError,
+    asyncpg.exceptions.ConnectionDoesNotExistError,
+    ConnectionError,
+    TimeoutError,
+)
+
+
+@contextlib.contextmanager
+def translate_errors() -> Any:
+    """Turn "PostgreSQL is unreachable" driver errors into BackendUnavailable (cause kept)."""
+    try:
+        yield
+    except CONNECTION_ERRORS as exc:
+        raise BackendUnavailable("postgresql", f"{type(exc).__name__}: {exc}") from exc
+
+
+def _json_encode(value: Any) -> str:
+    return msgspec.json.encode(value).decode()
+
+
+async def _init_connection(conn: asyncpg.Connection) -> None:
+    for name in ("json", "jsonb"):
+        await conn.set_type_codec(name, encoder=_json_encode, decoder=msgspec.json.decode, schema="pg_catalog")
+
+
+async def connect(dsn: str, *, min_size: int = 1, max_size: int = 10, **kwargs: Any) -> asyncpg.Pool:
+    """Open a pool with JSON codecs installed; raises BackendUnavailable when PostgreSQL is down."""
+    with translate_errors():
+        pool = await asyncpg.create_pool(
+            dsn, min_size=min_size, max_size=max_size, init=_init_connection, **kwargs
+        )
+    assert pool is not None
+    return pool
+
+
+async def connect_one(dsn: str, **kwargs: Any) -> asyncpg.Connection:
+    with translate_errors():
+        conn = await asyncpg.connect(dsn, **kwargs)
+    await _init_connection(conn)
+    return conn
+
+
+def to_struct(row: Mapping[str, Any] | asyncpg.Record, cls: type[T]) -> T:
+    """Map a row to a Struct; the one place rows become models."""
+    return msgspec.convert(dict(row), cls, from_attributes=False, strict=False)
+
+
+def mask_dsn(dsn: str) -> str:
+    """The DSN with its password replaced, for logs and error messages."""
+    parts = urlsplit(dsn)
+    if parts.password is None:
+        return dsn
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def _database_name(dsn: str) -> str:
+    return urlsplit(dsn).path.lstrip("/") or "postgres"
+
+
+def _with_database(dsn: str, name: str) -> str:
+    return urlunsplit(urlsplit(dsn)._replace(path=f"/{name}"))
+
+
+def _migrations() -> list[tuple[int, str, str]]:
+    found = []
+    for entry in resources.files("cronos.store.migrations").iterdir():
+        match = re.fullmatch(r"(\d{4})_(\w+)\.sql", entry.name)
+        if match:
+            found.append((int(match[1]), match[2], entry.read_text()))
+    return sorted(found)
+
+
+async def ensure_database(dsn: str) -> bool:
+    """Create the DSN's database when missing; True when it was created here."""
+    name = _database_name(dsn)
+    try:
+        conn = await asyncpg.connect(dsn)
+    except asyncpg.exceptions.InvalidCatalogNameError:
+        pass
+    else:
+        await conn.close()
+        return False
+    admin = await connect_one(_with_database(dsn, "postgres"))
+    try:
+        quoted = '"' + name.replace('"', '""') + '"'
+        await admin.execute(f"CREATE DATABASE {quoted}")
+        log.info("database created", extra={"event": "db.created", "database": name})
+        return True
+    except asyncpg.exceptions.DuplicateDatabaseError:
+        return False  # another process created it first
+    finally:
+        await admin.close()
+
+
+async def migrate(dsn: str) -> list[int]:
+    """Apply missing migrations; idempotent and safe when several processes run it at once."""
+    with translate_errors():
+        await ensure_database(dsn)
+        conn = await connect_one(dsn)
+    applied: list[int] = []
+    try:
+        await conn.execute("SELECT pg_advisory_lock($1)", MIGRATION_LOCK_ID)
+        try:
+            await conn.execute(
+                "CREATE TABLE IF NOT EXISTS schema_migrations ("
+                " version integer PRIMARY KEY, name text NOT NULL,"
+                " applied_at timestamptz NOT NULL DEFAULT now())"
+            )
+            done = {r["version"] for r in await conn.fetch("SELECT version FROM schema_migrations")}
+            for version, name, sql in _migrations():
+                if version in done:
+                    continue
+                async with conn.transaction():
+                    await conn.execute(sql)
+                    await conn.execute(
+                        "INSERT INTO schema_migrations (version, name) VALUES ($1, $2)", version, name
+                    )
+                applied.append(version)
+                log.info("migration applied", extra={"event": "db.migrated", "version": version, "name": name})
+        finally:
+            await conn.execute("SELECT pg_advisory_unlock($1)", MIGRATION_LOCK_ID)
+    finally:
+        await conn.close()
+    return applied
+
+
+@contextlib.asynccontextmanager
+async def pool_scope(dsn: str, **kwargs: Any) -> AsyncIterator[asyncpg.Pool]:
+    pool = await connect(dsn, **kwargs)
+    try:
+        yield pool
+    finally:
+        await pool.close()

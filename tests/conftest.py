@@ -1,0 +1,93 @@
+"""Shared fixtures: per-test database cloned from a migrated template, per-test Redis prefix."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import uuid
+from collections.abc import AsyncIterator, Iterator
+
+import asyncpg
+import pytest
+import redis.asyncio as aioredis
+
+from cronos.settings import Settings
+from cronos.store.db import connect, migrate
+from tests.services import Services, provide_services, with_database
+
+TEMPLATE = f"cronos_tpl_{os.getpid()}"
+
+
+@pytest.fixture(scope="session")
+def services() -> Iterator[Services]:
+    with provide_services() as found:
+        asyncio.run(_create_template(found.pg_admin_dsn))
+        try:
+            yield found
+        finally:
+            asyncio.run(_drop_database(found.pg_admin_dsn, TEMPLATE))
+
+
+async def _create_template(admin_dsn: str) -> None:
+    await _drop_database(admin_dsn, TEMPLATE)
+    await migrate(with_database(admin_dsn, TEMPLATE))
+
+
+async def _drop_database(admin_dsn: str, name: str) -> None:
+    conn = await asyncpg.connect(admin_dsn)
+    try:
+        await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    finally:
+        await conn.close()
+
+
+@pytest.fixture
+async def database_url(services: Services) -> AsyncIterator[str]:
+    """A fresh, migrated database for this test only."""
+    name = f"cronos_t_{uuid.uuid4().hex[:12]}"
+    conn = await asyncpg.connect(services.pg_admin_dsn)
+    try:
+        await conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{TEMPLATE}"')
+    finally:
+        await conn.close()
+    yield with_database(services.pg_admin_dsn, name)
+    await _drop_database(services.pg_admin_dsn, name)
+
+
+@pytest.fixture
+def key_prefix() -> str:
+    return f"test:{uuid.uuid4().hex[:10]}:"
+
+
+@pytest.fixture
+async def redis_client(services: Services, key_prefix: str) -> AsyncIterator[aioredis.Redis]:
+    client = aioredis.from_url(services.redis_url)
+    yield client
+    keys = [k async for k in client.scan_iter(match=f"{key_prefix}*", count=1000)]
+    if keys:
+        await client.delete(*keys)
+    await client.aclose()
+
+
+@pytest.fixture
+def settings(services: Services, database_url: str, key_prefix: str) -> Settings:
+    """Settings for one test: its own database and key prefix, short timings."""
+    return Settings(
+        port=0,
+        database_url=database_url,
+        redis_url=services.redis_url,
+        node_id=f"test-{uuid.uuid4().hex[:6]}",
+        key_prefix=key_prefix,
+        leader_ttl_ms=1500,
+        resync_interval_s=5.0,
+        run_lease_s=1.5,
+        drain_timeout_s=2.0,
+        log_format="text",
+    )
+
+
+@pytest.fixture
+async def pg_pool(database_url: str) -> AsyncIterator[asyncpg.Pool]:
+    pool = await connect(database_url, min_size=1, max_size=5)
+    yield pool
+    await pool.close()
