@@ -75,8 +75,20 @@ async def _main(args: argparse.Namespace, settings: Settings) -> int:
         log.info("migrations done", extra={"event": "db.migrations_done", "applied": applied})
         if args.command == "migrate":
             return 0
+    if settings.metrics_port and args.command in ("dispatcher", "executor"):
+        _serve_metrics(settings.metrics_port)
     await serve(_roles(args.command, settings, getattr(args, "imports", [])))
     return 0
+
+
+def _serve_metrics(port: int) -> None:
+    """Expose this process's metrics for Prometheus (the API serves its own on /metrics)."""
+    from prometheus_client import start_http_server
+
+    from cronos.metrics import REGISTRY
+
+    start_http_server(port, registry=REGISTRY)
+    log.info("metrics served", extra={"event": "metrics.serving", "port": port})
 
 
 def main(argv: Sequence[str] | None = None) -> int:
