@@ -35,13 +35,24 @@ def _parser() -> argparse.ArgumentParser:
         prog="cronos", description="Cronos distributed scheduler", epilog=_env_help(), formatter_class=fmt
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    sub.add_parser("migrate", help="create the database if missing and apply migrations", epilog=_env_help(), formatter_class=fmt)
+    sub.add_parser(
+        "migrate", help="create the database if missing and apply migrations", epilog=_env_help(), formatter_class=fmt
+    )
     sub.add_parser("api", help="serve the REST API on $PORT", epilog=_env_help(), formatter_class=fmt)
-    sub.add_parser("dispatcher", help="run a leader candidate (ticks -> ledger -> stream)", epilog=_env_help(), formatter_class=fmt)
-    for name, text in (("executor", "run jobs from the stream"), ("dev", "migrate, then api + dispatcher + executor in one process")):
+    sub.add_parser(
+        "dispatcher", help="run a leader candidate (ticks -> ledger -> stream)", epilog=_env_help(), formatter_class=fmt
+    )
+    for name, text in (
+        ("executor", "run jobs from the stream"),
+        ("dev", "migrate, then api + dispatcher + executor in one process"),
+    ):
         role = sub.add_parser(name, help=text, epilog=_env_help(), formatter_class=fmt)
         role.add_argument(
-            "--import", dest="imports", action="append", default=[], metavar="MODULE",
+            "--import",
+            dest="imports",
+            action="append",
+            default=[],
+            metavar="MODULE",
             help="import MODULE to register @cronos.task functions (repeatable)",
         )
     bench = sub.add_parser("bench", help="benchmarks: `cronos bench dispatch --help`, `cronos bench run --help`")

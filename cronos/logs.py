@@ -12,12 +12,16 @@ import datetime as dt
 import logging
 import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from types import MappingProxyType
 from typing import Any
 
 import msgspec
 
-_context: contextvars.ContextVar[dict[str, Any]] = contextvars.ContextVar("cronos_log_context", default={})
+# Never mutated in place: bind() sets a new dict, so an immutable empty default is safe.
+_context: contextvars.ContextVar[Mapping[str, Any]] = contextvars.ContextVar(
+    "cronos_log_context", default=MappingProxyType({})
+)
 
 # user:password@ in any URL-ish string
 _URL_PASSWORD = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*://[^:/@\s]*):[^@\s]*@")

@@ -15,7 +15,9 @@ _LAG_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 
 _DURATION_BUCKETS = (0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 3600)
 
 LEADER = Gauge("cronos_leader", "1 while this process is the leader", registry=REGISTRY)
-LEADER_EPOCH = Gauge("cronos_leader_epoch", "Fencing epoch this process leads with (0 when not leading)", registry=REGISTRY)
+LEADER_EPOCH = Gauge(
+    "cronos_leader_epoch", "Fencing epoch this process leads with (0 when not leading)", registry=REGISTRY
+)
 LEADER_ELECTIONS = Counter("cronos_leader_elections_total", "Elections this process won", registry=REGISTRY)
 TICKS_DISPATCHED = Counter("cronos_ticks_dispatched_total", "Run tokens pushed onto the stream", registry=REGISTRY)
 DISPATCH_LAG = Histogram(
@@ -38,5 +40,7 @@ EXECUTOR_LOST_RUNS = Counter(
     "cronos_executor_lost_runs_total", "Runs reaped because their executor was lost", registry=REGISTRY
 )
 JOBS = Gauge("cronos_jobs", "Registered jobs by status", ["status"], registry=REGISTRY)
-RUNS_SKIPPED = Counter("cronos_runs_skipped_total", "Ticks recorded as skipped, by reason", ["reason"], registry=REGISTRY)
+RUNS_SKIPPED = Counter(
+    "cronos_runs_skipped_total", "Ticks recorded as skipped, by reason", ["reason"], registry=REGISTRY
+)
 BACKEND_UP = Gauge("cronos_backend_up", "1 when the backend answered the last check", ["backend"], registry=REGISTRY)

@@ -57,9 +57,7 @@ async def _init_connection(conn: asyncpg.Connection) -> None:
 async def connect(dsn: str, *, min_size: int = 1, max_size: int = 10, **kwargs: Any) -> asyncpg.Pool:
     """Open a pool with JSON codecs installed; raises BackendUnavailable when PostgreSQL is down."""
     with translate_errors():
-        pool = await asyncpg.create_pool(
-            dsn, min_size=min_size, max_size=max_size, init=_init_connection, **kwargs
-        )
+        pool = await asyncpg.create_pool(dsn, min_size=min_size, max_size=max_size, init=_init_connection, **kwargs)
     assert pool is not None
     return pool
 
@@ -144,9 +142,7 @@ async def migrate(dsn: str) -> list[int]:
                     continue
                 async with conn.transaction():
                     await conn.execute(sql)
-                    await conn.execute(
-                        "INSERT INTO schema_migrations (version, name) VALUES ($1, $2)", version, name
-                    )
+                    await conn.execute("INSERT INTO schema_migrations (version, name) VALUES ($1, $2)", version, name)
                 applied.append(version)
                 log.info("migration applied", extra={"event": "db.migrated", "version": version, "name": name})
         finally:

@@ -1,0 +1,81 @@
+"""The run stream and the owned locks against a real Redis."""
+
+from __future__ import annotations
+
+import redis.asyncio as aioredis
+
+from cronos.keys import Keys
+from cronos.locks import OwnedLock, acquire_many, release_many, renew_many
+from cronos.messages import RunToken
+from cronos.scripts import Scripts
+from cronos.stream import RunStream
+
+
+def _tokens(n: int) -> list[RunToken]:
+    return [RunToken(run_id=i, job_id=1, scheduled_for_ms=1000 + i) for i in range(n)]
+
+
+async def test_publish_read_ack_and_trim_never_drops_pending(redis_client: aioredis.Redis, key_prefix: str) -> None:
+    stream = RunStream(redis_client, Keys(key_prefix))
+    assert await stream.ensure_group() is True
+    assert await stream.ensure_group() is False
+    assert await stream.publish(_tokens(2500)) == 2500
+
+    first = await stream.read("c1", 10, block_ms=100)
+    assert [d.token.run_id for d in first if d.token] == list(range(10))
+    await stream.ack([d.entry_id for d in first[:4]])
+
+    info = await stream.info()
+    assert (info.length, info.pending, info.lag, info.consumers) == (2500, 6, 2490, {"c1": 6})
+
+    assert await stream.trim_acknowledged() == 4
+    again = await stream.read("c1", 100, block_ms=None, pending=True)
+    assert [d.token.run_id for d in again if d.token] == list(range(4, 10))
+
+
+async def test_restart_rereads_own_pending_and_autoclaim_takes_a_dead_consumers(
+    redis_client: aioredis.Redis, key_prefix: str
+) -> None:
+    stream = RunStream(redis_client, Keys(key_prefix))
+    await stream.ensure_group()
+    await stream.publish(_tokens(3))
+    await stream.read("dead", 3, block_ms=100)
+    assert await stream.read("other", 3, block_ms=10) == []
+    claimed = await stream.autoclaim("other", min_idle_ms=0, count=10)
+    assert sorted(d.token.run_id for d in claimed if d.token) == [0, 1, 2]
+    assert (await stream.info()).consumers["other"] == 3
+
+
+async def test_undecodable_entry_is_delivered_as_none(redis_client: aioredis.Redis, key_prefix: str) -> None:
+    keys = Keys(key_prefix)
+    stream = RunStream(redis_client, keys)
+    await stream.ensure_group()
+    await redis_client.xadd(keys.stream, {"t": b"\xff\x00garbage"})
+    await redis_client.xadd(keys.stream, {"other": b"x"})
+    deliveries = await stream.read("c", 10, block_ms=100)
+    assert [d.token for d in deliveries] == [None, None]
+
+
+async def test_owned_lock_only_its_owner_renews_and_releases(redis_client: aioredis.Redis, key_prefix: str) -> None:
+    scripts = Scripts(redis_client)
+    key = f"{key_prefix}lock"
+    mine = OwnedLock(redis_client, scripts, key, "a", ttl_ms=5000)
+    theirs = OwnedLock(redis_client, scripts, key, "b", ttl_ms=5000)
+    assert await mine.acquire() is True
+    assert await theirs.acquire() is False
+    assert await theirs.renew() is False
+    assert await theirs.release() is False
+    assert await mine.holder() == "a"
+    assert await mine.renew() is True
+    assert await mine.release() is True
+    assert await theirs.acquire() is True
+
+
+async def test_batch_locks(redis_client: aioredis.Redis, key_prefix: str) -> None:
+    scripts = Scripts(redis_client)
+    keys = [f"{key_prefix}l{i}" for i in range(5)]
+    assert await acquire_many(redis_client, keys[:2], "other", 5000) == [True, True]
+    assert await acquire_many(redis_client, keys, "me", 5000) == [False, False, True, True, True]
+    assert await renew_many(scripts, keys, "me", 9000) == 3
+    assert await release_many(scripts, keys, "me") == 3
+    assert await redis_client.exists(*keys) == 2

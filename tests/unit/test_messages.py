@@ -1,0 +1,35 @@
+from __future__ import annotations
+
+import msgspec
+import pytest
+
+from cronos.messages import TOKEN_VERSION, RunToken, decode_token, encode_token
+
+
+def test_token_round_trips() -> None:
+    token = RunToken(run_id=7, job_id=3, scheduled_for_ms=1_700_000_000_000, attempt=2, trigger="retry", epoch=9)
+    assert decode_token(encode_token(token)) == token
+    assert token.v == TOKEN_VERSION
+
+
+def test_token_from_a_newer_release_with_unknown_fields_still_decodes() -> None:
+    newer = {"v": 2, "run_id": 1, "job_id": 2, "scheduled_for_ms": 5, "attempt": 1, "shard": 4, "priority": "high"}
+    token = decode_token(msgspec.msgpack.encode(newer))
+    assert (token.run_id, token.job_id, token.scheduled_for_ms, token.v) == (1, 2, 5, 2)
+
+
+def test_token_from_an_older_release_gets_defaults() -> None:
+    older = {"run_id": 1, "job_id": 2, "scheduled_for_ms": 5}
+    token = decode_token(msgspec.msgpack.encode(older))
+    assert (token.attempt, token.trigger, token.epoch) == (1, "schedule", 0)
+
+
+def test_malformed_token_is_rejected() -> None:
+    with pytest.raises(msgspec.ValidationError):
+        decode_token(msgspec.msgpack.encode({"run_id": "x", "job_id": 2, "scheduled_for_ms": 5}))
+
+
+def test_token_is_frozen() -> None:
+    token = RunToken(run_id=1, job_id=2, scheduled_for_ms=3)
+    with pytest.raises(AttributeError):
+        token.run_id = 5  # type: ignore[misc]
