@@ -14,8 +14,162 @@ NOTIFY = "SELECT pg_notify('" + JOBS_CHANNEL + "', $1)"
 
 # --- jobs (API) ---------------------------------------------------------------
 
+_JOB = (
+    "id, name, cron_expression, timezone, kind, payload, timeout_s, max_retries, retry_backoff_s,"
+    " concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, last_scheduled_for,"
+    " created_at, updated_at"
+)
+_RUN = (
+    "id, job_id, scheduled_for, attempt, trigger, state, due_at, node_id, epoch, started_at, finished_at,"
+    " lease_until, duration_ms, error, traceback, result, skip_reason, created_at"
+)
+
+# The cursor starts at creation: only ticks strictly after the job exists are due.
+JOB_INSERT = (
+    "INSERT INTO jobs (name, cron_expression, timezone, kind, payload, timeout_s, max_retries,"
+    " retry_backoff_s, concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, last_scheduled_for)"
+    " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, now())"
+    f" RETURNING {_JOB}"
+)
+JOB_GET = f"SELECT {_JOB} FROM jobs WHERE id = $1"
+JOB_GET_FOR_UPDATE = f"SELECT {_JOB} FROM jobs WHERE id = $1 FOR UPDATE"
+# $1 status filter or NULL, $2 last id seen (0 for the first page), $3 limit.
+JOB_LIST = (
+    f"SELECT {_JOB} FROM jobs WHERE ($1::text IS NULL OR status = $1) AND id > $2 ORDER BY id LIMIT $3"
+)
+# $14: move the cursor to now when the schedule changed or the job resumed (greatest()
+# ignores NULL, and never moves a cursor backwards).
+JOB_UPDATE = (
+    "UPDATE jobs SET name = $2, cron_expression = $3, timezone = $4, kind = $5, payload = $6, timeout_s = $7,"
+    " max_retries = $8, retry_backoff_s = $9, concurrency_policy = $10, misfire_policy = $11,"
+    " misfire_grace_s = $12, jitter_s = $13, status = $14,"
+    " last_scheduled_for = CASE WHEN $15::boolean THEN greatest(last_scheduled_for, now())"
+    " ELSE last_scheduled_for END, updated_at = now()"
+    f" WHERE id = $1 RETURNING {_JOB}"
+)
+# $2: 'active', 'paused', or NULL to toggle. In SET, `status` is the old value, so a
+# paused -> active change moves the cursor past the paused time (no catch-up of it).
+JOB_SET_STATUS = (
+    "UPDATE jobs SET status = coalesce($2::text, CASE WHEN status = 'active' THEN 'paused' ELSE 'active' END),"
+    " last_scheduled_for = CASE WHEN status = 'paused' AND coalesce($2::text, 'active') = 'active'"
+    " THEN greatest(last_scheduled_for, now()) ELSE last_scheduled_for END,"
+    " updated_at = now()"
+    f" WHERE id = $1 RETURNING {_JOB}"
+)
+JOB_DELETE = "DELETE FROM jobs WHERE id = $1 RETURNING id"
+JOB_COUNT_BY_STATUS = "SELECT status, count(*) AS n FROM jobs GROUP BY status"
+# A manual trigger: one queued run due now, even for a paused job. No row: the job is
+# missing, or (vanishingly rare) a run with the same tick identity exists; retry then.
+RUN_INSERT_MANUAL = (
+    "INSERT INTO runs (job_id, scheduled_for, attempt, trigger, state, due_at, exclusive)"
+    " SELECT id, now(), 1, 'manual', 'queued', now(), concurrency_policy <> 'allow'"
+    " FROM jobs WHERE id = $1"
+    f" ON CONFLICT DO NOTHING RETURNING {_RUN}"
+)
+RUN_GET = f"SELECT {_RUN} FROM runs WHERE id = $1"
+RUN_LAST_OF_JOB = f"SELECT {_RUN} FROM runs WHERE job_id = $1 ORDER BY id DESC LIMIT 1"
+# Newest first. $2 state filter or NULL, $3 last id seen or NULL, $4 limit.
+RUN_LIST_OF_JOB = (
+    f"SELECT {_RUN} FROM runs WHERE job_id = $1 AND ($2::text IS NULL OR state = $2)"
+    " AND ($3::bigint IS NULL OR id < $3) ORDER BY id DESC LIMIT $4"
+)
+JOB_EXISTS = "SELECT EXISTS (SELECT 1 FROM jobs WHERE id = $1)"
+CLUSTER_EPOCH = "SELECT epoch, holder, elected_at FROM leader_epoch WHERE id = 1"
+
 # --- ledger (dispatcher) ------------------------------------------------------
 
 # --- runs (executor) ----------------------------------------------------------
+
+# Columns a claimed run carries to the executor: the run, plus what it needs of its job.
+_CLAIMED = (
+    "r.id, r.job_id, r.scheduled_for, r.attempt, r.trigger, r.epoch, r.started_at, r.exclusive,"
+    " j.name, j.kind, j.payload, j.timeout_s, j.max_retries, j.retry_backoff_s, j.concurrency_policy"
+)
+
+# Batch claim. $1 run ids, $2 node id, $3 lease seconds. Claims every queued run of the batch
+# except those an exclusive policy must arbitrate (a running exclusive run of the same job, or a
+# second exclusive run of one job in this batch): those stay queued for CLAIM_ONE. A concurrent
+# claim can still trip runs_one_running_exclusive; the caller then falls back to CLAIM_ONE.
+CLAIM_BATCH = (
+    "WITH cand AS ("
+    " SELECT r.id, r.job_id, r.exclusive,"
+    " row_number() OVER (PARTITION BY r.job_id, r.exclusive ORDER BY r.scheduled_for, r.attempt) AS n"
+    " FROM runs r WHERE r.id = ANY($1::bigint[]) AND r.state = 'queued'),"
+    " pick AS ("
+    " SELECT c.id FROM cand c WHERE NOT c.exclusive OR (c.n = 1 AND NOT EXISTS ("
+    " SELECT 1 FROM runs o WHERE o.job_id = c.job_id AND o.state = 'running' AND o.exclusive)))"
+    " UPDATE runs r SET state = 'running', node_id = $2, started_at = now(),"
+    " lease_until = now() + make_interval(secs => $3)"
+    " FROM pick p, jobs j WHERE r.id = p.id AND j.id = r.job_id AND r.state = 'queued'"
+    " RETURNING " + _CLAIMED
+)
+
+# Per-run arbitration (the rare path). Lock the queued run and read its job's policy.
+LOCK_QUEUED = (
+    "SELECT r.id, r.job_id, r.exclusive, j.concurrency_policy FROM runs r JOIN jobs j ON j.id = r.job_id"
+    " WHERE r.id = $1 AND r.state = 'queued' FOR UPDATE OF r"
+)
+# `replace`: end the job's other running exclusive run; its executor sees the loss at its next heartbeat.
+REPLACE_RUNNING = (
+    "UPDATE runs SET state = 'failed', error = $3, finished_at = now(), lease_until = NULL,"
+    " duration_ms = extract(epoch FROM now() - started_at) * 1000"
+    " WHERE job_id = $1 AND id <> $2 AND state = 'running' AND exclusive RETURNING id"
+)
+CLAIM_ONE = (
+    "UPDATE runs r SET state = 'running', node_id = $2, started_at = now(),"
+    " lease_until = now() + make_interval(secs => $3)"
+    " FROM jobs j WHERE r.id = $1 AND j.id = r.job_id AND r.state = 'queued' RETURNING " + _CLAIMED
+)
+SKIP_QUEUED = (
+    "UPDATE runs SET state = 'skipped', skip_reason = $2, finished_at = now()"
+    " WHERE id = $1 AND state = 'queued' RETURNING id"
+)
+
+# Heartbeat for every run in flight on a node: extends the leases it still owns, returns their ids.
+EXTEND_LEASES = (
+    "UPDATE runs SET lease_until = now() + make_interval(secs => $3)"
+    " WHERE id = ANY($1::bigint[]) AND node_id = $2 AND state = 'running' RETURNING id"
+)
+
+# Batch finish, one statement, so the outcome and the retry it allows commit together.
+# Each row is written only while `node_id` (the expected owner) still owns the run.
+# retry_delay_s NULL: no retry. The retry copies the tick identity with attempt + 1.
+FINISH_RUNS = (
+    "WITH u AS (SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[],"
+    " $6::text[], $7::float8[], $8::float8[])"
+    " AS u(id, node_id, state, error, traceback, result, duration_ms, retry_delay_s)),"
+    " done AS ("
+    " UPDATE runs r SET state = u.state, finished_at = now(), lease_until = NULL, error = u.error,"
+    " traceback = u.traceback, result = u.result,"
+    " duration_ms = coalesce(u.duration_ms, extract(epoch FROM now() - r.started_at) * 1000)"
+    " FROM u WHERE r.id = u.id AND r.state = 'running' AND r.node_id = u.node_id"
+    " RETURNING r.id, r.job_id, r.scheduled_for, r.attempt, r.exclusive, r.state, u.retry_delay_s),"
+    " retried AS ("
+    " INSERT INTO runs (job_id, scheduled_for, attempt, trigger, state, due_at, exclusive)"
+    " SELECT d.job_id, d.scheduled_for, d.attempt + 1, 'retry', 'queued',"
+    " now() + make_interval(secs => d.retry_delay_s), d.exclusive"
+    " FROM done d WHERE d.state = 'failed' AND d.retry_delay_s IS NOT NULL"
+    " ON CONFLICT (job_id, scheduled_for, attempt) DO NOTHING RETURNING job_id),"
+    " woken AS (SELECT pg_notify('cronos_jobs', json_build_object('op', 'retry', 'job_id', job_id)::text)"
+    " FROM (SELECT DISTINCT job_id FROM retried) x)"
+    " SELECT d.id, (SELECT count(*) FROM retried) AS retried, (SELECT count(*) FROM woken) AS woken FROM done d"
+)
+
+# Reaper (leader, fenced). Lock the epoch row so no election commits while we write.
+CURRENT_EPOCH = "SELECT epoch FROM leader_epoch WHERE id = 1 FOR SHARE"
+LOST_RUNS = (
+    "SELECT r.id, r.node_id, r.attempt, j.kind, j.max_retries, j.retry_backoff_s"
+    " FROM runs r JOIN jobs j ON j.id = r.job_id"
+    " WHERE r.state = 'running' AND r.lease_until < now()"
+    " ORDER BY r.lease_until LIMIT $1 FOR UPDATE OF r SKIP LOCKED"
+)
+EXPIRE_QUEUED = (
+    "UPDATE runs r SET state = 'skipped', skip_reason = $2, finished_at = now()"
+    " WHERE r.id IN (SELECT q.id FROM runs q JOIN jobs j ON j.id = q.job_id"
+    " WHERE q.state = 'queued' AND q.due_at + make_interval(secs => j.misfire_grace_s) < now()"
+    " ORDER BY q.due_at LIMIT $1 FOR UPDATE OF q SKIP LOCKED)"
+    " RETURNING r.id"
+)
+
 
 # --- leader epoch -------------------------------------------------------------

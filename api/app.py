@@ -1,0 +1,69 @@
+"""The aiohttp application: middleware, routes, and the lifetime of its connections."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+
+from aiohttp import web
+from aiohttp.abc import AbstractAccessLogger
+from aiohttp.web import BaseRequest
+
+from api import cluster, health, routes_jobs, routes_runs
+from api.backends import Backends
+from api.errors import problem_middleware
+from api.openapi import openapi_handler
+from api.routing import Route
+from api.state import BACKENDS, SETTINGS
+from cronos import __version__
+from cronos.settings import Settings
+
+MAX_BODY_BYTES = 1024 * 1024  # bodies above this get a 413
+
+ROUTES: tuple[Route, ...] = (
+    *health.ROUTES,
+    *routes_jobs.ROUTES,
+    *routes_runs.ROUTES,
+    *cluster.ROUTES,
+)
+
+# Probes and scrapes hit these every few seconds: their access lines go to DEBUG.
+_QUIET = frozenset({"/health", "/metrics"})
+
+
+class AccessLogger(AbstractAccessLogger):
+    """One structured line per request (an event name plus fields, never the body)."""
+
+    def log(self, request: BaseRequest, response: web.StreamResponse, time: float) -> None:
+        level = logging.DEBUG if request.path in _QUIET and response.status < 500 else logging.INFO
+        self.logger.log(
+            level,
+            f"{request.method} {request.path} {response.status}",
+            extra={
+                "event": "http.request",
+                "method": request.method,
+                "path": request.path,
+                "status": response.status,
+                "duration_ms": round(time * 1000, 2),
+                "remote": request.remote,
+            },
+        )
+
+
+ACCESS_LOG = logging.getLogger("cronos.api.access")
+
+
+def create_app(settings: Settings) -> web.Application:
+    app = web.Application(middlewares=[problem_middleware], client_max_size=MAX_BODY_BYTES)
+    app[SETTINGS] = settings
+    app[BACKENDS] = Backends(settings)
+    routes = (*ROUTES, openapi_handler(ROUTES, __version__))
+    for route in routes:
+        app.router.add_route(route.method, route.path, route.handler, name=route.handler.__name__)
+
+    async def connections(app: web.Application) -> AsyncIterator[None]:
+        yield
+        await app[BACKENDS].close()
+
+    app.cleanup_ctx.append(connections)
+    return app

@@ -1,0 +1,134 @@
+"""Decoding requests and encoding responses: the API's boundary with msgspec.
+
+Validation happens here, before any store call: the body's shape (msgspec), then the
+schedule (cronos.schedule) and the payload against its kind (cronos.models).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+import msgspec
+from aiohttp import web
+from msgspec import UNSET
+
+from api.errors import MalformedBody, invalid_input
+from api.schemas import JobOut, RunOut
+from cronos.errors import InvalidInput
+from cronos.models import Job, Run, validate_payload
+from cronos.schedule import parse_schedule
+
+T = TypeVar("T")
+
+DEFAULT_LIMIT = 50
+MAX_LIMIT = 500
+
+_decoders: dict[type[Any], msgspec.json.Decoder[Any]] = {}
+_encoder = msgspec.json.Encoder()
+
+
+async def decode(request: web.Request, cls: type[T]) -> T:
+    """The body as `cls`: 400 when it is not JSON, 422 naming the field when it does not fit."""
+    raw = await request.read()  # aiohttp raises 413 past the app's client_max_size
+    decoder = _decoders.get(cls)
+    if decoder is None:
+        decoder = _decoders[cls] = msgspec.json.Decoder(cls)
+    try:
+        value: T = decoder.decode(raw)
+    except msgspec.ValidationError as exc:  # a subclass of DecodeError: test it first
+        raise invalid_input(exc) from exc
+    except msgspec.DecodeError as exc:
+        raise MalformedBody(f"body is not valid JSON: {exc}") from exc
+    return value
+
+
+def check_job(fields: dict[str, Any]) -> None:
+    """Validate the parts of a job msgspec cannot: its schedule and its payload for its kind."""
+    parse_schedule(fields["cron_expression"], fields["timezone"])  # InvalidSchedule names its field
+    try:
+        validate_payload(fields["kind"], fields["payload"])
+    except msgspec.ValidationError as exc:
+        raise invalid_input(exc, base="$.payload") from exc
+
+
+def respond(body: Any, status: int = 200) -> web.Response:
+    return web.Response(body=_encoder.encode(body), status=status, content_type="application/json")
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+def job_out(job: Job, now: datetime, **extra: Any) -> JobOut:
+    """The job as the API shows it; `next_run_at` is null while paused."""
+    upcoming = None
+    if job.status == "active":
+        upcoming = parse_schedule(job.cron_expression, job.timezone).next_after(now)
+    fields = msgspec.structs.asdict(job)
+    return JobOut(next_run_at=upcoming, **fields, **extra)
+
+
+def run_out(run: Run, *, detail: bool = False) -> RunOut:
+    return RunOut(
+        id=run.id,
+        job_id=run.job_id,
+        scheduled_for=run.scheduled_for,
+        attempt=run.attempt,
+        trigger=run.trigger,
+        state=run.state,
+        due_at=run.due_at,
+        node_id=run.node_id,
+        epoch=run.epoch,
+        started_at=run.started_at,
+        finished_at=run.finished_at,
+        duration_ms=run.duration_ms,
+        error=run.error,
+        skip_reason=run.skip_reason,
+        created_at=run.created_at,
+        traceback=run.traceback if detail else UNSET,
+        result=run.result if detail else UNSET,
+    )
+
+
+# --- pagination: `limit` and an opaque cursor (the last id of the previous page) --------
+
+
+def encode_cursor(last_id: int) -> str:
+    return base64.urlsafe_b64encode(f"id:{last_id}".encode()).decode().rstrip("=")
+
+
+def decode_cursor(raw: str | None) -> int | None:
+    if raw is None or raw == "":
+        return None
+    try:
+        text = base64.urlsafe_b64decode(raw + "=" * (-len(raw) % 4)).decode()
+        prefix, _, number = text.partition(":")
+        if prefix != "id" or not (number.isascii() and number.isdigit()):
+            raise ValueError(text)
+        return int(number)
+    except (binascii.Error, UnicodeDecodeError, ValueError):
+        raise InvalidInput("cursor", "not a cursor returned by this API") from None
+
+
+def query_limit(request: web.Request) -> int:
+    raw = request.query.get("limit")
+    if raw is None:
+        return DEFAULT_LIMIT
+    if not (raw.isascii() and raw.isdigit()) or not 1 <= int(raw) <= MAX_LIMIT:
+        raise InvalidInput("limit", f"must be an integer between 1 and {MAX_LIMIT}")
+    return int(raw)
+
+
+def query_choice(request: web.Request, name: str, allowed: tuple[str, ...]) -> str | None:
+    raw = request.query.get(name)
+    if raw is not None and raw not in allowed:
+        raise InvalidInput(name, f"must be one of {', '.join(allowed)}")
+    return raw
+
+
+def path_id(request: web.Request, name: str = "id") -> int:
+    """The route only matches digits; anything is a valid int from here (too large: 404 later)."""
+    return int(request.match_info[name])

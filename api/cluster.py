@@ -1,0 +1,79 @@
+"""GET /api/cluster: the leader and its epoch, every node's heartbeat, the run stream's backlog.
+
+Reads only. Each backend is asked separately, so the view still answers (with nulls)
+when Redis or PostgreSQL is down, and says which.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime
+
+from aiohttp import web
+
+from api.backends import Backends
+from api.bodies import respond
+from api.routing import Route
+from api.schemas import ClusterOut, LeaderOut, NodeOut, StreamOut
+from api.state import BACKENDS
+from cronos.errors import BackendUnavailable
+from cronos.presence import nodes
+from cronos.stream import RunStream
+
+_NODE_FIELDS = ("role", "node_id", "last_heartbeat")
+
+
+def node_out(raw: dict[str, str], now_s: float) -> NodeOut:
+    try:
+        beat = float(raw.get("last_heartbeat", ""))
+    except ValueError:
+        beat = None
+    return NodeOut(
+        role=raw.get("role", ""),
+        node_id=raw.get("node_id", ""),
+        last_heartbeat=None if beat is None else datetime.fromtimestamp(beat, UTC),
+        age_s=None if beat is None else round(max(0.0, now_s - beat), 3),
+        info={k: v for k, v in raw.items() if k not in _NODE_FIELDS},
+    )
+
+
+async def _redis_view(backends: Backends) -> tuple[str | None, list[NodeOut], StreamOut]:
+    client, keys = backends.redis, backends.keys
+    holder = await backends.redis_call(client.get(keys.leader))
+    found = await backends.redis_call(nodes(client, keys))
+    info = await backends.redis_call(RunStream(client, keys).info())
+    now_s = time.time()
+    leader = holder.decode() if isinstance(holder, bytes) else holder
+    stream = StreamOut(length=info.length, pending=info.pending, lag=info.lag, consumers=info.consumers)
+    return leader, [node_out(n, now_s) for n in found], stream
+
+
+async def cluster(request: web.Request) -> web.Response:
+    backends = request.app[BACKENDS]
+    leader = LeaderOut()
+    node_list: list[NodeOut] = []
+    stream: StreamOut | None = None
+    cache = database = "connected"
+    try:
+        leader.node_id, node_list, stream = await _redis_view(backends)
+    except BackendUnavailable:
+        cache = "disconnected"
+    try:
+        leader.epoch, leader.epoch_holder = await (await backends.jobs()).leader_epoch()
+    except BackendUnavailable:
+        database = "disconnected"
+    return respond(ClusterOut(leader=leader, nodes=node_list, stream=stream, database=database, cache=cache))
+
+
+ROUTES = (
+    Route(
+        "GET",
+        "/api/cluster",
+        cluster,
+        "Leader, epoch, nodes and stream backlog (nulls when a backend is down)",
+        200,
+        None,
+        ClusterOut,
+        (),
+    ),
+)

@@ -1,0 +1,78 @@
+"""/health (the seed contract) and /metrics (Prometheus)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import get_args
+
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from api.backends import CONNECT_TIMEOUT_S, Backends
+from api.bodies import respond
+from api.routing import HEALTH_DOWN, Route
+from api.schemas import Health
+from api.state import BACKENDS
+from cronos.errors import BackendUnavailable
+from cronos.metrics import BACKEND_UP, JOBS, REGISTRY
+from cronos.models import JobStatus
+
+log = logging.getLogger("cronos.api.health")
+
+_STATUSES: tuple[str, ...] = get_args(JobStatus)
+
+
+async def postgres_up(backends: Backends) -> bool:
+    try:
+        pool = await backends.pool()
+        async with asyncio.timeout(CONNECT_TIMEOUT_S):
+            await pool.fetchval("SELECT 1")
+    except (BackendUnavailable, OSError, TimeoutError, ConnectionError):
+        return False
+    except Exception:
+        log.debug("postgresql check failed", exc_info=True)
+        return False
+    return True
+
+
+async def redis_up(backends: Backends) -> bool:
+    try:
+        await backends.redis_call(backends.redis.ping())
+    except BackendUnavailable:
+        return False
+    return True
+
+
+async def health(request: web.Request) -> web.Response:
+    backends = request.app[BACKENDS]
+    db, cache = await asyncio.gather(postgres_up(backends), redis_up(backends))
+    BACKEND_UP.labels("postgresql").set(int(db))
+    BACKEND_UP.labels("redis").set(int(cache))
+    body = Health(
+        status="ok" if db and cache else "degraded",
+        database="PostgreSQL Connected" if db else "PostgreSQL Disconnected",
+        cache="Redis Connected" if cache else "Redis Disconnected",
+    )
+    return respond(body, status=200 if db and cache else 503)
+
+
+async def metrics(request: web.Request) -> web.Response:
+    try:  # cheap: one GROUP BY over a small table, only when Prometheus scrapes
+        counts = await (await request.app[BACKENDS].jobs()).count_by_status()
+    except BackendUnavailable:
+        pass  # keep the last known values; the scrape itself must not fail
+    else:
+        for status in _STATUSES:
+            JOBS.labels(status).set(counts.get(status, 0))
+    return web.Response(body=generate_latest(REGISTRY), headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+
+ROUTES = (
+    Route(
+        "GET", "/health", health, "Liveness and backends (seed contract)", 200, None, Health, (), also=(HEALTH_DOWN,)
+    ),
+    Route(
+        "GET", "/metrics", metrics, "Prometheus metrics of this process", 200, None, None, (), content_type="text/plain"
+    ),
+)

@@ -1,0 +1,125 @@
+"""/api/jobs: register, list, read, change, delete, pause/resume/toggle and trigger jobs."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from api.bodies import (
+    check_job,
+    decode,
+    decode_cursor,
+    encode_cursor,
+    job_out,
+    path_id,
+    query_choice,
+    query_limit,
+    respond,
+    run_out,
+    utc_now,
+)
+from api.routing import ID, PAGE, Query, Route
+from api.schemas import JobCreate, JobList, JobOut, JobPatch, RunOut
+from api.state import BACKENDS
+
+
+async def create_job(request: web.Request) -> web.Response:
+    body = await decode(request, JobCreate)
+    fields = {f: getattr(body, f) for f in body.__struct_fields__}
+    check_job(fields)
+    job = await (await request.app[BACKENDS].jobs()).create(fields)
+    return respond(job_out(job, utc_now()), status=201)
+
+
+async def list_jobs(request: web.Request) -> web.Response:
+    status = query_choice(request, "status", ("active", "paused"))
+    limit = query_limit(request)
+    after = decode_cursor(request.query.get("cursor")) or 0
+    jobs = await (await request.app[BACKENDS].jobs()).list_jobs(status, after, limit)
+    now = utc_now()
+    cursor = encode_cursor(jobs[-1].id) if len(jobs) == limit else None
+    return respond(JobList(items=[job_out(j, now) for j in jobs], next_cursor=cursor))
+
+
+async def get_job(request: web.Request) -> web.Response:
+    store = await request.app[BACKENDS].jobs()
+    job = await store.get(path_id(request))
+    last = await store.last_run(job.id)
+    return respond(job_out(job, utc_now(), last_run=None if last is None else run_out(last)))
+
+
+async def patch_job(request: web.Request) -> web.Response:
+    job_id = path_id(request)
+    patch = await decode(request, JobPatch)
+    job = await (await request.app[BACKENDS].jobs()).update(job_id, patch.changes(), check_job)
+    return respond(job_out(job, utc_now()))
+
+
+async def delete_job(request: web.Request) -> web.Response:
+    await (await request.app[BACKENDS].jobs()).delete(path_id(request))
+    return web.Response(status=204)
+
+
+async def _set_status(request: web.Request, status: str | None) -> web.Response:
+    job = await (await request.app[BACKENDS].jobs()).set_status(path_id(request), status)
+    return respond(job_out(job, utc_now()))
+
+
+async def toggle_job(request: web.Request) -> web.Response:
+    return await _set_status(request, None)
+
+
+async def pause_job(request: web.Request) -> web.Response:
+    return await _set_status(request, "paused")
+
+
+async def resume_job(request: web.Request) -> web.Response:
+    return await _set_status(request, "active")
+
+
+async def trigger_job(request: web.Request) -> web.Response:
+    run = await (await request.app[BACKENDS].jobs()).trigger(path_id(request))
+    return respond(run_out(run), status=202)
+
+
+JOB = f"/api/jobs/{ID}"
+ROUTES = (
+    Route("POST", "/api/jobs", create_job, "Register a job", 201, JobCreate, JobOut, (400, 409, 413, 422, 503)),
+    Route(
+        "GET",
+        "/api/jobs",
+        list_jobs,
+        "List jobs by id",
+        200,
+        None,
+        JobList,
+        (422, 503),
+        query=(Query("status", "only jobs in this status", enum=("active", "paused")), *PAGE),
+    ),
+    Route("GET", JOB, get_job, "A job, its next run time and its last run", 200, None, JobOut, (404, 503)),
+    Route(
+        "PATCH",
+        JOB,
+        patch_job,
+        "Change some fields (validated like a create; nothing changes on error)",
+        200,
+        JobPatch,
+        JobOut,
+        (400, 404, 409, 413, 422, 503),
+    ),
+    Route("DELETE", JOB, delete_job, "Delete a job and its runs", 204, None, None, (404, 503)),
+    Route(
+        "PATCH", f"{JOB}/toggle", toggle_job, "Pause an active job, resume a paused one", 200, None, JobOut, (404, 503)
+    ),
+    Route("POST", f"{JOB}/pause", pause_job, "Pause a job", 200, None, JobOut, (404, 503)),
+    Route(
+        "POST",
+        f"{JOB}/resume",
+        resume_job,
+        "Resume a job; ticks while paused are not caught up",
+        200,
+        None,
+        JobOut,
+        (404, 503),
+    ),
+    Route("POST", f"{JOB}/trigger", trigger_job, "Queue one run now (even when paused)", 202, None, RunOut, (404, 503)),
+)

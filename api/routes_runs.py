@@ -1,0 +1,54 @@
+"""Runs: a job's runs newest first, and one run with its traceback and result."""
+
+from __future__ import annotations
+
+from typing import get_args
+
+from aiohttp import web
+
+from api.bodies import decode_cursor, encode_cursor, path_id, query_choice, query_limit, respond, run_out
+from api.routing import ID, PAGE, Query, Route
+from api.schemas import RunList, RunOut
+from api.state import BACKENDS
+from cronos.models import RunState
+
+STATES: tuple[str, ...] = get_args(RunState)
+
+
+async def list_runs(request: web.Request) -> web.Response:
+    state = query_choice(request, "state", STATES)
+    limit = query_limit(request)
+    before = decode_cursor(request.query.get("cursor"))
+    runs = await (await request.app[BACKENDS].jobs()).runs(path_id(request), state, before, limit)
+    cursor = encode_cursor(runs[-1].id) if len(runs) == limit else None
+    return respond(RunList(items=[run_out(r) for r in runs], next_cursor=cursor))
+
+
+async def get_run(request: web.Request) -> web.Response:
+    run = await (await request.app[BACKENDS].jobs()).run(path_id(request))
+    return respond(run_out(run, detail=True))
+
+
+ROUTES = (
+    Route(
+        "GET",
+        f"/api/jobs/{ID}/runs",
+        list_runs,
+        "A job's runs, newest first",
+        200,
+        None,
+        RunList,
+        (404, 422, 503),
+        query=(Query("state", "only runs in this state", enum=STATES), *PAGE),
+    ),
+    Route(
+        "GET",
+        f"/api/runs/{ID}",
+        get_run,
+        "One run, with its traceback and result excerpt",
+        200,
+        None,
+        RunOut,
+        (404, 503),
+    ),
+)

@@ -1,0 +1,46 @@
+"""A route declared once: the app registers it and /openapi.json describes it from the same entry."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from aiohttp import web
+
+from api.schemas import Health
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+ID = "{id:[0-9]+}"  # anything else is not a route: 404
+
+
+@dataclass(frozen=True, slots=True)
+class Query:
+    name: str
+    description: str
+    enum: tuple[str, ...] | None = None
+    integer: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    method: str
+    path: str
+    handler: Handler
+    summary: str
+    status: int = 200
+    body: type[Any] | None = None  # the request Struct
+    response: type[Any] | None = None  # the response Struct (None: no JSON body)
+    errors: tuple[int, ...] = ()
+    query: tuple[Query, ...] = ()
+    content_type: str = "application/json"
+    # Extra documented outcomes: status -> (description, Struct or None)
+    also: tuple[tuple[int, str, type[Any] | None], ...] = ()
+
+
+HEALTH_DOWN = (503, "a backend is down; the body says which", Health)
+PAGE = (
+    Query("limit", "page size, 1..500 (default 50)", integer=True),
+    Query("cursor", "`next_cursor` of the previous page"),
+)

@@ -1,0 +1,162 @@
+"""Request and response bodies, as msgspec Structs (also the source of the OpenAPI schemas).
+
+Requests forbid unknown fields and carry their constraints in `Meta`, so a decode error
+names the field (`$.timeout_s`) and nothing invalid gets further than the handler.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any
+
+import msgspec
+from msgspec import UNSET, Meta, UnsetType
+
+from cronos.models import ConcurrencyPolicy, JobKind, JobStatus, MisfirePolicy, RunState, Trigger
+
+Name = Annotated[str, Meta(min_length=1, max_length=200, description="unique job name")]
+Expression = Annotated[
+    str,
+    Meta(
+        min_length=1,
+        max_length=256,
+        description="5-field cron, 6-field cron with seconds first, or @hourly/@daily/@weekly/@monthly/@yearly",
+        examples=["*/5 * * * *"],
+    ),
+]
+Timezone = Annotated[str, Meta(min_length=1, max_length=64, description="IANA time zone", examples=["UTC"])]
+Payload = Annotated[dict[str, Any], Meta(description="input of the job; its shape depends on `kind`")]
+TimeoutS = Annotated[float, Meta(gt=0, le=86_400, description="run timeout in seconds")]
+MaxRetries = Annotated[int, Meta(ge=0, le=100)]
+BackoffS = Annotated[float, Meta(ge=0, le=86_400, description="base delay before a retry, doubled per attempt")]
+GraceS = Annotated[float, Meta(ge=0, le=7 * 86_400, description="how late a tick may still start")]
+JitterS = Annotated[float, Meta(ge=0, le=3600, description="random delay added to each tick, up to this")]
+
+
+class JobCreate(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """The seed body `{name, cron_expression, payload}`; every other field has a default."""
+
+    name: Name
+    cron_expression: Expression
+    payload: Payload
+    timezone: Timezone = "UTC"
+    kind: JobKind = "task"
+    timeout_s: TimeoutS = 300.0
+    max_retries: MaxRetries = 0
+    retry_backoff_s: BackoffS = 10.0
+    concurrency_policy: ConcurrencyPolicy = "forbid"
+    misfire_policy: MisfirePolicy = "run_once"
+    misfire_grace_s: GraceS = 60.0
+    jitter_s: JitterS = 0.0
+    status: JobStatus = "active"
+
+
+class JobPatch(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """A partial update: only the fields present change; the result is validated like a create."""
+
+    name: Name | UnsetType = UNSET
+    cron_expression: Expression | UnsetType = UNSET
+    payload: Payload | UnsetType = UNSET
+    timezone: Timezone | UnsetType = UNSET
+    kind: JobKind | UnsetType = UNSET
+    timeout_s: TimeoutS | UnsetType = UNSET
+    max_retries: MaxRetries | UnsetType = UNSET
+    retry_backoff_s: BackoffS | UnsetType = UNSET
+    concurrency_policy: ConcurrencyPolicy | UnsetType = UNSET
+    misfire_policy: MisfirePolicy | UnsetType = UNSET
+    misfire_grace_s: GraceS | UnsetType = UNSET
+    jitter_s: JitterS | UnsetType = UNSET
+    status: JobStatus | UnsetType = UNSET
+
+    def changes(self) -> dict[str, Any]:
+        return {f: v for f in self.__struct_fields__ if (v := getattr(self, f)) is not UNSET}
+
+
+class RunOut(msgspec.Struct, kw_only=True):
+    id: int
+    job_id: int
+    scheduled_for: datetime
+    attempt: int
+    trigger: Trigger
+    state: RunState
+    due_at: datetime
+    node_id: str | None
+    epoch: int | None
+    started_at: datetime | None
+    finished_at: datetime | None
+    duration_ms: float | None
+    error: str | None
+    skip_reason: str | None
+    created_at: datetime | None
+    # Only on GET /api/runs/{id}: they can be long.
+    traceback: str | UnsetType | None = UNSET
+    result: str | UnsetType | None = UNSET
+
+
+class JobOut(msgspec.Struct, kw_only=True):
+    id: int
+    name: str
+    cron_expression: str
+    timezone: str
+    kind: JobKind
+    payload: dict[str, Any]
+    timeout_s: float
+    max_retries: int
+    retry_backoff_s: float
+    concurrency_policy: ConcurrencyPolicy
+    misfire_policy: MisfirePolicy
+    misfire_grace_s: float
+    jitter_s: float
+    status: JobStatus
+    next_run_at: datetime | None
+    last_scheduled_for: datetime | None
+    created_at: datetime
+    updated_at: datetime
+    # Only on GET /api/jobs/{id}.
+    last_run: RunOut | UnsetType | None = UNSET
+
+
+class JobList(msgspec.Struct, kw_only=True):
+    items: list[JobOut]
+    next_cursor: str | None
+
+
+class RunList(msgspec.Struct, kw_only=True):
+    items: list[RunOut]
+    next_cursor: str | None
+
+
+class Health(msgspec.Struct, kw_only=True):
+    status: str = msgspec.field(default="ok")
+    service: str = "Cronos Distributed Scheduler"
+    database: str = "PostgreSQL Connected"
+    cache: str = "Redis Connected"
+
+
+class LeaderOut(msgspec.Struct, kw_only=True):
+    node_id: str | None = msgspec.field(default=None)
+    epoch: int | None = None
+    epoch_holder: str | None = None
+
+
+class NodeOut(msgspec.Struct, kw_only=True):
+    role: str
+    node_id: str
+    last_heartbeat: datetime | None
+    age_s: float | None
+    info: dict[str, str]
+
+
+class StreamOut(msgspec.Struct, kw_only=True):
+    length: int
+    pending: int
+    lag: int | None
+    consumers: dict[str, int] = msgspec.field(default_factory=dict)
+
+
+class ClusterOut(msgspec.Struct, kw_only=True):
+    leader: LeaderOut
+    nodes: list[NodeOut]
+    stream: StreamOut | None
+    database: str
+    cache: str

@@ -1,0 +1,74 @@
+"""ApiService: the API as a Role (`async with ApiService(settings) as svc: await svc.run()`).
+
+It listens on settings.port (0: an ephemeral port, then `svc.port` says which) and
+answers even while PostgreSQL or Redis is down: connections are opened lazily.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from types import TracebackType
+from typing import Self
+
+from aiohttp import web
+
+from api.app import ACCESS_LOG, AccessLogger, create_app
+from cronos.settings import Settings
+from cronos.store.db import mask_dsn
+
+log = logging.getLogger("cronos.api")
+
+HOST = "0.0.0.0"  # every interface: the API serves the network (a container, a pod)
+
+
+class ApiService:
+    name = "api"
+
+    def __init__(self, settings: Settings, *, host: str = HOST) -> None:
+        self.settings = settings
+        self.host = host
+        self.port = settings.port
+        self.app = create_app(settings)
+        self._runner = web.AppRunner(
+            self.app,
+            access_log_class=AccessLogger,
+            access_log=ACCESS_LOG,
+            handle_signals=False,
+            shutdown_timeout=5.0,
+        )
+        self._stopped = asyncio.Event()
+
+    async def __aenter__(self) -> Self:
+        await self._runner.setup()
+        try:
+            site = web.TCPSite(self._runner, self.host, self.settings.port)
+            await site.start()
+        except BaseException:
+            await self._runner.cleanup()
+            raise
+        self.port = int(self._runner.addresses[0][1])
+        log.info(
+            "api listening",
+            extra={
+                "event": "api.listening",
+                "host": self.host,
+                "port": self.port,
+                "database": mask_dsn(self.settings.database_url),
+                "redis": mask_dsn(self.settings.redis_url),
+            },
+        )
+        return self
+
+    async def run(self) -> None:
+        await self._stopped.wait()
+
+    def stop(self) -> None:
+        self._stopped.set()
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+        await self._runner.cleanup()
+        log.info("api stopped", extra={"event": "api.stopped"})

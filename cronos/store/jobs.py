@@ -1,0 +1,186 @@
+"""JobStore: the API's reads and writes of jobs and runs.
+
+Every write notifies `cronos_jobs` in the same transaction, so the dispatcher learns of
+it at once and never of a change that rolled back. Rows become Structs before they leave.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import asyncpg
+import msgspec
+
+from cronos.errors import Conflict, NotFound
+from cronos.models import Job, Run
+from cronos.store import queries as q
+from cronos.store.db import to_struct, translate_errors
+
+log = logging.getLogger("cronos.store.jobs")
+
+# The columns a client may set, in JOB_INSERT / JOB_UPDATE parameter order.
+WRITABLE = (
+    "name",
+    "cron_expression",
+    "timezone",
+    "kind",
+    "payload",
+    "timeout_s",
+    "max_retries",
+    "retry_backoff_s",
+    "concurrency_policy",
+    "misfire_policy",
+    "misfire_grace_s",
+    "jitter_s",
+    "status",
+)
+# Changing these moves the dispatch cursor to now (see JobStore.update).
+_SCHEDULE_FIELDS = ("cron_expression", "timezone")
+
+# bigint ids: anything larger cannot exist (and would make asyncpg raise).
+MAX_ID = 2**63 - 1
+
+Check = Callable[[dict[str, Any]], None]
+
+
+def _notice(op: str, job_id: int) -> str:
+    return msgspec.json.encode({"op": op, "job_id": job_id}).decode()
+
+
+def _job(row: asyncpg.Record | None, job_id: int) -> Job:
+    if row is None:
+        raise NotFound(f"job {job_id} not found")
+    return to_struct(row, Job)
+
+
+class JobStore:
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self._pool = pool
+
+    async def create(self, fields: Mapping[str, Any]) -> Job:
+        """Insert a validated job; its cursor starts now, so no tick before creation is due."""
+        with translate_errors():
+            async with self._pool.acquire() as conn, conn.transaction():
+                try:
+                    row = await conn.fetchrow(q.JOB_INSERT, *(fields[name] for name in WRITABLE))
+                except asyncpg.UniqueViolationError as exc:
+                    raise Conflict(f"a job named {fields['name']!r} already exists") from exc
+                job = to_struct(row, Job)
+                await conn.execute(q.NOTIFY, _notice("created", job.id))
+        log.info("job created", extra={"event": "job.created", "job_id": job.id})
+        return job
+
+    async def get(self, job_id: int) -> Job:
+        if job_id > MAX_ID:
+            raise NotFound(f"job {job_id} not found")
+        with translate_errors():
+            return _job(await self._pool.fetchrow(q.JOB_GET, job_id), job_id)
+
+    async def list_jobs(self, status: str | None, after_id: int, limit: int) -> list[Job]:
+        with translate_errors():
+            rows = await self._pool.fetch(q.JOB_LIST, status, after_id, limit)
+        return [to_struct(row, Job) for row in rows]
+
+    async def update(self, job_id: int, changes: Mapping[str, Any], check: Check) -> Job:
+        """Apply a partial update; `check` validates the merged job before anything is written.
+
+        A new schedule (or a resume) moves the cursor to greatest(cursor, now()): the
+        cursor means "ticks up to here are dealt with", and ticks of the old schedule, or
+        of the time the job was paused, must not be caught up under the new settings.
+        """
+        if job_id > MAX_ID:
+            raise NotFound(f"job {job_id} not found")
+        with translate_errors():
+            async with self._pool.acquire() as conn, conn.transaction():
+                current = _job(await conn.fetchrow(q.JOB_GET_FOR_UPDATE, job_id), job_id)
+                merged = {name: getattr(current, name) for name in WRITABLE} | dict(changes)
+                check(merged)  # raises InvalidInput: the transaction rolls back, nothing written
+                reset = any(merged[f] != getattr(current, f) for f in _SCHEDULE_FIELDS) or (
+                    current.status == "paused" and merged["status"] == "active"
+                )
+                try:
+                    row = await conn.fetchrow(q.JOB_UPDATE, job_id, *(merged[n] for n in WRITABLE), reset)
+                except asyncpg.UniqueViolationError as exc:
+                    raise Conflict(f"a job named {merged['name']!r} already exists") from exc
+                job = _job(row, job_id)
+                await conn.execute(q.NOTIFY, _notice("updated", job_id))
+        log.info("job updated", extra={"event": "job.updated", "job_id": job_id, "fields": sorted(changes)})
+        return job
+
+    async def set_status(self, job_id: int, status: str | None) -> Job:
+        """Pause ('paused'), resume ('active') or toggle (None); resuming skips the paused time."""
+        if job_id > MAX_ID:
+            raise NotFound(f"job {job_id} not found")
+        with translate_errors():
+            async with self._pool.acquire() as conn, conn.transaction():
+                job = _job(await conn.fetchrow(q.JOB_SET_STATUS, job_id, status), job_id)
+                op = "paused" if job.status == "paused" else "resumed"
+                await conn.execute(q.NOTIFY, _notice(op, job_id))
+        log.info(f"job {op}", extra={"event": f"job.{op}", "job_id": job_id})
+        return job
+
+    async def delete(self, job_id: int) -> None:
+        if job_id > MAX_ID:
+            raise NotFound(f"job {job_id} not found")
+        with translate_errors():
+            async with self._pool.acquire() as conn, conn.transaction():
+                if await conn.fetchval(q.JOB_DELETE, job_id) is None:
+                    raise NotFound(f"job {job_id} not found")
+                await conn.execute(q.NOTIFY, _notice("deleted", job_id))
+        log.info("job deleted", extra={"event": "job.deleted", "job_id": job_id})
+
+    async def trigger(self, job_id: int) -> Run:
+        """Queue one manual run due now (the leader pushes its token); works for paused jobs too."""
+        if job_id > MAX_ID:
+            raise NotFound(f"job {job_id} not found")
+        with translate_errors():
+            for _attempt in range(3):
+                async with self._pool.acquire() as conn, conn.transaction():
+                    row = await conn.fetchrow(q.RUN_INSERT_MANUAL, job_id)
+                    if row is None:
+                        if not await conn.fetchval(q.JOB_EXISTS, job_id):
+                            raise NotFound(f"job {job_id} not found")
+                        continue  # same tick identity already taken: a new transaction, a new now()
+                    run = to_struct(row, Run)
+                    await conn.execute(q.NOTIFY, _notice("triggered", job_id))
+                log.info("job triggered", extra={"event": "job.triggered", "job_id": job_id, "run_id": run.id})
+                return run
+        raise Conflict(f"job {job_id}: could not queue a manual run, try again")
+
+    async def last_run(self, job_id: int) -> Run | None:
+        with translate_errors():
+            row = await self._pool.fetchrow(q.RUN_LAST_OF_JOB, job_id)
+        return None if row is None else to_struct(row, Run)
+
+    async def runs(self, job_id: int, state: str | None, before_id: int | None, limit: int) -> list[Run]:
+        """A job's runs, newest first; NotFound when the job does not exist."""
+        if job_id > MAX_ID:
+            raise NotFound(f"job {job_id} not found")
+        with translate_errors():
+            async with self._pool.acquire() as conn:
+                rows = await conn.fetch(q.RUN_LIST_OF_JOB, job_id, state, before_id, limit)
+                if not rows and not await conn.fetchval(q.JOB_EXISTS, job_id):
+                    raise NotFound(f"job {job_id} not found")
+        return [to_struct(row, Run) for row in rows]
+
+    async def run(self, run_id: int) -> Run:
+        if run_id > MAX_ID:
+            raise NotFound(f"run {run_id} not found")
+        with translate_errors():
+            row = await self._pool.fetchrow(q.RUN_GET, run_id)
+        if row is None:
+            raise NotFound(f"run {run_id} not found")
+        return to_struct(row, Run)
+
+    async def count_by_status(self) -> dict[str, int]:
+        with translate_errors():
+            rows = await self._pool.fetch(q.JOB_COUNT_BY_STATUS)
+        return {row["status"]: int(row["n"]) for row in rows}
+
+    async def leader_epoch(self) -> tuple[int, str | None]:
+        """The current fencing epoch and the node it was issued to (cluster view)."""
+        with translate_errors():
+            row = await self._pool.fetchrow(q.CLUSTER_EPOCH)
+        return (0, None) if row is None else (int(row["epoch"]), row["holder"])
