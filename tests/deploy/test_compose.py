@@ -1,0 +1,117 @@
+"""docker-compose.yml: valid against the Compose Specification schema, and shaped as promised.
+
+No Docker engine runs on these machines, so `docker compose config` cannot be the check; the
+compose-spec JSON schema (in the shared folder beside the repository) is.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+import yaml
+
+from cronos.settings import load_settings
+from tests.deploy.manifests import ROOT
+
+SCHEMA = Path(__file__).resolve().parents[2].parent / "shared/schemas/compose-spec.json"
+ROLES = ("migrate", "api", "dispatcher", "executor")
+
+
+@pytest.fixture(scope="module")
+def compose() -> dict[str, Any]:
+    doc: dict[str, Any] = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+    return doc
+
+
+@pytest.fixture(scope="module")
+def services(compose: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    found: dict[str, dict[str, Any]] = compose["services"]
+    return found
+
+
+def _interpolate(value: str) -> str:
+    """Compose's ${VAR:-default} with an empty environment."""
+    return re.sub(r"\$\{[A-Z_]+:-([^}]*)\}", r"\1", value)
+
+
+def test_validates_against_the_compose_spec(compose: dict[str, Any]) -> None:
+    if not SCHEMA.is_file():
+        pytest.skip(f"compose-spec schema not found at {SCHEMA} (the shared folder is not beside the repository)")
+    schema = json.loads(SCHEMA.read_text())
+    jsonschema.Draft7Validator.check_schema(schema)
+    validator = jsonschema.Draft7Validator(schema)
+    errors = [f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in validator.iter_errors(compose)]
+    assert errors == []
+
+
+def test_backends_are_postgres16_and_redis7_with_healthchecks(services: dict[str, dict[str, Any]]) -> None:
+    assert services["postgres"]["image"] == "postgres:16"
+    assert services["redis"]["image"] == "redis:7"
+    for name in ("postgres", "redis"):
+        assert services[name]["healthcheck"]["test"], name
+
+
+def test_every_role_runs_the_one_image_with_its_command(services: dict[str, dict[str, Any]]) -> None:
+    images = {services[role]["image"] for role in ROLES}
+    assert len(images) == 1
+    for role in ROLES:
+        assert services[role]["build"]["dockerfile"] == "deploy/Dockerfile"
+        assert services[role]["command"][0] == role
+    assert (ROOT / "deploy/Dockerfile").is_file()
+
+
+def test_migrate_is_one_shot_and_gates_every_role(services: dict[str, dict[str, Any]]) -> None:
+    assert services["migrate"]["restart"] == "no"
+    assert services["migrate"]["depends_on"]["postgres"]["condition"] == "service_healthy"
+    for role in ("api", "dispatcher", "executor"):
+        assert services[role]["depends_on"]["migrate"]["condition"] == "service_completed_successfully", role
+
+
+def test_api_on_3002_and_two_dispatchers(services: dict[str, dict[str, Any]]) -> None:
+    assert "3002:3002" in services["api"]["ports"]
+    assert services["dispatcher"]["deploy"]["replicas"] == 2
+
+
+def test_executor_scales(services: dict[str, dict[str, Any]]) -> None:
+    """`docker compose up --scale executor=N` fails with a fixed name or a fixed host port."""
+    executor = services["executor"]
+    assert "container_name" not in executor
+    assert "ports" not in executor
+    assert "container_name" not in services["dispatcher"] and "ports" not in services["dispatcher"]
+
+
+def test_roles_share_valid_settings(services: dict[str, dict[str, Any]]) -> None:
+    for role in ROLES:
+        env = {k: _interpolate(str(v)) for k, v in services[role]["environment"].items()}
+        assert {"DATABASE_URL", "REDIS_URL"} <= set(env), role
+        settings = load_settings(environ=env, env_file=None)
+        assert settings.metrics_port == 9102, role
+        assert settings.log_format == "json", role
+        assert "@postgres:" in settings.database_url and "//redis:" in settings.redis_url
+
+
+def test_graceful_stop_outlasts_the_drain(services: dict[str, dict[str, Any]]) -> None:
+    executor = services["executor"]
+    grace_s = int(executor["stop_grace_period"].rstrip("s"))
+    assert grace_s > float(executor["environment"]["CRONOS_DRAIN_TIMEOUT_S"])
+
+
+def test_prometheus_scrapes_every_role(services: dict[str, dict[str, Any]]) -> None:
+    prometheus = services["prometheus"]
+    mounts = [v.split(":") for v in prometheus["volumes"]]
+    config_file = next(src for src, dst, *_ in mounts if dst == "/etc/prometheus/prometheus.yml")
+    config = yaml.safe_load((ROOT / config_file).read_text())
+    targets: set[str] = set()
+    for job in config["scrape_configs"]:
+        for static in job.get("static_configs", []):
+            targets.update(static["targets"])
+        for dns in job.get("dns_sd_configs", []):
+            assert dns["type"] == "A", "A-record discovery finds every replica"
+            targets.update(f"{name}:{dns['port']}" for name in dns["names"])
+    metrics_port = services["executor"]["environment"]["CRONOS_METRICS_PORT"]
+    assert {"api:3002", f"dispatcher:{metrics_port}", f"executor:{metrics_port}"} <= targets
