@@ -95,8 +95,10 @@ class PgServer:
         _run(_as_postgres([str(self.bin / "pg_ctl"), "-D", str(self.data), *args]), f"pg_ctl {args[0]}", timeout)
 
     def _options(self) -> str:
+        # fsync=off is safe for a crash of PostgreSQL alone (the OS keeps its page cache);
+        # synchronous_commit must stay on, or an immediate stop loses acknowledged commits.
         opts = f"-p {self.port} -k {self.sock} -c listen_addresses=127.0.0.1 -c fsync=off"
-        return opts + " -c synchronous_commit=off -c full_page_writes=off -c max_connections=200"
+        return opts + " -c full_page_writes=off -c max_connections=200"
 
     def start(self) -> None:
         self.sock.mkdir(exist_ok=True)

@@ -1,0 +1,278 @@
+"""A cluster of real Cronos OS processes on private PostgreSQL and Redis servers.
+
+    cluster = Cluster(dispatchers=3, executors=3)
+    cluster.start()
+    try:
+        await insert_job(cluster.dsn, ...)   # ledger.py
+        cluster.kill(cluster.leader())       # faults: kill, pause/resume, terminate, restart,
+        ...                                  # redis_restart, pg_restart, pg_crash
+    finally:
+        cluster.close()                      # every child, always (atexit too)
+
+Each node runs in its own process group, so a fault hits the node and whatever it spawned
+(shell jobs), as when a container dies or freezes. Node output goes to logs/<node>.log.
+Every fault is appended to `timeline` with its wall-clock time.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import redis
+
+from cronos.keys import Keys
+from tests.cluster.receiver import Receiver
+from tests.cluster.servers import REPO, PgServer, RedisServer, cronos_command, free_port, pg_from_template
+
+_live: set[Cluster] = set()
+_ENV_DROP = ("DATABASE_URL", "REDIS_URL", "PORT")
+
+
+@dataclass(slots=True)
+class Node:
+    role: str  # dispatcher | executor | api
+    name: str  # its CRONOS_NODE_ID
+    argv: list[str]
+    env: dict[str, str]
+    cwd: Path
+    logfile: Path
+    proc: subprocess.Popen[bytes] | None = None
+    paused: bool = False
+
+    @property
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def start(self) -> None:
+        assert not self.alive, f"{self.name} is already running"
+        with self.logfile.open("ab") as out:
+            out.write(f"--- start {self.name} at {time.time():.3f}\n".encode())
+            out.flush()
+            self.proc = subprocess.Popen(
+                self.argv, env=self.env, cwd=self.cwd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            )
+        self.paused = False
+
+    def signal(self, signum: int) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signum)
+
+    def kill(self) -> None:
+        """kill -9 of the node's whole process group; reaps it."""
+        self.signal(signal.SIGKILL)
+        if self.proc is not None:
+            self.proc.wait(10)
+        self.paused = False
+
+    def terminate(self, timeout: float = 10) -> int | None:
+        """SIGTERM and wait for a graceful exit (SIGKILL past `timeout`); returns the exit code."""
+        if self.proc is None:
+            return None
+        self.resume()
+        if self.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                self.proc.send_signal(signal.SIGTERM)
+            try:
+                return self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        return self.proc.returncode
+
+    def pause(self) -> None:
+        self.signal(signal.SIGSTOP)
+        self.paused = True
+
+    def resume(self) -> None:
+        if self.paused:
+            self.signal(signal.SIGCONT)
+            self.paused = False
+
+
+@dataclass(slots=True)
+class Cluster:
+    dispatchers: int = 3
+    executors: int = 3
+    api: bool = False
+    ttl_ms: int = 1000
+    lease_s: float = 1.5
+    drain_s: float = 2.0
+    prefix: str = "chaos:"
+    extra_env: dict[str, str] = field(default_factory=dict)
+    executor_imports: tuple[str, ...] = ("tests.cluster.tasks",)
+    root: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="cronos-cluster-")))
+    keep: bool = False  # keep root (logs, data) after close
+    nodes: dict[str, Node] = field(default_factory=dict)
+    timeline: list[tuple[float, str]] = field(default_factory=list)
+    pg: PgServer | None = None
+    redis_server: RedisServer | None = None
+    receiver: Receiver = field(default_factory=Receiver)
+    api_port: int = 0
+
+    def __hash__(self) -> int:
+        return id(self)
+
+    # --- lifecycle ---
+
+    def start(self) -> None:
+        _live.add(self)
+        self.root.chmod(0o755)  # postgres must traverse it
+        (self.root / "logs").mkdir(exist_ok=True)
+        self.pg = pg_from_template(self.root / "pg")
+        self.pg.start()
+        self.redis_server = RedisServer(self.root / "redis")
+        self.redis_server.start()
+        self.receiver.start()
+        for i in range(1, self.dispatchers + 1):
+            self._add("dispatcher", f"d{i}", ["dispatcher"])
+        imports = [arg for module in self.executor_imports for arg in ("--import", module)]
+        for i in range(1, self.executors + 1):
+            self._add("executor", f"e{i}", ["executor", *imports])
+        if self.api:
+            self.api_port = free_port()
+            self._add("api", "api", ["api"])
+        for node in self.nodes.values():
+            node.start()
+        self.mark("cluster started")
+
+    def close(self) -> None:
+        for node in self.nodes.values():
+            with contextlib.suppress(Exception):
+                node.kill()
+        self.receiver.stop()
+        if self.redis_server is not None:
+            self.redis_server.stop()
+        if self.pg is not None:
+            self.pg.stop()
+        _live.discard(self)
+        if not self.keep:
+            shutil.rmtree(self.root, ignore_errors=True)
+
+    def _add(self, role: str, name: str, args: list[str]) -> None:
+        assert self.pg is not None and self.redis_server is not None
+        env = {k: v for k, v in os.environ.items() if k not in _ENV_DROP and not k.startswith("CRONOS_")}
+        env |= {
+            "DATABASE_URL": self.pg.dsn,
+            "REDIS_URL": self.redis_server.url,
+            "CRONOS_KEY_PREFIX": self.prefix,
+            "CRONOS_NODE_ID": name,
+            "CRONOS_LEADER_TTL_MS": str(self.ttl_ms),
+            "CRONOS_RUN_LEASE_S": str(self.lease_s),
+            "CRONOS_DRAIN_TIMEOUT_S": str(self.drain_s),
+            "CRONOS_RESYNC_INTERVAL_S": "2",
+            "CRONOS_LOG_FORMAT": "json",
+            "CRONOS_ALLOW_SHELL": "1",
+            "PORT": str(self.api_port or 0),
+            "PYTHONPATH": str(REPO),  # for --import tests.cluster.tasks; cwd is the cluster root (no .env)
+            "PYTHONUNBUFFERED": "1",
+        }
+        env |= self.extra_env
+        argv = [*cronos_command(), *args]
+        self.nodes[name] = Node(role, name, argv, env, self.root, self.root / "logs" / f"{name}.log")
+
+    # --- what is where ---
+
+    @property
+    def dsn(self) -> str:
+        assert self.pg is not None
+        return self.pg.dsn
+
+    @property
+    def keys(self) -> Keys:
+        return Keys(self.prefix)
+
+    def role(self, role: str) -> list[Node]:
+        return [n for n in self.nodes.values() if n.role == role]
+
+    def leader(self) -> Node | None:
+        """The node named by the Redis leader key (None while nobody holds it or Redis is down)."""
+        assert self.redis_server is not None
+        try:
+            client = redis.Redis(port=self.redis_server.port, socket_timeout=1)
+            try:
+                holder = client.get(self.keys.leader)
+            finally:
+                client.close()
+        except redis.RedisError:
+            return None
+        return self.nodes.get(holder.decode()) if holder else None
+
+    def health(self) -> int:
+        """GET /health of the API: its status code (0 when it does not answer)."""
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.api_port}/health", timeout=2) as response:
+                return int(response.status)
+        except urllib.error.HTTPError as exc:
+            return exc.code
+        except OSError:
+            return 0
+
+    def log_text(self, name: str) -> str:
+        return self.nodes[name].logfile.read_text(errors="replace")
+
+    # --- faults (each recorded on the timeline) ---
+
+    def mark(self, what: str) -> float:
+        now = time.time()
+        self.timeline.append((now, what))
+        return now
+
+    def kill(self, node: Node) -> float:
+        node.kill()
+        return self.mark(f"kill -9 {node.name}")
+
+    def pause(self, node: Node) -> float:
+        node.pause()
+        return self.mark(f"SIGSTOP {node.name}")
+
+    def resume(self, node: Node) -> float:
+        node.resume()
+        return self.mark(f"SIGCONT {node.name}")
+
+    def terminate(self, node: Node) -> float:
+        code = node.terminate()
+        return self.mark(f"SIGTERM {node.name} (exit {code})")
+
+    def restart(self, node: Node) -> float:
+        if node.alive:
+            node.kill()
+        node.start()
+        return self.mark(f"start {node.name}")
+
+    def redis_restart(self) -> float:
+        assert self.redis_server is not None
+        self.redis_server.restart()
+        return self.mark("redis-server restarted empty")
+
+    def pg_restart(self) -> float:
+        assert self.pg is not None
+        self.pg.restart()
+        return self.mark("postgresql clean restart")
+
+    def pg_crash(self, down_s: float = 0.0) -> float:
+        """Immediate stop (a crash), `down_s` of downtime, then start with crash recovery."""
+        assert self.pg is not None
+        at = self.mark("postgresql immediate stop")
+        self.pg.crash()
+        time.sleep(down_s)
+        self.pg.start()
+        self.mark("postgresql started after crash")
+        return at
+
+
+def _close_all() -> None:
+    for cluster in list(_live):
+        cluster.close()
+
+
+atexit.register(_close_all)

@@ -1,0 +1,139 @@
+"""Reading and seeding a cluster's PostgreSQL: jobs in, the ledger out (for the checker).
+
+Each call opens its own short connection and retries while PostgreSQL is down, because the
+tests restart and crash it underneath.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import csv
+import dataclasses
+import json
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+import asyncpg
+
+from cronos.store.db import CONNECTION_ERRORS
+from tests.cluster.checker import JobDef, RunRow
+
+T = TypeVar("T")
+
+_JOB_COLUMNS = "id, cron_expression, timezone, status, concurrency_policy, max_retries, created_at"
+_RUN_COLUMNS = (
+    "id, job_id, scheduled_for, attempt, trigger, state, due_at, created_at, epoch, node_id,"
+    " started_at, finished_at, error, skip_reason"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Ledger:
+    jobs: list[JobDef]
+    runs: list[RunRow]
+    leader_log: dict[int, datetime]  # epoch -> elected_at
+
+
+async def with_db(dsn: str, work: Callable[[asyncpg.Connection], Awaitable[T]], timeout: float = 30) -> T:
+    """Run `work` on a fresh connection, retrying through PostgreSQL restarts for `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            conn = await asyncpg.connect(dsn, timeout=5)
+            try:
+                return await work(conn)
+            finally:
+                await conn.close(timeout=2)
+        except CONNECTION_ERRORS:
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.1)
+
+
+async def insert_job(
+    dsn: str,
+    name: str,
+    cron_expression: str,
+    *,
+    kind: str = "task",
+    payload: dict[str, Any] | None = None,
+    **policy: Any,
+) -> JobDef:
+    """Insert a job as the API would (and NOTIFY, so a running leader picks it up at once)."""
+    columns = {"name": name, "cron_expression": cron_expression, "kind": kind, "payload": json.dumps(payload or {})}
+    columns |= policy
+    names = ", ".join(columns)
+    params = ", ".join(f"${i}" + ("::jsonb" if key == "payload" else "") for i, key in enumerate(columns, 1))
+
+    async def work(conn: asyncpg.Connection) -> JobDef:
+        async with conn.transaction():
+            row = await conn.fetchrow(
+                f"INSERT INTO jobs ({names}) VALUES ({params}) RETURNING {_JOB_COLUMNS}", *columns.values()
+            )
+            await conn.execute(
+                "SELECT pg_notify('cronos_jobs', $1)", json.dumps({"op": "created", "job_id": row["id"]})
+            )
+        return JobDef(**dict(row))
+
+    return await with_db(dsn, work)
+
+
+async def load(dsn: str) -> Ledger:
+    async def work(conn: asyncpg.Connection) -> Ledger:
+        jobs = [JobDef(**dict(r)) for r in await conn.fetch(f"SELECT {_JOB_COLUMNS} FROM jobs ORDER BY id")]
+        runs = [RunRow(**dict(r)) for r in await conn.fetch(f"SELECT {_RUN_COLUMNS} FROM runs ORDER BY id")]
+        leaders = {r["epoch"]: r["elected_at"] for r in await conn.fetch("SELECT epoch, elected_at FROM leader_log")}
+        return Ledger(jobs, runs, leaders)
+
+    return await with_db(dsn, work)
+
+
+async def open_runs(dsn: str, until: datetime) -> list[RunRow]:
+    """Runs due by `until` that are still queued or running."""
+
+    async def work(conn: asyncpg.Connection) -> list[RunRow]:
+        sql = f"SELECT {_RUN_COLUMNS} FROM runs WHERE state IN ('queued', 'running') AND due_at <= $1 ORDER BY id"
+        return [RunRow(**dict(r)) for r in await conn.fetch(sql, until)]
+
+    return await with_db(dsn, work)
+
+
+async def settle(dsn: str, until: datetime, timeout: float) -> list[RunRow]:
+    """Wait up to `timeout` s for every run due by `until` to end; returns those still open (G4)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        remaining = await open_runs(dsn, until)
+        if not remaining or time.monotonic() > deadline:
+            return remaining
+        await asyncio.sleep(0.1)
+
+
+async def count_runs(dsn: str, where: str = "TRUE", *args: Any) -> int:
+    async def work(conn: asyncpg.Connection) -> int:
+        return int(await conn.fetchval(f"SELECT count(*) FROM runs WHERE {where}", *args))
+
+    return await with_db(dsn, work)
+
+
+async def fetch_runs(dsn: str, where: str = "TRUE", *args: Any) -> list[RunRow]:
+    async def work(conn: asyncpg.Connection) -> list[RunRow]:
+        return [
+            RunRow(**dict(r))
+            for r in await conn.fetch(f"SELECT {_RUN_COLUMNS} FROM runs WHERE {where} ORDER BY id", *args)
+        ]
+
+    return await with_db(dsn, work)
+
+
+def write_csv(runs: list[RunRow], path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    names = [f.name for f in dataclasses.fields(RunRow)]
+    with path.open("w", newline="") as out:
+        writer = csv.writer(out)
+        writer.writerow(names)
+        for run in runs:
+            writer.writerow([getattr(run, name) for name in names])
