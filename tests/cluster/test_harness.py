@@ -64,7 +64,8 @@ def test_redis_restart_loses_every_key_on_the_same_port(make_cluster) -> None:
 
 
 def test_node_control_kill_pause_resume_terminate_and_logs(tmp_path: Path) -> None:
-    script = "import signal,sys,time; print('up', flush=True); signal.signal(signal.SIGTERM, lambda *a: sys.exit(3)); time.sleep(60)"
+    script = "import signal,sys,time; print('up', flush=True); "
+    script += "signal.signal(signal.SIGTERM, lambda *a: sys.exit(3)); time.sleep(60)"
     node = Node("executor", "x1", [sys.executable, "-c", script], {}, tmp_path, tmp_path / "x1.log")
     node.start()
     try:
