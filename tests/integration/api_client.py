@@ -1,0 +1,52 @@
+"""A real API on 127.0.0.1 (ephemeral port) and a client for it, shared by the API tests."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+
+from api.service import ApiService
+from cronos.settings import Settings
+
+SEED_JOB = {"name": "Sync Database Indexes", "cron_expression": "*/5 * * * *", "payload": {"action": "reindex"}}
+
+
+@dataclass
+class Reply:
+    status: int
+    body: Any
+    headers: Any
+
+
+@dataclass
+class Api:
+    service: ApiService
+    session: aiohttp.ClientSession
+    base: str
+
+    async def call(
+        self, method: str, path: str, json: Any = None, data: bytes | str | io.BytesIO | None = None
+    ) -> Reply:
+        async with self.session.request(method, self.base + path, json=json, data=data) as resp:
+            raw = await resp.read()
+            ctype = resp.headers.get("Content-Type", "")
+            body: Any = raw.decode()
+            if "json" in ctype and raw:
+                body = await resp.json(content_type=None)
+            return Reply(resp.status, body, resp.headers)
+
+    async def create(self, **fields: Any) -> dict[str, Any]:
+        reply = await self.call("POST", "/api/jobs", json={**SEED_JOB, **fields})
+        assert reply.status == 201, reply.body
+        return dict(reply.body)
+
+
+@contextlib.asynccontextmanager
+async def running_api(settings: Settings) -> AsyncIterator[Api]:
+    async with ApiService(settings, host="127.0.0.1") as service, aiohttp.ClientSession() as session:
+        yield Api(service, session, f"http://127.0.0.1:{service.port}")
