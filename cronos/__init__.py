@@ -3,4 +3,8 @@
 User task code imports this package for the `task` decorator and `RunContext`.
 """
 
+from cronos.tasks import RunContext, task
+
 __version__ = "0.1.0"
+
+__all__ = ["RunContext", "__version__", "task"]

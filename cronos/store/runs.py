@@ -1,0 +1,199 @@
+"""The executor's side of the runs ledger: claim, heartbeat, finish, and the leader's reaper.
+
+Every write is conditional (on `state`, on the owning node, on the leader's epoch) so
+that a repeated token, a paused executor or a deposed leader changes nothing. Batches go
+to PostgreSQL as one statement each: the claim and the finish of N runs cost one round
+trip, and `round_trips` counts them for the benchmark.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any, Literal
+
+import asyncpg
+import msgspec
+
+from cronos import metrics, retry
+from cronos.errors import NotLeader
+from cronos.models import FAIL_EXECUTOR_LOST, FAIL_REPLACED, SKIP_EXPIRED, SKIP_OVERLAP, ConcurrencyPolicy, JobKind
+from cronos.store import queries as q
+from cronos.store.db import to_struct, translate_errors
+
+log = logging.getLogger("cronos.store.runs")
+
+
+class ClaimedRun(msgspec.Struct, kw_only=True):
+    """A run this node now owns, with what the executor needs of its job."""
+
+    id: int
+    job_id: int
+    scheduled_for: datetime
+    attempt: int
+    trigger: str
+    epoch: int | None
+    started_at: datetime
+    exclusive: bool
+    name: str
+    kind: JobKind
+    payload: dict[str, Any]
+    timeout_s: float
+    max_retries: int
+    retry_backoff_s: float
+    concurrency_policy: ConcurrencyPolicy
+
+
+class ClaimResult(msgspec.Struct, kw_only=True):
+    claimed: list[ClaimedRun] = []
+    skipped: list[int] = []  # ended `skipped` SKIP_OVERLAP
+    replaced: list[int] = []  # other runs ended `failed` FAIL_REPLACED to make room
+    # Ids neither claimed nor skipped here: already claimed, finished, or gone.
+
+
+class Outcome(msgspec.Struct, kw_only=True):
+    """The end of one run, written only while `node_id` still owns it."""
+
+    run_id: int
+    node_id: str
+    state: Literal["completed", "failed"]
+    error: str | None = None
+    traceback: str | None = None
+    result: str | None = None
+    duration_ms: float | None = None  # None: computed from started_at
+    retry_delay_s: float | None = None  # None: no retry
+
+
+class FinishResult(msgspec.Struct, kw_only=True):
+    written: set[int]  # run ids whose outcome was recorded (the others were not ours any more)
+    retried: int
+
+
+class ReapResult(msgspec.Struct, kw_only=True):
+    lost: int = 0  # running runs whose lease expired, now failed "executor lost"
+    expired: int = 0  # queued runs past their misfire grace, now skipped "expired"
+    retried: int = 0  # retries queued for the lost ones
+
+
+class RunStore:
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self._pool = pool
+        self.round_trips = 0  # statements sent, for the benchmark's "round trips per run"
+
+    async def claim(self, run_ids: Sequence[int], node_id: str, lease_s: float) -> ClaimResult:
+        """Claim queued runs for `node_id`, applying each job's concurrency policy."""
+        if not run_ids:
+            return ClaimResult()
+        ids = list(dict.fromkeys(run_ids))
+        result = ClaimResult()
+        with translate_errors():
+            async with self._pool.acquire() as conn:
+                try:
+                    self.round_trips += 1
+                    row = await conn.fetchrow(q.CLAIM_BATCH, ids, node_id, lease_s)
+                    result.claimed = msgspec.convert(row["claimed"], list[ClaimedRun], strict=False)
+                    leftover = list(row["leftover"])
+                except asyncpg.UniqueViolationError:
+                    leftover = ids  # a concurrent claim of the same job: arbitrate run by run
+                for run_id in leftover:
+                    await self._claim_one(conn, run_id, node_id, lease_s, result)
+        return result
+
+    async def _claim_one(self, conn: Any, run_id: int, node_id: str, lease_s: float, out: ClaimResult) -> None:
+        """The rare path: one run the batch left queued, arbitrated by the unique index."""
+        async with conn.transaction():
+            self.round_trips += 1
+            row = await conn.fetchrow(q.LOCK_QUEUED, run_id)
+            if row is None:
+                return  # claimed or finished elsewhere
+            if row["exclusive"] and row["concurrency_policy"] == "replace":
+                self.round_trips += 1
+                replaced = await conn.fetch(q.REPLACE_RUNNING, row["job_id"], run_id, FAIL_REPLACED)
+                out.replaced.extend(r["id"] for r in replaced)
+            try:
+                async with conn.transaction():  # a savepoint: a refused claim keeps the outer work
+                    self.round_trips += 1
+                    claimed = await conn.fetchrow(q.CLAIM_ONE, run_id, node_id, lease_s)
+            except asyncpg.UniqueViolationError:
+                self.round_trips += 1
+                if await conn.fetchrow(q.SKIP_QUEUED, run_id, SKIP_OVERLAP):
+                    out.skipped.append(run_id)
+                return
+            if claimed is not None:
+                out.claimed.append(to_struct(claimed, ClaimedRun))
+
+    async def extend_leases(self, run_ids: Sequence[int], node_id: str, lease_s: float) -> set[int]:
+        """Heartbeat: extend the leases `node_id` still owns; returns those ids."""
+        if not run_ids:
+            return set()
+        with translate_errors():
+            self.round_trips += 1
+            rows = await self._pool.fetch(q.EXTEND_LEASES, list(run_ids), node_id, lease_s)
+        return {r["id"] for r in rows}
+
+    async def finish(self, outcomes: Sequence[Outcome]) -> FinishResult:
+        """Record outcomes (and the retries they allow) in one statement, one transaction."""
+        if not outcomes:
+            return FinishResult(written=set(), retried=0)
+        with translate_errors():
+            async with self._pool.acquire() as conn:
+                return await self._finish(conn, outcomes)
+
+    async def _finish(self, conn: Any, outcomes: Sequence[Outcome]) -> FinishResult:
+        self.round_trips += 1
+        rows = await conn.fetch(
+            q.FINISH_RUNS,
+            [o.run_id for o in outcomes],
+            [o.node_id for o in outcomes],
+            [o.state for o in outcomes],
+            [o.error for o in outcomes],
+            [o.traceback for o in outcomes],
+            [o.result for o in outcomes],
+            [o.duration_ms for o in outcomes],
+            [o.retry_delay_s for o in outcomes],
+        )
+        return FinishResult(written={r["id"] for r in rows}, retried=int(rows[0]["retried"]) if rows else 0)
+
+    async def reap(self, epoch: int, *, limit: int = 1000) -> ReapResult:
+        """Leader only, fenced by `epoch`: end runs whose executor is gone, expire stale queued runs.
+
+        Raises NotLeader (and writes nothing) when `epoch` is no longer the current one.
+        """
+        with translate_errors():
+            async with self._pool.acquire() as conn, conn.transaction():
+                current = await conn.fetchval(q.CURRENT_EPOCH)
+                if current != epoch:
+                    raise NotLeader(f"epoch {epoch} is not current (now {current})")
+                lost = await conn.fetch(q.LOST_RUNS, limit)
+                outcomes = [
+                    Outcome(
+                        run_id=r["id"],
+                        node_id=r["node_id"],
+                        state="failed",
+                        error=FAIL_EXECUTOR_LOST,
+                        retry_delay_s=retry.planned_delay_s(r["attempt"], r["max_retries"], r["retry_backoff_s"]),
+                    )
+                    for r in lost
+                ]
+                finished = await self._finish(conn, outcomes) if outcomes else FinishResult(written=set(), retried=0)
+                expired = await conn.fetch(q.EXPIRE_QUEUED, limit, SKIP_EXPIRED)
+        for r in lost:
+            if r["id"] in finished.written:
+                metrics.RUNS.labels(state="failed", kind=r["kind"]).inc()
+        metrics.EXECUTOR_LOST_RUNS.inc(len(finished.written))
+        metrics.RUNS_SKIPPED.labels(reason=SKIP_EXPIRED).inc(len(expired))
+        result = ReapResult(lost=len(finished.written), expired=len(expired), retried=finished.retried)
+        if result.lost or result.expired:
+            log.warning(
+                "reaped runs",
+                extra={
+                    "event": "runs.reaped",
+                    "epoch": epoch,
+                    "lost": result.lost,
+                    "expired": result.expired,
+                    "retried": result.retried,
+                    "lost_run_ids": sorted(finished.written)[:50],
+                },
+            )
+        return result

@@ -1,0 +1,65 @@
+"""Group commit for per-token code: each caller submits one item and awaits its own answer.
+
+While one batch is at PostgreSQL or Redis, the next one fills up; when the call returns,
+everything that arrived meanwhile goes out as the next batch. Per-token code stays a
+straight line (lock, claim, run, record, release, ack) and still costs one round trip
+per batch, not per token.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Generic, TypeVar
+
+I = TypeVar("I")  # noqa: E741 - item
+O = TypeVar("O")  # noqa: E741 - outcome
+
+
+class Batcher(Generic[I, O]):
+    def __init__(self, name: str, call: Callable[[list[I]], Awaitable[Sequence[O]]], max_size: int = 1000) -> None:
+        self.name = name
+        self._call = call
+        self._max_size = max_size
+        self._queue: list[tuple[I, asyncio.Future[O]]] = []
+        self._flusher: asyncio.Task[None] | None = None
+        self.batches = 0
+
+    async def submit(self, item: I) -> O:
+        future: asyncio.Future[O] = asyncio.get_running_loop().create_future()
+        self._queue.append((item, future))
+        if self._flusher is None or self._flusher.done():
+            self._flusher = asyncio.create_task(self._flush(), name=f"batcher:{self.name}")
+        return await future
+
+    async def _flush(self) -> None:
+        await asyncio.sleep(0)  # let the other tokens of this read submit too
+        while self._queue:
+            batch, self._queue = self._queue[: self._max_size], self._queue[self._max_size :]
+            self.batches += 1
+            try:
+                answers = await self._call([item for item, _ in batch])
+            except Exception as exc:  # noqa: BLE001 - every waiter gets it; the next batch still goes
+                _fail(batch, exc)
+                continue
+            except asyncio.CancelledError:
+                _fail(batch, asyncio.CancelledError())
+                raise
+            for (_, future), answer in zip(batch, answers, strict=True):
+                if not future.done():
+                    future.set_result(answer)
+
+    async def close(self) -> None:
+        _fail(self._queue, asyncio.CancelledError())
+        self._queue = []
+        if self._flusher is not None and not self._flusher.done():
+            self._flusher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._flusher
+
+
+def _fail(batch: list[tuple[I, asyncio.Future[O]]], exc: BaseException) -> None:
+    for _, future in batch:
+        if not future.done():
+            future.set_exception(exc)

@@ -1,0 +1,173 @@
+"""Stream consumption: never more tokens than free slots, own pending entries first.
+
+Each delivery becomes one `pipeline.process` task in the role's task group. Entries
+left idle by a dead consumer are taken over with XAUTOCLAIM. When PostgreSQL or Redis
+fails, reading pauses until the backend answers again (capped backoff).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable
+
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from cronos import metrics
+from cronos.backoff import Backoff
+from cronos.stream import Delivery, RunStream
+from executor.pipeline import Deps, process
+
+log = logging.getLogger("cronos.executor.consumer")
+
+REDIS_ERRORS = (RedisConnectionError, RedisTimeoutError, OSError)
+READ_BLOCK_MS = 500  # how long one XREADGROUP waits; also bounds how fast a stop is noticed
+
+
+class Consumer:
+    def __init__(
+        self,
+        deps: Deps,
+        stream: RunStream,
+        concurrency: int,
+        probe: Callable[[str], Awaitable[None]],
+    ) -> None:
+        self._deps = deps
+        self._stream = stream
+        self._concurrency = concurrency
+        self._probe = probe
+        self._entries: set[bytes] = set()  # entry ids being processed here
+        self._tasks: set[asyncio.Task[str]] = set()
+        self._freed = asyncio.Event()
+        self.outcomes: dict[str, int] = {}
+        self.autoclaim_idle_ms = int(deps.lease_s * 2000)
+        self._last_autoclaim = 0.0
+
+    @property
+    def free(self) -> int:
+        return self._concurrency - len(self._entries)
+
+    @property
+    def tasks(self) -> set[asyncio.Task[str]]:
+        return self._tasks
+
+    async def serve(self, group: asyncio.TaskGroup, stopping: asyncio.Event, *, burst: bool = False) -> None:
+        """Read and dispatch until `stopping` is set (or, in burst mode, until nothing is left)."""
+        backoff = Backoff(base_s=0.1, cap_s=5.0)
+        first = True
+        while not stopping.is_set():
+            try:
+                await self._heal()
+                if not await self._wait_free(stopping):
+                    break
+                deliveries = await self._read(pending=first, block=not burst)
+                first = False
+                self._spawn(group, deliveries)
+                backoff.reset()
+            except REDIS_ERRORS as exc:
+                self._deps.on_trouble.append("redis")
+                log.warning("stream read failed: %s", exc, extra={"event": "stream.read_failed"})
+                await _sleep_or_stop(stopping, backoff.next_delay())
+                continue
+            if burst and not deliveries and not self._tasks:
+                break
+            if burst and not deliveries:
+                await asyncio.wait(set(self._tasks), return_when=asyncio.FIRST_COMPLETED)
+
+    async def _read(self, *, pending: bool, block: bool) -> list[Delivery]:
+        free = self.free
+        if pending:  # after a restart: what this consumer held and never acknowledged
+            return await self._stream.read(self._deps.node_id, max(free, 1) * 4, None, pending=True)
+        now = time.monotonic()
+        if now - self._last_autoclaim >= self._deps.lease_s:
+            self._last_autoclaim = now
+            claimed = await self._stream.autoclaim(self._deps.node_id, self.autoclaim_idle_ms, free)
+            claimed = [d for d in claimed if d.entry_id not in self._entries]
+            if claimed:
+                log.info("took over idle entries", extra={"event": "stream.autoclaimed", "count": len(claimed)})
+                return claimed
+        return await self._stream.read(self._deps.node_id, free, READ_BLOCK_MS if block else None)
+
+    def _spawn(self, group: asyncio.TaskGroup, deliveries: list[Delivery]) -> None:
+        for delivery in deliveries:
+            if delivery.entry_id in self._entries:
+                continue  # already being processed here (re-read while pending)
+            self._entries.add(delivery.entry_id)
+            task = group.create_task(self._guarded(delivery), name=f"token:{delivery.entry_id!r}")
+            self._tasks.add(task)
+        metrics.STREAM_PENDING.set(len(self._entries))
+
+    async def _guarded(self, delivery: Delivery) -> str:
+        try:
+            outcome = await process(delivery, self._deps)
+        except Exception:  # a bug must not take the role down; the entry stays pending
+            log.exception("token processing failed", extra={"event": "token.error"})
+            outcome = "error"
+        finally:
+            self._entries.discard(delivery.entry_id)
+            task = asyncio.current_task()
+            if task is not None:
+                self._tasks.discard(task)
+            self._freed.set()
+        self.outcomes[outcome] = self.outcomes.get(outcome, 0) + 1
+        return outcome
+
+    async def _wait_free(self, stopping: asyncio.Event) -> bool:
+        while self.free <= 0:
+            self._freed.clear()
+            stop_wait = asyncio.ensure_future(stopping.wait())
+            freed_wait = asyncio.ensure_future(self._freed.wait())
+            try:
+                await asyncio.wait({stop_wait, freed_wait}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                stop_wait.cancel()
+                freed_wait.cancel()
+            if stopping.is_set():
+                return False
+        return True
+
+    async def _heal(self) -> None:
+        """Pause reading while a backend that failed does not answer yet."""
+        while self._deps.on_trouble:
+            backends = set(self._deps.on_trouble)
+            self._deps.on_trouble.clear()
+            backoff = Backoff(base_s=0.2, cap_s=5.0)
+            for backend in backends:
+                while True:
+                    try:
+                        await self._probe(backend)
+                        break
+                    except Exception as exc:  # noqa: BLE001 - any failure: still away
+                        delay = backoff.next_delay()
+                        log.warning(
+                            "%s still unavailable, retrying in %.1f s: %s",
+                            backend,
+                            delay,
+                            exc,
+                            extra={"event": "backend.waiting", "backend": backend},
+                        )
+                        metrics.BACKEND_UP.labels(backend=backend).set(0)
+                        await asyncio.sleep(delay)
+                metrics.BACKEND_UP.labels(backend=backend).set(1)
+                log.info("%s is back", backend, extra={"event": "backend.back", "backend": backend})
+
+    async def drain(self, timeout_s: float) -> int:
+        """Wait for in-flight tokens up to `timeout_s`; then cancel the work of the rest (they
+        still record their outcome, release and acknowledge). Returns how many were cancelled."""
+        if self._tasks:
+            await asyncio.wait(set(self._tasks), timeout=timeout_s)
+        cancelled = 0
+        for flight in list(self._deps.in_flight.values()):
+            flight.cancel("cancelled: executor shutting down")
+            cancelled += 1
+        if self._tasks:
+            await asyncio.wait(set(self._tasks))
+        return cancelled
+
+
+async def _sleep_or_stop(stopping: asyncio.Event, delay: float) -> None:
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(stopping.wait(), timeout=delay)

@@ -1,0 +1,246 @@
+"""What happens to one run token, step by step (DESIGN.md "Execution", steps 1-6).
+
+`process` reads as the design: lock, claim (with the concurrency policy), run under the
+timeout while the heartbeat keeps the lease, record, release, acknowledge. Each step is
+one helper; the I/O behind them is batched across tokens by `executor.batcher`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import traceback
+from collections.abc import Awaitable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TypeVar
+
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from cronos import metrics, retry
+from cronos.backoff import Backoff
+from cronos.errors import BackendUnavailable
+from cronos.keys import Keys
+from cronos.logs import bind
+from cronos.messages import RunToken
+from cronos.store.runs import ClaimedRun, Outcome, RunStore
+from cronos.stream import Delivery
+from executor import kinds
+from executor.batcher import Batcher
+
+log = logging.getLogger("cronos.executor")
+T = TypeVar("T")
+
+SKIPPED = "skipped"
+DRAIN_CANCELLED = "cancelled: executor shutting down"
+
+
+@dataclass(frozen=True, slots=True)
+class Settle:
+    """Step 6 for one token: release its lock (if taken), then acknowledge its entry."""
+
+    lock_key: str | None
+    entry_id: bytes
+
+
+@dataclass(eq=False)
+class InFlight:
+    """A claimed run while it executes; the heartbeat and the drain act on it."""
+
+    run: ClaimedRun
+    lock_key: str
+    work: asyncio.Task[str | None] | None = None
+    cancel_reason: str | None = None
+    lost: bool = False  # ownership went elsewhere: cancel, report nothing
+
+    def cancel(self, reason: str) -> None:
+        if self.cancel_reason is None:
+            self.cancel_reason = reason
+        if self.work is not None and not self.work.done():
+            self.work.cancel()
+
+
+@dataclass(eq=False)
+class Deps:
+    """Everything the pipeline touches, built once by the service."""
+
+    node_id: str
+    keys: Keys
+    lease_s: float
+    env: kinds.Env
+    store: RunStore
+    locks: Batcher[str, bool]
+    claims: Batcher[int, ClaimedRun | str | None]
+    finishes: Batcher[Outcome, bool]
+    settles: Batcher[Settle, None]
+    in_flight: dict[int, InFlight] = field(default_factory=dict)
+    on_trouble: list[str] = field(default_factory=list)  # backends that failed since the consumer looked
+
+
+async def process(delivery: Delivery, deps: Deps) -> str:
+    """Take one token through steps 1-6; returns what happened to it (for tests and counts)."""
+    token = delivery.token
+    if token is None:  # undecodable entry: nothing to run, do not let it block the group
+        await settle(deps, None, delivery.entry_id)
+        return "malformed"
+    with bind(
+        job_id=token.job_id,
+        run_id=token.run_id,
+        attempt=token.attempt,
+        epoch=token.epoch,
+        scheduled_for=_iso(token.scheduled_for_ms),
+    ):
+        try:
+            lock_key = deps.keys.tick_lock(token.job_id, token.scheduled_for_ms, token.attempt)
+            if not await take_tick_lock(deps, lock_key):  # step 1
+                await settle(deps, None, delivery.entry_id)
+                return "lock_denied"
+            claim = await claim_run(deps, token)  # steps 2 and 3
+            if not isinstance(claim, ClaimedRun):
+                await settle(deps, lock_key, delivery.entry_id)
+                return claim or "not_queued"
+            flight = InFlight(claim, lock_key)
+            deps.in_flight[claim.id] = flight
+            try:
+                outcome = await run_under_timeout(deps, flight)  # step 4
+                state = await record(deps, flight, outcome)  # step 5
+            finally:
+                deps.in_flight.pop(claim.id, None)
+            await settle(deps, lock_key, delivery.entry_id)  # step 6
+            return state
+        except BackendUnavailable as exc:
+            # The token stays pending: XAUTOCLAIM hands it out again once it has idled.
+            deps.on_trouble.append(exc.backend)
+            log.warning("token left pending: %s", exc, extra={"event": "token.deferred"})
+            return "deferred"
+
+
+async def take_tick_lock(deps: Deps, lock_key: str) -> bool:
+    """Step 1: `SET lock NX PX lease`; denied means another executor has this tick."""
+    granted = await _redis(deps.locks.submit(lock_key))
+    metrics.LOCK_ACQUISITIONS.labels(lock="tick", result="granted" if granted else "denied").inc()
+    if not granted:
+        log.info("tick lock held by another executor", extra={"event": "token.lock_denied"})
+    return granted
+
+
+async def claim_run(deps: Deps, token: RunToken) -> ClaimedRun | str | None:
+    """Steps 2-3: the conditional claim; the job's concurrency policy decides overlaps."""
+    claim = await deps.claims.submit(token.run_id)
+    if claim == SKIPPED:
+        metrics.RUNS.labels(state="skipped", kind="unknown").inc()
+        log.info("tick skipped: previous run still running", extra={"event": "run.skipped"})
+    elif claim is None:
+        log.debug("run not queued any more", extra={"event": "token.not_queued"})
+    return claim
+
+
+async def run_under_timeout(deps: Deps, flight: InFlight) -> Outcome | None:
+    """Step 4: run the work under the job's timeout. None when ownership was lost."""
+    run = flight.run
+    delay = (run.started_at - run.scheduled_for).total_seconds()
+    metrics.RUN_START_DELAY.observe(max(delay, 0.0))
+    metrics.RUNS_IN_FLIGHT.inc()
+    log.info("run started", extra={"event": "run.started", "kind": run.kind, "start_delay_s": round(delay, 4)})
+    started = time.monotonic()
+    flight.work = asyncio.create_task(kinds.execute(run, deps.env), name=f"run:{run.id}")
+    try:
+        try:
+            done, _ = await asyncio.wait({flight.work}, timeout=run.timeout_s)
+        except asyncio.CancelledError:  # the executor itself is going away: end the work, still record
+            flight.cancel(DRAIN_CANCELLED)
+            await asyncio.wait({flight.work})
+        if not done:
+            flight.cancel(f"timed out after {run.timeout_s:g} s")
+            await asyncio.wait({flight.work})
+    finally:
+        metrics.RUNS_IN_FLIGHT.dec()
+    if flight.lost:
+        return None
+    return _outcome(deps, flight, (time.monotonic() - started) * 1000)
+
+
+def _outcome(deps: Deps, flight: InFlight, duration_ms: float) -> Outcome:
+    run, work = flight.run, flight.work
+    assert work is not None and work.done()
+    retry_delay = retry.planned_delay_s(run.attempt, run.max_retries, run.retry_backoff_s)
+    if work.cancelled():
+        error, trace, result = flight.cancel_reason or DRAIN_CANCELLED, None, None
+    elif (exc := work.exception()) is None:
+        return Outcome(
+            run_id=run.id, node_id=deps.node_id, state="completed", result=work.result(), duration_ms=duration_ms
+        )
+    else:
+        trace = "".join(traceback.format_exception(exc))
+        error = exc.message if isinstance(exc, kinds.RunFailed) else f"{type(exc).__name__}: {exc}"
+        result = exc.result if isinstance(exc, kinds.RunFailed) else None
+    return Outcome(
+        run_id=run.id,
+        node_id=deps.node_id,
+        state="failed",
+        error=error,
+        traceback=trace,
+        result=result,
+        duration_ms=duration_ms,
+        retry_delay_s=retry_delay,
+    )
+
+
+async def record(deps: Deps, flight: InFlight, outcome: Outcome | None) -> str:
+    """Step 5: write the outcome while still owning the run; kept and retried while PostgreSQL is away."""
+    run = flight.run
+    if outcome is None:
+        log.warning("run taken over by another node: reporting nothing", extra={"event": "run.lost"})
+        return "lost"
+    backoff = Backoff(base_s=0.1, cap_s=5.0)
+    while True:
+        try:
+            # Shielded: a drain or shutdown must not drop an outcome half-way to the database.
+            written = await asyncio.shield(deps.finishes.submit(outcome))
+            break
+        except BackendUnavailable as exc:
+            deps.on_trouble.append(exc.backend)
+            log.warning("result not written yet, will retry: %s", exc, extra={"event": "run.record_deferred"})
+            await asyncio.sleep(backoff.next_delay())
+    if not written:
+        log.warning("run taken over before its result was written: reporting nothing", extra={"event": "run.lost"})
+        return "lost"
+    metrics.RUNS.labels(state=outcome.state, kind=run.kind).inc()
+    metrics.RUN_DURATION.labels(kind=run.kind).observe((outcome.duration_ms or 0) / 1000)
+    fields: dict[str, object] = {"kind": run.kind, "duration_ms": round(outcome.duration_ms or 0, 2)}
+    if outcome.state == "completed":
+        log.info("run completed", extra={"event": "run.completed", **fields})
+    else:
+        fields.update(error=outcome.error, retry_in_s=outcome.retry_delay_s)
+        log.warning("run failed: %s", outcome.error, extra={"event": "run.failed", **fields})
+    return outcome.state
+
+
+async def settle(deps: Deps, lock_key: str | None, entry_id: bytes) -> None:
+    """Step 6: release the tick lock (compare-and-delete), then XACK. Retried a little; the
+    lock expires on its own and an unacknowledged entry is reclaimed and found finished."""
+    backoff = Backoff(base_s=0.05, cap_s=1.0)
+    for attempt in range(5):
+        try:
+            await asyncio.shield(_redis(deps.settles.submit(Settle(lock_key, entry_id))))
+            return
+        except BackendUnavailable as exc:
+            if attempt == 4:
+                deps.on_trouble.append(exc.backend)
+                log.warning("could not release/acknowledge: %s", exc, extra={"event": "token.settle_failed"})
+                return
+            await asyncio.sleep(backoff.next_delay())
+
+
+async def _redis(awaitable: Awaitable[T]) -> T:
+    """Await a Redis-backed step, turning connection failures into BackendUnavailable."""
+    try:
+        return await awaitable
+    except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
+        raise BackendUnavailable("redis", f"{type(exc).__name__}: {exc}") from exc
+
+
+def _iso(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, UTC).isoformat()

@@ -1,0 +1,118 @@
+"""Write jobs and queued runs straight into the ledger and push their tokens, as the
+leader would, so executor tests do not depend on the dispatcher."""
+
+from __future__ import annotations
+
+import itertools
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import asyncpg
+
+from cronos.messages import RunToken
+from cronos.models import Run
+from cronos.store.db import to_struct
+from cronos.stream import RunStream
+
+_names = itertools.count(1)
+BASE = datetime(2030, 1, 1, tzinfo=UTC)
+
+
+async def insert_job(
+    pool: asyncpg.Pool,
+    *,
+    kind: str = "task",
+    payload: dict[str, Any] | None = None,
+    timeout_s: float = 30,
+    max_retries: int = 0,
+    retry_backoff_s: float = 0,
+    concurrency_policy: str = "forbid",
+    misfire_grace_s: float = 3600,
+) -> int:
+    return int(
+        await pool.fetchval(
+            "INSERT INTO jobs (name, cron_expression, kind, payload, timeout_s, max_retries, retry_backoff_s,"
+            " concurrency_policy, misfire_grace_s) VALUES ($1, '* * * * *', $2, $3, $4, $5, $6, $7, $8) RETURNING id",
+            f"job-{next(_names)}",
+            kind,
+            payload or {"action": "noop"},
+            timeout_s,
+            max_retries,
+            retry_backoff_s,
+            concurrency_policy,
+            misfire_grace_s,
+        )
+    )
+
+
+def tick(n: int) -> datetime:
+    return BASE + timedelta(minutes=n)
+
+
+async def insert_run(
+    pool: asyncpg.Pool,
+    job_id: int,
+    scheduled_for: datetime,
+    *,
+    attempt: int = 1,
+    due_at: datetime | None = None,
+    trigger: str = "schedule",
+) -> RunToken:
+    row = await pool.fetchrow(
+        "INSERT INTO runs (job_id, scheduled_for, attempt, trigger, state, due_at, exclusive)"
+        " SELECT $1, $2, $3, $4, 'queued', coalesce($5, now()), concurrency_policy <> 'allow' FROM jobs WHERE id = $1"
+        " RETURNING id",
+        job_id,
+        scheduled_for,
+        attempt,
+        trigger,
+        due_at,
+    )
+    return token_for(row["id"], job_id, scheduled_for, attempt, trigger)
+
+
+async def insert_runs(pool: asyncpg.Pool, job_ids: list[int], scheduled_for: datetime) -> list[RunToken]:
+    """Many queued runs in one statement (benchmarks and volume tests)."""
+    rows = await pool.fetch(
+        "INSERT INTO runs (job_id, scheduled_for, attempt, trigger, state, due_at, exclusive)"
+        " SELECT j, $2, 1, 'schedule', 'queued', $2, true FROM unnest($1::bigint[]) j RETURNING id, job_id",
+        job_ids,
+        scheduled_for,
+    )
+    return [token_for(r["id"], r["job_id"], scheduled_for, 1, "schedule") for r in rows]
+
+
+def token_for(
+    run_id: int, job_id: int, scheduled_for: datetime, attempt: int = 1, trigger: Any = "schedule"
+) -> RunToken:
+    return RunToken(
+        run_id=run_id,
+        job_id=job_id,
+        scheduled_for_ms=int(scheduled_for.timestamp() * 1000),
+        attempt=attempt,
+        trigger=trigger,
+    )
+
+
+async def push_due_retries(pool: asyncpg.Pool, stream: RunStream) -> list[RunToken]:
+    """What the leader does for retries: push a token for each queued retry that is due."""
+    rows = await pool.fetch(
+        "SELECT id, job_id, scheduled_for, attempt FROM runs WHERE state = 'queued' AND trigger = 'retry'"
+        " AND due_at <= now() ORDER BY id"
+    )
+    tokens = [token_for(r["id"], r["job_id"], r["scheduled_for"], r["attempt"], "retry") for r in rows]
+    await stream.publish(tokens)
+    return tokens
+
+
+async def runs_of(pool: asyncpg.Pool, job_id: int) -> list[Run]:
+    rows = await pool.fetch("SELECT * FROM runs WHERE job_id = $1 ORDER BY attempt, scheduled_for, id", job_id)
+    return [to_struct({k: v for k, v in r.items() if k != "exclusive"}, Run) for r in rows]
+
+
+async def run_state(pool: asyncpg.Pool, run_id: int) -> str:
+    return str(await pool.fetchval("SELECT state FROM runs WHERE id = $1", run_id))
+
+
+async def set_epoch(pool: asyncpg.Pool, epoch: int) -> None:
+    await pool.execute("UPDATE leader_epoch SET epoch = $1, holder = 'test' WHERE id = 1", epoch)

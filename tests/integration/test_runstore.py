@@ -1,0 +1,169 @@
+"""RunStore against a real PostgreSQL: claims, policies, conditional finish, retries, reaper."""
+
+from __future__ import annotations
+
+import asyncio
+
+import asyncpg
+import pytest
+
+from cronos.errors import NotLeader
+from cronos.models import FAIL_EXECUTOR_LOST, FAIL_REPLACED, SKIP_EXPIRED, SKIP_OVERLAP
+from cronos.store.runs import Outcome, RunStore
+from tests.integration.ledger_helpers import insert_job, insert_run, run_state, runs_of, set_epoch, tick
+
+
+@pytest.fixture
+def store(pg_pool: asyncpg.Pool) -> RunStore:
+    return RunStore(pg_pool)
+
+
+async def test_batch_claim_takes_queued_runs_once(pg_pool: asyncpg.Pool, store: RunStore) -> None:
+    jobs = [await insert_job(pg_pool) for _ in range(3)]
+    tokens = [await insert_run(pg_pool, j, tick(0)) for j in jobs]
+    ids = [t.run_id for t in tokens]
+    first = await store.claim(ids, "node-a", 10)
+    second = await store.claim(ids, "node-b", 10)
+    assert sorted(c.id for c in first.claimed) == sorted(ids)
+    assert second.claimed == [] and second.skipped == []
+    assert store.round_trips == 2  # one statement per batch
+    row = await pg_pool.fetchrow("SELECT node_id, started_at, lease_until FROM runs WHERE id = $1", ids[0])
+    assert row["node_id"] == "node-a" and row["lease_until"] > row["started_at"]
+    assert first.claimed[0].payload == {"action": "noop"} and first.claimed[0].kind == "task"
+
+
+async def test_concurrent_claims_of_one_run_yield_one_owner(pg_pool: asyncpg.Pool, store: RunStore) -> None:
+    job = await insert_job(pg_pool)
+    token = await insert_run(pg_pool, job, tick(0))
+    results = await asyncio.gather(*(store.claim([token.run_id], f"node-{i}", 10) for i in range(5)))
+    assert sum(len(r.claimed) for r in results) == 1
+
+
+async def test_forbid_skips_the_overlapping_tick(pg_pool: asyncpg.Pool, store: RunStore) -> None:
+    job = await insert_job(pg_pool)
+    old = await insert_run(pg_pool, job, tick(0))
+    new = await insert_run(pg_pool, job, tick(1))
+    assert len((await store.claim([old.run_id], "a", 10)).claimed) == 1
+    result = await store.claim([new.run_id], "b", 10)
+    assert result.claimed == [] and result.skipped == [new.run_id]
+    runs = await runs_of(pg_pool, job)
+    assert [(r.state, r.skip_reason) for r in runs] == [("running", None), ("skipped", SKIP_OVERLAP)]
+
+
+async def test_forbid_two_ticks_of_one_job_in_one_batch(pg_pool: asyncpg.Pool, store: RunStore) -> None:
+    job = await insert_job(pg_pool)
+    other = await insert_job(pg_pool)
+    a, b = await insert_run(pg_pool, job, tick(0)), await insert_run(pg_pool, job, tick(1))
+    c = await insert_run(pg_pool, other, tick(0))
+    result = await store.claim([b.run_id, a.run_id, c.run_id], "n", 10)
+    assert sorted(r.id for r in result.claimed) == sorted([a.run_id, c.run_id])  # the older tick wins
+    assert result.skipped == [b.run_id]
+
+
+async def test_allow_runs_alongside(pg_pool: asyncpg.Pool, store: RunStore) -> None:
+    job = await insert_job(pg_pool, concurrency_policy="allow")
+    a, b = await insert_run(pg_pool, job, tick(0)), await insert_run(pg_pool, job, tick(1))
+    await store.claim([a.run_id], "n1", 10)
+    result = await store.claim([b.run_id], "n2", 10)
+    assert [r.id for r in result.claimed] == [b.run_id]
+    assert [r.state for r in await runs_of(pg_pool, job)] == ["running", "running"]
+
+
+async def test_replace_fails_the_older_run(pg_pool: asyncpg.Pool, store: RunStore) -> None:
+    job = await insert_job(pg_pool, concurrency_policy="replace")
+    a, b = await insert_run(pg_pool, job, tick(0)), await insert_run(pg_pool, job, tick(1))
+    await store.claim([a.run_id], "n1", 10)
+    result = await store.claim([b.run_id], "n2", 10)
+    assert [r.id for r in result.claimed] == [b.run_id] and result.replaced == [a.run_id]
+    runs = await runs_of(pg_pool, job)
+    assert [(r.state, r.error) for r in runs] == [("failed", FAIL_REPLACED), ("running", None)]
+    # the replaced run's executor can no longer extend or finish it
+    assert await store.extend_leases([a.run_id], "n1", 10) == set()
+    assert (await store.finish([Outcome(run_id=a.run_id, node_id="n1", state="completed")])).written == set()
+
+
+async def test_finish_is_conditional_on_ownership(pg_pool: asyncpg.Pool, store: RunStore) -> None:
+    job = await insert_job(pg_pool)
+    t = await insert_run(pg_pool, job, tick(0))
+    await store.claim([t.run_id], "owner", 10)
+    intruder = await store.finish([Outcome(run_id=t.run_id, node_id="intruder", state="completed")])
+    assert intruder.written == set() and await run_state(pg_pool, t.run_id) == "running"
+    done = await store.finish(
+        [Outcome(run_id=t.run_id, node_id="owner", state="completed", result="ok", duration_ms=5)]
+    )
+    assert done.written == {t.run_id}
+    again = await store.finish([Outcome(run_id=t.run_id, node_id="owner", state="failed", error="late")])
+    assert again.written == set()  # never written twice
+    (run,) = await runs_of(pg_pool, job)
+    assert (run.state, run.result, run.duration_ms, run.error) == ("completed", "ok", 5, None)
+    assert run.finished_at is not None and run.lease_until is None
+
+
+async def test_failure_and_retry_commit_together(pg_pool: asyncpg.Pool, store: RunStore) -> None:
+    job = await insert_job(pg_pool, max_retries=2, retry_backoff_s=30)
+    t = await insert_run(pg_pool, job, tick(0))
+    await store.claim([t.run_id], "n", 10)
+    result = await store.finish(
+        [Outcome(run_id=t.run_id, node_id="n", state="failed", error="boom", traceback="tb", retry_delay_s=30)]
+    )
+    assert result.written == {t.run_id} and result.retried == 1
+    first, retry = await runs_of(pg_pool, job)
+    assert (first.state, first.error, first.traceback) == ("failed", "boom", "tb")
+    assert (retry.state, retry.attempt, retry.trigger, retry.scheduled_for) == ("queued", 2, "retry", tick(0))
+    assert 25 < (retry.due_at - first.finished_at).total_seconds() <= 31  # type: ignore[operator]
+
+
+async def test_extend_leases_only_for_the_owner(pg_pool: asyncpg.Pool, store: RunStore) -> None:
+    job = await insert_job(pg_pool, concurrency_policy="allow")
+    a, b = await insert_run(pg_pool, job, tick(0)), await insert_run(pg_pool, job, tick(1))
+    await store.claim([a.run_id], "me", 1)
+    await store.claim([b.run_id], "other", 1)
+    assert await store.extend_leases([a.run_id, b.run_id], "me", 60) == {a.run_id}
+    lease = await pg_pool.fetchval("SELECT lease_until - now() FROM runs WHERE id = $1", a.run_id)
+    assert lease.total_seconds() > 50
+
+
+async def test_reap_is_fenced_by_the_epoch(pg_pool: asyncpg.Pool, store: RunStore) -> None:
+    await set_epoch(pg_pool, 7)
+    job = await insert_job(pg_pool)
+    t = await insert_run(pg_pool, job, tick(0))
+    await store.claim([t.run_id], "dead", 0.001)
+    await asyncio.sleep(0.01)
+    with pytest.raises(NotLeader):
+        await store.reap(6)
+    assert await run_state(pg_pool, t.run_id) == "running"  # a deposed leader wrote nothing
+
+
+async def test_reap_ends_lost_runs_and_queues_their_retry(pg_pool: asyncpg.Pool, store: RunStore) -> None:
+    await set_epoch(pg_pool, 3)
+    job = await insert_job(pg_pool, max_retries=1, retry_backoff_s=0)
+    alive_job = await insert_job(pg_pool)
+    t = await insert_run(pg_pool, job, tick(0))
+    alive = await insert_run(pg_pool, alive_job, tick(0))
+    await store.claim([t.run_id], "dead", 0.001)
+    await store.claim([alive.run_id], "alive", 60)
+    await asyncio.sleep(0.01)
+    result = await store.reap(3)
+    assert (result.lost, result.retried, result.expired) == (1, 1, 0)
+    lost, retry = await runs_of(pg_pool, job)
+    assert (lost.state, lost.error, lost.node_id) == ("failed", FAIL_EXECUTOR_LOST, "dead")
+    assert (retry.state, retry.attempt) == ("queued", 2)
+    assert await run_state(pg_pool, alive.run_id) == "running"
+    # the retry fails too: no retry left, so the reaper queues nothing more
+    await store.claim([retry.id], "dead2", 0.001)
+    await asyncio.sleep(0.01)
+    assert (await store.reap(3)).retried == 0
+    # the lost executor waking up writes nothing
+    assert (await store.finish([Outcome(run_id=t.run_id, node_id="dead", state="completed")])).written == set()
+
+
+async def test_reap_expires_queued_runs_past_their_grace(pg_pool: asyncpg.Pool, store: RunStore) -> None:
+    job = await insert_job(pg_pool, misfire_grace_s=60)
+    stale = await insert_run(pg_pool, job, tick(0), due_at=tick(0))  # 2030 is in the future...
+    await pg_pool.execute("UPDATE runs SET due_at = now() - interval '61 seconds' WHERE id = $1", stale.run_id)
+    fresh = await insert_run(pg_pool, job, tick(1))
+    result = await store.reap(0)
+    assert result.expired == 1
+    runs = {r.id: r for r in await runs_of(pg_pool, job)}
+    assert (runs[stale.run_id].state, runs[stale.run_id].skip_reason) == ("skipped", SKIP_EXPIRED)
+    assert runs[fresh.run_id].state == "queued"
