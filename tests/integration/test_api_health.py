@@ -1,0 +1,142 @@
+"""/health (seed contract, and 503 naming the backend that is down), /metrics, /openapi.json, logs."""
+
+from __future__ import annotations
+
+import logging
+import socket
+from typing import Any
+
+import pytest
+
+from api.app import create_app
+from api.state import BACKENDS
+from cronos.settings import Settings
+from tests.integration.api_client import SEED_JOB, running_api
+
+HEALTHY = {
+    "status": "ok",
+    "service": "Cronos Distributed Scheduler",
+    "database": "PostgreSQL Connected",
+    "cache": "Redis Connected",
+}
+
+
+def _closed_port() -> int:
+    """A local port nothing listens on: connections are refused at once."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _down(settings: Settings, *, db: bool = False, cache: bool = False) -> Settings:
+    port = _closed_port()
+    changes: dict[str, Any] = {}
+    if db:
+        changes["database_url"] = f"postgresql://cronos:s3cret-pw@127.0.0.1:{port}/cronos"
+    if cache:
+        changes["redis_url"] = f"redis://:s3cret-pw@127.0.0.1:{port}/0"
+    return Settings(**{**{f: getattr(settings, f) for f in settings.__struct_fields__}, **changes})
+
+
+async def test_health_ok(settings: Settings) -> None:
+    async with running_api(settings) as api:
+        reply = await api.call("GET", "/health")
+    assert reply.status == 200 and reply.body == HEALTHY
+
+
+@pytest.mark.parametrize(
+    ("db", "cache", "database", "cache_text"),
+    [
+        (True, False, "PostgreSQL Disconnected", "Redis Connected"),
+        (False, True, "PostgreSQL Connected", "Redis Disconnected"),
+        (True, True, "PostgreSQL Disconnected", "Redis Disconnected"),
+    ],
+)
+async def test_health_503_names_the_backend_down(
+    settings: Settings, db: bool, cache: bool, database: str, cache_text: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    async with running_api(_down(settings, db=db, cache=cache)) as api:  # starts although a backend is down
+        reply = await api.call("GET", "/health")
+        assert reply.status == 503
+        assert reply.body == {**HEALTHY, "status": "degraded", "database": database, "cache": cache_text}
+        jobs = await api.call("GET", "/api/jobs")
+        if db:  # a request that needs PostgreSQL gets a quick 503 problem, not a hang
+            assert jobs.status == 503 and jobs.body["type"] == "urn:cronos:problem:backend-unavailable"
+            assert "s3cret" not in jobs.body["detail"]
+        else:
+            assert jobs.status == 200
+        cluster = await api.call("GET", "/api/cluster")
+        assert cluster.status == 200
+        assert cluster.body["cache"] == ("disconnected" if cache else "connected")
+        assert cluster.body["database"] == ("disconnected" if db else "connected")
+        if cache:
+            assert cluster.body["stream"] is None and cluster.body["leader"]["node_id"] is None
+        metrics = await api.call("GET", "/metrics")
+        assert metrics.status == 200  # a scrape never fails because a backend is down
+    assert "s3cret" not in caplog.text  # secrets never logged
+
+
+async def test_health_recovers_when_the_database_comes_back(settings: Settings) -> None:
+    down = _down(settings, db=True)
+    async with running_api(down) as api:
+        assert (await api.call("GET", "/health")).status == 503
+        backends = api.service.app[BACKENDS]
+        backends.settings = settings  # the database "comes back" (at the address the test owns)
+        backends._failed_at = -float("inf")  # skip the retry pause
+        assert (await api.call("GET", "/health")).status == 200
+
+
+async def test_metrics_exposes_the_registry_and_job_counts(settings: Settings) -> None:
+    async with running_api(settings) as api:
+        await api.create()
+        await api.create(name="b", status="paused")
+        await api.create(name="c", status="paused")
+        reply = await api.call("GET", "/metrics")
+    assert reply.status == 200
+    assert reply.headers["Content-Type"].startswith("text/plain")
+    lines = reply.body.splitlines()
+    assert 'cronos_jobs{status="active"} 1.0' in lines
+    assert 'cronos_jobs{status="paused"} 2.0' in lines
+    assert any(line.startswith("# TYPE cronos_runs_total counter") for line in lines)
+
+
+async def test_openapi_describes_every_route_body_and_error(settings: Settings) -> None:
+    app = create_app(settings)
+    registered = {
+        (r.method, r.resource.canonical.replace("{id:[0-9]+}", "{id}"))
+        for r in app.router.routes()
+        if r.method != "HEAD" and r.resource is not None
+    }
+    async with running_api(settings) as api:
+        reply = await api.call("GET", "/openapi.json")
+    assert reply.status == 200
+    doc = reply.body
+    assert doc["openapi"].startswith("3.")
+    described = {(m.upper(), p) for p, ops in doc["paths"].items() for m in ops}
+    assert described == registered
+    assert len(described) >= 15
+    create = doc["paths"]["/api/jobs"]["post"]
+    assert create["requestBody"]["content"]["application/json"]["schema"]["$ref"].endswith("/JobCreate")
+    assert {"201", "400", "409", "413", "422"} <= set(create["responses"])
+    assert "application/problem+json" in create["responses"]["422"]["content"]
+    schemas = doc["components"]["schemas"]
+    assert {"JobCreate", "JobPatch", "JobOut", "RunOut", "Problem", "Health", "ClusterOut"} <= set(schemas)
+    assert schemas["JobCreate"]["required"] == ["name", "cron_expression", "payload"]
+    assert schemas["JobCreate"]["properties"]["name"]["maxLength"] == 200
+    assert doc["paths"]["/health"]["get"]["responses"]["503"]["content"]
+
+
+async def test_access_and_error_logs_are_structured(settings: Settings, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG)
+    async with running_api(settings) as api:
+        await api.call("POST", "/api/jobs", json=SEED_JOB)
+        await api.call("GET", "/api/jobs/12345")
+    access = [r for r in caplog.records if getattr(r, "event", None) == "http.request"]
+    assert [(r.method, r.path, r.status) for r in access] == [  # type: ignore[attr-defined]
+        ("POST", "/api/jobs", 201),
+        ("GET", "/api/jobs/12345", 404),
+    ]
+    assert all(isinstance(r.duration_ms, float) for r in access)  # type: ignore[attr-defined]
+    created = [r for r in caplog.records if getattr(r, "event", None) == "job.created"]
+    assert len(created) == 1 and isinstance(created[0].job_id, int)  # type: ignore[attr-defined]

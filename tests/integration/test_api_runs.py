@@ -1,0 +1,86 @@
+"""Run listing (newest first, state filter, pagination) and single runs."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+
+import asyncpg
+import pytest
+
+from cronos.settings import Settings
+from tests.integration.api_client import Api, running_api
+
+
+@pytest.fixture
+async def api(settings: Settings) -> AsyncIterator[Api]:
+    async with running_api(settings) as client:
+        yield client
+
+
+async def _insert_runs(pool: asyncpg.Pool, job_id: int, states: list[str]) -> list[int]:
+    base = datetime(2026, 1, 1, tzinfo=UTC)
+    ids = []
+    for i, state in enumerate(states):
+        at = base + timedelta(minutes=i)
+        run_id = await pool.fetchval(
+            "INSERT INTO runs (job_id, scheduled_for, attempt, trigger, state, due_at, skip_reason, error,"
+            " traceback, result, node_id) VALUES ($1, $2, 1, 'schedule', $3, $2, $4, $5, $6, $7, 'n1') RETURNING id",
+            job_id,
+            at,
+            state,
+            "misfired" if state == "skipped" else None,
+            "boom" if state == "failed" else None,
+            "Traceback: boom" if state == "failed" else None,
+            "ok" if state == "completed" else None,
+        )
+        ids.append(run_id)
+    return ids
+
+
+async def test_runs_newest_first_filtered_and_paginated(api: Api, pg_pool: asyncpg.Pool) -> None:
+    job = await api.create()
+    states = ["completed", "failed", "skipped", "completed", "completed", "queued"]
+    ids = await _insert_runs(pg_pool, job["id"], states)
+    other = await api.create(name="other")
+    await _insert_runs(pg_pool, other["id"], ["completed"])
+
+    everything = await api.call("GET", f"/api/jobs/{job['id']}/runs")
+    assert everything.status == 200
+    assert [r["id"] for r in everything.body["items"]] == ids[::-1]
+    assert everything.body["next_cursor"] is None
+    first = everything.body["items"][-1]
+    assert (first["state"], first["attempt"], first["trigger"], first["node_id"]) == ("completed", 1, "schedule", "n1")
+    assert "traceback" not in first and "result" not in first  # only on the single run
+
+    completed: list[int] = []
+    cursor = None
+    while True:
+        query = f"/api/jobs/{job['id']}/runs?state=completed&limit=2" + (f"&cursor={cursor}" if cursor else "")
+        page = await api.call("GET", query)
+        assert page.status == 200 and len(page.body["items"]) <= 2
+        completed += [r["id"] for r in page.body["items"]]
+        cursor = page.body["next_cursor"]
+        if cursor is None:
+            break
+    assert completed == [ids[4], ids[3], ids[0]]
+
+    skipped = await api.call("GET", f"/api/jobs/{job['id']}/runs?state=skipped")
+    assert [r["skip_reason"] for r in skipped.body["items"]] == ["misfired"]
+    bad = await api.call("GET", f"/api/jobs/{job['id']}/runs?state=done")
+    assert bad.status == 422 and bad.body["field"] == "state"
+    empty = await api.create(name="never ran")
+    none = await api.call("GET", f"/api/jobs/{empty['id']}/runs")
+    assert none.status == 200 and none.body == {"items": [], "next_cursor": None}
+
+
+async def test_get_one_run_with_details(api: Api, pg_pool: asyncpg.Pool) -> None:
+    job = await api.create()
+    failed, done = await _insert_runs(pg_pool, job["id"], ["failed", "completed"])
+    reply = await api.call("GET", f"/api/runs/{failed}")
+    assert reply.status == 200
+    assert reply.body["state"] == "failed" and reply.body["error"] == "boom"
+    assert reply.body["traceback"] == "Traceback: boom" and reply.body["result"] is None
+    assert reply.body["scheduled_for"] == "2026-01-01T00:00:00Z"
+    assert (await api.call("GET", f"/api/runs/{done}")).body["result"] == "ok"
+    assert (await api.call("GET", f"/api/runs/{done + 100}")).status == 404
