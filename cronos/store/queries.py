@@ -78,6 +78,67 @@ CLUSTER_EPOCH = "SELECT epoch, holder, elected_at FROM leader_epoch WHERE id = 1
 
 # --- ledger (dispatcher) ------------------------------------------------------
 
+# The dispatcher's view of a job. $1: ids (DISPATCH_JOBS_BY_ID); paused/deleted ones come back
+# paused or not at all, and leave the leader's schedule.
+_DISPATCH_JOB = (
+    "id, cron_expression, timezone, misfire_policy, misfire_grace_s, jitter_s, concurrency_policy,"
+    " status, coalesce(last_scheduled_for, created_at) AS cursor"
+)
+DISPATCH_JOBS_ACTIVE = f"SELECT {_DISPATCH_JOB} FROM jobs WHERE status = 'active'"
+DISPATCH_JOBS_BY_ID = f"SELECT {_DISPATCH_JOB} FROM jobs WHERE id = ANY($1::bigint[])"
+
+# A run as a token needs it; times in UTC epoch ms (floor), the same way on every path.
+_TOKEN_COLS = (
+    "id, job_id, floor(extract(epoch FROM scheduled_for) * 1000)::bigint AS scheduled_for_ms,"
+    " attempt, trigger, floor(extract(epoch FROM due_at) * 1000)::bigint AS due_ms"
+)
+
+# Ticks, ledger first (run inside a transaction that holds EPOCH_GUARD). $1 epoch; one array
+# per column. Only jobs still active get a row; an existing tick identity is left alone
+# (RETURNING then omits it, so nothing is pushed twice). Rows are marked pushed by this epoch:
+# the leader pushes them itself, at once or when their (jittered) due time comes.
+TICKS_INSERT = (
+    "INSERT INTO runs (job_id, scheduled_for, attempt, trigger, state, due_at, exclusive, epoch,"
+    " pushed_epoch, skip_reason, finished_at)"
+    " SELECT t.job_id, t.scheduled_for, 1, 'schedule',"
+    " CASE WHEN t.skip_reason IS NULL THEN 'queued' ELSE 'skipped' END, t.due_at, t.exclusive, $1,"
+    " CASE WHEN t.skip_reason IS NULL THEN $1 END, t.skip_reason,"
+    " CASE WHEN t.skip_reason IS NULL THEN NULL ELSE now() END"
+    " FROM unnest($2::bigint[], $3::timestamptz[], $4::timestamptz[], $5::boolean[], $6::text[])"
+    " AS t(job_id, scheduled_for, due_at, exclusive, skip_reason)"
+    " JOIN jobs j ON j.id = t.job_id AND j.status = 'active'"
+    " ON CONFLICT (job_id, scheduled_for, attempt) DO NOTHING"
+    " RETURNING " + _TOKEN_COLS + ", state"
+)
+# Cursors only move forward, and only for jobs still active.
+CURSORS_ADVANCE = (
+    "UPDATE jobs SET last_scheduled_for = c.cursor"
+    " FROM unnest($1::bigint[], $2::timestamptz[]) AS c(id, cursor)"
+    " WHERE jobs.id = c.id AND jobs.status = 'active'"
+    " AND (jobs.last_scheduled_for IS NULL OR jobs.last_scheduled_for < c.cursor)"
+)
+# Manual triggers and retries (queued by others, never pushed) that are due: mark and return.
+# $1 epoch, $2 now, $3 limit.
+QUEUED_TAKE_DUE = (
+    "UPDATE runs SET pushed_epoch = $1 WHERE id IN ("
+    " SELECT id FROM runs WHERE state = 'queued' AND pushed_epoch IS NULL AND due_at <= $2"
+    " ORDER BY due_at LIMIT $3) AND state = 'queued' AND pushed_epoch IS NULL"
+    " RETURNING " + _TOKEN_COLS
+)
+QUEUED_NEXT_DUE = "SELECT min(due_at) FROM runs WHERE state = 'queued' AND pushed_epoch IS NULL"
+# Re-push (election, Redis lost its data): every queued run due by $2, in id order after $3.
+QUEUED_REPUSH = (
+    "UPDATE runs SET pushed_epoch = $1 WHERE id IN ("
+    " SELECT id FROM runs WHERE state = 'queued' AND due_at <= $2 AND id > $3 ORDER BY id LIMIT $4)"
+    " AND state = 'queued' RETURNING " + _TOKEN_COLS
+)
+# On election: runs an earlier leader meant to push later (jitter, spread catch-up) become
+# "never pushed" again, so this leader's due watcher sees them.
+QUEUED_UNMARK_FUTURE = (
+    "UPDATE runs SET pushed_epoch = NULL WHERE state = 'queued' AND due_at > $1 AND pushed_epoch IS NOT NULL"
+)
+
+
 # --- runs (executor) ----------------------------------------------------------
 
 # Columns a claimed run carries to the executor: the run, plus what it needs of its job.
@@ -177,3 +238,13 @@ EXPIRE_QUEUED = (
 
 
 # --- leader epoch -------------------------------------------------------------
+
+# Held FOR SHARE by every fenced write: an election (which updates the row) waits for the
+# write to commit, and a write after an election sees the new epoch and does nothing.
+EPOCH_GUARD = "SELECT epoch FROM leader_epoch WHERE id = 1 FOR SHARE"
+EPOCH_TAKE = (
+    "UPDATE leader_epoch SET epoch = epoch + 1, holder = $1, elected_at = now() WHERE id = 1"
+    " RETURNING epoch, elected_at"
+)
+EPOCH_LOG = "INSERT INTO leader_log (epoch, holder, elected_at) VALUES ($1, $2, $3)"
+EPOCH_CURRENT = "SELECT epoch, holder, elected_at FROM leader_epoch WHERE id = 1"

@@ -1,0 +1,49 @@
+"""The leader's fencing epoch: a one-row counter in PostgreSQL, and the log of elections.
+
+Not a Redis counter: Redis may restart empty, PostgreSQL is the source of truth. Every
+fenced write compares its epoch with this row in its own transaction (cronos.store.ledger).
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+
+import asyncpg
+import msgspec
+
+from cronos.store import queries as q
+from cronos.store.db import translate_errors
+
+log = logging.getLogger("cronos.store.epoch")
+
+
+class EpochInfo(msgspec.Struct, frozen=True, kw_only=True):
+    epoch: int
+    holder: str | None
+    elected_at: datetime | None
+
+
+class EpochStore:
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self._pool = pool
+
+    async def take(self, holder: str) -> EpochInfo:
+        """Bump the epoch for a new leader and log it, in one transaction."""
+        with translate_errors():
+            async with self._pool.acquire() as conn, conn.transaction():
+                row = await conn.fetchrow(q.EPOCH_TAKE, holder)
+                assert row is not None  # the row is created by the first migration
+                await conn.execute(q.EPOCH_LOG, row["epoch"], holder, row["elected_at"])
+        info = EpochInfo(epoch=row["epoch"], holder=holder, elected_at=row["elected_at"])
+        log.info(
+            "leader epoch taken",
+            extra={"event": "epoch.taken", "epoch": info.epoch, "holder": holder, "elected_at": info.elected_at},
+        )
+        return info
+
+    async def current(self) -> EpochInfo:
+        with translate_errors():
+            row = await self._pool.fetchrow(q.EPOCH_CURRENT)
+        assert row is not None
+        return EpochInfo(epoch=row["epoch"], holder=row["holder"], elected_at=row["elected_at"])

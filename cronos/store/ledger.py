@@ -1,0 +1,149 @@
+"""The dispatcher's side of the runs ledger: load jobs, write ticks, find queued runs to push.
+
+Every write is fenced: it runs in a transaction that first takes the leader epoch row
+FOR SHARE and compares it with the caller's epoch, so a deposed leader (paused past its
+ttl, partitioned) writes nothing and gets NotLeader. Rows are columns in, Structs out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+import asyncpg
+import msgspec
+
+from cronos.errors import NotLeader
+from cronos.models import ConcurrencyPolicy, JobStatus, MisfirePolicy
+from cronos.store import queries as q
+from cronos.store.db import translate_errors
+
+
+class DispatchJob(msgspec.Struct, kw_only=True):
+    id: int
+    cron_expression: str
+    timezone: str
+    misfire_policy: MisfirePolicy
+    misfire_grace_s: float
+    jitter_s: float
+    concurrency_policy: ConcurrencyPolicy
+    status: JobStatus
+    cursor: datetime  # last_scheduled_for, or created_at when never dispatched
+
+
+class QueuedRun(msgspec.Struct, frozen=True, array_like=True):
+    """A queued run as the stream needs it (times in UTC epoch ms)."""
+
+    id: int
+    job_id: int
+    scheduled_for_ms: int
+    attempt: int
+    trigger: str
+    due_ms: int
+
+
+class TickResult(msgspec.Struct, kw_only=True):
+    queued: list[QueuedRun]  # new queued runs, marked pushed by this epoch
+    skipped: int  # new skipped ("misfired") runs
+
+
+def _job(row: Any) -> DispatchJob:
+    return DispatchJob(
+        id=row[0],
+        cron_expression=row[1],
+        timezone=row[2],
+        misfire_policy=row[3],
+        misfire_grace_s=row[4],
+        jitter_s=row[5],
+        concurrency_policy=row[6],
+        status=row[7],
+        cursor=row[8],
+    )
+
+
+def _queued(row: Any) -> QueuedRun:
+    return QueuedRun(row[0], row[1], row[2], row[3], row[4], row[5])
+
+
+async def _guard(conn: Any, epoch: int) -> None:
+    current = await conn.fetchval(q.EPOCH_GUARD)
+    if current != epoch:
+        raise NotLeader(f"epoch {epoch} is not current (now {current})")
+
+
+class Ledger:
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self._pool = pool
+
+    async def active_jobs(self) -> list[DispatchJob]:
+        with translate_errors():
+            async with self._pool.acquire() as conn:
+                rows = await conn.fetch(q.DISPATCH_JOBS_ACTIVE)
+        return [_job(r) for r in rows]
+
+    async def jobs(self, ids: Sequence[int]) -> list[DispatchJob]:
+        """These jobs as they are now; missing ids were deleted."""
+        with translate_errors():
+            rows = await self._pool.fetch(q.DISPATCH_JOBS_BY_ID, list(ids))
+        return [_job(r) for r in rows]
+
+    async def write_ticks(
+        self,
+        epoch: int,
+        job_ids: Sequence[int],
+        scheduled_for: Sequence[datetime],
+        due_at: Sequence[datetime],
+        exclusive: Sequence[bool],
+        skip_reason: Sequence[str | None],
+        cursor_ids: Sequence[int],
+        cursors: Sequence[datetime],
+    ) -> TickResult:
+        """Insert ticks (queued or skipped) and advance cursors in one fenced transaction."""
+        queued: list[QueuedRun] = []
+        skipped = 0
+        with translate_errors():
+            async with self._pool.acquire() as conn, conn.transaction():
+                await _guard(conn, epoch)
+                if job_ids:
+                    rows = await conn.fetch(
+                        q.TICKS_INSERT, epoch, job_ids, scheduled_for, due_at, exclusive, skip_reason
+                    )
+                    for row in rows:
+                        if row[6] == "queued":
+                            queued.append(_queued(row))
+                        else:
+                            skipped += 1
+                if cursor_ids:
+                    await conn.execute(q.CURSORS_ADVANCE, cursor_ids, cursors)
+        return TickResult(queued=queued, skipped=skipped)
+
+    async def take_due(self, epoch: int, now: datetime, limit: int = 5000) -> list[QueuedRun]:
+        """Queued runs never pushed (manual triggers, retries, later-due runs) that are due."""
+        with translate_errors():
+            async with self._pool.acquire() as conn, conn.transaction():
+                await _guard(conn, epoch)
+                rows = await conn.fetch(q.QUEUED_TAKE_DUE, epoch, now, limit)
+        return [_queued(r) for r in rows]
+
+    async def next_due(self) -> datetime | None:
+        """The due time of the oldest queued run nobody pushed yet."""
+        with translate_errors():
+            value = await self._pool.fetchval(q.QUEUED_NEXT_DUE)
+        return value  # type: ignore[no-any-return]
+
+    async def repush(self, epoch: int, now: datetime, after_id: int, limit: int = 5000) -> list[QueuedRun]:
+        """One batch of every queued run due by `now` with id > after_id, marked for this epoch."""
+        with translate_errors():
+            async with self._pool.acquire() as conn, conn.transaction():
+                await _guard(conn, epoch)
+                rows = await conn.fetch(q.QUEUED_REPUSH, epoch, now, after_id, limit)
+        return sorted((_queued(r) for r in rows), key=lambda r: r.id)
+
+    async def unmark_future(self, epoch: int, now: datetime) -> int:
+        """Hand runs due after `now` that an earlier leader meant to push back to the due watcher."""
+        with translate_errors():
+            async with self._pool.acquire() as conn, conn.transaction():
+                await _guard(conn, epoch)
+                status = await conn.execute(q.QUEUED_UNMARK_FUTURE, now)
+        return int(status.split()[-1])

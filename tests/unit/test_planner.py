@@ -1,0 +1,173 @@
+"""The pure planner and the schedule book, driven with a fake clock."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from cronos.misfire import jitter_s
+from cronos.schedule import parse_schedule
+from dispatcher.planner import JobSpec, plan
+from dispatcher.schedule_book import ScheduleBook
+
+T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+
+
+def _job(job_id: int, expression: str, cursor: datetime, **kw: Any) -> JobSpec:
+    fields: dict[str, Any] = {
+        "timezone": "UTC",
+        "misfire_policy": "run_all",
+        "misfire_grace_s": 60.0,
+        "jitter_s": 0.0,
+        "exclusive": True,
+    }
+    fields.update(kw)
+    return JobSpec(id=job_id, expression=expression, cursor=cursor, **fields)
+
+
+def _rows(p: Any) -> list[tuple[int, datetime, str | None]]:
+    return [(j, s, r) for b in p.batches for j, s, r in zip(b.job_ids, b.scheduled_for, b.skip_reason, strict=True)]
+
+
+def simulate(jobs: list[JobSpec], start: datetime, end: datetime) -> dict[int, list[datetime]]:
+    """Run the dispatcher's loop on a fake clock: wake at each next due instant, plan, commit."""
+    book = ScheduleBook()
+    book.replace_all(jobs)
+    fired: dict[int, list[datetime]] = {j.id: [] for j in jobs}
+    now = start
+    while (due := book.next_due()) is not None and due <= end:
+        now = max(now, due)
+        groups = book.due(now)
+        p = plan(((g.schedule, list(g.jobs.values())) for g in groups), now)
+        for batch in p.batches:
+            for job_id, tick, reason in zip(batch.job_ids, batch.scheduled_for, batch.skip_reason, strict=True):
+                assert reason is None, "an on-time loop never skips"
+                fired[job_id].append(tick)
+            book.advance(batch.cursor_ids, batch.cursors)
+        book.settle(groups)
+    return fired
+
+
+def test_six_field_schedule_dispatches_exactly_every_matching_second() -> None:
+    fired = simulate([_job(1, "*/15 * * * * *", T0), _job(2, "5 * * * * *", T0)], T0, T0 + timedelta(minutes=2))
+    assert fired[1] == [T0 + timedelta(seconds=s) for s in range(15, 121, 15)]
+    assert fired[2] == [T0 + timedelta(seconds=5), T0 + timedelta(seconds=65)]
+
+
+def test_dst_spring_forward_wall_clock_job_fires_once_after_the_gap() -> None:
+    start = datetime(2026, 3, 28, 0, 0, tzinfo=UTC)
+    fired = simulate([_job(1, "30 2 * * *", start, timezone="Europe/Berlin")], start, start + timedelta(days=3))
+    # 02:30 CET = 01:30Z; on the 29th 02:30 does not exist: once at 03:00 CEST = 01:00Z; then 00:30Z.
+    assert fired[1] == [
+        datetime(2026, 3, 28, 1, 30, tzinfo=UTC),
+        datetime(2026, 3, 29, 1, 0, tzinfo=UTC),
+        datetime(2026, 3, 30, 0, 30, tzinfo=UTC),
+    ]
+
+
+def test_dst_fall_back_day_has_fifty_half_hours_and_one_daily_fire() -> None:
+    start = datetime(2026, 10, 24, 22, 0, tzinfo=UTC)  # 00:00 CEST on the 25th
+    end = datetime(2026, 10, 25, 23, 0, tzinfo=UTC)  # 00:00 CET on the 26th: a 25-hour day
+    jobs = [
+        _job(1, "*/30 * * * *", start, timezone="Europe/Berlin"),
+        _job(2, "30 2 * * *", start, timezone="Europe/Berlin"),
+    ]
+    fired = simulate(jobs, start, end)
+    assert len(fired[1]) == 50
+    assert fired[1] == [start + timedelta(minutes=30 * i) for i in range(1, 51)]
+    assert fired[2] == [datetime(2026, 10, 25, 0, 30, tzinfo=UTC)]  # first pass of 02:30 (CEST)
+
+
+class CountingSchedule:
+    def __init__(self, expression: str) -> None:
+        self.inner = parse_schedule(expression)
+        self.calls = 0
+
+    def fire_times(self, after: datetime, until: datetime, limit: int | None = None) -> list[datetime]:
+        self.calls += 1
+        return self.inner.fire_times(after, until, limit)
+
+
+def test_fire_times_are_computed_once_per_group_not_per_job() -> None:
+    every, five = CountingSchedule("* * * * * *"), CountingSchedule("*/5 * * * * *")
+    jobs_a = [_job(i, "* * * * * *", T0) for i in range(500)]
+    jobs_b = [_job(1000 + i, "*/5 * * * * *", T0) for i in range(500)]
+    p = plan([(every, jobs_a), (five, jobs_b)], T0 + timedelta(seconds=5), batch_rows=700)
+    assert (every.calls, five.calls) == (1, 1)
+    assert p.runs == 500 * 5 + 500 and p.skips == 0 and not p.truncated
+    for batch in p.batches:  # a job's ticks and its cursor always travel in one batch
+        assert set(batch.job_ids) == set(batch.cursor_ids)
+
+
+def test_catch_up_applies_each_policy_and_moves_the_cursor_to_the_last_tick() -> None:
+    now = T0 + timedelta(seconds=100.5)
+    sched = parse_schedule("*/10 * * * * *")
+    jobs = [
+        _job(1, "*/10 * * * * *", T0, misfire_policy="run_all", misfire_grace_s=35),
+        _job(2, "*/10 * * * * *", T0, misfire_policy="run_once", misfire_grace_s=35),
+        _job(3, "*/10 * * * * *", T0, misfire_policy="skip", misfire_grace_s=35),
+    ]
+    p = plan([(sched, jobs)], now)
+    rows = _rows(p)
+    ticks = [T0 + timedelta(seconds=s) for s in range(10, 101, 10)]
+    ran = {j: [s for jj, s, r in rows if jj == j and r is None] for j in (1, 2, 3)}
+    skipped = {j: [s for jj, s, r in rows if jj == j and r == "misfired"] for j in (1, 2, 3)}
+    assert ran[1] == ticks[-4:] and skipped[1] == ticks[:-4]  # 70, 80, 90 late within grace; 100 on time
+    assert ran[2] == ticks[-1:] and skipped[2] == ticks[:-1]
+    assert ran[3] == ticks[-1:] and skipped[3] == ticks[:-1]
+    cursors = dict(zip(p.batches[0].cursor_ids, p.batches[0].cursors, strict=True))
+    assert cursors == {1: ticks[-1], 2: ticks[-1], 3: ticks[-1]}
+
+
+def test_late_runs_are_spread_out_and_on_time_ones_keep_their_jitter() -> None:
+    now = T0 + timedelta(seconds=30.2)
+    sched = parse_schedule("* * * * * *")
+    jobs = [_job(1, "* * * * * *", T0, misfire_grace_s=3600), _job(2, "* * * * * *", T0, jitter_s=0.5)]
+    p = plan([(sched, jobs)], now)
+    batch = p.batches[0]
+    late = [
+        d
+        for j, s, d in zip(batch.job_ids, batch.scheduled_for, batch.due_at, strict=True)
+        if j == 1 and s < now - timedelta(seconds=1)
+    ]
+    assert len(late) == 29
+    assert all(d >= now for d in late) and late == sorted(late) and late[-1] > late[0]
+    on_time = [
+        (s, d)
+        for j, s, d in zip(batch.job_ids, batch.scheduled_for, batch.due_at, strict=True)
+        if j == 2 and s >= now - timedelta(seconds=1)
+    ]
+    for tick, due in on_time:
+        assert due - tick == timedelta(seconds=jitter_s(2, int(tick.timestamp() * 1000), 0.5))
+
+
+def test_a_long_outage_is_caught_up_in_capped_rounds_without_losing_a_tick() -> None:
+    book = ScheduleBook()
+    book.replace_all([_job(1, "* * * * * *", T0, misfire_policy="run_once", misfire_grace_s=10)])
+    now = T0 + timedelta(seconds=2500)
+    seen: list[tuple[datetime, str | None]] = []
+    rounds = 0
+    while (due := book.next_due()) is not None and due <= now:
+        rounds += 1
+        groups = book.due(now)
+        p = plan(((g.schedule, list(g.jobs.values())) for g in groups), now, job_limit=1000)
+        for b in p.batches:
+            seen.extend(zip(b.scheduled_for, b.skip_reason, strict=True))
+            book.advance(b.cursor_ids, b.cursors)
+        book.settle(groups)
+    assert rounds == 3
+    assert [s for s, _ in seen] == [T0 + timedelta(seconds=i) for i in range(1, 2501)]
+    assert [s for s, r in seen if r is None] == [now.replace(microsecond=0)]  # run_once: one run, the newest
+
+
+def test_book_moves_a_job_between_groups_and_forgets_removed_jobs() -> None:
+    book = ScheduleBook()
+    book.replace_all([_job(1, "0 * * * * *", T0), _job(2, "0 * * * * *", T0)])
+    assert book.group_count == 1 and book.next_due() == T0 + timedelta(minutes=1)
+    book.upsert(_job(1, "*/5 * * * * *", T0))
+    assert book.group_count == 2 and book.next_due() == T0 + timedelta(seconds=5)
+    book.remove(1)
+    book.remove(2)
+    assert len(book) == 0 and book.next_due() is None
+    book.upsert(_job(3, "not a cron", T0))  # logged and left out, never raised
+    assert 3 not in book
