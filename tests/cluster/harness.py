@@ -172,10 +172,11 @@ class Cluster:
             "CRONOS_RESYNC_INTERVAL_S": "2",
             "CRONOS_LOG_FORMAT": "json",
             "CRONOS_ALLOW_SHELL": "1",
-            "PORT": str(self.api_port or 0),
             "PYTHONPATH": str(REPO),  # for --import tests.cluster.tasks; cwd is the cluster root (no .env)
             "PYTHONUNBUFFERED": "1",
         }
+        if role == "api":
+            env["PORT"] = str(self.api_port)
         env |= self.extra_env
         argv = [*cronos_command(), *args]
         self.nodes[name] = Node(role, name, argv, env, self.root, self.root / "logs" / f"{name}.log")
@@ -219,6 +220,13 @@ class Cluster:
 
     def log_text(self, name: str) -> str:
         return self.nodes[name].logfile.read_text(errors="replace")
+
+    def assert_alive(self) -> None:
+        """Fail with the log tail of any node that exited unexpectedly (not killed by a fault)."""
+        for node in self.nodes.values():
+            if node.proc is not None and node.proc.poll() not in (None, -signal.SIGKILL):
+                tail = "\n".join(self.log_text(node.name).splitlines()[-15:])
+                raise AssertionError(f"{node.name} exited with {node.proc.returncode}:\n{tail}")
 
     # --- faults (each recorded on the timeline) ---
 

@@ -52,6 +52,7 @@ async def wait_ready(cluster: Cluster, workload: Workload, timeout: float = 30.0
     """Wait for a leader and a completed probe run; returns the start of the checked window."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
+        cluster.assert_alive()
         done = await fetch_runs(cluster.dsn, "job_id = $1 AND state = 'completed'", workload.probe.id)
         if done and cluster.leader() is not None:
             return max(r.scheduled_for for r in done)

@@ -1,0 +1,131 @@
+"""The soak: the seeded random fault mix for a long time, then a summary.
+
+    python -m tests.cluster.soak --duration 600 --seed 7
+
+Prints each fault as it recovers, then: ticks expected, runs, skips by reason, duplicates,
+misses, start delay p50/p99/max and recovery time per fault. On a failure (a violation or
+a recovery past its bound) it saves the node logs, the ledger (CSV) and the fault timeline
+under ./artifacts/soak-<seed>/. Exit code 0 when everything held, 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import shutil
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+from tests.cluster.checker import Report
+from tests.cluster.faults import Injected
+from tests.cluster.harness import Cluster
+from tests.cluster.ledger import load, write_csv
+from tests.cluster.scenario import MixResult, add_workload, run_mix, verify, wait_ready
+
+
+def percentile(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def summary(result: MixResult, report: Report, elapsed_s: float) -> str:
+    codes = report.codes()
+    delays = report.start_delays_s
+    lines = [
+        f"soak seed {result.seed}: {elapsed_s:.0f} s, {len(result.faults)} faults",
+        f"ticks expected   {report.expected}",
+        f"runs             {sum(n for s, n in report.states.items() if s != 'skipped')} {dict(report.states)}",
+        f"skips by reason  {dict(report.skip_reasons) or '{}'}",
+        f"duplicates       {codes['G1.duplicate'] + codes['http.duplicate_delivery']}",
+        f"misses           {codes['G2.missing']}",
+        f"start delay      p50 {percentile(delays, 0.5):.3f} s  p99 {percentile(delays, 0.99):.3f} s"
+        f"  max {max(delays, default=float('nan')):.3f} s",
+        "recovery per fault (s):",
+    ]
+    by_kind: dict[str, list[Injected]] = defaultdict(list)
+    for fault in result.faults:
+        by_kind[fault.kind].append(fault)
+    for kind, faults in sorted(by_kind.items()):
+        times = [f.recovery_s for f in faults if f.recovery_s is not None]
+        missed = len(faults) - len(times)
+        text = f"  {kind:<15} n={len(faults):<3} max {max(times, default=float('nan')):.2f}"
+        text += f"  p50 {percentile(times, 0.5):.2f}  bound {faults[0].bound_s:.1f}"
+        lines.append(text + (f"  NOT RECOVERED {missed}" if missed else ""))
+    lines.append(f"violations       {len(report.violations)} {dict(codes) or ''}")
+    if report.violations:
+        lines.append(report.describe())
+    return "\n".join(lines)
+
+
+async def save_artifacts(cluster: Cluster, result: MixResult, target: Path) -> None:
+    shutil.rmtree(target, ignore_errors=True)
+    shutil.copytree(cluster.root / "logs", target / "logs")
+    for extra in (cluster.root / "pg" / "postgres.log", cluster.root / "redis" / "redis.log"):
+        if extra.exists():
+            shutil.copy(extra, target / extra.name)
+    ledger = await load(cluster.dsn)
+    write_csv(ledger.runs, target / "runs.csv")
+    (target / "leader_log.csv").write_text(
+        "epoch,elected_at\n" + "".join(f"{e},{t.isoformat()}\n" for e, t in sorted(ledger.leader_log.items()))
+    )
+    lines = [f"{t:.3f} {what}\n" for t, what in cluster.timeline]
+    lines += [
+        f"{f.started:.3f} fault {f.kind} {f.target} recovery={f.recovery_s} bound={f.bound_s:.1f}\n"
+        for f in result.faults
+    ]
+    (target / "timeline.txt").write_text("".join(sorted(lines)))
+
+
+async def soak(duration_s: float, seed: int, dispatchers: int, executors: int) -> int:
+    cluster = Cluster(dispatchers=dispatchers, executors=executors, keep=False)
+    began = time.monotonic()
+    try:
+        cluster.start()
+        workload = await add_workload(cluster)
+        start = await wait_ready(cluster, workload)
+        print(f"cluster ready in {time.monotonic() - began:.1f} s; mixing faults for {duration_s:.0f} s (seed {seed})")
+
+        def progress(fault: Injected) -> None:
+            rec = "NOT RECOVERED" if fault.recovery_s is None else f"{fault.recovery_s:.2f} s"
+            late = " (past bound!)" if fault.recovery_s is not None and fault.recovery_s > fault.bound_s else ""
+            print(
+                f"  [{time.monotonic() - began:6.1f}s] {fault.kind:<15} {fault.target:<10} recovered {rec}{late}",
+                flush=True,
+            )
+
+        result = await run_mix(cluster, workload, seed, duration_s, progress)
+        report = await verify(cluster, start)
+        print(summary(result, report, time.monotonic() - began))
+        failed = not report.ok or bool(result.late())
+        if failed:
+            target = Path("artifacts") / f"soak-{seed}"
+            await save_artifacts(cluster, result, target)
+            print(f"FAILED: logs, ledger and timeline saved under {target}/")
+        return 1 if failed else 0
+    except BaseException:
+        target = Path("artifacts") / f"soak-{seed}"
+        with contextlib.suppress(Exception):
+            await save_artifacts(cluster, MixResult(seed), target)
+            print(f"ERROR: logs, ledger and timeline saved under {target}/", file=sys.stderr)
+        raise
+    finally:
+        cluster.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tests.cluster.soak", description=__doc__.split("\n")[0])
+    parser.add_argument("--duration", type=float, default=600.0, help="seconds of faults (default 600)")
+    parser.add_argument("--seed", type=int, default=1, help="seed of the fault plan (default 1)")
+    parser.add_argument("--dispatchers", type=int, default=3)
+    parser.add_argument("--executors", type=int, default=3)
+    args = parser.parse_args(argv)
+    return asyncio.run(soak(args.duration, args.seed, args.dispatchers, args.executors))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
