@@ -1,0 +1,73 @@
+"""Settings: environment over `.env` over defaults; a bad value names its variable."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from cronos.errors import ConfigError
+from cronos.settings import VARIABLES, Settings, load_settings
+
+
+def test_defaults_follow_the_seed(tmp_path: Path) -> None:
+    settings = load_settings({}, env_file=tmp_path / "missing.env")
+    assert settings.port == 3002
+    assert settings.database_url == "postgresql://postgres@127.0.0.1:5432/cronos"
+    assert settings.redis_url == "redis://127.0.0.1:6379/0"
+    assert settings.key_prefix == "cronos:"
+    assert settings.node_id  # host-pid by default
+
+
+def test_environment_overrides_dotenv(tmp_path: Path) -> None:
+    env_file = tmp_path / ".env"
+    env_file.write_text(
+        "PORT=4000\nDATABASE_URL=postgresql://u:pw@db:5432/x\nCRONOS_KEY_PREFIX=dot:\nCRONOS_ALLOW_SHELL=yes\n"
+    )
+    settings = load_settings({"PORT": "5000", "CRONOS_LEADER_TTL_MS": "2000"}, env_file=env_file)
+    assert settings.port == 5000  # the environment wins
+    assert settings.database_url == "postgresql://u:pw@db:5432/x"  # from .env
+    assert settings.key_prefix == "dot:"
+    assert settings.allow_shell is True
+    assert settings.leader_ttl_ms == 2000
+
+
+def test_overrides_and_node_id(tmp_path: Path) -> None:
+    settings = load_settings({"CRONOS_NODE_ID": "n-7"}, env_file=None, port=0)
+    assert (settings.node_id, settings.port) == ("n-7", 0)
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        ("PORT", "abc"),
+        ("PORT", "70000"),
+        ("CRONOS_LEADER_TTL_MS", "5"),
+        ("DATABASE_URL", "mysql://x"),
+        ("REDIS_URL", "http://x"),
+        ("CRONOS_LOG_LEVEL", "LOUD"),
+        ("CRONOS_ALLOW_SHELL", "maybe"),
+        ("CRONOS_KEY_PREFIX", "a b"),
+        ("CRONOS_RUN_LEASE_S", "-1"),
+    ],
+)
+def test_bad_value_names_the_variable(variable: str, value: str, tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_settings({variable: value}, env_file=None)
+    assert str(info.value).startswith(f"{variable}: ")
+    assert "\n" not in str(info.value)
+
+
+def test_bad_value_in_dotenv_names_the_variable(tmp_path: Path) -> None:
+    env_file = tmp_path / ".env"
+    env_file.write_text("CRONOS_EXECUTOR_CONCURRENCY=lots\n")
+    with pytest.raises(ConfigError, match=r"^CRONOS_EXECUTOR_CONCURRENCY: "):
+        load_settings({}, env_file=env_file)
+
+
+def test_every_variable_maps_to_a_field() -> None:
+    fields = set(Settings.__struct_fields__)
+    assert {field for field, _parse, _help in VARIABLES.values()} <= fields
+    assert {"PORT", "DATABASE_URL", "REDIS_URL", "CRONOS_NODE_ID", "CRONOS_KEY_PREFIX", "CRONOS_LOG_LEVEL"} <= set(
+        VARIABLES
+    )
