@@ -206,7 +206,9 @@ class Cluster:
                 client.close()
         except redis.RedisError:
             return None
-        return self.nodes.get(holder.decode()) if holder else None
+        if not holder:
+            return None
+        return self.nodes.get(holder.decode() if isinstance(holder, bytes) else str(holder))
 
     def health(self) -> int:
         """GET /health of the API: its status code (0 when it does not answer)."""

@@ -7,6 +7,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from tests.cluster.checker import JobDef, Report, check
 from tests.cluster.faults import Injected, inject, measure_recovery, plan
@@ -25,7 +26,8 @@ class Workload:
 
 async def add_workload(cluster: Cluster, *, long: bool = True, http: bool = True, retry: bool = True) -> Workload:
     """Jobs that exercise each path: on-time no-ops, a long forbid job, http deliveries, retries."""
-    dsn, policy = cluster.dsn, {"misfire_grace_s": GRACE_S, "timeout_s": 30.0}
+    dsn = cluster.dsn
+    policy: dict[str, Any] = {"misfire_grace_s": GRACE_S, "timeout_s": 30.0}
     probe = await insert_job(dsn, "probe", "* * * * * *", payload={"action": "noop"}, **policy)
     jobs = [probe]
     if long:

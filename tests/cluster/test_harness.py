@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import asyncpg
@@ -27,9 +28,11 @@ def _state(pid: int, want: str) -> str:
         time.sleep(0.01)
 
 
-async def test_postgres_keeps_committed_data_across_clean_restart_and_crash(make_cluster) -> None:
+async def test_postgres_keeps_committed_data_across_clean_restart_and_crash(
+    make_cluster: Callable[..., Cluster],
+) -> None:
     cluster = make_cluster(dispatchers=0, executors=0)
-    assert cluster.pg.is_up()
+    assert cluster.pg is not None and cluster.pg.is_up()
 
     async def count(conn: asyncpg.Connection) -> int:
         return int(await conn.fetchval("SELECT count(*) FROM jobs"))
@@ -52,8 +55,9 @@ async def test_postgres_keeps_committed_data_across_clean_restart_and_crash(make
     assert await with_db(cluster.dsn, count) == 2
 
 
-def test_redis_restart_loses_every_key_on_the_same_port(make_cluster) -> None:
+def test_redis_restart_loses_every_key_on_the_same_port(make_cluster: Callable[..., Cluster]) -> None:
     cluster = make_cluster(dispatchers=0, executors=0)
+    assert cluster.redis_server is not None
     port = cluster.redis_server.port
     client = redis.Redis(port=port)
     client.set("k", "v")

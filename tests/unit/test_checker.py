@@ -100,7 +100,7 @@ def test_g1_the_same_tick_and_attempt_twice_is_reported() -> None:
 
 def test_g3_overlapping_runs_of_a_forbid_job_are_reported_not_of_an_allow_job() -> None:
     runs = clean_runs()
-    runs[4] = dataclasses.replace(runs[4], finished_at=runs[4].started_at + s(1.5))  # runs into the next
+    runs[4] = dataclasses.replace(runs[4], finished_at=runs[4].scheduled_for + s(1.6))  # runs into the next
     assert codes(runs) == {"G3.overlap"}
     allow = dataclasses.replace(EVERY_SECOND, concurrency_policy="allow")
     assert codes(runs, (allow,)) == set()
@@ -132,7 +132,8 @@ def test_g4_a_failed_run_needs_an_error_and_its_retry() -> None:
     retrying = dataclasses.replace(EVERY_SECOND, max_retries=1)
     assert codes(runs, (retrying,)) == {"G4.not_retried"}
     retry = dataclasses.replace(runs[1], id=77, attempt=2, trigger="retry", state="completed", error=None)
-    retry = dataclasses.replace(retry, started_at=runs[1].finished_at, finished_at=runs[1].finished_at + s(0.2))
+    ended = runs[1].scheduled_for + s(0.6)
+    retry = dataclasses.replace(retry, started_at=ended, finished_at=ended + s(0.2))
     assert codes([*runs, retry], (retrying,)) == set()
 
 
