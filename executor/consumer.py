@@ -64,8 +64,10 @@ class Consumer:
                 if not await self._wait_free(stopping):
                     break
                 deliveries = await self._read(pending=first, block=not burst)
-                first = False
                 self._spawn(group, deliveries)
+                if first:
+                    first = False
+                    continue
                 backoff.reset()
             except REDIS_ERRORS as exc:
                 self._deps.on_trouble.append("redis")

@@ -190,7 +190,7 @@ class Executor:
         pipe = self._redis.pipeline(transaction=False)
         keys = [i.lock_key for i in items if i.lock_key is not None]
         if keys:
-            self._scripts.release_many_if_owner(keys=keys, args=[self.node_id], client=pipe)
+            await self._scripts.release_many_if_owner(keys=keys, args=[self.node_id], client=pipe)
         pipe.xack(self._stream.key, self._stream.group, *[i.entry_id for i in items])
         await pipe.execute()
         return [None] * len(items)

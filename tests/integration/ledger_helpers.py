@@ -116,3 +116,26 @@ async def run_state(pool: asyncpg.Pool, run_id: int) -> str:
 
 async def set_epoch(pool: asyncpg.Pool, epoch: int) -> None:
     await pool.execute("UPDATE leader_epoch SET epoch = $1, holder = 'test' WHERE id = 1", epoch)
+
+
+class Harness:
+    """A test's view of one executor's world: the ledger, the stream and its tokens."""
+
+    def __init__(self, pool: asyncpg.Pool, stream: RunStream) -> None:
+        self.pool = pool
+        self.stream = stream
+
+    async def job(self, **kwargs: Any) -> int:
+        return await insert_job(self.pool, **kwargs)
+
+    async def queue(self, job_id: int, n: int = 0, **kwargs: Any) -> RunToken:
+        """A queued run for tick `n` of the job, with its token on the stream."""
+        token = await insert_run(self.pool, job_id, tick(n), **kwargs)
+        await self.stream.publish([token])
+        return token
+
+    async def runs(self, job_id: int) -> list[Run]:
+        return await runs_of(self.pool, job_id)
+
+    async def state(self, run_id: int) -> str:
+        return await run_state(self.pool, run_id)

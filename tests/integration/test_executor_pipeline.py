@@ -1,0 +1,304 @@
+"""The executor end to end against real PostgreSQL and Redis: token -> lock -> claim ->
+run -> record -> release -> ack, with the concurrency policies, timeouts and retries."""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import Any
+
+import asyncpg
+import msgspec
+import pytest
+import redis.asyncio as aioredis
+
+import cronos
+from cronos.keys import Keys
+from cronos.models import FAIL_REPLACED, SKIP_OVERLAP
+from cronos.settings import Settings
+from cronos.stream import RunStream
+from executor.service import Executor
+from tests.integration.ledger_helpers import Harness, push_due_retries
+from tests.waiting import wait_for
+
+EXECUTIONS: collections.Counter[int] = collections.Counter()
+RELEASE: dict[str, asyncio.Event] = {}
+FAIL_UNTIL: dict[int, int] = {}
+
+
+@cronos.task("test.count", replace=True)
+async def _count(payload: dict[str, Any], ctx: cronos.RunContext) -> dict[str, Any]:
+    EXECUTIONS[ctx.run_id] += 1
+    return {"key": ctx.idempotency_key, "attempt": ctx.attempt}
+
+
+@cronos.task("test.block", replace=True)
+async def _block(payload: dict[str, Any], ctx: cronos.RunContext) -> str:
+    EXECUTIONS[ctx.run_id] += 1
+    await RELEASE.setdefault(payload["gate"], asyncio.Event()).wait()
+    return "released"
+
+
+@cronos.task("test.flaky", replace=True)
+def _flaky(payload: dict[str, Any], ctx: cronos.RunContext) -> str:  # sync: runs in a thread
+    if ctx.attempt <= FAIL_UNTIL.get(ctx.job_id, 10**6):
+        raise RuntimeError(f"attempt {ctx.attempt} failed")
+    return "finally"
+
+
+Factory = Callable[..., AbstractAsyncContextManager[Executor]]
+
+
+@pytest.fixture(autouse=True)
+def _fresh_counters() -> None:
+    EXECUTIONS.clear()  # run ids restart at 1 in every test database
+    FAIL_UNTIL.clear()
+
+
+@pytest.fixture
+async def harness(pg_pool: asyncpg.Pool, redis_client: aioredis.Redis, settings: Settings) -> Harness:
+    stream = RunStream(redis_client, Keys(settings.key_prefix))
+    await stream.ensure_group()
+    return Harness(pg_pool, stream)
+
+
+@pytest.fixture
+def executor(settings: Settings) -> Factory:
+    @asynccontextmanager
+    async def start(node: str = "a", **overrides: Any) -> AsyncIterator[Executor]:
+        own = msgspec.structs.replace(settings, node_id=f"{settings.node_id}-{node}", **overrides)
+        async with Executor(own) as ex:
+            yield ex
+
+    return start
+
+
+@asynccontextmanager
+async def running(ex: Executor) -> AsyncIterator[asyncio.Task[None]]:
+    """`ex.run()` in the background; stopped (drained) on exit."""
+    task = asyncio.create_task(ex.run())
+    try:
+        yield task
+    finally:
+        ex.stop()
+        await asyncio.wait_for(task, 10)
+
+
+def gate(name: str) -> dict[str, str]:
+    RELEASE[name] = asyncio.Event()
+    return {"action": "test.block", "gate": name}
+
+
+async def test_noop_run_completes_and_token_is_settled(harness: Harness, executor: Factory, redis_client: Any) -> None:
+    job = await harness.job(payload={"action": "test.count"})
+    token = await harness.queue(job)
+    async with executor() as ex:
+        counts = await ex.run_once()
+    assert counts == {"completed": 1}
+    (run,) = await harness.runs(job)
+    assert run.state == "completed" and run.node_id is not None and run.started_at and run.finished_at
+    assert run.result is not None and f'"key":"{job}:2030-01-01T00:00:00+00:00"' in run.result
+    assert EXECUTIONS[token.run_id] == 1
+    info = await harness.stream.info()
+    assert info.pending == 0  # acknowledged
+    lock = Keys(ex.settings.key_prefix).tick_lock(job, token.scheduled_for_ms, 1)
+    assert await redis_client.exists(lock) == 0  # released
+
+
+async def test_two_executors_racing_for_one_token_run_it_once(harness: Harness, executor: Factory) -> None:
+    job = await harness.job(payload={"action": "test.count"})
+    token = await harness.queue(job)
+    await harness.stream.publish([token, token])  # the leader re-pushed it (e.g. after failover)
+    async with executor("a") as a, executor("b") as b:
+        counts = await asyncio.gather(a.run_once(), b.run_once())
+    assert EXECUTIONS[token.run_id] == 1
+    total = collections.Counter(counts[0]) + collections.Counter(counts[1])
+    assert total["completed"] == 1 and total["lock_denied"] + total["not_queued"] == 2
+    assert [r.state for r in await harness.runs(job)] == ["completed"]
+    assert (await harness.stream.info()).pending == 0
+
+
+async def test_forbid_overlap_ends_skipped_with_reason(harness: Harness, executor: Factory) -> None:
+    job = await harness.job(payload=gate("forbid"))
+    first = await harness.queue(job, 0)
+    # a has one slot, busy with the first run: it must not read the second token
+    async with executor("a", executor_concurrency=1) as a, running(a), executor("b") as b:
+        await wait_for(lambda: _is(harness, first.run_id, "running"), what="first run running")
+        second = await harness.queue(job, 1)
+        assert await b.run_once() == {"skipped": 1}
+        RELEASE["forbid"].set()
+        await wait_for(lambda: _is(harness, first.run_id, "completed"), what="first run completed")
+    runs = {r.id: r for r in await harness.runs(job)}
+    assert (runs[second.run_id].state, runs[second.run_id].skip_reason) == ("skipped", SKIP_OVERLAP)
+    assert EXECUTIONS[second.run_id] == 0
+
+
+async def test_allow_runs_two_at_once(harness: Harness, executor: Factory) -> None:
+    job = await harness.job(payload=gate("allow"), concurrency_policy="allow")
+    await harness.queue(job, 0)
+    await harness.queue(job, 1)
+    async with executor() as ex, running(ex):
+        await wait_for(lambda: _count_state(harness, job, "running", 2), what="two running runs")
+        RELEASE["allow"].set()
+        await wait_for(lambda: _count_state(harness, job, "completed", 2), what="both completed")
+
+
+async def test_replace_cancels_the_older_run(harness: Harness, executor: Factory) -> None:
+    job = await harness.job(payload=gate("replace"), concurrency_policy="replace")
+    old = await harness.queue(job, 0)
+    async with executor("a", executor_concurrency=1) as a, running(a), executor("b") as b, running(b):
+        await wait_for(lambda: _is(harness, old.run_id, "running"), what="old run running")
+        new = await harness.queue(job, 1)
+        await wait_for(lambda: _is(harness, new.run_id, "running"), what="new run running")
+        # the old run's executor notices at its next heartbeat and cancels the work
+        await wait_for(lambda: _value(a.counts.get("lost", 0)), timeout=5, what="old executor reports lost")
+        RELEASE["replace"].set()
+        await wait_for(lambda: _is(harness, new.run_id, "completed"), what="new run completed")
+    runs = {r.id: r for r in await harness.runs(job)}
+    assert (runs[old.run_id].state, runs[old.run_id].error) == ("failed", FAIL_REPLACED)
+
+
+async def test_timeout_fails_the_run(harness: Harness, executor: Factory) -> None:
+    job = await harness.job(payload={"action": "sleep", "seconds": 30}, timeout_s=0.3)
+    await harness.queue(job)
+    async with executor() as ex:
+        assert await ex.run_once() == {"failed": 1}
+    (run,) = await harness.runs(job)
+    assert (run.state, run.error) == ("failed", "timed out after 0.3 s")
+    assert run.duration_ms is not None and 250 < run.duration_ms < 2000
+
+
+async def test_retry_chain_runs_attempts_one_to_n(harness: Harness, executor: Factory) -> None:
+    job = await harness.job(payload={"action": "test.flaky"}, max_retries=3, retry_backoff_s=0)
+    FAIL_UNTIL[job] = 2  # attempts 1 and 2 fail, 3 completes
+    await harness.queue(job)
+    async with executor() as ex:
+        await ex.run_once()
+        while await push_due_retries(harness.pool, harness.stream):
+            await ex.run_once()
+    runs = await harness.runs(job)
+    assert [(r.attempt, r.state, r.trigger) for r in runs] == [
+        (1, "failed", "schedule"),
+        (2, "failed", "retry"),
+        (3, "completed", "retry"),
+    ]
+    assert runs[0].error == "RuntimeError: attempt 1 failed" and "Traceback" in (runs[0].traceback or "")
+    assert len({r.scheduled_for for r in runs}) == 1
+
+
+async def test_retries_stop_after_max_retries(harness: Harness, executor: Factory) -> None:
+    job = await harness.job(payload={"action": "test.flaky"}, max_retries=2, retry_backoff_s=0)
+    await harness.queue(job)
+    async with executor() as ex:
+        await ex.run_once()
+        while await push_due_retries(harness.pool, harness.stream):
+            await ex.run_once()
+    assert [(r.attempt, r.state) for r in await harness.runs(job)] == [(1, "failed"), (2, "failed"), (3, "failed")]
+
+
+async def test_unknown_action_fails_clearly(harness: Harness, executor: Factory) -> None:
+    job = await harness.job(payload={"action": "no-such-thing"})
+    await harness.queue(job)
+    async with executor() as ex:
+        await ex.run_once()
+    (run,) = await harness.runs(job)
+    assert (run.state, run.error) == ("failed", "no task registered for action 'no-such-thing'")
+
+
+async def test_lost_ownership_cancels_and_reports_nothing(harness: Harness, executor: Factory) -> None:
+    job = await harness.job(payload=gate("lost"))
+    token = await harness.queue(job)
+    async with executor() as ex, running(ex):
+        await wait_for(lambda: _is(harness, token.run_id, "running"), what="run running")
+        # another node took the run over (what the reaper + a retry look like to this executor)
+        await harness.pool.execute("UPDATE runs SET node_id = 'thief' WHERE id = $1", token.run_id)
+        await wait_for(lambda: _value(ex.counts.get("lost", 0)), timeout=5, what="executor reports lost")
+    (run,) = await harness.runs(job)
+    assert (run.state, run.node_id, run.finished_at) == ("running", "thief", None)  # untouched
+    assert (await harness.stream.info()).pending == 0
+
+
+async def test_drain_finishes_short_runs_and_records_cancelled_long_ones(harness: Harness, executor: Factory) -> None:
+    short = await harness.job(payload={"action": "sleep", "seconds": 0.3})
+    long = await harness.job(payload=gate("drain"), max_retries=1)
+    await harness.queue(short)
+    await harness.queue(long)
+    async with executor(drain_timeout_s=1.0) as ex:
+        task = asyncio.create_task(ex.run())
+        await wait_for(lambda: _count_state(harness, long, "running", 1), what="long run running")
+        ex.stop()
+        ex.stop()  # idempotent
+        await asyncio.wait_for(task, 5)
+    assert [r.state for r in await harness.runs(short)] == ["completed"]
+    cancelled, retry = await harness.runs(long)
+    assert (cancelled.state, cancelled.error) == ("failed", "cancelled: executor shutting down")
+    assert (retry.state, retry.attempt) == ("queued", 2)  # another executor will run it
+    assert (await harness.stream.info()).pending == 0
+
+
+async def test_own_pending_entries_are_read_first_after_restart(
+    harness: Harness, executor: Factory, settings: Settings
+) -> None:
+    job = await harness.job(payload={"action": "test.count"})
+    token = await harness.queue(job)
+    # a previous life of this executor read the token and died before acknowledging it
+    node = f"{settings.node_id}-a"
+    assert len(await harness.stream.read(node, 10, None)) == 1
+    async with executor("a") as ex:
+        assert await ex.run_once() == {"completed": 1}
+    assert EXECUTIONS[token.run_id] == 1 and (await harness.stream.info()).pending == 0
+
+
+async def test_idle_entries_of_a_dead_consumer_are_reclaimed(harness: Harness, executor: Factory) -> None:
+    job = await harness.job(payload={"action": "test.count"})
+    token = await harness.queue(job)
+    assert len(await harness.stream.read("ghost", 10, None)) == 1  # read by a consumer that died
+    async with executor() as ex:
+        assert ex._consumer is not None
+        ex._consumer.autoclaim_idle_ms = 0  # the idle threshold (2 leases) has passed
+        assert await ex.run_once() == {"completed": 1}
+    assert EXECUTIONS[token.run_id] == 1 and (await harness.stream.info()).consumers.get("ghost") == 0
+
+
+async def test_malformed_entry_is_acknowledged(harness: Harness, executor: Factory, redis_client: Any) -> None:
+    await redis_client.xadd(harness.stream.key, {b"t": b"\xc1not msgpack"})
+    async with executor() as ex:
+        assert await ex.run_once() == {"malformed": 1}
+    assert (await harness.stream.info()).pending == 0
+
+
+async def test_result_is_written_after_postgresql_drops_connections(
+    harness: Harness, executor: Factory, database_url: str
+) -> None:
+    job = await harness.job(payload=gate("pgdown"))
+    token = await harness.queue(job)
+    async with executor() as ex, running(ex):
+        await wait_for(lambda: _is(harness, token.run_id, "running"), what="run running")
+        killer = await asyncpg.connect(database_url)
+        try:  # every connection of the executor's pool dies (a PostgreSQL restart looks like this)
+            await killer.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            )
+        finally:
+            await killer.close()
+        RELEASE["pgdown"].set()
+        await wait_for(lambda: _is(harness, token.run_id, "completed"), timeout=10, what="result written")
+    assert EXECUTIONS[token.run_id] == 1
+
+
+async def _is(harness: Harness, run_id: int, state: str) -> bool:
+    return await harness.state(run_id) == state
+
+
+async def _count_state(harness: Harness, job: int, state: str, n: int) -> bool:
+    return sum(r.state == state for r in await harness.runs(job)) == n
+
+
+def _value(v: Any) -> Awaitable[Any]:
+    async def probe() -> Any:
+        return v
+
+    return probe()
