@@ -45,8 +45,24 @@ async def decode(request: web.Request, cls: type[T]) -> T:
     return value
 
 
+def _no_nul(value: Any, path: str) -> None:
+    """PostgreSQL text and jsonb cannot hold U+0000: refuse it here, naming where it is."""
+    if isinstance(value, str):
+        if "\x00" in value:
+            raise InvalidInput(path, "must not contain NUL (\\u0000) characters")
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _no_nul(key, path)
+            _no_nul(item, f"{path}.{key}")
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            _no_nul(item, f"{path}[{index}]")
+
+
 def check_job(fields: dict[str, Any]) -> None:
     """Validate the parts of a job msgspec cannot: its schedule and its payload for its kind."""
+    for name in ("name", "cron_expression", "timezone", "payload"):
+        _no_nul(fields[name], f"$.{name}")
     parse_schedule(fields["cron_expression"], fields["timezone"])  # InvalidSchedule names its field
     try:
         validate_payload(fields["kind"], fields["payload"])

@@ -111,6 +111,14 @@ BAD_CREATES: list[tuple[str, Any, int, str | None]] = [
     ("bad misfire", {**SEED_JOB, "misfire_policy": "never"}, 422, "$.misfire_policy"),
     ("negative jitter", {**SEED_JOB, "jitter_s": -1}, 422, "$.jitter_s"),
     ("bad status", {**SEED_JOB, "status": "sleeping"}, 422, "$.status"),
+    ("NUL in name", {**SEED_JOB, "name": "a\x00b"}, 422, "$.name"),
+    (
+        "NUL deep in payload",
+        {**SEED_JOB, "payload": {"action": "a", "opts": {"k": ["ok", "\x00"]}}},
+        422,
+        "$.payload.opts.k[1]",
+    ),
+    ("lone surrogate", '{"name": "\\ud800", "cron_expression": "* * * * *", "payload": {}}', 400, None),
 ]
 
 

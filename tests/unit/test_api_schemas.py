@@ -1,0 +1,108 @@
+"""Pure parts of the API: body decoding errors, the error table, cursors, OpenAPI generation."""
+
+from __future__ import annotations
+
+import msgspec
+import pytest
+from aiohttp import web
+
+from api.app import ROUTES
+from api.bodies import check_job, decode_cursor, encode_cursor
+from api.errors import ERRORS, INTERNAL, MalformedBody, invalid_input, kind_of
+from api.openapi import build_spec
+from api.schemas import JobCreate, JobPatch
+from cronos.errors import BackendUnavailable, Conflict, InvalidInput, InvalidSchedule, NotFound
+
+
+def _error(raw: bytes, cls: type[object] = JobCreate) -> InvalidInput:
+    with pytest.raises(msgspec.ValidationError) as info:
+        msgspec.json.decode(raw, type=cls)
+    return invalid_input(info.value)
+
+
+@pytest.mark.parametrize(
+    ("raw", "field"),
+    [
+        (b'{"name": "", "cron_expression": "* * * * *", "payload": {}}', "$.name"),
+        (b'{"name": "a", "cron_expression": "* * * * *"}', "$.payload"),
+        (b'{"name": "a", "cron_expression": "* * * * *", "payload": {}, "x": 1}', "$.x"),
+        (b'{"name": "a", "cron_expression": "* * * * *", "payload": {}, "timeout_s": true}', "$.timeout_s"),
+        (b"[]", "$"),
+    ],
+)
+def test_validation_errors_name_the_field(raw: bytes, field: str) -> None:
+    assert _error(raw).field == field
+
+
+def test_payload_errors_are_rebased_under_payload() -> None:
+    with pytest.raises(InvalidInput) as info:
+        check_job({"name": "a", "cron_expression": "* * * * *", "timezone": "UTC", "kind": "task", "payload": {}})
+    assert info.value.field == "$.payload.action"
+    with pytest.raises(InvalidInput) as info:
+        check_job(
+            {
+                "name": "a",
+                "cron_expression": "* * * * *",
+                "timezone": "UTC",
+                "kind": "http",
+                "payload": {"url": "https://x", "headers": {"a": 1}},
+            }
+        )
+    assert info.value.field == "$.payload.headers[...]"  # msgspec names a dict value so
+    with pytest.raises(InvalidSchedule) as sched:
+        check_job(
+            {
+                "name": "a",
+                "cron_expression": "* * * * *",
+                "timezone": "Not/AZone",
+                "kind": "task",
+                "payload": {"action": "x"},
+            }
+        )
+    assert sched.value.field == "$.timezone"
+
+
+def test_patch_keeps_only_the_fields_sent() -> None:
+    patch = msgspec.json.decode(b'{"max_retries": 2, "payload": {"action": "y"}}', type=JobPatch)
+    assert patch.changes() == {"max_retries": 2, "payload": {"action": "y"}}
+    assert msgspec.json.decode(b"{}", type=JobPatch).changes() == {}
+
+
+def test_the_error_table() -> None:
+    assert kind_of(MalformedBody("x")).status == 400
+    assert kind_of(InvalidSchedule("$.timezone", "bad")).status == 422  # a subclass inherits its parent's row
+    assert kind_of(NotFound("x")).status == 404
+    assert kind_of(Conflict("x")).status == 409
+    assert kind_of(BackendUnavailable("redis", "down")).status == 503
+    assert kind_of(web.HTTPRequestEntityTooLarge(1, 2)).status == 413
+    assert kind_of(RuntimeError("bug")) is INTERNAL
+    assert len({k.slug for k in ERRORS.values()}) == len({k.status for k in ERRORS.values()})
+
+
+def test_cursor_round_trip_and_garbage() -> None:
+    for value in (1, 42, 2**62):
+        assert decode_cursor(encode_cursor(value)) == value
+    assert decode_cursor(None) is None and decode_cursor("") is None
+    for garbage in ("!!", "Zm9vOmJhcg", "aWQ6LTE", "aWQ6"):  # not base64; "foo:bar"; "id:-1"; "id:"
+        with pytest.raises(InvalidInput) as info:
+            decode_cursor(garbage)
+        assert info.value.field == "cursor"
+
+
+def test_openapi_is_built_from_the_route_table() -> None:
+    spec = build_spec(ROUTES, "test")
+    ops = [(m, p) for p, methods in spec["paths"].items() for m in methods]
+    assert len(ops) == len(ROUTES)
+    for path, methods in spec["paths"].items():
+        for method, op in methods.items():
+            assert "500" in op["responses"] and "405" in op["responses"], (method, path)
+            if "{id}" in path:
+                assert op["parameters"][0] == {
+                    "name": "id",
+                    "in": "path",
+                    "required": True,
+                    "schema": {"type": "integer", "minimum": 1},
+                }
+    refs = msgspec.json.encode(spec).decode()
+    for name in spec["components"]["schemas"]:
+        assert f"#/components/schemas/{name}" in refs
