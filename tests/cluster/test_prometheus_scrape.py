@@ -149,13 +149,13 @@ async def test_prometheus_scrapes_cronos_dev_and_queries_a_series_back(
             async with session.post(f"{api}/api/jobs", json=body) as response:
                 assert response.status == 201, await response.text()
 
-        async def active_jobs() -> list[Any] | None:
+        async def active_jobs() -> list[Any]:
             assert prometheus.alive(), f"prometheus exited:\n{_tail(prometheus.log)}"
             answer = await _get_json(session, query, query='cronos_jobs{status="active"}')
             if not answer or answer.get("status") != "success":
-                return None
+                return []
             result: list[Any] = answer["data"]["result"]
-            return result if result and result[0]["value"][1] == "2" else None
+            return result if result and result[0]["value"][1] == "2" else []
 
         try:
             (series,) = await wait_for(active_jobs, timeout=45, interval=0.5, what="cronos_jobs scraped by prometheus")
