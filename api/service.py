@@ -14,6 +14,7 @@ from typing import Self
 from aiohttp import web
 
 from api.app import ACCESS_LOG, AccessLogger, create_app
+from cronos.errors import ConfigError
 from cronos.settings import Settings
 from cronos.store.db import mask_dsn
 
@@ -44,6 +45,9 @@ class ApiService:
         try:
             site = web.TCPSite(self._runner, self.host, self.settings.port)
             await site.start()
+        except OSError as exc:  # e.g. the port is taken: one clear line from the CLI, not a traceback
+            await self._runner.cleanup()
+            raise ConfigError(f"PORT: cannot listen on {self.host}:{self.settings.port}: {exc.strerror}") from exc
         except BaseException:
             await self._runner.cleanup()
             raise

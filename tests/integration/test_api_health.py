@@ -9,7 +9,9 @@ from typing import Any
 import pytest
 
 from api.app import create_app
+from api.service import ApiService
 from api.state import BACKENDS
+from cronos.errors import ConfigError
 from cronos.settings import Settings
 from tests.integration.api_client import SEED_JOB, running_api
 
@@ -140,3 +142,14 @@ async def test_access_and_error_logs_are_structured(settings: Settings, caplog: 
     assert all(isinstance(r.duration_ms, float) for r in access)  # type: ignore[attr-defined]
     created = [r for r in caplog.records if getattr(r, "event", None) == "job.created"]
     assert len(created) == 1 and isinstance(created[0].job_id, int)  # type: ignore[attr-defined]
+
+
+async def test_a_taken_port_is_a_clear_config_error(settings: Settings) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = int(taken.getsockname()[1])
+        busy = Settings(**{**{f: getattr(settings, f) for f in settings.__struct_fields__}, "port": port})
+        with pytest.raises(ConfigError, match=rf"^PORT: cannot listen on 127\.0\.0\.1:{port}"):
+            async with ApiService(busy, host="127.0.0.1"):
+                pass
