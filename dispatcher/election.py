@@ -1,0 +1,125 @@
+"""Leader election: a renewed Redis lock for liveness, a PostgreSQL epoch for safety.
+
+candidate --acquire(SET NX PX) + take epoch--> leader --renewal refused / too old--> candidate
+
+The lease is judged by this process's monotonic clock from the moment the last
+successful renewal was *sent* (Redis started the ttl no earlier than that), minus a
+safety margin; past it the leader stops acting even before the renewer notices. Writes
+are still fenced by the epoch, which is what makes a paused leader harmless (G5).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+
+from cronos import metrics
+from cronos.locks import OwnedLock
+from cronos.store.epoch import EpochStore
+
+log = logging.getLogger("dispatcher.election")
+
+
+class LeadershipLost(Exception):
+    """This node must stop acting as the leader; `reason` says why."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class Election:
+    def __init__(
+        self,
+        lock: OwnedLock,
+        epochs: EpochStore,
+        node_id: str,
+        ttl_ms: int,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._lock = lock
+        self._epochs = epochs
+        self.node_id = node_id
+        self.ttl_s = ttl_ms / 1000
+        # Stop acting this long before the lock can expire in Redis (clock drift, GC pauses).
+        self.margin_s = max(0.2 * self.ttl_s, 0.05)
+        self.renew_interval_s = self.ttl_s / 3
+        self._clock = clock
+        self._renewed_at = float("-inf")
+        self.epoch: int | None = None
+
+    @property
+    def leading(self) -> bool:
+        """True while this node may act as the leader: it has an epoch and a fresh lease."""
+        return self.epoch is not None and self._clock() - self._renewed_at < self.ttl_s - self.margin_s
+
+    def lease_left_s(self) -> float:
+        return self.ttl_s - self.margin_s - (self._clock() - self._renewed_at)
+
+    def check(self) -> int:
+        """The epoch to fence a write with; raises LeadershipLost when the lease is too old."""
+        epoch = self.epoch
+        if epoch is None or not self.leading:
+            raise LeadershipLost("lease expired before it was renewed")
+        return epoch
+
+    async def campaign(self) -> int | None:
+        """Try to become the leader: the lock, then a new epoch. None: someone else leads."""
+        sent = self._clock()
+        if not await self._lock.acquire():
+            return None
+        self._renewed_at = sent
+        try:
+            info = await self._epochs.take(self.node_id)
+        except BaseException:
+            await self._release_quietly()
+            raise
+        self.epoch = info.epoch
+        if not self.leading:  # taking the epoch took longer than the lease: start over
+            await self.resign()
+            return None
+        metrics.LEADER.set(1)
+        metrics.LEADER_EPOCH.set(info.epoch)
+        metrics.LEADER_ELECTIONS.inc()
+        log.info(
+            "elected leader",
+            extra={
+                "event": "leader.elected",
+                "epoch": info.epoch,
+                "holder": self.node_id,
+                "elected_at": info.elected_at,
+            },
+        )
+        return info.epoch
+
+    async def renew(self) -> None:
+        """Extend the lease; raises LeadershipLost when the lock is no longer ours."""
+        if not self.leading:
+            raise LeadershipLost("lease expired before it was renewed")
+        sent = self._clock()
+        if not await self._lock.renew():
+            raise LeadershipLost("lock taken by another node")
+        self._renewed_at = sent
+
+    def step_down(self, reason: str) -> None:
+        """Stop acting at once (sync: no I/O). Idempotent."""
+        if self.epoch is None:
+            return
+        log.warning("stepped down", extra={"event": "leader.lost", "epoch": self.epoch, "reason": reason})
+        self.epoch = None
+        self._renewed_at = float("-inf")
+        metrics.LEADER.set(0)
+        metrics.LEADER_EPOCH.set(0)
+
+    async def resign(self, reason: str = "resigned") -> None:
+        """Step down and free the lock (compare-and-delete) so another node takes over at once."""
+        self.step_down(reason)
+        await self._release_quietly()
+
+    async def _release_quietly(self) -> None:
+        try:
+            await self._lock.release()
+        except Exception as exc:  # noqa: BLE001 - Redis gone: the lock expires by itself
+            log.info("could not release the leader lock", extra={"event": "leader.release_failed", "error": str(exc)})

@@ -1,0 +1,62 @@
+"""LISTEN on the API's job channel; each notification wakes the tick loop.
+
+A dedicated connection (a pooled one could be handed to someone else). When it drops,
+`run` raises BackendUnavailable: the leader stops leading, and after reconnecting does a
+full resync, which covers any notification sent while nobody listened.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import msgspec
+
+from cronos.errors import BackendUnavailable
+from cronos.store.db import connect_one
+from cronos.store.queries import JOBS_CHANNEL
+
+log = logging.getLogger("dispatcher.listener")
+
+
+class Change(msgspec.Struct):
+    op: str = ""
+    job_id: int | None = None
+
+
+_decode = msgspec.json.Decoder(Change).decode
+
+
+def parse(payload: str) -> Change:
+    """A notification payload; anything unreadable asks for a full resync (op "")."""
+    try:
+        return _decode(payload)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return Change()
+
+
+class Listener:
+    def __init__(self, dsn: str, on_change: Callable[[Change], None]) -> None:
+        self._dsn = dsn
+        self._on_change = on_change
+        self.ready = asyncio.Event()
+
+    async def run(self) -> None:
+        lost = asyncio.Event()
+        conn = await connect_one(self._dsn)
+        try:
+
+            def notified(_conn: Any, _pid: int, _channel: str, payload: str) -> None:
+                self._on_change(parse(payload))
+
+            conn.add_termination_listener(lambda _conn: lost.set())
+            await conn.add_listener(JOBS_CHANNEL, notified)
+            self.ready.set()
+            await lost.wait()
+            raise BackendUnavailable("postgresql", "the LISTEN connection was lost")
+        finally:
+            self.ready.clear()
+            if not conn.is_closed():
+                conn.terminate()

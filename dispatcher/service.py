@@ -1,0 +1,239 @@
+"""The dispatcher role: a leader candidate that, while it leads, turns ticks into runs.
+
+    session (connected) ── candidate ──win──▶ term (TaskGroup: renew, listen, tick, reap, housekeep)
+        ▲   backend lost: backoff             ◀──lost / NotLeader / stop──┘
+
+A term ends when any of its loops ends: a refused or late renewal, a fenced write
+refused (NotLeader), PostgreSQL or Redis going away, or stop(). The node then steps
+down (releasing the lock when it can) and campaigns again, after a capped backoff
+when a backend is down. One log line per state change, no traceback floods.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from types import TracebackType
+from typing import Any, Self
+
+import redis.asyncio as aioredis
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from cronos import presence
+from cronos.backoff import Backoff
+from cronos.errors import BackendUnavailable, NotLeader
+from cronos.keys import Keys
+from cronos.locks import OwnedLock
+from cronos.scripts import Scripts
+from cronos.settings import Settings
+from cronos.store.db import CONNECTION_ERRORS, connect
+from cronos.store.epoch import EpochStore
+from cronos.store.ledger import Ledger
+from dispatcher.election import Election, LeadershipLost
+from dispatcher.listener import Listener
+from dispatcher.publisher import Publisher
+from dispatcher.ticker import Ticker
+
+log = logging.getLogger("dispatcher.service")
+
+HOUSEKEEPING_S = 5.0
+REDIS_ERRORS: tuple[type[BaseException], ...] = (RedisConnectionError, RedisTimeoutError)
+
+
+class _Stopped(Exception):
+    """Raised inside a term when stop() was called, to end its TaskGroup."""
+
+
+def backend_of(exc: BaseException) -> str | None:
+    """'postgresql' / 'redis' when `exc` means that backend is unreachable, else None."""
+    if isinstance(exc, BackendUnavailable):
+        return exc.backend
+    if isinstance(exc, REDIS_ERRORS):
+        return "redis"
+    if isinstance(exc, CONNECTION_ERRORS):
+        return "postgresql"
+    return None
+
+
+def _leaves(exc: BaseException) -> list[BaseException]:
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for inner in exc.exceptions for leaf in _leaves(inner)]
+    return [exc]
+
+
+class Dispatcher:
+    name = "dispatcher"
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.keys = Keys(settings.key_prefix)
+        self._stopping = asyncio.Event()
+        self._state = "starting"
+        self.election: Election | None = None
+        self.ticker: Ticker | None = None
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    def stop(self) -> None:
+        self._stopping.set()
+
+    def _transition(self, state: str, level: int = logging.INFO, **fields: Any) -> None:
+        """Log a state change once (not once per retry)."""
+        if state == self._state:
+            return
+        self._state = state
+        log.log(level, f"dispatcher {state}", extra={"event": f"dispatcher.{state.replace(' ', '_')}", **fields})
+
+    async def _pause(self, seconds: float) -> None:
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(seconds):
+                await self._stopping.wait()
+
+    async def run(self) -> None:
+        backoff = Backoff(base_s=0.2, cap_s=5.0)
+        while not self._stopping.is_set():
+            try:
+                await self._session(backoff)
+            except Exception as exc:
+                backend = backend_of(exc)
+                if backend is None:
+                    raise
+                delay = backoff.next_delay()
+                self._transition(f"{backend} unavailable", logging.WARNING, error=str(exc), retry_in_s=round(delay, 2))
+                await self._pause(delay)
+        self._transition("stopped")
+
+    async def _session(self, backoff: Backoff) -> None:
+        ttl_ms = self.settings.leader_ttl_ms
+        async with contextlib.AsyncExitStack() as stack:
+            client = aioredis.from_url(
+                self.settings.redis_url, socket_timeout=max(ttl_ms / 1000 / 2, 0.5), socket_connect_timeout=2.0
+            )
+            stack.push_async_callback(client.aclose)
+            await client.ping()
+            # A transaction left idle (a paused leader) is ended by PostgreSQL, so it cannot
+            # hold the epoch row and delay the next election.
+            pool = await connect(
+                self.settings.database_url,
+                min_size=1,
+                max_size=4,
+                server_settings={
+                    "idle_in_transaction_session_timeout": str(ttl_ms),
+                    "application_name": "cronos-dispatcher",
+                },
+            )
+            stack.push_async_callback(pool.close)
+            connected_at = time.monotonic()
+            scripts = Scripts(client)
+            lock = OwnedLock(client, scripts, self.keys.leader, self.settings.node_id, ttl_ms)
+            election = self.election = Election(lock, EpochStore(pool), self.settings.node_id, ttl_ms)
+            publisher = Publisher(client, self.keys)
+            ledger = Ledger(pool)
+            self._transition("candidate", node_id=self.settings.node_id)
+            while not self._stopping.is_set():
+                epoch = await election.campaign()
+                await self._beat(client, election)
+                if epoch is None:
+                    await self._pause(election.renew_interval_s)
+                    continue
+                backoff.reset()
+                self._transition("leading", epoch=epoch)
+                try:
+                    await self._term(client, pool, ledger, publisher, election, connected_at)
+                finally:
+                    reason = "stopped" if self._stopping.is_set() else "term ended"
+                    with contextlib.suppress(Exception):
+                        async with asyncio.timeout(1.0):
+                            await election.resign(reason)
+                    election.step_down(reason)
+                self._transition("candidate")
+
+    async def _term(
+        self, client: Any, pool: Any, ledger: Ledger, publisher: Publisher, election: Election, connected_at: float
+    ) -> None:
+        ticker = self.ticker = Ticker(
+            ledger, publisher, election.check, resync_interval_s=self.settings.resync_interval_s
+        )
+        listener = Listener(self.settings.database_url, ticker.notify)
+        try:
+            async with asyncio.TaskGroup() as group:
+                group.create_task(self._renewer(client, election), name="dispatcher:renew")
+                group.create_task(listener.run(), name="dispatcher:listen")
+                group.create_task(self._stop_watch(), name="dispatcher:stop")
+                await asyncio.wait_for(listener.ready.wait(), timeout=5.0)
+                await publisher.prepare()
+                group.create_task(ticker.run(), name="dispatcher:tick")
+                group.create_task(self._reaper(pool, election, connected_at), name="dispatcher:reap")
+                group.create_task(self._housekeeping(publisher, ticker), name="dispatcher:housekeep")
+        except BaseExceptionGroup as group_exc:
+            leaves = _leaves(group_exc)
+            for leaf in leaves:
+                if backend_of(leaf) is not None:
+                    raise leaf from None
+            for leaf in leaves:
+                if isinstance(leaf, LeadershipLost | NotLeader):
+                    election.step_down(str(leaf))
+                    return
+            if all(isinstance(leaf, _Stopped) for leaf in leaves):
+                return
+            raise
+
+    async def _stop_watch(self) -> None:
+        await self._stopping.wait()
+        raise _Stopped
+
+    async def _beat(self, client: Any, election: Election) -> None:
+        ttl_s = self.settings.leader_ttl_ms / 1000 * 3
+        await presence.beat(
+            client,
+            self.keys,
+            "dispatcher",
+            self.settings.node_id,
+            ttl_s,
+            leader=int(election.leading),
+            epoch=election.epoch or 0,
+        )
+
+    async def _renewer(self, client: Any, election: Election) -> None:
+        while True:
+            await asyncio.sleep(election.renew_interval_s)
+            await election.renew()  # raises LeadershipLost
+            await self._beat(client, election)
+
+    async def _reaper(self, pool: Any, election: Election, connected_at: float) -> None:
+        try:
+            from cronos.store.runs import RunStore
+        except ImportError:  # the executor's store has not landed: nothing to reap with
+            log.warning("run reaper unavailable", extra={"event": "reaper.unavailable"})
+            return
+        lease_s = self.settings.run_lease_s
+        # Live executors get one full lease after a reconnect to heartbeat before we judge them.
+        await asyncio.sleep(max(0.0, connected_at + lease_s - time.monotonic()))
+        store = RunStore(pool)
+        while True:
+            await store.reap(election.check())
+            await asyncio.sleep(lease_s / 2)
+
+    async def _housekeeping(self, publisher: Publisher, ticker: Ticker) -> None:
+        interval = min(HOUSEKEEPING_S, self.settings.leader_ttl_ms / 1000)
+        last_trim = time.monotonic()
+        while True:
+            await asyncio.sleep(interval)
+            reason = await publisher.data_lost()
+            if reason is not None:
+                log.warning(
+                    "redis lost its data; re-pushing queued runs", extra={"event": "redis.data_lost", "reason": reason}
+                )
+                ticker.request_repush()
+            if time.monotonic() - last_trim >= HOUSEKEEPING_S:
+                last_trim = time.monotonic()
+                await publisher.housekeeping()

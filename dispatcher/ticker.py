@@ -1,0 +1,252 @@
+"""The leader's tick loop: read the clock, plan, write the ledger, push, sleep.
+
+One round (`run_once(now)`) applies job changes, re-pushes queued runs when asked,
+writes every due tick in fenced batches (ledger first) and pushes their tokens after
+each commit, then pushes runs that became due (jittered or spread-out runs this leader
+wrote, manual triggers and retries). Between rounds it sleeps until the next due
+instant or a change. Tests drive `run_once` with a fake `now`; nothing here sleeps.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from cronos import metrics
+from cronos.misfire import SKIP_REASON
+from cronos.store.ledger import DispatchJob, Ledger, QueuedRun
+from dispatcher import planner
+from dispatcher.listener import Change
+from dispatcher.publisher import Publisher
+from dispatcher.schedule_book import ScheduleBook
+
+log = logging.getLogger("dispatcher.ticker")
+
+_JOB_OPS = frozenset({"created", "updated", "deleted", "paused", "resumed"})
+_QUEUE_OPS = frozenset({"triggered", "retry"})
+_PAGE = 5000
+
+
+@dataclass(slots=True)
+class Round:
+    queued: int = 0  # new queued runs written
+    skipped: int = 0  # new skipped ("misfired") runs written
+    pushed: int = 0  # tokens pushed
+    more: bool = False  # work left over (a capped catch-up): run again at once
+
+
+def spec_of(job: DispatchJob) -> planner.JobSpec:
+    return planner.JobSpec(
+        id=job.id,
+        expression=job.cron_expression,
+        timezone=job.timezone,
+        misfire_policy=job.misfire_policy,
+        misfire_grace_s=job.misfire_grace_s,
+        jitter_s=job.jitter_s,
+        exclusive=job.concurrency_policy != "allow",
+        cursor=job.cursor,
+    )
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def _ms(instant: datetime) -> int:
+    return int(instant.timestamp() * 1000)
+
+
+class Ticker:
+    def __init__(
+        self,
+        ledger: Ledger,
+        publisher: Publisher,
+        epoch: Callable[[], int],
+        *,
+        resync_interval_s: float = 30.0,
+        probe_interval_s: float = 1.0,
+        max_rows: int = 20_000,
+        batch_rows: int = 2_000,
+    ) -> None:
+        self._ledger = ledger
+        self._publisher = publisher
+        self._epoch = epoch  # the current epoch, or raises LeadershipLost
+        self._resync_interval = timedelta(seconds=resync_interval_s)
+        self._probe_interval = timedelta(seconds=probe_interval_s)
+        self._max_rows = max_rows
+        self._batch_rows = batch_rows
+        self.book = ScheduleBook()
+        self.wake = asyncio.Event()
+        self._changes: set[int] = set()
+        self._resync_at: datetime | None = None  # None: resync now
+        self._repush: bool | None = True  # True: election re-push; False: Redis-loss re-push; None: none
+        self._probe_at: datetime | None = None  # None: look for due queued runs now
+        self._queued_next: datetime | None = None
+        self._pending: list[tuple[int, int, QueuedRun]] = []  # (due_ms, run id, run): ours, due later
+
+    # --- signals from the other loops (sync, no I/O) ---
+
+    def notify(self, change: Change) -> None:
+        if change.op in _QUEUE_OPS:
+            self._probe_at = None
+        elif change.op in _JOB_OPS and change.job_id is not None:
+            self._changes.add(change.job_id)
+        else:
+            self._resync_at = None
+        self.wake.set()
+
+    def request_repush(self) -> None:
+        if self._repush is None:
+            self._repush = False
+        self.wake.set()
+
+    # --- one round ---
+
+    async def run_once(self, now: datetime) -> Round:
+        self.wake.clear()
+        result = Round()
+        if self._resync_at is None or now >= self._resync_at:
+            await self._resync(now)
+        if self._changes:
+            await self._apply_changes()
+        if self._repush is not None:
+            result.pushed += await self._repush_all(now, unmark=self._repush)
+            self._repush = None
+        await self._write_due_ticks(now, result)
+        result.pushed += await self._push_pending(now)
+        if self._probe_at is None or now >= self._probe_at or (self._queued_next and self._queued_next <= now):
+            result.pushed += await self._push_due_queued(now)
+        return result
+
+    def next_wake(self, now: datetime) -> datetime:
+        """When the next round has work: a due tick, a due run, a probe, a resync."""
+        candidates = [now + self._resync_interval if self._resync_at is None else self._resync_at]
+        candidates.append(now if self._probe_at is None else self._probe_at)
+        if (due := self.book.next_due()) is not None:
+            candidates.append(due)
+        if self._pending:
+            candidates.append(datetime.fromtimestamp(self._pending[0][0] / 1000, UTC))
+        if self._queued_next is not None:
+            candidates.append(self._queued_next)
+        return min(candidates)
+
+    async def run(self, clock: Callable[[], datetime] = utcnow) -> None:
+        """Rounds until cancelled; sleeps until the next due instant or a wake-up."""
+        while True:
+            result = await self.run_once(clock())
+            if result.more:
+                await asyncio.sleep(0)  # a capped catch-up continues, letting the renewer run
+                continue
+            delay = (self.next_wake(clock()) - clock()).total_seconds()
+            if delay > 0 and not self.wake.is_set():
+                try:
+                    async with asyncio.timeout(delay):
+                        await self.wake.wait()
+                except TimeoutError:
+                    pass
+
+    # --- the steps ---
+
+    async def _resync(self, now: datetime) -> None:
+        jobs = await self._ledger.active_jobs()
+        self.book.replace_all(spec_of(j) for j in jobs)
+        self._changes.clear()
+        self._resync_at = now + self._resync_interval
+        metrics.JOBS.labels(status="active").set(len(jobs))
+        log.debug(
+            "schedule resynced",
+            extra={"event": "schedule.resynced", "jobs": len(jobs), "groups": self.book.group_count},
+        )
+
+    async def _apply_changes(self) -> None:
+        ids = sorted(self._changes)
+        self._changes.clear()
+        found = {j.id: j for j in await self._ledger.jobs(ids)}
+        for job_id in ids:
+            job = found.get(job_id)
+            if job is None or job.status != "active":
+                self.book.remove(job_id)
+            else:
+                self.book.upsert(spec_of(job))
+
+    async def _repush_all(self, now: datetime, *, unmark: bool) -> int:
+        if unmark:
+            await self._ledger.unmark_future(self._epoch(), now)
+        pushed, after = 0, 0
+        while True:
+            runs = await self._ledger.repush(self._epoch(), now, after, _PAGE)
+            pushed += await self._publisher.publish(runs, self._epoch())
+            if len(runs) < _PAGE:
+                break
+            after = runs[-1].id
+        self._probe_at = None
+        log.info("queued runs re-pushed", extra={"event": "runs.repushed", "count": pushed})
+        return pushed
+
+    async def _write_due_ticks(self, now: datetime, result: Round) -> None:
+        groups = self.book.due(now)
+        if not groups:
+            return
+        plan = planner.plan(
+            ((g.schedule, list(g.jobs.values())) for g in groups),
+            now,
+            max_rows=self._max_rows,
+            batch_rows=self._batch_rows,
+        )
+        now_ms = _ms(now)
+        for batch in plan.batches:
+            epoch = self._epoch()
+            written = await self._ledger.write_ticks(
+                epoch,
+                batch.job_ids,
+                batch.scheduled_for,
+                batch.due_at,
+                batch.exclusive,
+                batch.skip_reason,
+                batch.cursor_ids,
+                batch.cursors,
+            )
+            self.book.advance(batch.cursor_ids, batch.cursors)
+            due_now = []
+            for run in written.queued:
+                if run.due_ms <= now_ms:
+                    due_now.append(run)
+                else:
+                    heapq.heappush(self._pending, (run.due_ms, run.id, run))
+            result.queued += len(written.queued)
+            result.skipped += written.skipped
+            result.pushed += await self._publisher.publish(due_now, epoch)
+        self.book.settle(groups)
+        result.more = plan.truncated
+        if written_any := result.queued + result.skipped:
+            metrics.RUNS_SKIPPED.labels(reason=SKIP_REASON).inc(result.skipped)
+            level = logging.INFO if result.skipped or plan.truncated else logging.DEBUG
+            log.log(
+                level,
+                "ticks written",
+                extra={"event": "ticks.queued", "count": result.queued, "skipped": result.skipped, "rows": written_any},
+            )
+
+    async def _push_pending(self, now: datetime) -> int:
+        now_ms = _ms(now)
+        due: list[QueuedRun] = []
+        while self._pending and self._pending[0][0] <= now_ms:
+            due.append(heapq.heappop(self._pending)[2])
+        if not due:
+            return 0
+        return await self._publisher.publish(due, self._epoch())
+
+    async def _push_due_queued(self, now: datetime) -> int:
+        pushed = 0
+        while True:
+            runs = await self._ledger.take_due(self._epoch(), now, _PAGE)
+            pushed += await self._publisher.publish(runs, self._epoch())
+            if len(runs) < _PAGE:
+                break
+        self._queued_next = await self._ledger.next_due()
+        self._probe_at = now + self._probe_interval
+        return pushed

@@ -1,0 +1,233 @@
+"""The leader's tick loop against real PostgreSQL and Redis, driven by run_once(now)."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import asyncpg
+import pytest
+import redis.asyncio as aioredis
+
+from cronos.errors import NotLeader
+from cronos.keys import Keys
+from cronos.messages import RunToken
+from cronos.settings import Settings
+from cronos.store.epoch import EpochStore
+from cronos.store.jobs import JobStore
+from cronos.store.ledger import Ledger
+from cronos.stream import RunStream
+from dispatcher.listener import Change
+from dispatcher.publisher import Publisher
+from dispatcher.ticker import Ticker
+
+T0 = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
+_names = itertools.count()
+
+
+@dataclass
+class Stack:
+    pool: asyncpg.Pool
+    redis: aioredis.Redis
+    keys: Keys
+    ledger: Ledger
+    publisher: Publisher
+    epoch: int
+    new_ticker: Callable[[], Ticker]
+
+    async def tokens(self) -> list[RunToken]:
+        stream = RunStream(self.redis, self.keys)
+        found = await stream.read(f"reader-{next(_names)}", 100_000, block_ms=None)
+        return [d.token for d in found if d.token is not None]
+
+    async def runs(self, job_id: int | None = None) -> list[asyncpg.Record]:
+        return await self.pool.fetch(  # type: ignore[no-any-return]
+            "SELECT * FROM runs WHERE $1::bigint IS NULL OR job_id = $1 ORDER BY job_id, scheduled_for, attempt",
+            job_id,
+        )
+
+    async def cursor(self, job_id: int) -> datetime:
+        return await self.pool.fetchval("SELECT last_scheduled_for FROM jobs WHERE id = $1", job_id)  # type: ignore[no-any-return]
+
+
+async def add_job(pool: asyncpg.Pool, expression: str, cursor: datetime = T0, **fields: Any) -> int:
+    values = {"misfire_policy": "run_all", "misfire_grace_s": 60.0, "jitter_s": 0.0, "status": "active"} | fields
+    return int(
+        await pool.fetchval(
+            "INSERT INTO jobs (name, cron_expression, misfire_policy, misfire_grace_s, jitter_s, status,"
+            " last_scheduled_for) VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id",
+            f"job-{next(_names)}",
+            expression,
+            values["misfire_policy"],
+            values["misfire_grace_s"],
+            values["jitter_s"],
+            values["status"],
+            cursor,
+        )
+    )
+
+
+@pytest.fixture
+async def stack(settings: Settings, pg_pool: asyncpg.Pool, redis_client: aioredis.Redis) -> Stack:
+    keys = Keys(settings.key_prefix)
+    ledger = Ledger(pg_pool)
+    publisher = Publisher(redis_client, keys)
+    await publisher.prepare()
+    epoch = (await EpochStore(pg_pool).take("test-leader")).epoch
+
+    def new_ticker() -> Ticker:
+        return Ticker(ledger, publisher, lambda: epoch, resync_interval_s=3600)
+
+    return Stack(pg_pool, redis_client, keys, ledger, publisher, epoch, new_ticker)
+
+
+async def test_due_ticks_are_written_then_pushed_once(stack: Stack) -> None:
+    job = await add_job(stack.pool, "*/2 * * * * *")
+    ticker = stack.new_ticker()
+    first = await ticker.run_once(T0 + timedelta(seconds=2.3))
+    assert (first.queued, first.pushed, first.skipped) == (1, 1, 0)
+    again = await ticker.run_once(T0 + timedelta(seconds=3.9))
+    assert (again.queued, again.pushed) == (0, 0)
+    await ticker.run_once(T0 + timedelta(seconds=4.0))
+
+    runs = await stack.runs(job)
+    assert [(r["scheduled_for"], r["state"], r["trigger"], r["attempt"], r["epoch"]) for r in runs] == [
+        (T0 + timedelta(seconds=s), "queued", "schedule", 1, stack.epoch) for s in (2, 4)
+    ]
+    tokens = await stack.tokens()
+    assert [(t.run_id, t.job_id, t.scheduled_for_ms, t.epoch) for t in tokens] == [
+        (r["id"], job, int(r["scheduled_for"].timestamp() * 1000), stack.epoch) for r in runs
+    ]
+    assert await stack.cursor(job) == T0 + timedelta(seconds=4)
+    assert ticker.next_wake(T0 + timedelta(seconds=4)) <= T0 + timedelta(seconds=6)
+
+
+async def test_catch_up_after_a_gap_applies_each_misfire_policy(stack: Stack) -> None:
+    ids = {
+        policy: await add_job(stack.pool, "*/10 * * * * *", misfire_policy=policy, misfire_grace_s=35)
+        for policy in ("run_all", "run_once", "skip")
+    }
+    ticker = stack.new_ticker()
+    now = T0 + timedelta(seconds=100.5)
+    result = await ticker.run_once(now)
+    assert (result.queued, result.skipped) == (4 + 1 + 1, 6 + 9 + 9)
+    ticks = [T0 + timedelta(seconds=s) for s in range(10, 101, 10)]
+    for policy, job in ids.items():
+        runs = await stack.runs(job)
+        assert [r["scheduled_for"] for r in runs] == ticks, "every tick is a run or a recorded skip (G2)"
+        ran = [r["scheduled_for"] for r in runs if r["state"] == "queued"]
+        assert all(r["skip_reason"] == "misfired" for r in runs if r["state"] == "skipped")
+        assert ran == {"run_all": ticks[-4:], "run_once": ticks[-1:], "skip": ticks[-1:]}[policy]
+        assert await stack.cursor(job) == ticks[-1]
+    # The late runs of the catch-up are spread out: pushed when their due time comes.
+    await ticker.run_once(now + timedelta(seconds=1))
+    queued_ids = sorted(r["id"] for r in await stack.runs() if r["state"] == "queued")
+    assert sorted(t.run_id for t in await stack.tokens()) == queued_ids
+
+
+async def test_paused_and_deleted_jobs_are_never_dispatched(stack: Stack) -> None:
+    active = await add_job(stack.pool, "* * * * * *")
+    paused = await add_job(stack.pool, "* * * * * *", status="paused")
+    paused_later = await add_job(stack.pool, "* * * * * *")
+    deleted_later = await add_job(stack.pool, "* * * * * *")
+    ticker = stack.new_ticker()
+    await ticker.run_once(T0)  # loads the schedule
+    # Changed behind the leader's back (no notification yet): the ledger still refuses them.
+    await stack.pool.execute("UPDATE jobs SET status = 'paused' WHERE id = $1", paused_later)
+    await stack.pool.execute("DELETE FROM jobs WHERE id = $1", deleted_later)
+    result = await ticker.run_once(T0 + timedelta(seconds=1))
+    assert result.queued == 1
+    assert {r["job_id"] for r in await stack.runs()} == {active}
+    assert await stack.cursor(paused_later) == T0 and await stack.cursor(paused) == T0
+    # Once notified, they leave the leader's schedule.
+    ticker.notify(Change("paused", paused_later))
+    ticker.notify(Change("deleted", deleted_later))
+    await ticker.run_once(T0 + timedelta(seconds=2))
+    assert paused_later not in ticker.book and deleted_later not in ticker.book
+    assert {r["job_id"] for r in await stack.runs()} == {active}
+
+
+async def test_listen_ops_update_the_schedule(stack: Stack) -> None:
+    jobs = JobStore(stack.pool)
+    ticker = stack.new_ticker()
+    await ticker.run_once(T0)
+    job_id = await add_job(stack.pool, "* * * * * *")
+    ticker.notify(Change("created", job_id))
+    await ticker.run_once(T0 + timedelta(seconds=1))
+    assert job_id in ticker.book and len(await stack.runs(job_id)) == 1
+    await jobs.set_status(job_id, "paused")
+    ticker.notify(Change("paused", job_id))
+    await ticker.run_once(T0 + timedelta(seconds=2))
+    assert job_id not in ticker.book and len(await stack.runs(job_id)) == 1
+    ticker.notify(Change("garbage"))  # unknown op: full resync, nothing breaks
+    await ticker.run_once(T0 + timedelta(seconds=3))
+
+
+async def test_manual_triggers_and_retries_are_pushed_when_due_and_only_once(stack: Stack) -> None:
+    job = await add_job(stack.pool, "0 0 1 1 *")
+    now = datetime.now(UTC)
+    manual = await JobStore(stack.pool).trigger(job)
+    retry_id = await stack.pool.fetchval(
+        "INSERT INTO runs (job_id, scheduled_for, attempt, trigger, state, due_at)"
+        " VALUES ($1, $2, 2, 'retry', 'queued', $3) RETURNING id",
+        job,
+        now - timedelta(minutes=1),
+        now + timedelta(seconds=5),
+    )
+    ticker = stack.new_ticker()
+    await ticker.run_once(now + timedelta(seconds=0.5))
+    assert [t.run_id for t in await stack.tokens()] == [manual.id]
+    assert ticker.next_wake(now + timedelta(seconds=0.5)) <= now + timedelta(seconds=5)
+    ticker.notify(Change("retry", job))
+    await ticker.run_once(now + timedelta(seconds=5))
+    await ticker.run_once(now + timedelta(seconds=6))
+    tokens = await stack.tokens()
+    assert [(t.run_id, t.attempt, t.trigger) for t in tokens] == [(retry_id, 2, "retry")]
+
+
+async def test_repush_after_the_stream_is_deleted_and_on_election(stack: Stack) -> None:
+    job = await add_job(stack.pool, "* * * * * *")
+    ticker = stack.new_ticker()
+    await ticker.run_once(T0 + timedelta(seconds=3.2))  # 1, 2 late (spread), 3 on time
+    await ticker.run_once(T0 + timedelta(seconds=4.5))
+    queued = sorted(r["id"] for r in await stack.runs(job) if r["state"] == "queued")
+    assert len(queued) == 4
+    await stack.redis.delete(stack.keys.stream)
+    assert await stack.publisher.data_lost() == "stream or group missing"
+    assert await stack.publisher.data_lost() is None  # recreated
+    ticker.request_repush()
+    await ticker.run_once(T0 + timedelta(seconds=4.6))
+    assert sorted(t.run_id for t in await stack.tokens()) == queued
+    # A new leader re-pushes every queued run on election.
+    new_epoch = (await EpochStore(stack.pool).take("next-leader")).epoch
+    successor = Ticker(stack.ledger, stack.publisher, lambda: new_epoch, resync_interval_s=3600)
+    result = await successor.run_once(T0 + timedelta(seconds=4.7))
+    assert result.pushed == 4 and result.queued == 0
+
+
+async def test_a_deposed_leader_writes_no_run_and_moves_no_cursor(stack: Stack) -> None:
+    job = await add_job(stack.pool, "* * * * * *")
+    ticker = stack.new_ticker()
+    await ticker.run_once(T0)
+    await EpochStore(stack.pool).take("usurper")  # another node won an election meanwhile
+    with pytest.raises(NotLeader):
+        await ticker.run_once(T0 + timedelta(seconds=5))
+    assert await stack.runs(job) == []
+    assert await stack.cursor(job) == T0
+    assert await stack.tokens() == []
+
+
+async def test_jittered_ticks_are_queued_on_time_and_pushed_at_their_due_time(stack: Stack) -> None:
+    job = await add_job(stack.pool, "* * * * * *", jitter_s=0.8)
+    ticker = stack.new_ticker()
+    await ticker.run_once(T0 + timedelta(seconds=1))
+    (run,) = await stack.runs(job)
+    offset = run["due_at"] - run["scheduled_for"]
+    assert timedelta(0) <= offset < timedelta(seconds=0.8)
+    if offset > timedelta(0):
+        assert await stack.tokens() == []
+    await ticker.run_once(run["due_at"])
+    assert [t.run_id for t in await stack.tokens()] == [run["id"]]
