@@ -62,14 +62,18 @@ class Backends:
                 self._pool = await connect(
                     self.settings.database_url, min_size=1, max_size=10, timeout=CONNECT_TIMEOUT_S
                 )
-            except BackendUnavailable as exc:
+            except (BackendUnavailable, asyncpg.PostgresError) as exc:
+                # Unreachable, or reachable but not usable yet (no such database, still
+                # starting up): either way a 503 for now and another try soon.
                 self._failed_at = time.monotonic()
                 self._last_error = str(exc)
                 log.warning(
                     "postgresql unreachable",
                     extra={"event": "api.db_unavailable", "dsn": mask_dsn(self.settings.database_url)},
                 )
-                raise
+                if isinstance(exc, BackendUnavailable):
+                    raise
+                raise BackendUnavailable("postgresql", f"{type(exc).__name__}: {exc}") from exc
             log.info("postgresql pool open", extra={"event": "api.db_connected"})
             return self._pool
 

@@ -4,16 +4,20 @@ from __future__ import annotations
 
 import logging
 import socket
+import uuid
 from typing import Any
 
+import asyncpg
 import pytest
 
 from api.app import create_app
 from api.service import ApiService
-from api.state import BACKENDS
 from cronos.errors import ConfigError
 from cronos.settings import Settings
+from cronos.store.db import migrate
 from tests.integration.api_client import SEED_JOB, running_api
+from tests.services import Services, with_database
+from tests.waiting import wait_for
 
 HEALTHY = {
     "status": "ok",
@@ -30,6 +34,10 @@ def _closed_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def _with(settings: Settings, **changes: Any) -> Settings:
+    return Settings(**{**{f: getattr(settings, f) for f in settings.__struct_fields__}, **changes})
+
+
 def _down(settings: Settings, *, db: bool = False, cache: bool = False) -> Settings:
     port = _closed_port()
     changes: dict[str, Any] = {}
@@ -37,7 +45,7 @@ def _down(settings: Settings, *, db: bool = False, cache: bool = False) -> Setti
         changes["database_url"] = f"postgresql://cronos:s3cret-pw@127.0.0.1:{port}/cronos"
     if cache:
         changes["redis_url"] = f"redis://:s3cret-pw@127.0.0.1:{port}/0"
-    return Settings(**{**{f: getattr(settings, f) for f in settings.__struct_fields__}, **changes})
+    return _with(settings, **changes)
 
 
 async def test_health_ok(settings: Settings) -> None:
@@ -79,14 +87,28 @@ async def test_health_503_names_the_backend_down(
     assert "s3cret" not in caplog.text  # secrets never logged
 
 
-async def test_health_recovers_when_the_database_comes_back(settings: Settings) -> None:
-    down = _down(settings, db=True)
-    async with running_api(down) as api:
-        assert (await api.call("GET", "/health")).status == 503
-        backends = api.service.app[BACKENDS]
-        backends.settings = settings  # the database "comes back" (at the address the test owns)
-        backends._failed_at = -float("inf")  # skip the retry pause
-        assert (await api.call("GET", "/health")).status == 200
+async def test_health_recovers_when_the_database_appears(settings: Settings, services: Services) -> None:
+    name = f"cronos_late_{uuid.uuid4().hex[:10]}"
+    late = _with(settings, database_url=with_database(services.pg_admin_dsn, name))
+    try:
+        async with running_api(late) as api:
+            reply = await api.call("GET", "/health")
+            assert reply.status == 503 and reply.body["database"] == "PostgreSQL Disconnected"
+            jobs = await api.call("GET", "/api/jobs")
+            assert jobs.status == 503 and jobs.body["title"] == "Backend unavailable"
+            await migrate(late.database_url)  # the database shows up, as `cronos migrate` would make it
+
+            async def healthy() -> bool:
+                return (await api.call("GET", "/health")).status == 200
+
+            await wait_for(healthy, timeout=10, interval=0.2, what="the API to reconnect")
+            assert (await api.call("GET", "/api/jobs")).status == 200
+    finally:
+        admin = await asyncpg.connect(services.pg_admin_dsn)
+        try:
+            await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        finally:
+            await admin.close()
 
 
 async def test_metrics_exposes_the_registry_and_job_counts(settings: Settings) -> None:
@@ -149,7 +171,7 @@ async def test_a_taken_port_is_a_clear_config_error(settings: Settings) -> None:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = int(taken.getsockname()[1])
-        busy = Settings(**{**{f: getattr(settings, f) for f in settings.__struct_fields__}, "port": port})
+        busy = _with(settings, port=port)
         with pytest.raises(ConfigError, match=rf"^PORT: cannot listen on 127\.0\.0\.1:{port}"):
             async with ApiService(busy, host="127.0.0.1"):
                 pass
