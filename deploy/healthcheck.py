@@ -3,9 +3,10 @@
 Answers "is this process alive and its event loop responsive?", not "are the backends up":
 a PostgreSQL outage must not get healthy processes restarted (GET /health reports that).
 
-- api, dev: GET /metrics on $PORT
-- dispatcher, executor: GET /metrics on $CRONOS_METRICS_PORT; when that is 0/unset there is
-  no port to ask, so a running PID 1 is all we can check
+- api, dev: GET /openapi.json on $PORT (static: served without touching PostgreSQL, unlike
+  /metrics, which counts jobs, and /health)
+- dispatcher, executor: GET /metrics on $CRONOS_METRICS_PORT (prometheus_client's own server);
+  when that is 0/unset there is no port to ask, so a running PID 1 is all we can check
 - migrate (one-shot) or anything else: healthy while it runs
 
 Standard library only: it runs with the image's Python and nothing else.
@@ -28,20 +29,21 @@ def role_of(cmdline: Sequence[str]) -> str:
     return next((arg for arg in cmdline if arg in roles), "")
 
 
-def probe_port(role: str, env: Mapping[str, str]) -> int | None:
+def probe_target(role: str, env: Mapping[str, str]) -> tuple[int, str] | None:
+    """(port, path) to GET for this role, or None when it has nothing to ask."""
     if role in ("api", "dev"):
-        return int(env.get("PORT") or 3002)
+        return int(env.get("PORT") or 3002), "/openapi.json"
     if role in ("dispatcher", "executor"):
         port = int(env.get("CRONOS_METRICS_PORT") or 0)
-        return port or None
+        return (port, "/metrics") if port else None
     return None
 
 
 def check(role: str, env: Mapping[str, str], host: str = "127.0.0.1") -> tuple[bool, str]:
-    port = probe_port(role, env)
-    if port is None:
+    target = probe_target(role, env)
+    if target is None:
         return True, f"{role or 'process'}: running (no port to probe)"
-    url = f"http://{host}:{port}/metrics"
+    url = f"http://{host}:{target[0]}{target[1]}"
     try:
         with urllib.request.urlopen(url, timeout=TIMEOUT_S) as response:
             ok = response.status == 200

@@ -25,11 +25,13 @@ def _load() -> ModuleType:
 hc = _load()
 
 
-class _Metrics(http.server.BaseHTTPRequestHandler):
+class _Role(http.server.BaseHTTPRequestHandler):
+    """Answers what a Cronos process serves: /metrics (all roles) and /openapi.json (api)."""
+
     def do_GET(self) -> None:
-        self.send_response(200 if self.path == "/metrics" else 404)
+        self.send_response(200 if self.path in ("/metrics", "/openapi.json") else 404)
         self.end_headers()
-        self.wfile.write(b"cronos_leader 0\n")
+        self.wfile.write(b"{}\n")
 
     def log_message(self, *args: object) -> None:
         pass
@@ -37,7 +39,7 @@ class _Metrics(http.server.BaseHTTPRequestHandler):
 
 @pytest.fixture
 def metrics_port() -> Iterator[int]:
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Metrics)
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Role)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
