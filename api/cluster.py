@@ -66,14 +66,6 @@ async def cluster(request: web.Request) -> web.Response:
 
 
 ROUTES = (
-    Route(
-        "GET",
-        "/api/cluster",
-        cluster,
-        "Leader, epoch, nodes and stream backlog (nulls when a backend is down)",
-        200,
-        None,
-        ClusterOut,
-        (),
-    ),
-)
+    Route("GET", "/api/cluster", cluster, "Leader, epoch, nodes and stream backlog (nulls when a backend is down)",
+          response=ClusterOut),
+)  # fmt: skip

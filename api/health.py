@@ -69,10 +69,6 @@ async def metrics(request: web.Request) -> web.Response:
 
 
 ROUTES = (
-    Route(
-        "GET", "/health", health, "Liveness and backends (seed contract)", 200, None, Health, (), also=(HEALTH_DOWN,)
-    ),
-    Route(
-        "GET", "/metrics", metrics, "Prometheus metrics of this process", 200, None, None, (), content_type="text/plain"
-    ),
+    Route("GET", "/health", health, "Liveness and backends (seed contract)", response=Health, also=(HEALTH_DOWN,)),
+    Route("GET", "/metrics", metrics, "Prometheus metrics of this process", content_type="text/plain"),
 )

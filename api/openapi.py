@@ -95,5 +95,5 @@ def openapi_handler(routes: Sequence[Route], version: str) -> Route:
             cache["doc"] = msgspec.json.encode(build_spec([*routes, route], version))
         return web.Response(body=cache["doc"], content_type="application/json")
 
-    route = Route("GET", "/openapi.json", openapi, "This document (OpenAPI 3.1)", 200, None, None, ())
+    route = Route("GET", "/openapi.json", openapi, "This document (OpenAPI 3.1)")
     return route

@@ -82,44 +82,21 @@ async def trigger_job(request: web.Request) -> web.Response:
 
 
 JOB = f"/api/jobs/{ID}"
+_DB = (503,)
 ROUTES = (
-    Route("POST", "/api/jobs", create_job, "Register a job", 201, JobCreate, JobOut, (400, 409, 413, 422, 503)),
-    Route(
-        "GET",
-        "/api/jobs",
-        list_jobs,
-        "List jobs by id",
-        200,
-        None,
-        JobList,
-        (422, 503),
-        query=(Query("status", "only jobs in this status", enum=("active", "paused")), *PAGE),
-    ),
-    Route("GET", JOB, get_job, "A job, its next run time and its last run", 200, None, JobOut, (404, 503)),
-    Route(
-        "PATCH",
-        JOB,
-        patch_job,
-        "Change some fields (validated like a create; nothing changes on error)",
-        200,
-        JobPatch,
-        JobOut,
-        (400, 404, 409, 413, 422, 503),
-    ),
-    Route("DELETE", JOB, delete_job, "Delete a job and its runs", 204, None, None, (404, 503)),
-    Route(
-        "PATCH", f"{JOB}/toggle", toggle_job, "Pause an active job, resume a paused one", 200, None, JobOut, (404, 503)
-    ),
-    Route("POST", f"{JOB}/pause", pause_job, "Pause a job", 200, None, JobOut, (404, 503)),
-    Route(
-        "POST",
-        f"{JOB}/resume",
-        resume_job,
-        "Resume a job; ticks while paused are not caught up",
-        200,
-        None,
-        JobOut,
-        (404, 503),
-    ),
-    Route("POST", f"{JOB}/trigger", trigger_job, "Queue one run now (even when paused)", 202, None, RunOut, (404, 503)),
-)
+    Route("POST", "/api/jobs", create_job, "Register a job", status=201, body=JobCreate, response=JobOut,
+          errors=(400, 409, 413, 422, *_DB)),
+    Route("GET", "/api/jobs", list_jobs, "List jobs by id", response=JobList, errors=(422, *_DB),
+          query=(Query("status", "only jobs in this status", enum=("active", "paused")), *PAGE)),
+    Route("GET", JOB, get_job, "A job, its next run time and its last run", response=JobOut, errors=(404, *_DB)),
+    Route("PATCH", JOB, patch_job, "Change some fields (validated like a create; nothing changes on error)",
+          body=JobPatch, response=JobOut, errors=(400, 404, 409, 413, 422, *_DB)),
+    Route("DELETE", JOB, delete_job, "Delete a job and its runs", status=204, errors=(404, *_DB)),
+    Route("PATCH", f"{JOB}/toggle", toggle_job, "Pause an active job, resume a paused one", response=JobOut,
+          errors=(404, *_DB)),
+    Route("POST", f"{JOB}/pause", pause_job, "Pause a job", response=JobOut, errors=(404, *_DB)),
+    Route("POST", f"{JOB}/resume", resume_job, "Resume a job; ticks due while paused are not caught up",
+          response=JobOut, errors=(404, *_DB)),
+    Route("POST", f"{JOB}/trigger", trigger_job, "Queue one run now (even when paused)", status=202,
+          response=RunOut, errors=(404, *_DB)),
+)  # fmt: skip

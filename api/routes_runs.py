@@ -30,25 +30,8 @@ async def get_run(request: web.Request) -> web.Response:
 
 
 ROUTES = (
-    Route(
-        "GET",
-        f"/api/jobs/{ID}/runs",
-        list_runs,
-        "A job's runs, newest first",
-        200,
-        None,
-        RunList,
-        (404, 422, 503),
-        query=(Query("state", "only runs in this state", enum=STATES), *PAGE),
-    ),
-    Route(
-        "GET",
-        f"/api/runs/{ID}",
-        get_run,
-        "One run, with its traceback and result excerpt",
-        200,
-        None,
-        RunOut,
-        (404, 503),
-    ),
-)
+    Route("GET", f"/api/jobs/{ID}/runs", list_runs, "A job's runs, newest first", response=RunList,
+          errors=(404, 422, 503), query=(Query("state", "only runs in this state", enum=STATES), *PAGE)),
+    Route("GET", f"/api/runs/{ID}", get_run, "One run, with its traceback and result excerpt", response=RunOut,
+          errors=(404, 503)),
+)  # fmt: skip

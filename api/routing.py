@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from typing import Any
 
 from aiohttp import web
@@ -29,6 +29,7 @@ class Route:
     path: str
     handler: Handler
     summary: str
+    _: KW_ONLY
     status: int = 200
     body: type[Any] | None = None  # the request Struct
     response: type[Any] | None = None  # the response Struct (None: no JSON body)
