@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import re
@@ -111,13 +112,20 @@ async def ensure_database(dsn: str) -> bool:
         await conn.close()
         return False
     admin = await connect_one(_with_database(dsn, "postgres"))
+    quoted = '"' + name.replace('"', '""') + '"'
     try:
-        quoted = '"' + name.replace('"', '""') + '"'
-        await admin.execute(f"CREATE DATABASE {quoted}")
-        log.info("database created", extra={"event": "db.created", "database": name})
-        return True
-    except asyncpg.exceptions.DuplicateDatabaseError:
-        return False  # another process created it first
+        for attempt in range(50):
+            try:
+                await admin.execute(f"CREATE DATABASE {quoted}")
+            except (asyncpg.exceptions.DuplicateDatabaseError, asyncpg.exceptions.UniqueViolationError):
+                return False  # another process created it first (the race surfaces as either error)
+            except asyncpg.exceptions.ObjectInUseError:
+                # Another CREATE DATABASE is copying template1 right now; wait for it.
+                await asyncio.sleep(0.05 * (attempt + 1))
+                continue
+            log.info("database created", extra={"event": "db.created", "database": name})
+            return True
+        raise BackendUnavailable("postgresql", f"could not create database {name!r}: template1 stayed busy")
     finally:
         await admin.close()
 
@@ -144,7 +152,7 @@ async def migrate(dsn: str) -> list[int]:
                     await conn.execute(sql)
                     await conn.execute("INSERT INTO schema_migrations (version, name) VALUES ($1, $2)", version, name)
                 applied.append(version)
-                log.info("migration applied", extra={"event": "db.migrated", "version": version, "name": name})
+                log.info("migration applied", extra={"event": "db.migrated", "version": version, "migration": name})
         finally:
             await conn.execute("SELECT pg_advisory_unlock($1)", MIGRATION_LOCK_ID)
     finally:

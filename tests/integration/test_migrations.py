@@ -58,7 +58,6 @@ async def test_concurrent_migrations_on_an_empty_database_apply_once(fresh_dsn: 
 
 # Two CREATE DATABASE racing can fail with UniqueViolationError (pg_database_datname_index)
 # instead of DuplicateDatabaseError; cronos/store/db.py ensure_database catches only the latter.
-@pytest.mark.xfail(reason="ensure_database() must also treat UniqueViolationError as 'already created'")
 async def test_concurrent_migrations_create_the_database_once(fresh_dsn: str) -> None:
     results = await asyncio.gather(migrate(fresh_dsn), migrate(fresh_dsn), migrate(fresh_dsn))
     applied = [version for result in results for version in result]
