@@ -106,3 +106,8 @@ def test_openapi_is_built_from_the_route_table() -> None:
     refs = msgspec.json.encode(spec).decode()
     for name in spec["components"]["schemas"]:
         assert f"#/components/schemas/{name}" in refs
+
+
+def test_openapi_document_is_valid_openapi_3_1() -> None:
+    validator = pytest.importorskip("openapi_spec_validator", reason="needs openapi-spec-validator (test extra)")
+    validator.validate(build_spec(ROUTES, "test"))
