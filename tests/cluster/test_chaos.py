@@ -119,7 +119,8 @@ async def test_kill_9_of_an_executor_mid_run_is_reaped_and_retried(make_cluster:
     assert (row.finished_at - datetime.fromtimestamp(killed_at, UTC)).total_seconds() <= bound
     cluster.restart(victim)
     retry = await _retry_of(cluster, row, LONG_S + bound)
-    assert retry.state == "completed", retry
+    # Retried per policy: attempt 2 ran, or (forbid) was skipped because a newer tick was running.
+    assert retry.state == "completed" or (retry.state == "skipped" and retry.skip_reason), retry
     assert_ok(await verify(cluster, start))
 
 
