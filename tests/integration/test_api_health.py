@@ -7,8 +7,10 @@ import socket
 import uuid
 from typing import Any
 
+import aiohttp
 import asyncpg
 import pytest
+from aiohttp import web
 
 from api.app import create_app
 from api.service import ApiService
@@ -175,3 +177,24 @@ async def test_a_taken_port_is_a_clear_config_error(settings: Settings) -> None:
         with pytest.raises(ConfigError, match=rf"^PORT: cannot listen on 127\.0\.0\.1:{port}"):
             async with ApiService(busy, host="127.0.0.1"):
                 pass
+
+
+async def test_a_bug_is_a_500_problem_logged_with_its_traceback(
+    settings: Settings, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def boom(request: web.Request) -> web.Response:
+        raise RuntimeError("secret internals")
+
+    service = ApiService(settings, host="127.0.0.1")
+    service.app.router.add_get("/boom", boom)
+    async with (
+        service,
+        aiohttp.ClientSession() as session,
+        session.get(f"http://127.0.0.1:{service.port}/boom") as resp,
+    ):
+        assert resp.status == 500
+        assert resp.headers["Content-Type"].startswith("application/problem+json")
+        body = await resp.json(content_type=None)
+    assert body["title"] == "Internal server error" and "secret internals" not in body["detail"]
+    errors = [r for r in caplog.records if getattr(r, "event", None) == "api.error"]
+    assert len(errors) == 1 and errors[0].exc_info is not None and errors[0].path == "/boom"  # type: ignore[attr-defined]
