@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from tests.cluster.checker import JobDef, Report, check
-from tests.cluster.faults import Injected, inject, measure_recovery, plan
+from tests.cluster.faults import KINDS, Injected, inject, measure_recovery, plan
 from tests.cluster.harness import Cluster
 from tests.cluster.ledger import fetch_runs, insert_job, load, settle
 
@@ -91,11 +91,12 @@ async def run_mix(
     seed: int,
     duration_s: float,
     progress: Callable[[Injected], None] | None = None,
+    kinds: tuple[str, ...] = KINDS,
 ) -> MixResult:
     """Inject the seed's plan of faults for `duration_s` seconds, measuring each recovery."""
     result = MixResult(seed)
     began = time.monotonic()
-    for planned in plan(seed, duration_s):
+    for planned in plan(seed, duration_s, kinds):
         wait = planned.at_s - (time.monotonic() - began)
         if wait > 0:
             await asyncio.sleep(wait)

@@ -20,7 +20,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from tests.cluster.checker import Report
-from tests.cluster.faults import Injected
+from tests.cluster.faults import KINDS, Injected
 from tests.cluster.harness import Cluster
 from tests.cluster.ledger import load, write_csv
 from tests.cluster.scenario import MixResult, add_workload, run_mix, verify, wait_ready
@@ -81,7 +81,7 @@ async def save_artifacts(cluster: Cluster, result: MixResult, target: Path) -> N
     (target / "timeline.txt").write_text("".join(sorted(lines)))
 
 
-async def soak(duration_s: float, seed: int, dispatchers: int, executors: int) -> int:
+async def soak(duration_s: float, seed: int, dispatchers: int, executors: int, kinds: tuple[str, ...] = KINDS) -> int:
     cluster = Cluster(dispatchers=dispatchers, executors=executors, keep=False)
     began = time.monotonic()
     try:
@@ -98,7 +98,7 @@ async def soak(duration_s: float, seed: int, dispatchers: int, executors: int) -
                 flush=True,
             )
 
-        result = await run_mix(cluster, workload, seed, duration_s, progress)
+        result = await run_mix(cluster, workload, seed, duration_s, progress, kinds)
         report = await verify(cluster, start)
         print(summary(result, report, time.monotonic() - began))
         failed = not report.ok or bool(result.late())
@@ -123,8 +123,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=1, help="seed of the fault plan (default 1)")
     parser.add_argument("--dispatchers", type=int, default=3)
     parser.add_argument("--executors", type=int, default=3)
+    parser.add_argument("--faults", default=",".join(KINDS), help=f"comma-separated subset of {','.join(KINDS)}")
     args = parser.parse_args(argv)
-    return asyncio.run(soak(args.duration, args.seed, args.dispatchers, args.executors))
+    kinds = tuple(k for k in args.faults.split(",") if k)
+    unknown = set(kinds) - set(KINDS)
+    if unknown or not kinds:
+        parser.error(f"--faults: unknown {sorted(unknown)}; choose from {','.join(KINDS)}")
+    return asyncio.run(soak(args.duration, args.seed, args.dispatchers, args.executors, kinds))
 
 
 if __name__ == "__main__":
