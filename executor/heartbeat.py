@@ -26,7 +26,7 @@ async def beat(deps: Deps, scripts: Scripts) -> list[int]:
     owned = await deps.store.extend_leases([f.run.id for f in flights], deps.node_id, deps.lease_s)
     lost: list[int] = []
     for flight in flights:
-        if flight.run.id in owned or flight.work is None or flight.work.done():
+        if flight.run.id in owned or not flight.working:
             continue  # a run whose work is over is judged by its conditional result write
         flight.lost = True
         flight.cancel(LOST)

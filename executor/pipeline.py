@@ -14,7 +14,7 @@ import traceback
 from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
@@ -47,19 +47,29 @@ class Settle:
 
 @dataclass(eq=False)
 class InFlight:
-    """A claimed run while it executes; the heartbeat and the drain act on it."""
+    """A claimed run while it executes; the heartbeat and the drain act on it.
+
+    The work runs inline in the token's own task (no extra task per run): `cancel` cancels
+    that task only while `working`, and `run_under_timeout` turns the cancellation back
+    into an outcome.
+    """
 
     run: ClaimedRun
     lock_key: str
-    work: asyncio.Task[str | None] | None = None
+    task: asyncio.Task[Any] | None = None  # set only while the work runs
     cancel_reason: str | None = None
     lost: bool = False  # ownership went elsewhere: cancel, report nothing
+
+    @property
+    def working(self) -> bool:
+        return self.task is not None
 
     def cancel(self, reason: str) -> None:
         if self.cancel_reason is None:
             self.cancel_reason = reason
-        if self.work is not None and not self.work.done():
-            self.work.cancel()
+        task, self.task = self.task, None  # one cancellation at most
+        if task is not None:
+            task.cancel()
 
 
 @dataclass(eq=False)
@@ -145,37 +155,48 @@ async def run_under_timeout(deps: Deps, flight: InFlight) -> Outcome | None:
     metrics.RUNS_IN_FLIGHT.inc()
     log.info("run started", extra={"event": "run.started", "kind": run.kind, "start_delay_s": round(delay, 4)})
     started = time.monotonic()
-    flight.work = asyncio.create_task(kinds.execute(run, deps.env), name=f"run:{run.id}")
+    task = asyncio.current_task()
+    result: str | None = None
+    failure: BaseException | None = None
     try:
-        try:
-            done, _ = await asyncio.wait({flight.work}, timeout=run.timeout_s)
-        except asyncio.CancelledError:  # the executor itself is going away: end the work, still record
-            flight.cancel(DRAIN_CANCELLED)
-            await asyncio.wait({flight.work})
-        if not done:
-            flight.cancel(f"timed out after {run.timeout_s:g} s")
-            await asyncio.wait({flight.work})
+        flight.task = task
+        async with asyncio.timeout(run.timeout_s) as deadline:
+            result = await kinds.execute(run, deps.env)
+    except asyncio.CancelledError:  # heartbeat (lost), drain, or the executor going away
+        if flight.task is not None or flight.cancel_reason is None:
+            flight.cancel_reason = flight.cancel_reason or DRAIN_CANCELLED  # not ours: shutdown
+        if task is not None:
+            task.uncancel()
+        failure = asyncio.CancelledError()
+    except TimeoutError as exc:
+        if deadline.expired():
+            flight.cancel_reason = f"timed out after {run.timeout_s:g} s"
+            failure = asyncio.CancelledError()
+        else:  # the work itself raised TimeoutError
+            failure = exc
+    except Exception as exc:  # noqa: BLE001 - the run failed: recorded with its traceback
+        failure = exc
     finally:
+        flight.task = None
         metrics.RUNS_IN_FLIGHT.dec()
     if flight.lost:
         return None
-    return _outcome(deps, flight, (time.monotonic() - started) * 1000)
+    return _outcome(deps, flight, result, failure, (time.monotonic() - started) * 1000)
 
 
-def _outcome(deps: Deps, flight: InFlight, duration_ms: float) -> Outcome:
-    run, work = flight.run, flight.work
-    assert work is not None and work.done()
-    retry_delay = retry.planned_delay_s(run.attempt, run.max_retries, run.retry_backoff_s)
-    if work.cancelled():
-        error, trace, result = flight.cancel_reason or DRAIN_CANCELLED, None, None
-    elif (exc := work.exception()) is None:
-        return Outcome(
-            run_id=run.id, node_id=deps.node_id, state="completed", result=work.result(), duration_ms=duration_ms
-        )
+def _outcome(
+    deps: Deps, flight: InFlight, result: str | None, failure: BaseException | None, duration_ms: float
+) -> Outcome:
+    run = flight.run
+    if failure is None:
+        return Outcome(run_id=run.id, node_id=deps.node_id, state="completed", result=result, duration_ms=duration_ms)
+    trace: str | None = None
+    if isinstance(failure, asyncio.CancelledError):
+        error = flight.cancel_reason or DRAIN_CANCELLED
     else:
-        trace = "".join(traceback.format_exception(exc))
-        error = exc.message if isinstance(exc, kinds.RunFailed) else f"{type(exc).__name__}: {exc}"
-        result = exc.result if isinstance(exc, kinds.RunFailed) else None
+        trace = "".join(traceback.format_exception(failure))
+        error = failure.message if isinstance(failure, kinds.RunFailed) else f"{type(failure).__name__}: {failure}"
+        result = failure.result if isinstance(failure, kinds.RunFailed) else None
     return Outcome(
         run_id=run.id,
         node_id=deps.node_id,
@@ -184,7 +205,7 @@ def _outcome(deps: Deps, flight: InFlight, duration_ms: float) -> Outcome:
         traceback=trace,
         result=result,
         duration_ms=duration_ms,
-        retry_delay_s=retry_delay,
+        retry_delay_s=retry.planned_delay_s(run.attempt, run.max_retries, run.retry_backoff_s),
     )
 
 
@@ -194,15 +215,16 @@ async def record(deps: Deps, flight: InFlight, outcome: Outcome | None) -> str:
     if outcome is None:
         log.warning("run taken over by another node: reporting nothing", extra={"event": "run.lost"})
         return "lost"
-    backoff = Backoff(base_s=0.1, cap_s=5.0)
+    backoff: Backoff | None = None  # made on the first failure: a Backoff seeds an RNG
     while True:
         try:
-            # Shielded: a drain or shutdown must not drop an outcome half-way to the database.
-            written = await asyncio.shield(deps.finishes.submit(outcome))
+            # Once submitted, the write goes out with its batch even if this task is cancelled.
+            written = await deps.finishes.submit(outcome)
             break
         except BackendUnavailable as exc:
             deps.on_trouble.append(exc.backend)
             log.warning("result not written yet, will retry: %s", exc, extra={"event": "run.record_deferred"})
+            backoff = backoff or Backoff(base_s=0.1, cap_s=5.0)
             await asyncio.sleep(backoff.next_delay())
     if not written:
         log.warning("run taken over before its result was written: reporting nothing", extra={"event": "run.lost"})
@@ -221,16 +243,17 @@ async def record(deps: Deps, flight: InFlight, outcome: Outcome | None) -> str:
 async def settle(deps: Deps, lock_key: str | None, entry_id: bytes) -> None:
     """Step 6: release the tick lock (compare-and-delete), then XACK. Retried a little; the
     lock expires on its own and an unacknowledged entry is reclaimed and found finished."""
-    backoff = Backoff(base_s=0.05, cap_s=1.0)
+    backoff: Backoff | None = None
     for attempt in range(5):
         try:
-            await asyncio.shield(_redis(deps.settles.submit(Settle(lock_key, entry_id))))
+            await _redis(deps.settles.submit(Settle(lock_key, entry_id)))
             return
         except BackendUnavailable as exc:
             if attempt == 4:
                 deps.on_trouble.append(exc.backend)
                 log.warning("could not release/acknowledge: %s", exc, extra={"event": "token.settle_failed"})
                 return
+            backoff = backoff or Backoff(base_s=0.05, cap_s=1.0)
             await asyncio.sleep(backoff.next_delay())
 
 

@@ -8,8 +8,9 @@ trip, and `round_trips` counts them for the benchmark.
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from datetime import datetime
 from typing import Any, Literal
 
@@ -17,12 +18,23 @@ import asyncpg
 import msgspec
 
 from cronos import metrics, retry
-from cronos.errors import NotLeader
+from cronos.errors import BackendUnavailable, NotLeader
 from cronos.models import FAIL_EXECUTOR_LOST, FAIL_REPLACED, SKIP_EXPIRED, SKIP_OVERLAP, ConcurrencyPolicy, JobKind
 from cronos.store import queries as q
 from cronos.store.db import to_struct, translate_errors
 
 log = logging.getLogger("cronos.store.runs")
+
+
+@contextlib.contextmanager
+def _translate() -> Iterator[None]:
+    """translate_errors, plus the asyncpg state error a connection killed under it can raise
+    ("cannot switch to state ...; another operation is in progress"): the database went away."""
+    with translate_errors():
+        try:
+            yield
+        except asyncpg.exceptions.InternalClientError as exc:
+            raise BackendUnavailable("postgresql", f"{type(exc).__name__}: {exc}") from exc
 
 
 class ClaimedRun(msgspec.Struct, kw_only=True):
@@ -87,7 +99,7 @@ class RunStore:
             return ClaimResult()
         ids = list(dict.fromkeys(run_ids))
         result = ClaimResult()
-        with translate_errors():
+        with _translate():
             async with self._pool.acquire() as conn:
                 try:
                     self.round_trips += 1
@@ -127,7 +139,7 @@ class RunStore:
         """Heartbeat: extend the leases `node_id` still owns; returns those ids."""
         if not run_ids:
             return set()
-        with translate_errors():
+        with _translate():
             self.round_trips += 1
             rows = await self._pool.fetch(q.EXTEND_LEASES, list(run_ids), node_id, lease_s)
         return {r["id"] for r in rows}
@@ -136,7 +148,7 @@ class RunStore:
         """Record outcomes (and the retries they allow) in one statement, one transaction."""
         if not outcomes:
             return FinishResult(written=set(), retried=0)
-        with translate_errors():
+        with _translate():
             async with self._pool.acquire() as conn:
                 return await self._finish(conn, outcomes)
 
@@ -160,7 +172,7 @@ class RunStore:
 
         Raises NotLeader (and writes nothing) when `epoch` is no longer the current one.
         """
-        with translate_errors():
+        with _translate():
             async with self._pool.acquire() as conn, conn.transaction():
                 current = await conn.fetchval(q.CURRENT_EPOCH)
                 if current != epoch:

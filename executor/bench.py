@@ -1,0 +1,258 @@
+"""`cronos bench run`: noop runs end to end (ledger -> stream -> executors -> ledger).
+
+    cronos bench run --runs 20000 --executors 1,2,4        # throughput, one batch of N runs
+    cronos bench run --rate 1000 --duration 10 --executors 2   # steady: R jobs firing every second
+
+Each round gets its own database (created on settings.database_url's server, dropped
+after) and key prefix, inserts the queued runs directly (as the leader would), publishes
+their tokens and starts K `cronos executor` OS processes. It prints completed runs/s,
+start delay (started_at - scheduled_for) p50/p99, duplicates (ledger identity and a
+per-run execution counter, both must be 0) and PostgreSQL transactions per run
+(pg_stat_database commits + rollbacks: every statement the executors send is one).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import asyncpg
+import redis.asyncio as aioredis
+
+import cronos
+from cronos.keys import Keys
+from cronos.messages import RunToken
+from cronos.settings import Settings
+from cronos.store.db import connect, migrate
+from cronos.stream import RunStream
+from executor.batcher import Batcher
+
+COUNTER_TASK = "bench.count"
+_counter: Batcher[int, None] | None = None
+
+
+@cronos.task(COUNTER_TASK, replace=True)
+async def count_execution(payload: dict[str, Any], ctx: cronos.RunContext) -> None:
+    """A noop that counts its executions per run in Redis (batched), to prove none ran twice."""
+    global _counter
+    if _counter is None:
+        client = aioredis.from_url(os.environ["REDIS_URL"])
+        key = f"{os.environ['CRONOS_KEY_PREFIX']}bench:executions"
+
+        async def incr(run_ids: list[int]) -> list[None]:
+            pipe = client.pipeline(transaction=False)
+            for run_id in run_ids:
+                pipe.hincrby(key, str(run_id), 1)
+            await pipe.execute()
+            return [None] * len(run_ids)
+
+        _counter = Batcher("bench-counter", incr)
+    await _counter.submit(ctx.run_id)
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="cronos bench run", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("--runs", type=int, default=20_000, help="runs per round (throughput mode)")
+    p.add_argument("--executors", default="1,2,4", help="comma-separated executor process counts, one round each")
+    p.add_argument("--concurrency", type=int, default=1000, help="CRONOS_EXECUTOR_CONCURRENCY of each executor")
+    p.add_argument("--rate", type=int, default=0, help="steady mode: jobs firing every second")
+    p.add_argument("--duration", type=int, default=10, help="steady mode: seconds")
+    return p
+
+
+def main(settings: Settings, argv: Sequence[str]) -> int:
+    args = _parser().parse_args(list(argv))
+    counts = [int(k) for k in args.executors.split(",") if k.strip()]
+    mode = f"steady {args.rate} runs/s for {args.duration} s" if args.rate else f"{args.runs} runs"
+    print(f"cronos bench run: {mode}, executor concurrency {args.concurrency}, fsync on, synchronous_commit on")
+    print(
+        f"{'executors':>9} {'runs':>7} {'runs/s':>8} {'delay p50':>10} {'delay p99':>10} {'delay max':>10} "
+        f"{'dup':>4} {'pg tx/run':>9}"
+    )
+    for k in counts:
+        row = asyncio.run(_round(settings, args, k))
+        print(
+            f"{k:>9} {row['runs']:>7} {row['rate']:>8.0f} {row['p50']:>8.1f}ms {row['p99']:>8.1f}ms "
+            f"{row['max']:>8.1f}ms {row['dup']:>4} {row['tx']:>9.3f}",
+            flush=True,
+        )
+        if row["dup"] or row["missing"]:
+            print(f"  !! duplicates {row['dup']}, not completed {row['missing']}", flush=True)
+            return 1
+    return 0
+
+
+async def _round(settings: Settings, args: argparse.Namespace, executors: int) -> dict[str, Any]:
+    tag = uuid.uuid4().hex[:8]
+    dsn = _with_database(settings.database_url, f"cronos_bench_{tag}")
+    prefix = f"bench:{tag}:"
+    # cronos.store.db logs `name` in `extra`, which logging refuses: keep its info lines off.
+    logging.getLogger("cronos.store").setLevel(logging.WARNING)
+    try:
+        await migrate(dsn)
+    except BaseException:
+        await _drop(settings.database_url, dsn)
+        raise
+    pool = await connect(dsn, min_size=1, max_size=4)
+    client = aioredis.from_url(settings.redis_url)
+    stream = RunStream(client, Keys(prefix))
+    await stream.ensure_group()
+    procs: list[subprocess.Popen[bytes]] = []
+    workdir = tempfile.mkdtemp(prefix="cronos-bench-")
+    try:
+        n_jobs = args.rate or args.runs
+        await pool.execute(
+            "INSERT INTO jobs (name, cron_expression, payload, timeout_s)"
+            " SELECT 'bench-' || g, '* * * * * *', $1, 30 FROM generate_series(1, $2) g",
+            {"action": COUNTER_TASK},
+            n_jobs,
+        )
+        job_ids = [r["id"] for r in await pool.fetch("SELECT id FROM jobs ORDER BY id")]
+        procs = _start(settings, dsn, prefix, executors, args.concurrency, workdir)
+        await _wait_ready(client, Keys(prefix), executors, procs)
+        tx_before = await _transactions(pool, dsn)
+        started = time.monotonic()
+        if args.rate:
+            total = await _steady(pool, stream, job_ids, args.duration)
+        else:
+            total = args.runs
+            now = datetime.now(UTC)
+            await stream.publish(await _insert(pool, job_ids, now))
+        await _wait_done(pool, total, timeout=max(60.0, total / 500))
+        wall = time.monotonic() - started
+        for proc in procs:
+            proc.send_signal(signal.SIGTERM)
+        for proc in procs:
+            proc.wait(30)
+        await asyncio.sleep(0.6)  # let the backends' statistics reach pg_stat_database
+        tx = await _transactions(pool, dsn) - tx_before
+        return {**await _ledger_figures(pool, client, prefix, total, wall), "tx": tx / max(total, 1)}
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(10)
+        await pool.close()
+        keys = [key async for key in client.scan_iter(match=f"{prefix}*", count=1000)]
+        if keys:
+            await client.delete(*keys)
+        await client.aclose()
+        await _drop(settings.database_url, dsn)
+
+
+def _start(
+    settings: Settings, dsn: str, prefix: str, k: int, concurrency: int, cwd: str
+) -> list[subprocess.Popen[bytes]]:
+    procs = []
+    for i in range(k):
+        env = {
+            **{key: v for key, v in os.environ.items() if not key.startswith("CRONOS_")},
+            "DATABASE_URL": dsn,
+            "REDIS_URL": settings.redis_url,
+            "CRONOS_KEY_PREFIX": prefix,
+            "CRONOS_NODE_ID": f"bench-{i}",
+            "CRONOS_EXECUTOR_CONCURRENCY": str(concurrency),
+            "CRONOS_LOG_LEVEL": "WARNING",
+            "CRONOS_LOG_FORMAT": "json",
+            "PYTHONPATH": os.pathsep.join(filter(None, [os.getcwd(), os.environ.get("PYTHONPATH")])),
+        }
+        argv = [sys.executable, "-m", "cronos.cli", "executor", "--import", "executor.bench"]
+        procs.append(subprocess.Popen(argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL))
+    return procs
+
+
+async def _wait_ready(client: Any, keys: Keys, k: int, procs: list[subprocess.Popen[bytes]]) -> None:
+    deadline = time.monotonic() + 30
+    while len([key async for key in client.scan_iter(match=keys.node_pattern)]) < k:
+        if time.monotonic() > deadline or any(p.poll() is not None for p in procs):
+            raise RuntimeError("executors did not start (see their output above)")
+        await asyncio.sleep(0.05)
+
+
+async def _insert(pool: asyncpg.Pool, job_ids: list[int], scheduled_for: datetime) -> list[RunToken]:
+    rows = await pool.fetch(
+        "INSERT INTO runs (job_id, scheduled_for, attempt, trigger, state, due_at, exclusive)"
+        " SELECT j, $2, 1, 'schedule', 'queued', $2, true FROM unnest($1::bigint[]) j RETURNING id, job_id",
+        job_ids,
+        scheduled_for,
+    )
+    ms = int(scheduled_for.timestamp() * 1000)
+    return [RunToken(run_id=r["id"], job_id=r["job_id"], scheduled_for_ms=ms) for r in rows]
+
+
+async def _steady(pool: asyncpg.Pool, stream: RunStream, job_ids: list[int], duration: int) -> int:
+    """Every job fires at each whole second: ledger rows written just ahead, tokens pushed on the second."""
+    first = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=2)
+    for s in range(duration):
+        tick = first + timedelta(seconds=s)
+        tokens = await _insert(pool, job_ids, tick)
+        await asyncio.sleep(max(0.0, (tick - datetime.now(UTC)).total_seconds()))
+        await stream.publish(tokens)
+    return len(job_ids) * duration
+
+
+async def _wait_done(pool: asyncpg.Pool, total: int, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while await pool.fetchval("SELECT count(*) FROM runs WHERE state <> 'queued' AND state <> 'running'") < total:
+        if time.monotonic() > deadline:
+            return
+        await asyncio.sleep(0.05)
+
+
+async def _ledger_figures(pool: asyncpg.Pool, client: Any, prefix: str, total: int, wall: float) -> dict[str, Any]:
+    row = await pool.fetchrow(
+        "SELECT count(*) FILTER (WHERE state = 'completed') AS done,"
+        " extract(epoch FROM max(finished_at) - min(scheduled_for)) AS span,"
+        " percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM started_at - scheduled_for)) AS p50,"
+        " percentile_cont(0.99) WITHIN GROUP (ORDER BY extract(epoch FROM started_at - scheduled_for)) AS p99,"
+        " max(extract(epoch FROM started_at - scheduled_for)) AS max FROM runs"
+    )
+    identity_dups = await pool.fetchval(
+        "SELECT count(*) FROM (SELECT 1 FROM runs GROUP BY job_id, scheduled_for, attempt HAVING count(*) > 1) d"
+    )
+    executions = await client.hgetall(f"{prefix}bench:executions")
+    extra_runs = sum(int(v) - 1 for v in executions.values())
+    span = float(row["span"] or wall)
+    return {
+        "runs": int(row["done"]),
+        "rate": int(row["done"]) / span if span > 0 else 0.0,
+        "p50": float(row["p50"] or 0) * 1000,
+        "p99": float(row["p99"] or 0) * 1000,
+        "max": float(row["max"] or 0) * 1000,
+        "dup": int(identity_dups) + extra_runs + max(0, len(executions) - total),
+        "missing": total - int(row["done"]) + max(0, total - len(executions)),
+    }
+
+
+async def _transactions(pool: asyncpg.Pool, dsn: str) -> int:
+    name = urlsplit(dsn).path.lstrip("/")
+    async with pool.acquire() as conn:
+        await conn.execute("SELECT pg_stat_clear_snapshot()")
+        value = await conn.fetchval("SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = $1", name)
+    return int(value)
+
+
+def _with_database(dsn: str, name: str) -> str:
+    return urlunsplit(urlsplit(dsn)._replace(path=f"/{name}"))
+
+
+async def _drop(server_dsn: str, dsn: str) -> None:
+    admin = await asyncpg.connect(_with_database(server_dsn, "postgres"))
+    try:
+        await admin.execute(f'DROP DATABASE IF EXISTS "{urlsplit(dsn).path.lstrip("/")}" WITH (FORCE)')
+    finally:
+        await admin.close()
