@@ -44,6 +44,10 @@ def translate_errors() -> Any:
         yield
     except CONNECTION_ERRORS as exc:
         raise BackendUnavailable("postgresql", f"{type(exc).__name__}: {exc}") from exc
+    except asyncpg.exceptions.InvalidCatalogNameError as exc:
+        raise BackendUnavailable("postgresql", f"database missing: {exc}; run `cronos migrate`") from exc
+    except asyncpg.exceptions.UndefinedTableError as exc:
+        raise BackendUnavailable("postgresql", f"schema missing: {exc}; run `cronos migrate`") from exc
 
 
 def _json_encode(value: Any) -> str:
