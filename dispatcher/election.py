@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from typing import NoReturn
 
 from cronos import metrics
 from cronos.locks import OwnedLock
@@ -62,7 +63,8 @@ class Election:
         """The epoch to fence a write with; raises LeadershipLost when the lease is too old."""
         epoch = self.epoch
         if epoch is None or not self.leading:
-            raise LeadershipLost("lease expired before it was renewed")
+            self._lost("lease expired before it was renewed")
+        assert epoch is not None
         return epoch
 
     async def campaign(self) -> int | None:
@@ -97,11 +99,15 @@ class Election:
     async def renew(self) -> None:
         """Extend the lease; raises LeadershipLost when the lock is no longer ours."""
         if not self.leading:
-            raise LeadershipLost("lease expired before it was renewed")
+            self._lost("lease expired before it was renewed")
         sent = self._clock()
         if not await self._lock.renew():
-            raise LeadershipLost("lock taken by another node")
+            self._lost("lock taken by another node")
         self._renewed_at = sent
+
+    def _lost(self, reason: str) -> NoReturn:
+        self.step_down(reason)  # at once: the term's tasks may take a moment to wind down
+        raise LeadershipLost(reason)
 
     def step_down(self, reason: str) -> None:
         """Stop acting at once (sync: no I/O). Idempotent."""

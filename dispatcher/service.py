@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Callable, Coroutine
 from types import TracebackType
 from typing import Any, Self
 
@@ -56,6 +57,38 @@ def backend_of(exc: BaseException) -> str | None:
     if isinstance(exc, CONNECTION_ERRORS):
         return "postgresql"
     return None
+
+
+class _Term:
+    """One leadership term: its loops end together, the first to end ends them all.
+
+    Cancellation alone is not enough on Python 3.11: asyncio.timeout can turn a
+    cancellation that lands as its own deadline passes (every timer fires at once after
+    a SIGSTOP) into TimeoutError, which the Redis client then retries, and the loop
+    would go on. So loops also check `over` around every sleep.
+    """
+
+    def __init__(self) -> None:
+        self.over = asyncio.Event()
+
+    def checkpoint(self) -> None:
+        task = asyncio.current_task()
+        if self.over.is_set() or (task is not None and task.cancelling()):
+            raise asyncio.CancelledError
+
+    async def sleep(self, seconds: float) -> None:
+        self.checkpoint()
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(seconds):
+                await self.over.wait()
+        self.checkpoint()
+
+    async def guard(self, work: Coroutine[Any, Any, None], on_end: Callable[[], None]) -> None:
+        try:
+            await work
+        finally:
+            self.over.set()
+            on_end()
 
 
 def _leaves(exc: BaseException) -> list[BaseException]:
@@ -164,16 +197,26 @@ class Dispatcher:
             ledger, publisher, election.check, resync_interval_s=self.settings.resync_interval_s
         )
         listener = Listener(self.settings.database_url, ticker.notify)
+        term = _Term()
+        loops = {
+            "renew": self._renewer(term, client, election),
+            "listen": listener.run(),
+            "stop": self._stop_watch(term),
+            "tick": ticker.run(checkpoint=term.checkpoint),
+            "reap": self._reaper(term, pool, election, connected_at),
+            "housekeep": self._housekeeping(term, publisher, ticker),
+        }
         try:
             async with asyncio.TaskGroup() as group:
-                group.create_task(self._renewer(client, election), name="dispatcher:renew")
-                group.create_task(listener.run(), name="dispatcher:listen")
-                group.create_task(self._stop_watch(), name="dispatcher:stop")
-                await asyncio.wait_for(listener.ready.wait(), timeout=5.0)
+                for name in ("renew", "listen", "stop"):
+                    group.create_task(term.guard(loops.pop(name), ticker.wake.set), name=f"dispatcher:{name}")
+                # Listen before the first resync, so no change falls between the two.
+                async with asyncio.timeout(5.0):
+                    await listener.ready.wait()
                 await publisher.prepare()
-                group.create_task(ticker.run(), name="dispatcher:tick")
-                group.create_task(self._reaper(pool, election, connected_at), name="dispatcher:reap")
-                group.create_task(self._housekeeping(publisher, ticker), name="dispatcher:housekeep")
+                for name, work in loops.items():
+                    group.create_task(term.guard(work, ticker.wake.set), name=f"dispatcher:{name}")
+                loops.clear()
         except BaseExceptionGroup as group_exc:
             leaves = _leaves(group_exc)
             for leaf in leaves:
@@ -186,10 +229,20 @@ class Dispatcher:
             if all(isinstance(leaf, _Stopped) for leaf in leaves):
                 return
             raise
+        finally:
+            for work in loops.values():  # never started (the term ended during its start)
+                work.close()
 
-    async def _stop_watch(self) -> None:
-        await self._stopping.wait()
-        raise _Stopped
+    async def _stop_watch(self, term: _Term) -> None:
+        stopping = asyncio.ensure_future(self._stopping.wait())
+        over = asyncio.ensure_future(term.over.wait())
+        try:
+            await asyncio.wait({stopping, over}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stopping.cancel()
+            over.cancel()
+        if self._stopping.is_set():
+            raise _Stopped
 
     async def _beat(self, client: Any, election: Election) -> None:
         ttl_s = self.settings.leader_ttl_ms / 1000 * 3
@@ -203,31 +256,32 @@ class Dispatcher:
             epoch=election.epoch or 0,
         )
 
-    async def _renewer(self, client: Any, election: Election) -> None:
+    async def _renewer(self, term: _Term, client: Any, election: Election) -> None:
         while True:
-            await asyncio.sleep(election.renew_interval_s)
+            await term.sleep(election.renew_interval_s)
             await election.renew()  # raises LeadershipLost
             await self._beat(client, election)
 
-    async def _reaper(self, pool: Any, election: Election, connected_at: float) -> None:
+    async def _reaper(self, term: _Term, pool: Any, election: Election, connected_at: float) -> None:
         try:
             from cronos.store.runs import RunStore
-        except ImportError:  # the executor's store has not landed: nothing to reap with
+        except ImportError:  # the executor's store is missing: nothing to reap with
             log.warning("run reaper unavailable", extra={"event": "reaper.unavailable"})
+            await term.over.wait()
             return
         lease_s = self.settings.run_lease_s
         # Live executors get one full lease after a reconnect to heartbeat before we judge them.
-        await asyncio.sleep(max(0.0, connected_at + lease_s - time.monotonic()))
+        await term.sleep(max(0.0, connected_at + lease_s - time.monotonic()))
         store = RunStore(pool)
         while True:
             await store.reap(election.check())
-            await asyncio.sleep(lease_s / 2)
+            await term.sleep(lease_s / 2)
 
-    async def _housekeeping(self, publisher: Publisher, ticker: Ticker) -> None:
+    async def _housekeeping(self, term: _Term, publisher: Publisher, ticker: Ticker) -> None:
         interval = min(HOUSEKEEPING_S, self.settings.leader_ttl_ms / 1000)
         last_trim = time.monotonic()
         while True:
-            await asyncio.sleep(interval)
+            await term.sleep(interval)
             reason = await publisher.data_lost()
             if reason is not None:
                 log.warning(

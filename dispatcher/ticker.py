@@ -134,10 +134,12 @@ class Ticker:
             candidates.append(self._queued_next)
         return min(candidates)
 
-    async def run(self, clock: Callable[[], datetime] = utcnow) -> None:
+    async def run(self, clock: Callable[[], datetime] = utcnow, checkpoint: Callable[[], None] = lambda: None) -> None:
         """Rounds until cancelled; sleeps until the next due instant or a wake-up."""
         while True:
+            checkpoint()
             result = await self.run_once(clock())
+            checkpoint()
             if result.more:
                 await asyncio.sleep(0)  # a capped catch-up continues, letting the renewer run
                 continue
