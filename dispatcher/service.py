@@ -157,7 +157,7 @@ class Dispatcher:
             # hold the epoch row and delay the next election.
             pool = await connect(
                 self.settings.database_url,
-                min_size=1,
+                min_size=0,  # no background "restore the floor" reconnects (and tracebacks) while PostgreSQL is down
                 max_size=4,
                 server_settings={
                     "idle_in_transaction_session_timeout": str(ttl_ms),
@@ -165,10 +165,12 @@ class Dispatcher:
                 },
             )
             stack.push_async_callback(pool.close)
+            epochs = EpochStore(pool)
+            await epochs.current()  # min_size=0 connects lazily: check PostgreSQL is there
             connected_at = time.monotonic()
             scripts = Scripts(client)
             lock = OwnedLock(client, scripts, self.keys.leader, self.settings.node_id, ttl_ms)
-            election = self.election = Election(lock, EpochStore(pool), self.settings.node_id, ttl_ms)
+            election = self.election = Election(lock, epochs, self.settings.node_id, ttl_ms)
             publisher = Publisher(client, self.keys)
             ledger = Ledger(pool)
             self._transition("candidate", node_id=self.settings.node_id)

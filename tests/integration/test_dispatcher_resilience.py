@@ -1,0 +1,116 @@
+"""Redis or PostgreSQL going away: the leader steps down, logs one line, reconnects and leads again."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from urllib.parse import urlsplit, urlunsplit
+
+import msgspec
+import pytest
+
+from cronos.settings import Settings
+from dispatcher.service import Dispatcher
+from tests.waiting import wait_for
+
+
+class Proxy:
+    """A TCP forwarder the test can cut (every connection dropped, new ones refused) and restore."""
+
+    def __init__(self, host: str, port: int) -> None:
+        self.target = (host, port)
+        self.port = 0
+        self._server: asyncio.Server | None = None
+        self._writers: set[asyncio.StreamWriter] = set()
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", self.port)
+        self.port = self._server.sockets[0].getsockname()[1]
+
+    async def cut(self) -> None:
+        assert self._server is not None
+        self._server.close()
+        for writer in list(self._writers):
+            writer.transport.abort()
+        await self._server.wait_closed()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            up_reader, up_writer = await asyncio.open_connection(*self.target)
+        except OSError:
+            writer.transport.abort()
+            return
+        self._writers |= {writer, up_writer}
+
+        async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+            with contextlib.suppress(OSError, asyncio.IncompleteReadError):
+                while data := await src.read(65536):
+                    dst.write(data)
+                    await dst.drain()
+            dst.transport.abort()
+
+        await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
+        self._writers -= {writer, up_writer}
+
+
+def _via(url: str, port: int) -> str:
+    parts = urlsplit(url)
+    host = parts.netloc.rsplit("@", 1)
+    netloc = (host[0] + "@" if len(host) == 2 else "") + f"127.0.0.1:{port}"
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+@contextlib.asynccontextmanager
+async def role(settings: Settings) -> AsyncIterator[Dispatcher]:
+    async with Dispatcher(settings) as d:
+        task = asyncio.create_task(d.run())
+        try:
+            yield d
+        finally:
+            d.stop()
+            await asyncio.wait_for(task, timeout=10)
+
+
+async def _leading(d: Dispatcher) -> bool:
+    return d.election is not None and d.election.leading
+
+
+async def _not_leading(d: Dispatcher) -> bool:
+    return not await _leading(d)
+
+
+@pytest.mark.parametrize("backend", ["redis", "postgresql"])
+async def test_a_backend_going_away_ends_leadership_then_it_leads_again(
+    backend: str, settings: Settings, caplog: pytest.LogCaptureFixture
+) -> None:
+    url = settings.redis_url if backend == "redis" else settings.database_url
+    target = urlsplit(url)
+    proxy = Proxy(target.hostname or "127.0.0.1", target.port or (6379 if backend == "redis" else 5432))
+    await proxy.start()
+    field = "redis_url" if backend == "redis" else "database_url"
+    settings = msgspec.structs.replace(settings, **{field: _via(url, proxy.port)})
+    caplog.set_level(logging.INFO)
+    async with role(settings) as d:
+        await wait_for(lambda: _leading(d), timeout=5, what="leading")
+        first_epoch = d.election.epoch  # type: ignore[union-attr]
+        await proxy.cut()
+        await wait_for(lambda: _not_leading(d), timeout=3, what="stepping down")
+        unavailable = f"dispatcher.{backend}_unavailable"
+        await wait_for(lambda: _logged(caplog, unavailable), timeout=5, what="the state change logged")
+        await asyncio.sleep(1.5)  # a few reconnect attempts fail meanwhile
+        assert _events(caplog).count(unavailable) == 1, "one line per state change, not one per retry"
+        assert not [r for r in caplog.records if r.exc_info], "no traceback flood"
+        await proxy.start()
+        await wait_for(lambda: _leading(d), timeout=10, what="leading again")
+        assert d.election.epoch > first_epoch  # type: ignore[operator, union-attr]
+    await proxy.cut()
+
+
+def _events(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [str(getattr(r, "event", "")) for r in caplog.records]
+
+
+async def _logged(caplog: pytest.LogCaptureFixture, event: str) -> bool:
+    return event in _events(caplog)
