@@ -48,6 +48,7 @@ class Node:
     logfile: Path
     proc: subprocess.Popen[bytes] | None = None
     paused: bool = False
+    stopped: bool = False  # killed or terminated on purpose: its exit is not a finding
 
     @property
     def alive(self) -> bool:
@@ -61,7 +62,7 @@ class Node:
             self.proc = subprocess.Popen(
                 self.argv, env=self.env, cwd=self.cwd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
             )
-        self.paused = False
+        self.paused = self.stopped = False
 
     def signal(self, signum: int) -> None:
         if self.proc is not None and self.proc.poll() is None:
@@ -70,6 +71,7 @@ class Node:
 
     def kill(self) -> None:
         """kill -9 of the node's whole process group; reaps it."""
+        self.stopped = True
         self.signal(signal.SIGKILL)
         if self.proc is not None:
             self.proc.wait(10)
@@ -79,6 +81,7 @@ class Node:
         """SIGTERM and wait for a graceful exit (SIGKILL past `timeout`); returns the exit code."""
         if self.proc is None:
             return None
+        self.stopped = True
         self.resume()
         if self.proc.poll() is None:
             with contextlib.suppress(ProcessLookupError):
@@ -223,12 +226,18 @@ class Cluster:
     def log_text(self, name: str) -> str:
         return self.nodes[name].logfile.read_text(errors="replace")
 
-    def assert_alive(self) -> None:
-        """Fail with the log tail of any node that exited unexpectedly (not killed by a fault)."""
+    def unexpected_exits(self) -> list[str]:
+        """Nodes that exited on their own (not killed or stopped by the harness), with their log tails."""
+        found = []
         for node in self.nodes.values():
-            if node.proc is not None and node.proc.poll() not in (None, -signal.SIGKILL):
-                tail = "\n".join(self.log_text(node.name).splitlines()[-15:])
-                raise AssertionError(f"{node.name} exited with {node.proc.returncode}:\n{tail}")
+            if node.proc is not None and node.proc.poll() is not None and not node.stopped:
+                tail = "\n".join(self.log_text(node.name).splitlines()[-12:])
+                found.append(f"{node.name} exited with {node.proc.returncode}:\n{tail}")
+        return found
+
+    def assert_alive(self) -> None:
+        exits = self.unexpected_exits()
+        assert not exits, "\n".join(exits)
 
     # --- faults (each recorded on the timeline) ---
 

@@ -82,7 +82,7 @@ async def save_artifacts(cluster: Cluster, result: MixResult, target: Path) -> N
 
 
 async def soak(duration_s: float, seed: int, dispatchers: int, executors: int, kinds: tuple[str, ...] = KINDS) -> int:
-    cluster = Cluster(dispatchers=dispatchers, executors=executors, keep=False)
+    cluster = Cluster(dispatchers=dispatchers, executors=executors, api=True)
     began = time.monotonic()
     try:
         cluster.start()
@@ -101,7 +101,10 @@ async def soak(duration_s: float, seed: int, dispatchers: int, executors: int, k
         result = await run_mix(cluster, workload, seed, duration_s, progress, kinds)
         report = await verify(cluster, start)
         print(summary(result, report, time.monotonic() - began))
-        failed = not report.ok or bool(result.late())
+        exits = cluster.unexpected_exits()
+        for text in exits:
+            print(f"node exited on its own: {text}")
+        failed = not report.ok or bool(result.late()) or bool(exits)
         if failed:
             target = Path("artifacts") / f"soak-{seed}"
             await save_artifacts(cluster, result, target)

@@ -27,9 +27,13 @@ pytestmark = [pytest.mark.cluster, pytest.mark.timeout(150)]
 MakeCluster = Callable[..., Cluster]
 
 
-def assert_ok(report: Report) -> None:
-    assert report.ok, report.describe()
+async def assert_ok(cluster: Cluster, start: datetime) -> Report:
+    """Every invariant holds over the test's window, and no node exited on its own."""
+    report = await verify(cluster, start)
+    exits = cluster.unexpected_exits()
+    assert report.ok and not exits, report.describe() + "\n" + "\n".join(exits)
     assert report.expected > 0
+    return report
 
 
 async def long_run_in_flight(cluster: Cluster, job_id: int, timeout: float = 15.0) -> RunRow:
@@ -80,7 +84,7 @@ async def test_kill_9_of_the_leader_fails_over_within_ttl(make_cluster: MakeClus
     await measure_recovery(cluster, fault, workload.probe.id)
     assert fault.recovery_s is not None and fault.recovery_s <= fault.bound_s, fault
     await asyncio.sleep(2)
-    assert_ok(await verify(cluster, start))
+    await assert_ok(cluster, start)
 
 
 async def test_sigstop_of_the_leader_past_its_ttl_cannot_write(make_cluster: MakeCluster) -> None:
@@ -101,7 +105,7 @@ async def test_sigstop_of_the_leader_past_its_ttl_cannot_write(make_cluster: Mak
     successor_began = ledger.leader_log[old_epoch + 1]
     late = [r for r in ledger.runs if r.epoch == old_epoch and r.created_at >= successor_began]
     assert not late, f"epoch {old_epoch} wrote after its successor began: {late}"
-    assert_ok(await verify(cluster, start))
+    await assert_ok(cluster, start)
 
 
 async def test_kill_9_of_an_executor_mid_run_is_reaped_and_retried(make_cluster: MakeCluster) -> None:
@@ -121,7 +125,7 @@ async def test_kill_9_of_an_executor_mid_run_is_reaped_and_retried(make_cluster:
     retry = await _retry_of(cluster, row, LONG_S + bound)
     # Retried per policy: attempt 2 ran, or (forbid) was skipped because a newer tick was running.
     assert retry.state == "completed" or (retry.state == "skipped" and retry.skip_reason), retry
-    assert_ok(await verify(cluster, start))
+    await assert_ok(cluster, start)
 
 
 async def _retry_of(cluster: Cluster, row: RunRow, timeout: float) -> RunRow:
@@ -159,7 +163,7 @@ async def test_sigstop_of_an_executor_past_its_lease_loses_the_run_and_reports_n
     (after,) = await fetch_runs(cluster.dsn, "id = $1", victim_run.id)
     assert after == row, f"the woken executor rewrote a run it had lost: {row} -> {after}"
     assert victim.alive
-    assert_ok(await verify(cluster, start))
+    await assert_ok(cluster, start)
 
 
 async def test_redis_restart_losing_all_data_recovers(make_cluster: MakeCluster) -> None:
@@ -171,7 +175,7 @@ async def test_redis_restart_losing_all_data_recovers(make_cluster: MakeCluster)
     await measure_recovery(cluster, fault, workload.probe.id)
     assert fault.recovery_s is not None and fault.recovery_s <= fault.bound_s, fault
     await asyncio.sleep(2)
-    assert_ok(await verify(cluster, start))
+    await assert_ok(cluster, start)
 
 
 @pytest.mark.parametrize("kind", ["pg_restart", "pg_crash"])
@@ -187,18 +191,19 @@ async def test_postgresql_restart_and_crash_lose_and_double_nothing(make_cluster
     row = await wait_run(cluster, live.id, LONG_S + fault.bound_s)
     assert row.state == "completed", f"a live run was ended by the outage: {row}"
     await asyncio.sleep(2)
-    assert_ok(await verify(cluster, start))
+    await assert_ok(cluster, start)
 
 
 async def test_seeded_random_mix_of_faults(make_cluster: MakeCluster) -> None:
     seed = int(os.environ.get("CRONOS_CHAOS_SEED", "1"))
     seconds = float(os.environ.get("CRONOS_CHAOS_SECONDS", "30"))
-    cluster = make_cluster(dispatchers=3, executors=3)
+    cluster = make_cluster(dispatchers=3, executors=3, api=True)
     workload = await add_workload(cluster)
     start = await wait_ready(cluster, workload)
     result = await run_mix(cluster, workload, seed, seconds)
     assert result.faults, "the plan injected nothing"
-    timeline = "\n".join(f"{f.kind} {f.target}: {f.recovery_s} s (bound {f.bound_s:.1f})" for f in result.faults)
-    assert not result.late(), f"seed {seed}: recovery past its bound:\n{timeline}"
     report = await verify(cluster, start)
-    assert report.ok, f"seed {seed}:\n{timeline}\n{report.describe()}"
+    exits = "\n".join(cluster.unexpected_exits())
+    timeline = "\n".join(f"{f.kind} {f.target}: {f.recovery_s} s (bound {f.bound_s:.1f})" for f in result.faults)
+    assert not result.late() and report.ok and not exits, f"seed {seed}:\n{timeline}\n{report.describe()}\n{exits}"
+    assert cluster.health() == 200
