@@ -27,6 +27,7 @@ class JobDef:
     concurrency_policy: str = "forbid"
     max_retries: int = 0
     created_at: datetime | None = None
+    kind: str = "task"
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +106,7 @@ def check(
     _g5_fencing(report, runs, leader_log)
     _not_early(report, runs)
     _http_once(report, deliveries)
+    _http_matches_ledger(report, jobs, runs, deliveries, window[1])
     return report
 
 
@@ -203,3 +205,28 @@ def _http_once(report: Report, deliveries: Sequence[Delivery]) -> None:
             report.add("http.no_idempotency_key", f"{count} deliveries without an Idempotency-Key")
         elif count > 1:
             report.add("http.duplicate_delivery", f"tick {key} attempt {attempt} delivered {count} times")
+
+
+def delivery_key(run: RunRow) -> tuple[str, str]:
+    """The (Idempotency-Key, X-Cronos-Attempt) an http run sends: DESIGN's `<job_id>:<scheduled_for>`."""
+    return f"{run.job_id}:{run.scheduled_for.isoformat()}", str(run.attempt)
+
+
+def _http_matches_ledger(
+    report: Report, jobs: Sequence[JobDef], runs: Sequence[RunRow], deliveries: Sequence[Delivery], end: datetime
+) -> None:
+    """A completed http run was delivered; a delivery belongs to a run that started.
+
+    Read the deliveries before the ledger, so every delivery's run is in the ledger.
+    """
+    http_jobs = {job.id for job in jobs if job.kind == "http"}
+    if not http_jobs:
+        return
+    delivered = {(d.idempotency_key, d.attempt) for d in deliveries}
+    started = {delivery_key(r) for r in runs if r.job_id in http_jobs and r.started_at is not None}
+    for run in runs:
+        ended = run.finished_at is not None and run.finished_at <= end  # deliveries are read after `end`
+        if run.job_id in http_jobs and run.state == "completed" and ended and delivery_key(run) not in delivered:
+            report.add("http.undelivered", f"http run {run.id} completed but its target never received it", (run,))
+    for key, attempt in sorted(delivered - started, key=str):
+        report.add("http.phantom_delivery", f"tick {key} attempt {attempt} delivered without a started run")

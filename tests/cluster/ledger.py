@@ -24,7 +24,7 @@ from tests.cluster.checker import JobDef, RunRow
 
 T = TypeVar("T")
 
-_JOB_COLUMNS = "id, cron_expression, timezone, status, concurrency_policy, max_retries, created_at"
+_JOB_COLUMNS = "id, cron_expression, timezone, status, concurrency_policy, max_retries, created_at, kind"
 _RUN_COLUMNS = (
     "id, job_id, scheduled_for, attempt, trigger, state, due_at, created_at, epoch, node_id,"
     " started_at, finished_at, error, skip_reason"

@@ -71,8 +71,9 @@ async def verify(cluster: Cluster, start: datetime, end: datetime | None = None)
     """Settle the window (start, end], load the ledger and check every invariant."""
     end = end or datetime.now(UTC) - timedelta(seconds=2)
     await settle(cluster.dsn, end, settle_timeout_s(cluster))
+    deliveries = cluster.receiver.deliveries()  # before the ledger: each delivery's run is in it
     ledger = await load(cluster.dsn)
-    return check(ledger.jobs, ledger.runs, ledger.leader_log, (start, end), cluster.receiver.deliveries())
+    return check(ledger.jobs, ledger.runs, ledger.leader_log, (start, end), deliveries)
 
 
 @dataclass(slots=True)

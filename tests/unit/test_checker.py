@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from tests.cluster.checker import JobDef, RunRow, check
+from tests.cluster.checker import JobDef, RunRow, check, delivery_key
 from tests.cluster.receiver import Delivery
 from tests.cluster.ticks import Matcher, expected_ticks
 
@@ -150,6 +150,17 @@ def test_a_run_started_before_its_tick_is_reported() -> None:
     runs = clean_runs()
     runs[3] = dataclasses.replace(runs[3], started_at=runs[3].scheduled_for - s(0.001))
     assert codes(runs) == {"early_start"}
+
+
+def test_http_a_completed_run_must_have_been_delivered_and_a_delivery_must_have_a_run() -> None:
+    hook = dataclasses.replace(EVERY_SECOND, kind="http")
+    runs = clean_runs(hook)
+    every = tuple(Delivery(0, "/hook", *delivery_key(r)) for r in runs)
+    assert every[0].idempotency_key == "1:2026-01-01T12:00:01+00:00" and every[0].attempt == "1"
+    assert codes(runs, (hook,), every) == set()
+    assert codes(runs, (hook,), every[1:]) == {"http.undelivered"}
+    phantom = Delivery(0, "/hook", "1:2026-01-01T12:00:01+00:00", "2")
+    assert codes(runs, (hook,), (*every, phantom)) == {"http.phantom_delivery"}
 
 
 def test_http_a_tick_attempt_delivered_twice_is_reported() -> None:
