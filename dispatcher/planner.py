@@ -82,11 +82,17 @@ def plan(
     groups: Iterable[tuple[FireTimes, Sequence[JobSpec]]],
     now: datetime,
     *,
+    horizon: datetime | None = None,
     max_rows: int = 20_000,
     batch_rows: int = 2_000,
     job_limit: int = JOB_ROUND_LIMIT,
 ) -> Plan:
-    """Plan every tick <= now after each job's cursor, at most about `max_rows` rows."""
+    """Plan every tick <= horizon (default: now) after each job's cursor, at most about `max_rows` rows.
+
+    A horizon past `now` writes upcoming ticks ahead of time (queued, due later), so that
+    their tokens can be pushed the moment they are due; lateness is judged against `now`.
+    """
+    until = now if horizon is None else max(horizon, now)
     result = Plan(batches=[])
     batch = TickBatch()
     late_runs = 0
@@ -98,7 +104,7 @@ def plan(
             if result.runs + result.skips >= max_rows:
                 result.truncated = True
                 break
-            ticks = schedule.fire_times(cursor, now, job_limit + 1)
+            ticks = schedule.fire_times(cursor, until, job_limit + 1)
             if not ticks:
                 continue
             complete = len(ticks) <= job_limit

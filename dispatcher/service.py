@@ -211,13 +211,13 @@ class Dispatcher:
         try:
             async with asyncio.TaskGroup() as group:
                 for name in ("renew", "listen", "stop"):
-                    group.create_task(term.guard(loops.pop(name), ticker.wake.set), name=f"dispatcher:{name}")
+                    group.create_task(term.guard(loops.pop(name), ticker.interrupt), name=f"dispatcher:{name}")
                 # Listen before the first resync, so no change falls between the two.
                 async with asyncio.timeout(5.0):
                     await listener.ready.wait()
                 await publisher.prepare()
                 for name, work in loops.items():
-                    group.create_task(term.guard(work, ticker.wake.set), name=f"dispatcher:{name}")
+                    group.create_task(term.guard(work, ticker.interrupt), name=f"dispatcher:{name}")
                 loops.clear()
         except BaseExceptionGroup as group_exc:
             leaves = _leaves(group_exc)

@@ -10,6 +10,7 @@ instant or a change. Tests drive `run_once` with a fake `now`; nothing here slee
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import heapq
 import logging
 from collections.abc import Callable
@@ -29,6 +30,10 @@ log = logging.getLogger("dispatcher.ticker")
 _JOB_OPS = frozenset({"created", "updated", "deleted", "paused", "resumed"})
 _QUEUE_OPS = frozenset({"triggered", "retry"})
 _PAGE = 5000
+# Ticks are written to the ledger this far ahead of their time, queued with their due time,
+# so the token goes out the moment it is due instead of after an insert. The price: a job
+# paused less than this before a tick may still get that tick.
+LOOKAHEAD_S = 1.0
 
 
 @dataclass(slots=True)
@@ -71,6 +76,7 @@ class Ticker:
         probe_interval_s: float = 1.0,
         max_rows: int = 20_000,
         batch_rows: int = 2_000,
+        lookahead_s: float = LOOKAHEAD_S,
     ) -> None:
         self._ledger = ledger
         self._publisher = publisher
@@ -79,8 +85,10 @@ class Ticker:
         self._probe_interval = timedelta(seconds=probe_interval_s)
         self._max_rows = max_rows
         self._batch_rows = batch_rows
+        self._lookahead = timedelta(seconds=lookahead_s)
         self.book = ScheduleBook()
-        self.wake = asyncio.Event()
+        self.wake = asyncio.Event()  # the writer's: a change, a trigger, a re-push request
+        self._heap_changed = asyncio.Event()  # the pusher's: an earlier run to push
         self._changes: set[int] = set()
         self._resync_at: datetime | None = None  # None: resync now
         self._repush: bool | None = True  # True: election re-push; False: Redis-loss re-push; None: none
@@ -104,9 +112,20 @@ class Ticker:
             self._repush = False
         self.wake.set()
 
+    def interrupt(self) -> None:
+        """Wake both loops (the term is ending: they check and stop)."""
+        self.wake.set()
+        self._heap_changed.set()
+
     # --- one round ---
 
     async def run_once(self, now: datetime) -> Round:
+        """One writer round, then one pusher round: the deterministic entry point for tests."""
+        result = await self.write_once(now)
+        result.pushed += await self.push_once(now)
+        return result
+
+    async def write_once(self, now: datetime) -> Round:
         self.wake.clear()
         result = Round()
         if self._resync_at is None or now >= self._resync_at:
@@ -117,39 +136,59 @@ class Ticker:
             result.pushed += await self._repush_all(now, unmark=self._repush)
             self._repush = None
         await self._write_due_ticks(now, result)
-        result.pushed += await self._push_pending(now)
         if self._probe_at is None or now >= self._probe_at or (self._queued_next and self._queued_next <= now):
             result.pushed += await self._push_due_queued(now)
         return result
 
+    async def push_once(self, now: datetime) -> int:
+        """Push the runs this leader wrote ahead whose due time has come."""
+        self._heap_changed.clear()
+        now_ms = _ms(now)
+        due: list[QueuedRun] = []
+        while self._pending and self._pending[0][0] <= now_ms:
+            due.append(heapq.heappop(self._pending)[2])
+        if not due:
+            return 0
+        return await self._publisher.publish(due, self._epoch())
+
     def next_wake(self, now: datetime) -> datetime:
-        """When the next round has work: a due tick, a due run, a probe, a resync."""
+        """When the writer has work: ticks to write ahead, a queued run due, a probe, a resync."""
         candidates = [now + self._resync_interval if self._resync_at is None else self._resync_at]
         candidates.append(now if self._probe_at is None else self._probe_at)
         if (due := self.book.next_due()) is not None:
-            candidates.append(due)
-        if self._pending:
-            candidates.append(datetime.fromtimestamp(self._pending[0][0] / 1000, UTC))
+            candidates.append(due - self._lookahead)
         if self._queued_next is not None:
             candidates.append(self._queued_next)
         return min(candidates)
 
+    def next_push(self) -> datetime | None:
+        return datetime.fromtimestamp(self._pending[0][0] / 1000, UTC) if self._pending else None
+
     async def run(self, clock: Callable[[], datetime] = utcnow, checkpoint: Callable[[], None] = lambda: None) -> None:
-        """Rounds until cancelled; sleeps until the next due instant or a wake-up."""
+        """The writer and the pusher, side by side, until cancelled (or `checkpoint` raises).
+
+        Apart, so that pushing a token at its due time never waits behind a ledger write.
+        """
+        async with asyncio.TaskGroup() as group:
+            group.create_task(self._write_loop(clock, checkpoint), name="dispatcher:write")
+            group.create_task(self._push_loop(clock, checkpoint), name="dispatcher:push")
+
+    async def _write_loop(self, clock: Callable[[], datetime], checkpoint: Callable[[], None]) -> None:
         while True:
             checkpoint()
-            result = await self.run_once(clock())
+            result = await self.write_once(clock())
             checkpoint()
             if result.more:
-                await asyncio.sleep(0)  # a capped catch-up continues, letting the renewer run
+                await asyncio.sleep(0)  # a capped catch-up goes on, letting the other loops run
                 continue
-            delay = (self.next_wake(clock()) - clock()).total_seconds()
-            if delay > 0 and not self.wake.is_set():
-                try:
-                    async with asyncio.timeout(delay):
-                        await self.wake.wait()
-                except TimeoutError:
-                    pass
+            await _sleep_until(self.next_wake(clock()), self.wake, clock)
+
+    async def _push_loop(self, clock: Callable[[], datetime], checkpoint: Callable[[], None]) -> None:
+        while True:
+            checkpoint()
+            await self.push_once(clock())
+            checkpoint()
+            await _sleep_until(self.next_push(), self._heap_changed, clock)
 
     # --- the steps ---
 
@@ -190,12 +229,14 @@ class Ticker:
         return pushed
 
     async def _write_due_ticks(self, now: datetime, result: Round) -> None:
-        groups = self.book.due(now)
+        horizon = now + self._lookahead
+        groups = self.book.due(horizon)
         if not groups:
             return
         plan = planner.plan(
             ((g.schedule, list(g.jobs.values())) for g in groups),
             now,
+            horizon=horizon,
             max_rows=self._max_rows,
             batch_rows=self._batch_rows,
         )
@@ -219,6 +260,7 @@ class Ticker:
                     due_now.append(run)
                 else:
                     heapq.heappush(self._pending, (run.due_ms, run.id, run))
+                    self._heap_changed.set()
             result.queued += len(written.queued)
             result.skipped += written.skipped
             result.pushed += await self._publisher.publish(due_now, epoch)
@@ -233,15 +275,6 @@ class Ticker:
                 extra={"event": "ticks.queued", "count": result.queued, "skipped": result.skipped, "rows": written_any},
             )
 
-    async def _push_pending(self, now: datetime) -> int:
-        now_ms = _ms(now)
-        due: list[QueuedRun] = []
-        while self._pending and self._pending[0][0] <= now_ms:
-            due.append(heapq.heappop(self._pending)[2])
-        if not due:
-            return 0
-        return await self._publisher.publish(due, self._epoch())
-
     async def _push_due_queued(self, now: datetime) -> int:
         pushed = 0
         while True:
@@ -252,3 +285,15 @@ class Ticker:
         self._queued_next = await self._ledger.next_due()
         self._probe_at = now + self._probe_interval
         return pushed
+
+
+async def _sleep_until(when: datetime | None, event: asyncio.Event, clock: Callable[[], datetime]) -> None:
+    """Sleep until `when` (None: no deadline) or until `event` is set."""
+    if event.is_set():
+        return
+    delay = None if when is None else (when - clock()).total_seconds()
+    if delay is not None and delay <= 0:
+        return
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(delay):
+            await event.wait()

@@ -79,7 +79,7 @@ async def stack(settings: Settings, pg_pool: asyncpg.Pool, redis_client: aioredi
     epoch = (await EpochStore(pg_pool).take("test-leader")).epoch
 
     def new_ticker() -> Ticker:
-        return Ticker(ledger, publisher, lambda: epoch, resync_interval_s=3600)
+        return Ticker(ledger, publisher, lambda: epoch, resync_interval_s=3600, lookahead_s=0)
 
     return Stack(pg_pool, redis_client, keys, ledger, publisher, epoch, new_ticker)
 
@@ -203,7 +203,7 @@ async def test_repush_after_the_stream_is_deleted_and_on_election(stack: Stack) 
     assert sorted(t.run_id for t in await stack.tokens()) == queued
     # A new leader re-pushes every queued run on election.
     new_epoch = (await EpochStore(stack.pool).take("next-leader")).epoch
-    successor = Ticker(stack.ledger, stack.publisher, lambda: new_epoch, resync_interval_s=3600)
+    successor = Ticker(stack.ledger, stack.publisher, lambda: new_epoch, resync_interval_s=3600, lookahead_s=0)
     result = await successor.run_once(T0 + timedelta(seconds=4.7))
     assert result.pushed == 4 and result.queued == 0
 
@@ -230,4 +230,19 @@ async def test_jittered_ticks_are_queued_on_time_and_pushed_at_their_due_time(st
     if offset > timedelta(0):
         assert await stack.tokens() == []
     await ticker.run_once(run["due_at"])
+    assert [t.run_id for t in await stack.tokens()] == [run["id"]]
+
+
+async def test_upcoming_ticks_are_written_ahead_and_pushed_when_due(stack: Stack) -> None:
+    job = await add_job(stack.pool, "*/5 * * * * *")
+    ticker = Ticker(stack.ledger, stack.publisher, lambda: stack.epoch, resync_interval_s=3600, lookahead_s=1.0)
+    assert ticker.next_wake(T0) <= T0 + timedelta(seconds=4)  # wakes a lookahead before the tick
+    early = await ticker.run_once(T0 + timedelta(seconds=4.2))
+    assert (early.queued, early.pushed) == (1, 0), "in the ledger before it is due, not yet on the stream"
+    (run,) = await stack.runs(job)
+    assert (run["scheduled_for"], run["state"]) == (T0 + timedelta(seconds=5), "queued")
+    assert await stack.cursor(job) == T0 + timedelta(seconds=5)
+    assert ticker.next_push() == T0 + timedelta(seconds=5)
+    assert await ticker.push_once(T0 + timedelta(seconds=4.999)) == 0
+    assert await ticker.push_once(T0 + timedelta(seconds=5)) == 1
     assert [t.run_id for t in await stack.tokens()] == [run["id"]]

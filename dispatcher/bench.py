@@ -1,0 +1,311 @@
+"""`cronos bench dispatch`: the leader's throughput, lag, memory and idle cost, on real services.
+
+Runs in a database and key prefix of its own (dropped after). The leader is a real
+`cronos dispatcher` subprocess, so its peak RSS and CPU are its own. Phases:
+
+1. election -> first push: N jobs registered plus one queued manual run; the time from
+   the epoch's elected_at to that run's stream entry (includes loading N jobs).
+2. burst: all N jobs due at the same instant T; ticks/s = N / (last push - T).
+3. steady: 1,000 jobs every second (jitter spreads them over the second): dispatch lag =
+   stream entry time - due time (scheduled_for + the job's deterministic jitter).
+4. idle: N registered, 10 due per second: the leader's CPU %.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import asyncpg
+import msgspec
+import redis.asyncio as aioredis
+
+from cronos.keys import Keys
+from cronos.messages import TOKEN_FIELD, decode_token
+from cronos.misfire import jitter_s
+from cronos.settings import Settings
+from cronos.store.db import migrate
+
+_TICKS_PER_S = os.sysconf("SC_CLK_TCK")
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="cronos bench dispatch", description="the leader's throughput, lag, memory, idle cost"
+    )
+    p.add_argument("--jobs", type=int, default=10_000, help="registered jobs, all due at once in the burst")
+    p.add_argument("--schedules", type=int, default=1000, help="distinct (expression, tz) among them (<= 1000)")
+    p.add_argument("--steady-jobs", type=int, default=1000, help="every-second jobs in the steady phase")
+    p.add_argument("--steady-s", type=float, default=10.0, help="length of the steady phase")
+    p.add_argument("--steady-jitter-s", type=float, default=1.0, help="jitter of the steady jobs (0: all aligned)")
+    p.add_argument("--idle-due", type=int, default=10, help="jobs due every second in the idle phase")
+    p.add_argument("--idle-s", type=float, default=35.0, help="length of the idle phase (>= one 30 s resync)")
+    return p
+
+
+def _with_db(dsn: str, name: str) -> str:
+    return urlunsplit(urlsplit(dsn)._replace(path=f"/{name}"))
+
+
+def _burst_expressions(at: datetime, count: int) -> list[str]:
+    """`count` distinct 6-field expressions that all fire at `at` (UTC) and not again soon."""
+    found: list[str] = []
+    for month in [at.month] + [m for m in range(1, 13) if m != at.month]:
+        for hour in [h for h in range(24) if h != at.hour]:
+            for day in [d for d in range(1, 29) if d != at.day]:
+                found.append(f"{at.second} {at.minute} {at.hour},{hour} {at.day},{day} {at.month},{month} *")
+                if len(found) == count:
+                    return found
+    return found
+
+
+def _proc_stat(pid: int) -> tuple[float, int]:
+    """(cpu seconds, peak RSS bytes) of a process, from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    cpu = (int(fields[11]) + int(fields[12])) / _TICKS_PER_S
+    peak = 0
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            peak = int(line.split()[1]) * 1024
+    return cpu, peak
+
+
+def _pct(values: Sequence[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+class Bench:
+    def __init__(self, settings: Settings, args: argparse.Namespace) -> None:
+        self.args = args
+        self.settings = settings
+        tag = uuid.uuid4().hex[:8]
+        self.db_name = f"cronos_bench_{tag}"
+        self.dsn = _with_db(settings.database_url, self.db_name)
+        self.keys = Keys(f"bench:{tag}:")
+        self.results: list[tuple[str, str, str]] = []
+        self.leader: subprocess.Popen[bytes] | None = None
+        self.log_path = Path(tempfile.gettempdir()) / f"cronos-bench-{tag}.log"
+        self.redis: Any = None
+        self.last_id = "0-0"
+
+    def say(self, text: str) -> None:
+        print(f"[{time.strftime('%H:%M:%S')}] {text}", flush=True)
+
+    def result(self, name: str, value: str, target: str) -> None:
+        self.results.append((name, value, target))
+        self.say(f"RESULT {name}: {value}   (target {target})")
+
+    async def run(self) -> None:
+        await migrate(self.dsn)
+        self.redis = aioredis.from_url(self.settings.redis_url)
+        pool = await asyncpg.create_pool(self.dsn, min_size=1, max_size=4)
+        try:
+            await self._phases(pool)
+        finally:
+            await pool.close()
+            await self._cleanup()
+
+    async def _phases(self, pool: asyncpg.Pool) -> None:
+        n = self.args.jobs
+        now = datetime.now(UTC).replace(microsecond=0)
+        burst_at = now + timedelta(seconds=8 + n // 15_000)
+        exprs = _burst_expressions(burst_at, min(self.args.schedules, 1000))
+        self.say(f"registering {n:,} jobs over {len(exprs)} schedules, all due at {burst_at:%H:%M:%S}")
+        started = time.monotonic()
+        await pool.copy_records_to_table(
+            "jobs",
+            records=[(f"burst-{i}", exprs[i % len(exprs)], now) for i in range(n)],
+            columns=["name", "cron_expression", "last_scheduled_for"],
+        )
+        manual_job = await pool.fetchval(
+            "INSERT INTO jobs (name, cron_expression, status) VALUES ('manual', '0 0 1 1 *', 'paused') RETURNING id"
+        )
+        await pool.execute(
+            "INSERT INTO runs (job_id, scheduled_for, trigger, state, due_at)"
+            " VALUES ($1, now(), 'manual', 'queued', now())",
+            manual_job,
+        )
+        self.say(f"registered in {time.monotonic() - started:.1f}s; starting the leader (log: {self.log_path})")
+        self._start_leader()
+        assert self.leader is not None
+
+        first = await self._wait_entries(1, timeout=30)
+        elected = await pool.fetchval("SELECT elected_at FROM leader_epoch")
+        took = first[0][0] - elected.timestamp() * 1000
+        self.result("election -> first push", f"{took:.0f} ms (with {n:,} jobs to load)", "<= 2000 ms")
+
+        self.say(f"waiting for the burst at {burst_at:%H:%M:%S} ...")
+        entries = await self._wait_entries(
+            n, timeout=(burst_at - datetime.now(UTC)).total_seconds() + 60, progress=True
+        )
+        burst_ms = burst_at.timestamp() * 1000
+        last = max(ms for ms, _t in entries)
+        first_push = min(ms for ms, _t in entries)
+        queued, first_write = await pool.fetchrow(
+            "SELECT count(*), min(created_at) FROM runs WHERE trigger = 'schedule'"
+        )
+        # The leader writes ticks up to a second ahead; the honest rate spans first insert -> last push.
+        span_s = max(last - first_write.timestamp() * 1000, 1.0) / 1000
+        self.result(
+            "burst: ticks queued + pushed per second",
+            f"{len(entries) / span_s:,.0f}/s ({len(entries):,} tokens, {queued:,} runs, first insert -> last push"
+            f" {span_s * 1000:.0f} ms; first push {first_push - burst_ms:+.0f} ms, last {last - burst_ms:+.0f} ms"
+            " from the due instant)",
+            ">= 20,000/s",
+        )
+
+        await self._steady(pool)
+        await self._idle(pool)
+        _cpu, peak = _proc_stat(self.leader.pid)
+        self.result("leader peak RSS", f"{peak / 2**20:.0f} MB ({n:,} jobs registered)", "<= 250 MB")
+
+    async def _steady(self, pool: asyncpg.Pool) -> None:
+        count, jitter = self.args.steady_jobs, self.args.steady_jitter_s
+        ids = await self._add_jobs(pool, "steady", count, "* * * * * *", jitter)
+        self.say(f"steady: {count} jobs every second (jitter {jitter}s) for {self.args.steady_s:.0f}s")
+        await asyncio.sleep(2.0)  # let the leader pick them up
+        await self._drain()
+        lags: list[float] = []
+        deadline = time.monotonic() + self.args.steady_s
+        while time.monotonic() < deadline:
+            for push_ms, token in await self._read(block_ms=200):
+                if token.job_id in ids:
+                    due = token.scheduled_for_ms + jitter_s(token.job_id, token.scheduled_for_ms, jitter) * 1000
+                    lags.append(push_ms - due)
+        if not lags:
+            self.result("steady dispatch lag", "no tokens seen", "p99 <= 20 ms, max <= 100 ms")
+            return
+        self.result(
+            f"steady dispatch lag at {len(lags) / self.args.steady_s:,.0f} ticks/s",
+            f"p50 {_pct(lags, 0.5):.1f} ms, p99 {_pct(lags, 0.99):.1f} ms, max {max(lags):.1f} ms"
+            f" ({len(lags):,} tokens)",
+            "p99 <= 20 ms, max <= 100 ms",
+        )
+        keep = sorted(ids)[: self.args.idle_due]
+        await pool.execute(
+            "UPDATE jobs SET status = 'paused' WHERE name LIKE 'steady-%' AND NOT (id = ANY($1::bigint[]))", keep
+        )
+        for job_id in sorted(ids):
+            await pool.execute("SELECT pg_notify('cronos_jobs', $1)", f'{{"op": "paused", "job_id": {job_id}}}')
+
+    async def _idle(self, pool: asyncpg.Pool) -> None:
+        assert self.leader is not None
+        total = await pool.fetchval("SELECT count(*) FROM jobs")
+        self.say(f"idle: {total:,} registered, {self.args.idle_due} due per second, for {self.args.idle_s:.0f}s")
+        await asyncio.sleep(2.0)
+        cpu0, t0 = _proc_stat(self.leader.pid)[0], time.monotonic()
+        while time.monotonic() - t0 < self.args.idle_s:
+            await asyncio.sleep(min(5.0, self.args.idle_s))
+            await self._drain()
+            cpu, _ = _proc_stat(self.leader.pid)
+            self.say(f"  leader CPU so far {100 * (cpu - cpu0) / (time.monotonic() - t0):.1f}%")
+        cpu1, t1 = _proc_stat(self.leader.pid)[0], time.monotonic()
+        self.result(
+            "leader CPU, idle",
+            f"{100 * (cpu1 - cpu0) / (t1 - t0):.1f}% ({total:,} registered, {self.args.idle_due} due/s)",
+            "< 5 %",
+        )
+
+    async def _add_jobs(self, pool: asyncpg.Pool, prefix: str, count: int, expr: str, jitter: float) -> set[int]:
+        now = datetime.now(UTC)
+        rows = await pool.fetch(
+            "INSERT INTO jobs (name, cron_expression, jitter_s, misfire_policy, last_scheduled_for)"
+            " SELECT $1 || '-' || g, $2, $3, 'run_all', $4 FROM generate_series(1, $5) g RETURNING id",
+            prefix,
+            expr,
+            jitter,
+            now,
+            count,
+        )
+        ids = {r["id"] for r in rows}
+        for job_id in sorted(ids):
+            await pool.execute("SELECT pg_notify('cronos_jobs', $1)", f'{{"op": "created", "job_id": {job_id}}}')
+        return ids
+
+    def _start_leader(self) -> None:
+        env = {
+            **os.environ,
+            "DATABASE_URL": self.dsn,
+            "REDIS_URL": self.settings.redis_url,
+            "CRONOS_KEY_PREFIX": self.keys.prefix,
+            "CRONOS_NODE_ID": "bench-leader",
+            "CRONOS_LOG_FORMAT": "json",
+            "CRONOS_METRICS_PORT": "0",
+        }
+        with self.log_path.open("wb") as out:
+            self.leader = subprocess.Popen(
+                [sys.executable, "-m", "cronos.cli", "dispatcher"], env=env, stdout=out, stderr=subprocess.STDOUT
+            )
+
+    async def _read(self, block_ms: int) -> list[tuple[float, Any]]:
+        reply = await self.redis.xread({self.keys.stream: self.last_id}, count=20_000, block=block_ms)
+        found = []
+        for _key, entries in reply or []:
+            for entry_id, fields in entries:
+                self.last_id = entry_id.decode()
+                found.append((float(self.last_id.split("-")[0]), decode_token(fields[TOKEN_FIELD])))
+        return found
+
+    async def _drain(self) -> None:
+        while await self._read(block_ms=1):
+            pass
+
+    async def _wait_entries(self, count: int, timeout: float, progress: bool = False) -> list[tuple[float, Any]]:
+        found: list[tuple[float, Any]] = []
+        deadline, shown = time.monotonic() + timeout, time.monotonic()
+        while len(found) < count:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"saw {len(found)} of {count} tokens; leader log: {self.log_path}")
+            if self.leader is not None and self.leader.poll() is not None:
+                raise RuntimeError(f"the leader exited ({self.leader.returncode}); log: {self.log_path}")
+            found.extend(await self._read(block_ms=500))
+            if progress and found and time.monotonic() - shown > 0.5:
+                shown = time.monotonic()
+                self.say(f"  {len(found):,}/{count:,} tokens pushed")
+        return found
+
+    async def _cleanup(self) -> None:
+        if self.leader is not None and self.leader.poll() is None:
+            self.leader.terminate()
+            try:
+                self.leader.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.leader.kill()
+        if self.redis is not None:
+            keys = [k async for k in self.redis.scan_iter(match=f"{self.keys.prefix}*", count=1000)]
+            if keys:
+                await self.redis.delete(*keys)
+            await self.redis.aclose()
+        admin = await asyncpg.connect(_with_db(self.settings.database_url, "postgres"))
+        try:
+            await admin.execute(f'DROP DATABASE IF EXISTS "{self.db_name}" WITH (FORCE)')
+        finally:
+            await admin.close()
+
+
+def main(settings: Settings, argv: Sequence[str]) -> int:
+    args = _parser().parse_args(list(argv))
+    bench = Bench(settings, args)
+    try:
+        asyncio.run(bench.run())
+    except (TimeoutError, RuntimeError) as exc:
+        print(f"bench failed: {exc}", file=sys.stderr)
+        return 1
+    print("\ncronos bench dispatch --jobs", args.jobs)
+    width = max(len(name) for name, _v, _t in bench.results) if bench.results else 10
+    for name, value, target in bench.results:
+        print(f"  {name:<{width}}  {value}   [target {target}]")
+    print(msgspec.json.encode([{"name": n, "value": v, "target": t} for n, v, t in bench.results]).decode())
+    return 0
