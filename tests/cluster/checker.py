@@ -196,6 +196,8 @@ def _not_early(report: Report, runs: Sequence[RunRow]) -> None:
     for run in runs:
         if run.started_at is not None and run.started_at < run.scheduled_for:
             report.add("early_start", f"run {run.id} started {run.started_at.isoformat()} before its tick", (run,))
+        elif run.started_at is not None and run.started_at < run.due_at:  # a retry's backoff, a jitter
+            report.add("early_start", f"run {run.id} started {run.started_at.isoformat()} before it was due", (run,))
 
 
 def _http_once(report: Report, deliveries: Sequence[Delivery]) -> None:
