@@ -10,7 +10,7 @@ ticks *and* the cursors of whole jobs, so a batch can be written in one transact
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Protocol
@@ -92,8 +92,30 @@ def plan(
     A horizon past `now` writes upcoming ticks ahead of time (queued, due later), so that
     their tokens can be pushed the moment they are due; lateness is judged against `now`.
     """
-    until = now if horizon is None else max(horizon, now)
     result = Plan(batches=[])
+    for batch in iter_plan(
+        result, groups, now, horizon=horizon, max_rows=max_rows, batch_rows=batch_rows, job_limit=job_limit
+    ):
+        result.batches.append(batch)
+    return result
+
+
+def iter_plan(
+    result: Plan,
+    groups: Iterable[tuple[FireTimes, Sequence[JobSpec]]],
+    now: datetime,
+    *,
+    horizon: datetime | None = None,
+    max_rows: int = 20_000,
+    batch_rows: int = 2_000,
+    job_limit: int = JOB_ROUND_LIMIT,
+) -> Iterator[TickBatch]:
+    """`plan`, one batch at a time (so the caller writes batch k while batch k+1 is planned).
+
+    Counts and the truncated flag accumulate in `result`; its `batches` are left alone.
+    """
+    until = now if horizon is None else max(horizon, now)
+    late_before = now - timedelta(seconds=ON_TIME_S)
     batch = TickBatch()
     late_runs = 0
     for schedule, jobs in groups:
@@ -109,14 +131,22 @@ def plan(
                 continue
             complete = len(ticks) <= job_limit
             ticks = ticks[:job_limit]
+            # Decisions depend on the policy and grace only: computed once per pair, not per job.
+            decided: dict[tuple[str, float], list[str | None]] = {}
             for job in members:
-                decisions = decide(job.misfire_policy, ticks, now, job.misfire_grace_s, complete=complete)
-                for tick, decision in zip(ticks, decisions, strict=True):
+                reasons = decided.get((job.misfire_policy, job.misfire_grace_s))
+                if reasons is None:
+                    reasons = [
+                        None if d == "run" else SKIP_REASON
+                        for d in decide(job.misfire_policy, ticks, now, job.misfire_grace_s, complete=complete)
+                    ]
+                    decided[(job.misfire_policy, job.misfire_grace_s)] = reasons
+                for tick, reason in zip(ticks, reasons, strict=True):
                     due = tick
                     if job.jitter_s > 0:
                         due = tick + timedelta(seconds=jitter_s(job.id, _ms(tick), job.jitter_s))
-                    if decision == "run":
-                        if due < now - timedelta(seconds=ON_TIME_S):  # a late run: spread the catch-up out
+                    if reason is None:
+                        if due < late_before:  # a late run: spread the catch-up out
                             due = max(due, now + timedelta(seconds=late_runs / CATCH_UP_PER_S))
                             late_runs += 1
                         result.runs += 1
@@ -126,11 +156,11 @@ def plan(
                     batch.scheduled_for.append(tick)
                     batch.due_at.append(due)
                     batch.exclusive.append(job.exclusive)
-                    batch.skip_reason.append(None if decision == "run" else SKIP_REASON)
+                    batch.skip_reason.append(reason)
                 batch.cursor_ids.append(job.id)
                 batch.cursors.append(ticks[-1])
                 if len(batch) >= batch_rows:
-                    result.batches.append(batch)
+                    yield batch
                     batch = TickBatch()
             if not complete:
                 result.truncated = True
@@ -138,5 +168,4 @@ def plan(
             result.truncated = True
             break
     if len(batch) or batch.cursor_ids:
-        result.batches.append(batch)
-    return result
+        yield batch

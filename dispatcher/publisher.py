@@ -15,6 +15,8 @@ from cronos.stream import RunStream
 
 log = logging.getLogger("dispatcher.publisher")
 
+LAG_SAMPLES = 64  # lag observations per published batch at most (every token in batches up to 127)
+
 
 class Publisher:
     def __init__(self, client: Any, keys: Keys) -> None:
@@ -40,8 +42,10 @@ class Publisher:
         pushed = await self.stream.publish(tokens)
         now_ms = time.time() * 1000
         metrics.TICKS_DISPATCHED.inc(pushed)
+        # A sample of a big batch is enough for the histogram's shape, and costs 1/100th of it.
         observe = metrics.DISPATCH_LAG.observe
-        for r in runs:
+        step = max(1, len(runs) // LAG_SAMPLES)
+        for r in runs[::step]:
             observe(max(0.0, now_ms - r.due_ms) / 1000)
         return pushed
 

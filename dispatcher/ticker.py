@@ -34,6 +34,8 @@ _PAGE = 5000
 # so the token goes out the moment it is due instead of after an insert. The price: a job
 # paused less than this before a tick may still get that tick.
 LOOKAHEAD_S = 1.0
+# Fenced tick transactions in flight at once (each on its own connection).
+WRITERS = 3
 
 
 @dataclass(slots=True)
@@ -233,7 +235,9 @@ class Ticker:
         groups = self.book.due(horizon)
         if not groups:
             return
-        plan = planner.plan(
+        plan = planner.Plan(batches=[])
+        batches = planner.iter_plan(
+            plan,
             ((g.schedule, list(g.jobs.values())) for g in groups),
             now,
             horizon=horizon,
@@ -241,18 +245,25 @@ class Ticker:
             batch_rows=self._batch_rows,
         )
         now_ms = _ms(now)
-        for batch in plan.batches:
-            epoch = self._epoch()
-            written = await self._ledger.write_ticks(
-                epoch,
-                batch.job_ids,
-                batch.scheduled_for,
-                batch.due_at,
-                batch.exclusive,
-                batch.skip_reason,
-                batch.cursor_ids,
-                batch.cursors,
-            )
+        # WRITERS batches are in flight at once: PostgreSQL inserts some while the next is planned
+        # and earlier ones are pushed.
+        slots = asyncio.Semaphore(WRITERS)
+
+        async def write(batch: planner.TickBatch) -> None:
+            try:
+                epoch = self._epoch()
+                written = await self._ledger.write_ticks(
+                    epoch,
+                    batch.job_ids,
+                    batch.scheduled_for,
+                    batch.due_at,
+                    batch.exclusive,
+                    batch.skip_reason,
+                    batch.cursor_ids,
+                    batch.cursors,
+                )
+            finally:
+                slots.release()
             self.book.advance(batch.cursor_ids, batch.cursors)
             due_now = []
             for run in written.queued:
@@ -261,9 +272,18 @@ class Ticker:
                 else:
                     heapq.heappush(self._pending, (run.due_ms, run.id, run))
                     self._heap_changed.set()
+            pushed = await self._publisher.publish(due_now, epoch)
             result.queued += len(written.queued)
             result.skipped += written.skipped
-            result.pushed += await self._publisher.publish(due_now, epoch)
+            result.pushed += pushed
+
+        try:
+            async with asyncio.TaskGroup() as group:
+                for batch in batches:
+                    await slots.acquire()
+                    group.create_task(write(batch))
+        except BaseExceptionGroup as failed:
+            raise failed.exceptions[0] from None  # the batches failed for one reason (NotLeader, a backend)
         self.book.settle(groups)
         result.more = plan.truncated
         if written_any := result.queued + result.skipped:

@@ -105,17 +105,14 @@ class Ledger:
         with translate_errors():
             async with self._pool.acquire() as conn, conn.transaction():
                 await _guard(conn, epoch)
-                if job_ids:
-                    rows = await conn.fetch(
-                        q.TICKS_INSERT, epoch, job_ids, scheduled_for, due_at, exclusive, skip_reason
-                    )
-                    for row in rows:
-                        if row[6] == "queued":
-                            queued.append(_queued(row))
-                        else:
-                            skipped += 1
-                if cursor_ids:
-                    await conn.execute(q.CURSORS_ADVANCE, cursor_ids, cursors)
+                rows = await conn.fetch(
+                    q.TICKS_WRITE, epoch, job_ids, scheduled_for, due_at, exclusive, skip_reason, cursor_ids, cursors
+                )
+        for row in rows:
+            if row[6] == "queued":
+                queued.append(_queued(row))
+            else:
+                skipped += 1
         return TickResult(queued=queued, skipped=skipped)
 
     async def take_due(self, epoch: int, now: datetime, limit: int = 5000) -> list[QueuedRun]:

@@ -93,12 +93,21 @@ _TOKEN_COLS = (
     " attempt, trigger, floor(extract(epoch FROM due_at) * 1000)::bigint AS due_ms"
 )
 
-# Ticks, ledger first (run inside a transaction that holds EPOCH_GUARD). $1 epoch; one array
-# per column. Only jobs still active get a row; an existing tick identity is left alone
-# (RETURNING then omits it, so nothing is pushed twice). Rows are marked pushed by this epoch:
-# the leader pushes them itself, at once or when their (jittered) due time comes.
-TICKS_INSERT = (
-    "INSERT INTO runs (job_id, scheduled_for, attempt, trigger, state, due_at, exclusive, epoch,"
+# Ticks, ledger first (run inside a transaction that holds EPOCH_GUARD), in one statement:
+# $1 epoch; $2-$6 one array per tick column; $7/$8 each job's new cursor. Cursors only move
+# forward and only for jobs still active, and only those jobs get their ticks written (a job
+# paused or deleted meanwhile gets none; one whose cursor is already there was written
+# before). An existing tick identity is left alone (RETURNING omits it: nothing is pushed
+# twice). Rows are marked pushed by this epoch: the leader pushes them itself, at once or
+# when their (jittered) due time comes.
+TICKS_WRITE = (
+    "WITH moved AS ("
+    " UPDATE jobs SET last_scheduled_for = c.cursor"
+    " FROM unnest($7::bigint[], $8::timestamptz[]) AS c(id, cursor)"
+    " WHERE jobs.id = c.id AND jobs.status = 'active'"
+    " AND (jobs.last_scheduled_for IS NULL OR jobs.last_scheduled_for < c.cursor)"
+    " RETURNING jobs.id)"
+    " INSERT INTO runs (job_id, scheduled_for, attempt, trigger, state, due_at, exclusive, epoch,"
     " pushed_epoch, skip_reason, finished_at)"
     " SELECT t.job_id, t.scheduled_for, 1, 'schedule',"
     " CASE WHEN t.skip_reason IS NULL THEN 'queued' ELSE 'skipped' END, t.due_at, t.exclusive, $1::bigint,"
@@ -106,16 +115,9 @@ TICKS_INSERT = (
     " CASE WHEN t.skip_reason IS NULL THEN NULL ELSE now() END"
     " FROM unnest($2::bigint[], $3::timestamptz[], $4::timestamptz[], $5::boolean[], $6::text[])"
     " AS t(job_id, scheduled_for, due_at, exclusive, skip_reason)"
-    " JOIN jobs j ON j.id = t.job_id AND j.status = 'active'"
+    " WHERE t.job_id IN (SELECT id FROM moved)"
     " ON CONFLICT (job_id, scheduled_for, attempt) DO NOTHING"
     " RETURNING " + _TOKEN_COLS + ", state"
-)
-# Cursors only move forward, and only for jobs still active.
-CURSORS_ADVANCE = (
-    "UPDATE jobs SET last_scheduled_for = c.cursor"
-    " FROM unnest($1::bigint[], $2::timestamptz[]) AS c(id, cursor)"
-    " WHERE jobs.id = c.id AND jobs.status = 'active'"
-    " AND (jobs.last_scheduled_for IS NULL OR jobs.last_scheduled_for < c.cursor)"
 )
 # Manual triggers and retries (queued by others, never pushed) that are due: mark and return.
 # $1 epoch, $2 now, $3 limit.
