@@ -25,6 +25,9 @@ log = logging.getLogger("cronos.executor.consumer")
 
 REDIS_ERRORS = (RedisConnectionError, RedisTimeoutError, OSError)
 READ_BLOCK_MS = 500  # how long one XREADGROUP waits; also bounds how fast a stop is noticed
+# At most this many tokens per read: a burst is then shared by every executor instead of
+# being swallowed by the first one, and its first runs start while the rest are still read.
+READ_BATCH = 200
 
 
 class Consumer:
@@ -91,7 +94,7 @@ class Consumer:
             if claimed:
                 log.info("took over idle entries", extra={"event": "stream.autoclaimed", "count": len(claimed)})
                 return claimed
-        return await self._stream.read(self._deps.node_id, free, READ_BLOCK_MS if block else None)
+        return await self._stream.read(self._deps.node_id, min(free, READ_BATCH), READ_BLOCK_MS if block else None)
 
     def _spawn(self, group: asyncio.TaskGroup, deliveries: list[Delivery]) -> None:
         for delivery in deliveries:

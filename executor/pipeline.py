@@ -8,6 +8,7 @@ one helper; the I/O behind them is batched across tokens by `executor.batcher`.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 import traceback
@@ -25,6 +26,7 @@ from cronos.errors import BackendUnavailable
 from cronos.keys import Keys
 from cronos.logs import bind
 from cronos.messages import RunToken
+from cronos.models import SKIP_OVERLAP
 from cronos.store.runs import ClaimedRun, Outcome, RunStore
 from cronos.stream import Delivery
 from executor import kinds
@@ -130,7 +132,7 @@ async def process(delivery: Delivery, deps: Deps) -> str:
 async def take_tick_lock(deps: Deps, lock_key: str) -> bool:
     """Step 1: `SET lock NX PX lease`; denied means another executor has this tick."""
     granted = await _redis(deps.locks.submit(lock_key))
-    metrics.LOCK_ACQUISITIONS.labels(lock="tick", result="granted" if granted else "denied").inc()
+    _counter(metrics.LOCK_ACQUISITIONS, lock="tick", result="granted" if granted else "denied").inc()
     if not granted:
         log.info("tick lock held by another executor", extra={"event": "token.lock_denied"})
     return granted
@@ -140,7 +142,7 @@ async def claim_run(deps: Deps, token: RunToken) -> ClaimedRun | str | None:
     """Steps 2-3: the conditional claim; the job's concurrency policy decides overlaps."""
     claim = await deps.claims.submit(token.run_id)
     if claim == SKIPPED:
-        metrics.RUNS.labels(state="skipped", kind="unknown").inc()
+        _counter(metrics.RUNS_SKIPPED, reason=SKIP_OVERLAP).inc()
         log.info("tick skipped: previous run still running", extra={"event": "run.skipped"})
     elif claim is None:
         log.debug("run not queued any more", extra={"event": "token.not_queued"})
@@ -229,8 +231,8 @@ async def record(deps: Deps, flight: InFlight, outcome: Outcome | None) -> str:
     if not written:
         log.warning("run taken over before its result was written: reporting nothing", extra={"event": "run.lost"})
         return "lost"
-    metrics.RUNS.labels(state=outcome.state, kind=run.kind).inc()
-    metrics.RUN_DURATION.labels(kind=run.kind).observe((outcome.duration_ms or 0) / 1000)
+    _counter(metrics.RUNS, state=outcome.state, kind=run.kind).inc()
+    _counter(metrics.RUN_DURATION, kind=run.kind).observe((outcome.duration_ms or 0) / 1000)
     fields: dict[str, object] = {"kind": run.kind, "duration_ms": round(outcome.duration_ms or 0, 2)}
     if outcome.state == "completed":
         log.info("run completed", extra={"event": "run.completed", **fields})
@@ -263,6 +265,16 @@ async def _redis(awaitable: Awaitable[T]) -> T:
         return await awaitable
     except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
         raise BackendUnavailable("redis", f"{type(exc).__name__}: {exc}") from exc
+
+
+@functools.cache
+def _child(metric: Any, labels: tuple[tuple[str, str], ...]) -> Any:
+    return metric.labels(**dict(labels))
+
+
+def _counter(metric: Any, **labels: str) -> Any:
+    """The labelled child of a metric, looked up once (labels() costs more than inc())."""
+    return _child(metric, tuple(sorted(labels.items())))
 
 
 def _iso(ms: int) -> str:

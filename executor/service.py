@@ -22,7 +22,6 @@ import redis.asyncio as aioredis
 from cronos import presence
 from cronos.errors import ConfigError
 from cronos.keys import Keys
-from cronos.locks import acquire_many
 from cronos.scripts import Scripts
 from cronos.settings import Settings
 from cronos.store.db import connect
@@ -31,6 +30,7 @@ from cronos.stream import RunStream
 from executor import heartbeat, kinds
 from executor.batcher import Batcher
 from executor.consumer import Consumer
+from executor.locking import TickLocks
 from executor.pipeline import SKIPPED, Deps, Settle
 
 log = logging.getLogger("cronos.executor")
@@ -73,7 +73,7 @@ class Executor:
         self.store = RunStore(pool)
         lease_ms = int(settings.run_lease_s * 1000)
         batchers: list[Batcher[Any, Any]] = [
-            Batcher("locks", lambda keys: acquire_many(client, keys, self.node_id, lease_ms)),
+            Batcher("locks", TickLocks(client, self.node_id, lease_ms).acquire_many),
             Batcher("claims", self._claim_batch),
             Batcher("finishes", self._finish_batch),
             Batcher("settles", self._settle_batch),

@@ -151,9 +151,9 @@ _CLAIMED = (
 
 # Batch claim. $1 run ids, $2 node id, $3 lease seconds. Claims every queued run of the batch
 # except those an exclusive policy must arbitrate (a running exclusive run of the same job, or a
-# second exclusive run of one job in this batch): those stay queued and come back in `leftover`
-# for CLAIM_ONE. One row: `claimed` (json array of claimed runs), `leftover` (ids). A concurrent
-# claim can still trip runs_one_running_exclusive; the caller then arbitrates run by run.
+# second exclusive run of one job in this batch): those stay queued, and STILL_QUEUED finds them
+# for CLAIM_ONE. A concurrent claim can still trip runs_one_running_exclusive; the caller then
+# arbitrates run by run.
 CLAIM_BATCH = (
     "WITH cand AS ("
     " SELECT r.id, r.job_id, r.exclusive,"
@@ -161,15 +161,14 @@ CLAIM_BATCH = (
     " FROM runs r WHERE r.id = ANY($1::bigint[]) AND r.state = 'queued'),"
     " pick AS ("
     " SELECT c.id FROM cand c WHERE NOT c.exclusive OR (c.n = 1 AND NOT EXISTS ("
-    " SELECT 1 FROM runs o WHERE o.job_id = c.job_id AND o.state = 'running' AND o.exclusive))),"
-    " upd AS ("
+    " SELECT 1 FROM runs o WHERE o.job_id = c.job_id AND o.state = 'running' AND o.exclusive)))"
     " UPDATE runs r SET state = 'running', node_id = $2, started_at = now(),"
     " lease_until = now() + make_interval(secs => $3)"
     " FROM pick p, jobs j WHERE r.id = p.id AND j.id = r.job_id AND r.state = 'queued'"
-    " RETURNING " + _CLAIMED + ")"
-    " SELECT (SELECT coalesce(json_agg(upd), '[]'::json) FROM upd) AS claimed,"
-    " (SELECT coalesce(array_agg(c.id), '{}') FROM cand c WHERE c.id NOT IN (SELECT p.id FROM pick p)) AS leftover"
+    " RETURNING " + _CLAIMED
 )
+# The runs of a batch left queued by CLAIM_BATCH (sent only when it did not claim them all).
+STILL_QUEUED = "SELECT id FROM runs WHERE id = ANY($1::bigint[]) AND state = 'queued' ORDER BY id"
 
 # Per-run arbitration (the rare path). Lock the queued run and read its job's policy.
 LOCK_QUEUED = (

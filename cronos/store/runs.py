@@ -103,11 +103,16 @@ class RunStore:
             async with self._pool.acquire() as conn:
                 try:
                     self.round_trips += 1
-                    row = await conn.fetchrow(q.CLAIM_BATCH, ids, node_id, lease_s)
-                    result.claimed = msgspec.convert(row["claimed"], list[ClaimedRun], strict=False)
-                    leftover = list(row["leftover"])
+                    rows = await conn.fetch(q.CLAIM_BATCH, ids, node_id, lease_s)
+                    result.claimed = [to_struct(r, ClaimedRun) for r in rows]
+                    leftover = ids if len(rows) < len(ids) else []
                 except asyncpg.UniqueViolationError:
                     leftover = ids  # a concurrent claim of the same job: arbitrate run by run
+                if leftover:  # repeated tokens, or runs an exclusive policy must arbitrate
+                    self.round_trips += 1
+                    claimed = {c.id for c in result.claimed}
+                    queued = await conn.fetch(q.STILL_QUEUED, [i for i in leftover if i not in claimed])
+                    leftover = [r["id"] for r in queued]
                 for run_id in leftover:
                     await self._claim_one(conn, run_id, node_id, lease_s, result)
         return result
