@@ -1,0 +1,154 @@
+"""Backends going away under a running executor: reading pauses, nothing is lost or doubled.
+
+A small TCP proxy sits between the executor and Redis/PostgreSQL so a test can cut and
+restore the connection without touching the shared servers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import asyncpg
+import msgspec
+import pytest
+import redis.asyncio as aioredis
+
+from cronos.keys import Keys
+from cronos.settings import Settings
+from cronos.stream import RunStream
+from executor.service import Executor
+from tests.integration.ledger_helpers import Harness
+from tests.waiting import wait_for
+
+
+class Proxy:
+    """Forwards TCP to `target`; `cut()` drops every connection and refuses new ones."""
+
+    def __init__(self, host: str, port: int) -> None:
+        self.target = (host, port)
+        self.open = True
+        self._pipes: set[asyncio.Task[None]] = set()
+        self._writers: set[asyncio.StreamWriter] = set()
+        self.server: asyncio.Server | None = None
+
+    async def start(self) -> int:
+        self.server = await asyncio.start_server(self._accept, "127.0.0.1", 0)
+        return int(self.server.sockets[0].getsockname()[1])
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if not self.open:
+            writer.close()
+            return
+        up_reader, up_writer = await asyncio.open_connection(*self.target)
+        self._writers |= {writer, up_writer}
+        for src, dst in ((reader, up_writer), (up_reader, writer)):
+            task = asyncio.create_task(self._pipe(src, dst))
+            self._pipes.add(task)
+            task.add_done_callback(self._pipes.discard)
+
+    async def _pipe(self, src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(OSError, asyncio.CancelledError):
+            while data := await src.read(65536):
+                dst.write(data)
+                await dst.drain()
+        dst.close()
+
+    def cut(self) -> None:
+        self.open = False
+        for writer in self._writers:
+            writer.close()
+        self._writers.clear()
+
+    def restore(self) -> None:
+        self.open = True
+
+    async def close(self) -> None:
+        self.cut()
+        for task in list(self._pipes):
+            task.cancel()
+        if self.server is not None:
+            self.server.close()
+            await self.server.wait_closed()
+
+
+@contextlib.asynccontextmanager
+async def proxied(url: str) -> AsyncIterator[tuple[Proxy, str]]:
+    parts = urlsplit(url)
+    proxy = Proxy(parts.hostname or "127.0.0.1", parts.port or 0)
+    port = await proxy.start()
+    netloc = parts.netloc.replace(f"{parts.hostname}:{parts.port}", f"127.0.0.1:{port}")
+    try:
+        yield proxy, urlunsplit(parts._replace(netloc=netloc))
+    finally:
+        await proxy.close()
+
+
+@pytest.fixture
+async def harness(pg_pool: asyncpg.Pool, redis_client: aioredis.Redis, settings: Settings) -> Harness:
+    stream = RunStream(redis_client, Keys(settings.key_prefix))
+    await stream.ensure_group()
+    return Harness(pg_pool, stream)
+
+
+async def _states(harness: Harness, job: int) -> list[str]:
+    return [r.state for r in await harness.runs(job)]
+
+
+async def test_redis_outage_pauses_reading_and_work_resumes(
+    harness: Harness, settings: Settings, caplog: pytest.LogCaptureFixture
+) -> None:
+    job = await harness.job(payload={"action": "noop"}, concurrency_policy="allow")
+    async with proxied(settings.redis_url) as (proxy, url):
+        own = msgspec.structs.replace(settings, redis_url=url)
+        async with Executor(own) as ex:
+            task = asyncio.create_task(ex.run())
+            try:
+                await harness.queue(job, 0)
+                await wait_for(lambda: _equal(_states(harness, job), ["completed"]), what="first run")
+                proxy.cut()
+                await harness.queue(job, 1)  # pushed while the executor cannot reach Redis
+                await asyncio.sleep(0.5)
+                assert task.done() is False  # the role survives the outage
+                proxy.restore()
+                await wait_for(
+                    lambda: _equal(_states(harness, job), ["completed", "completed"]), timeout=15, what="second run"
+                )
+            finally:
+                ex.stop()
+                await asyncio.wait_for(task, 10)
+    assert (await harness.stream.info()).pending == 0
+    assert any(getattr(r, "event", None) == "stream.read_failed" for r in caplog.records)
+
+
+async def test_postgresql_outage_keeps_the_result_and_writes_it_once(
+    harness: Harness, settings: Settings, caplog: pytest.LogCaptureFixture
+) -> None:
+    job = await harness.job(payload={"action": "sleep", "seconds": 0.5})
+    token = await harness.queue(job)
+    async with proxied(settings.database_url) as (proxy, url):
+        own = msgspec.structs.replace(settings, database_url=url, run_lease_s=30)
+        async with Executor(own) as ex:
+            task = asyncio.create_task(ex.run())
+            try:
+                await wait_for(lambda: _equal(harness.state(token.run_id), "running"), what="run started")
+                proxy.cut()  # the run ends while PostgreSQL is unreachable
+                await asyncio.sleep(1.5)
+                assert await harness.state(token.run_id) == "running"
+                proxy.restore()
+                await wait_for(
+                    lambda: _equal(harness.state(token.run_id), "completed"), timeout=15, what="result written"
+                )
+            finally:
+                ex.stop()
+                await asyncio.wait_for(task, 10)
+    (run,) = await harness.runs(job)
+    assert run.state == "completed" and run.result == '{"slept_s":0.5}'
+    assert any(getattr(r, "event", None) == "run.record_deferred" for r in caplog.records)  # it did wait
+
+
+async def _equal(probe: Any, expected: Any) -> bool:
+    return bool(await probe == expected)
