@@ -84,8 +84,10 @@ class Consumer:
 
     async def _read(self, *, pending: bool, block: bool) -> list[Delivery]:
         free = self.free
-        if pending:  # after a restart: what this consumer held and never acknowledged
-            return await self._stream.read(self._deps.node_id, max(free, 1) * 4, None, pending=True)
+        if pending:
+            # After a restart: what this consumer held and never acknowledged. It never held more
+            # than its slots, so one read takes it all; anything beyond is reclaimed by XAUTOCLAIM.
+            return await self._stream.read(self._deps.node_id, free, None, pending=True)
         now = time.monotonic()
         if now - self._last_autoclaim >= self._deps.lease_s:
             self._last_autoclaim = now

@@ -160,6 +160,28 @@ async def test_replace_cancels_the_older_run(harness: Harness, executor: Factory
     assert (runs[old.run_id].state, runs[old.run_id].error) == ("failed", FAIL_REPLACED)
 
 
+async def test_never_holds_more_tokens_than_free_slots(harness: Harness, executor: Factory) -> None:
+    jobs = [await harness.job(payload=gate("slots")) for _ in range(5)]
+    for job in jobs:
+        await harness.queue(job)
+    async with executor(executor_concurrency=2) as ex, running(ex):
+        await wait_for(lambda: _running_total(harness, 2), what="two runs running")
+        await asyncio.sleep(0.3)  # time to (wrongly) read more
+        info = await harness.stream.info()
+        assert info.consumers == {ex.node_id: 2} and info.lag == 3  # three tokens left for others
+        assert await _running_total(harness, 2)
+        RELEASE["slots"].set()
+        await wait_for(lambda: _count_all(harness, "completed", 5), what="all five completed")
+
+
+async def _running_total(harness: Harness, n: int) -> bool:
+    return await harness.pool.fetchval("SELECT count(*) FROM runs WHERE state = 'running'") == n
+
+
+async def _count_all(harness: Harness, state: str, n: int) -> bool:
+    return await harness.pool.fetchval("SELECT count(*) FROM runs WHERE state = $1", state) == n
+
+
 async def test_timeout_fails_the_run(harness: Harness, executor: Factory) -> None:
     job = await harness.job(payload={"action": "sleep", "seconds": 30}, timeout_s=0.3)
     await harness.queue(job)
