@@ -80,16 +80,36 @@ class RunStream:
         """New entries (`>`), or with `pending=True` this consumer's own unacknowledged ones."""
         if count <= 0:
             return []
-        reply = await self._client.xreadgroup(
-            self.group, consumer, {self.key: "0" if pending else ">"}, count=count, block=None if pending else block_ms
-        )
+        try:
+            reply = await self._client.xreadgroup(
+                self.group,
+                consumer,
+                {self.key: "0" if pending else ">"},
+                count=count,
+                block=None if pending else block_ms,
+            )
+        except ResponseError as exc:
+            if not _is_nogroup(exc):
+                raise
+            # Redis lost its data (restart without persistence): recreate the group and read
+            # again next time; the leader notices the loss through its marker and re-pushes.
+            await self.ensure_group()
+            return []
         return [_delivery(entry_id, fields) for _stream, entries in reply or [] for entry_id, fields in entries]
 
     async def autoclaim(self, consumer: str, min_idle_ms: int, count: int) -> list[Delivery]:
         """Take over entries idle longer than `min_idle_ms` from any consumer (a dead one)."""
         if count <= 0:
             return []
-        reply = await self._client.xautoclaim(self.key, self.group, consumer, min_idle_ms, start_id="0-0", count=count)
+        try:
+            reply = await self._client.xautoclaim(
+                self.key, self.group, consumer, min_idle_ms, start_id="0-0", count=count
+            )
+        except ResponseError as exc:
+            if not _is_nogroup(exc):
+                raise
+            await self.ensure_group()
+            return []
         entries = reply[1] if len(reply) > 1 else []
         return [_delivery(entry_id, fields) for entry_id, fields in entries if fields]
 
@@ -144,6 +164,10 @@ def _delivery(entry_id: bytes, fields: dict[bytes, bytes]) -> Delivery:
         return Delivery(entry_id, decode_token(raw))
     except (msgspec.DecodeError, msgspec.ValidationError):
         return Delivery(entry_id, None)
+
+
+def _is_nogroup(exc: ResponseError) -> bool:
+    return str(exc).startswith("NOGROUP")
 
 
 def _text(value: Any) -> str:

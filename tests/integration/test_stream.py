@@ -79,3 +79,18 @@ async def test_batch_locks(redis_client: aioredis.Redis, key_prefix: str) -> Non
     assert await renew_many(scripts, keys, "me", 9000) == 3
     assert await release_many(scripts, keys, "me") == 3
     assert await redis_client.exists(*keys) == 2
+
+
+async def test_reading_after_redis_lost_the_stream_recreates_the_group(
+    redis_client: aioredis.Redis, key_prefix: str
+) -> None:
+    keys = Keys(key_prefix)
+    stream = RunStream(redis_client, keys)
+    await stream.ensure_group()
+    await redis_client.delete(keys.stream)  # what a restart without persistence looks like
+    assert await stream.read("c", 10, block_ms=10) == []
+    assert await stream.group_exists()
+    await redis_client.delete(keys.stream)
+    assert await stream.autoclaim("c", min_idle_ms=0, count=10) == []
+    await stream.publish(_tokens(2))
+    assert len(await stream.read("c", 10, block_ms=10)) == 2
