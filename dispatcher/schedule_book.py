@@ -38,6 +38,7 @@ class ScheduleBook:
         self._jobs: dict[int, JobSpec] = {}
         self._heap: list[tuple[datetime, int, tuple[str, str]]] = []
         self._seq = itertools.count()
+        self.id_sum = 0  # with len(), a digest of the active set to compare with the database
 
     def __len__(self) -> int:
         return len(self._jobs)
@@ -57,6 +58,7 @@ class ScheduleBook:
         self._groups.clear()
         self._jobs.clear()
         self._heap.clear()
+        self.id_sum = 0
         touched: set[tuple[str, str]] = set()
         for spec in specs:
             if self._add(spec):
@@ -76,6 +78,7 @@ class ScheduleBook:
         spec = self._jobs.pop(job_id, None)
         if spec is None:
             return
+        self.id_sum -= job_id
         group = self._groups[spec.key]
         del group.jobs[job_id]
         if not group.jobs:
@@ -97,6 +100,7 @@ class ScheduleBook:
             group = self._groups[spec.key] = Group(spec.key, schedule)
         group.jobs[spec.id] = spec
         self._jobs[spec.id] = spec
+        self.id_sum += spec.id
         return True
 
     def next_due(self) -> datetime | None:

@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import heapq
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -30,6 +30,7 @@ log = logging.getLogger("dispatcher.ticker")
 _JOB_OPS = frozenset({"created", "updated", "deleted", "paused", "resumed"})
 _QUEUE_OPS = frozenset({"triggered", "retry"})
 _PAGE = 5000
+_RESYNC_SLACK = timedelta(seconds=10)  # a write committed late still has an updated_at after the watermark
 # Ticks are written to the ledger this far ahead of their time, queued with their due time,
 # so the token goes out the moment it is due instead of after an insert. The price: a job
 # paused less than this before a tick may still get that tick.
@@ -96,6 +97,7 @@ class Ticker:
         self._repush: bool | None = True  # True: election re-push; False: Redis-loss re-push; None: none
         self._probe_at: datetime | None = None  # None: look for due queued runs now
         self._queued_next: datetime | None = None
+        self._watermark: datetime | None = None  # resync: changes after this (database time) are reloaded
         self._pending: list[tuple[int, int, QueuedRun]] = []  # (due_ms, run id, run): ours, due later
 
     # --- signals from the other loops (sync, no I/O) ---
@@ -195,26 +197,40 @@ class Ticker:
     # --- the steps ---
 
     async def _resync(self, now: datetime) -> None:
+        """Catch what notifications missed: changed jobs since the last resync; all of them when
+        the active set's digest (count, sum of ids) disagrees with the book (a deletion)."""
+        self._resync_at = now + self._resync_interval
+        if self._watermark is not None:
+            count, id_sum, db_now = await self._ledger.active_digest()
+            self._apply(await self._ledger.changed_since(self._watermark))
+            self._watermark = db_now - _RESYNC_SLACK
+            if (count, id_sum) == (len(self.book), self.book.id_sum):
+                return
+        count, _sum, db_now = await self._ledger.active_digest()
         jobs = await self._ledger.active_jobs()
         self.book.replace_all(spec_of(j) for j in jobs)
+        self._watermark = db_now - _RESYNC_SLACK
         self._changes.clear()
-        self._resync_at = now + self._resync_interval
         metrics.JOBS.labels(status="active").set(len(jobs))
-        log.debug(
-            "schedule resynced",
-            extra={"event": "schedule.resynced", "jobs": len(jobs), "groups": self.book.group_count},
+        log.info(
+            "schedule loaded",
+            extra={"event": "schedule.loaded", "jobs": len(jobs), "groups": self.book.group_count},
         )
+
+    def _apply(self, jobs: list[DispatchJob], missing: Iterable[int] = ()) -> None:
+        for job_id in missing:
+            self.book.remove(job_id)
+        for job in jobs:
+            if job.status == "active":
+                self.book.upsert(spec_of(job))
+            else:
+                self.book.remove(job.id)
 
     async def _apply_changes(self) -> None:
         ids = sorted(self._changes)
         self._changes.clear()
-        found = {j.id: j for j in await self._ledger.jobs(ids)}
-        for job_id in ids:
-            job = found.get(job_id)
-            if job is None or job.status != "active":
-                self.book.remove(job_id)
-            else:
-                self.book.upsert(spec_of(job))
+        found = await self._ledger.jobs(ids)
+        self._apply(found, missing=set(ids) - {j.id for j in found})
 
     async def _repush_all(self, now: datetime, *, unmark: bool) -> int:
         if unmark:

@@ -88,6 +88,19 @@ class Ledger:
             rows = await self._pool.fetch(q.DISPATCH_JOBS_BY_ID, list(ids))
         return [_job(r) for r in rows]
 
+    async def changed_since(self, since: datetime) -> list[DispatchJob]:
+        """Jobs created, edited, paused or resumed after `since` (as active or paused)."""
+        with translate_errors():
+            rows = await self._pool.fetch(q.DISPATCH_JOBS_CHANGED, since)
+        return [_job(r) for r in rows]
+
+    async def active_digest(self) -> tuple[int, int, datetime]:
+        """(count, sum of ids) of the active jobs, and the database's now()."""
+        with translate_errors():
+            row = await self._pool.fetchrow(q.DISPATCH_ACTIVE_DIGEST)
+        assert row is not None
+        return int(row[0]), int(row[1]), row[2]
+
     async def write_ticks(
         self,
         epoch: int,

@@ -86,6 +86,10 @@ _DISPATCH_JOB = (
 )
 DISPATCH_JOBS_ACTIVE = f"SELECT {_DISPATCH_JOB} FROM jobs WHERE status = 'active'"
 DISPATCH_JOBS_BY_ID = f"SELECT {_DISPATCH_JOB} FROM jobs WHERE id = ANY($1::bigint[])"
+# The periodic resync (a safety net for lost notifications): what changed since $1 (every API
+# write sets updated_at), and a digest of the active set that reveals deletions.
+DISPATCH_JOBS_CHANGED = f"SELECT {_DISPATCH_JOB} FROM jobs WHERE updated_at > $1"
+DISPATCH_ACTIVE_DIGEST = "SELECT count(*), coalesce(sum(id), 0)::bigint, now() FROM jobs WHERE status = 'active'"
 
 # A run as a token needs it; times in UTC epoch ms (floor), the same way on every path.
 _TOKEN_COLS = (

@@ -246,3 +246,21 @@ async def test_upcoming_ticks_are_written_ahead_and_pushed_when_due(stack: Stack
     assert await ticker.push_once(T0 + timedelta(seconds=4.999)) == 0
     assert await ticker.push_once(T0 + timedelta(seconds=5)) == 1
     assert [t.run_id for t in await stack.tokens()] == [run["id"]]
+
+
+async def test_periodic_resync_catches_changes_whose_notification_was_lost(stack: Stack) -> None:
+    kept = await add_job(stack.pool, "0 0 1 1 *")
+    deleted = await add_job(stack.pool, "0 0 1 1 *")
+    paused = await add_job(stack.pool, "0 0 1 1 *")
+    ticker = Ticker(stack.ledger, stack.publisher, lambda: stack.epoch, resync_interval_s=30, lookahead_s=0)
+    await ticker.run_once(T0)
+    assert all(j in ticker.book for j in (kept, deleted, paused))
+    # Written behind the leader's back, with no NOTIFY.
+    created = await add_job(stack.pool, "0 0 1 1 *")
+    await stack.pool.execute("DELETE FROM jobs WHERE id = $1", deleted)
+    await stack.pool.execute("UPDATE jobs SET status = 'paused', updated_at = now() WHERE id = $1", paused)
+    await ticker.run_once(T0 + timedelta(seconds=10))
+    assert created not in ticker.book, "not before the resync is due"
+    await ticker.run_once(T0 + timedelta(seconds=31))
+    assert created in ticker.book and kept in ticker.book
+    assert deleted not in ticker.book and paused not in ticker.book
