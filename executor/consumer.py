@@ -14,6 +14,7 @@ import time
 from collections.abc import Awaitable, Callable
 
 from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from cronos import metrics
@@ -76,6 +77,14 @@ class Consumer:
                 self._deps.on_trouble.append("redis")
                 log.warning("stream read failed: %s", exc, extra={"event": "stream.read_failed"})
                 await _sleep_or_stop(stopping, backoff.next_delay())
+                continue
+            except ResponseError as exc:
+                if not _stream_lost(exc):
+                    raise
+                # Redis lost its data (restart without persistence): make the group again and keep
+                # reading; the leader re-pushes a token for every queued run.
+                log.warning("run stream or group missing: recreating it", extra={"event": "stream.group_lost"})
+                await self._stream.ensure_group()
                 continue
             if burst and not deliveries and not self._tasks:
                 break
@@ -173,6 +182,11 @@ class Consumer:
         if self._tasks:
             await asyncio.wait(set(self._tasks))
         return cancelled
+
+
+def _stream_lost(exc: ResponseError) -> bool:
+    text = str(exc)
+    return "NOGROUP" in text or "no longer exists" in text
 
 
 async def _sleep_or_stop(stopping: asyncio.Event, delay: float) -> None:

@@ -18,6 +18,7 @@ from typing import Any, Self
 
 import aiohttp
 import redis.asyncio as aioredis
+from redis.exceptions import ResponseError
 
 from cronos import presence
 from cronos.errors import ConfigError
@@ -192,7 +193,12 @@ class Executor:
         if keys:
             await self._scripts.release_many_if_owner(keys=keys, args=[self.node_id], client=pipe)
         pipe.xack(self._stream.key, self._stream.group, *[i.entry_id for i in items])
-        await pipe.execute()
+        try:
+            await pipe.execute()
+        except ResponseError as exc:
+            if "NOGROUP" not in str(exc):
+                raise
+            # Redis lost the stream: there is nothing left to acknowledge (locks were released first).
         return [None] * len(items)
 
     async def _probe(self, backend: str) -> None:

@@ -152,3 +152,26 @@ async def test_postgresql_outage_keeps_the_result_and_writes_it_once(
 
 async def _equal(probe: Any, expected: Any) -> bool:
     return bool(await probe == expected)
+
+
+async def test_redis_losing_the_stream_and_group_does_not_stop_the_executor(
+    harness: Harness, settings: Settings, redis_client: aioredis.Redis, caplog: pytest.LogCaptureFixture
+) -> None:
+    job = await harness.job(payload={"action": "noop"}, concurrency_policy="allow")
+    async with Executor(settings) as ex:
+        task = asyncio.create_task(ex.run())
+        try:
+            await harness.queue(job, 0)
+            await wait_for(lambda: _equal(_states(harness, job), ["completed"]), what="first run")
+            await redis_client.delete(harness.stream.key)  # Redis restarted without persistence
+            await asyncio.sleep(0.8)  # past one blocking read
+            assert not task.done()
+            await harness.stream.ensure_group()  # what the leader does when it sees the loss
+            await harness.queue(job, 1)  # ... and it re-pushes queued runs
+            await wait_for(
+                lambda: _equal(_states(harness, job), ["completed", "completed"]), timeout=10, what="second run"
+            )
+        finally:
+            ex.stop()
+            await asyncio.wait_for(task, 10)
+    assert any(getattr(r, "event", None) == "stream.group_lost" for r in caplog.records)
