@@ -117,6 +117,7 @@ class Cluster:
     keep: bool = False  # keep root (logs, data) after close
     nodes: dict[str, Node] = field(default_factory=dict)
     timeline: list[tuple[float, str]] = field(default_factory=list)
+    crashes: list[str] = field(default_factory=list)  # nodes that exited on their own, revived
     pg: PgServer | None = None
     redis_server: RedisServer | None = None
     receiver: Receiver = field(default_factory=Receiver)
@@ -226,14 +227,28 @@ class Cluster:
     def log_text(self, name: str) -> str:
         return self.nodes[name].logfile.read_text(errors="replace")
 
-    def unexpected_exits(self) -> list[str]:
-        """Nodes that exited on their own (not killed or stopped by the harness), with their log tails."""
+    def _dead_on_their_own(self) -> list[tuple[Node, str]]:
         found = []
         for node in self.nodes.values():
             if node.proc is not None and node.proc.poll() is not None and not node.stopped:
                 tail = "\n".join(self.log_text(node.name).splitlines()[-12:])
-                found.append(f"{node.name} exited with {node.proc.returncode}:\n{tail}")
+                found.append((node, f"{node.name} exited with {node.proc.returncode}:\n{tail}"))
         return found
+
+    def unexpected_exits(self) -> list[str]:
+        """Nodes that exited on their own (not killed or stopped by the harness), with their log tails."""
+        return self.crashes + [text for _, text in self._dead_on_their_own()]
+
+    def revive(self) -> list[str]:
+        """Restart nodes that exited on their own, as a supervisor would; each stays a finding."""
+        revived = []
+        for node, text in self._dead_on_their_own():
+            self.crashes.append(text)
+            code = node.proc.returncode if node.proc is not None else None
+            node.start()
+            self.mark(f"{node.name} had exited on its own (exit {code}); restarted")
+            revived.append(node.name)
+        return revived
 
     def assert_alive(self) -> None:
         exits = self.unexpected_exits()

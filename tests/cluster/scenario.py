@@ -93,20 +93,35 @@ async def run_mix(
     duration_s: float,
     progress: Callable[[Injected], None] | None = None,
     kinds: tuple[str, ...] = KINDS,
+    supervise: bool = False,
 ) -> MixResult:
-    """Inject the seed's plan of faults for `duration_s` seconds, measuring each recovery."""
+    """Inject the seed's plan of faults for `duration_s` seconds, measuring each recovery.
+
+    `supervise` restarts nodes that exit on their own (as Kubernetes would), so a long soak
+    goes on past such a crash; the crash is still recorded (cluster.crashes) and reported.
+    """
     result = MixResult(seed)
     began = time.monotonic()
-    for planned in plan(seed, duration_s, kinds):
-        wait = planned.at_s - (time.monotonic() - began)
-        if wait > 0:
-            await asyncio.sleep(wait)
-        injected = await inject(cluster, planned)
-        await measure_recovery(cluster, injected, workload.probe.id)
-        result.faults.append(injected)
-        if progress is not None:
-            progress(injected)
-    rest = duration_s - (time.monotonic() - began)
-    if rest > 0:
-        await asyncio.sleep(rest)
+    async with asyncio.TaskGroup() as group:
+        supervisor = group.create_task(_supervise(cluster)) if supervise else None
+        for planned in plan(seed, duration_s, kinds):
+            wait = planned.at_s - (time.monotonic() - began)
+            if wait > 0:
+                await asyncio.sleep(wait)
+            injected = await inject(cluster, planned)
+            await measure_recovery(cluster, injected, workload.probe.id)
+            result.faults.append(injected)
+            if progress is not None:
+                progress(injected)
+        rest = duration_s - (time.monotonic() - began)
+        if rest > 0:
+            await asyncio.sleep(rest)
+        if supervisor is not None:
+            supervisor.cancel()
     return result
+
+
+async def _supervise(cluster: Cluster) -> None:
+    while True:
+        cluster.revive()
+        await asyncio.sleep(0.5)

@@ -81,7 +81,14 @@ async def save_artifacts(cluster: Cluster, result: MixResult, target: Path) -> N
     (target / "timeline.txt").write_text("".join(sorted(lines)))
 
 
-async def soak(duration_s: float, seed: int, dispatchers: int, executors: int, kinds: tuple[str, ...] = KINDS) -> int:
+async def soak(
+    duration_s: float,
+    seed: int,
+    dispatchers: int,
+    executors: int,
+    kinds: tuple[str, ...] = KINDS,
+    supervise: bool = True,
+) -> int:
     cluster = Cluster(dispatchers=dispatchers, executors=executors, api=True)
     began = time.monotonic()
     try:
@@ -98,12 +105,15 @@ async def soak(duration_s: float, seed: int, dispatchers: int, executors: int, k
                 flush=True,
             )
 
-        result = await run_mix(cluster, workload, seed, duration_s, progress, kinds)
+        result = await run_mix(cluster, workload, seed, duration_s, progress, kinds, supervise)
         report = await verify(cluster, start)
         print(summary(result, report, time.monotonic() - began))
         exits = cluster.unexpected_exits()
-        for text in exits:
-            print(f"node exited on its own: {text}")
+        print(f"nodes that exited on their own: {len(exits)}")
+        for text in exits[:3]:
+            print(f"  {text}")
+        for text in exits[3:]:
+            print(f"  {text.splitlines()[0]}")
         failed = not report.ok or bool(result.late()) or bool(exits)
         if failed:
             target = Path("artifacts") / f"soak-{seed}"
@@ -127,12 +137,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dispatchers", type=int, default=3)
     parser.add_argument("--executors", type=int, default=3)
     parser.add_argument("--faults", default=",".join(KINDS), help=f"comma-separated subset of {','.join(KINDS)}")
+    parser.add_argument(
+        "--no-supervise", dest="supervise", action="store_false", help="do not restart nodes that exit on their own"
+    )
     args = parser.parse_args(argv)
     kinds = tuple(k for k in args.faults.split(",") if k)
     unknown = set(kinds) - set(KINDS)
     if unknown or not kinds:
         parser.error(f"--faults: unknown {sorted(unknown)}; choose from {','.join(KINDS)}")
-    return asyncio.run(soak(args.duration, args.seed, args.dispatchers, args.executors, kinds))
+    return asyncio.run(soak(args.duration, args.seed, args.dispatchers, args.executors, kinds, args.supervise))
 
 
 if __name__ == "__main__":
