@@ -24,7 +24,9 @@ from tests.cluster.checker import JobDef, RunRow
 
 T = TypeVar("T")
 
-_JOB_COLUMNS = "id, cron_expression, timezone, status, concurrency_policy, max_retries, created_at, kind"
+_JOB_COLUMNS = (
+    "id, cron_expression, timezone, status, concurrency_policy, max_retries, created_at, kind, misfire_grace_s"
+)
 _RUN_COLUMNS = (
     "id, job_id, scheduled_for, attempt, trigger, state, due_at, created_at, epoch, node_id,"
     " started_at, finished_at, error, skip_reason"

@@ -75,6 +75,17 @@ def test_g2_a_skip_with_reason_counts_and_one_without_is_reported() -> None:
     assert codes(runs) == {"G2.skip_without_reason"}
 
 
+def test_g2_a_run_started_later_than_its_misfire_grace_is_reported() -> None:
+    strict = dataclasses.replace(EVERY_SECOND, misfire_grace_s=2.0)
+    runs = clean_runs(strict)
+    runs[5] = dataclasses.replace(runs[5], started_at=runs[5].scheduled_for + s(7.1))  # grace 2 + slack 5
+    runs[5] = dataclasses.replace(runs[5], finished_at=runs[5].scheduled_for + s(7.2))
+    runs = runs[:6]  # nothing after it, so no overlap
+    assert codes(runs, (strict,)) == {"G2.missing", "G2.ran_past_grace"}
+    runs[5] = dataclasses.replace(runs[5], started_at=runs[5].scheduled_for + s(6.5))
+    assert "G2.ran_past_grace" not in codes(runs, (strict,))
+
+
 def test_g2_a_run_for_an_instant_that_is_not_a_tick_is_reported() -> None:
     job = dataclasses.replace(EVERY_SECOND, cron_expression="*/2 * * * * *")
     runs = [r for r in clean_runs(job) if r.scheduled_for.second % 2 == 0]
