@@ -92,6 +92,13 @@ def main(settings: Settings, argv: Sequence[str]) -> int:
             f"{row['max']:>8.1f}ms {row['dup']:>4} {row['tx']:>9.3f}",
             flush=True,
         )
+        if args.rate:
+            ticks = row["p99_by_tick"]
+            steady = sorted(ticks[1:])[len(ticks[1:]) // 2] if len(ticks) > 1 else 0.0
+            print(
+                f"{'':>9} p99 per tick (ms): {' '.join(f'{t:.0f}' for t in ticks)};"
+                f" median after the first: {steady:.0f}"
+            )
         if row["dup"] or row["missing"]:
             print(f"  !! duplicates {row['dup']}, not completed {row['missing']}", flush=True)
             return 1
@@ -228,6 +235,10 @@ async def _ledger_figures(pool: asyncpg.Pool, client: Any, prefix: str, total: i
     identity_dups = await pool.fetchval(
         "SELECT count(*) FROM (SELECT 1 FROM runs GROUP BY job_id, scheduled_for, attempt HAVING count(*) > 1) d"
     )
+    per_second = await pool.fetch(
+        "SELECT percentile_cont(0.99) WITHIN GROUP (ORDER BY extract(epoch FROM started_at - scheduled_for)) AS p99"
+        " FROM runs GROUP BY scheduled_for ORDER BY scheduled_for"
+    )
     executions = await client.hgetall(f"{prefix}bench:executions")
     extra_runs = sum(int(v) - 1 for v in executions.values())
     span = float(row["span"] or wall)
@@ -239,6 +250,7 @@ async def _ledger_figures(pool: asyncpg.Pool, client: Any, prefix: str, total: i
         "max": float(row["max"] or 0) * 1000,
         "dup": int(identity_dups) + extra_runs + max(0, len(executions) - total),
         "missing": total - int(row["done"]) + max(0, total - len(executions)),
+        "p99_by_tick": [float(r["p99"] or 0) * 1000 for r in per_second],
     }
 
 
