@@ -94,8 +94,11 @@ def _leader(cluster: Cluster, pick: int) -> Node:
     return cluster.leader() or _pick([n for n in cluster.role("dispatcher") if n.alive], pick)
 
 
-async def inject(cluster: Cluster, fault: PlannedFault) -> Injected:
-    """Inject one fault and undo it (restart, SIGCONT) as an operator or supervisor would."""
+async def inject(cluster: Cluster, fault: PlannedFault, down_s: float = 0.0) -> Injected:
+    """Inject one fault and undo it (restart, SIGCONT) as an operator or supervisor would.
+
+    `down_s`: how long redis-server stays down before it starts again, empty.
+    """
     ttl_s, lease_s = cluster.ttl_ms / 1000, cluster.lease_s
     bound = recovery_bound_s(fault.kind, cluster.ttl_ms, lease_s)
     if fault.kind == "kill_leader":
@@ -117,7 +120,7 @@ async def inject(cluster: Cluster, fault: PlannedFault) -> Injected:
         await asyncio.sleep(2 * lease_s + 0.5)  # past its lease: the run is taken away
         cluster.resume(node)
     elif fault.kind == "redis_restart":
-        done = Injected(fault.kind, "redis", cluster.redis_restart(), bound_s=bound)
+        done = Injected(fault.kind, "redis", await asyncio.to_thread(cluster.redis_restart, down_s), bound_s=bound)
     elif fault.kind == "pg_restart":
         done = Injected(fault.kind, "postgresql", await asyncio.to_thread(cluster.pg_restart), bound_s=bound)
     elif fault.kind == "pg_crash":

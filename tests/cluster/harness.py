@@ -283,10 +283,13 @@ class Cluster:
         node.start()
         return self.mark(f"start {node.name}")
 
-    def redis_restart(self) -> float:
+    def redis_restart(self, down_s: float = 0.0) -> float:
+        """Kill redis-server, `down_s` of downtime, start it empty; returns when it went down."""
         assert self.redis_server is not None
-        self.redis_server.restart()
-        return self.mark("redis-server restarted empty")
+        at = self.mark("redis-server killed")
+        self.redis_server.restart(down_s)
+        self.mark("redis-server started empty")
+        return at
 
     def pg_restart(self) -> float:
         assert self.pg is not None

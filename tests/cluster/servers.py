@@ -211,9 +211,10 @@ class RedisServer:
             self.proc.wait(10)
         self.proc = None
 
-    def restart(self) -> None:
-        """Kill and start again on the same port: every key, the stream and its group are gone."""
+    def restart(self, down_s: float = 0.0) -> None:
+        """Kill, stay down `down_s`, start again on the same port: every key, the stream and its group are gone."""
         self.kill()
+        time.sleep(down_s)
         self.start()
 
     def stop(self) -> None:

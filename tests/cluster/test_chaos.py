@@ -15,11 +15,11 @@ from datetime import UTC, datetime
 
 import pytest
 
-from cronos.models import FAIL_EXECUTOR_LOST
+from cronos.models import FAIL_EXECUTOR_LOST, SKIP_MISFIRED
 from tests.cluster.checker import Report, RunRow
 from tests.cluster.faults import PlannedFault, inject, measure_recovery, recovery_bound_s
 from tests.cluster.harness import Cluster
-from tests.cluster.ledger import fetch_runs, load
+from tests.cluster.ledger import fetch_runs, insert_job, load
 from tests.cluster.scenario import LONG_S, add_workload, run_mix, verify, wait_ready
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(150)]
@@ -166,16 +166,31 @@ async def test_sigstop_of_an_executor_past_its_lease_loses_the_run_and_reports_n
     await assert_ok(cluster, start)
 
 
-async def test_redis_restart_losing_all_data_recovers(make_cluster: MakeCluster) -> None:
+async def test_redis_restart_losing_all_data_recovers_per_misfire_policy(make_cluster: MakeCluster) -> None:
+    """Redis down 3 s, back empty: queued runs are re-pushed, the ticks of the outage end per policy."""
     cluster = make_cluster(dispatchers=2, executors=2)
     workload = await add_workload(cluster, retry=False)
+    noop = {"action": "noop"}
+    strict = await insert_job(
+        cluster.dsn, "strict", "* * * * * *", payload=noop, misfire_policy="skip", misfire_grace_s=1
+    )
+    eager = await insert_job(
+        cluster.dsn, "eager", "* * * * * *", payload=noop, misfire_policy="run_all", concurrency_policy="allow"
+    )
     start = await wait_ready(cluster, workload)
     await long_run_in_flight(cluster, workload.jobs[1].id)
-    fault = await inject(cluster, PlannedFault(0, "redis_restart", 0))
+    down_s = 3.0
+    fault = await inject(cluster, PlannedFault(0, "redis_restart", 0), down_s=down_s)
     await measure_recovery(cluster, fault, workload.probe.id)
-    assert fault.recovery_s is not None and fault.recovery_s <= fault.bound_s, fault
+    assert fault.recovery_s is not None and fault.recovery_s <= fault.bound_s + down_s, fault
     await asyncio.sleep(2)
     await assert_ok(cluster, start)
+    outage = "job_id = $1 AND scheduled_for > $2 AND scheduled_for <= $3 AND attempt = 1"
+    began, ended = datetime.fromtimestamp(fault.started, UTC), datetime.fromtimestamp(fault.ended, UTC)
+    strict_rows = await fetch_runs(cluster.dsn, outage, strict.id, began, ended)
+    eager_rows = await fetch_runs(cluster.dsn, outage, eager.id, began, ended)
+    assert any(r.skip_reason == SKIP_MISFIRED for r in strict_rows), f"skip policy, nothing misfired: {strict_rows}"
+    assert eager_rows and all(r.state == "completed" for r in eager_rows), f"run_all lost a tick: {eager_rows}"
 
 
 @pytest.mark.parametrize("kind", ["pg_restart", "pg_crash"])
