@@ -14,8 +14,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from cronos.models import FAIL_EXECUTOR_LOST
-from tests.cluster.harness import Cluster, Node
+from tests.cluster.harness import Cluster
 from tests.cluster.ledger import fetch_runs
+from tests.cluster.node import Node
 
 KINDS = ("kill_leader", "pause_leader", "kill_executor", "pause_executor", "redis_restart", "pg_restart", "pg_crash")
 

@@ -9,9 +9,8 @@
     finally:
         cluster.close()                      # every child, always (atexit too)
 
-Each node runs in its own process group, so a fault hits the node and whatever it spawned
-(shell jobs), as when a container dies or freezes. Node output goes to logs/<node>.log.
-Every fault is appended to `timeline` with its wall-clock time.
+Nodes (node.py) write to logs/<node>.log; every fault is appended to `timeline` with its
+wall-clock time.
 """
 
 from __future__ import annotations
@@ -20,10 +19,9 @@ import atexit
 import contextlib
 import os
 import shutil
-import signal
-import subprocess
 import tempfile
 import time
+import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,75 +29,12 @@ from pathlib import Path
 import redis
 
 from cronos.keys import Keys
+from tests.cluster.node import Node
 from tests.cluster.receiver import Receiver
 from tests.cluster.servers import REPO, PgServer, RedisServer, cronos_command, free_port, pg_from_template
 
 _live: set[Cluster] = set()
 _ENV_DROP = ("DATABASE_URL", "REDIS_URL", "PORT")
-
-
-@dataclass(slots=True)
-class Node:
-    role: str  # dispatcher | executor | api
-    name: str  # its CRONOS_NODE_ID
-    argv: list[str]
-    env: dict[str, str]
-    cwd: Path
-    logfile: Path
-    proc: subprocess.Popen[bytes] | None = None
-    paused: bool = False
-    stopped: bool = False  # killed or terminated on purpose: its exit is not a finding
-
-    @property
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def start(self) -> None:
-        assert not self.alive, f"{self.name} is already running"
-        with self.logfile.open("ab") as out:
-            out.write(f"--- start {self.name} at {time.time():.3f}\n".encode())
-            out.flush()
-            self.proc = subprocess.Popen(
-                self.argv, env=self.env, cwd=self.cwd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
-            )
-        self.paused = self.stopped = False
-
-    def signal(self, signum: int) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.proc.pid, signum)
-
-    def kill(self) -> None:
-        """kill -9 of the node's whole process group; reaps it."""
-        self.stopped = True
-        self.signal(signal.SIGKILL)
-        if self.proc is not None:
-            self.proc.wait(10)
-        self.paused = False
-
-    def terminate(self, timeout: float = 10) -> int | None:
-        """SIGTERM and wait for a graceful exit (SIGKILL past `timeout`); returns the exit code."""
-        if self.proc is None:
-            return None
-        self.stopped = True
-        self.resume()
-        if self.proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                self.proc.send_signal(signal.SIGTERM)
-            try:
-                return self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.kill()
-        return self.proc.returncode
-
-    def pause(self) -> None:
-        self.signal(signal.SIGSTOP)
-        self.paused = True
-
-    def resume(self) -> None:
-        if self.paused:
-            self.signal(signal.SIGCONT)
-            self.paused = False
 
 
 @dataclass(slots=True)

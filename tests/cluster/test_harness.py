@@ -12,8 +12,9 @@ import pytest
 import redis
 
 from cronos.store.db import CONNECTION_ERRORS
-from tests.cluster.harness import Cluster, Node
+from tests.cluster.harness import Cluster
 from tests.cluster.ledger import with_db
+from tests.cluster.node import Node
 
 pytestmark = pytest.mark.cluster
 
