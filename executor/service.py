@@ -12,16 +12,17 @@ import asyncio
 import contextlib
 import importlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, Self, TypeVar
 
 import aiohttp
 import redis.asyncio as aioredis
 from redis.exceptions import ResponseError
 
 from cronos import presence
-from cronos.errors import ConfigError
+from cronos.backoff import Backoff
+from cronos.errors import BackendUnavailable, ConfigError
 from cronos.keys import Keys
 from cronos.scripts import Scripts
 from cronos.settings import Settings
@@ -30,11 +31,12 @@ from cronos.store.runs import ClaimedRun, Outcome, RunStore
 from cronos.stream import RunStream
 from executor import heartbeat, kinds
 from executor.batcher import Batcher
-from executor.consumer import Consumer
+from executor.consumer import REDIS_ERRORS, Consumer
 from executor.locking import TickLocks
 from executor.pipeline import SKIPPED, Deps, Settle
 
 log = logging.getLogger("cronos.executor")
+T = TypeVar("T")
 
 
 class Executor:
@@ -54,13 +56,21 @@ class Executor:
     # --- lifecycle ---
 
     async def __aenter__(self) -> Self:
+        try:
+            await self._open()
+        except BaseException:
+            await self._stack.aclose()
+            raise
+        return self
+
+    async def _open(self) -> None:
         for module in self._imports:
             try:
                 importlib.import_module(module)
             except ImportError as exc:
                 raise ConfigError(f"--import {module}: {exc}") from exc
         settings = self.settings
-        pool = await connect(settings.database_url, min_size=1, max_size=6)
+        pool = await self._until_up("postgresql", lambda: connect(settings.database_url, min_size=1, max_size=6))
         self._stack.push_async_callback(pool.close)
         self._pool = pool
         client = aioredis.from_url(settings.redis_url)
@@ -70,7 +80,7 @@ class Executor:
         self._stack.push_async_callback(http.close)
         self._scripts = Scripts(client)
         self._stream = RunStream(client, self._keys)
-        await self._stream.ensure_group()
+        await self._until_up("redis", self._stream.ensure_group)
         self.store = RunStore(pool)
         lease_ms = int(settings.run_lease_s * 1000)
         batchers: list[Batcher[Any, Any]] = [
@@ -97,7 +107,26 @@ class Executor:
             "executor ready",
             extra={"event": "executor.ready", "concurrency": settings.executor_concurrency, "imports": self._imports},
         )
-        return self
+
+    async def _until_up(self, backend: str, attempt: Callable[[], Awaitable[T]]) -> T:
+        """Start even when a backend is not there yet: retry with capped backoff until it answers."""
+        backoff = Backoff(base_s=0.2, cap_s=5.0)
+        while True:
+            try:
+                return await attempt()
+            except (BackendUnavailable, *REDIS_ERRORS) as exc:
+                if self._stopping.is_set():
+                    raise
+                delay = backoff.next_delay()
+                log.warning(
+                    "%s unavailable at start, retrying in %.1f s: %s",
+                    backend,
+                    delay,
+                    exc,
+                    extra={"event": "backend.waiting", "backend": backend},
+                )
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._stopping.wait(), timeout=delay)
 
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None

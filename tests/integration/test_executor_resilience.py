@@ -175,3 +175,25 @@ async def test_redis_losing_the_stream_and_group_does_not_stop_the_executor(
             ex.stop()
             await asyncio.wait_for(task, 10)
     assert any(getattr(r, "event", None) == "stream.group_lost" for r in caplog.records)
+
+
+@pytest.mark.parametrize("backend", ["postgresql", "redis"])
+async def test_executor_starts_waiting_for_a_backend_that_is_not_up_yet(
+    harness: Harness, settings: Settings, backend: str
+) -> None:
+    job = await harness.job(payload={"action": "noop"})
+    await harness.queue(job)
+    url = settings.database_url if backend == "postgresql" else settings.redis_url
+    async with proxied(url) as (proxy, proxy_url):
+        field = "database_url" if backend == "postgresql" else "redis_url"
+        proxy.cut()
+        executor = Executor(msgspec.structs.replace(settings, **{field: proxy_url}))
+        entering = asyncio.create_task(executor.__aenter__())
+        await asyncio.sleep(0.6)
+        assert not entering.done()  # still waiting, not crashed
+        proxy.restore()
+        ex = await asyncio.wait_for(entering, 10)
+        try:
+            assert await ex.run_once() == {"completed": 1}
+        finally:
+            await ex.__aexit__(None, None, None)
