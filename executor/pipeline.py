@@ -37,6 +37,9 @@ T = TypeVar("T")
 
 SKIPPED = "skipped"
 DRAIN_CANCELLED = "cancelled: executor shutting down"
+# A run's error and traceback are bounded like its result: user code controls their size.
+MAX_ERROR_BYTES = 4096
+MAX_TRACEBACK_BYTES = 32_768
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,8 +199,9 @@ def _outcome(
     if isinstance(failure, asyncio.CancelledError):
         error = flight.cancel_reason or DRAIN_CANCELLED
     else:
-        trace = "".join(traceback.format_exception(failure))
+        trace = kinds.excerpt("".join(traceback.format_exception(failure)), MAX_TRACEBACK_BYTES)
         error = failure.message if isinstance(failure, kinds.RunFailed) else f"{type(failure).__name__}: {failure}"
+        error = kinds.excerpt(error, MAX_ERROR_BYTES) or ""
         result = failure.result if isinstance(failure, kinds.RunFailed) else None
     return Outcome(
         run_id=run.id,
