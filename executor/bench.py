@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
 import os
 import signal
 import subprocess
@@ -109,8 +108,6 @@ async def _round(settings: Settings, args: argparse.Namespace, executors: int) -
     tag = uuid.uuid4().hex[:8]
     dsn = _with_database(settings.database_url, f"cronos_bench_{tag}")
     prefix = f"bench:{tag}:"
-    # cronos.store.db logs `name` in `extra`, which logging refuses: keep its info lines off.
-    logging.getLogger("cronos.store").setLevel(logging.WARNING)
     try:
         await migrate(dsn)
     except BaseException:
