@@ -21,6 +21,16 @@ from dispatcher.planner import JobSpec
 log = logging.getLogger("dispatcher.schedule_book")
 
 
+def _same(a: JobSpec, b: JobSpec) -> bool:
+    return (a.key, a.misfire_policy, a.misfire_grace_s, a.jitter_s, a.exclusive) == (
+        b.key,
+        b.misfire_policy,
+        b.misfire_grace_s,
+        b.jitter_s,
+        b.exclusive,
+    )
+
+
 class Group:
     __slots__ = ("jobs", "key", "next_due", "schedule")
 
@@ -53,38 +63,61 @@ class ScheduleBook:
     def group_count(self) -> int:
         return len(self._groups)
 
-    def replace_all(self, specs: Iterable[JobSpec]) -> None:
-        """Load the whole active set (election, periodic resync)."""
+    def clear(self) -> None:
         self._groups.clear()
         self._jobs.clear()
         self._heap.clear()
         self.id_sum = 0
-        touched: set[tuple[str, str]] = set()
-        for spec in specs:
-            if self._add(spec):
-                touched.add(spec.key)
-        self._settle_keys(touched)
+
+    def replace_all(self, specs: Iterable[JobSpec]) -> None:
+        """Load the whole active set at once (see the ticker for the chunked load)."""
+        self.clear()
+        self.apply(specs, ())
 
     def upsert(self, spec: JobSpec) -> None:
         """Add or replace one job; its cursor never moves back from what this book knew."""
-        old = self._jobs.get(spec.id)
-        if old is not None:
-            spec.cursor = max(spec.cursor, old.cursor)
-            self.remove(spec.id)
-        if self._add(spec):
-            self._settle_keys({spec.key})
+        self.apply([spec], ())
 
     def remove(self, job_id: int) -> None:
+        self.apply((), [job_id])
+
+    def settle_all(self) -> None:
+        self._settle_keys(list(self._groups))
+
+    def apply(self, upserts: Iterable[JobSpec], removals: Iterable[int], *, settle: bool = True) -> int:
+        """Many changes at once; each touched group is settled once (later, by `settle_all`,
+        with settle=False). Returns how many changed."""
+        touched: set[tuple[str, str]] = set()
+        changed = 0
+        for job_id in removals:
+            if (key := self._drop(job_id)) is not None:
+                touched.add(key)
+                changed += 1
+        for spec in upserts:
+            old = self._jobs.get(spec.id)
+            if old is not None:
+                if spec.cursor <= old.cursor and _same(spec, old):
+                    continue  # what we hold already (a resync sees jobs it knows)
+                spec.cursor = max(spec.cursor, old.cursor)
+                touched.add(old.key)
+                self._drop(spec.id)
+            if self._add(spec):
+                touched.add(spec.key)
+            changed += 1
+        if settle:
+            self._settle_keys(touched)
+        return changed
+
+    def _drop(self, job_id: int) -> tuple[str, str] | None:
         spec = self._jobs.pop(job_id, None)
         if spec is None:
-            return
+            return None
         self.id_sum -= job_id
         group = self._groups[spec.key]
         del group.jobs[job_id]
         if not group.jobs:
             del self._groups[spec.key]  # its heap entries are now stale and get dropped
-        else:
-            self._settle_keys({spec.key})
+        return spec.key
 
     def _add(self, spec: JobSpec) -> bool:
         group = self._groups.get(spec.key)

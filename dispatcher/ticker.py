@@ -30,11 +30,14 @@ log = logging.getLogger("dispatcher.ticker")
 _JOB_OPS = frozenset({"created", "updated", "deleted", "paused", "resumed"})
 _QUEUE_OPS = frozenset({"triggered", "retry"})
 _PAGE = 5000
+_LOAD_CHUNK = 5000
 _RESYNC_SLACK = timedelta(seconds=10)  # a write committed late still has an updated_at after the watermark
 # Ticks are written to the ledger this far ahead of their time, queued with their due time,
 # so the token goes out the moment it is due instead of after an insert. The price: a job
 # paused less than this before a tick may still get that tick.
 LOOKAHEAD_S = 1.0
+# A round is planned lazily, batch by batch, against the `now` it started with (so a big
+# burst is not judged late by its own last batches); max_rows only bounds a huge catch-up.
 # Fenced tick transactions in flight at once (each on its own connection).
 WRITERS = 3
 
@@ -77,7 +80,7 @@ class Ticker:
         *,
         resync_interval_s: float = 30.0,
         probe_interval_s: float = 1.0,
-        max_rows: int = 20_000,
+        max_rows: int = 1_000_000,
         batch_rows: int = 2_000,
         lookahead_s: float = LOOKAHEAD_S,
     ) -> None:
@@ -208,9 +211,13 @@ class Ticker:
                 return
         count, _sum, db_now = await self._ledger.active_digest()
         jobs = await self._ledger.active_jobs()
-        self.book.replace_all(spec_of(j) for j in jobs)
+        self.book.clear()
+        for start in range(0, len(jobs), _LOAD_CHUNK):  # in chunks: the renewer must not starve
+            self.book.apply([spec_of(j) for j in jobs[start : start + _LOAD_CHUNK]], (), settle=False)
+            await asyncio.sleep(0)
+        self.book.settle_all()
+        # Changes notified meanwhile stay queued: they may postdate the snapshot just loaded.
         self._watermark = db_now - _RESYNC_SLACK
-        self._changes.clear()
         metrics.JOBS.labels(status="active").set(len(jobs))
         log.info(
             "schedule loaded",
@@ -218,13 +225,8 @@ class Ticker:
         )
 
     def _apply(self, jobs: list[DispatchJob], missing: Iterable[int] = ()) -> None:
-        for job_id in missing:
-            self.book.remove(job_id)
-        for job in jobs:
-            if job.status == "active":
-                self.book.upsert(spec_of(job))
-            else:
-                self.book.remove(job.id)
+        gone = [j.id for j in jobs if j.status != "active"]
+        self.book.apply((spec_of(j) for j in jobs if j.status == "active"), [*missing, *gone])
 
     async def _apply_changes(self) -> None:
         ids = sorted(self._changes)
