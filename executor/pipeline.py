@@ -61,6 +61,7 @@ class InFlight:
 
     run: ClaimedRun
     lock_key: str
+    entry_id: bytes
     task: asyncio.Task[Any] | None = None  # set only while the work runs
     cancel_reason: str | None = None
     lost: bool = False  # ownership went elsewhere: cancel, report nothing
@@ -116,7 +117,7 @@ async def process(delivery: Delivery, deps: Deps) -> str:
             if not isinstance(claim, ClaimedRun):
                 await settle(deps, lock_key, delivery.entry_id)
                 return claim or "not_queued"
-            flight = InFlight(claim, lock_key)
+            flight = InFlight(claim, lock_key, delivery.entry_id)
             deps.in_flight[claim.id] = flight
             try:
                 outcome = await run_under_timeout(deps, flight)  # step 4

@@ -181,6 +181,7 @@ class Executor:
         while not done.is_set():
             try:
                 await heartbeat.beat(self._deps, self._scripts)
+                await self._touch_entries()
                 in_flight = len(self._deps.in_flight)
                 await presence.beat(
                     self._redis,
@@ -195,6 +196,16 @@ class Executor:
                 log.warning("heartbeat failed: %s", exc, extra={"event": "executor.heartbeat_failed"})
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(done.wait(), timeout=interval)
+
+    async def _touch_entries(self) -> None:
+        """Reset the idle time of the entries of runs still executing here, so other executors'
+        XAUTOCLAIM (entries idle for two leases) leaves a long run's token alone."""
+        assert self._deps is not None
+        ids: list[Any] = [f.entry_id for f in self._deps.in_flight.values()]
+        if ids:
+            await self._redis.xclaim(
+                self._stream.key, self._stream.group, self.node_id, min_idle_time=0, message_ids=ids, justid=True
+            )
 
     # --- batched I/O behind the pipeline's steps ---
 

@@ -284,6 +284,19 @@ async def test_idle_entries_of_a_dead_consumer_are_reclaimed(harness: Harness, e
     assert EXECUTIONS[token.run_id] == 1 and (await harness.stream.info()).consumers.get("ghost") == 0
 
 
+async def test_a_long_run_keeps_its_token_from_other_executors(harness: Harness, executor: Factory) -> None:
+    job = await harness.job(payload=gate("long"))
+    token = await harness.queue(job)
+    async with executor("a", executor_concurrency=1) as a, running(a), executor("b") as b, running(b):
+        await wait_for(lambda: _is(harness, token.run_id, "running"), what="run running")
+        assert b._consumer is not None
+        b._consumer.autoclaim_idle_ms = 1000  # b reclaims anything idle for 1 s (a beats every 0.5 s)
+        await asyncio.sleep(3.5)  # two of b's reclaim passes
+        assert b.counts == {} and (await harness.stream.info()).consumers.get(a.node_id) == 1
+        RELEASE["long"].set()
+        await wait_for(lambda: _is(harness, token.run_id, "completed"), what="run completed")
+
+
 async def test_malformed_entry_is_acknowledged(harness: Harness, executor: Factory, redis_client: Any) -> None:
     await redis_client.xadd(harness.stream.key, {b"t": b"\xc1not msgpack"})
     async with executor() as ex:
