@@ -37,14 +37,16 @@ class OwnedLock:
         return value.decode() if isinstance(value, bytes) else str(value)
 
 
-async def acquire_many(client: Any, keys: Sequence[str], owner: str, ttl_ms: int) -> list[bool]:
-    """Take many locks in one pipelined round trip; one bool per key, in order."""
+async def acquire_many(scripts: Scripts, keys: Sequence[str], owner: str, ttl_ms: int) -> list[bool]:
+    """Take many locks in one script call; one bool per key, in order.
+
+    The keys of one call must share a hash slot on a Redis Cluster (group them by slot there).
+    """
     if not keys:
         return []
-    pipe = client.pipeline(transaction=False)
-    for key in keys:
-        pipe.set(key, owner, nx=True, px=ttl_ms)
-    return [bool(ok) for ok in await pipe.execute()]
+    reply = await scripts.acquire_many_nx(keys=list(keys), args=[owner, ttl_ms])
+    flags = reply.decode() if isinstance(reply, bytes) else str(reply)
+    return [flag == "1" for flag in flags]
 
 
 async def renew_many(scripts: Scripts, keys: Sequence[str], owner: str, ttl_ms: int) -> int:

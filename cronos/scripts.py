@@ -20,6 +20,21 @@ end
 return 0
 """
 
+# KEYS: lock keys; ARGV[1] owner; ARGV[2] ttl ms. SET NX PX each; answers one string,
+# "1" (taken) or "0" (denied) per key in order: one command and one reply for a whole
+# batch, where a pipeline costs a command and a reply per key.
+ACQUIRE_MANY_NX = """
+local out = {}
+for i, key in ipairs(KEYS) do
+  if redis.call('SET', key, ARGV[1], 'NX', 'PX', ARGV[2]) then
+    out[i] = '1'
+  else
+    out[i] = '0'
+  end
+end
+return table.concat(out)
+"""
+
 # KEYS: lock keys; ARGV[1] owner token. Deletes those we own; returns how many.
 RELEASE_MANY_IF_OWNER = """
 local n = 0
@@ -51,3 +66,4 @@ class Scripts:
         self.release_if_owner = client.register_script(RELEASE_IF_OWNER)
         self.release_many_if_owner = client.register_script(RELEASE_MANY_IF_OWNER)
         self.renew_many_if_owner = client.register_script(RENEW_MANY_IF_OWNER)
+        self.acquire_many_nx = client.register_script(ACQUIRE_MANY_NX)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import importlib
 import logging
 from collections.abc import Awaitable, Callable, Sequence
@@ -24,6 +25,7 @@ from cronos import presence
 from cronos.backoff import Backoff
 from cronos.errors import BackendUnavailable, ConfigError
 from cronos.keys import Keys
+from cronos.locks import acquire_many
 from cronos.scripts import Scripts
 from cronos.settings import Settings
 from cronos.store.db import connect
@@ -32,7 +34,6 @@ from cronos.stream import RunStream
 from executor import heartbeat, kinds
 from executor.batcher import Batcher
 from executor.consumer import REDIS_ERRORS, Consumer
-from executor.locking import TickLocks
 from executor.pipeline import SKIPPED, Deps, Settle
 
 log = logging.getLogger("cronos.executor")
@@ -84,7 +85,7 @@ class Executor:
         self.store = RunStore(pool)
         lease_ms = int(settings.run_lease_s * 1000)
         batchers: list[Batcher[Any, Any]] = [
-            Batcher("locks", TickLocks(client, self.node_id, lease_ms).acquire_many),
+            Batcher("locks", functools.partial(self._acquire_locks, lease_ms)),
             Batcher("claims", self._claim_batch),
             Batcher("finishes", self._finish_batch),
             Batcher("settles", self._settle_batch),
@@ -208,6 +209,9 @@ class Executor:
             )
 
     # --- batched I/O behind the pipeline's steps ---
+
+    async def _acquire_locks(self, lease_ms: int, keys: list[str]) -> list[bool]:
+        return await acquire_many(self._scripts, keys, self.node_id, lease_ms)
 
     async def _claim_batch(self, run_ids: list[int]) -> list[ClaimedRun | str | None]:
         assert self.store is not None

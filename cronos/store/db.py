@@ -32,6 +32,8 @@ CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
     asyncpg.exceptions.AdminShutdownError,
     asyncpg.exceptions.CrashShutdownError,
     asyncpg.exceptions.ConnectionDoesNotExistError,
+    # Raised on a connection PostgreSQL killed mid-operation ("cannot ... connection is closed").
+    asyncpg.exceptions.InternalClientError,
     ConnectionError,
     TimeoutError,
 )

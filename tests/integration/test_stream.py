@@ -74,8 +74,8 @@ async def test_owned_lock_only_its_owner_renews_and_releases(redis_client: aiore
 async def test_batch_locks(redis_client: aioredis.Redis, key_prefix: str) -> None:
     scripts = Scripts(redis_client)
     keys = [f"{key_prefix}l{i}" for i in range(5)]
-    assert await acquire_many(redis_client, keys[:2], "other", 5000) == [True, True]
-    assert await acquire_many(redis_client, keys, "me", 5000) == [False, False, True, True, True]
+    assert await acquire_many(scripts, keys[:2], "other", 5000) == [True, True]
+    assert await acquire_many(scripts, keys, "me", 5000) == [False, False, True, True, True]
     assert await renew_many(scripts, keys, "me", 9000) == 3
     assert await release_many(scripts, keys, "me") == 3
     assert await redis_client.exists(*keys) == 2
