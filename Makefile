@@ -18,7 +18,7 @@ services:
 
 # A working cluster on the local PostgreSQL and Redis: migrate, then API + dispatcher + executor.
 run: setup services
-	$(BIN)/cronos dev
+	$(BIN)/cronos dev --import cronos.example_tasks
 
 # Lint, types, import contracts, then the whole test suite against real PostgreSQL and Redis.
 test: setup services lint
