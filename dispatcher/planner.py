@@ -48,12 +48,12 @@ class JobSpec:
 
 @dataclass(slots=True)
 class TickBatch:
-    """Rows for one fenced transaction: ticks (queued or skipped) and cursor moves."""
+    """Rows for one fenced transaction: ticks (queued or skipped), and each job's new cursor
+    (its newest tick here: the ledger derives the same from the rows)."""
 
     job_ids: list[int] = field(default_factory=list)
     scheduled_for: list[datetime] = field(default_factory=list)
     due_at: list[datetime] = field(default_factory=list)
-    exclusive: list[bool] = field(default_factory=list)
     skip_reason: list[str | None] = field(default_factory=list)
     cursor_ids: list[int] = field(default_factory=list)
     cursors: list[datetime] = field(default_factory=list)
@@ -155,7 +155,6 @@ def iter_plan(
                     batch.job_ids.append(job.id)
                     batch.scheduled_for.append(tick)
                     batch.due_at.append(due)
-                    batch.exclusive.append(job.exclusive)
                     batch.skip_reason.append(reason)
                 batch.cursor_ids.append(job.id)
                 batch.cursors.append(ticks[-1])

@@ -39,7 +39,7 @@ LOOKAHEAD_S = 1.0
 # A round is planned lazily, batch by batch, against the `now` it started with (so a big
 # burst is not judged late by its own last batches); max_rows only bounds a huge catch-up.
 # Fenced tick transactions in flight at once (each on its own connection).
-WRITERS = 3
+WRITERS = 2
 
 
 @dataclass(slots=True)
@@ -271,14 +271,7 @@ class Ticker:
             try:
                 epoch = self._epoch()
                 written = await self._ledger.write_ticks(
-                    epoch,
-                    batch.job_ids,
-                    batch.scheduled_for,
-                    batch.due_at,
-                    batch.exclusive,
-                    batch.skip_reason,
-                    batch.cursor_ids,
-                    batch.cursors,
+                    epoch, batch.job_ids, batch.scheduled_for, batch.due_at, batch.skip_reason
                 )
             finally:
                 slots.release()

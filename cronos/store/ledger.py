@@ -107,23 +107,19 @@ class Ledger:
         job_ids: Sequence[int],
         scheduled_for: Sequence[datetime],
         due_at: Sequence[datetime],
-        exclusive: Sequence[bool],
         skip_reason: Sequence[str | None],
-        cursor_ids: Sequence[int],
-        cursors: Sequence[datetime],
     ) -> TickResult:
-        """Insert ticks (queued or skipped) and advance cursors in one fenced transaction."""
+        """Insert ticks (queued or skipped) and move each job's cursor to its newest one, in one
+        fenced transaction. Jobs no longer active get nothing."""
         queued: list[QueuedRun] = []
         skipped = 0
         with translate_errors():
             async with self._pool.acquire() as conn, conn.transaction():
                 await _guard(conn, epoch)
-                rows = await conn.fetch(
-                    q.TICKS_WRITE, epoch, job_ids, scheduled_for, due_at, exclusive, skip_reason, cursor_ids, cursors
-                )
+                rows = await conn.fetch(q.TICKS_WRITE, epoch, job_ids, scheduled_for, due_at, skip_reason)
         for row in rows:
-            if row[6] == "queued":
-                queued.append(_queued(row))
+            if row[4] == "queued":
+                queued.append(QueuedRun(row[0], row[1], row[2], 1, "schedule", row[3]))
             else:
                 skipped += 1
         return TickResult(queued=queued, skipped=skipped)

@@ -98,30 +98,31 @@ _TOKEN_COLS = (
 )
 
 # Ticks, ledger first (run inside a transaction that holds EPOCH_GUARD), in one statement:
-# $1 epoch; $2-$6 one array per tick column; $7/$8 each job's new cursor. Cursors only move
-# forward and only for jobs still active, and only those jobs get their ticks written (a job
-# paused or deleted meanwhile gets none; one whose cursor is already there was written
+# $1 epoch; $2-$5 one array per tick column. Each job's cursor moves to its newest tick here,
+# only forward and only while the job is active, and only those jobs get their ticks written
+# (a job paused or deleted meanwhile gets none; one whose cursor is already there was written
 # before). An existing tick identity is left alone (RETURNING omits it: nothing is pushed
 # twice). Rows are marked pushed by this epoch: the leader pushes them itself, at once or
-# when their (jittered) due time comes.
+# when their (jittered) due time comes. Returns id, job_id, scheduled_for_ms, due_ms, state.
 TICKS_WRITE = (
-    "WITH moved AS ("
+    "WITH t AS (SELECT * FROM unnest($2::bigint[], $3::timestamptz[], $4::timestamptz[], $5::text[])"
+    " AS t(job_id, scheduled_for, due_at, skip_reason)),"
+    " moved AS ("
     " UPDATE jobs SET last_scheduled_for = c.cursor"
-    " FROM unnest($7::bigint[], $8::timestamptz[]) AS c(id, cursor)"
-    " WHERE jobs.id = c.id AND jobs.status = 'active'"
+    " FROM (SELECT job_id, max(scheduled_for) AS cursor FROM t GROUP BY job_id) AS c"
+    " WHERE jobs.id = c.job_id AND jobs.status = 'active'"
     " AND (jobs.last_scheduled_for IS NULL OR jobs.last_scheduled_for < c.cursor)"
-    " RETURNING jobs.id)"
+    " RETURNING jobs.id, jobs.concurrency_policy <> 'allow' AS exclusive)"
     " INSERT INTO runs (job_id, scheduled_for, attempt, trigger, state, due_at, exclusive, epoch,"
     " pushed_epoch, skip_reason, finished_at)"
     " SELECT t.job_id, t.scheduled_for, 1, 'schedule',"
-    " CASE WHEN t.skip_reason IS NULL THEN 'queued' ELSE 'skipped' END, t.due_at, t.exclusive, $1::bigint,"
+    " CASE WHEN t.skip_reason IS NULL THEN 'queued' ELSE 'skipped' END, t.due_at, m.exclusive, $1::bigint,"
     " CASE WHEN t.skip_reason IS NULL THEN $1::bigint END, t.skip_reason,"
     " CASE WHEN t.skip_reason IS NULL THEN NULL ELSE now() END"
-    " FROM unnest($2::bigint[], $3::timestamptz[], $4::timestamptz[], $5::boolean[], $6::text[])"
-    " AS t(job_id, scheduled_for, due_at, exclusive, skip_reason)"
-    " WHERE t.job_id IN (SELECT id FROM moved)"
+    " FROM t JOIN moved m ON m.id = t.job_id"
     " ON CONFLICT (job_id, scheduled_for, attempt) DO NOTHING"
-    " RETURNING " + _TOKEN_COLS + ", state"
+    " RETURNING id, job_id, floor(extract(epoch FROM scheduled_for) * 1000)::bigint,"
+    " floor(extract(epoch FROM due_at) * 1000)::bigint, state"
 )
 # Manual triggers and retries (queued by others, never pushed) that are due: mark and return.
 # $1 epoch, $2 now, $3 limit.
