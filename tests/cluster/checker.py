@@ -8,7 +8,7 @@ ticks.py, never from the product's schedule code.
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -16,6 +16,7 @@ from tests.cluster.receiver import Delivery
 from tests.cluster.ticks import expected_ticks
 
 OPEN = ("queued", "running")
+Interval = tuple[datetime, datetime | None]  # [entered running, left running); None: still running
 # A queued run past its misfire grace is expired by a periodic pass of the leader, so a claim
 # may still win for a moment after the grace: a start later than grace + this is a violation.
 LATE_SLACK_S = 5.0
@@ -95,8 +96,12 @@ def check(
     leader_log: dict[int, datetime],
     window: tuple[datetime, datetime],
     deliveries: Sequence[Delivery] = (),
+    running: Mapping[int, Interval] | None = None,
 ) -> Report:
-    """Check every invariant over (start, end]; runs due after `end` are only checked for G1/G3/G5."""
+    """Check every invariant over (start, end]; runs due after `end` are only checked for G1/G3/G5.
+
+    `running`: run id -> when it entered and left `running`, from the harness's audit trigger.
+    """
     report = Report(window)
     by_job: dict[int, list[RunRow]] = defaultdict(list)
     for run in runs:
@@ -105,7 +110,7 @@ def check(
     for job in jobs:
         _g2_every_tick(report, job, by_job[job.id], window)
         if job.concurrency_policy == "forbid":
-            _g3_no_overlap(report, job, by_job[job.id])
+            _g3_no_overlap(report, job, by_job[job.id], running)
         _g4_settled(report, job, by_job[job.id], window[1])
     _g5_fencing(report, runs, leader_log)
     _not_early(report, runs)
@@ -161,18 +166,30 @@ def _g2_every_tick(report: Report, job: JobDef, runs: list[RunRow], window: tupl
             report.add("G2.unexpected_tick", f"job {job.id} has a run for {tick.isoformat()}, not a tick", rows)
 
 
-def _g3_no_overlap(report: Report, job: JobDef, runs: list[RunRow]) -> None:
-    started = sorted((r for r in runs if r.started_at is not None), key=lambda r: (r.started_at, r.id))
-    latest: RunRow | None = None  # the started run whose interval reaches furthest
-    reach: datetime | None = None  # its finished_at; None while it is open-ended
-    for run in started:
-        assert run.started_at is not None
-        if latest is not None and (reach is None or run.started_at < reach):
+def _g3_no_overlap(report: Report, job: JobDef, runs: list[RunRow], running: Mapping[int, Interval] | None) -> None:
+    """With `running` (the audit of state changes), intervals are exact; else the ledger's timestamps.
+
+    The ledger's started_at/finished_at are the product's now(), a transaction's start: a claim
+    that waited on the one-running-run index for the previous run's finish to commit is recorded
+    as starting before that finish. The audit's clock times are taken after the index check.
+    """
+    spans: list[tuple[datetime, datetime | None, RunRow]] = []
+    for run in runs:
+        span = running.get(run.id) if running is not None else None
+        if span is None and run.started_at is not None:
+            span = (run.started_at, run.finished_at)
+        if span is not None:
+            spans.append((span[0], span[1], run))
+    spans.sort(key=lambda s: (s[0], s[2].id))
+    latest: RunRow | None = None  # the run whose interval reaches furthest
+    reach: datetime | None = None  # where it ends; None while it is open-ended
+    for begin, end, run in spans:
+        if latest is not None and (reach is None or begin < reach):
             report.add(
                 "G3.overlap", f"forbid job {job.id}: run {run.id} started while run {latest.id} ran", (latest, run)
             )
-        if latest is None or (reach is not None and (run.finished_at is None or run.finished_at > reach)):
-            latest, reach = run, run.finished_at
+        if latest is None or (reach is not None and (end is None or end > reach)):
+            latest, reach = run, end
 
 
 def _g4_settled(report: Report, job: JobDef, runs: list[RunRow], end: datetime) -> None:

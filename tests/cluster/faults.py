@@ -19,6 +19,8 @@ from tests.cluster.ledger import fetch_runs
 from tests.cluster.node import Node
 
 KINDS = ("kill_leader", "pause_leader", "kill_executor", "pause_executor", "redis_restart", "pg_restart", "pg_crash")
+# Graceful restarts (SIGTERM, then start), as in a rolling deploy: the soak adds them.
+ROLLING = ("restart_leader", "restart_executor")
 
 # A tick every second, executor pickup, and scheduling noise of processes on a 2-core box.
 SLACK_S = 3.0
@@ -61,10 +63,14 @@ def plan(
     return faults
 
 
-def recovery_bound_s(kind: str, ttl_ms: int, lease_s: float) -> float:
+def recovery_bound_s(kind: str, ttl_ms: int, lease_s: float, drain_s: float = 2.0) -> float:
     """How long after its injection a fault may keep the cluster from running ticks."""
     ttl_s = ttl_ms / 1000
     return {
+        # a clean stop releases the lock: the next candidate wins at its next try
+        "restart_leader": ttl_s / 3 + SLACK_S,
+        # the drain ends (or cancels and records) in-flight runs by its deadline
+        "restart_executor": drain_s + SLACK_S,
         # the lock expires after ttl; a candidate retries every ttl/3
         "kill_leader": ttl_s + ttl_s / 3 + SLACK_S,
         "pause_leader": ttl_s + ttl_s / 3 + SLACK_S,
@@ -101,7 +107,7 @@ async def inject(cluster: Cluster, fault: PlannedFault, down_s: float = 0.0) -> 
     `down_s`: how long redis-server stays down before it starts again, empty.
     """
     ttl_s, lease_s = cluster.ttl_ms / 1000, cluster.lease_s
-    bound = recovery_bound_s(fault.kind, cluster.ttl_ms, lease_s)
+    bound = recovery_bound_s(fault.kind, cluster.ttl_ms, lease_s, cluster.drain_s)
     if fault.kind == "kill_leader":
         node = _leader(cluster, fault.pick)
         done = Injected(fault.kind, node.name, cluster.kill(node), bound_s=bound)
@@ -120,6 +126,16 @@ async def inject(cluster: Cluster, fault: PlannedFault, down_s: float = 0.0) -> 
         done = Injected(fault.kind, node.name, cluster.pause(node), bound_s=bound, lost_runs=lost)
         await asyncio.sleep(2 * lease_s + 0.5)  # past its lease: the run is taken away
         cluster.resume(node)
+    elif fault.kind == "restart_leader":
+        node = _leader(cluster, fault.pick)
+        done = Injected(fault.kind, node.name, time.time(), bound_s=bound)
+        await asyncio.to_thread(cluster.terminate, node)
+        cluster.restart(node)
+    elif fault.kind == "restart_executor":
+        node, lost = await _busy_executor(cluster, fault.pick)
+        done = Injected(fault.kind, node.name, time.time(), bound_s=bound, lost_runs=lost)
+        await asyncio.to_thread(cluster.terminate, node)
+        cluster.restart(node)
     elif fault.kind == "redis_restart":
         done = Injected(fault.kind, "redis", await asyncio.to_thread(cluster.redis_restart, down_s), bound_s=bound)
     elif fault.kind == "pg_restart":
@@ -143,7 +159,7 @@ async def measure_recovery(cluster: Cluster, fault: Injected, probe_job_id: int)
     since = datetime.fromtimestamp(fault.started, UTC)
     deadline = time.monotonic() + max(0.0, fault.started + fault.bound_s - time.time()) + 5.0
     while time.monotonic() < deadline:
-        if fault.kind in ("kill_executor", "pause_executor"):
+        if fault.kind in ("kill_executor", "pause_executor", "restart_executor"):
             ids = fault.lost_runs or [-1]
             rows = await fetch_runs(cluster.dsn, "id = ANY($1::bigint[])", ids)
             if all(r.finished_at is not None for r in rows):

@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 import asyncpg
 
 from cronos.store.db import CONNECTION_ERRORS
-from tests.cluster.checker import JobDef, RunRow
+from tests.cluster.checker import Interval, JobDef, RunRow
 
 T = TypeVar("T")
 
@@ -32,12 +32,19 @@ _RUN_COLUMNS = (
     " started_at, finished_at, error, skip_reason"
 )
 
+_RUNNING_SPANS = (
+    "SELECT run_id, min(at) FILTER (WHERE new_state = 'running') AS began,"
+    " min(at) FILTER (WHERE old_state = 'running') AS ended"
+    " FROM chaos_transitions GROUP BY run_id HAVING bool_or(new_state = 'running')"
+)
+
 
 @dataclass(frozen=True, slots=True)
 class Ledger:
     jobs: list[JobDef]
     runs: list[RunRow]
     leader_log: dict[int, datetime]  # epoch -> elected_at
+    running: dict[int, Interval]  # run id -> [entered running, left running), from the audit trigger
 
 
 async def with_db(dsn: str, work: Callable[[asyncpg.Connection], Awaitable[T]], timeout: float = 30) -> T:
@@ -89,7 +96,10 @@ async def load(dsn: str) -> Ledger:
         jobs = [JobDef(**dict(r)) for r in await conn.fetch(f"SELECT {_JOB_COLUMNS} FROM jobs ORDER BY id")]
         runs = [RunRow(**dict(r)) for r in await conn.fetch(f"SELECT {_RUN_COLUMNS} FROM runs ORDER BY id")]
         leaders = {r["epoch"]: r["elected_at"] for r in await conn.fetch("SELECT epoch, elected_at FROM leader_log")}
-        return Ledger(jobs, runs, leaders)
+        running: dict[int, Interval] = {}
+        for r in await conn.fetch(_RUNNING_SPANS):
+            running[r["run_id"]] = (r["began"], r["ended"])
+        return Ledger(jobs, runs, leaders, running)
 
     return await with_db(dsn, work)
 

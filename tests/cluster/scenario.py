@@ -73,7 +73,7 @@ async def verify(cluster: Cluster, start: datetime, end: datetime | None = None)
     await settle(cluster.dsn, end, settle_timeout_s(cluster))
     deliveries = cluster.receiver.deliveries()  # before the ledger: each delivery's run is in it
     ledger = await load(cluster.dsn)
-    return check(ledger.jobs, ledger.runs, ledger.leader_log, (start, end), deliveries)
+    return check(ledger.jobs, ledger.runs, ledger.leader_log, (start, end), deliveries, ledger.running)
 
 
 @dataclass(slots=True)

@@ -24,6 +24,22 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 DB_NAME = "cronos"
+# Test-only instrumentation installed in the template after the migrations: every change of a
+# run's state, stamped by clock_timestamp() in an AFTER trigger, i.e. after the unique-index
+# checks (and any wait on them) and before commit. That orders a claim after the finish it
+# waited for, which the product's now() (transaction start) does not (checker G3).
+AUDIT_SQL = """
+CREATE TABLE chaos_transitions (
+    run_id bigint NOT NULL, old_state text, new_state text NOT NULL, at timestamptz NOT NULL
+);
+CREATE FUNCTION chaos_audit() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO chaos_transitions VALUES (NEW.id, OLD.state, NEW.state, clock_timestamp());
+    RETURN NULL;
+END $$;
+CREATE TRIGGER chaos_audit AFTER UPDATE OF state ON runs
+    FOR EACH ROW WHEN (OLD.state IS DISTINCT FROM NEW.state) EXECUTE FUNCTION chaos_audit();
+"""
 _template_lock = threading.Lock()
 _template_dir: Path | None = None
 
@@ -152,6 +168,8 @@ def migrated_template() -> Path:
             )
             if done.returncode != 0:
                 raise RuntimeError(f"cronos migrate failed: {done.stderr}")
+            psql = [str(server.bin / "psql"), "-h", "127.0.0.1", "-p", str(server.port), "-U", "postgres"]
+            _run([*psql, "-d", DB_NAME, "-v", "ON_ERROR_STOP=1", "-q", "-c", AUDIT_SQL], "audit trigger")
         finally:
             server._ctl("-m", "fast", "-w", "stop")
         _template_dir = server.data

@@ -20,7 +20,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from tests.cluster.checker import Report
-from tests.cluster.faults import KINDS, Injected
+from tests.cluster.faults import KINDS, ROLLING, Injected
 from tests.cluster.harness import Cluster
 from tests.cluster.ledger import load, write_csv
 from tests.cluster.scenario import MixResult, add_workload, run_mix, verify, wait_ready
@@ -136,15 +136,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=1, help="seed of the fault plan (default 1)")
     parser.add_argument("--dispatchers", type=int, default=3)
     parser.add_argument("--executors", type=int, default=3)
-    parser.add_argument("--faults", default=",".join(KINDS), help=f"comma-separated subset of {','.join(KINDS)}")
+    every = KINDS + ROLLING
+    parser.add_argument("--faults", default=",".join(every), help=f"comma-separated subset of {','.join(every)}")
     parser.add_argument(
         "--no-supervise", dest="supervise", action="store_false", help="do not restart nodes that exit on their own"
     )
     args = parser.parse_args(argv)
     kinds = tuple(k for k in args.faults.split(",") if k)
-    unknown = set(kinds) - set(KINDS)
+    unknown = set(kinds) - set(every)
     if unknown or not kinds:
-        parser.error(f"--faults: unknown {sorted(unknown)}; choose from {','.join(KINDS)}")
+        parser.error(f"--faults: unknown {sorted(unknown)}; choose from {','.join(every)}")
     return asyncio.run(soak(args.duration, args.seed, args.dispatchers, args.executors, kinds, args.supervise))
 
 

@@ -13,7 +13,7 @@ import redis
 
 from cronos.store.db import CONNECTION_ERRORS
 from tests.cluster.harness import Cluster
-from tests.cluster.ledger import with_db
+from tests.cluster.ledger import insert_job, load, with_db
 from tests.cluster.node import Node
 
 pytestmark = pytest.mark.cluster
@@ -101,3 +101,24 @@ def test_close_stops_servers_and_removes_the_directory() -> None:
     assert pg is not None and rd is not None
     assert not pg.is_up() and not rd.is_up()
     assert not root.exists()
+
+
+async def test_the_audit_trigger_stamps_each_state_change_of_a_run(make_cluster: Callable[..., Cluster]) -> None:
+    cluster = make_cluster(dispatchers=0, executors=0)
+    job = await insert_job(cluster.dsn, "audited", "* * * * * *")
+
+    async def walk(conn: asyncpg.Connection) -> None:
+        run_id = await conn.fetchval(
+            "INSERT INTO runs (job_id, scheduled_for, trigger, state, due_at)"
+            " VALUES ($1, now(), 'schedule', 'queued', now()) RETURNING id",
+            job.id,
+        )
+        await conn.execute("UPDATE runs SET state = 'running', started_at = now() WHERE id = $1", run_id)
+        await conn.execute("UPDATE runs SET node_id = 'x' WHERE id = $1", run_id)  # not a state change
+        await conn.execute("UPDATE runs SET state = 'completed', finished_at = now() WHERE id = $1", run_id)
+
+    await with_db(cluster.dsn, walk)
+    ledger = await load(cluster.dsn)
+    (run,) = ledger.runs
+    began, ended = ledger.running[run.id]
+    assert ended is not None and run.started_at is not None and began >= run.started_at and ended > began

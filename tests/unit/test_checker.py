@@ -124,6 +124,22 @@ def test_g3_a_run_still_open_overlaps_everything_after_it() -> None:
     assert sorted(v.code for v in found.violations) == ["G3.overlap"] * 9 + ["G4.unsettled"]
 
 
+def test_g3_uses_the_audited_running_intervals_when_given() -> None:
+    """Soak seed 42: a claim that waited for the previous finish is stamped 146 us before it (now())."""
+    runs = clean_runs()
+    a, b = runs[4], runs[5]
+    runs[4] = dataclasses.replace(a, started_at=b.scheduled_for - s(0.003), finished_at=b.scheduled_for + s(0.028778))
+    runs[5] = dataclasses.replace(b, started_at=b.scheduled_for + s(0.028632), finished_at=b.scheduled_for + s(0.06))
+    assert codes(runs) == {"G3.overlap"}  # the ledger's own timestamps overlap
+    audited: dict[int, tuple[datetime, datetime | None]] = {
+        r.id: (r.started_at, r.finished_at) for r in runs if r.started_at is not None
+    }
+    audited[runs[5].id] = (b.scheduled_for + s(0.0290), b.scheduled_for + s(0.0601))  # after the finish
+    assert not check([EVERY_SECOND], runs, LEADERS, WINDOW, running=audited).violations
+    audited[runs[5].id] = (b.scheduled_for + s(0.0287), b.scheduled_for + s(0.0601))  # really overlapping
+    assert check([EVERY_SECOND], runs, LEADERS, WINDOW, running=audited).codes() == {"G3.overlap": 1}
+
+
 def test_g4_queued_or_running_after_settling_is_reported_but_not_past_the_window() -> None:
     runs = clean_runs()
     runs[6] = dataclasses.replace(runs[6], state="running", finished_at=None)
