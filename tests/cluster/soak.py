@@ -53,7 +53,7 @@ def summary(result: MixResult, report: Report, elapsed_s: float) -> str:
     for kind, faults in sorted(by_kind.items()):
         times = [f.recovery_s for f in faults if f.recovery_s is not None]
         missed = len(faults) - len(times)
-        text = f"  {kind:<15} n={len(faults):<3} max {max(times, default=float('nan')):.2f}"
+        text = f"  {kind:<17} n={len(faults):<3} max {max(times, default=float('nan')):.2f}"
         text += f"  p50 {percentile(times, 0.5):.2f}  bound {faults[0].bound_s:.1f}"
         lines.append(text + (f"  NOT RECOVERED {missed}" if missed else ""))
     lines.append(f"violations       {len(report.violations)} {dict(codes) or ''}")
@@ -101,7 +101,7 @@ async def soak(
             rec = "NOT RECOVERED" if fault.recovery_s is None else f"{fault.recovery_s:.2f} s"
             late = " (past bound!)" if fault.recovery_s is not None and fault.recovery_s > fault.bound_s else ""
             print(
-                f"  [{time.monotonic() - began:6.1f}s] {fault.kind:<15} {fault.target:<10} recovered {rec}{late}",
+                f"  [{time.monotonic() - began:6.1f}s] {fault.kind:<17} {fault.target:<10} recovered {rec}{late}",
                 flush=True,
             )
 
