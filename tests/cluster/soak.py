@@ -73,6 +73,10 @@ async def save_artifacts(cluster: Cluster, result: MixResult, target: Path) -> N
     (target / "leader_log.csv").write_text(
         "epoch,elected_at\n" + "".join(f"{e},{t.isoformat()}\n" for e, t in sorted(ledger.leader_log.items()))
     )
+    (target / "running_intervals.csv").write_text(
+        "run_id,entered_running,left_running\n"
+        + "".join(f"{i},{a.isoformat()},{b.isoformat() if b else ''}\n" for i, (a, b) in sorted(ledger.running.items()))
+    )
     lines = [f"{t:.3f} {what}\n" for t, what in cluster.timeline]
     lines += [
         f"{f.started:.3f} fault {f.kind} {f.target} recovery={f.recovery_s} bound={f.bound_s:.1f}\n"
