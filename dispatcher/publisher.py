@@ -73,12 +73,13 @@ class Publisher:
             await self.prepare()
         return reason
 
-    async def housekeeping(self) -> None:
-        """Trim acknowledged entries (never pending ones) and export the stream gauges."""
+    async def housekeeping(self) -> int:
+        """Trim acknowledged entries (never pending ones), export the stream gauges; the length."""
         await self.stream.trim_acknowledged()
         info = await self.stream.info()
         metrics.STREAM_LENGTH.set(info.length)
         metrics.STREAM_PENDING.set(info.pending)
+        return info.length
 
     async def _server_run_id(self) -> str:
         info = await self._client.info("server")

@@ -19,6 +19,7 @@ from collections.abc import Callable, Coroutine
 from types import TracebackType
 from typing import Any, Self
 
+import asyncpg
 import redis.asyncio as aioredis
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
@@ -48,13 +49,21 @@ class _Stopped(Exception):
     """Raised inside a term when stop() was called, to end its TaskGroup."""
 
 
+# SQLSTATEs that mean "PostgreSQL is in trouble, try again": connection (08), rollback such as
+# a deadlock (40), resources (53), operator intervention such as a restart (57), and an
+# idle-in-transaction timeout (25P03: this leader was paused mid-transaction).
+_RETRYABLE_SQLSTATE = ("08", "40", "53", "57", "25P03")
+
+
 def backend_of(exc: BaseException) -> str | None:
-    """'postgresql' / 'redis' when `exc` means that backend is unreachable, else None."""
+    """'postgresql' / 'redis' when `exc` means that backend is unreachable or failing, else None."""
     if isinstance(exc, BackendUnavailable):
         return exc.backend
     if isinstance(exc, REDIS_ERRORS):
         return "redis"
     if isinstance(exc, CONNECTION_ERRORS):
+        return "postgresql"
+    if isinstance(exc, asyncpg.PostgresError) and str(exc.sqlstate or "").startswith(_RETRYABLE_SQLSTATE):
         return "postgresql"
     return None
 
@@ -281,7 +290,7 @@ class Dispatcher:
 
     async def _housekeeping(self, term: _Term, publisher: Publisher, ticker: Ticker) -> None:
         interval = min(HOUSEKEEPING_S, self.settings.leader_ttl_ms / 1000)
-        last_trim = time.monotonic()
+        last_trim, over_bound = time.monotonic(), False
         while True:
             await term.sleep(interval)
             reason = await publisher.data_lost()
@@ -292,4 +301,12 @@ class Dispatcher:
                 ticker.request_repush()
             if time.monotonic() - last_trim >= HOUSEKEEPING_S:
                 last_trim = time.monotonic()
-                await publisher.housekeeping()
+                length = await publisher.housekeeping()
+                over = length > self.settings.stream_maxlen
+                if over != over_bound:  # acknowledged entries are trimmed; unread ones never are
+                    over_bound = over
+                    log.log(
+                        logging.WARNING if over else logging.INFO,
+                        "run stream over its bound: executors are behind" if over else "run stream back within bound",
+                        extra={"event": "stream.over_bound" if over else "stream.within_bound", "length": length},
+                    )

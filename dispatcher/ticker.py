@@ -218,7 +218,6 @@ class Ticker:
         self.book.settle_all()
         # Changes notified meanwhile stay queued: they may postdate the snapshot just loaded.
         self._watermark = db_now - _RESYNC_SLACK
-        metrics.JOBS.labels(status="active").set(len(jobs))
         log.info(
             "schedule loaded",
             extra={"event": "schedule.loaded", "jobs": len(jobs), "groups": self.book.group_count},

@@ -114,3 +114,19 @@ def _events(caplog: pytest.LogCaptureFixture) -> list[str]:
 
 async def _logged(caplog: pytest.LogCaptureFixture, event: str) -> bool:
     return event in _events(caplog)
+
+
+def test_backend_errors_are_classified_so_the_leader_steps_down_instead_of_crashing() -> None:
+    import asyncpg
+    from redis.exceptions import ConnectionError as RedisConnectionError
+
+    from cronos.errors import BackendUnavailable
+    from dispatcher.service import backend_of
+
+    assert backend_of(RedisConnectionError("gone")) == "redis"
+    assert backend_of(BackendUnavailable("postgresql", "down")) == "postgresql"
+    assert backend_of(ConnectionRefusedError()) == "postgresql"
+    assert backend_of(asyncpg.exceptions.DeadlockDetectedError("deadlock")) == "postgresql"
+    assert backend_of(asyncpg.exceptions.IdleInTransactionSessionTimeoutError("idle")) == "postgresql"
+    assert backend_of(asyncpg.exceptions.UndefinedTableError("bug")) is None  # a bug: fail loudly
+    assert backend_of(ValueError("bug")) is None

@@ -264,3 +264,12 @@ async def test_periodic_resync_catches_changes_whose_notification_was_lost(stack
     await ticker.run_once(T0 + timedelta(seconds=31))
     assert created in ticker.book and kept in ticker.book
     assert deleted not in ticker.book and paused not in ticker.book
+
+
+async def test_redis_data_loss_is_noticed_from_the_marker_and_the_group(stack: Stack) -> None:
+    assert await stack.publisher.data_lost() is None
+    await stack.redis.delete(stack.keys.redis_marker)  # what a restart without persistence leaves
+    assert await stack.publisher.data_lost() == "marker key missing"
+    await stack.redis.xgroup_destroy(stack.keys.stream, stack.keys.group)
+    assert await stack.publisher.data_lost() == "stream or group missing"
+    assert await stack.publisher.data_lost() is None
