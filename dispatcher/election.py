@@ -113,7 +113,8 @@ class Election:
         """Stop acting at once (sync: no I/O). Idempotent."""
         if self.epoch is None:
             return
-        log.warning("stepped down", extra={"event": "leader.lost", "epoch": self.epoch, "reason": reason})
+        level = logging.INFO if reason in ("stopped", "resigned") else logging.WARNING
+        log.log(level, "stepped down", extra={"event": "leader.lost", "epoch": self.epoch, "reason": reason})
         self.epoch = None
         self._renewed_at = float("-inf")
         metrics.LEADER.set(0)

@@ -33,9 +33,10 @@ _PAGE = 5000
 _LOAD_CHUNK = 5000
 _RESYNC_SLACK = timedelta(seconds=10)  # a write committed late still has an updated_at after the watermark
 # Ticks are written to the ledger this far ahead of their time, queued with their due time,
-# so the token goes out the moment it is due instead of after an insert. The price: a job
-# paused less than this before a tick may still get that tick.
+# so the token goes out the moment it is due instead of after an insert.
 LOOKAHEAD_S = 1.0
+# A run written ahead for a job paused before it was due is never pushed; it ends skipped, with:
+SKIP_JOB_INACTIVE = "job paused or deleted"
 # A round is planned lazily, batch by batch, against the `now` it started with (so a big
 # burst is not judged late by its own last batches); max_rows only bounds a huge catch-up.
 # Fenced tick transactions in flight at once (each on its own connection).
@@ -205,7 +206,7 @@ class Ticker:
         self._resync_at = now + self._resync_interval
         if self._watermark is not None:
             count, id_sum, db_now = await self._ledger.active_digest()
-            self._apply(await self._ledger.changed_since(self._watermark))
+            await self._apply(await self._ledger.changed_since(self._watermark))
             self._watermark = db_now - _RESYNC_SLACK
             if (count, id_sum) == (len(self.book), self.book.id_sum):
                 return
@@ -223,15 +224,27 @@ class Ticker:
             extra={"event": "schedule.loaded", "jobs": len(jobs), "groups": self.book.group_count},
         )
 
-    def _apply(self, jobs: list[DispatchJob], missing: Iterable[int] = ()) -> None:
-        gone = [j.id for j in jobs if j.status != "active"]
-        self.book.apply((spec_of(j) for j in jobs if j.status == "active"), [*missing, *gone])
+    async def _apply(self, jobs: list[DispatchJob], missing: Iterable[int] = ()) -> None:
+        gone = {*missing, *(j.id for j in jobs if j.status != "active")}
+        self.book.apply((spec_of(j) for j in jobs if j.status == "active"), gone)
+        if gone and self._pending:
+            await self._cancel_pending(gone)
+
+    async def _cancel_pending(self, job_ids: set[int]) -> None:
+        """Runs written ahead for jobs now paused or deleted are never pushed: skipped instead."""
+        dropped = [entry[2].id for entry in self._pending if entry[2].job_id in job_ids]
+        if not dropped:
+            return
+        self._pending = [entry for entry in self._pending if entry[2].job_id not in job_ids]
+        heapq.heapify(self._pending)
+        skipped = await self._ledger.skip_queued(self._epoch(), dropped, SKIP_JOB_INACTIVE)
+        metrics.RUNS_SKIPPED.labels(reason=SKIP_JOB_INACTIVE).inc(skipped)
 
     async def _apply_changes(self) -> None:
         ids = sorted(self._changes)
         self._changes.clear()
         found = await self._ledger.jobs(ids)
-        self._apply(found, missing=set(ids) - {j.id for j in found})
+        await self._apply(found, missing=set(ids) - {j.id for j in found})
 
     async def _repush_all(self, now: datetime, *, unmark: bool) -> int:
         if unmark:

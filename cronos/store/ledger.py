@@ -132,6 +132,14 @@ class Ledger:
                 rows = await conn.fetch(q.QUEUED_TAKE_DUE, epoch, now, limit)
         return [_queued(r) for r in rows]
 
+    async def skip_queued(self, epoch: int, run_ids: Sequence[int], reason: str) -> int:
+        """End still-queued runs as skipped with `reason` (fenced); returns how many."""
+        with translate_errors():
+            async with self._pool.acquire() as conn, conn.transaction():
+                await _guard(conn, epoch)
+                rows = await conn.fetch(q.QUEUED_SKIP, list(run_ids), reason)
+        return len(rows)
+
     async def next_due(self) -> datetime | None:
         """The due time of the oldest queued run nobody pushed yet."""
         with translate_errors():

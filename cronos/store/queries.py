@@ -133,6 +133,11 @@ QUEUED_TAKE_DUE = (
     " RETURNING " + _TOKEN_COLS
 )
 QUEUED_NEXT_DUE = "SELECT min(due_at) FROM runs WHERE state = 'queued' AND pushed_epoch IS NULL"
+# Runs written ahead for a job paused or deleted before they were due: recorded as skipped.
+QUEUED_SKIP = (
+    "UPDATE runs SET state = 'skipped', skip_reason = $2, finished_at = now()"
+    " WHERE id = ANY($1::bigint[]) AND state = 'queued' RETURNING id"
+)
 # Re-push (election, Redis lost its data): every queued run due by $2, in id order after $3.
 QUEUED_REPUSH = (
     "UPDATE runs SET pushed_epoch = $1 WHERE id IN ("

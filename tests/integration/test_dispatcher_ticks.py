@@ -273,3 +273,16 @@ async def test_redis_data_loss_is_noticed_from_the_marker_and_the_group(stack: S
     await stack.redis.xgroup_destroy(stack.keys.stream, stack.keys.group)
     assert await stack.publisher.data_lost() == "stream or group missing"
     assert await stack.publisher.data_lost() is None
+
+
+async def test_a_run_written_ahead_is_not_pushed_once_its_job_is_paused(stack: Stack) -> None:
+    job = await add_job(stack.pool, "*/5 * * * * *")
+    ticker = Ticker(stack.ledger, stack.publisher, lambda: stack.epoch, resync_interval_s=3600, lookahead_s=1.0)
+    await ticker.run_once(T0 + timedelta(seconds=4.2))
+    await JobStore(stack.pool).set_status(job, "paused")
+    ticker.notify(Change("paused", job))
+    await ticker.run_once(T0 + timedelta(seconds=4.5))
+    assert await ticker.push_once(T0 + timedelta(seconds=5)) == 0
+    assert await stack.tokens() == []
+    (run,) = await stack.runs(job)
+    assert (run["state"], run["skip_reason"]) == ("skipped", "job paused or deleted")
