@@ -1,10 +1,12 @@
-"""The leader's tick loop: read the clock, plan, write the ledger, push, sleep.
+"""The leader's tick loops: read the clock, plan, write the ledger, push, sleep.
 
-One round (`run_once(now)`) applies job changes, re-pushes queued runs when asked,
-writes every due tick in fenced batches (ledger first) and pushes their tokens after
-each commit, then pushes runs that became due (jittered or spread-out runs this leader
-wrote, manual triggers and retries). Between rounds it sleeps until the next due
-instant or a change. Tests drive `run_once` with a fake `now`; nothing here sleeps.
+Two loops side by side. The writer (`write_once(now)`) applies job changes, re-pushes
+queued runs when asked, and writes every tick due up to `now + LOOKAHEAD_S` in fenced
+batches (ledger first); it pushes at once what is already due and hands the rest to the
+pusher. The pusher (`push_once(now)`) pushes those runs the moment they are due, so a
+token never waits behind an insert. The writer also pushes queued runs others wrote
+(manual triggers, retries) when due. Each loop sleeps until its next instant or a
+change. Tests drive `run_once(now)` (writer, then pusher) with a fake `now`.
 """
 
 from __future__ import annotations

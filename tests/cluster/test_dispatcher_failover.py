@@ -78,7 +78,7 @@ def start_nodes(services: Services, database_url: str, key_prefix: str, tmp_path
 
 async def _holder(redis_client: aioredis.Redis, keys: Keys) -> str | None:
     value = await redis_client.get(keys.leader)
-    return value.decode() if value else None
+    return value.decode() if isinstance(value, bytes) else value
 
 
 async def test_three_candidates_elect_exactly_one_and_fail_over_within_ttl_after_kill_9(
@@ -128,6 +128,7 @@ async def test_a_sigstopped_leader_resumed_after_two_ttls_writes_nothing(
     leader.proc.send_signal(signal.SIGSTOP)
     await _sleep(2 * TTL_MS / 1000)
     successor_epoch = await wait_for(lambda: _epoch_above(pg_pool, epoch), timeout=5, what="a new leader")
+    assert successor_epoch is not None
     written_before = await pg_pool.fetchval("SELECT count(*) FROM runs WHERE epoch = $1", epoch)
 
     leader.proc.send_signal(signal.SIGCONT)
@@ -172,7 +173,8 @@ async def _presence_leaders(redis_client: aioredis.Redis, keys: Keys) -> list[st
     async for key in redis_client.scan_iter(match=keys.node_pattern):
         fields = await redis_client.hgetall(key)
         if fields.get(b"leader") == b"1":
-            leaders.append(fields[b"node_id"].decode())
+            node = fields[b"node_id"]
+            leaders.append(node.decode() if isinstance(node, bytes) else node)
     return sorted(leaders)
 
 
