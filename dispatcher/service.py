@@ -42,6 +42,7 @@ from dispatcher.ticker import Ticker
 log = logging.getLogger("dispatcher.service")
 
 HOUSEKEEPING_S = 5.0
+REAP_BATCH = 1000
 REDIS_ERRORS: tuple[type[BaseException], ...] = (RedisConnectionError, RedisTimeoutError)
 
 
@@ -285,7 +286,10 @@ class Dispatcher:
         await term.sleep(max(0.0, connected_at + lease_s - time.monotonic()))
         store = RunStore(pool)
         while True:
-            await store.reap(election.check())
+            reaped = await store.reap(election.check(), limit=REAP_BATCH)
+            while reaped.lost + reaped.expired >= REAP_BATCH:  # a backlog: keep going, yielding
+                term.checkpoint()
+                reaped = await store.reap(election.check(), limit=REAP_BATCH)
             await term.sleep(lease_s / 2)
 
     async def _housekeeping(self, term: _Term, publisher: Publisher, ticker: Ticker) -> None:

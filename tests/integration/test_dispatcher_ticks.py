@@ -286,3 +286,9 @@ async def test_a_run_written_ahead_is_not_pushed_once_its_job_is_paused(stack: S
     assert await stack.tokens() == []
     (run,) = await stack.runs(job)
     assert (run["state"], run["skip_reason"]) == ("skipped", "job paused or deleted")
+
+
+async def test_a_redis_restart_is_noticed_from_its_run_id(stack: Stack) -> None:
+    stack.publisher._run_id = "run-id-before-a-restart"
+    assert await stack.publisher.data_lost() == "redis run_id changed"
+    assert await stack.publisher.data_lost() is None
