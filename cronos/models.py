@@ -23,6 +23,7 @@ TERMINAL_STATES: frozenset[str] = frozenset({"completed", "failed", "skipped"})
 SKIP_MISFIRED = "misfired"
 SKIP_EXPIRED = "expired"
 SKIP_OVERLAP = "previous run still running"
+SKIP_JOB_INACTIVE = "job paused or deleted"  # written ahead, then the job stopped before it was due
 FAIL_EXECUTOR_LOST = "executor lost"
 FAIL_REPLACED = "replaced"
 

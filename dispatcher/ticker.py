@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from cronos import metrics
+from cronos.models import SKIP_JOB_INACTIVE
 from cronos.misfire import SKIP_REASON
 from cronos.store.ledger import DispatchJob, Ledger, QueuedRun
 from dispatcher import planner
@@ -38,7 +39,6 @@ _RESYNC_SLACK = timedelta(seconds=10)  # a write committed late still has an upd
 # so the token goes out the moment it is due instead of after an insert.
 LOOKAHEAD_S = 1.0
 # A run written ahead for a job paused before it was due is never pushed; it ends skipped, with:
-SKIP_JOB_INACTIVE = "job paused or deleted"
 # A round is planned lazily, batch by batch, against the `now` it started with (so a big
 # burst is not judged late by its own last batches); max_rows only bounds a huge catch-up.
 # Fenced tick transactions in flight at once (each on its own connection).

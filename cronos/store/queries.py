@@ -34,9 +34,7 @@ JOB_INSERT = (
 JOB_GET = f"SELECT {_JOB} FROM jobs WHERE id = $1"
 JOB_GET_FOR_UPDATE = f"SELECT {_JOB} FROM jobs WHERE id = $1 FOR UPDATE"
 # $1 status filter or NULL, $2 last id seen (0 for the first page), $3 limit.
-JOB_LIST = (
-    f"SELECT {_JOB} FROM jobs WHERE ($1::text IS NULL OR status = $1) AND id > $2 ORDER BY id LIMIT $3"
-)
+JOB_LIST = f"SELECT {_JOB} FROM jobs WHERE ($1::text IS NULL OR status = $1) AND id > $2 ORDER BY id LIMIT $3"
 # $14: move the cursor to now when the schedule changed or the job resumed (greatest()
 # ignores NULL, and never moves a cursor backwards).
 JOB_UPDATE = (
