@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from cronos import metrics
-from cronos.models import SKIP_JOB_INACTIVE
 from cronos.misfire import SKIP_REASON
+from cronos.models import SKIP_JOB_INACTIVE
 from cronos.store.ledger import DispatchJob, Ledger, QueuedRun
 from dispatcher import planner
 from dispatcher.listener import Change
