@@ -122,8 +122,9 @@ async def test_a_sigstopped_leader_resumed_after_two_ttls_writes_nothing(
     nodes = start_nodes(2)  # type: ignore[operator]
     holder = await wait_for(lambda: _holder(redis_client, keys), timeout=20, what="a leader")
     leader = next(n for n in nodes if n.node_id == holder)
-    epoch = await pg_pool.fetchval("SELECT epoch FROM leader_epoch")
-    await wait_for(lambda: _runs_of_epoch(pg_pool, epoch, at_least=2), timeout=5, what="the leader dispatching")
+    # The Redis lock is won before the epoch is taken in PostgreSQL: wait for the holder's epoch.
+    epoch = await wait_for(lambda: _epoch_of(pg_pool, holder), timeout=5, what="the leader's epoch")
+    await wait_for(lambda: _runs_of_epoch(pg_pool, epoch, at_least=2), timeout=10, what="the leader dispatching")
 
     leader.proc.send_signal(signal.SIGSTOP)
     await _sleep(2 * TTL_MS / 1000)
@@ -183,6 +184,11 @@ async def _runs_of_epoch(pool: asyncpg.Pool, epoch: int, *, at_least: int, after
         "SELECT count(*) FROM runs WHERE epoch = $1 AND ($2::timestamptz IS NULL OR created_at > $2)", epoch, after
     )
     return bool(count >= at_least)
+
+
+async def _epoch_of(pool: asyncpg.Pool, holder: str) -> int | None:
+    row = await pool.fetchrow("SELECT epoch, holder FROM leader_epoch WHERE id = 1")
+    return int(row["epoch"]) if row and row["holder"] == holder else None
 
 
 async def _epoch_above(pool: asyncpg.Pool, epoch: int) -> int | None:
