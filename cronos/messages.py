@@ -22,6 +22,10 @@ class RunToken(msgspec.Struct, frozen=True, kw_only=True, array_like=False):
     attempt: int = 1
     trigger: Trigger = "schedule"
     epoch: int = 0
+    # UTC epoch ms when the run may start, set when the token is pushed ahead of it (the
+    # leader's push lead): the executor locks at once, then claims at this instant. None
+    # (tokens from an older leader): due when pushed. Never earlier than scheduled_for_ms.
+    due_ms: int | None = None
 
 
 _encoder = msgspec.msgpack.Encoder()

@@ -33,6 +33,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     leader_ttl_ms: int = 5000
     resync_interval_s: float = 30.0
     stream_maxlen: int = 100_000
+    push_lead_ms: int = 250  # tokens go out this long before they are due (executors wait, then claim)
     # executor
     executor_concurrency: int = 16
     run_lease_s: float = 10.0
@@ -118,6 +119,7 @@ VARIABLES: dict[str, tuple[str, Callable[[str], Any], str]] = {
     "CRONOS_LEADER_TTL_MS": ("leader_ttl_ms", _int(300, 600_000), "leader lock ttl in ms"),
     "CRONOS_RESYNC_INTERVAL_S": ("resync_interval_s", _float(0.1, 86_400), "full job resync period"),
     "CRONOS_STREAM_MAXLEN": ("stream_maxlen", _int(1000, 100_000_000), "approximate run stream bound"),
+    "CRONOS_PUSH_LEAD_MS": ("push_lead_ms", _int(0, 1000), "push tokens this long before due (lock early)"),
     "CRONOS_EXECUTOR_CONCURRENCY": ("executor_concurrency", _int(1, 10_000), "runs in flight per executor"),
     "CRONOS_RUN_LEASE_S": ("run_lease_s", _float(0.3, 3600), "run lease, renewed every third"),
     "CRONOS_DRAIN_TIMEOUT_S": ("drain_timeout_s", _float(0, 3600), "graceful drain deadline on SIGTERM"),

@@ -36,6 +36,7 @@ class Publisher:
                 attempt=r.attempt,
                 trigger=r.trigger,  # type: ignore[arg-type]  # the ledger only holds valid triggers
                 epoch=epoch,
+                due_ms=r.due_ms,  # may be ahead (the push lead): the executor claims it then
             )
             for r in runs
         ]

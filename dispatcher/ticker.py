@@ -2,11 +2,13 @@
 
 Two loops side by side. The writer (`write_once(now)`) applies job changes, re-pushes
 queued runs when asked, and writes every tick due up to `now + LOOKAHEAD_S` in fenced
-batches (ledger first); it pushes at once what is already due and hands the rest to the
-pusher. The pusher (`push_once(now)`) pushes those runs the moment they are due, so a
-token never waits behind an insert. The writer also pushes queued runs others wrote
-(manual triggers, retries) when due. Each loop sleeps until its next instant or a
-change. Tests drive `run_once(now)` (writer, then pusher) with a fake `now`.
+batches (ledger first); it pushes at once what is due within the push lead and hands the
+rest to the pusher. The pusher (`push_once(now)`) pushes those runs `push_lead_ms` before
+they are due, so a token never waits behind an insert and executors can lock a burst's
+ticks ahead, then claim them together at the due instant the token carries. The writer
+also pushes queued runs others wrote (manual triggers, retries) when due. Each loop sleeps
+until its next instant or a change. Tests drive `run_once(now)` (writer, then pusher)
+with a fake `now`.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from datetime import UTC, datetime, timedelta
 from cronos import metrics
 from cronos.misfire import SKIP_REASON
 from cronos.models import SKIP_JOB_INACTIVE
+from cronos.settings import Settings
 from cronos.store.ledger import DispatchJob, Ledger, QueuedRun
 from dispatcher import planner
 from dispatcher.listener import Change
@@ -38,6 +41,9 @@ _RESYNC_SLACK = timedelta(seconds=10)  # a write committed late still has an upd
 # Ticks are written to the ledger this far ahead of their time, queued with their due time,
 # so the token goes out the moment it is due instead of after an insert.
 LOOKAHEAD_S = 1.0
+# Tokens go out this long before their due time (at most the lookahead). The service passes
+# settings.push_lead_ms; this is the same default.
+PUSH_LEAD_MS = Settings().push_lead_ms
 # A run written ahead for a job paused before it was due is never pushed; it ends skipped, with:
 # A round is planned lazily, batch by batch, against the `now` it started with (so a big
 # burst is not judged late by its own last batches); max_rows only bounds a huge catch-up.
@@ -86,6 +92,7 @@ class Ticker:
         max_rows: int = 1_000_000,
         batch_rows: int = 2_000,
         lookahead_s: float = LOOKAHEAD_S,
+        push_lead_ms: int = PUSH_LEAD_MS,
     ) -> None:
         self._ledger = ledger
         self._publisher = publisher
@@ -95,6 +102,7 @@ class Ticker:
         self._max_rows = max_rows
         self._batch_rows = batch_rows
         self._lookahead = timedelta(seconds=lookahead_s)
+        self._lead_ms = push_lead_ms
         self.book = ScheduleBook()
         self.wake = asyncio.Event()  # the writer's: a change, a trigger, a re-push request
         self._heap_changed = asyncio.Event()  # the pusher's: an earlier run to push
@@ -104,7 +112,7 @@ class Ticker:
         self._probe_at: datetime | None = None  # None: look for due queued runs now
         self._queued_next: datetime | None = None
         self._watermark: datetime | None = None  # resync: changes after this (database time) are reloaded
-        self._pending: list[tuple[int, int, QueuedRun]] = []  # (due_ms, run id, run): ours, due later
+        self._pending: list[tuple[int, int, QueuedRun]] = []  # (push_ms, run id, run): ours, pushed later
 
     # --- signals from the other loops (sync, no I/O) ---
 
@@ -151,7 +159,7 @@ class Ticker:
         return result
 
     async def push_once(self, now: datetime) -> int:
-        """Push the runs this leader wrote ahead whose due time has come."""
+        """Push the runs this leader wrote ahead whose push time (due time - lead) has come."""
         self._heap_changed.clear()
         now_ms = _ms(now)
         due: list[QueuedRun] = []
@@ -292,10 +300,11 @@ class Ticker:
             self.book.advance(batch.cursor_ids, batch.cursors)
             due_now = []
             for run in written.queued:
-                if run.due_ms <= now_ms:
+                push_ms = run.due_ms - self._lead_ms
+                if push_ms <= now_ms:
                     due_now.append(run)
                 else:
-                    heapq.heappush(self._pending, (run.due_ms, run.id, run))
+                    heapq.heappush(self._pending, (push_ms, run.id, run))
                     self._heap_changed.set()
             pushed = await self._publisher.publish(due_now, epoch)
             result.queued += len(written.queued)

@@ -3,13 +3,15 @@
 While one batch is at PostgreSQL or Redis, the next one fills up; when the call returns,
 everything that arrived meanwhile goes out as the next batch. Per-token code stays a
 straight line (lock, claim, run, record, release, ack) and still costs one round trip
-per batch, not per token.
+per batch, not per token. `Alarm` lines tokens up for that: those due at one instant wake
+together.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Generic, TypeVar
 
@@ -89,3 +91,46 @@ def _fail(batch: list[tuple[I, asyncio.Future[O]]], exc: BaseException) -> None:
     for _, future in batch:
         if not future.done():
             future.set_exception(exc)
+
+
+class Alarm:
+    """Wakes every waiter of one wall-clock instant together: one timer per instant, so the
+    batched step they take next (the claim) goes out as one batch, not one per timer.
+
+    The timer runs on the loop's monotonic clock and re-arms until `clock()` (the wall clock,
+    which PostgreSQL's now() also reads) has reached the instant: never early.
+    """
+
+    def __init__(self, clock: Callable[[], float] = time.time) -> None:
+        self._clock = clock
+        self._rings: dict[int, tuple[asyncio.Future[None], asyncio.TimerHandle | None]] = {}
+
+    async def wait_until(self, at_ms: int) -> None:
+        """Return once the wall clock reads `at_ms` (epoch ms) or later."""
+        if self._clock() * 1000 >= at_ms:
+            return
+        ring = self._rings.get(at_ms)
+        if ring is None:
+            future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._rings[at_ms] = (future, None)
+            self._arm(at_ms)
+        else:
+            future = ring[0]
+        await asyncio.shield(future)  # a waiter cancelled (drain) leaves the others' alarm alone
+
+    def _arm(self, at_ms: int) -> None:
+        future, _handle = self._rings[at_ms]
+        delay = at_ms / 1000 - self._clock()
+        if delay > 0:
+            self._rings[at_ms] = (future, asyncio.get_running_loop().call_later(delay, self._arm, at_ms))
+            return
+        del self._rings[at_ms]
+        if not future.done():
+            future.set_result(None)
+
+    def close(self) -> None:
+        for future, handle in self._rings.values():
+            if handle is not None:
+                handle.cancel()
+            future.cancel()
+        self._rings.clear()

@@ -2,10 +2,13 @@
 
     cronos bench run --runs 20000 --executors 1,2,4        # throughput, one batch of N runs
     cronos bench run --rate 1000 --duration 10 --executors 2   # steady: R jobs firing every second
+    cronos bench run --rate 1000 --executors 2 --lead-ms 0     # steady, tokens pushed when due
 
 Each round gets its own database (created on settings.database_url's server, dropped
 after) and key prefix, inserts the queued runs directly (as the leader would), publishes
-their tokens and starts K `cronos executor` OS processes. It prints completed runs/s,
+their tokens and starts K `cronos executor` OS processes. In steady mode each second's
+tokens go out `--lead-ms` before they are due, carrying their due time, as the leader
+pushes them (CRONOS_PUSH_LEAD_MS). It prints completed runs/s,
 start delay (started_at - scheduled_for) p50/p99, duplicates (ledger identity and a
 per-run execution counter, both must be 0) and PostgreSQL transactions per run
 (pg_stat_database commits + rollbacks: every statement the executors send is one).
@@ -28,6 +31,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
+import msgspec
 import redis.asyncio as aioredis
 
 import cronos
@@ -72,13 +76,20 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--concurrency", type=int, default=1000, help="CRONOS_EXECUTOR_CONCURRENCY of each executor")
     p.add_argument("--rate", type=int, default=0, help="steady mode: jobs firing every second")
     p.add_argument("--duration", type=int, default=10, help="steady mode: seconds")
+    p.add_argument(
+        "--lead-ms", type=int, default=None, help="steady mode: push lead (default: CRONOS_PUSH_LEAD_MS, 250)"
+    )
     return p
 
 
 def main(settings: Settings, argv: Sequence[str]) -> int:
     args = _parser().parse_args(list(argv))
+    if args.lead_ms is None:
+        args.lead_ms = settings.push_lead_ms
     counts = [int(k) for k in args.executors.split(",") if k.strip()]
     mode = f"steady {args.rate} runs/s for {args.duration} s" if args.rate else f"{args.runs} runs"
+    if args.rate:
+        mode += f", tokens pushed {args.lead_ms} ms ahead"
     print(f"cronos bench run: {mode}, executor concurrency {args.concurrency}, fsync on, synchronous_commit on")
     print(
         f"{'executors':>9} {'runs':>7} {'runs/s':>8} {'delay p50':>10} {'delay p99':>10} {'delay max':>10} "
@@ -98,8 +109,11 @@ def main(settings: Settings, argv: Sequence[str]) -> int:
                 f"{'':>9} p99 per tick (ms): {' '.join(f'{t:.0f}' for t in ticks)};"
                 f" median after the first: {steady:.0f}"
             )
-        if row["dup"] or row["missing"]:
-            print(f"  !! duplicates {row['dup']}, not completed {row['missing']}", flush=True)
+        if row["dup"] or row["missing"] or row["early"]:
+            print(
+                f"  !! duplicates {row['dup']}, not completed {row['missing']}, started before due {row['early']}",
+                flush=True,
+            )
             return 1
     return 0
 
@@ -128,12 +142,12 @@ async def _round(settings: Settings, args: argparse.Namespace, executors: int) -
             n_jobs,
         )
         job_ids = [r["id"] for r in await pool.fetch("SELECT id FROM jobs ORDER BY id")]
-        procs = _start(settings, dsn, prefix, executors, args.concurrency, workdir)
+        procs = _start(settings, dsn, prefix, executors, args.concurrency, args.lead_ms, workdir)
         await _wait_ready(client, Keys(prefix), executors, procs)
         tx_before = await _transactions(pool, dsn)
         started = time.monotonic()
         if args.rate:
-            total = await _steady(pool, stream, job_ids, args.duration)
+            total = await _steady(pool, stream, job_ids, args.duration, args.lead_ms)
         else:
             total = args.runs
             now = datetime.now(UTC)
@@ -161,7 +175,7 @@ async def _round(settings: Settings, args: argparse.Namespace, executors: int) -
 
 
 def _start(
-    settings: Settings, dsn: str, prefix: str, k: int, concurrency: int, cwd: str
+    settings: Settings, dsn: str, prefix: str, k: int, concurrency: int, lead_ms: int, cwd: str
 ) -> list[subprocess.Popen[bytes]]:
     procs = []
     for i in range(k):
@@ -172,6 +186,7 @@ def _start(
             "CRONOS_KEY_PREFIX": prefix,
             "CRONOS_NODE_ID": f"bench-{i}",
             "CRONOS_EXECUTOR_CONCURRENCY": str(concurrency),
+            "CRONOS_PUSH_LEAD_MS": str(lead_ms),
             "CRONOS_LOG_LEVEL": "WARNING",
             "CRONOS_LOG_FORMAT": "json",
             "PYTHONPATH": os.pathsep.join(filter(None, [os.getcwd(), os.environ.get("PYTHONPATH")])),
@@ -200,16 +215,19 @@ async def _insert(pool: asyncpg.Pool, job_ids: list[int], scheduled_for: datetim
     return [RunToken(run_id=r["id"], job_id=r["job_id"], scheduled_for_ms=ms) for r in rows]
 
 
-async def _steady(pool: asyncpg.Pool, stream: RunStream, job_ids: list[int], duration: int) -> int:
+async def _steady(pool: asyncpg.Pool, stream: RunStream, job_ids: list[int], duration: int, lead_ms: int) -> int:
     """Every job fires at each whole second. The ledger rows are written up front, so this
     process's inserts do not compete with the executors for the CPU at the instants measured;
-    each second's tokens are pushed on the second, as the leader does."""
+    each second's tokens are pushed `lead_ms` before the second, with their due time, as the
+    leader does."""
     first = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=2)
     ticks = [first + timedelta(seconds=s) for s in range(duration)]
     batches = [await _insert(pool, job_ids, tick) for tick in ticks]
+    lead = timedelta(milliseconds=lead_ms)
     for tick, tokens in zip(ticks, batches, strict=True):
-        await asyncio.sleep(max(0.0, (tick - datetime.now(UTC)).total_seconds()))
-        await stream.publish(tokens)
+        await asyncio.sleep(max(0.0, (tick - lead - datetime.now(UTC)).total_seconds()))
+        due_ms = int(tick.timestamp() * 1000)
+        await stream.publish([msgspec.structs.replace(t, due_ms=due_ms) for t in tokens])
     return len(job_ids) * duration
 
 
@@ -227,7 +245,8 @@ async def _ledger_figures(pool: asyncpg.Pool, client: Any, prefix: str, total: i
         " extract(epoch FROM max(finished_at) - min(scheduled_for)) AS span,"
         " percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM started_at - scheduled_for)) AS p50,"
         " percentile_cont(0.99) WITHIN GROUP (ORDER BY extract(epoch FROM started_at - scheduled_for)) AS p99,"
-        " max(extract(epoch FROM started_at - scheduled_for)) AS max FROM runs"
+        " max(extract(epoch FROM started_at - scheduled_for)) AS max,"
+        " count(*) FILTER (WHERE started_at < due_at) AS early FROM runs"
     )
     identity_dups = await pool.fetchval(
         "SELECT count(*) FROM (SELECT 1 FROM runs GROUP BY job_id, scheduled_for, attempt HAVING count(*) > 1) d"
@@ -247,6 +266,7 @@ async def _ledger_figures(pool: asyncpg.Pool, client: Any, prefix: str, total: i
         "max": float(row["max"] or 0) * 1000,
         "dup": int(identity_dups) + extra_runs + max(0, len(executions) - total),
         "missing": total - int(row["done"]) + max(0, total - len(executions)),
+        "early": int(row["early"]),
         "p99_by_tick": [float(r["p99"] or 0) * 1000 for r in per_second],
     }
 

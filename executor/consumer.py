@@ -20,7 +20,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from cronos import metrics
 from cronos.backoff import Backoff
 from cronos.stream import Delivery, RunStream
-from executor.pipeline import Deps, process
+from executor.pipeline import Deps, give_back, process
 
 log = logging.getLogger("cronos.executor.consumer")
 
@@ -171,10 +171,14 @@ class Consumer:
                 log.info("%s is back", backend, extra={"event": "backend.back", "backend": backend})
 
     async def drain(self, timeout_s: float) -> int:
-        """Wait for in-flight tokens up to `timeout_s`; then cancel the work of the rest (they
-        still record their outcome, release and acknowledge). Returns how many were cancelled."""
+        """Wait for in-flight tokens up to `timeout_s` (tokens held for their due time, at most
+        the push lead away, start meanwhile); then give back those still held and cancel the
+        work of the rest (they still record their outcome, release and acknowledge). Returns
+        how many runs were cancelled."""
         if self._tasks:
             await asyncio.wait(set(self._tasks), timeout=timeout_s)
+        if given := give_back(self._deps):
+            log.info("held tokens given back", extra={"event": "executor.given_back", "count": given})
         cancelled = 0
         for flight in list(self._deps.in_flight.values()):
             flight.cancel("cancelled: executor shutting down")

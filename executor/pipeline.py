@@ -3,6 +3,10 @@
 `process` reads as the design: lock, claim (with the concurrency policy), run under the
 timeout while the heartbeat keeps the lease, record, release, acknowledge. Each step is
 one helper; the I/O behind them is batched across tokens by `executor.batcher`.
+
+A token pushed ahead of its due time (the leader's push lead) is locked at once, then
+held in its slot until the due instant: every token due then is claimed in one statement,
+so a burst starts together instead of batch after batch. Never before it is due.
 """
 
 from __future__ import annotations
@@ -30,13 +34,14 @@ from cronos.models import SKIP_OVERLAP
 from cronos.store.runs import ClaimedRun, Outcome, RunStore
 from cronos.stream import Delivery
 from executor import kinds
-from executor.batcher import Batcher
+from executor.batcher import Alarm, Batcher
 
 log = logging.getLogger("cronos.executor")
 T = TypeVar("T")
 
 SKIPPED = "skipped"
 DRAIN_CANCELLED = "cancelled: executor shutting down"
+GIVE_BACK = "token given back: executor shutting down"  # the cancel message `hold` recognises
 # A run's error and traceback are bounded like its result: user code controls their size.
 MAX_ERROR_BYTES = 4096
 MAX_TRACEBACK_BYTES = 32_768
@@ -44,10 +49,11 @@ MAX_TRACEBACK_BYTES = 32_768
 
 @dataclass(frozen=True, slots=True)
 class Settle:
-    """Step 6 for one token: release its lock (if taken), then acknowledge its entry."""
+    """Step 6 for one token: release its lock (if taken), then acknowledge its entry
+    (None: leave it pending, for a token this executor gives back unclaimed)."""
 
     lock_key: str | None
-    entry_id: bytes
+    entry_id: bytes | None
 
 
 @dataclass(eq=False)
@@ -91,7 +97,10 @@ class Deps:
     claims: Batcher[int, ClaimedRun | str | None]
     finishes: Batcher[Outcome, bool]
     settles: Batcher[Settle, None]
+    lead_ms: int = 0  # how far ahead of its due time a tick lock is taken (its ttl covers it)
+    alarm: Alarm = field(default_factory=Alarm)
     in_flight: dict[int, InFlight] = field(default_factory=dict)
+    holding: set[asyncio.Task[Any]] = field(default_factory=set)  # tasks of tokens waiting to be due
     on_trouble: list[str] = field(default_factory=list)  # backends that failed since the consumer looked
 
 
@@ -110,9 +119,16 @@ async def process(delivery: Delivery, deps: Deps) -> str:
     ):
         try:
             lock_key = deps.keys.tick_lock(token.job_id, token.scheduled_for_ms, token.attempt)
+            # Pushed ahead of its due time: lock it no earlier than the lock's ttl covers (the
+            # lead), then hold it in its slot until it is due.
+            due_ms = _due_ms(token)
+            if due_ms is not None and not await hold(deps, due_ms - deps.lead_ms, None):
+                return "given_back"
             if not await take_tick_lock(deps, lock_key):  # step 1
                 await settle(deps, None, delivery.entry_id)
                 return "lock_denied"
+            if due_ms is not None and not await hold(deps, due_ms, lock_key):
+                return "given_back"
             claim = await claim_run(deps, token)  # steps 2 and 3
             if not isinstance(claim, ClaimedRun):
                 await settle(deps, lock_key, delivery.entry_id)
@@ -131,6 +147,46 @@ async def process(delivery: Delivery, deps: Deps) -> str:
             deps.on_trouble.append(exc.backend)
             log.warning("token left pending: %s", exc, extra={"event": "token.deferred"})
             return "deferred"
+
+
+def _due_ms(token: RunToken) -> int | None:
+    """When the token may be claimed: the wall clock's ms after its due time (due_ms is the
+    floor of a due time that may have a fraction of a ms), never before its tick."""
+    if token.due_ms is None:
+        return None  # from a leader that pushes when due
+    due_ms = max(token.due_ms, token.scheduled_for_ms) + 1
+    return due_ms if time.time() * 1000 < due_ms else None
+
+
+async def hold(deps: Deps, until_ms: int, lock_key: str | None) -> bool:
+    """Keep a token read ahead of its due time in its slot until `until_ms` (wall clock).
+
+    False when the drain deadline gave it back (`give_back`): its lock is released and its
+    entry left pending, as for any token never claimed (XAUTOCLAIM or a restart takes it)."""
+    task = asyncio.current_task()
+    assert task is not None
+    deps.holding.add(task)
+    try:
+        await deps.alarm.wait_until(until_ms)
+        return True
+    except asyncio.CancelledError as exc:
+        if exc.args != (GIVE_BACK,):
+            raise
+        task.uncancel()
+    finally:
+        deps.holding.discard(task)
+    if lock_key is not None:
+        await settle(deps, lock_key, None)
+    log.info("token given back unclaimed", extra={"event": "token.given_back"})
+    return False
+
+
+def give_back(deps: Deps) -> int:
+    """Drain deadline: hand back every token still waiting for its due time; how many."""
+    held = list(deps.holding)
+    for task in held:
+        task.cancel(GIVE_BACK)
+    return len(held)
 
 
 async def take_tick_lock(deps: Deps, lock_key: str) -> bool:
@@ -247,7 +303,7 @@ async def record(deps: Deps, flight: InFlight, outcome: Outcome | None) -> str:
     return outcome.state
 
 
-async def settle(deps: Deps, lock_key: str | None, entry_id: bytes) -> None:
+async def settle(deps: Deps, lock_key: str | None, entry_id: bytes | None) -> None:
     """Step 6: release the tick lock (compare-and-delete), then XACK. Retried a little; the
     lock expires on its own and an unacknowledged entry is reclaimed and found finished."""
     backoff: Backoff | None = None

@@ -83,9 +83,10 @@ class Executor:
         self._stream = RunStream(client, self._keys)
         await self._until_up("redis", self._stream.ensure_group)
         self.store = RunStore(pool)
-        lease_ms = int(settings.run_lease_s * 1000)
+        # A tick lock is taken up to the push lead before the run is claimed: its ttl covers both.
+        lock_ttl_ms = settings.push_lead_ms + int(settings.run_lease_s * 1000)
         batchers: list[Batcher[Any, Any]] = [
-            Batcher("locks", functools.partial(self._acquire_locks, lease_ms)),
+            Batcher("locks", functools.partial(self._acquire_locks, lock_ttl_ms)),
             Batcher("claims", self._claim_batch),
             Batcher("finishes", self._finish_batch),
             Batcher("settles", self._settle_batch),
@@ -102,7 +103,9 @@ class Executor:
             claims=batchers[1],
             finishes=batchers[2],
             settles=batchers[3],
+            lead_ms=settings.push_lead_ms,
         )
+        self._stack.callback(self._deps.alarm.close)
         self._consumer = Consumer(self._deps, self._stream, settings.executor_concurrency, self._probe)
         log.info(
             "executor ready",
@@ -236,7 +239,9 @@ class Executor:
         keys = [i.lock_key for i in items if i.lock_key is not None]
         if keys:
             await self._scripts.release_many_if_owner(keys=keys, args=[self.node_id], client=pipe)
-        pipe.xack(self._stream.key, self._stream.group, *[i.entry_id for i in items])
+        entry_ids = [i.entry_id for i in items if i.entry_id is not None]  # None: given back, stays pending
+        if entry_ids:
+            pipe.xack(self._stream.key, self._stream.group, *entry_ids)
         try:
             await pipe.execute()
         except ResponseError as exc:

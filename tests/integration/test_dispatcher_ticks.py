@@ -220,32 +220,49 @@ async def test_a_deposed_leader_writes_no_run_and_moves_no_cursor(stack: Stack) 
     assert await stack.tokens() == []
 
 
-async def test_jittered_ticks_are_queued_on_time_and_pushed_at_their_due_time(stack: Stack) -> None:
+async def test_jittered_ticks_are_queued_on_time_and_pushed_a_lead_before_their_due_time(stack: Stack) -> None:
     job = await add_job(stack.pool, "* * * * * *", jitter_s=0.8)
-    ticker = stack.new_ticker()
+    lead = timedelta(milliseconds=250)
+    ticker = Ticker(
+        stack.ledger, stack.publisher, lambda: stack.epoch, resync_interval_s=3600, lookahead_s=0, push_lead_ms=250
+    )
     await ticker.run_once(T0 + timedelta(seconds=1))
     (run,) = await stack.runs(job)
     offset = run["due_at"] - run["scheduled_for"]
     assert timedelta(0) <= offset < timedelta(seconds=0.8)
-    if offset > timedelta(0):
+    if offset > lead:
         assert await stack.tokens() == []
-    await ticker.run_once(run["due_at"])
-    assert [t.run_id for t in await stack.tokens()] == [run["id"]]
+    await ticker.run_once(run["due_at"] - lead + timedelta(milliseconds=1))
+    assert [(t.run_id, t.due_ms) for t in await stack.tokens()] == [(run["id"], _ms(run["due_at"]))]
 
 
-async def test_upcoming_ticks_are_written_ahead_and_pushed_when_due(stack: Stack) -> None:
+@pytest.mark.parametrize("lead_ms", [0, 250])
+async def test_upcoming_ticks_are_written_ahead_and_pushed_a_lead_before_due(stack: Stack, lead_ms: int) -> None:
     job = await add_job(stack.pool, "*/5 * * * * *")
-    ticker = Ticker(stack.ledger, stack.publisher, lambda: stack.epoch, resync_interval_s=3600, lookahead_s=1.0)
+    ticker = Ticker(
+        stack.ledger,
+        stack.publisher,
+        lambda: stack.epoch,
+        resync_interval_s=3600,
+        lookahead_s=1.0,
+        push_lead_ms=lead_ms,
+    )
     assert ticker.next_wake(T0) <= T0 + timedelta(seconds=4)  # wakes a lookahead before the tick
     early = await ticker.run_once(T0 + timedelta(seconds=4.2))
     assert (early.queued, early.pushed) == (1, 0), "in the ledger before it is due, not yet on the stream"
     (run,) = await stack.runs(job)
     assert (run["scheduled_for"], run["state"]) == (T0 + timedelta(seconds=5), "queued")
     assert await stack.cursor(job) == T0 + timedelta(seconds=5)
-    assert ticker.next_push() == T0 + timedelta(seconds=5)
-    assert await ticker.push_once(T0 + timedelta(seconds=4.999)) == 0
-    assert await ticker.push_once(T0 + timedelta(seconds=5)) == 1
-    assert [t.run_id for t in await stack.tokens()] == [run["id"]]
+    push_at = T0 + timedelta(seconds=5, milliseconds=-lead_ms)
+    assert ticker.next_push() == push_at
+    assert await ticker.push_once(push_at - timedelta(milliseconds=1)) == 0
+    assert await ticker.push_once(push_at) == 1
+    tokens = await stack.tokens()
+    assert [(t.run_id, t.scheduled_for_ms, t.due_ms) for t in tokens] == [(run["id"], _ms(T0) + 5000, _ms(T0) + 5000)]
+
+
+def _ms(instant: datetime) -> int:
+    return int(instant.timestamp() * 1000)
 
 
 async def test_periodic_resync_catches_changes_whose_notification_was_lost(stack: Stack) -> None:

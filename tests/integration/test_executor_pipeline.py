@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import asyncpg
@@ -16,22 +18,29 @@ import redis.asyncio as aioredis
 
 import cronos
 from cronos.keys import Keys
+from cronos.messages import RunToken
 from cronos.models import FAIL_REPLACED, SKIP_OVERLAP
 from cronos.settings import Settings
 from cronos.stream import RunStream
 from executor.service import Executor
-from tests.integration.ledger_helpers import Harness, push_due_retries
+from tests.integration.ledger_helpers import Harness, insert_run, push_due_retries
 from tests.waiting import wait_for
 
 EXECUTIONS: collections.Counter[int] = collections.Counter()
 RELEASE: dict[str, asyncio.Event] = {}
 FAIL_UNTIL: dict[int, int] = {}
+WALL_CLOCK_AT_START: dict[int, float] = {}
 
 
 @cronos.task("test.count", replace=True)
 async def _count(payload: dict[str, Any], ctx: cronos.RunContext) -> dict[str, Any]:
     EXECUTIONS[ctx.run_id] += 1
     return {"key": ctx.idempotency_key, "attempt": ctx.attempt}
+
+
+@cronos.task("test.clock", replace=True)
+async def _clock(payload: dict[str, Any], ctx: cronos.RunContext) -> None:
+    WALL_CLOCK_AT_START[ctx.run_id] = time.time()
 
 
 @cronos.task("test.block", replace=True)
@@ -55,6 +64,7 @@ Factory = Callable[..., AbstractAsyncContextManager[Executor]]
 def _fresh_counters() -> None:
     EXECUTIONS.clear()  # run ids restart at 1 in every test database
     FAIL_UNTIL.clear()
+    WALL_CLOCK_AT_START.clear()
 
 
 @pytest.fixture
@@ -344,3 +354,55 @@ def _value(v: Any) -> Awaitable[Any]:
         return v
 
     return probe()
+
+
+async def _push_ahead(harness: Harness, job_ids: list[int], due: datetime) -> list[RunToken]:
+    """Queued runs due at `due` whose tokens go out now, ahead of it, as the leader pushes them."""
+    due_ms = int(due.timestamp() * 1000)
+    tokens = [
+        msgspec.structs.replace(await insert_run(harness.pool, job, due, due_at=due), due_ms=due_ms) for job in job_ids
+    ]
+    await harness.stream.publish(tokens)
+    return tokens
+
+
+def _soon(seconds: float) -> datetime:
+    return (datetime.now(UTC) + timedelta(seconds=seconds)).replace(microsecond=0) + timedelta(seconds=1)
+
+
+async def test_a_token_pushed_ahead_is_locked_at_once_and_started_at_its_due_time_not_before(
+    harness: Harness, executor: Factory, redis_client: Any, settings: Settings
+) -> None:
+    jobs = [await harness.job(payload={"action": "test.clock"}) for _ in range(20)]
+    due = _soon(1.0)
+    tokens = await _push_ahead(harness, jobs, due)
+    locks = [Keys(settings.key_prefix).tick_lock(t.job_id, t.scheduled_for_ms, 1) for t in tokens]
+    async with executor(push_lead_ms=3000, executor_concurrency=len(jobs)) as ex, running(ex):
+        await wait_for(lambda: _all_exist(redis_client, locks), what="tick locks taken ahead of the due time")
+        assert {await harness.state(t.run_id) for t in tokens} == {"queued"}, "held, not claimed"
+        await wait_for(lambda: _count_all(harness, "completed", len(tokens)), timeout=5, what="runs started once due")
+    for token in tokens:
+        (run,) = await harness.runs(token.job_id)
+        assert run.started_at is not None and run.started_at >= due, "PostgreSQL's clock: never before due"
+        assert WALL_CLOCK_AT_START[token.run_id] >= due.timestamp(), "the executor's clock: never before due"
+    assert ex._deps is not None and ex._deps.claims.batches == 1, "everything due at one instant: one claim"
+
+
+async def test_a_held_token_is_given_back_unclaimed_at_the_drain_deadline(
+    harness: Harness, executor: Factory, redis_client: Any, settings: Settings
+) -> None:
+    job = await harness.job(payload={"action": "test.count"})
+    (token,) = await _push_ahead(harness, [job], _soon(10.0))
+    lock = Keys(settings.key_prefix).tick_lock(job, token.scheduled_for_ms, 1)
+    async with executor(push_lead_ms=15_000, drain_timeout_s=0.1) as ex:
+        task = asyncio.create_task(ex.run())
+        await wait_for(lambda: _all_exist(redis_client, [lock]), what="tick lock taken ahead")
+        ex.stop()
+        await asyncio.wait_for(task, 5)
+    assert ex.counts == {"given_back": 1}
+    assert await redis_client.exists(lock) == 0, "released for whoever takes the token"
+    assert await harness.state(token.run_id) == "queued" and (await harness.stream.info()).pending == 1
+
+
+async def _all_exist(client: Any, keys: list[str]) -> bool:
+    return bool(await client.exists(*keys) == len(keys))

@@ -21,7 +21,22 @@ def test_token_from_a_newer_release_with_unknown_fields_still_decodes() -> None:
 def test_token_from_an_older_release_gets_defaults() -> None:
     older = {"run_id": 1, "job_id": 2, "scheduled_for_ms": 5}
     token = decode_token(msgspec.msgpack.encode(older))
-    assert (token.attempt, token.trigger, token.epoch) == (1, "schedule", 0)
+    assert (token.attempt, token.trigger, token.epoch, token.due_ms) == (1, "schedule", 0, None)
+
+
+def test_token_pushed_ahead_carries_its_due_time() -> None:
+    token = RunToken(run_id=1, job_id=2, scheduled_for_ms=5_000, due_ms=5_300)
+    assert decode_token(encode_token(token)).due_ms == 5_300
+
+
+def test_token_with_a_due_time_decodes_for_an_older_reader() -> None:
+    class OlderToken(msgspec.Struct, frozen=True, kw_only=True):  # the previous release's RunToken
+        run_id: int
+        job_id: int
+        scheduled_for_ms: int
+
+    raw = encode_token(RunToken(run_id=1, job_id=2, scheduled_for_ms=5_000, due_ms=5_000))
+    assert msgspec.msgpack.decode(raw, type=OlderToken) == OlderToken(run_id=1, job_id=2, scheduled_for_ms=5_000)
 
 
 def test_malformed_token_is_rejected() -> None:
