@@ -20,7 +20,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from cronos import metrics
 from cronos.backoff import Backoff
 from cronos.stream import Delivery, RunStream
-from executor.pipeline import Deps, give_back, process
+from executor.pipeline import Deps, process
 
 log = logging.getLogger("cronos.executor.consumer")
 
@@ -177,7 +177,7 @@ class Consumer:
         how many runs were cancelled."""
         if self._tasks:
             await asyncio.wait(set(self._tasks), timeout=timeout_s)
-        if given := give_back(self._deps):
+        if given := self._deps.locks.withdraw_waiting() + self._deps.claims.withdraw_waiting():
             log.info("held tokens given back", extra={"event": "executor.given_back", "count": given})
         cancelled = 0
         for flight in list(self._deps.in_flight.values()):

@@ -5,8 +5,8 @@ timeout while the heartbeat keeps the lease, record, release, acknowledge. Each 
 one helper; the I/O behind them is batched across tokens by `executor.batcher`.
 
 A token pushed ahead of its due time (the leader's push lead) is locked at once, then
-held in its slot until the due instant: every token due then is claimed in one statement,
-so a burst starts together instead of batch after batch. Never before it is due.
+held in its slot until the due instant, when every token due then is claimed in one
+statement: a burst starts together instead of batch after batch, and never early.
 """
 
 from __future__ import annotations
@@ -34,14 +34,13 @@ from cronos.models import SKIP_OVERLAP
 from cronos.store.runs import ClaimedRun, Outcome, RunStore
 from cronos.stream import Delivery
 from executor import kinds
-from executor.batcher import Alarm, Batcher
+from executor.batcher import Batcher, Withdrawn
 
 log = logging.getLogger("cronos.executor")
 T = TypeVar("T")
 
 SKIPPED = "skipped"
 DRAIN_CANCELLED = "cancelled: executor shutting down"
-GIVE_BACK = "token given back: executor shutting down"  # the cancel message `hold` recognises
 # A run's error and traceback are bounded like its result: user code controls their size.
 MAX_ERROR_BYTES = 4096
 MAX_TRACEBACK_BYTES = 32_768
@@ -98,9 +97,7 @@ class Deps:
     finishes: Batcher[Outcome, bool]
     settles: Batcher[Settle, None]
     lead_ms: int = 0  # how far ahead of its due time a tick lock is taken (its ttl covers it)
-    alarm: Alarm = field(default_factory=Alarm)
     in_flight: dict[int, InFlight] = field(default_factory=dict)
-    holding: set[asyncio.Task[Any]] = field(default_factory=set)  # tasks of tokens waiting to be due
     on_trouble: list[str] = field(default_factory=list)  # backends that failed since the consumer looked
 
 
@@ -119,17 +116,20 @@ async def process(delivery: Delivery, deps: Deps) -> str:
     ):
         try:
             lock_key = deps.keys.tick_lock(token.job_id, token.scheduled_for_ms, token.attempt)
-            # Pushed ahead of its due time: lock it no earlier than the lock's ttl covers (the
-            # lead), then hold it in its slot until it is due.
+            # Pushed ahead of its due time: locked no earlier than the lock's ttl covers (the
+            # lead), claimed at the due instant together with every token due then.
             due_ms = _due_ms(token)
-            if due_ms is not None and not await hold(deps, due_ms - deps.lead_ms, None):
+            lock_at = None if due_ms is None else due_ms - deps.lead_ms
+            try:
+                if not await take_tick_lock(deps, lock_key, lock_at):  # step 1
+                    await settle(deps, None, delivery.entry_id)
+                    return "lock_denied"
+                claim = await claim_run(deps, token, due_ms)  # steps 2 and 3
+            except Withdrawn:
+                # The drain deadline came first: given back unclaimed, its entry left pending.
+                await settle(deps, lock_key, None)  # compare-and-delete: only if the lock is ours
+                log.info("token given back unclaimed", extra={"event": "token.given_back"})
                 return "given_back"
-            if not await take_tick_lock(deps, lock_key):  # step 1
-                await settle(deps, None, delivery.entry_id)
-                return "lock_denied"
-            if due_ms is not None and not await hold(deps, due_ms, lock_key):
-                return "given_back"
-            claim = await claim_run(deps, token)  # steps 2 and 3
             if not isinstance(claim, ClaimedRun):
                 await settle(deps, lock_key, delivery.entry_id)
                 return claim or "not_queued"
@@ -158,49 +158,19 @@ def _due_ms(token: RunToken) -> int | None:
     return due_ms if time.time() * 1000 < due_ms else None
 
 
-async def hold(deps: Deps, until_ms: int, lock_key: str | None) -> bool:
-    """Keep a token read ahead of its due time in its slot until `until_ms` (wall clock).
-
-    False when the drain deadline gave it back (`give_back`): its lock is released and its
-    entry left pending, as for any token never claimed (XAUTOCLAIM or a restart takes it)."""
-    task = asyncio.current_task()
-    assert task is not None
-    deps.holding.add(task)
-    try:
-        await deps.alarm.wait_until(until_ms)
-        return True
-    except asyncio.CancelledError as exc:
-        if exc.args != (GIVE_BACK,):
-            raise
-        task.uncancel()
-    finally:
-        deps.holding.discard(task)
-    if lock_key is not None:
-        await settle(deps, lock_key, None)
-    log.info("token given back unclaimed", extra={"event": "token.given_back"})
-    return False
-
-
-def give_back(deps: Deps) -> int:
-    """Drain deadline: hand back every token still waiting for its due time; how many."""
-    held = list(deps.holding)
-    for task in held:
-        task.cancel(GIVE_BACK)
-    return len(held)
-
-
-async def take_tick_lock(deps: Deps, lock_key: str) -> bool:
+async def take_tick_lock(deps: Deps, lock_key: str, not_before_ms: int | None = None) -> bool:
     """Step 1: `SET lock NX PX lease`; denied means another executor has this tick."""
-    granted = await _redis(deps.locks.submit(lock_key))
+    granted = await _redis(deps.locks.submit(lock_key, not_before_ms))
     _counter(metrics.LOCK_ACQUISITIONS, lock="tick", result="granted" if granted else "denied").inc()
     if not granted:
         log.info("tick lock held by another executor", extra={"event": "token.lock_denied"})
     return granted
 
 
-async def claim_run(deps: Deps, token: RunToken) -> ClaimedRun | str | None:
-    """Steps 2-3: the conditional claim; the job's concurrency policy decides overlaps."""
-    claim = await deps.claims.submit(token.run_id)
+async def claim_run(deps: Deps, token: RunToken, not_before_ms: int | None = None) -> ClaimedRun | str | None:
+    """Steps 2-3: the conditional claim (at `not_before_ms` at the earliest, in one statement
+    with everything due then); the job's concurrency policy decides overlaps."""
+    claim = await deps.claims.submit(token.run_id, not_before_ms)
     if claim == SKIPPED:
         _counter(metrics.RUNS_SKIPPED, reason=SKIP_OVERLAP).inc()
         log.info("tick skipped: previous run still running", extra={"event": "run.skipped"})

@@ -105,7 +105,6 @@ class Executor:
             settles=batchers[3],
             lead_ms=settings.push_lead_ms,
         )
-        self._stack.callback(self._deps.alarm.close)
         self._consumer = Consumer(self._deps, self._stream, settings.executor_concurrency, self._probe)
         log.info(
             "executor ready",

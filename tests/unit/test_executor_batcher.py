@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from executor.batcher import Batcher
+from executor.batcher import Batcher, Withdrawn
 
 
 class Backend:
@@ -100,3 +100,45 @@ async def test_close_fails_queued_items() -> None:
     await batcher.close()
     with pytest.raises(asyncio.CancelledError):
         await waiter
+
+
+class Clock:
+    """A wall clock the test moves (seconds); the batcher's timers still run on the loop."""
+
+    def __init__(self, now: float) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def test_items_waiting_for_an_instant_go_out_together_once_the_wall_clock_reads_it() -> None:
+    backend, clock = Backend(), Clock(999.98)  # 20 ms before the instant: the timer fires, re-arms
+    batcher = Batcher("t", backend.call, clock=clock)
+    waiting = [asyncio.ensure_future(batcher.submit(i, not_before_ms=1_000_000)) for i in range(3)]
+    now = asyncio.ensure_future(batcher.submit(9, not_before_ms=999_000))  # already past: at once
+    assert await now == 90
+    await asyncio.sleep(0.1)  # several timer firings: the wall clock still reads before the instant
+    assert backend.calls == [[9]]
+    clock.now = 1000.0
+    assert await asyncio.gather(*waiting) == [0, 10, 20]
+    assert backend.calls == [[9], [0, 1, 2]]
+
+
+async def test_waiting_items_are_withdrawn_and_a_cancelled_one_left_out() -> None:
+    backend, clock = Backend(), Clock(999.99)
+    batcher = Batcher("t", backend.call, clock=clock)
+    kept, cancelled = (asyncio.ensure_future(batcher.submit(i, not_before_ms=1_000_000)) for i in (1, 2))
+    later = [asyncio.ensure_future(batcher.submit(i, not_before_ms=2_000_000)) for i in (3, 4)]
+    await asyncio.sleep(0)
+    cancelled.cancel()
+    clock.now = 1000.0
+    assert await kept == 10
+    assert backend.calls == [[1]]
+    assert batcher.withdraw_waiting() == 2
+    for waiter in later:
+        with pytest.raises(Withdrawn):
+            await waiter
+    clock.now = 2000.0
+    await asyncio.sleep(0.05)  # their timer was cancelled: they never go out
+    assert backend.calls == [[1]]
