@@ -92,6 +92,7 @@ async def soak(
     executors: int,
     kinds: tuple[str, ...] = KINDS,
     supervise: bool = True,
+    keep_artifacts: bool = False,
 ) -> int:
     cluster = Cluster(dispatchers=dispatchers, executors=executors, api=True)
     began = time.monotonic()
@@ -119,10 +120,10 @@ async def soak(
         for text in exits[3:]:
             print(f"  {text.splitlines()[0]}")
         failed = not report.ok or bool(result.late()) or bool(exits)
-        if failed:
+        if failed or keep_artifacts:
             target = Path("artifacts") / f"soak-{seed}"
             await save_artifacts(cluster, result, target)
-            print(f"FAILED: logs, ledger and timeline saved under {target}/")
+            print(f"{'FAILED: ' if failed else ''}logs, ledger and timeline saved under {target}/")
         return 1 if failed else 0
     except BaseException:
         target = Path("artifacts") / f"soak-{seed}"
@@ -145,12 +146,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--no-supervise", dest="supervise", action="store_false", help="do not restart nodes that exit on their own"
     )
+    parser.add_argument("--artifacts", action="store_true", help="save logs, ledger and timeline even on success")
     args = parser.parse_args(argv)
     kinds = tuple(k for k in args.faults.split(",") if k)
     unknown = set(kinds) - set(every)
     if unknown or not kinds:
         parser.error(f"--faults: unknown {sorted(unknown)}; choose from {','.join(every)}")
-    return asyncio.run(soak(args.duration, args.seed, args.dispatchers, args.executors, kinds, args.supervise))
+    return asyncio.run(
+        soak(args.duration, args.seed, args.dispatchers, args.executors, kinds, args.supervise, args.artifacts)
+    )
 
 
 if __name__ == "__main__":
