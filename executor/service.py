@@ -82,7 +82,10 @@ class Executor:
         self._scripts = Scripts(client)
         self._stream = RunStream(client, self._keys)
         await self._until_up("redis", self._stream.ensure_group)
-        self.store = RunStore(pool)
+        store = self.store = RunStore(pool)
+        # A backend's first claim statement is planned with cold caches (~30 ms here), all of it
+        # start delay for the first burst: claim a run that does not exist (ids start at 1) now.
+        await self._until_up("postgresql", lambda: store.claim([0], self.node_id, settings.run_lease_s))
         # A tick lock is taken up to the push lead before the run is claimed: its ttl covers both.
         lock_ttl_ms = settings.push_lead_ms + int(settings.run_lease_s * 1000)
         batchers: list[Batcher[Any, Any]] = [
@@ -98,7 +101,7 @@ class Executor:
             keys=self._keys,
             lease_s=settings.run_lease_s,
             env=kinds.Env(settings, http),
-            store=self.store,
+            store=store,
             locks=batchers[0],
             claims=batchers[1],
             finishes=batchers[2],
