@@ -206,7 +206,11 @@ class Dispatcher:
         self, client: Any, pool: Any, ledger: Ledger, publisher: Publisher, election: Election, connected_at: float
     ) -> None:
         ticker = self.ticker = Ticker(
-            ledger, publisher, election.check, resync_interval_s=self.settings.resync_interval_s
+            ledger,
+            publisher,
+            election.check,
+            resync_interval_s=self.settings.resync_interval_s,
+            push_lead_ms=self.settings.push_lead_ms,
         )
         listener = Listener(self.settings.database_url, ticker.notify)
         term = _Term()
