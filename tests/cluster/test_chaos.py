@@ -144,6 +144,36 @@ async def _retry_of(cluster: Cluster, row: RunRow, timeout: float) -> RunRow:
         await asyncio.sleep(0.1)
 
 
+async def test_kill_9_of_an_executor_holding_a_token_before_its_tick_does_not_lose_the_tick(
+    make_cluster: MakeCluster,
+) -> None:
+    """kill -9 just before a tick, while the executor holds the token pushed ahead and its tick lock.
+
+    The executor is restarted at once under the same node id (a StatefulSet pod, a compose
+    container: same hostname, PID 1). The tick must still run within the lease bounds.
+    """
+    cluster = make_cluster(dispatchers=1, executors=1)
+    workload = await add_workload(cluster, long=False, http=False, retry=False)
+    start = await wait_ready(cluster, workload)
+    tick_s = int(time.time()) + 2
+    await asyncio.sleep(tick_s - 0.1 - time.time())
+    executor = cluster.nodes["e1"]
+    cluster.kill(executor)
+    cluster.restart(executor)
+    tick = datetime.fromtimestamp(tick_s, UTC)
+    bound = recovery_bound_s("kill_executor", cluster.ttl_ms, cluster.lease_s)
+    deadline = time.monotonic() + bound + 1
+    rows: list[RunRow] = []
+    while time.monotonic() < deadline:
+        rows = await fetch_runs(cluster.dsn, "job_id = $1 AND scheduled_for = $2", workload.probe.id, tick)
+        if rows and rows[0].started_at is not None:
+            break
+        await asyncio.sleep(0.1)
+    assert rows and rows[0].started_at is not None, f"tick {tick.isoformat()} did not run within {bound:.1f}s: {rows}"
+    assert (rows[0].started_at - tick).total_seconds() <= bound, rows[0]
+    await assert_ok(cluster, start)
+
+
 async def test_sigstop_of_an_executor_past_its_lease_loses_the_run_and_reports_nothing(
     make_cluster: MakeCluster,
 ) -> None:
