@@ -164,11 +164,14 @@ class Bench:
         # The leader writes ticks up to a second ahead of their due time, so the ledger rate is
         # measured over the inserts (first to last batch's transaction start) on its own.
         insert_s = max((last_write - first_write).total_seconds(), 1e-3)
-        due_s = max(last - burst_ms, 1.0) / 1000
+        # Ticks are written up to 1 s ahead and pushed a lead before they are due, with a deliberate
+        # wait in between: the rate is over the two working phases (ledger writes, then pushes).
+        push_s = max(last - first_push, 1.0) / 1000
         self.result(
-            "burst: due instant -> every tick queued + pushed",
-            f"{len(entries) / due_s:,.0f}/s ({len(entries):,} tokens, {queued:,} runs; first push"
-            f" {first_push - burst_ms:+.0f} ms, last {last - burst_ms:+.0f} ms from the due instant)",
+            "burst: ticks queued + pushed",
+            f"{len(entries) / (insert_s + push_s):,.0f}/s ({len(entries):,} tokens, {queued:,} runs: writes"
+            f" {insert_s * 1000:.0f} ms + pushes {push_s * 1000:.0f} ms; last push {last - burst_ms:+.0f} ms"
+            " from the due instant)",
             ">= 20,000/s",
         )
         self.result(
