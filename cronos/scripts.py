@@ -23,10 +23,17 @@ return 0
 # KEYS: lock keys; ARGV[1] owner; ARGV[2] ttl ms. SET NX PX each; answers one string,
 # "1" (taken) or "0" (denied) per key in order: one command and one reply for a whole
 # batch, where a pipeline costs a command and a reply per key.
+# A key already held by the same owner counts as taken (and is extended): a node restarted
+# under the same id (a container keeps its hostname, runs as PID 1) must not be locked out
+# of the ticks its previous incarnation locked and never claimed. The PostgreSQL claim,
+# not this lock, is what keeps a tick from running twice.
 ACQUIRE_MANY_NX = """
 local out = {}
 for i, key in ipairs(KEYS) do
   if redis.call('SET', key, ARGV[1], 'NX', 'PX', ARGV[2]) then
+    out[i] = '1'
+  elseif redis.call('GET', key) == ARGV[1] then
+    redis.call('PEXPIRE', key, ARGV[2])
     out[i] = '1'
   else
     out[i] = '0'

@@ -76,6 +76,9 @@ async def test_batch_locks(redis_client: aioredis.Redis, key_prefix: str) -> Non
     keys = [f"{key_prefix}l{i}" for i in range(5)]
     assert await acquire_many(scripts, keys[:2], "other", 5000) == [True, True]
     assert await acquire_many(scripts, keys, "me", 5000) == [False, False, True, True, True]
+    # Held by the same owner (its previous incarnation, restarted under the same id): taken again.
+    assert await acquire_many(scripts, keys, "me", 9000) == [False, False, True, True, True]
+    assert await redis_client.pttl(keys[2]) > 5000
     assert await renew_many(scripts, keys, "me", 9000) == 3
     assert await release_many(scripts, keys, "me") == 3
     assert await redis_client.exists(*keys) == 2
