@@ -164,14 +164,15 @@ class Bench:
         # The leader writes ticks up to a second ahead of their due time, so the ledger rate is
         # measured over the inserts (first to last batch's transaction start) on its own.
         insert_s = max((last_write - first_write).total_seconds(), 1e-3)
-        # Ticks are written up to 1 s ahead and pushed a lead before they are due, with a deliberate
-        # wait in between: the rate is over the two working phases (ledger writes, then pushes).
-        push_s = max(last - first_push, 1.0) / 1000
+        # Ticks are written up to 1 s ahead and pushed a lead before they are due. The rate is over
+        # the busy time, first ledger write -> last push, less the deliberate wait (if any) between
+        # the last write and the first push; writes and pushes overlap in a big burst.
+        first_ms, last_write_ms = first_write.timestamp() * 1000, last_write.timestamp() * 1000
+        busy_s = max((last - first_ms) - max(0.0, first_push - last_write_ms), 1.0) / 1000
         self.result(
             "burst: ticks queued + pushed",
-            f"{len(entries) / (insert_s + push_s):,.0f}/s ({len(entries):,} tokens, {queued:,} runs: writes"
-            f" {insert_s * 1000:.0f} ms + pushes {push_s * 1000:.0f} ms; last push {last - burst_ms:+.0f} ms"
-            " from the due instant)",
+            f"{len(entries) / busy_s:,.0f}/s ({len(entries):,} tokens, {queued:,} runs in {busy_s * 1000:,.0f} ms"
+            f" busy; last push {last - burst_ms:+.0f} ms from the due instant)",
             ">= 20,000/s",
         )
         self.result(
