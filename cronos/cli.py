@@ -109,7 +109,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"cronos: configuration error: {exc}", file=sys.stderr)
         return 2
-    setup_logging(settings.log_level, settings.log_format)
+    # A benchmark prints a table: its own INFO lines would break it up (warnings still show).
+    level = "WARNING" if args.command == "bench" and settings.log_level == "INFO" else settings.log_level
+    setup_logging(level, settings.log_format)
     bind_global(node_id=settings.node_id)
     try:
         if args.command == "bench":
