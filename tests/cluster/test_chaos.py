@@ -144,13 +144,15 @@ async def _retry_of(cluster: Cluster, row: RunRow, timeout: float) -> RunRow:
         await asyncio.sleep(0.1)
 
 
+@pytest.mark.parametrize("same_id", [True, False], ids=["same-node-id", "new-node-id"])
 async def test_kill_9_of_an_executor_holding_a_token_before_its_tick_does_not_lose_the_tick(
-    make_cluster: MakeCluster,
+    make_cluster: MakeCluster, same_id: bool
 ) -> None:
     """kill -9 just before a tick, while the executor holds the token pushed ahead and its tick lock.
 
-    The executor is restarted at once under the same node id (a StatefulSet pod, a compose
-    container: same hostname, PID 1). The tick must still run within the lease bounds.
+    The executor is restarted at once, under the same node id (a StatefulSet pod, a compose
+    container: same hostname, PID 1) or a new one (F7). The tick must still run within the
+    lease bounds: re-entered by the same id, or taken over from the dead consumer.
     """
     cluster = make_cluster(dispatchers=1, executors=1)
     workload = await add_workload(cluster, long=False, http=False, retry=False)
@@ -159,6 +161,8 @@ async def test_kill_9_of_an_executor_holding_a_token_before_its_tick_does_not_lo
     await asyncio.sleep(tick_s - 0.1 - time.time())
     executor = cluster.nodes["e1"]
     cluster.kill(executor)
+    if not same_id:
+        executor.env["CRONOS_NODE_ID"] = "e1-reborn"
     cluster.restart(executor)
     tick = datetime.fromtimestamp(tick_s, UTC)
     bound = recovery_bound_s("kill_executor", cluster.ttl_ms, cluster.lease_s)
@@ -171,6 +175,7 @@ async def test_kill_9_of_an_executor_holding_a_token_before_its_tick_does_not_lo
         await asyncio.sleep(0.1)
     assert rows and rows[0].started_at is not None, f"tick {tick.isoformat()} did not run within {bound:.1f}s: {rows}"
     assert (rows[0].started_at - tick).total_seconds() <= bound, rows[0]
+    await asyncio.sleep(3)  # a few more ticks, so the checked window spans the fault
     await assert_ok(cluster, start)
 
 
