@@ -1,8 +1,8 @@
 """Every Redis key name, as a function of the configured prefix.
 
-The stream key carries a hash tag so a Redis Cluster keeps the stream, its group and
-the scripts that touch them on one slot. Per-tick lock keys are independent of each
-other and spread over the cluster on purpose.
+Hash tags keep together what one command or script touches, so a Redis Cluster works:
+the stream and its marker share `{runs}`; every tick lock shares `{ticks}`, because an
+executor takes, renews and releases a batch of them in one script call.
 """
 
 from __future__ import annotations
@@ -32,10 +32,8 @@ class Keys:
         return f"{self.prefix}{{runs}}:marker"
 
     def tick_lock(self, job_id: int, scheduled_for_ms: int, attempt: int) -> str:
-        return f"{self.prefix}lock:{job_id}:{scheduled_for_ms}:{attempt}"
-
-    def job_lock(self, job_id: int) -> str:
-        return f"{self.prefix}joblock:{job_id}"
+        """The lock of one tick's identity, (job, scheduled_for, attempt)."""
+        return f"{self.prefix}lock:{{ticks}}:{job_id}:{scheduled_for_ms}:{attempt}"
 
     def node_heartbeat(self, role: str, node_id: str) -> str:
         return f"{self.prefix}node:{role}:{node_id}"
