@@ -151,6 +151,9 @@ QUEUED_UNMARK_FUTURE = (
 
 # --- runs (executor) ----------------------------------------------------------
 
+# Run start and finish times are clock_timestamp(), not now() (the transaction's start): a
+# claim that had to wait for the previous run's finish must not be stamped before it.
+
 # Columns a claimed run carries to the executor: the run, plus what it needs of its job.
 _CLAIMED = (
     "r.id, r.job_id, r.scheduled_for, r.attempt, r.trigger, r.epoch, r.started_at, r.exclusive,"
@@ -170,7 +173,7 @@ CLAIM_BATCH = (
     " pick AS ("
     " SELECT c.id FROM cand c WHERE NOT c.exclusive OR (c.n = 1 AND NOT EXISTS ("
     " SELECT 1 FROM runs o WHERE o.job_id = c.job_id AND o.state = 'running' AND o.exclusive)))"
-    " UPDATE runs r SET state = 'running', node_id = $2, started_at = now(),"
+    " UPDATE runs r SET state = 'running', node_id = $2, started_at = clock_timestamp(),"
     " lease_until = now() + make_interval(secs => $3)"
     " FROM pick p, jobs j WHERE r.id = p.id AND j.id = r.job_id AND r.state = 'queued'"
     " RETURNING " + _CLAIMED
@@ -185,12 +188,12 @@ LOCK_QUEUED = (
 )
 # `replace`: end the job's other running exclusive run; its executor sees the loss at its next heartbeat.
 REPLACE_RUNNING = (
-    "UPDATE runs SET state = 'failed', error = $3, finished_at = now(), lease_until = NULL,"
+    "UPDATE runs SET state = 'failed', error = $3, finished_at = clock_timestamp(), lease_until = NULL,"
     " duration_ms = extract(epoch FROM now() - started_at) * 1000"
     " WHERE job_id = $1 AND id <> $2 AND state = 'running' AND exclusive RETURNING id"
 )
 CLAIM_ONE = (
-    "UPDATE runs r SET state = 'running', node_id = $2, started_at = now(),"
+    "UPDATE runs r SET state = 'running', node_id = $2, started_at = clock_timestamp(),"
     " lease_until = now() + make_interval(secs => $3)"
     " FROM jobs j WHERE r.id = $1 AND j.id = r.job_id AND r.state = 'queued' RETURNING " + _CLAIMED
 )
@@ -213,7 +216,7 @@ FINISH_RUNS = (
     " $6::text[], $7::float8[], $8::float8[])"
     " AS u(id, node_id, state, error, traceback, result, duration_ms, retry_delay_s)),"
     " done AS ("
-    " UPDATE runs r SET state = u.state, finished_at = now(), lease_until = NULL, error = u.error,"
+    " UPDATE runs r SET state = u.state, finished_at = clock_timestamp(), lease_until = NULL, error = u.error,"
     " traceback = u.traceback, result = u.result,"
     " duration_ms = coalesce(u.duration_ms, extract(epoch FROM now() - r.started_at) * 1000)"
     " FROM u WHERE r.id = u.id AND r.state = 'running' AND r.node_id = u.node_id"
