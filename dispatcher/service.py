@@ -25,6 +25,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from cronos import presence
+from cronos.aio import wait_any
 from cronos.backoff import Backoff
 from cronos.errors import BackendUnavailable, NotLeader
 from cronos.keys import Keys
@@ -250,13 +251,7 @@ class Dispatcher:
                 work.close()
 
     async def _stop_watch(self, term: _Term) -> None:
-        stopping = asyncio.ensure_future(self._stopping.wait())
-        over = asyncio.ensure_future(term.over.wait())
-        try:
-            await asyncio.wait({stopping, over}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            stopping.cancel()
-            over.cancel()
+        await wait_any(self._stopping, term.over)
         if self._stopping.is_set():
             raise _Stopped
 

@@ -18,6 +18,7 @@ from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from cronos import metrics
+from cronos.aio import wait_any
 from cronos.backoff import Backoff
 from cronos.stream import Delivery, RunStream
 from executor.pipeline import Deps, process
@@ -134,13 +135,7 @@ class Consumer:
     async def _wait_free(self, stopping: asyncio.Event) -> bool:
         while self.free <= 0:
             self._freed.clear()
-            stop_wait = asyncio.ensure_future(stopping.wait())
-            freed_wait = asyncio.ensure_future(self._freed.wait())
-            try:
-                await asyncio.wait({stop_wait, freed_wait}, return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                stop_wait.cancel()
-                freed_wait.cancel()
+            await wait_any(stopping, self._freed)
             if stopping.is_set():
                 return False
         return True
