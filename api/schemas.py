@@ -12,7 +12,7 @@ from typing import Annotated, Any
 import msgspec
 from msgspec import UNSET, Meta, UnsetType
 
-from cronos.models import ConcurrencyPolicy, JobKind, JobStatus, MisfirePolicy, RunState, Trigger
+from cronos.models import ConcurrencyPolicy, Job, JobKind, JobStatus, MisfirePolicy, RunState, Trigger
 
 Name = Annotated[str, Meta(min_length=1, max_length=200, description="unique job name")]
 Expression = Annotated[
@@ -93,25 +93,10 @@ class RunOut(msgspec.Struct, kw_only=True):
     result: str | UnsetType | None = UNSET
 
 
-class JobOut(msgspec.Struct, kw_only=True):
-    id: int
-    name: str
-    cron_expression: str
-    timezone: str
-    kind: JobKind
-    payload: dict[str, Any]
-    timeout_s: float
-    max_retries: int
-    retry_backoff_s: float
-    concurrency_policy: ConcurrencyPolicy
-    misfire_policy: MisfirePolicy
-    misfire_grace_s: float
-    jitter_s: float
-    status: JobStatus
+class JobOut(Job, kw_only=True):
+    """The stored job (cronos.models.Job) plus what the API derives for it."""
+
     next_run_at: datetime | None
-    last_scheduled_for: datetime | None
-    created_at: datetime
-    updated_at: datetime
     # Only on GET /api/jobs/{id}.
     last_run: RunOut | UnsetType | None = UNSET
 
