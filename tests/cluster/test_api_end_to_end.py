@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -18,18 +17,13 @@ import aiohttp
 import pytest
 
 from cronos.settings import VARIABLES
+from tests.cluster.servers import free_port
 from tests.services import Services
 from tests.waiting import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 CRONOS = str(Path(sys.executable).parent / "cronos")
 pytestmark = pytest.mark.cluster
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _start_dev(cwd: Path, env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
@@ -42,7 +36,7 @@ def _start_dev(cwd: Path, env: dict[str, str], log: Path) -> subprocess.Popen[by
 async def test_register_run_trigger_pause_through_the_api(
     tmp_path: Path, services: Services, database_url: str, key_prefix: str
 ) -> None:
-    port = _free_port()
+    port = free_port()
     env = {
         **{k: v for k, v in os.environ.items() if k not in VARIABLES},
         "PYTHONPATH": str(REPO),

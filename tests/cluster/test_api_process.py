@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -13,16 +12,11 @@ import aiohttp
 import pytest
 
 from cronos.settings import VARIABLES
+from tests.cluster.servers import free_port
 from tests.waiting import wait_for
 
 CRONOS = str(Path(sys.executable).parent / "cronos")
 pytestmark = pytest.mark.cluster
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _start(tmp_path: Path, **env: str) -> subprocess.Popen[str]:
@@ -46,7 +40,7 @@ async def _get(url: str) -> tuple[int, dict[str, str]] | None:
 
 
 async def test_api_process_serves_and_stops_on_sigterm(tmp_path: Path, database_url: str, key_prefix: str) -> None:
-    port = _free_port()
+    port = free_port()
     proc = _start(tmp_path, PORT=str(port), DATABASE_URL=database_url, CRONOS_KEY_PREFIX=key_prefix)
     try:
         health = await wait_for(lambda: _get(f"http://127.0.0.1:{port}/health"), timeout=20, what="/health")
@@ -70,7 +64,7 @@ async def test_api_process_serves_and_stops_on_sigterm(tmp_path: Path, database_
 
 
 async def test_api_process_starts_while_postgres_is_down(tmp_path: Path, key_prefix: str) -> None:
-    port, dead = _free_port(), _free_port()
+    port, dead = free_port(), free_port()
     dsn = f"postgresql://cronos:hunter2-secret@127.0.0.1:{dead}/cronos"
     proc = _start(tmp_path, PORT=str(port), DATABASE_URL=dsn, CRONOS_KEY_PREFIX=key_prefix)
     try:

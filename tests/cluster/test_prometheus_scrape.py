@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -20,6 +19,7 @@ import aiohttp
 import pytest
 import redis.asyncio as aioredis
 
+from tests.cluster.servers import free_port
 from tests.services import Services
 from tests.waiting import wait_for
 
@@ -40,12 +40,6 @@ scrape_configs:
     static_configs:
       - targets: ["127.0.0.1:{port}"]
 """
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _tail(path: Path, lines: int = 30) -> str:
@@ -106,7 +100,7 @@ async def test_prometheus_scrapes_cronos_dev_and_queries_a_series_back(
     processes: list[_Process],
 ) -> None:
     assert PROMETHEUS is not None
-    api_port, prom_port = _free_port(), _free_port()
+    api_port, prom_port = free_port(), free_port()
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith(("CRONOS_", "DATABASE_URL", "REDIS_URL", "PORT"))},
         "PORT": str(api_port),
