@@ -50,6 +50,10 @@ async def add_workload(cluster: Cluster, *, long: bool = True, http: bool = True
     return Workload(probe, jobs)
 
 
+# The shortest window verify() checks, so it always holds some ticks of every-second jobs.
+MIN_WINDOW_S = 3.0
+
+
 async def wait_ready(cluster: Cluster, workload: Workload, timeout: float = 30.0) -> datetime:
     """Wait for a leader and a completed probe run; returns the start of the checked window."""
     deadline = time.monotonic() + timeout
@@ -68,8 +72,14 @@ def settle_timeout_s(cluster: Cluster) -> float:
 
 
 async def verify(cluster: Cluster, start: datetime, end: datetime | None = None) -> Report:
-    """Settle the window (start, end], load the ledger and check every invariant."""
-    end = end or datetime.now(UTC) - timedelta(seconds=2)
+    """Settle the window (start, end], load the ledger and check every invariant.
+
+    Without an `end`, the window ends 2 s ago but spans at least MIN_WINDOW_S: a fault that
+    recovers within a second of the start must not leave an empty window to check.
+    """
+    if end is None:
+        end = max(datetime.now(UTC) - timedelta(seconds=2), start + timedelta(seconds=MIN_WINDOW_S))
+        await asyncio.sleep(max(0.0, (end + timedelta(seconds=2) - datetime.now(UTC)).total_seconds()))
     await settle(cluster.dsn, end, settle_timeout_s(cluster))
     deliveries = cluster.receiver.deliveries()  # before the ledger: each delivery's run is in it
     ledger = await load(cluster.dsn)
