@@ -143,7 +143,9 @@ class Dispatcher:
                 await self._stopping.wait()
 
     async def run(self) -> None:
-        backoff = Backoff(base_s=0.2, cap_s=5.0)
+        # A candidate retries at least once a lease ttl: a Redis or PostgreSQL outage should not
+        # keep the cluster leaderless for longer than the backoff after the backend is back.
+        backoff = Backoff(base_s=0.2, cap_s=max(1.0, self.settings.leader_ttl_ms / 1000))
         while not self._stopping.is_set():
             try:
                 await self._session(backoff)

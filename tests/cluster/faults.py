@@ -167,8 +167,11 @@ async def measure_recovery(cluster: Cluster, fault: Injected, probe_job_id: int)
                 fault.recovery_s = max(((e - since).total_seconds() for e in ends), default=0.0)
                 return fault
         else:
+            # A tick due after the fault is over: one pushed just before a Redis/PostgreSQL outage
+            # may still start and would read as an instant "recovery".
+            after = datetime.fromtimestamp(max(fault.started, fault.ended), UTC)
             rows = await fetch_runs(
-                cluster.dsn, "job_id = $1 AND scheduled_for >= $2 AND started_at IS NOT NULL", probe_job_id, since
+                cluster.dsn, "job_id = $1 AND scheduled_for >= $2 AND started_at IS NOT NULL", probe_job_id, after
             )
             if rows:
                 first = min(r.started_at for r in rows if r.started_at is not None)
