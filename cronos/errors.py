@@ -45,5 +45,9 @@ class BackendUnavailable(CronosError):
         self.backend = backend
 
 
+class Contention(BackendUnavailable):
+    """PostgreSQL rolled a transaction back (deadlock, serialization failure): retry it."""
+
+
 class NotLeader(CronosError):
     """A fenced write was refused because this node's epoch is no longer current."""

@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import logging
 import re
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import Iterator, Mapping
 from importlib import resources
 from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
@@ -14,7 +14,7 @@ from urllib.parse import urlsplit, urlunsplit
 import asyncpg
 import msgspec
 
-from cronos.errors import BackendUnavailable
+from cronos.errors import BackendUnavailable, Contention
 
 log = logging.getLogger("cronos.store")
 
@@ -39,9 +39,18 @@ CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
 )
 
 
+# SQLSTATE classes that mean "PostgreSQL is in trouble, try again": connection (08), resources
+# (53), operator intervention such as a restart (57), and an idle-in-transaction timeout
+# (25P03: this process was paused mid-transaction).
+_UNAVAILABLE_SQLSTATES = ("08", "53", "57", "25P03")
+# Transaction rollback (40): a deadlock or a serialization failure; the statement may simply be retried.
+_CONTENTION_SQLSTATES = ("40",)
+
+
 @contextlib.contextmanager
-def translate_errors() -> Any:
-    """Turn "PostgreSQL is unreachable" driver errors into BackendUnavailable (cause kept)."""
+def translate_errors() -> Iterator[None]:
+    """Turn driver errors that mean "not now" into BackendUnavailable (Contention for a
+    deadlock or serialization failure), cause kept; SQL errors pass through unchanged."""
     try:
         yield
     except CONNECTION_ERRORS as exc:
@@ -50,6 +59,13 @@ def translate_errors() -> Any:
         raise BackendUnavailable("postgresql", f"database missing: {exc}; run `cronos migrate`") from exc
     except asyncpg.exceptions.UndefinedTableError as exc:
         raise BackendUnavailable("postgresql", f"schema missing: {exc}; run `cronos migrate`") from exc
+    except asyncpg.PostgresError as exc:
+        sqlstate = str(exc.sqlstate or "")
+        if sqlstate.startswith(_CONTENTION_SQLSTATES):
+            raise Contention("postgresql", f"{type(exc).__name__}: {exc}") from exc
+        if sqlstate.startswith(_UNAVAILABLE_SQLSTATES):
+            raise BackendUnavailable("postgresql", f"{type(exc).__name__}: {exc}") from exc
+        raise
 
 
 def _json_encode(value: Any) -> str:
@@ -164,12 +180,3 @@ async def migrate(dsn: str) -> list[int]:
     finally:
         await conn.close()
     return applied
-
-
-@contextlib.asynccontextmanager
-async def pool_scope(dsn: str, **kwargs: Any) -> AsyncIterator[asyncpg.Pool]:
-    pool = await connect(dsn, **kwargs)
-    try:
-        yield pool
-    finally:
-        await pool.close()

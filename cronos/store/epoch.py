@@ -6,12 +6,16 @@ fenced write compares its epoch with this row in its own transaction (cronos.sto
 
 from __future__ import annotations
 
+import contextlib
 import logging
+from collections.abc import AsyncIterator
 from datetime import datetime
+from typing import Any
 
 import asyncpg
 import msgspec
 
+from cronos.errors import NotLeader
 from cronos.store import queries as q
 from cronos.store.db import translate_errors
 
@@ -22,6 +26,19 @@ class EpochInfo(msgspec.Struct, frozen=True, kw_only=True):
     epoch: int
     holder: str | None
     elected_at: datetime | None
+
+
+@contextlib.asynccontextmanager
+async def fenced(pool: asyncpg.Pool, epoch: int) -> AsyncIterator[Any]:
+    """A transaction in which `epoch` is the current one, held FOR SHARE until it commits (an
+    election waits for it); raises NotLeader, having written nothing, when it is not. Every
+    write a leader makes goes through here."""
+    with translate_errors():
+        async with pool.acquire() as conn, conn.transaction():
+            current = await conn.fetchval(q.EPOCH_GUARD)
+            if current != epoch:
+                raise NotLeader(f"epoch {epoch} is not current (now {current})")
+            yield conn
 
 
 class EpochStore:

@@ -182,5 +182,5 @@ class JobStore:
     async def leader_epoch(self) -> tuple[int, str | None]:
         """The current fencing epoch and the node it was issued to (cluster view)."""
         with translate_errors():
-            row = await self._pool.fetchrow(q.CLUSTER_EPOCH)
+            row = await self._pool.fetchrow(q.EPOCH_CURRENT)
         return (0, None) if row is None else (int(row["epoch"]), row["holder"])

@@ -14,10 +14,10 @@ from typing import Any
 import asyncpg
 import msgspec
 
-from cronos.errors import NotLeader
 from cronos.models import ConcurrencyPolicy, JobStatus, MisfirePolicy
 from cronos.store import queries as q
 from cronos.store.db import translate_errors
+from cronos.store.epoch import fenced
 
 
 class DispatchJob(msgspec.Struct, kw_only=True):
@@ -66,12 +66,6 @@ def _queued(row: Any) -> QueuedRun:
     return QueuedRun(row[0], row[1], row[2], row[3], row[4], row[5])
 
 
-async def _guard(conn: Any, epoch: int) -> None:
-    current = await conn.fetchval(q.EPOCH_GUARD)
-    if current != epoch:
-        raise NotLeader(f"epoch {epoch} is not current (now {current})")
-
-
 class Ledger:
     def __init__(self, pool: asyncpg.Pool) -> None:
         self._pool = pool
@@ -113,10 +107,8 @@ class Ledger:
         fenced transaction. Jobs no longer active get nothing."""
         queued: list[QueuedRun] = []
         skipped = 0
-        with translate_errors():
-            async with self._pool.acquire() as conn, conn.transaction():
-                await _guard(conn, epoch)
-                rows = await conn.fetch(q.TICKS_WRITE, epoch, job_ids, scheduled_for, due_at, skip_reason)
+        async with fenced(self._pool, epoch) as conn:
+            rows = await conn.fetch(q.TICKS_WRITE, epoch, job_ids, scheduled_for, due_at, skip_reason)
         for row in rows:
             if row[4] == "queued":
                 queued.append(QueuedRun(row[0], row[1], row[2], 1, "schedule", row[3]))
@@ -126,18 +118,14 @@ class Ledger:
 
     async def take_due(self, epoch: int, now: datetime, limit: int = 5000) -> list[QueuedRun]:
         """Queued runs never pushed (manual triggers, retries, later-due runs) that are due."""
-        with translate_errors():
-            async with self._pool.acquire() as conn, conn.transaction():
-                await _guard(conn, epoch)
-                rows = await conn.fetch(q.QUEUED_TAKE_DUE, epoch, now, limit)
+        async with fenced(self._pool, epoch) as conn:
+            rows = await conn.fetch(q.QUEUED_TAKE_DUE, epoch, now, limit)
         return [_queued(r) for r in rows]
 
     async def skip_queued(self, epoch: int, run_ids: Sequence[int], reason: str) -> int:
         """End still-queued runs as skipped with `reason` (fenced); returns how many."""
-        with translate_errors():
-            async with self._pool.acquire() as conn, conn.transaction():
-                await _guard(conn, epoch)
-                rows = await conn.fetch(q.QUEUED_SKIP, list(run_ids), reason)
+        async with fenced(self._pool, epoch) as conn:
+            rows = await conn.fetch(q.QUEUED_SKIP, list(run_ids), reason)
         return len(rows)
 
     async def next_due(self) -> datetime | None:
@@ -148,16 +136,12 @@ class Ledger:
 
     async def repush(self, epoch: int, now: datetime, after_id: int, limit: int = 5000) -> list[QueuedRun]:
         """One batch of every queued run due by `now` with id > after_id, marked for this epoch."""
-        with translate_errors():
-            async with self._pool.acquire() as conn, conn.transaction():
-                await _guard(conn, epoch)
-                rows = await conn.fetch(q.QUEUED_REPUSH, epoch, now, after_id, limit)
+        async with fenced(self._pool, epoch) as conn:
+            rows = await conn.fetch(q.QUEUED_REPUSH, epoch, now, after_id, limit)
         return sorted((_queued(r) for r in rows), key=lambda r: r.id)
 
     async def unmark_future(self, epoch: int, now: datetime) -> int:
         """Hand runs due after `now` that an earlier leader meant to push back to the due watcher."""
-        with translate_errors():
-            async with self._pool.acquire() as conn, conn.transaction():
-                await _guard(conn, epoch)
-                status = await conn.execute(q.QUEUED_UNMARK_FUTURE, now)
+        async with fenced(self._pool, epoch) as conn:
+            status = await conn.execute(q.QUEUED_UNMARK_FUTURE, now)
         return int(status.split()[-1])

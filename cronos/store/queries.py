@@ -72,7 +72,6 @@ RUN_LIST_OF_JOB = (
     " AND ($3::bigint IS NULL OR id < $3) ORDER BY id DESC LIMIT $4"
 )
 JOB_EXISTS = "SELECT EXISTS (SELECT 1 FROM jobs WHERE id = $1)"
-CLUSTER_EPOCH = "SELECT epoch, holder, elected_at FROM leader_epoch WHERE id = 1"
 
 # --- ledger (dispatcher) ------------------------------------------------------
 
@@ -131,7 +130,8 @@ QUEUED_TAKE_DUE = (
     " RETURNING " + _TOKEN_COLS
 )
 QUEUED_NEXT_DUE = "SELECT min(due_at) FROM runs WHERE state = 'queued' AND pushed_epoch IS NULL"
-# Runs written ahead for a job paused or deleted before they were due: recorded as skipped.
+# Queued runs that will not run (written ahead for a job paused or deleted before they were
+# due; a tick refused by the overlap policy): recorded as skipped with reason $2.
 QUEUED_SKIP = (
     "UPDATE runs SET state = 'skipped', skip_reason = $2, finished_at = now()"
     " WHERE id = ANY($1::bigint[]) AND state = 'queued' RETURNING id"
@@ -197,10 +197,6 @@ CLAIM_ONE = (
     " lease_until = now() + make_interval(secs => $3)"
     " FROM jobs j WHERE r.id = $1 AND j.id = r.job_id AND r.state = 'queued' RETURNING " + _CLAIMED
 )
-SKIP_QUEUED = (
-    "UPDATE runs SET state = 'skipped', skip_reason = $2, finished_at = now()"
-    " WHERE id = $1 AND state = 'queued' RETURNING id"
-)
 
 # Heartbeat for every run in flight on a node: extends the leases it still owns, returns their ids.
 EXTEND_LEASES = (
@@ -227,13 +223,12 @@ FINISH_RUNS = (
     " now() + make_interval(secs => d.retry_delay_s), d.exclusive"
     " FROM done d WHERE d.state = 'failed' AND d.retry_delay_s IS NOT NULL"
     " ON CONFLICT (job_id, scheduled_for, attempt) DO NOTHING RETURNING job_id),"
-    " woken AS (SELECT pg_notify('cronos_jobs', json_build_object('op', 'retry', 'job_id', job_id)::text)"
+    " woken AS (SELECT pg_notify('" + JOBS_CHANNEL + "', json_build_object('op', 'retry', 'job_id', job_id)::text)"
     " FROM (SELECT DISTINCT job_id FROM retried) x)"
     " SELECT d.id, (SELECT count(*) FROM retried) AS retried, (SELECT count(*) FROM woken) AS woken FROM done d"
 )
 
-# Reaper (leader, fenced). Lock the epoch row so no election commits while we write.
-CURRENT_EPOCH = "SELECT epoch FROM leader_epoch WHERE id = 1 FOR SHARE"
+# Reaper (leader, fenced by EPOCH_GUARD).
 LOST_RUNS = (
     "SELECT r.id, r.node_id, r.attempt, j.kind, j.max_retries, j.retry_backoff_s"
     " FROM runs r JOIN jobs j ON j.id = r.job_id"

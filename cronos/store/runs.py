@@ -8,9 +8,8 @@ trip, and `round_trips` counts them for the benchmark.
 
 from __future__ import annotations
 
-import contextlib
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, Literal
 
@@ -18,23 +17,12 @@ import asyncpg
 import msgspec
 
 from cronos import metrics, retry
-from cronos.errors import BackendUnavailable, NotLeader
 from cronos.models import FAIL_EXECUTOR_LOST, FAIL_REPLACED, SKIP_EXPIRED, SKIP_OVERLAP, ConcurrencyPolicy, JobKind
 from cronos.store import queries as q
 from cronos.store.db import to_struct, translate_errors
+from cronos.store.epoch import fenced
 
 log = logging.getLogger("cronos.store.runs")
-
-
-@contextlib.contextmanager
-def _translate() -> Iterator[None]:
-    """translate_errors, plus the asyncpg state error a connection killed under it can raise
-    ("cannot switch to state ...; another operation is in progress"): the database went away."""
-    with translate_errors():
-        try:
-            yield
-        except asyncpg.exceptions.InternalClientError as exc:
-            raise BackendUnavailable("postgresql", f"{type(exc).__name__}: {exc}") from exc
 
 
 class ClaimedRun(msgspec.Struct, kw_only=True):
@@ -99,7 +87,7 @@ class RunStore:
             return ClaimResult()
         ids = list(dict.fromkeys(run_ids))
         result = ClaimResult()
-        with _translate():
+        with translate_errors():
             async with self._pool.acquire() as conn:
                 try:
                     self.round_trips += 1
@@ -134,7 +122,7 @@ class RunStore:
                     claimed = await conn.fetchrow(q.CLAIM_ONE, run_id, node_id, lease_s)
             except asyncpg.UniqueViolationError:
                 self.round_trips += 1
-                if await conn.fetchrow(q.SKIP_QUEUED, run_id, SKIP_OVERLAP):
+                if await conn.fetchrow(q.QUEUED_SKIP, [run_id], SKIP_OVERLAP):
                     out.skipped.append(run_id)
                 return
             if claimed is not None:
@@ -144,7 +132,7 @@ class RunStore:
         """Heartbeat: extend the leases `node_id` still owns; returns those ids."""
         if not run_ids:
             return set()
-        with _translate():
+        with translate_errors():
             self.round_trips += 1
             rows = await self._pool.fetch(q.EXTEND_LEASES, list(run_ids), node_id, lease_s)
         return {r["id"] for r in rows}
@@ -153,7 +141,7 @@ class RunStore:
         """Record outcomes (and the retries they allow) in one statement, one transaction."""
         if not outcomes:
             return FinishResult(written=set(), retried=0)
-        with _translate():
+        with translate_errors():
             async with self._pool.acquire() as conn:
                 return await self._finish(conn, outcomes)
 
@@ -177,24 +165,20 @@ class RunStore:
 
         Raises NotLeader (and writes nothing) when `epoch` is no longer the current one.
         """
-        with _translate():
-            async with self._pool.acquire() as conn, conn.transaction():
-                current = await conn.fetchval(q.CURRENT_EPOCH)
-                if current != epoch:
-                    raise NotLeader(f"epoch {epoch} is not current (now {current})")
-                lost = await conn.fetch(q.LOST_RUNS, limit)
-                outcomes = [
-                    Outcome(
-                        run_id=r["id"],
-                        node_id=r["node_id"],
-                        state="failed",
-                        error=FAIL_EXECUTOR_LOST,
-                        retry_delay_s=retry.planned_delay_s(r["attempt"], r["max_retries"], r["retry_backoff_s"]),
-                    )
-                    for r in lost
-                ]
-                finished = await self._finish(conn, outcomes) if outcomes else FinishResult(written=set(), retried=0)
-                expired = await conn.fetch(q.EXPIRE_QUEUED, limit, SKIP_EXPIRED)
+        async with fenced(self._pool, epoch) as conn:
+            lost = await conn.fetch(q.LOST_RUNS, limit)
+            outcomes = [
+                Outcome(
+                    run_id=r["id"],
+                    node_id=r["node_id"],
+                    state="failed",
+                    error=FAIL_EXECUTOR_LOST,
+                    retry_delay_s=retry.planned_delay_s(r["attempt"], r["max_retries"], r["retry_backoff_s"]),
+                )
+                for r in lost
+            ]
+            finished = await self._finish(conn, outcomes) if outcomes else FinishResult(written=set(), retried=0)
+            expired = await conn.fetch(q.EXPIRE_QUEUED, limit, SKIP_EXPIRED)
         for r in lost:
             if r["id"] in finished.written:
                 metrics.RUNS.labels(state="failed", kind=r["kind"]).inc()
