@@ -10,16 +10,37 @@ from typing import TypeVar
 T = TypeVar("T")
 
 
+async def poll(probe: Callable[[], Awaitable[T]], *, timeout: float, interval: float = 0.02) -> T:
+    """Await `probe()` until it returns something truthy or `timeout` seconds pass; its last value either way.
+
+    For callers that report a missed deadline themselves (a recovery that took too long is a
+    measurement, not an error); everyone else wants `wait_for`.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        last = await probe()
+        if last or time.monotonic() > deadline:
+            return last
+        await asyncio.sleep(interval)
+
+
 async def wait_for(
     probe: Callable[[], Awaitable[T]], *, timeout: float = 10.0, interval: float = 0.02, what: str = "condition"
 ) -> T:
     """Await `probe()` until it returns something truthy; fail after `timeout` seconds."""
+    last = await poll(probe, timeout=timeout, interval=interval)
+    if not last:
+        raise AssertionError(f"timed out after {timeout}s waiting for {what}; last value: {last!r}")
+    return last
+
+
+def block_until(probe: Callable[[], T], *, timeout: float = 10.0, interval: float = 0.01, what: str = "condition") -> T:
+    """`wait_for` for code outside an event loop (process control, server start-up): blocks the thread."""
     deadline = time.monotonic() + timeout
-    last: T | None = None
     while True:
-        last = await probe()
+        last = probe()
         if last:
             return last
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what}; last value: {last!r}")
-        await asyncio.sleep(interval)
+        time.sleep(interval)
