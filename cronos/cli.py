@@ -7,11 +7,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib
 import logging
 import sys
 from collections.abc import Sequence
-from typing import Any
 
 from cronos.errors import BackendUnavailable, ConfigError, CronosError
 from cronos.lifecycle import Role, serve
@@ -55,8 +53,10 @@ def _parser() -> argparse.ArgumentParser:
             metavar="MODULE",
             help="import MODULE to register @cronos.task functions (repeatable)",
         )
-    bench = sub.add_parser("bench", help="benchmarks: `cronos bench dispatch --help`, `cronos bench run --help`")
-    bench.add_argument("which", choices=["dispatch", "run"])
+    bench = sub.add_parser(
+        "bench", help="benchmarks: `cronos bench dispatch --help`, `cronos bench run --help`, `cronos bench e2e --help`"
+    )
+    bench.add_argument("which", choices=["dispatch", "run", "e2e"])
     bench.add_argument("rest", nargs=argparse.REMAINDER)
     return parser
 
@@ -115,8 +115,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     bind_global(node_id=settings.node_id)
     try:
         if args.command == "bench":
-            module: Any = importlib.import_module("dispatcher.bench" if args.which == "dispatch" else "executor.bench")
-            return int(module.main(settings, args.rest))
+            from cronos.bench import main as bench
+
+            return bench(args.which, settings, args.rest)
         return asyncio.run(_main(args, settings))
     except BackendUnavailable as exc:
         print(f"cronos: {exc}", file=sys.stderr)

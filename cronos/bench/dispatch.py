@@ -20,24 +20,21 @@ import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 import msgspec
 import redis.asyncio as aioredis
 
+from cronos.bench.common import Scratch, cronos_argv, delete_keys, drop_database, pct, proc_cpu_s, proc_peak_rss
 from cronos.keys import Keys
 from cronos.messages import TOKEN_FIELD, decode_token
 from cronos.misfire import jitter_s
 from cronos.settings import Settings
 from cronos.store.db import migrate
-
-_TICKS_PER_S = os.sysconf("SC_CLK_TCK")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -54,10 +51,6 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _with_db(dsn: str, name: str) -> str:
-    return urlunsplit(urlsplit(dsn)._replace(path=f"/{name}"))
-
-
 def _burst_expressions(at: datetime, count: int) -> list[str]:
     """`count` distinct 6-field expressions that all fire at `at` (UTC) and not again soon."""
     found: list[str] = []
@@ -70,37 +63,20 @@ def _burst_expressions(at: datetime, count: int) -> list[str]:
     return found
 
 
-def _proc_stat(pid: int) -> tuple[float, int]:
-    """(cpu seconds, peak RSS bytes) of a process, from /proc."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    cpu = (int(fields[11]) + int(fields[12])) / _TICKS_PER_S
-    peak = 0
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            peak = int(line.split()[1]) * 1024
-    return cpu, peak
-
-
 def _entry_ms(entry_id: bytes) -> float:
     return float(entry_id.split(b"-")[0])
-
-
-def _pct(values: Sequence[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 class Bench:
     def __init__(self, settings: Settings, args: argparse.Namespace) -> None:
         self.args = args
         self.settings = settings
-        tag = uuid.uuid4().hex[:8]
-        self.db_name = f"cronos_bench_{tag}"
-        self.dsn = _with_db(settings.database_url, self.db_name)
-        self.keys = Keys(f"bench:{tag}:")
+        self.scratch = Scratch.new(settings.database_url)
+        self.dsn = self.scratch.dsn
+        self.keys = Keys(self.scratch.prefix)
         self.results: list[tuple[str, str, str]] = []
         self.leader: subprocess.Popen[bytes] | None = None
-        self.log_path = Path(tempfile.gettempdir()) / f"cronos-bench-{tag}.log"
+        self.log_path = Path(tempfile.gettempdir()) / f"cronos-bench-{self.scratch.tag}.log"
         self.redis: Any = None
         self.last_id = "0-0"
 
@@ -183,7 +159,7 @@ class Bench:
 
         await self._steady(pool)
         await self._idle(pool)
-        _cpu, peak = _proc_stat(self.leader.pid)
+        peak = proc_peak_rss(self.leader.pid) or 0
         self.result("leader peak RSS", f"{peak / 2**20:.0f} MB ({n:,} jobs registered)", "<= 250 MB")
 
     async def _steady(self, pool: asyncpg.Pool) -> None:
@@ -205,8 +181,7 @@ class Bench:
             return
         self.result(
             f"steady dispatch lag at {len(lags) / self.args.steady_s:,.0f} ticks/s",
-            f"p50 {_pct(lags, 0.5):.1f} ms, p99 {_pct(lags, 0.99):.1f} ms, max {max(lags):.1f} ms"
-            f" ({len(lags):,} tokens)",
+            f"p50 {pct(lags, 0.5):.1f} ms, p99 {pct(lags, 0.99):.1f} ms, max {max(lags):.1f} ms ({len(lags):,} tokens)",
             "p99 <= 20 ms, max <= 100 ms",
         )
         keep = sorted(ids)[: self.args.idle_due]
@@ -221,13 +196,13 @@ class Bench:
         total = await pool.fetchval("SELECT count(*) FROM jobs")
         self.say(f"idle: {total:,} registered, {self.args.idle_due} due per second, for {self.args.idle_s:.0f}s")
         await asyncio.sleep(2.0)
-        cpu0, t0 = _proc_stat(self.leader.pid)[0], time.monotonic()
+        cpu0, t0 = self._leader_cpu(), time.monotonic()
         while time.monotonic() - t0 < self.args.idle_s:
             await asyncio.sleep(min(5.0, self.args.idle_s))
             await self._drain()
-            cpu, _ = _proc_stat(self.leader.pid)
+            cpu = self._leader_cpu()
             self.say(f"  leader CPU so far {100 * (cpu - cpu0) / (time.monotonic() - t0):.1f}%")
-        cpu1, t1 = _proc_stat(self.leader.pid)[0], time.monotonic()
+        cpu1, t1 = self._leader_cpu(), time.monotonic()
         self.result(
             "leader CPU, idle",
             f"{100 * (cpu1 - cpu0) / (t1 - t0):.1f}% ({total:,} registered, {self.args.idle_due} due/s)",
@@ -250,6 +225,10 @@ class Bench:
             await pool.execute("SELECT pg_notify('cronos_jobs', $1)", f'{{"op": "created", "job_id": {job_id}}}')
         return ids
 
+    def _leader_cpu(self) -> float:
+        assert self.leader is not None
+        return proc_cpu_s(self.leader.pid) or 0.0
+
     def _start_leader(self) -> None:
         env = {
             **os.environ,
@@ -262,9 +241,7 @@ class Bench:
             "CRONOS_METRICS_PORT": "0",
         }
         with self.log_path.open("wb") as out:
-            self.leader = subprocess.Popen(
-                [sys.executable, "-m", "cronos.cli", "dispatcher"], env=env, stdout=out, stderr=subprocess.STDOUT
-            )
+            self.leader = subprocess.Popen(cronos_argv("dispatcher"), env=env, stdout=out, stderr=subprocess.STDOUT)
 
     async def _read(self, block_ms: int) -> list[tuple[float, Any]]:
         reply = await self.redis.xread({self.keys.stream: self.last_id}, count=20_000, block=block_ms)
@@ -314,15 +291,9 @@ class Bench:
             except subprocess.TimeoutExpired:
                 self.leader.kill()
         if self.redis is not None:
-            keys = [k async for k in self.redis.scan_iter(match=f"{self.keys.prefix}*", count=1000)]
-            if keys:
-                await self.redis.delete(*keys)
+            await delete_keys(self.redis, self.keys.prefix)
             await self.redis.aclose()
-        admin = await asyncpg.connect(_with_db(self.settings.database_url, "postgres"))
-        try:
-            await admin.execute(f'DROP DATABASE IF EXISTS "{self.db_name}" WITH (FORCE)')
-        finally:
-            await admin.close()
+        await drop_database(self.scratch.server_dsn, self.scratch.db_name)
 
 
 def main(settings: Settings, argv: Sequence[str]) -> int:

@@ -19,52 +19,33 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import signal
 import subprocess
-import sys
 import tempfile
 import time
-import uuid
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 import msgspec
-import redis.asyncio as aioredis
 
-import cronos
+from cronos.bench.common import (
+    Scratch,
+    clean_environ,
+    cronos_argv,
+    database_name,
+    delete_keys,
+    package_root,
+    scratch_database,
+    stop_processes,
+)
+from cronos.bench.counter import COUNTER_TASK, executions_key
 from cronos.keys import Keys
 from cronos.messages import RunToken
-from cronos.settings import Settings, load_settings
-from cronos.store.db import connect, migrate
+from cronos.redis_client import connect as connect_redis
+from cronos.settings import Settings
+from cronos.store.db import connect
 from cronos.stream import RunStream
-from executor.batcher import Batcher
-
-COUNTER_TASK = "bench.count"
-# KEYS[1] hash; ARGV: run ids. One call per batch of executions.
-_COUNT_SCRIPT = "for i, id in ipairs(ARGV) do redis.call('HINCRBY', KEYS[1], id, 1) end return #ARGV"
-_counter: Batcher[int, None] | None = None
-
-
-@cronos.task(COUNTER_TASK, replace=True)
-async def count_execution(payload: dict[str, Any], ctx: cronos.RunContext) -> None:
-    """A noop that counts its executions per run in Redis (batched), to prove none ran twice."""
-    global _counter
-    if _counter is None:
-        own = load_settings(env_file=None)  # the executor process's own settings
-        client = aioredis.from_url(own.redis_url)
-        key = f"{own.key_prefix}bench:executions"
-
-        script = client.register_script(_COUNT_SCRIPT)
-
-        async def incr(run_ids: list[int]) -> list[None]:
-            await script(keys=[key], args=run_ids)
-            return [None] * len(run_ids)
-
-        _counter = Batcher("bench-counter", incr)
-    await _counter.submit(ctx.run_id)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -119,68 +100,53 @@ def main(settings: Settings, argv: Sequence[str]) -> int:
 
 
 async def _round(settings: Settings, args: argparse.Namespace, executors: int) -> dict[str, Any]:
-    tag = uuid.uuid4().hex[:8]
-    dsn = _with_database(settings.database_url, f"cronos_bench_{tag}")
-    prefix = f"bench:{tag}:"
-    try:
-        await migrate(dsn)
-    except BaseException:
-        await _drop(settings.database_url, dsn)
-        raise
-    pool = await connect(dsn, min_size=1, max_size=4)
-    client = aioredis.from_url(settings.redis_url)
-    stream = RunStream(client, Keys(prefix))
-    await stream.ensure_group()
-    procs: list[subprocess.Popen[bytes]] = []
-    workdir = tempfile.mkdtemp(prefix="cronos-bench-")
-    try:
-        n_jobs = args.rate or args.runs
-        await pool.execute(
-            "INSERT INTO jobs (name, cron_expression, payload, timeout_s)"
-            " SELECT 'bench-' || g, '* * * * * *', $1, 30 FROM generate_series(1, $2) g",
-            {"action": COUNTER_TASK},
-            n_jobs,
-        )
-        job_ids = [r["id"] for r in await pool.fetch("SELECT id FROM jobs ORDER BY id")]
-        procs = _start(settings, dsn, prefix, executors, args.concurrency, args.lead_ms, workdir)
-        await _wait_ready(client, Keys(prefix), executors, procs)
-        tx_before = await _transactions(pool, dsn)
-        started = time.monotonic()
-        if args.rate:
-            total = await _steady(pool, stream, job_ids, args.duration, args.lead_ms)
-        else:
-            total = args.runs
-            now = datetime.now(UTC)
-            await stream.publish(await _insert(pool, job_ids, now))
-        await _wait_done(pool, total, timeout=max(60.0, total / 500))
-        wall = time.monotonic() - started
-        for proc in procs:
-            proc.send_signal(signal.SIGTERM)
-        for proc in procs:
-            proc.wait(30)
-        await asyncio.sleep(0.6)  # let the backends' statistics reach pg_stat_database
-        tx = await _transactions(pool, dsn) - tx_before
-        return {**await _ledger_figures(pool, client, prefix, total, wall), "tx": tx / max(total, 1)}
-    finally:
-        for proc in procs:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait(10)
-        await pool.close()
-        keys = [key async for key in client.scan_iter(match=f"{prefix}*", count=1000)]
-        if keys:
-            await client.delete(*keys)
-        await client.aclose()
-        await _drop(settings.database_url, dsn)
+    scratch = Scratch.new(settings.database_url)
+    async with scratch_database(scratch) as dsn:
+        pool = await connect(dsn, min_size=1, max_size=4)
+        client = connect_redis(settings.redis_url)
+        procs: list[subprocess.Popen[bytes]] = []
+        try:
+            stream = RunStream(client, Keys(scratch.prefix))
+            await stream.ensure_group()
+            n_jobs = args.rate or args.runs
+            await pool.execute(
+                "INSERT INTO jobs (name, cron_expression, payload, timeout_s)"
+                " SELECT 'bench-' || g, '* * * * * *', $1, 30 FROM generate_series(1, $2) g",
+                {"action": COUNTER_TASK},
+                n_jobs,
+            )
+            job_ids = [r["id"] for r in await pool.fetch("SELECT id FROM jobs ORDER BY id")]
+            procs = _start(settings, dsn, scratch.prefix, executors, args.concurrency, args.lead_ms)
+            await _wait_ready(client, Keys(scratch.prefix), executors, procs)
+            tx_before = await _transactions(pool, dsn)
+            started = time.monotonic()
+            if args.rate:
+                total = await _steady(pool, stream, job_ids, args.duration, args.lead_ms)
+            else:
+                total = args.runs
+                now = datetime.now(UTC)
+                await stream.publish(await _insert(pool, job_ids, now))
+            await _wait_done(pool, total, timeout=max(60.0, total / 500))
+            wall = time.monotonic() - started
+            stop_processes(procs)
+            await asyncio.sleep(0.6)  # let the backends' statistics reach pg_stat_database
+            tx = await _transactions(pool, dsn) - tx_before
+            return {**await _ledger_figures(pool, client, scratch.prefix, total, wall), "tx": tx / max(total, 1)}
+        finally:
+            stop_processes(procs, timeout_s=0)
+            await pool.close()
+            await delete_keys(client, scratch.prefix)
+            await client.aclose()
 
 
 def _start(
-    settings: Settings, dsn: str, prefix: str, k: int, concurrency: int, lead_ms: int, cwd: str
+    settings: Settings, dsn: str, prefix: str, k: int, concurrency: int, lead_ms: int
 ) -> list[subprocess.Popen[bytes]]:
+    cwd = tempfile.mkdtemp(prefix="cronos-bench-")  # no ./.env there: the roles read only what is set here
     procs = []
     for i in range(k):
         env = {
-            **{key: v for key, v in os.environ.items() if not key.startswith("CRONOS_")},
+            **clean_environ(),
             "DATABASE_URL": dsn,
             "REDIS_URL": settings.redis_url,
             "CRONOS_KEY_PREFIX": prefix,
@@ -189,9 +155,9 @@ def _start(
             "CRONOS_PUSH_LEAD_MS": str(lead_ms),
             "CRONOS_LOG_LEVEL": "WARNING",
             "CRONOS_LOG_FORMAT": "json",
-            "PYTHONPATH": os.pathsep.join(filter(None, [os.getcwd(), os.environ.get("PYTHONPATH")])),
+            "PYTHONPATH": os.pathsep.join(filter(None, [package_root(), os.environ.get("PYTHONPATH")])),
         }
-        argv = [sys.executable, "-m", "cronos.cli", "executor", "--import", "executor.bench"]
+        argv = cronos_argv("executor", "--import", "cronos.bench.counter")
         procs.append(subprocess.Popen(argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL))
     return procs
 
@@ -255,7 +221,7 @@ async def _ledger_figures(pool: asyncpg.Pool, client: Any, prefix: str, total: i
         "SELECT percentile_cont(0.99) WITHIN GROUP (ORDER BY extract(epoch FROM started_at - scheduled_for)) AS p99"
         " FROM runs GROUP BY scheduled_for ORDER BY scheduled_for"
     )
-    executions = await client.hgetall(f"{prefix}bench:executions")
+    executions = await client.hgetall(executions_key(prefix))
     extra_runs = sum(int(v) - 1 for v in executions.values())
     span = float(row["span"] or wall)
     return {
@@ -272,20 +238,8 @@ async def _ledger_figures(pool: asyncpg.Pool, client: Any, prefix: str, total: i
 
 
 async def _transactions(pool: asyncpg.Pool, dsn: str) -> int:
-    name = urlsplit(dsn).path.lstrip("/")
+    name = database_name(dsn)
     async with pool.acquire() as conn:
         await conn.execute("SELECT pg_stat_clear_snapshot()")
         value = await conn.fetchval("SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = $1", name)
     return int(value)
-
-
-def _with_database(dsn: str, name: str) -> str:
-    return urlunsplit(urlsplit(dsn)._replace(path=f"/{name}"))
-
-
-async def _drop(server_dsn: str, dsn: str) -> None:
-    admin = await asyncpg.connect(_with_database(server_dsn, "postgres"))
-    try:
-        await admin.execute(f'DROP DATABASE IF EXISTS "{urlsplit(dsn).path.lstrip("/")}" WITH (FORCE)')
-    finally:
-        await admin.close()

@@ -1,0 +1,26 @@
+"""`cronos bench dispatch|run|e2e`: benchmarks on real PostgreSQL and Redis, roles as OS processes.
+
+    dispatch  the leader alone: burst throughput, steady lag, election -> first push, idle CPU
+    run       executors alone: runs inserted and pushed by the bench, runs/s and start delay
+    e2e       api + dispatcher + executors, jobs registered over REST, run at their defaults
+
+Each benchmark drives the roles as `cronos` processes on a database and key prefix of its
+own, so it never imports a role package (import-linter: `cronos` imports no role).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Sequence
+
+from cronos.settings import Settings
+
+BENCHMARKS = ("dispatch", "run", "e2e")
+
+
+def main(which: str, settings: Settings, argv: Sequence[str]) -> int:
+    """Run benchmark `which` with its own command-line arguments; the exit status."""
+    if which not in BENCHMARKS:
+        raise ValueError(f"no benchmark {which!r}; one of {', '.join(BENCHMARKS)}")
+    module = importlib.import_module(f"cronos.bench.{which}")
+    return int(module.main(settings, argv))
