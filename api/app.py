@@ -14,7 +14,7 @@ from api.backends import Backends
 from api.errors import problem_middleware
 from api.openapi import openapi_handler
 from api.routing import Route
-from api.state import BACKENDS, SETTINGS
+from api.state import BACKENDS
 from cronos import __version__
 from cronos.settings import Settings
 
@@ -55,7 +55,6 @@ ACCESS_LOG = logging.getLogger("cronos.api.access")
 
 def create_app(settings: Settings) -> web.Application:
     app = web.Application(middlewares=[problem_middleware], client_max_size=MAX_BODY_BYTES)
-    app[SETTINGS] = settings
     app[BACKENDS] = Backends(settings)
     routes = (*ROUTES, openapi_handler(ROUTES, __version__))
     for route in routes:

@@ -11,13 +11,13 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import asyncpg
-import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
+from cronos import redis_client
 from cronos.errors import BackendUnavailable
 from cronos.keys import Keys
 from cronos.settings import Settings
@@ -42,7 +42,7 @@ class Backends:
         self._retry_s = retry_s
         self._failed_at = -float("inf")
         self._last_error = ""
-        self.redis: Any = aioredis.from_url(
+        self.redis = redis_client.connect(
             settings.redis_url,
             socket_connect_timeout=REDIS_TIMEOUT_S,
             socket_timeout=REDIS_TIMEOUT_S,
@@ -63,8 +63,9 @@ class Backends:
                     self.settings.database_url, min_size=1, max_size=10, timeout=CONNECT_TIMEOUT_S
                 )
             except (BackendUnavailable, asyncpg.PostgresError) as exc:
-                # Unreachable, or reachable but not usable yet (no such database, still
-                # starting up): either way a 503 for now and another try soon.
+                # connect() translates "not now" (unreachable, starting up, no database yet);
+                # any other refusal (a wrong password, a missing role) leaves the API without
+                # a database just the same: a 503 for now and another try soon.
                 self._failed_at = time.monotonic()
                 self._last_error = str(exc)
                 log.warning(
@@ -81,12 +82,16 @@ class Backends:
         return JobStore(await self.pool())
 
     async def redis_call(self, call: Awaitable[T]) -> T:
-        """Await one Redis read; any failure becomes BackendUnavailable("redis")."""
+        """Await one Redis read (maybe several commands) within a deadline.
+
+        The client already turns a failed command into BackendUnavailable; this bounds the
+        whole read, so a server that answers too slowly counts as down too.
+        """
         try:
             async with asyncio.timeout(REDIS_TIMEOUT_S * 2):
                 return await call
-        except (OSError, TimeoutError, aioredis.RedisError) as exc:
-            raise BackendUnavailable("redis", f"{type(exc).__name__}: {exc}") from exc
+        except TimeoutError as exc:  # our own deadline, not a driver error
+            raise BackendUnavailable("redis", f"no reply within {REDIS_TIMEOUT_S * 2:g} s") from exc
 
     async def close(self) -> None:
         if self._pool is not None:

@@ -13,12 +13,11 @@ from typing import Any, TypeVar
 
 import msgspec
 from aiohttp import web
-from msgspec import UNSET
 
 from api.errors import MalformedBody, invalid_input
 from api.schemas import JobOut, RunOut
 from cronos.errors import InvalidInput
-from cronos.models import Job, Run, validate_payload
+from cronos.models import Job, Run, RunSummary, validate_payload
 from cronos.schedule import parse_schedule
 
 T = TypeVar("T")
@@ -88,25 +87,11 @@ def job_out(job: Job, now: datetime, **extra: Any) -> JobOut:
 
 
 def run_out(run: Run, *, detail: bool = False) -> RunOut:
-    return RunOut(
-        id=run.id,
-        job_id=run.job_id,
-        scheduled_for=run.scheduled_for,
-        attempt=run.attempt,
-        trigger=run.trigger,
-        state=run.state,
-        due_at=run.due_at,
-        node_id=run.node_id,
-        epoch=run.epoch,
-        started_at=run.started_at,
-        finished_at=run.finished_at,
-        duration_ms=run.duration_ms,
-        error=run.error,
-        skip_reason=run.skip_reason,
-        created_at=run.created_at,
-        traceback=run.traceback if detail else UNSET,
-        result=run.result if detail else UNSET,
-    )
+    """The run as the API shows it; its traceback and result only in `detail` (they can be long)."""
+    fields = {name: getattr(run, name) for name in RunSummary.__struct_fields__}
+    if detail:
+        return RunOut(**fields, traceback=run.traceback, result=run.result)
+    return RunOut(**fields)
 
 
 # --- pagination: `limit` and an opaque cursor (the last id of the previous page) --------

@@ -60,13 +60,19 @@ class Problem(msgspec.Struct, kw_only=True, omit_defaults=True):
     field: str | None = None
 
 
-def kind_of(exc: BaseException) -> ErrorKind:
-    for cls in type(exc).__mro__:
-        if cls in ERRORS:
-            return ERRORS[cls]
-    if isinstance(exc, web.HTTPException):
-        return ErrorKind(exc.status, "http-error", exc.reason)
+def kind_for(cls: type[BaseException]) -> ErrorKind:
+    """The row of `cls` or of its nearest ancestor in the table; INTERNAL when there is none."""
+    for base in cls.__mro__:
+        if base in ERRORS:
+            return ERRORS[base]
     return INTERNAL
+
+
+def kind_of(exc: BaseException) -> ErrorKind:
+    kind = kind_for(type(exc))
+    if kind is INTERNAL and isinstance(exc, web.HTTPException):
+        return ErrorKind(exc.status, "http-error", exc.reason)
+    return kind
 
 
 def problem(exc: BaseException, path: str | None = None) -> web.Response:

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import logging
-from typing import get_args
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
@@ -16,22 +14,13 @@ from api.schemas import Health
 from api.state import BACKENDS
 from cronos.errors import BackendUnavailable
 from cronos.metrics import BACKEND_UP, JOBS, REGISTRY
-from cronos.models import JobStatus
-
-log = logging.getLogger("cronos.api.health")
-
-_STATUSES: tuple[str, ...] = get_args(JobStatus)
+from cronos.models import JOB_STATUSES
 
 
 async def postgres_up(backends: Backends) -> bool:
     try:
-        pool = await backends.pool()
-        async with asyncio.timeout(CONNECT_TIMEOUT_S):
-            await pool.fetchval("SELECT 1")
-    except (BackendUnavailable, OSError, TimeoutError, ConnectionError):
-        return False
-    except Exception:
-        log.debug("postgresql check failed", exc_info=True)
+        await (await backends.jobs()).ping(CONNECT_TIMEOUT_S)
+    except BackendUnavailable:
         return False
     return True
 
@@ -63,7 +52,7 @@ async def metrics(request: web.Request) -> web.Response:
     except BackendUnavailable:
         pass  # keep the last known values; the scrape itself must not fail
     else:
-        for status in _STATUSES:
+        for status in JOB_STATUSES:
             JOBS.labels(status).set(counts.get(status, 0))
     return web.Response(body=generate_latest(REGISTRY), headers={"Content-Type": CONTENT_TYPE_LATEST})
 

@@ -13,17 +13,11 @@ from typing import Any
 import msgspec
 from aiohttp import web
 
-from api.errors import ERRORS, INTERNAL, PROBLEM_JSON, Problem
-from api.routing import Route
+from api.errors import PROBLEM_JSON, Problem, kind_for
+from api.routing import Errors, Route
 
 _PARAM = re.compile(r"\{(\w+)(?::[^}]*)?\}")
 _REF = "#/components/schemas/{name}"
-
-
-def _titles() -> dict[int, str]:
-    titles = {kind.status: kind.title for kind in ERRORS.values()}
-    titles[INTERNAL.status] = INTERNAL.title
-    return titles
 
 
 def build_spec(routes: Sequence[Route], version: str) -> dict[str, Any]:
@@ -33,7 +27,6 @@ def build_spec(routes: Sequence[Route], version: str) -> dict[str, Any]:
     unique = list(dict.fromkeys(structs))
     refs, components = msgspec.json.schema_components(unique, ref_template=_REF)
     ref_of = dict(zip(unique, refs, strict=True))
-    titles = _titles()
     problem = {"content": {PROBLEM_JSON: {"schema": ref_of[Problem]}}}
 
     paths: dict[str, dict[str, Any]] = {}
@@ -68,8 +61,11 @@ def build_spec(routes: Sequence[Route], version: str) -> dict[str, Any]:
             if struct is not None:
                 extra["content"] = {"application/json": {"schema": ref_of[struct]}}
             responses[str(status)] = extra
-        for status in (*route.errors, 405, 500):
-            responses[str(status)] = {"description": titles.get(status, "error"), **problem}
+        # Every route may answer a wrong method and, on a bug, a 500 (Exception: the table's INTERNAL).
+        errors: Errors = (*route.errors, web.HTTPMethodNotAllowed, Exception)
+        for error in errors:
+            kind = kind_for(error)
+            responses[str(kind.status)] = {"description": kind.title, **problem}
         op["responses"] = responses
         paths.setdefault(path, {})[route.method.lower()] = op
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import msgspec
 from aiohttp import web
 
 from api.bodies import (
@@ -17,21 +18,23 @@ from api.bodies import (
     run_out,
     utc_now,
 )
-from api.routing import ID, PAGE, Query, Route
+from api.routing import BODY_ERRORS, DB_ERRORS, ID, PAGE, Errors, Query, Route
 from api.schemas import JobCreate, JobList, JobOut, JobPatch, RunOut
 from api.state import BACKENDS
+from cronos.errors import Conflict, InvalidInput, NotFound
+from cronos.models import JOB_STATUSES
 
 
 async def create_job(request: web.Request) -> web.Response:
     body = await decode(request, JobCreate)
-    fields = {f: getattr(body, f) for f in body.__struct_fields__}
+    fields = msgspec.structs.asdict(body)
     check_job(fields)
     job = await (await request.app[BACKENDS].jobs()).create(fields)
     return respond(job_out(job, utc_now()), status=201)
 
 
 async def list_jobs(request: web.Request) -> web.Response:
-    status = query_choice(request, "status", ("active", "paused"))
+    status = query_choice(request, "status", JOB_STATUSES)
     limit = query_limit(request)
     after = decode_cursor(request.query.get("cursor")) or 0
     jobs = await (await request.app[BACKENDS].jobs()).list_jobs(status, after, limit)
@@ -82,21 +85,22 @@ async def trigger_job(request: web.Request) -> web.Response:
 
 
 JOB = f"/api/jobs/{ID}"
-_DB = (503,)
+_GONE: Errors = (NotFound, *DB_ERRORS)
+_WRITE: Errors = (*BODY_ERRORS, Conflict, *DB_ERRORS)
 ROUTES = (
     Route("POST", "/api/jobs", create_job, "Register a job", status=201, body=JobCreate, response=JobOut,
-          errors=(400, 409, 413, 422, *_DB)),
-    Route("GET", "/api/jobs", list_jobs, "List jobs by id", response=JobList, errors=(422, *_DB),
-          query=(Query("status", "only jobs in this status", enum=("active", "paused")), *PAGE)),
-    Route("GET", JOB, get_job, "A job, its next run time and its last run", response=JobOut, errors=(404, *_DB)),
+          errors=_WRITE),
+    Route("GET", "/api/jobs", list_jobs, "List jobs by id", response=JobList, errors=(InvalidInput, *DB_ERRORS),
+          query=(Query("status", "only jobs in this status", enum=JOB_STATUSES), *PAGE)),
+    Route("GET", JOB, get_job, "A job, its next run time and its last run", response=JobOut, errors=_GONE),
     Route("PATCH", JOB, patch_job, "Change some fields (validated like a create; nothing changes on error)",
-          body=JobPatch, response=JobOut, errors=(400, 404, 409, 413, 422, *_DB)),
-    Route("DELETE", JOB, delete_job, "Delete a job and its runs", status=204, errors=(404, *_DB)),
+          body=JobPatch, response=JobOut, errors=(NotFound, *_WRITE)),
+    Route("DELETE", JOB, delete_job, "Delete a job and its runs", status=204, errors=_GONE),
     Route("PATCH", f"{JOB}/toggle", toggle_job, "Pause an active job, resume a paused one", response=JobOut,
-          errors=(404, *_DB)),
-    Route("POST", f"{JOB}/pause", pause_job, "Pause a job", response=JobOut, errors=(404, *_DB)),
+          errors=_GONE),
+    Route("POST", f"{JOB}/pause", pause_job, "Pause a job", response=JobOut, errors=_GONE),
     Route("POST", f"{JOB}/resume", resume_job, "Resume a job; ticks due while paused are not caught up",
-          response=JobOut, errors=(404, *_DB)),
+          response=JobOut, errors=_GONE),
     Route("POST", f"{JOB}/trigger", trigger_job, "Queue one run now (even when paused)", status=202,
-          response=RunOut, errors=(404, *_DB)),
+          response=RunOut, errors=_GONE),
 )  # fmt: skip

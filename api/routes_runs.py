@@ -2,21 +2,18 @@
 
 from __future__ import annotations
 
-from typing import get_args
-
 from aiohttp import web
 
 from api.bodies import decode_cursor, encode_cursor, path_id, query_choice, query_limit, respond, run_out
-from api.routing import ID, PAGE, Query, Route
+from api.routing import DB_ERRORS, ID, PAGE, Query, Route
 from api.schemas import RunList, RunOut
 from api.state import BACKENDS
-from cronos.models import RunState
-
-STATES: tuple[str, ...] = get_args(RunState)
+from cronos.errors import InvalidInput, NotFound
+from cronos.models import RUN_STATES
 
 
 async def list_runs(request: web.Request) -> web.Response:
-    state = query_choice(request, "state", STATES)
+    state = query_choice(request, "state", RUN_STATES)
     limit = query_limit(request)
     before = decode_cursor(request.query.get("cursor"))
     runs = await (await request.app[BACKENDS].jobs()).runs(path_id(request), state, before, limit)
@@ -31,7 +28,8 @@ async def get_run(request: web.Request) -> web.Response:
 
 ROUTES = (
     Route("GET", f"/api/jobs/{ID}/runs", list_runs, "A job's runs, newest first", response=RunList,
-          errors=(404, 422, 503), query=(Query("state", "only runs in this state", enum=STATES), *PAGE)),
+          errors=(NotFound, InvalidInput, *DB_ERRORS),
+          query=(Query("state", "only runs in this state", enum=RUN_STATES), *PAGE)),
     Route("GET", f"/api/runs/{ID}", get_run, "One run, with its traceback and result excerpt", response=RunOut,
-          errors=(404, 503)),
+          errors=(NotFound, *DB_ERRORS)),
 )  # fmt: skip

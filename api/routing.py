@@ -8,9 +8,14 @@ from typing import Any
 
 from aiohttp import web
 
+from api.errors import MalformedBody
 from api.schemas import Health
+from cronos.errors import BackendUnavailable, InvalidInput
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+# Exception classes a handler may raise; the error table (api.errors.ERRORS) gives their statuses.
+Errors = tuple[type[BaseException], ...]
 
 ID = "{id:[0-9]+}"  # anything else is not a route: 404
 
@@ -33,12 +38,16 @@ class Route:
     status: int = 200
     body: type[Any] | None = None  # the request Struct
     response: type[Any] | None = None  # the response Struct (None: no JSON body)
-    errors: tuple[int, ...] = ()
+    errors: Errors = ()
     query: tuple[Query, ...] = ()
     content_type: str = "application/json"
     # Extra documented outcomes: status -> (description, Struct or None)
     also: tuple[tuple[int, str, type[Any] | None], ...] = ()
 
+
+# Any route with a JSON body may refuse it: not JSON, too large, or a field that does not fit.
+BODY_ERRORS: Errors = (MalformedBody, web.HTTPRequestEntityTooLarge, InvalidInput)
+DB_ERRORS: Errors = (BackendUnavailable,)
 
 HEALTH_DOWN = (503, "a backend is down; the body says which", Health)
 PAGE = (

@@ -12,7 +12,7 @@ from typing import Annotated, Any
 import msgspec
 from msgspec import UNSET, Meta, UnsetType
 
-from cronos.models import ConcurrencyPolicy, Job, JobKind, JobStatus, MisfirePolicy, RunState, Trigger
+from cronos.models import ConcurrencyPolicy, Job, JobKind, JobStatus, MisfirePolicy, RunSummary
 
 Name = Annotated[str, Meta(min_length=1, max_length=200, description="unique job name")]
 Expression = Annotated[
@@ -72,23 +72,9 @@ class JobPatch(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
         return {f: v for f in self.__struct_fields__ if (v := getattr(self, f)) is not UNSET}
 
 
-class RunOut(msgspec.Struct, kw_only=True):
-    id: int
-    job_id: int
-    scheduled_for: datetime
-    attempt: int
-    trigger: Trigger
-    state: RunState
-    due_at: datetime
-    node_id: str | None
-    epoch: int | None
-    started_at: datetime | None
-    finished_at: datetime | None
-    duration_ms: float | None
-    error: str | None
-    skip_reason: str | None
-    created_at: datetime | None
-    # Only on GET /api/runs/{id}: they can be long.
+class RunOut(RunSummary, kw_only=True):
+    """A run; `traceback` and `result` (they can be long) only on GET /api/runs/{id}."""
+
     traceback: str | UnsetType | None = UNSET
     result: str | UnsetType | None = UNSET
 

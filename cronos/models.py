@@ -6,7 +6,7 @@ Pure: no I/O. Rows are mapped to these before they leave a store.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 import msgspec
 
@@ -17,7 +17,8 @@ MisfirePolicy = Literal["run_once", "run_all", "skip"]
 RunState = Literal["queued", "running", "completed", "failed", "skipped"]
 Trigger = Literal["schedule", "manual", "retry"]
 
-TERMINAL_STATES: frozenset[str] = frozenset({"completed", "failed", "skipped"})
+JOB_STATUSES: tuple[str, ...] = get_args(JobStatus)
+RUN_STATES: tuple[str, ...] = get_args(RunState)
 
 # Skip and failure reasons are stable strings: tests, dashboards and operators match them.
 SKIP_MISFIRED = "misfired"
@@ -48,7 +49,9 @@ class Job(msgspec.Struct, kw_only=True):
     updated_at: datetime
 
 
-class Run(msgspec.Struct, kw_only=True):
+class RunSummary(msgspec.Struct, kw_only=True):
+    """A run without its lease and its long outputs: what every listing of runs shows."""
+
     id: int
     job_id: int
     scheduled_for: datetime
@@ -56,17 +59,22 @@ class Run(msgspec.Struct, kw_only=True):
     trigger: Trigger
     state: RunState
     due_at: datetime
-    node_id: str | None = None
-    epoch: int | None = None
-    started_at: datetime | None = None
-    finished_at: datetime | None = None
-    lease_until: datetime | None = None
-    duration_ms: float | None = None
-    error: str | None = None
-    traceback: str | None = None
-    result: str | None = None
-    skip_reason: str | None = None
-    created_at: datetime | None = None
+    node_id: str | None
+    epoch: int | None
+    started_at: datetime | None
+    finished_at: datetime | None
+    duration_ms: float | None
+    error: str | None
+    skip_reason: str | None
+    created_at: datetime | None
+
+
+class Run(RunSummary, kw_only=True):
+    """A row of `runs`."""
+
+    lease_until: datetime | None
+    traceback: str | None
+    result: str | None
 
 
 # --- payloads, one per kind; the API validates a job's payload against its kind ---

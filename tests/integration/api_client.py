@@ -45,6 +45,19 @@ class Api:
         assert reply.status == 201, reply.body
         return dict(reply.body)
 
+    async def walk(self, path: str, limit: int) -> list[int]:
+        """The ids on every page of a listing, following `next_cursor`; no page holds more than `limit`."""
+        ids: list[int] = []
+        cursor = None
+        while True:
+            query = f"{path}{'&' if '?' in path else '?'}limit={limit}" + (f"&cursor={cursor}" if cursor else "")
+            page = await self.call("GET", query)
+            assert page.status == 200 and len(page.body["items"]) <= limit, page.body
+            ids += [item["id"] for item in page.body["items"]]
+            cursor = page.body["next_cursor"]
+            if cursor is None:
+                return ids
+
 
 @contextlib.asynccontextmanager
 async def running_api(settings: Settings) -> AsyncIterator[Api]:

@@ -8,10 +8,12 @@ from aiohttp import web
 
 from api.app import ROUTES
 from api.bodies import check_job, decode_cursor, encode_cursor
-from api.errors import ERRORS, INTERNAL, MalformedBody, invalid_input, kind_of
+from api.errors import ERRORS, INTERNAL, MalformedBody, invalid_input, kind_for, kind_of
 from api.openapi import build_spec
-from api.schemas import JobCreate, JobPatch
+from api.schemas import JobCreate, JobOut, JobPatch, RunOut
 from cronos.errors import BackendUnavailable, Conflict, InvalidInput, InvalidSchedule, NotFound
+from cronos.models import Job, Run, RunSummary
+from cronos.store.jobs import WRITABLE
 
 
 def _error(raw: bytes, cls: type[object] = JobCreate) -> InvalidInput:
@@ -66,6 +68,22 @@ def test_patch_keeps_only_the_fields_sent() -> None:
     patch = msgspec.json.decode(b'{"max_retries": 2, "payload": {"action": "y"}}', type=JobPatch)
     assert patch.changes() == {"max_retries": 2, "payload": {"action": "y"}}
     assert msgspec.json.decode(b"{}", type=JobPatch).changes() == {}
+
+
+def test_request_bodies_cover_exactly_the_writable_columns() -> None:
+    assert JobCreate.__struct_fields__ == JobPatch.__struct_fields__
+    assert set(JobCreate.__struct_fields__) == set(WRITABLE) <= set(Job.__struct_fields__)
+
+
+def test_response_bodies_derive_from_the_models() -> None:
+    assert issubclass(JobOut, Job) and issubclass(RunOut, RunSummary) and issubclass(Run, RunSummary)
+    assert set(RunOut.__struct_fields__) == set(Run.__struct_fields__) - {"lease_until"}
+
+
+def test_every_documented_error_has_a_row_in_the_table() -> None:
+    for route in ROUTES:
+        for error in route.errors:
+            assert kind_for(error) is not INTERNAL, (route.path, error)
 
 
 def test_the_error_table() -> None:
