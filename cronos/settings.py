@@ -10,12 +10,14 @@ import os
 import socket
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
 from dotenv import dotenv_values
 
 from cronos.errors import ConfigError
+
+N = TypeVar("N", int, float)
 
 _LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 _LOG_FORMATS = ("auto", "json", "text")
@@ -42,27 +44,24 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     result_max_bytes: int = 4096
     # observability
     metrics_port: int = 0
-    metrics_job_labels: bool = False
+
+
+def _number(cast: Callable[[str], N], lo: N, hi: N) -> Callable[[str], N]:
+    def parse(raw: str) -> N:
+        value = cast(raw)
+        if not lo <= value <= hi:
+            raise ValueError(f"must be between {lo} and {hi}")
+        return value
+
+    return parse
 
 
 def _int(lo: int, hi: int) -> Callable[[str], int]:
-    def parse(raw: str) -> int:
-        value = int(raw)
-        if not lo <= value <= hi:
-            raise ValueError(f"must be between {lo} and {hi}")
-        return value
-
-    return parse
+    return _number(int, lo, hi)
 
 
 def _float(lo: float, hi: float) -> Callable[[str], float]:
-    def parse(raw: str) -> float:
-        value = float(raw)
-        if not lo <= value <= hi:
-            raise ValueError(f"must be between {lo} and {hi}")
-        return value
-
-    return parse
+    return _number(float, lo, hi)
 
 
 def _bool(raw: str) -> bool:
@@ -126,7 +125,6 @@ VARIABLES: dict[str, tuple[str, Callable[[str], Any], str]] = {
     "CRONOS_ALLOW_SHELL": ("allow_shell", _bool, "allow `shell` jobs on this executor"),
     "CRONOS_RESULT_MAX_BYTES": ("result_max_bytes", _int(0, 1_048_576), "bound of a stored result excerpt"),
     "CRONOS_METRICS_PORT": ("metrics_port", _int(0, 65535), "port for /metrics of dispatcher/executor (0: off)"),
-    "CRONOS_METRICS_JOB_LABELS": ("metrics_job_labels", _bool, "add a job label to run metrics (cardinality!)"),
 }
 
 

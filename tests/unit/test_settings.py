@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 
 from cronos.errors import ConfigError
 from cronos.settings import VARIABLES, Settings, load_settings
+
+ENV_EXAMPLE = Path(__file__).resolve().parents[2] / ".env.example"
 
 
 def test_defaults_follow_the_seed(tmp_path: Path) -> None:
@@ -71,3 +74,8 @@ def test_every_variable_maps_to_a_field() -> None:
     assert {"PORT", "DATABASE_URL", "REDIS_URL", "CRONOS_NODE_ID", "CRONOS_KEY_PREFIX", "CRONOS_LOG_LEVEL"} <= set(
         VARIABLES
     )
+
+
+def test_env_example_lists_exactly_the_variables_read() -> None:
+    listed = re.findall(r"^(?:# )?([A-Z][A-Z0-9_]*)=", ENV_EXAMPLE.read_text(), re.MULTILINE)
+    assert sorted(listed) == sorted(VARIABLES)
