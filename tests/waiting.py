@@ -25,11 +25,12 @@ async def poll(probe: Callable[[], Awaitable[T]], *, timeout: float, interval: f
 
 
 async def wait_for(
-    probe: Callable[[], Awaitable[T]], *, timeout: float = 10.0, interval: float = 0.02, what: str = "condition"
+    probe: Callable[[], Awaitable[T | None]], *, timeout: float = 10.0, interval: float = 0.02, what: str = "condition"
 ) -> T:
-    """Await `probe()` until it returns something truthy; fail after `timeout` seconds."""
+    """Await `probe()` until it returns something truthy (a probe may return None for "not yet"); fail
+    after `timeout` seconds."""
     last = await poll(probe, timeout=timeout, interval=interval)
-    if not last:
+    if last is None or not last:
         raise AssertionError(f"timed out after {timeout}s waiting for {what}; last value: {last!r}")
     return last
 
@@ -39,7 +40,7 @@ def block_until(probe: Callable[[], T], *, timeout: float = 10.0, interval: floa
     deadline = time.monotonic() + timeout
     while True:
         last = probe()
-        if last:
+        if last is not None and last:
             return last
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what}; last value: {last!r}")

@@ -22,6 +22,8 @@ import threading
 import time
 from pathlib import Path
 
+from tests.waiting import block_until
+
 REPO = Path(__file__).resolve().parents[2]
 DB_NAME = "cronos"
 # Test-only instrumentation installed in the template after the migrations: every change of a
@@ -209,11 +211,10 @@ class RedisServer:
         argv = ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
         argv += ["--dir", str(self.root), "--logfile", str(self.logfile)]
         self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 10
-        while not self.is_up():
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"redis-server did not start on port {self.port}; see {self.logfile}")
-            time.sleep(0.01)
+        proc, what = self.proc, f"redis-server to start on port {self.port} (see {self.logfile})"
+        block_until(lambda: self.is_up() or proc.poll() is not None, what=what)
+        if not self.is_up():
+            raise RuntimeError(f"redis-server exited with {proc.returncode}; see {self.logfile}")
 
     def is_up(self) -> bool:
         try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -68,6 +69,16 @@ class Procs:
 
     def log(self, name: str) -> str:
         return (self.logdir / f"{name}.log").read_text()
+
+    def events(self, name: str, event: str) -> list[dict[str, Any]]:
+        """The JSON log lines of `name` whose event is `event`."""
+        found = []
+        for line in self.log(name).splitlines():
+            with contextlib.suppress(ValueError):
+                record = json.loads(line)
+                if isinstance(record, dict) and record.get("event") == event:
+                    found.append(record)
+        return found
 
     def signal(self, name: str, signum: int) -> None:
         with contextlib.suppress(ProcessLookupError):
@@ -143,13 +154,22 @@ async def test_sigstop_past_the_lease_is_taken_over_and_reports_nothing(harness:
         return [r.state for r in await harness.runs(job)] == ["failed", "completed"]
 
     await wait_for(retried, timeout=15, what="the retry to complete on b")
+    procs.signal("b", signal.SIGKILL)  # from now on only a takes tokens
     procs.signal("a", signal.SIGCONT)
     await wait_for(lambda: _aval("run.lost" in procs.log("a")), timeout=10, what="a to notice it lost the run")
-    await asyncio.sleep(3)  # past the end of a's (cancelled) attempt: it must still write nothing
+    # A later run through a: its lost attempt (cancelled as it woke) had its chance to write first.
+    later = await harness.queue(await harness.job(payload={"action": "noop"}))
+
+    async def a_ran_it() -> bool:
+        row = await harness.pool.fetchrow("SELECT state, node_id FROM runs WHERE id = $1", later.run_id)
+        return (row["state"], row["node_id"]) == ("completed", node_a)
+
+    await wait_for(a_ran_it, timeout=10, what="a to run a later token")
     first, second = await harness.runs(job)
     assert (first.state, first.error, first.node_id) == ("failed", FAIL_EXECUTOR_LOST, node_a)
     assert (second.state, second.node_id) == ("completed", node_b)
-    assert '"event": "run.completed"' not in procs.log("a")
+    completed_on_a = procs.events("a", "run.completed")
+    assert [r.get("run_id") for r in completed_on_a] == [later.run_id]  # not the lost one
 
 
 async def test_sigterm_drains_then_exits_zero(harness: Harness, procs: Procs) -> None:

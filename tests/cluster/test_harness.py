@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -15,18 +14,19 @@ from cronos.store.db import CONNECTION_ERRORS
 from tests.cluster.harness import Cluster
 from tests.cluster.ledger import insert_job, load, with_db
 from tests.cluster.node import Node
+from tests.waiting import block_until
 
 pytestmark = pytest.mark.cluster
 
 
 def _state(pid: int, want: str) -> str:
-    """The process state letter once it is one of `want` (signals land asynchronously), else the last seen."""
-    deadline = time.monotonic() + 5
-    while True:
-        state = Path(f"/proc/{pid}/stat").read_text().split(")")[1].split()[0]
-        if state in want or time.monotonic() > deadline:
-            return state
-        time.sleep(0.01)
+    """The process state letter once it is one of `want` (signals land asynchronously)."""
+
+    def state() -> str:
+        letter = Path(f"/proc/{pid}/stat").read_text().split(")")[1].split()[0]
+        return letter if letter in want else ""
+
+    return block_until(state, timeout=5, what=f"process {pid} in state {want}")
 
 
 async def test_postgres_keeps_committed_data_across_clean_restart_and_crash(
@@ -74,15 +74,12 @@ def test_node_control_kill_pause_resume_terminate_and_logs(tmp_path: Path) -> No
     node = Node("executor", "x1", [sys.executable, "-c", script], {}, tmp_path, tmp_path / "x1.log")
     node.start()
     try:
-        deadline = time.monotonic() + 10
-        while "up" not in node.logfile.read_text() and time.monotonic() < deadline:
-            time.sleep(0.02)
-        assert "up" in node.logfile.read_text()
+        block_until(lambda: "up" in node.logfile.read_text(), what="the node to print 'up'")
         assert node.proc is not None
         node.pause()
-        assert _state(node.proc.pid, "T") == "T"
+        _state(node.proc.pid, "T")
         node.resume()
-        assert _state(node.proc.pid, "SR") in "SR"
+        _state(node.proc.pid, "SR")
         assert node.terminate() == 3
         node.start()  # a restart appends to the same log
         node.pause()
