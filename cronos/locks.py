@@ -1,8 +1,8 @@
-"""One owned-lock type (acquire / renew / release) for the leader, tick and job locks.
+"""One owned-lock type (acquire / renew / release) for the leader and the tick locks.
 
 `SET key owner NX PX ttl` to take it; Lua compare-and-pexpire to renew and
 compare-and-delete to release, so a node never extends or frees a lock it lost.
-Results are values (bool), not exceptions: being denied is an expected outcome.
+Results are values (bool, counts), not exceptions: being denied is an expected outcome.
 """
 
 from __future__ import annotations
@@ -14,6 +14,8 @@ from cronos.scripts import Scripts
 
 
 class OwnedLock:
+    """One lock (the leader's)."""
+
     def __init__(self, client: Any, scripts: Scripts, key: str, owner: str, ttl_ms: int) -> None:
         self._client = client
         self._scripts = scripts
@@ -37,25 +39,38 @@ class OwnedLock:
         return value.decode() if isinstance(value, bytes) else str(value)
 
 
-async def acquire_many(scripts: Scripts, keys: Sequence[str], owner: str, ttl_ms: int) -> list[bool]:
-    """Take many locks in one script call; one bool per key, in order.
+class TickLocks:
+    """The tick locks one node holds, taken, renewed and released a batch per script call.
 
-    The keys of one call must share a hash slot on a Redis Cluster (group them by slot there).
+    The keys of one call must share a hash slot on a Redis Cluster: every tick lock carries
+    the `{ticks}` hash tag (cronos.keys).
     """
-    if not keys:
-        return []
-    reply = await scripts.acquire_many_nx(keys=list(keys), args=[owner, ttl_ms])
-    flags = reply.decode() if isinstance(reply, bytes) else str(reply)
-    return [flag == "1" for flag in flags]
 
+    def __init__(self, scripts: Scripts, owner: str) -> None:
+        self._scripts = scripts
+        self.owner = owner
 
-async def renew_many(scripts: Scripts, keys: Sequence[str], owner: str, ttl_ms: int) -> int:
-    if not keys:
-        return 0
-    return int(await scripts.renew_many_if_owner(keys=list(keys), args=[owner, ttl_ms]))
+    async def acquire(self, keys: Sequence[str], ttl_ms: int) -> list[bool]:
+        """SET NX PX each key; one bool per key, in order (a key this owner holds counts as taken)."""
+        if not keys:
+            return []
+        reply = await self._scripts.acquire_many_nx(keys=list(keys), args=[self.owner, ttl_ms])
+        flags = reply.decode() if isinstance(reply, bytes) else str(reply)
+        return [flag == "1" for flag in flags]
 
+    async def renew(self, keys: Sequence[str], ttl_ms: int) -> int:
+        """Extend those still ours; how many."""
+        if not keys:
+            return 0
+        return int(await self._scripts.renew_many_if_owner(keys=list(keys), args=[self.owner, ttl_ms]))
 
-async def release_many(scripts: Scripts, keys: Sequence[str], owner: str) -> int:
-    if not keys:
-        return 0
-    return int(await scripts.release_many_if_owner(keys=list(keys), args=[owner]))
+    async def release(self, keys: Sequence[str]) -> int:
+        """Delete those still ours; how many."""
+        if not keys:
+            return 0
+        return int(await self._scripts.release_many_if_owner(keys=list(keys), args=[self.owner]))
+
+    async def queue_release(self, pipeline: Any, keys: Sequence[str]) -> None:
+        """Queue `release` on a pipeline (its count comes with the pipeline's replies)."""
+        if keys:
+            await self._scripts.release_many_if_owner(keys=list(keys), args=[self.owner], client=pipeline)

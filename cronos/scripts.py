@@ -65,6 +65,16 @@ return n
 """
 
 
+# KEYS[1] stream; ARGV: field name, then one encoded token per entry. Returns the count.
+APPEND_BATCH = """
+local field = ARGV[1]
+for i = 2, #ARGV do
+  redis.call('XADD', KEYS[1], '*', field, ARGV[i])
+end
+return #ARGV - 1
+"""
+
+
 class Scripts:
     """The scripts registered on one client; EVALSHA with automatic reload."""
 
@@ -74,3 +84,4 @@ class Scripts:
         self.release_many_if_owner = client.register_script(RELEASE_MANY_IF_OWNER)
         self.renew_many_if_owner = client.register_script(RENEW_MANY_IF_OWNER)
         self.acquire_many_nx = client.register_script(ACQUIRE_MANY_NX)
+        self.append_batch = client.register_script(APPEND_BATCH)

@@ -1,12 +1,15 @@
 """The run stream: one Redis Stream with one consumer group of executors.
 
 Tokens are appended in batches by a Lua script (one round trip per batch), read with
-XREADGROUP, acknowledged with XACK and reclaimed from dead consumers with XAUTOCLAIM.
-Trimming only ever removes entries that every consumer has read and acknowledged.
+XREADGROUP, settled (tick locks released, then XACK) in one pipeline, kept from being
+reclaimed while their run executes (`touch`), and reclaimed from dead consumers with
+XAUTOCLAIM. Trimming only ever removes entries that every consumer has read and
+acknowledged. A stream or group Redis lost (NOGROUP) is recreated here.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -15,18 +18,13 @@ import msgspec
 from redis.exceptions import ResponseError
 
 from cronos.keys import Keys
+from cronos.locks import TickLocks
 from cronos.messages import TOKEN_FIELD, RunToken, decode_token, encode_token
-
-# KEYS[1] stream; ARGV: field name, then one encoded token per entry. Returns the count.
-APPEND_BATCH = """
-local field = ARGV[1]
-for i = 2, #ARGV do
-  redis.call('XADD', KEYS[1], '*', field, ARGV[i])
-end
-return #ARGV - 1
-"""
+from cronos.scripts import Scripts
 
 BATCH_SIZE = 1000
+
+log = logging.getLogger("cronos.stream")
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,11 +43,11 @@ class StreamInfo:
 
 
 class RunStream:
-    def __init__(self, client: Any, keys: Keys) -> None:
+    def __init__(self, client: Any, keys: Keys, scripts: Scripts | None = None) -> None:
         self._client = client
         self.key = keys.stream
         self.group = keys.group
-        self._append = client.register_script(APPEND_BATCH)
+        self._scripts = scripts or Scripts(client)
 
     async def ensure_group(self) -> bool:
         """Create the stream and group when missing; True when they had to be created."""
@@ -60,6 +58,12 @@ class RunStream:
             if "BUSYGROUP" in str(exc):
                 return False
             raise
+
+    async def _recreate(self) -> None:
+        """Redis lost its data (a restart without persistence): make the stream and group again
+        and read on; the leader notices the loss through its marker and re-pushes queued runs."""
+        log.warning("run stream or group missing: recreating it", extra={"event": "stream.group_lost"})
+        await self.ensure_group()
 
     async def group_exists(self) -> bool:
         try:
@@ -73,7 +77,7 @@ class RunStream:
         pushed = 0
         for start in range(0, len(tokens), BATCH_SIZE):
             batch = [encode_token(t) for t in tokens[start : start + BATCH_SIZE]]
-            pushed += int(await self._append(keys=[self.key], args=[TOKEN_FIELD, *batch]))
+            pushed += int(await self._scripts.append_batch(keys=[self.key], args=[TOKEN_FIELD, *batch]))
         return pushed
 
     async def read(self, consumer: str, count: int, block_ms: int | None, *, pending: bool = False) -> list[Delivery]:
@@ -89,11 +93,9 @@ class RunStream:
                 block=None if pending else block_ms,
             )
         except ResponseError as exc:
-            if not _is_nogroup(exc):
+            if not _stream_lost(exc):
                 raise
-            # Redis lost its data (restart without persistence): recreate the group and read
-            # again next time; the leader notices the loss through its marker and re-pushes.
-            await self.ensure_group()
+            await self._recreate()
             return []
         return [_delivery(entry_id, fields) for _stream, entries in reply or [] for entry_id, fields in entries]
 
@@ -106,9 +108,9 @@ class RunStream:
                 self.key, self.group, consumer, min_idle_ms, start_id="0-0", count=count
             )
         except ResponseError as exc:
-            if not _is_nogroup(exc):
+            if not _stream_lost(exc):
                 raise
-            await self.ensure_group()
+            await self._recreate()
             return []
         entries = reply[1] if len(reply) > 1 else []
         return [_delivery(entry_id, fields) for entry_id, fields in entries if fields]
@@ -117,6 +119,34 @@ class RunStream:
         if not entry_ids:
             return 0
         return int(await self._client.xack(self.key, self.group, *entry_ids))
+
+    async def settle(self, entry_ids: Sequence[bytes], locks: TickLocks, lock_keys: Sequence[str]) -> None:
+        """Release tick locks (those still ours), then acknowledge entries: one pipeline."""
+        if not entry_ids and not lock_keys:
+            return
+        pipe = self._client.pipeline(transaction=False)
+        await locks.queue_release(pipe, lock_keys)
+        if entry_ids:
+            pipe.xack(self.key, self.group, *entry_ids)
+        try:
+            await pipe.execute()
+        except ResponseError as exc:
+            if not _stream_lost(exc):
+                raise
+            # Redis lost the stream: nothing is left to acknowledge (the locks went first).
+
+    async def touch(self, consumer: str, entry_ids: Sequence[bytes]) -> None:
+        """Reset the idle time of entries `consumer` still works on, so no other executor's
+        XAUTOCLAIM takes a long run's token."""
+        if not entry_ids:
+            return
+        try:
+            await self._client.xclaim(
+                self.key, self.group, consumer, min_idle_time=0, message_ids=list(entry_ids), justid=True
+            )
+        except ResponseError as exc:
+            if not _stream_lost(exc):
+                raise
 
     async def info(self) -> StreamInfo:
         try:
@@ -148,9 +178,9 @@ class RunStream:
         floor = info.last_delivered_id
         if info.pending:
             summary = await self._client.xpending(self.key, self.group)
-            oldest = _text(summary.get("min"))
+            oldest = (summary or {}).get("min")  # None when the entries were acked meanwhile
             if oldest:
-                floor = min(floor, oldest, key=_id_key)
+                floor = min(floor, _text(oldest), key=_id_key)
         # MINID keeps entries >= floor: the oldest pending (or first unread) entry survives.
         minid = _bump(floor) if not info.pending else floor
         return int(await self._client.xtrim(self.key, minid=minid, approximate=False))
@@ -166,8 +196,11 @@ def _delivery(entry_id: bytes, fields: dict[bytes, bytes]) -> Delivery:
         return Delivery(entry_id, None)
 
 
-def _is_nogroup(exc: ResponseError) -> bool:
-    return str(exc).startswith("NOGROUP")
+def _stream_lost(exc: ResponseError) -> bool:
+    """Redis lost the stream or its group (a restart without persistence, or the key deleted
+    under a blocked XREADGROUP)."""
+    text = str(exc)
+    return text.startswith("NOGROUP") or "no longer exists" in text
 
 
 def _text(value: Any) -> str:

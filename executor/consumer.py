@@ -2,7 +2,9 @@
 
 Each delivery becomes one `pipeline.process` task in the role's task group. Entries
 left idle by a dead consumer are taken over with XAUTOCLAIM. When PostgreSQL or Redis
-fails, reading pauses until the backend answers again (capped backoff).
+fails, reading pauses until the backend answers again; then this consumer re-reads its
+own pending entries, so a token deferred by a blip runs at once instead of waiting to
+idle out for XAUTOCLAIM.
 """
 
 from __future__ import annotations
@@ -11,21 +13,18 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable
-
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import ResponseError
-from redis.exceptions import TimeoutError as RedisTimeoutError
+from collections import Counter
 
 from cronos import metrics
 from cronos.aio import wait_any
 from cronos.backoff import Backoff
-from cronos.stream import Delivery, RunStream
-from executor.pipeline import Deps, process
+from cronos.errors import BackendUnavailable
+from cronos.stream import Delivery
+from executor.deps import Deps
+from executor.pipeline import TokenOutcome, process
 
 log = logging.getLogger("cronos.executor.consumer")
 
-REDIS_ERRORS = (RedisConnectionError, RedisTimeoutError, OSError)
 READ_BLOCK_MS = 500  # how long one XREADGROUP waits; also bounds how fast a stop is noticed
 # At most this many tokens per read: a burst is then shared by every executor instead of
 # being swallowed by the first one, and its first runs start while the rest are still read.
@@ -33,21 +32,14 @@ READ_BATCH = 200
 
 
 class Consumer:
-    def __init__(
-        self,
-        deps: Deps,
-        stream: RunStream,
-        concurrency: int,
-        probe: Callable[[str], Awaitable[None]],
-    ) -> None:
+    def __init__(self, deps: Deps, concurrency: int) -> None:
         self._deps = deps
-        self._stream = stream
+        self._stream = deps.stream
         self._concurrency = concurrency
-        self._probe = probe
         self._entries: set[bytes] = set()  # entry ids being processed here
-        self._tasks: set[asyncio.Task[str]] = set()
+        self._tasks: set[asyncio.Task[TokenOutcome]] = set()
         self._freed = asyncio.Event()
-        self.outcomes: dict[str, int] = {}
+        self.outcomes: Counter[TokenOutcome] = Counter()
         self.autoclaim_idle_ms = int(deps.lease_s * 2000)
         self._last_autoclaim = 0.0
 
@@ -55,37 +47,26 @@ class Consumer:
     def free(self) -> int:
         return self._concurrency - len(self._entries)
 
-    @property
-    def tasks(self) -> set[asyncio.Task[str]]:
-        return self._tasks
-
     async def serve(self, group: asyncio.TaskGroup, stopping: asyncio.Event, *, burst: bool = False) -> None:
         """Read and dispatch until `stopping` is set (or, in burst mode, until nothing is left)."""
         backoff = Backoff(base_s=0.1, cap_s=5.0)
-        first = True
+        own_pending = True  # after a start or a backend failure: what this consumer holds first
         while not stopping.is_set():
             try:
-                await self._heal()
+                if self._deps.health.troubled and await self._deps.health.recover():
+                    own_pending = True
                 if not await self._wait_free(stopping):
                     break
-                deliveries = await self._read(pending=first, block=not burst)
+                deliveries = await self._read(pending=own_pending, block=not burst)
                 self._spawn(group, deliveries)
-                if first:
-                    first = False
+                if own_pending:
+                    own_pending = False
                     continue
                 backoff.reset()
-            except REDIS_ERRORS as exc:
-                self._deps.on_trouble.append("redis")
+            except BackendUnavailable as exc:
+                self._deps.health.report(exc)
                 log.warning("stream read failed: %s", exc, extra={"event": "stream.read_failed"})
                 await _sleep_or_stop(stopping, backoff.next_delay())
-                continue
-            except ResponseError as exc:
-                if not _stream_lost(exc):
-                    raise
-                # Redis lost its data (restart without persistence): make the group again and keep
-                # reading; the leader re-pushes a token for every queued run.
-                log.warning("run stream or group missing: recreating it", extra={"event": "stream.group_lost"})
-                await self._stream.ensure_group()
                 continue
             if burst and not deliveries and not self._tasks:
                 break
@@ -95,8 +76,9 @@ class Consumer:
     async def _read(self, *, pending: bool, block: bool) -> list[Delivery]:
         free = self.free
         if pending:
-            # After a restart: what this consumer held and never acknowledged. It never held more
-            # than its slots, so one read takes it all; anything beyond is reclaimed by XAUTOCLAIM.
+            # What this consumer held and never acknowledged (after a restart, or tokens deferred
+            # while a backend was away). It never held more than its slots, so one read takes it
+            # all; anything beyond is reclaimed by XAUTOCLAIM.
             return await self._stream.read(self._deps.node_id, free, None, pending=True)
         now = time.monotonic()
         if now - self._last_autoclaim >= self._deps.lease_s:
@@ -117,19 +99,19 @@ class Consumer:
             self._tasks.add(task)
         metrics.STREAM_PENDING.set(len(self._entries))
 
-    async def _guarded(self, delivery: Delivery) -> str:
+    async def _guarded(self, delivery: Delivery) -> TokenOutcome:
         try:
             outcome = await process(delivery, self._deps)
         except Exception:  # a bug must not take the role down; the entry stays pending
             log.exception("token processing failed", extra={"event": "token.error"})
-            outcome = "error"
+            outcome = TokenOutcome.ERROR
         finally:
             self._entries.discard(delivery.entry_id)
             task = asyncio.current_task()
             if task is not None:
                 self._tasks.discard(task)
             self._freed.set()
-        self.outcomes[outcome] = self.outcomes.get(outcome, 0) + 1
+        self.outcomes[outcome] += 1
         return outcome
 
     async def _wait_free(self, stopping: asyncio.Event) -> bool:
@@ -139,31 +121,6 @@ class Consumer:
             if stopping.is_set():
                 return False
         return True
-
-    async def _heal(self) -> None:
-        """Pause reading while a backend that failed does not answer yet."""
-        while self._deps.on_trouble:
-            backends = set(self._deps.on_trouble)
-            self._deps.on_trouble.clear()
-            backoff = Backoff(base_s=0.2, cap_s=5.0)
-            for backend in backends:
-                while True:
-                    try:
-                        await self._probe(backend)
-                        break
-                    except Exception as exc:  # noqa: BLE001 - any failure: still away
-                        delay = backoff.next_delay()
-                        log.warning(
-                            "%s still unavailable, retrying in %.1f s: %s",
-                            backend,
-                            delay,
-                            exc,
-                            extra={"event": "backend.waiting", "backend": backend},
-                        )
-                        metrics.BACKEND_UP.labels(backend=backend).set(0)
-                        await asyncio.sleep(delay)
-                metrics.BACKEND_UP.labels(backend=backend).set(1)
-                log.info("%s is back", backend, extra={"event": "backend.back", "backend": backend})
 
     async def drain(self, timeout_s: float) -> int:
         """Wait for in-flight tokens up to `timeout_s` (tokens held for their due time, at most
@@ -181,11 +138,6 @@ class Consumer:
         if self._tasks:
             await asyncio.wait(set(self._tasks))
         return cancelled
-
-
-def _stream_lost(exc: ResponseError) -> bool:
-    text = str(exc)
-    return "NOGROUP" in text or "no longer exists" in text
 
 
 async def _sleep_or_stop(stopping: asyncio.Event, delay: float) -> None:

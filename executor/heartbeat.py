@@ -1,25 +1,30 @@
-"""The lease heartbeat: every third of a lease, one statement extends the leases of all
+"""The lease heartbeat, every third of a lease: one statement extends the leases of all
 runs in flight here and one script call renews their tick locks, both only where this
-node still owns them. A run that is no longer ours (reaped while we were frozen, or
-replaced) has its work cancelled and reports nothing.
+node still owns them; their stream entries are touched so no other executor reclaims
+them; the node's presence is refreshed. A run that is no longer ours (reaped while we
+were frozen, or replaced) has its work cancelled and reports nothing.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
+from typing import Any
 
-from cronos.locks import renew_many
+from cronos import presence
+from cronos.errors import BackendUnavailable
 from cronos.logs import bind
-from cronos.scripts import Scripts
-from executor.pipeline import Deps
+from executor.deps import Deps
 
 log = logging.getLogger("cronos.executor.heartbeat")
 
 LOST = "ownership lost"
 
 
-async def beat(deps: Deps, scripts: Scripts) -> list[int]:
-    """One heartbeat; returns the ids of runs found lost (their work is being cancelled)."""
+async def beat(deps: Deps) -> list[int]:
+    """One heartbeat of the runs in flight; returns the ids of runs found lost (their work is
+    being cancelled)."""
     flights = list(deps.in_flight.values())
     if not flights:
         return []
@@ -33,6 +38,28 @@ async def beat(deps: Deps, scripts: Scripts) -> list[int]:
         lost.append(flight.run.id)
         with bind(job_id=flight.run.job_id, run_id=flight.run.id, attempt=flight.run.attempt):
             log.warning("run no longer owned here: cancelling its work", extra={"event": "run.lost"})
-    keys = [f.lock_key for f in flights if f.run.id in owned]
-    await renew_many(scripts, keys, deps.node_id, int(deps.lease_s * 1000))
+    mine = [f for f in flights if f.run.id in owned]
+    await deps.tick_locks.renew([f.lock_key for f in mine], int(deps.lease_s * 1000))
+    await deps.stream.touch(deps.node_id, [f.entry_id for f in mine])
     return lost
+
+
+async def run(deps: Deps, client: Any, concurrency: int, done: asyncio.Event) -> None:
+    """Beat until `done`; a failed beat is logged and retried at the next one."""
+    interval = deps.lease_s / 3
+    while not done.is_set():
+        try:
+            await beat(deps)
+            await presence.beat(
+                client,
+                deps.keys,
+                "executor",
+                deps.node_id,
+                deps.lease_s * 3,
+                in_flight=len(deps.in_flight),
+                concurrency=concurrency,
+            )
+        except BackendUnavailable as exc:
+            log.warning("heartbeat failed: %s", exc, extra={"event": "executor.heartbeat_failed"})
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(done.wait(), timeout=interval)

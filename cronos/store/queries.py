@@ -12,6 +12,9 @@ JOBS_CHANNEL = "cronos_jobs"
 
 NOTIFY = "SELECT pg_notify('" + JOBS_CHANNEL + "', $1)"
 
+# A liveness probe.
+PING = "SELECT 1"
+
 # --- jobs (API) ---------------------------------------------------------------
 
 _JOB = (

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from datetime import datetime
+from enum import StrEnum
 from typing import Any, Literal
 
 import asyncpg
@@ -45,11 +46,14 @@ class ClaimedRun(msgspec.Struct, kw_only=True):
     concurrency_policy: ConcurrencyPolicy
 
 
-class ClaimResult(msgspec.Struct, kw_only=True):
-    claimed: list[ClaimedRun] = []
-    skipped: list[int] = []  # ended `skipped` SKIP_OVERLAP
-    replaced: list[int] = []  # other runs ended `failed` FAIL_REPLACED to make room
-    # Ids neither claimed nor skipped here: already claimed, finished, or gone.
+class Refused(StrEnum):
+    """Why a run was not claimed: expected outcomes, answered as values."""
+
+    NOT_QUEUED = "not_queued"  # already claimed, finished or gone (a repeated token)
+    OVERLAP = "skipped"  # ended `skipped` SKIP_OVERLAP: the job's previous run is still running
+
+
+Claim = ClaimedRun | Refused
 
 
 class Outcome(msgspec.Struct, kw_only=True):
@@ -81,31 +85,42 @@ class RunStore:
         self._pool = pool
         self.round_trips = 0  # statements sent, for the benchmark's "round trips per run"
 
-    async def claim(self, run_ids: Sequence[int], node_id: str, lease_s: float) -> ClaimResult:
-        """Claim queued runs for `node_id`, applying each job's concurrency policy."""
-        if not run_ids:
-            return ClaimResult()
+    async def claim(self, run_ids: Sequence[int], node_id: str, lease_s: float) -> list[Claim]:
+        """Claim queued runs for `node_id`, applying each job's concurrency policy: one answer
+        per id, in order (an id repeated in the batch gets the run once)."""
         ids = list(dict.fromkeys(run_ids))
-        result = ClaimResult()
-        with translate_errors():
-            async with self._pool.acquire() as conn:
-                try:
-                    self.round_trips += 1
-                    rows = await conn.fetch(q.CLAIM_BATCH, ids, node_id, lease_s)
-                    result.claimed = [to_struct(r, ClaimedRun) for r in rows]
-                    leftover = ids if len(rows) < len(ids) else []
-                except asyncpg.UniqueViolationError:
-                    leftover = ids  # a concurrent claim of the same job: arbitrate run by run
-                if leftover:  # repeated tokens, or runs an exclusive policy must arbitrate
-                    self.round_trips += 1
-                    claimed = {c.id for c in result.claimed}
-                    queued = await conn.fetch(q.STILL_QUEUED, [i for i in leftover if i not in claimed])
-                    leftover = [r["id"] for r in queued]
-                for run_id in leftover:
-                    await self._claim_one(conn, run_id, node_id, lease_s, result)
-        return result
+        claimed: dict[int, ClaimedRun] = {}
+        skipped: set[int] = set()
+        if ids:
+            with translate_errors():
+                async with self._pool.acquire() as conn:
+                    await self._claim(conn, ids, node_id, lease_s, claimed, skipped)
+        answers: list[Claim] = []
+        for run_id in run_ids:
+            run = claimed.pop(run_id, None)
+            answers.append(run or (Refused.OVERLAP if run_id in skipped else Refused.NOT_QUEUED))
+            skipped.discard(run_id)
+        return answers
 
-    async def _claim_one(self, conn: Any, run_id: int, node_id: str, lease_s: float, out: ClaimResult) -> None:
+    async def _claim(
+        self, conn: Any, ids: list[int], node_id: str, lease_s: float, claimed: dict[int, ClaimedRun], skipped: set[int]
+    ) -> None:
+        try:
+            self.round_trips += 1
+            rows = await conn.fetch(q.CLAIM_BATCH, ids, node_id, lease_s)
+            claimed.update((r["id"], to_struct(r, ClaimedRun)) for r in rows)
+            leftover = ids if len(rows) < len(ids) else []
+        except asyncpg.UniqueViolationError:
+            leftover = ids  # a concurrent claim of the same job: arbitrate run by run
+        if leftover:  # repeated tokens, or runs an exclusive policy must arbitrate
+            self.round_trips += 1
+            queued = await conn.fetch(q.STILL_QUEUED, [i for i in leftover if i not in claimed])
+            for row in queued:
+                await self._claim_one(conn, row["id"], node_id, lease_s, claimed, skipped)
+
+    async def _claim_one(
+        self, conn: Any, run_id: int, node_id: str, lease_s: float, claimed: dict[int, ClaimedRun], skipped: set[int]
+    ) -> None:
         """The rare path: one run the batch left queued, arbitrated by the unique index."""
         async with conn.transaction():
             self.round_trips += 1
@@ -114,19 +129,25 @@ class RunStore:
                 return  # claimed or finished elsewhere
             if row["exclusive"] and row["concurrency_policy"] == "replace":
                 self.round_trips += 1
-                replaced = await conn.fetch(q.REPLACE_RUNNING, row["job_id"], run_id, FAIL_REPLACED)
-                out.replaced.extend(r["id"] for r in replaced)
+                replaced = [r["id"] for r in await conn.fetch(q.REPLACE_RUNNING, row["job_id"], run_id, FAIL_REPLACED)]
+                if replaced:
+                    log.info("older runs replaced", extra={"event": "run.replaced", "replaced": replaced})
             try:
                 async with conn.transaction():  # a savepoint: a refused claim keeps the outer work
                     self.round_trips += 1
-                    claimed = await conn.fetchrow(q.CLAIM_ONE, run_id, node_id, lease_s)
+                    run = await conn.fetchrow(q.CLAIM_ONE, run_id, node_id, lease_s)
             except asyncpg.UniqueViolationError:
                 self.round_trips += 1
                 if await conn.fetchrow(q.QUEUED_SKIP, [run_id], SKIP_OVERLAP):
-                    out.skipped.append(run_id)
+                    skipped.add(run_id)
                 return
-            if claimed is not None:
-                out.claimed.append(to_struct(claimed, ClaimedRun))
+            if run is not None:
+                claimed[run_id] = to_struct(run, ClaimedRun)
+
+    async def ping(self) -> None:
+        """Raises BackendUnavailable while PostgreSQL does not answer."""
+        with translate_errors():
+            await self._pool.fetchval(q.PING)
 
     async def extend_leases(self, run_ids: Sequence[int], node_id: str, lease_s: float) -> set[int]:
         """Heartbeat: extend the leases `node_id` still owns; returns those ids."""

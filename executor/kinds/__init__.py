@@ -1,48 +1,22 @@
-"""Kinds of work. Each runs one claimed run and returns its result excerpt, or raises.
-
-`RunFailed` is an expected failure with a clear message (and maybe a result excerpt,
-such as an HTTP response body); any other exception fails the run with its traceback.
+"""Kinds of work, matched on the job's `kind`: each runs one claimed run and returns its
+result excerpt, or raises (`RunFailed` for an expected failure; anything else fails the
+run with its traceback).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Awaitable, Callable
 
-import aiohttp
-
-from cronos.settings import Settings
+from cronos.models import JobKind
 from cronos.store.runs import ClaimedRun
+from executor.kinds import http, shell, task
+from executor.kinds.base import Env, RunFailed, excerpt
 
+__all__ = ["Env", "RunFailed", "excerpt", "execute"]
 
-class RunFailed(Exception):
-    def __init__(self, message: str, result: str | None = None) -> None:
-        super().__init__(message)
-        self.message = message
-        self.result = result
-
-
-@dataclass(frozen=True, slots=True)
-class Env:
-    """What every kind may use: settings and the executor's shared HTTP client."""
-
-    settings: Settings
-    http: aiohttp.ClientSession
-
-
-def excerpt(value: str | bytes | None, max_bytes: int) -> str | None:
-    """At most `max_bytes` of UTF-8 (cut on a character boundary), marked when cut."""
-    if value is None:
-        return None
-    raw = value.encode("utf-8", "replace") if isinstance(value, str) else value
-    if len(raw) <= max_bytes:
-        return raw.decode("utf-8", "replace")
-    return raw[:max_bytes].decode("utf-8", "ignore") + f"…[{len(raw) - max_bytes} more bytes]"
+Runner = Callable[[ClaimedRun, Env], Awaitable[str | None]]
+RUNNERS: dict[JobKind, Runner] = {"task": task.run, "http": http.run, "shell": shell.run}
 
 
 async def execute(run: ClaimedRun, env: Env) -> str | None:
-    from executor.kinds import http, shell, task
-
-    runners: dict[str, Any] = {"task": task.run, "http": http.run, "shell": shell.run}
-    result: str | None = await runners[run.kind](run, env)
-    return result
+    return await RUNNERS[run.kind](run, env)

@@ -10,7 +10,7 @@ import msgspec
 from cronos.models import HttpPayload
 from cronos.store.runs import ClaimedRun
 from cronos.tasks import idempotency_key
-from executor.kinds import Env, RunFailed, excerpt
+from executor.kinds.base import Env, RunFailed, excerpt
 
 
 def identity_headers(run: ClaimedRun) -> dict[str, str]:

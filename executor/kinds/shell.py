@@ -15,7 +15,7 @@ import msgspec
 
 from cronos.models import ShellPayload
 from cronos.store.runs import ClaimedRun
-from executor.kinds import Env, RunFailed, excerpt
+from executor.kinds.base import Env, RunFailed, excerpt
 
 
 async def run(run: ClaimedRun, env: Env) -> str | None:

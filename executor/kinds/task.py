@@ -8,7 +8,7 @@ import msgspec
 
 from cronos import tasks
 from cronos.store.runs import ClaimedRun
-from executor.kinds import Env, RunFailed, excerpt
+from executor.kinds.base import Env, RunFailed, excerpt
 
 log = logging.getLogger("cronos.task")
 

@@ -288,8 +288,8 @@ async def test_idle_entries_of_a_dead_consumer_are_reclaimed(harness: Harness, e
     token = await harness.queue(job)
     assert len(await harness.stream.read("ghost", 10, None)) == 1  # read by a consumer that died
     async with executor() as ex:
-        assert ex._consumer is not None
-        ex._consumer.autoclaim_idle_ms = 0  # the idle threshold (2 leases) has passed
+        assert ex.consumer is not None
+        ex.consumer.autoclaim_idle_ms = 0  # the idle threshold (2 leases) has passed
         assert await ex.run_once() == {"completed": 1}
     assert EXECUTIONS[token.run_id] == 1 and (await harness.stream.info()).consumers.get("ghost") == 0
 
@@ -299,8 +299,8 @@ async def test_a_long_run_keeps_its_token_from_other_executors(harness: Harness,
     token = await harness.queue(job)
     async with executor("a", executor_concurrency=1) as a, running(a), executor("b") as b, running(b):
         await wait_for(lambda: _is(harness, token.run_id, "running"), what="run running")
-        assert b._consumer is not None
-        b._consumer.autoclaim_idle_ms = 1000  # b reclaims anything idle for 1 s (a beats every 0.5 s)
+        assert b.consumer is not None
+        b.consumer.autoclaim_idle_ms = 1000  # b reclaims anything idle for 1 s (a beats every 0.5 s)
         await asyncio.sleep(3.5)  # two of b's reclaim passes
         assert b.counts == {} and (await harness.stream.info()).consumers.get(a.node_id) == 1
         RELEASE["long"].set()
@@ -385,7 +385,7 @@ async def test_a_token_pushed_ahead_is_locked_at_once_and_started_at_its_due_tim
         (run,) = await harness.runs(token.job_id)
         assert run.started_at is not None and run.started_at >= due, "PostgreSQL's clock: never before due"
         assert WALL_CLOCK_AT_START[token.run_id] >= due.timestamp(), "the executor's clock: never before due"
-    assert ex._deps is not None and ex._deps.claims.batches == 1, "everything due at one instant: one claim"
+    assert ex.deps is not None and ex.deps.claims.batches == 1, "everything due at one instant: one claim"
 
 
 async def test_a_held_token_is_given_back_unclaimed_at_the_drain_deadline(

@@ -9,8 +9,12 @@ import pytest
 
 from cronos.errors import NotLeader
 from cronos.models import FAIL_EXECUTOR_LOST, FAIL_REPLACED, SKIP_EXPIRED, SKIP_OVERLAP
-from cronos.store.runs import Outcome, RunStore
+from cronos.store.runs import Claim, ClaimedRun, Outcome, Refused, RunStore
 from tests.integration.ledger_helpers import insert_job, insert_run, run_state, runs_of, set_epoch, tick
+
+
+def _claimed(answers: list[Claim]) -> list[ClaimedRun]:
+    return [a for a in answers if isinstance(a, ClaimedRun)]
 
 
 @pytest.fixture
@@ -24,28 +28,33 @@ async def test_batch_claim_takes_queued_runs_once(pg_pool: asyncpg.Pool, store: 
     ids = [t.run_id for t in tokens]
     first = await store.claim(ids, "node-a", 10)
     second = await store.claim(ids, "node-b", 10)
-    assert sorted(c.id for c in first.claimed) == sorted(ids)
-    assert second.claimed == [] and second.skipped == []
+    assert [c.id for c in _claimed(first)] == ids  # one answer per id, in order
+    assert second == [Refused.NOT_QUEUED] * 3
     assert store.round_trips == 3  # one statement per batch, plus one to see that none is left queued
     row = await pg_pool.fetchrow("SELECT node_id, started_at, lease_until FROM runs WHERE id = $1", ids[0])
     assert row["node_id"] == "node-a" and row["lease_until"] > row["started_at"]
-    assert first.claimed[0].payload == {"action": "noop"} and first.claimed[0].kind == "task"
+    assert _claimed(first)[0].payload == {"action": "noop"} and _claimed(first)[0].kind == "task"
+
+
+async def test_a_repeated_id_gets_the_run_once(pg_pool: asyncpg.Pool, store: RunStore) -> None:
+    token = await insert_run(pg_pool, await insert_job(pg_pool), tick(0))
+    first, again = await store.claim([token.run_id, token.run_id], "n", 10)
+    assert isinstance(first, ClaimedRun) and again is Refused.NOT_QUEUED
 
 
 async def test_concurrent_claims_of_one_run_yield_one_owner(pg_pool: asyncpg.Pool, store: RunStore) -> None:
     job = await insert_job(pg_pool)
     token = await insert_run(pg_pool, job, tick(0))
     results = await asyncio.gather(*(store.claim([token.run_id], f"node-{i}", 10) for i in range(5)))
-    assert sum(len(r.claimed) for r in results) == 1
+    assert sum(len(_claimed(r)) for r in results) == 1
 
 
 async def test_forbid_skips_the_overlapping_tick(pg_pool: asyncpg.Pool, store: RunStore) -> None:
     job = await insert_job(pg_pool)
     old = await insert_run(pg_pool, job, tick(0))
     new = await insert_run(pg_pool, job, tick(1))
-    assert len((await store.claim([old.run_id], "a", 10)).claimed) == 1
-    result = await store.claim([new.run_id], "b", 10)
-    assert result.claimed == [] and result.skipped == [new.run_id]
+    assert len(_claimed(await store.claim([old.run_id], "a", 10))) == 1
+    assert await store.claim([new.run_id], "b", 10) == [Refused.OVERLAP]
     runs = await runs_of(pg_pool, job)
     assert [(r.state, r.skip_reason) for r in runs] == [("running", None), ("skipped", SKIP_OVERLAP)]
 
@@ -56,8 +65,8 @@ async def test_forbid_two_ticks_of_one_job_in_one_batch(pg_pool: asyncpg.Pool, s
     a, b = await insert_run(pg_pool, job, tick(0)), await insert_run(pg_pool, job, tick(1))
     c = await insert_run(pg_pool, other, tick(0))
     result = await store.claim([b.run_id, a.run_id, c.run_id], "n", 10)
-    assert sorted(r.id for r in result.claimed) == sorted([a.run_id, c.run_id])  # the older tick wins
-    assert result.skipped == [b.run_id]
+    assert result[0] is Refused.OVERLAP  # the older tick wins
+    assert [r.id for r in _claimed(result)] == [a.run_id, c.run_id]
 
 
 async def test_allow_runs_alongside(pg_pool: asyncpg.Pool, store: RunStore) -> None:
@@ -65,7 +74,7 @@ async def test_allow_runs_alongside(pg_pool: asyncpg.Pool, store: RunStore) -> N
     a, b = await insert_run(pg_pool, job, tick(0)), await insert_run(pg_pool, job, tick(1))
     await store.claim([a.run_id], "n1", 10)
     result = await store.claim([b.run_id], "n2", 10)
-    assert [r.id for r in result.claimed] == [b.run_id]
+    assert [r.id for r in _claimed(result)] == [b.run_id]
     assert [r.state for r in await runs_of(pg_pool, job)] == ["running", "running"]
 
 
@@ -74,7 +83,7 @@ async def test_replace_fails_the_older_run(pg_pool: asyncpg.Pool, store: RunStor
     a, b = await insert_run(pg_pool, job, tick(0)), await insert_run(pg_pool, job, tick(1))
     await store.claim([a.run_id], "n1", 10)
     result = await store.claim([b.run_id], "n2", 10)
-    assert [r.id for r in result.claimed] == [b.run_id] and result.replaced == [a.run_id]
+    assert [r.id for r in _claimed(result)] == [b.run_id]
     runs = await runs_of(pg_pool, job)
     assert [(r.state, r.error) for r in runs] == [("failed", FAIL_REPLACED), ("running", None)]
     # the replaced run's executor can no longer extend or finish it

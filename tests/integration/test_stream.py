@@ -5,7 +5,7 @@ from __future__ import annotations
 import redis.asyncio as aioredis
 
 from cronos.keys import Keys
-from cronos.locks import OwnedLock, acquire_many, release_many, renew_many
+from cronos.locks import OwnedLock, TickLocks
 from cronos.messages import RunToken
 from cronos.scripts import Scripts
 from cronos.stream import RunStream
@@ -74,14 +74,32 @@ async def test_owned_lock_only_its_owner_renews_and_releases(redis_client: aiore
 async def test_batch_locks(redis_client: aioredis.Redis, key_prefix: str) -> None:
     scripts = Scripts(redis_client)
     keys = [f"{key_prefix}l{i}" for i in range(5)]
-    assert await acquire_many(scripts, keys[:2], "other", 5000) == [True, True]
-    assert await acquire_many(scripts, keys, "me", 5000) == [False, False, True, True, True]
+    other, me = TickLocks(scripts, "other"), TickLocks(scripts, "me")
+    assert await other.acquire(keys[:2], 5000) == [True, True]
+    assert await me.acquire(keys, 5000) == [False, False, True, True, True]
     # Held by the same owner (its previous incarnation, restarted under the same id): taken again.
-    assert await acquire_many(scripts, keys, "me", 9000) == [False, False, True, True, True]
+    assert await me.acquire(keys, 9000) == [False, False, True, True, True]
     assert await redis_client.pttl(keys[2]) > 5000
-    assert await renew_many(scripts, keys, "me", 9000) == 3
-    assert await release_many(scripts, keys, "me") == 3
+    assert await me.renew(keys, 9000) == 3
+    assert await me.release(keys) == 3
     assert await redis_client.exists(*keys) == 2
+
+
+async def test_settle_releases_own_locks_then_acks(redis_client: aioredis.Redis, key_prefix: str) -> None:
+    keys = Keys(key_prefix)
+    stream = RunStream(redis_client, keys)
+    await stream.ensure_group()
+    await stream.publish([RunToken(run_id=1, job_id=1, scheduled_for_ms=1000)])
+    (delivery,) = await stream.read("c", 10, block_ms=100)
+    scripts = Scripts(redis_client)
+    mine, theirs = f"{key_prefix}mine", f"{key_prefix}theirs"
+    await TickLocks(scripts, "other").acquire([theirs], 5000)
+    await TickLocks(scripts, "c").acquire([mine], 5000)
+    await stream.settle([delivery.entry_id], TickLocks(scripts, "c"), [mine, theirs])
+    assert await redis_client.exists(mine) == 0 and await redis_client.exists(theirs) == 1
+    assert (await stream.info()).pending == 0
+    await redis_client.delete(keys.stream)  # Redis lost the stream: settling is a no-op, not an error
+    await stream.settle([delivery.entry_id], TickLocks(scripts, "c"), [])
 
 
 async def test_reading_after_redis_lost_the_stream_recreates_the_group(

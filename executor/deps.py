@@ -1,0 +1,97 @@
+"""What the executor's steps work with, wired once: each step's I/O is a cronos store,
+lock or stream method, reached through a `Batcher` so that per-token code stays a
+straight line and still costs one round trip per batch (see `executor.batcher`).
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from cronos.keys import Keys
+from cronos.locks import TickLocks
+from cronos.store.runs import Claim, Outcome, RunStore
+from cronos.stream import RunStream
+from executor.batcher import Batcher
+from executor.health import BackendHealth
+from executor.kinds import Env
+
+if TYPE_CHECKING:
+    from executor.running import InFlight
+
+
+@dataclass(frozen=True, slots=True)
+class Settle:
+    """Step 6 for one token: release its lock (if taken), then acknowledge its entry
+    (None: leave it pending, for a token this executor gives back unclaimed)."""
+
+    lock_key: str | None
+    entry_id: bytes | None
+
+
+@dataclass(eq=False)
+class Deps:
+    node_id: str
+    keys: Keys
+    lease_s: float
+    lead_ms: int  # how far ahead of its due time a tick lock is taken (its ttl covers it)
+    env: Env
+    store: RunStore
+    stream: RunStream
+    tick_locks: TickLocks
+    health: BackendHealth
+    locks: Batcher[str, bool]  # step 1
+    claims: Batcher[int, Claim]  # steps 2-3
+    finishes: Batcher[Outcome, bool]  # step 5
+    settles: Batcher[Settle, None]  # step 6
+    in_flight: dict[int, InFlight] = field(default_factory=dict)  # run id -> its execution (step 4)
+
+    @property
+    def batchers(self) -> list[Batcher[object, object]]:
+        return [self.locks, self.claims, self.finishes, self.settles]  # type: ignore[list-item]
+
+
+def wire(
+    *,
+    node_id: str,
+    keys: Keys,
+    lease_s: float,
+    lead_ms: int,
+    env: Env,
+    store: RunStore,
+    stream: RunStream,
+    tick_locks: TickLocks,
+    health: BackendHealth,
+) -> Deps:
+    # A tick lock is taken up to the push lead before the run is claimed: its ttl covers both.
+    lock_ttl_ms = lead_ms + int(lease_s * 1000)
+
+    async def claim(run_ids: list[int]) -> list[Claim]:
+        return await store.claim(run_ids, node_id, lease_s)
+
+    async def finish(outcomes: list[Outcome]) -> list[bool]:
+        written = (await store.finish(outcomes)).written
+        return [o.run_id in written for o in outcomes]
+
+    async def settle(items: list[Settle]) -> list[None]:
+        lock_keys = [i.lock_key for i in items if i.lock_key is not None]
+        entry_ids = [i.entry_id for i in items if i.entry_id is not None]
+        await stream.settle(entry_ids, tick_locks, lock_keys)
+        return [None] * len(items)
+
+    return Deps(
+        node_id=node_id,
+        keys=keys,
+        lease_s=lease_s,
+        lead_ms=lead_ms,
+        env=env,
+        store=store,
+        stream=stream,
+        tick_locks=tick_locks,
+        health=health,
+        locks=Batcher("locks", functools.partial(tick_locks.acquire, ttl_ms=lock_ttl_ms)),
+        claims=Batcher("claims", claim),
+        finishes=Batcher("finishes", finish),
+        settles=Batcher("settles", settle),
+    )

@@ -1,0 +1,112 @@
+"""Step 4: run a claimed run's work under its timeout, and turn how it ended into an Outcome.
+
+The work runs inline in the token's own task (no extra task per run): the heartbeat and
+the drain cancel it through its `InFlight`, and `run_under_timeout` turns the
+cancellation back into an outcome (or into nothing, when ownership was lost).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import traceback
+from dataclasses import dataclass
+from typing import Any
+
+from cronos import metrics, retry
+from cronos.store.runs import ClaimedRun, Outcome
+from executor import kinds
+
+log = logging.getLogger("cronos.executor")
+
+DRAIN_CANCELLED = "cancelled: executor shutting down"
+# A run's error and traceback are bounded like its result: user code controls their size.
+MAX_ERROR_BYTES = 4096
+MAX_TRACEBACK_BYTES = 32_768
+
+
+@dataclass(eq=False)
+class InFlight:
+    """A claimed run while it executes; the heartbeat and the drain act on it."""
+
+    run: ClaimedRun
+    lock_key: str
+    entry_id: bytes
+    task: asyncio.Task[Any] | None = None  # set only while the work runs
+    cancel_reason: str | None = None
+    lost: bool = False  # ownership went elsewhere: cancel, report nothing
+
+    @property
+    def working(self) -> bool:
+        return self.task is not None
+
+    def cancel(self, reason: str) -> None:
+        if self.cancel_reason is None:
+            self.cancel_reason = reason
+        task, self.task = self.task, None  # one cancellation at most
+        if task is not None:
+            task.cancel()
+
+
+async def run_under_timeout(flight: InFlight, env: kinds.Env, node_id: str) -> Outcome | None:
+    """Run the work under the job's timeout. None when ownership was lost."""
+    run = flight.run
+    delay = (run.started_at - run.scheduled_for).total_seconds()
+    metrics.RUN_START_DELAY.observe(max(delay, 0.0))
+    metrics.RUNS_IN_FLIGHT.inc()
+    log.info("run started", extra={"event": "run.started", "kind": run.kind, "start_delay_s": round(delay, 4)})
+    started = time.monotonic()
+    task = asyncio.current_task()
+    result: str | None = None
+    failure: BaseException | None = None
+    try:
+        flight.task = task
+        async with asyncio.timeout(run.timeout_s) as deadline:
+            result = await kinds.execute(run, env)
+    except asyncio.CancelledError:  # heartbeat (lost), drain, or the executor going away
+        if flight.task is not None or flight.cancel_reason is None:
+            flight.cancel_reason = flight.cancel_reason or DRAIN_CANCELLED  # not ours: shutdown
+        if task is not None:
+            task.uncancel()
+        failure = asyncio.CancelledError()
+    except TimeoutError as exc:
+        if deadline.expired():
+            flight.cancel_reason = f"timed out after {run.timeout_s:g} s"
+            failure = asyncio.CancelledError()
+        else:  # the work itself raised TimeoutError
+            failure = exc
+    except Exception as exc:  # noqa: BLE001 - the run failed: recorded with its traceback
+        failure = exc
+    finally:
+        flight.task = None
+        metrics.RUNS_IN_FLIGHT.dec()
+    if flight.lost:
+        return None
+    return outcome_of(flight, node_id, result, failure, (time.monotonic() - started) * 1000)
+
+
+def outcome_of(
+    flight: InFlight, node_id: str, result: str | None, failure: BaseException | None, duration_ms: float
+) -> Outcome:
+    run = flight.run
+    if failure is None:
+        return Outcome(run_id=run.id, node_id=node_id, state="completed", result=result, duration_ms=duration_ms)
+    trace: str | None = None
+    if isinstance(failure, asyncio.CancelledError):
+        error = flight.cancel_reason or DRAIN_CANCELLED
+    else:
+        trace = kinds.excerpt("".join(traceback.format_exception(failure)), MAX_TRACEBACK_BYTES)
+        error = failure.message if isinstance(failure, kinds.RunFailed) else f"{type(failure).__name__}: {failure}"
+        error = kinds.excerpt(error, MAX_ERROR_BYTES) or ""
+        result = failure.result if isinstance(failure, kinds.RunFailed) else None
+    return Outcome(
+        run_id=run.id,
+        node_id=node_id,
+        state="failed",
+        error=error,
+        traceback=trace,
+        result=result,
+        duration_ms=duration_ms,
+        retry_delay_s=retry.planned_delay_s(run.attempt, run.max_retries, run.retry_backoff_s),
+    )
