@@ -39,7 +39,7 @@ def build_spec(routes: Sequence[Route], version: str) -> dict[str, Any]:
         ]
         for q in route.query:
             schema: dict[str, Any] = (
-                {"type": "integer", "minimum": 1, "maximum": 500} if q.integer else {"type": "string"}
+                {"type": "string"} if q.maximum is None else {"type": "integer", "minimum": 1, "maximum": q.maximum}
             )
             if q.enum:
                 schema["enum"] = list(q.enum)

@@ -8,6 +8,7 @@ from typing import Any
 
 from aiohttp import web
 
+from api.bodies import DEFAULT_LIMIT, MAX_LIMIT
 from api.errors import MalformedBody
 from api.schemas import Health
 from cronos.errors import BackendUnavailable, InvalidInput
@@ -25,7 +26,7 @@ class Query:
     name: str
     description: str
     enum: tuple[str, ...] | None = None
-    integer: bool = False
+    maximum: int | None = None  # set: an integer from 1 to this
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +52,6 @@ DB_ERRORS: Errors = (BackendUnavailable,)
 
 HEALTH_DOWN = (503, "a backend is down; the body says which", Health)
 PAGE = (
-    Query("limit", "page size, 1..500 (default 50)", integer=True),
+    Query("limit", f"page size, 1..{MAX_LIMIT} (default {DEFAULT_LIMIT})", maximum=MAX_LIMIT),
     Query("cursor", "`next_cursor` of the previous page"),
 )
