@@ -4,13 +4,13 @@ The loop around it reads the clock, plans, writes the ledger, pushes, sleeps. Jo
 grouped by schedule; the fire times of a group are computed once per distinct cursor
 (in steady state every job of a group shares one cursor, so once per group per tick).
 
-The plan is columnar (one list per column) and cut into batches that each carry the
-ticks *and* the cursors of whole jobs, so a batch can be written in one transaction.
+A round is columnar (one list per column) and cut into batches that each carry the
+ticks *and* the new cursors of whole jobs, so a batch can be written in one transaction.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Protocol
@@ -28,22 +28,17 @@ class FireTimes(Protocol):
     def fire_times(self, after: datetime, until: datetime, limit: int | None = None) -> list[datetime]: ...
 
 
-@dataclass(slots=True)
-class JobSpec:
-    """What the dispatcher keeps in memory per active job."""
+class JobSpec(Protocol):
+    """What the planner reads of a job (the ledger's DispatchJob is one); `cursor` is the one
+    place the dispatcher keeps how far the job is written: every tick at or before it is in the ledger."""
 
     id: int
-    expression: str
+    cron_expression: str
     timezone: str
     misfire_policy: MisfirePolicy
     misfire_grace_s: float
     jitter_s: float
-    exclusive: bool
-    cursor: datetime  # every tick at or before it is in the ledger
-
-    @property
-    def key(self) -> tuple[str, str]:
-        return (self.expression, self.timezone)
+    cursor: datetime
 
 
 @dataclass(slots=True)
@@ -55,116 +50,105 @@ class TickBatch:
     scheduled_for: list[datetime] = field(default_factory=list)
     due_at: list[datetime] = field(default_factory=list)
     skip_reason: list[str | None] = field(default_factory=list)
-    cursor_ids: list[int] = field(default_factory=list)
-    cursors: list[datetime] = field(default_factory=list)
+    cursors: dict[int, datetime] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.job_ids)
-
-
-@dataclass(slots=True)
-class Plan:
-    batches: list[TickBatch]
-    runs: int = 0
-    skips: int = 0
-    truncated: bool = False  # the round limit cut the plan: call again at once
-
-    @property
-    def empty(self) -> bool:
-        return not self.batches
 
 
 def _ms(instant: datetime) -> int:
     return int(instant.timestamp() * 1000)
 
 
-def plan(
-    groups: Iterable[tuple[FireTimes, Sequence[JobSpec]]],
-    now: datetime,
-    *,
-    horizon: datetime | None = None,
-    max_rows: int = 20_000,
-    batch_rows: int = 2_000,
-    job_limit: int = JOB_ROUND_LIMIT,
-) -> Plan:
-    """Plan every tick <= horizon (default: now) after each job's cursor, at most about `max_rows` rows.
+class TickRound:
+    """Every tick <= horizon (default: now) after each job's cursor, at most about `max_rows` rows,
+    planned lazily batch by batch as it is iterated (the caller writes batch k while batch k+1
+    is planned). Counts and `truncated` (the round limit cut it: plan again at once) grow as it goes.
 
-    A horizon past `now` writes upcoming ticks ahead of time (queued, due later), so that
-    their tokens can be pushed the moment they are due; lateness is judged against `now`.
+    A horizon past `now` plans upcoming ticks ahead of time (queued, due later), so that their
+    tokens can be pushed the moment they are due; lateness is judged against `now`, the instant
+    the round started (so a big burst is not judged late by its own last batches).
     """
-    result = Plan(batches=[])
-    for batch in iter_plan(
-        result, groups, now, horizon=horizon, max_rows=max_rows, batch_rows=batch_rows, job_limit=job_limit
-    ):
-        result.batches.append(batch)
-    return result
 
+    def __init__(
+        self,
+        groups: Iterable[tuple[FireTimes, Iterable[JobSpec]]],
+        now: datetime,
+        *,
+        horizon: datetime | None = None,
+        max_rows: int = 20_000,
+        batch_rows: int = 2_000,
+        job_limit: int = JOB_ROUND_LIMIT,
+    ) -> None:
+        self.runs = 0
+        self.skips = 0
+        self.truncated = False
+        self._batches = self._plan(groups, now, max(horizon or now, now), max_rows, batch_rows, job_limit)
 
-def iter_plan(
-    result: Plan,
-    groups: Iterable[tuple[FireTimes, Sequence[JobSpec]]],
-    now: datetime,
-    *,
-    horizon: datetime | None = None,
-    max_rows: int = 20_000,
-    batch_rows: int = 2_000,
-    job_limit: int = JOB_ROUND_LIMIT,
-) -> Iterator[TickBatch]:
-    """`plan`, one batch at a time (so the caller writes batch k while batch k+1 is planned).
+    def __iter__(self) -> Iterator[TickBatch]:
+        return self._batches
 
-    Counts and the truncated flag accumulate in `result`; its `batches` are left alone.
-    """
-    until = now if horizon is None else max(horizon, now)
-    late_before = now - timedelta(seconds=ON_TIME_S)
-    batch = TickBatch()
-    late_runs = 0
-    for schedule, jobs in groups:
-        by_cursor: dict[datetime, list[JobSpec]] = {}
-        for job in jobs:
-            by_cursor.setdefault(job.cursor, []).append(job)
-        for cursor, members in by_cursor.items():
-            if result.runs + result.skips >= max_rows:
-                result.truncated = True
+    @property
+    def rows(self) -> int:
+        return self.runs + self.skips
+
+    def _plan(
+        self,
+        groups: Iterable[tuple[FireTimes, Iterable[JobSpec]]],
+        now: datetime,
+        until: datetime,
+        max_rows: int,
+        batch_rows: int,
+        job_limit: int,
+    ) -> Iterator[TickBatch]:
+        late_before = now - timedelta(seconds=ON_TIME_S)
+        batch = TickBatch()
+        late_runs = 0
+        for schedule, jobs in groups:
+            by_cursor: dict[datetime, list[JobSpec]] = {}
+            for job in jobs:
+                by_cursor.setdefault(job.cursor, []).append(job)
+            for cursor, members in by_cursor.items():
+                if self.rows >= max_rows:
+                    break
+                ticks = schedule.fire_times(cursor, until, job_limit + 1)
+                if not ticks:
+                    continue
+                complete = len(ticks) <= job_limit
+                ticks = ticks[:job_limit]
+                # Decisions depend on the policy and grace only: computed once per pair, not per job.
+                decided: dict[tuple[str, float], list[str | None]] = {}
+                for job in members:
+                    reasons = decided.get((job.misfire_policy, job.misfire_grace_s))
+                    if reasons is None:
+                        reasons = [
+                            None if d == "run" else SKIP_REASON
+                            for d in decide(job.misfire_policy, ticks, now, job.misfire_grace_s, complete=complete)
+                        ]
+                        decided[(job.misfire_policy, job.misfire_grace_s)] = reasons
+                    for tick, reason in zip(ticks, reasons, strict=True):
+                        due = tick
+                        if job.jitter_s > 0:
+                            due = tick + timedelta(seconds=jitter_s(job.id, _ms(tick), job.jitter_s))
+                        if reason is None:
+                            if due < late_before:  # a late run: spread the catch-up out
+                                due = max(due, now + timedelta(seconds=late_runs / CATCH_UP_PER_S))
+                                late_runs += 1
+                            self.runs += 1
+                        else:
+                            self.skips += 1
+                        batch.job_ids.append(job.id)
+                        batch.scheduled_for.append(tick)
+                        batch.due_at.append(due)
+                        batch.skip_reason.append(reason)
+                    batch.cursors[job.id] = ticks[-1]
+                    if len(batch) >= batch_rows:
+                        yield batch
+                        batch = TickBatch()
+                if not complete:
+                    self.truncated = True
+            if self.rows >= max_rows:
+                self.truncated = True
                 break
-            ticks = schedule.fire_times(cursor, until, job_limit + 1)
-            if not ticks:
-                continue
-            complete = len(ticks) <= job_limit
-            ticks = ticks[:job_limit]
-            # Decisions depend on the policy and grace only: computed once per pair, not per job.
-            decided: dict[tuple[str, float], list[str | None]] = {}
-            for job in members:
-                reasons = decided.get((job.misfire_policy, job.misfire_grace_s))
-                if reasons is None:
-                    reasons = [
-                        None if d == "run" else SKIP_REASON
-                        for d in decide(job.misfire_policy, ticks, now, job.misfire_grace_s, complete=complete)
-                    ]
-                    decided[(job.misfire_policy, job.misfire_grace_s)] = reasons
-                for tick, reason in zip(ticks, reasons, strict=True):
-                    due = tick
-                    if job.jitter_s > 0:
-                        due = tick + timedelta(seconds=jitter_s(job.id, _ms(tick), job.jitter_s))
-                    if reason is None:
-                        if due < late_before:  # a late run: spread the catch-up out
-                            due = max(due, now + timedelta(seconds=late_runs / CATCH_UP_PER_S))
-                            late_runs += 1
-                        result.runs += 1
-                    else:
-                        result.skips += 1
-                    batch.job_ids.append(job.id)
-                    batch.scheduled_for.append(tick)
-                    batch.due_at.append(due)
-                    batch.skip_reason.append(reason)
-                batch.cursor_ids.append(job.id)
-                batch.cursors.append(ticks[-1])
-                if len(batch) >= batch_rows:
-                    yield batch
-                    batch = TickBatch()
-            if not complete:
-                result.truncated = True
-        if result.runs + result.skips >= max_rows:
-            result.truncated = True
-            break
-    if len(batch) or batch.cursor_ids:
-        yield batch
+        if len(batch) or batch.cursors:
+            yield batch

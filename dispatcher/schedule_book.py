@@ -2,39 +2,48 @@
 
 Each group keeps its next due instant (the first fire time after the oldest cursor of
 its jobs) in a heap, so finding what is due costs O(due groups), not O(jobs), and each
-distinct schedule is computed once per tick however many jobs share it.
+distinct schedule is computed once per tick however many jobs share it. A tick round
+(`round`: what is due, planned; cursors advanced as batches commit; groups settled) is
+the one way the ticker and the tests drive it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 import itertools
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime
 from typing import Any
 
 from cronos.errors import InvalidSchedule
 from cronos.schedule import parse_schedule
-from dispatcher.planner import JobSpec
+from dispatcher.planner import JOB_ROUND_LIMIT, JobSpec, TickBatch, TickRound
+
+Key = tuple[str, str]
 
 log = logging.getLogger("dispatcher.schedule_book")
 
 
+def _key(spec: JobSpec) -> Key:
+    return (spec.cron_expression, spec.timezone)
+
+
 def _same(a: JobSpec, b: JobSpec) -> bool:
-    return (a.key, a.misfire_policy, a.misfire_grace_s, a.jitter_s, a.exclusive) == (
-        b.key,
+    """Nothing the planner reads differs, except perhaps the cursor."""
+    return (_key(a), a.misfire_policy, a.misfire_grace_s, a.jitter_s) == (
+        _key(b),
         b.misfire_policy,
         b.misfire_grace_s,
         b.jitter_s,
-        b.exclusive,
     )
 
 
 class Group:
     __slots__ = ("jobs", "key", "next_due", "schedule")
 
-    def __init__(self, key: tuple[str, str], schedule: Any) -> None:
+    def __init__(self, key: Key, schedule: Any) -> None:
         self.key = key
         self.schedule = schedule
         self.jobs: dict[int, JobSpec] = {}
@@ -44,9 +53,9 @@ class Group:
 class ScheduleBook:
     def __init__(self, parse: Callable[[str, str], Any] = parse_schedule) -> None:
         self._parse = parse
-        self._groups: dict[tuple[str, str], Group] = {}
+        self._groups: dict[Key, Group] = {}
         self._jobs: dict[int, JobSpec] = {}
-        self._heap: list[tuple[datetime, int, tuple[str, str]]] = []
+        self._heap: list[tuple[datetime, int, Key]] = []
         self._seq = itertools.count()
         self.id_sum = 0  # with len(), a digest of the active set to compare with the database
 
@@ -55,9 +64,6 @@ class ScheduleBook:
 
     def __contains__(self, job_id: object) -> bool:
         return job_id in self._jobs
-
-    def get(self, job_id: int) -> JobSpec | None:
-        return self._jobs.get(job_id)
 
     @property
     def group_count(self) -> int:
@@ -69,25 +75,14 @@ class ScheduleBook:
         self._heap.clear()
         self.id_sum = 0
 
-    def replace_all(self, specs: Iterable[JobSpec]) -> None:
-        """Load the whole active set at once (see the ticker for the chunked load)."""
-        self.clear()
-        self.apply(specs, ())
-
-    def upsert(self, spec: JobSpec) -> None:
-        """Add or replace one job; its cursor never moves back from what this book knew."""
-        self.apply([spec], ())
-
-    def remove(self, job_id: int) -> None:
-        self.apply((), [job_id])
-
     def settle_all(self) -> None:
         self._settle_keys(list(self._groups))
 
     def apply(self, upserts: Iterable[JobSpec], removals: Iterable[int], *, settle: bool = True) -> int:
-        """Many changes at once; each touched group is settled once (later, by `settle_all`,
-        with settle=False). Returns how many changed."""
-        touched: set[tuple[str, str]] = set()
+        """Add or replace jobs, remove others; a job's cursor never moves back from what this book
+        knew. Each touched group is settled once (later, by `settle_all`, with settle=False).
+        Returns how many changed."""
+        touched: set[Key] = set()
         changed = 0
         for job_id in removals:
             if (key := self._drop(job_id)) is not None:
@@ -99,38 +94,40 @@ class ScheduleBook:
                 if spec.cursor <= old.cursor and _same(spec, old):
                     continue  # what we hold already (a resync sees jobs it knows)
                 spec.cursor = max(spec.cursor, old.cursor)
-                touched.add(old.key)
+                touched.add(_key(old))
                 self._drop(spec.id)
             if self._add(spec):
-                touched.add(spec.key)
+                touched.add(_key(spec))
             changed += 1
         if settle:
             self._settle_keys(touched)
         return changed
 
-    def _drop(self, job_id: int) -> tuple[str, str] | None:
+    def _drop(self, job_id: int) -> Key | None:
         spec = self._jobs.pop(job_id, None)
         if spec is None:
             return None
         self.id_sum -= job_id
-        group = self._groups[spec.key]
+        key = _key(spec)
+        group = self._groups[key]
         del group.jobs[job_id]
         if not group.jobs:
-            del self._groups[spec.key]  # its heap entries are now stale and get dropped
-        return spec.key
+            del self._groups[key]  # its heap entries are now stale and get dropped
+        return key
 
     def _add(self, spec: JobSpec) -> bool:
-        group = self._groups.get(spec.key)
+        key = _key(spec)
+        group = self._groups.get(key)
         if group is None:
             try:
-                schedule = self._parse(spec.expression, spec.timezone)
+                schedule = self._parse(spec.cron_expression, spec.timezone)
             except InvalidSchedule as exc:
                 log.error(
                     "job has an invalid schedule; not dispatched",
                     extra={"event": "job.invalid_schedule", "job_id": spec.id, "error": str(exc)},
                 )
                 return False
-            group = self._groups[spec.key] = Group(spec.key, schedule)
+            group = self._groups[key] = Group(key, schedule)
         group.jobs[spec.id] = spec
         self._jobs[spec.id] = spec
         self.id_sum += spec.id
@@ -145,10 +142,42 @@ class ScheduleBook:
             heapq.heappop(self._heap)  # stale entry
         return None
 
-    def due(self, now: datetime) -> list[Group]:
-        """Groups with a tick at or before `now`; call `settle` with them after writing."""
+    @contextlib.contextmanager
+    def round(
+        self,
+        now: datetime,
+        *,
+        horizon: datetime | None = None,
+        max_rows: int = 20_000,
+        batch_rows: int = 2_000,
+        job_limit: int = JOB_ROUND_LIMIT,
+    ) -> Iterator[TickRound]:
+        """The planner's round over the groups due by `horizon` (default: now). Call `advance`
+        with each batch once the ledger committed it; on exit the groups are settled: their next
+        due instants follow the cursors that moved (and come back on the heap even after a failure)."""
+        groups = self._due(now if horizon is None else horizon)
+        try:
+            yield TickRound(
+                ((g.schedule, g.jobs.values()) for g in groups),
+                now,
+                horizon=horizon,
+                max_rows=max_rows,
+                batch_rows=batch_rows,
+                job_limit=job_limit,
+            )
+        finally:
+            self._settle_keys([g.key for g in groups])
+
+    def advance(self, batch: TickBatch) -> None:
+        """Move the cursors of a committed batch forward (never back)."""
+        for job_id, cursor in batch.cursors.items():
+            spec = self._jobs.get(job_id)
+            if spec is not None and cursor > spec.cursor:
+                spec.cursor = cursor
+
+    def _due(self, until: datetime) -> list[Group]:
         found: list[Group] = []
-        while self._heap and self._heap[0][0] <= now:
+        while self._heap and self._heap[0][0] <= until:
             when, _seq, key = heapq.heappop(self._heap)
             group = self._groups.get(key)
             if group is not None and group.next_due == when:
@@ -156,18 +185,7 @@ class ScheduleBook:
                 found.append(group)
         return found
 
-    def advance(self, job_ids: Iterable[int], cursors: Iterable[datetime]) -> None:
-        """Move cursors forward after a commit (never back)."""
-        for job_id, cursor in zip(job_ids, cursors, strict=True):
-            spec = self._jobs.get(job_id)
-            if spec is not None and cursor > spec.cursor:
-                spec.cursor = cursor
-
-    def settle(self, groups: Iterable[Group]) -> None:
-        """Recompute the next due instant of groups whose jobs' cursors may have moved."""
-        self._settle_keys({g.key for g in groups})
-
-    def _settle_keys(self, keys: Iterable[tuple[str, str]]) -> None:
+    def _settle_keys(self, keys: Iterable[Key]) -> None:
         for key in keys:
             group = self._groups.get(key)
             if group is None or not group.jobs:

@@ -3,19 +3,15 @@
 Two loops side by side. The writer (`write_once(now)`) applies job changes, re-pushes
 queued runs when asked, and writes every tick due up to `now + LOOKAHEAD_S` in fenced
 batches (ledger first); it pushes at once what is due within the push lead and hands the
-rest to the pusher. The pusher (`push_once(now)`) pushes those runs `push_lead_ms` before
-they are due, so a token never waits behind an insert and executors can lock a burst's
-ticks ahead, then claim them together at the due instant the token carries. The writer
-also pushes queued runs others wrote (manual triggers, retries) when due. Each loop sleeps
-until its next instant or a change. Tests drive `run_once(now)` (writer, then pusher)
-with a fake `now`.
+rest to the pusher (dispatcher.pusher), which pushes them `push_lead_ms` before they are
+due. The writer also pushes queued runs others wrote (manual triggers, retries) when due.
+Each loop sleeps until its next instant or a change. Tests drive `run_once(now)` (writer,
+then pusher) with a fake `now`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import heapq
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -25,10 +21,11 @@ from cronos import metrics
 from cronos.misfire import SKIP_REASON
 from cronos.models import SKIP_JOB_INACTIVE
 from cronos.settings import Settings
-from cronos.store.ledger import DispatchJob, Ledger, QueuedRun
-from dispatcher import planner
+from cronos.store.ledger import DispatchJob, Ledger
 from dispatcher.listener import Change
+from dispatcher.planner import TickBatch
 from dispatcher.publisher import Publisher
+from dispatcher.pusher import Pusher, sleep_until
 from dispatcher.schedule_book import ScheduleBook
 
 log = logging.getLogger("dispatcher.ticker")
@@ -44,9 +41,6 @@ LOOKAHEAD_S = 1.0
 # Tokens go out this long before their due time (at most the lookahead). The service passes
 # settings.push_lead_ms; this is the same default.
 PUSH_LEAD_MS = Settings().push_lead_ms
-# A run written ahead for a job paused before it was due is never pushed; it ends skipped, with:
-# A round is planned lazily, batch by batch, against the `now` it started with (so a big
-# burst is not judged late by its own last batches); max_rows only bounds a huge catch-up.
 # Fenced tick transactions in flight at once (each on its own connection).
 WRITERS = 2
 
@@ -59,25 +53,8 @@ class Round:
     more: bool = False  # work left over (a capped catch-up): run again at once
 
 
-def spec_of(job: DispatchJob) -> planner.JobSpec:
-    return planner.JobSpec(
-        id=job.id,
-        expression=job.cron_expression,
-        timezone=job.timezone,
-        misfire_policy=job.misfire_policy,
-        misfire_grace_s=job.misfire_grace_s,
-        jitter_s=job.jitter_s,
-        exclusive=job.concurrency_policy != "allow",
-        cursor=job.cursor,
-    )
-
-
 def utcnow() -> datetime:
     return datetime.now(UTC)
-
-
-def _ms(instant: datetime) -> int:
-    return int(instant.timestamp() * 1000)
 
 
 class Ticker:
@@ -89,7 +66,7 @@ class Ticker:
         *,
         resync_interval_s: float = 30.0,
         probe_interval_s: float = 1.0,
-        max_rows: int = 1_000_000,
+        max_rows: int = 1_000_000,  # bounds a huge catch-up; the rest is written next round
         batch_rows: int = 2_000,
         lookahead_s: float = LOOKAHEAD_S,
         push_lead_ms: int = PUSH_LEAD_MS,
@@ -102,17 +79,15 @@ class Ticker:
         self._max_rows = max_rows
         self._batch_rows = batch_rows
         self._lookahead = timedelta(seconds=lookahead_s)
-        self._lead_ms = push_lead_ms
         self.book = ScheduleBook()
+        self.pusher = Pusher(publisher, epoch, push_lead_ms)
         self.wake = asyncio.Event()  # the writer's: a change, a trigger, a re-push request
-        self._heap_changed = asyncio.Event()  # the pusher's: an earlier run to push
         self._changes: set[int] = set()
         self._resync_at: datetime | None = None  # None: resync now
         self._repush: bool | None = True  # True: election re-push; False: Redis-loss re-push; None: none
         self._probe_at: datetime | None = None  # None: look for due queued runs now
         self._queued_next: datetime | None = None
         self._watermark: datetime | None = None  # resync: changes after this (database time) are reloaded
-        self._pending: list[tuple[int, int, QueuedRun]] = []  # (push_ms, run id, run): ours, pushed later
 
     # --- signals from the other loops (sync, no I/O) ---
 
@@ -133,14 +108,14 @@ class Ticker:
     def interrupt(self) -> None:
         """Wake both loops (the term is ending: they check and stop)."""
         self.wake.set()
-        self._heap_changed.set()
+        self.pusher.wake.set()
 
     # --- one round ---
 
     async def run_once(self, now: datetime) -> Round:
         """One writer round, then one pusher round: the deterministic entry point for tests."""
         result = await self.write_once(now)
-        result.pushed += await self.push_once(now)
+        result.pushed += await self.pusher.push_once(now)
         return result
 
     async def write_once(self, now: datetime) -> Round:
@@ -158,17 +133,6 @@ class Ticker:
             result.pushed += await self._push_due_queued(now)
         return result
 
-    async def push_once(self, now: datetime) -> int:
-        """Push the runs this leader wrote ahead whose push time (due time - lead) has come."""
-        self._heap_changed.clear()
-        now_ms = _ms(now)
-        due: list[QueuedRun] = []
-        while self._pending and self._pending[0][0] <= now_ms:
-            due.append(heapq.heappop(self._pending)[2])
-        if not due:
-            return 0
-        return await self._publisher.publish(due, self._epoch())
-
     def next_wake(self, now: datetime) -> datetime:
         """When the writer has work: ticks to write ahead, a queued run due, a probe, a resync."""
         candidates = [now + self._resync_interval if self._resync_at is None else self._resync_at]
@@ -179,9 +143,6 @@ class Ticker:
             candidates.append(self._queued_next)
         return min(candidates)
 
-    def next_push(self) -> datetime | None:
-        return datetime.fromtimestamp(self._pending[0][0] / 1000, UTC) if self._pending else None
-
     async def run(self, clock: Callable[[], datetime] = utcnow, checkpoint: Callable[[], None] = lambda: None) -> None:
         """The writer and the pusher, side by side, until cancelled (or `checkpoint` raises).
 
@@ -189,7 +150,7 @@ class Ticker:
         """
         async with asyncio.TaskGroup() as group:
             group.create_task(self._write_loop(clock, checkpoint), name="dispatcher:write")
-            group.create_task(self._push_loop(clock, checkpoint), name="dispatcher:push")
+            group.create_task(self.pusher.run(clock, checkpoint), name="dispatcher:push")
 
     async def _write_loop(self, clock: Callable[[], datetime], checkpoint: Callable[[], None]) -> None:
         while True:
@@ -199,14 +160,7 @@ class Ticker:
             if result.more:
                 await asyncio.sleep(0)  # a capped catch-up goes on, letting the other loops run
                 continue
-            await _sleep_until(self.next_wake(clock()), self.wake, clock)
-
-    async def _push_loop(self, clock: Callable[[], datetime], checkpoint: Callable[[], None]) -> None:
-        while True:
-            checkpoint()
-            await self.push_once(clock())
-            checkpoint()
-            await _sleep_until(self.next_push(), self._heap_changed, clock)
+            await sleep_until(self.next_wake(clock()), self.wake, clock)
 
     # --- the steps ---
 
@@ -224,7 +178,7 @@ class Ticker:
         jobs = await self._ledger.active_jobs()
         self.book.clear()
         for start in range(0, len(jobs), _LOAD_CHUNK):  # in chunks: the renewer must not starve
-            self.book.apply([spec_of(j) for j in jobs[start : start + _LOAD_CHUNK]], (), settle=False)
+            self.book.apply(jobs[start : start + _LOAD_CHUNK], (), settle=False)
             await asyncio.sleep(0)
         self.book.settle_all()
         # Changes notified meanwhile stay queued: they may postdate the snapshot just loaded.
@@ -236,19 +190,11 @@ class Ticker:
 
     async def _apply(self, jobs: list[DispatchJob], missing: Iterable[int] = ()) -> None:
         gone = {*missing, *(j.id for j in jobs if j.status != "active")}
-        self.book.apply((spec_of(j) for j in jobs if j.status == "active"), gone)
-        if gone and self._pending:
-            await self._cancel_pending(gone)
-
-    async def _cancel_pending(self, job_ids: set[int]) -> None:
-        """Runs written ahead for jobs now paused or deleted are never pushed: skipped instead."""
-        dropped = [entry[2].id for entry in self._pending if entry[2].job_id in job_ids]
-        if not dropped:
-            return
-        self._pending = [entry for entry in self._pending if entry[2].job_id not in job_ids]
-        heapq.heapify(self._pending)
-        skipped = await self._ledger.skip_queued(self._epoch(), dropped, SKIP_JOB_INACTIVE)
-        metrics.RUNS_SKIPPED.labels(reason=SKIP_JOB_INACTIVE).inc(skipped)
+        self.book.apply((j for j in jobs if j.status == "active"), gone)
+        # Runs written ahead for jobs now paused or deleted are never pushed: skipped instead.
+        if gone and (dropped := self.pusher.drop(gone)):
+            skipped = await self._ledger.skip_queued(self._epoch(), dropped, SKIP_JOB_INACTIVE)
+            metrics.RUNS_SKIPPED.labels(reason=SKIP_JOB_INACTIVE).inc(skipped)
 
     async def _apply_changes(self) -> None:
         ids = sorted(self._changes)
@@ -271,25 +217,11 @@ class Ticker:
         return pushed
 
     async def _write_due_ticks(self, now: datetime, result: Round) -> None:
-        horizon = now + self._lookahead
-        groups = self.book.due(horizon)
-        if not groups:
-            return
-        plan = planner.Plan(batches=[])
-        batches = planner.iter_plan(
-            plan,
-            ((g.schedule, list(g.jobs.values())) for g in groups),
-            now,
-            horizon=horizon,
-            max_rows=self._max_rows,
-            batch_rows=self._batch_rows,
-        )
-        now_ms = _ms(now)
         # WRITERS batches are in flight at once: PostgreSQL inserts some while the next is planned
         # and earlier ones are pushed.
         slots = asyncio.Semaphore(WRITERS)
 
-        async def write(batch: planner.TickBatch) -> None:
+        async def write(batch: TickBatch) -> None:
             try:
                 epoch = self._epoch()
                 written = await self._ledger.write_ticks(
@@ -297,32 +229,24 @@ class Ticker:
                 )
             finally:
                 slots.release()
-            self.book.advance(batch.cursor_ids, batch.cursors)
-            due_now = []
-            for run in written.queued:
-                push_ms = run.due_ms - self._lead_ms
-                if push_ms <= now_ms:
-                    due_now.append(run)
-                else:
-                    heapq.heappush(self._pending, (push_ms, run.id, run))
-                    self._heap_changed.set()
-            pushed = await self._publisher.publish(due_now, epoch)
+            self.book.advance(batch)
+            result.pushed += await self.pusher.publish(written.queued, now, epoch)
             result.queued += len(written.queued)
             result.skipped += written.skipped
-            result.pushed += pushed
 
-        try:
-            async with asyncio.TaskGroup() as group:
-                for batch in batches:
-                    await slots.acquire()
-                    group.create_task(write(batch))
-        except BaseExceptionGroup as failed:
-            raise failed.exceptions[0] from None  # the batches failed for one reason (NotLeader, a backend)
-        self.book.settle(groups)
-        result.more = plan.truncated
+        horizon = now + self._lookahead
+        with self.book.round(now, horizon=horizon, max_rows=self._max_rows, batch_rows=self._batch_rows) as ticks:
+            try:
+                async with asyncio.TaskGroup() as group:
+                    for batch in ticks:
+                        await slots.acquire()
+                        group.create_task(write(batch))
+            except BaseExceptionGroup as failed:
+                raise failed.exceptions[0] from None  # the batches failed for one reason (NotLeader, a backend)
+        result.more = ticks.truncated
         if written_any := result.queued + result.skipped:
             metrics.RUNS_SKIPPED.labels(reason=SKIP_REASON).inc(result.skipped)
-            level = logging.INFO if result.skipped or plan.truncated else logging.DEBUG
+            level = logging.INFO if result.skipped or ticks.truncated else logging.DEBUG
             log.log(
                 level,
                 "ticks written",
@@ -339,15 +263,3 @@ class Ticker:
         self._queued_next = await self._ledger.next_due()
         self._probe_at = now + self._probe_interval
         return pushed
-
-
-async def _sleep_until(when: datetime | None, event: asyncio.Event, clock: Callable[[], datetime]) -> None:
-    """Sleep until `when` (None: no deadline) or until `event` is set."""
-    if event.is_set():
-        return
-    delay = None if when is None else (when - clock()).total_seconds()
-    if delay is not None and delay <= 0:
-        return
-    with contextlib.suppress(TimeoutError):
-        async with asyncio.timeout(delay):
-            await event.wait()

@@ -21,6 +21,9 @@ from cronos.store.epoch import fenced
 
 
 class DispatchJob(msgspec.Struct, kw_only=True):
+    """A job as the dispatcher's schedule holds it (the planner's JobSpec): mutable, because the
+    leader moves `cursor` in memory as its tick writes commit."""
+
     id: int
     cron_expression: str
     timezone: str

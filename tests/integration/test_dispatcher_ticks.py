@@ -254,9 +254,9 @@ async def test_upcoming_ticks_are_written_ahead_and_pushed_a_lead_before_due(sta
     assert (run["scheduled_for"], run["state"]) == (T0 + timedelta(seconds=5), "queued")
     assert await stack.cursor(job) == T0 + timedelta(seconds=5)
     push_at = T0 + timedelta(seconds=5, milliseconds=-lead_ms)
-    assert ticker.next_push() == push_at
-    assert await ticker.push_once(push_at - timedelta(milliseconds=1)) == 0
-    assert await ticker.push_once(push_at) == 1
+    assert ticker.pusher.next_push() == push_at
+    assert await ticker.pusher.push_once(push_at - timedelta(milliseconds=1)) == 0
+    assert await ticker.pusher.push_once(push_at) == 1
     tokens = await stack.tokens()
     assert [(t.run_id, t.scheduled_for_ms, t.due_ms) for t in tokens] == [(run["id"], _ms(T0) + 5000, _ms(T0) + 5000)]
 
@@ -299,7 +299,7 @@ async def test_a_run_written_ahead_is_not_pushed_once_its_job_is_paused(stack: S
     await JobStore(stack.pool).set_status(job, "paused")
     ticker.notify(Change("paused", job))
     await ticker.run_once(T0 + timedelta(seconds=4.5))
-    assert await ticker.push_once(T0 + timedelta(seconds=5)) == 0
+    assert await ticker.pusher.push_once(T0 + timedelta(seconds=5)) == 0
     assert await stack.tokens() == []
     (run,) = await stack.runs(job)
     assert (run["state"], run["skip_reason"]) == ("skipped", "job paused or deleted")

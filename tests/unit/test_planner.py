@@ -1,50 +1,68 @@
-"""The pure planner and the schedule book, driven with a fake clock."""
+"""The pure planner and the schedule book, driven with a fake clock through the tick round
+the ticker uses (`ScheduleBook.round`), committing every batch at once."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
+
 from cronos.misfire import jitter_s
 from cronos.schedule import parse_schedule
-from dispatcher.planner import JobSpec, plan
+from cronos.store.ledger import DispatchJob
+from dispatcher.planner import FireTimes, TickBatch, TickRound
 from dispatcher.schedule_book import ScheduleBook
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 
 
-def _job(job_id: int, expression: str, cursor: datetime, **kw: Any) -> JobSpec:
+def _job(job_id: int, expression: str, cursor: datetime, **kw: Any) -> DispatchJob:
     fields: dict[str, Any] = {
         "timezone": "UTC",
         "misfire_policy": "run_all",
         "misfire_grace_s": 60.0,
         "jitter_s": 0.0,
-        "exclusive": True,
+        "concurrency_policy": "forbid",
+        "status": "active",
     }
     fields.update(kw)
-    return JobSpec(id=job_id, expression=expression, cursor=cursor, **fields)
+    return DispatchJob(id=job_id, cron_expression=expression, cursor=cursor, **fields)
 
 
-def _rows(p: Any) -> list[tuple[int, datetime, str | None]]:
-    return [(j, s, r) for b in p.batches for j, s, r in zip(b.job_ids, b.scheduled_for, b.skip_reason, strict=True)]
-
-
-def simulate(jobs: list[JobSpec], start: datetime, end: datetime) -> dict[int, list[datetime]]:
-    """Run the dispatcher's loop on a fake clock: wake at each next due instant, plan, commit."""
+def _book(jobs: list[DispatchJob]) -> ScheduleBook:
     book = ScheduleBook()
-    book.replace_all(jobs)
+    book.apply(jobs, ())
+    return book
+
+
+def _plan(groups: list[tuple[FireTimes, list[DispatchJob]]], now: datetime, **limits: Any) -> list[TickBatch]:
+    return list(TickRound(groups, now, **limits))
+
+
+def _rows(batches: list[TickBatch]) -> list[tuple[int, datetime, str | None]]:
+    return [(j, s, r) for b in batches for j, s, r in zip(b.job_ids, b.scheduled_for, b.skip_reason, strict=True)]
+
+
+def tick(book: ScheduleBook, now: datetime) -> list[TickBatch]:
+    """One round of the ticker without the ledger: every batch commits."""
+    with book.round(now) as ticks:
+        batches = list(ticks)
+        for batch in batches:
+            book.advance(batch)
+    return batches
+
+
+def simulate(jobs: list[DispatchJob], start: datetime, end: datetime) -> dict[int, list[datetime]]:
+    """Run the dispatcher's loop on a fake clock: wake at each next due instant, run a round."""
+    book = _book(jobs)
     fired: dict[int, list[datetime]] = {j.id: [] for j in jobs}
     now = start
     while (due := book.next_due()) is not None and due <= end:
         now = max(now, due)
-        groups = book.due(now)
-        p = plan(((g.schedule, list(g.jobs.values())) for g in groups), now)
-        for batch in p.batches:
-            for job_id, tick, reason in zip(batch.job_ids, batch.scheduled_for, batch.skip_reason, strict=True):
-                assert reason is None, "an on-time loop never skips"
-                fired[job_id].append(tick)
-            book.advance(batch.cursor_ids, batch.cursors)
-        book.settle(groups)
+        for job_id, scheduled_for, reason in _rows(tick(book, now)):
+            assert reason is None, "an on-time loop never skips"
+            fired[job_id].append(scheduled_for)
     return fired
 
 
@@ -92,11 +110,12 @@ def test_fire_times_are_computed_once_per_group_not_per_job() -> None:
     every, five = CountingSchedule("* * * * * *"), CountingSchedule("*/5 * * * * *")
     jobs_a = [_job(i, "* * * * * *", T0) for i in range(500)]
     jobs_b = [_job(1000 + i, "*/5 * * * * *", T0) for i in range(500)]
-    p = plan([(every, jobs_a), (five, jobs_b)], T0 + timedelta(seconds=5), batch_rows=700)
+    ticks = TickRound([(every, jobs_a), (five, jobs_b)], T0 + timedelta(seconds=5), batch_rows=700)
+    batches = list(ticks)
     assert (every.calls, five.calls) == (1, 1)
-    assert p.runs == 500 * 5 + 500 and p.skips == 0 and not p.truncated
-    for batch in p.batches:  # a job's ticks and its cursor always travel in one batch
-        assert set(batch.job_ids) == set(batch.cursor_ids)
+    assert ticks.runs == 500 * 5 + 500 and ticks.skips == 0 and not ticks.truncated
+    for batch in batches:  # a job's ticks and its cursor always travel in one batch
+        assert set(batch.job_ids) == set(batch.cursors)
 
 
 def test_catch_up_applies_each_policy_and_moves_the_cursor_to_the_last_tick() -> None:
@@ -107,24 +126,22 @@ def test_catch_up_applies_each_policy_and_moves_the_cursor_to_the_last_tick() ->
         _job(2, "*/10 * * * * *", T0, misfire_policy="run_once", misfire_grace_s=35),
         _job(3, "*/10 * * * * *", T0, misfire_policy="skip", misfire_grace_s=35),
     ]
-    p = plan([(sched, jobs)], now)
-    rows = _rows(p)
+    batches = _plan([(sched, jobs)], now)
+    rows = _rows(batches)
     ticks = [T0 + timedelta(seconds=s) for s in range(10, 101, 10)]
     ran = {j: [s for jj, s, r in rows if jj == j and r is None] for j in (1, 2, 3)}
     skipped = {j: [s for jj, s, r in rows if jj == j and r == "misfired"] for j in (1, 2, 3)}
     assert ran[1] == ticks[-4:] and skipped[1] == ticks[:-4]  # 70, 80, 90 late within grace; 100 on time
     assert ran[2] == ticks[-1:] and skipped[2] == ticks[:-1]
     assert ran[3] == ticks[-1:] and skipped[3] == ticks[:-1]
-    cursors = dict(zip(p.batches[0].cursor_ids, p.batches[0].cursors, strict=True))
-    assert cursors == {1: ticks[-1], 2: ticks[-1], 3: ticks[-1]}
+    assert batches[0].cursors == {1: ticks[-1], 2: ticks[-1], 3: ticks[-1]}
 
 
 def test_late_runs_are_spread_out_and_on_time_ones_keep_their_jitter() -> None:
     now = T0 + timedelta(seconds=30.2)
     sched = parse_schedule("* * * * * *")
     jobs = [_job(1, "* * * * * *", T0, misfire_grace_s=3600), _job(2, "* * * * * *", T0, jitter_s=0.5)]
-    p = plan([(sched, jobs)], now)
-    batch = p.batches[0]
+    (batch,) = _plan([(sched, jobs)], now)
     late = [
         d
         for j, s, d in zip(batch.job_ids, batch.scheduled_for, batch.due_at, strict=True)
@@ -142,32 +159,36 @@ def test_late_runs_are_spread_out_and_on_time_ones_keep_their_jitter() -> None:
 
 
 def test_a_long_outage_is_caught_up_in_capped_rounds_without_losing_a_tick() -> None:
-    book = ScheduleBook()
-    book.replace_all([_job(1, "* * * * * *", T0, misfire_policy="run_once", misfire_grace_s=10)])
+    book = _book([_job(1, "* * * * * *", T0, misfire_policy="run_once", misfire_grace_s=10)])
     now = T0 + timedelta(seconds=2500)
     seen: list[tuple[datetime, str | None]] = []
     rounds = 0
     while (due := book.next_due()) is not None and due <= now:
         rounds += 1
-        groups = book.due(now)
-        p = plan(((g.schedule, list(g.jobs.values())) for g in groups), now, job_limit=1000)
-        for b in p.batches:
-            seen.extend(zip(b.scheduled_for, b.skip_reason, strict=True))
-            book.advance(b.cursor_ids, b.cursors)
-        book.settle(groups)
-    assert rounds == 3
+        seen.extend((s, r) for _j, s, r in _rows(tick(book, now)))
+    assert rounds == 3  # JOB_ROUND_LIMIT ticks a round
     assert [s for s, _ in seen] == [T0 + timedelta(seconds=i) for i in range(1, 2501)]
     assert [s for s, r in seen if r is None] == [now.replace(microsecond=0)]  # run_once: one run, the newest
 
 
 def test_book_moves_a_job_between_groups_and_forgets_removed_jobs() -> None:
-    book = ScheduleBook()
-    book.replace_all([_job(1, "0 * * * * *", T0), _job(2, "0 * * * * *", T0)])
+    book = _book([_job(1, "0 * * * * *", T0), _job(2, "0 * * * * *", T0)])
     assert book.group_count == 1 and book.next_due() == T0 + timedelta(minutes=1)
-    book.upsert(_job(1, "*/5 * * * * *", T0))
+    book.apply([_job(1, "*/5 * * * * *", T0)], ())
     assert book.group_count == 2 and book.next_due() == T0 + timedelta(seconds=5)
-    book.remove(1)
-    book.remove(2)
+    book.apply((), [1, 2])
     assert len(book) == 0 and book.next_due() is None
-    book.upsert(_job(3, "not a cron", T0))  # logged and left out, never raised
+    book.apply([_job(3, "not a cron", T0)], ())  # logged and left out, never raised
     assert 3 not in book
+
+
+def test_a_cursor_only_moves_forward_and_a_failed_round_still_settles() -> None:
+    book = _book([_job(1, "*/5 * * * * *", T0)])
+    tick(book, T0 + timedelta(seconds=10))
+    assert book.next_due() == T0 + timedelta(seconds=15)
+    book.apply([_job(1, "*/5 * * * * *", T0)], ())  # a resync reading an older cursor
+    assert book.next_due() == T0 + timedelta(seconds=15), "the cursor never moves back"
+    with pytest.raises(RuntimeError), book.round(T0 + timedelta(seconds=20)) as ticks:
+        next(iter(ticks))
+        raise RuntimeError("the ledger write failed")
+    assert book.next_due() == T0 + timedelta(seconds=15), "not committed: due again, back on the heap"
