@@ -56,9 +56,6 @@ class Election:
         """True while this node may act as the leader: it has an epoch and a fresh lease."""
         return self.epoch is not None and self._clock() - self._renewed_at < self.ttl_s - self.margin_s
 
-    def lease_left_s(self) -> float:
-        return self.ttl_s - self.margin_s - (self._clock() - self._renewed_at)
-
     def check(self) -> int:
         """The epoch to fence a write with; raises LeadershipLost when the lease is too old."""
         epoch = self.epoch

@@ -15,7 +15,7 @@ from typing import Any
 import msgspec
 
 from cronos.errors import BackendUnavailable
-from cronos.store.db import connect_one
+from cronos.store.db import connect_one, translate_errors
 from cronos.store.queries import JOBS_CHANNEL
 
 log = logging.getLogger("dispatcher.listener")
@@ -52,7 +52,8 @@ class Listener:
                 self._on_change(parse(payload))
 
             conn.add_termination_listener(lambda _conn: lost.set())
-            await conn.add_listener(JOBS_CHANNEL, notified)
+            with translate_errors():  # a raw connection: no store translates for it
+                await conn.add_listener(JOBS_CHANNEL, notified)
             self.ready.set()
             await lost.wait()
             raise BackendUnavailable("postgresql", "the LISTEN connection was lost")

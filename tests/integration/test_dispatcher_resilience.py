@@ -11,32 +11,48 @@ from urllib.parse import urlsplit, urlunsplit
 import msgspec
 import pytest
 
+from cronos import redis_client
+from cronos.errors import BackendUnavailable
 from cronos.settings import Settings
 from dispatcher.service import Dispatcher
 from tests.waiting import wait_for
 
 
 class Proxy:
-    """A TCP forwarder the test can cut (every connection dropped, new ones refused) and restore."""
+    """A TCP forwarder the test can cut (every connection dropped, new ones refused and counted)
+    and restore."""
 
     def __init__(self, host: str, port: int) -> None:
         self.target = (host, port)
         self.port = 0
+        self.refused = 0  # connections attempted while cut
+        self._cut = False
         self._server: asyncio.Server | None = None
         self._writers: set[asyncio.StreamWriter] = set()
 
     async def start(self) -> None:
-        self._server = await asyncio.start_server(self._serve, "127.0.0.1", self.port)
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
         self.port = self._server.sockets[0].getsockname()[1]
 
-    async def cut(self) -> None:
-        assert self._server is not None
-        self._server.close()
+    def cut(self) -> None:
+        self._cut = True
         for writer in list(self._writers):
             writer.transport.abort()
-        await self._server.wait_closed()
+
+    def restore(self) -> None:
+        self._cut = False
+
+    async def close(self) -> None:
+        self.cut()
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if self._cut:
+            self.refused += 1
+            writer.transport.abort()
+            return
         try:
             up_reader, up_writer = await asyncio.open_connection(*self.target)
         except OSError:
@@ -63,6 +79,18 @@ def _via(url: str, port: int) -> str:
 
 
 @contextlib.asynccontextmanager
+async def proxied(url: str, default_port: int) -> AsyncIterator[tuple[Proxy, str]]:
+    """A proxy in front of the service at `url`, and the url through it."""
+    target = urlsplit(url)
+    proxy = Proxy(target.hostname or "127.0.0.1", target.port or default_port)
+    await proxy.start()
+    try:
+        yield proxy, _via(url, proxy.port)
+    finally:
+        await proxy.close()
+
+
+@contextlib.asynccontextmanager
 async def role(settings: Settings) -> AsyncIterator[Dispatcher]:
     async with Dispatcher(settings) as d:
         task = asyncio.create_task(d.run())
@@ -86,26 +114,40 @@ async def test_a_backend_going_away_ends_leadership_then_it_leads_again(
     backend: str, settings: Settings, caplog: pytest.LogCaptureFixture
 ) -> None:
     url = settings.redis_url if backend == "redis" else settings.database_url
-    target = urlsplit(url)
-    proxy = Proxy(target.hostname or "127.0.0.1", target.port or (6379 if backend == "redis" else 5432))
-    await proxy.start()
     field = "redis_url" if backend == "redis" else "database_url"
-    settings = msgspec.structs.replace(settings, **{field: _via(url, proxy.port)})
     caplog.set_level(logging.INFO)
-    async with role(settings) as d:
+    port = 6379 if backend == "redis" else 5432
+    async with proxied(url, port) as (proxy, via), role(msgspec.structs.replace(settings, **{field: via})) as d:
         await wait_for(lambda: _leading(d), timeout=5, what="leading")
         first_epoch = d.election.epoch  # type: ignore[union-attr]
-        await proxy.cut()
+        proxy.cut()
         await wait_for(lambda: _not_leading(d), timeout=3, what="stepping down")
         unavailable = f"dispatcher.{backend}_unavailable"
         await wait_for(lambda: _logged(caplog, unavailable), timeout=5, what="the state change logged")
-        await asyncio.sleep(1.5)  # a few reconnect attempts fail meanwhile
+        await wait_for(lambda: _refused(proxy, 3), timeout=5, what="a few reconnect attempts failing")
         assert _events(caplog).count(unavailable) == 1, "one line per state change, not one per retry"
         assert not [r for r in caplog.records if r.exc_info], "no traceback flood"
-        await proxy.start()
+        proxy.restore()
         await wait_for(lambda: _leading(d), timeout=10, what="leading again")
         assert d.election.epoch > first_epoch  # type: ignore[operator, union-attr]
-    await proxy.cut()
+
+
+async def test_the_redis_client_reports_a_lost_redis_as_backend_unavailable(settings: Settings) -> None:
+    """The one translation the dispatcher relies on to step down instead of crashing."""
+    async with proxied(settings.redis_url, 6379) as (proxy, via):
+        client = redis_client.connect(via, socket_timeout=1.0, socket_connect_timeout=1.0)
+        try:
+            assert await client.ping()
+            proxy.cut()
+            with pytest.raises(BackendUnavailable) as command:
+                await client.ping()
+            pipe = client.pipeline(transaction=False)
+            pipe.get("a-key")
+            with pytest.raises(BackendUnavailable) as pipeline:
+                await pipe.execute()
+            assert (command.value.backend, pipeline.value.backend) == ("redis", "redis")
+        finally:
+            await client.aclose()
 
 
 def _events(caplog: pytest.LogCaptureFixture) -> list[str]:
@@ -116,17 +158,5 @@ async def _logged(caplog: pytest.LogCaptureFixture, event: str) -> bool:
     return event in _events(caplog)
 
 
-def test_backend_errors_are_classified_so_the_leader_steps_down_instead_of_crashing() -> None:
-    import asyncpg
-    from redis.exceptions import ConnectionError as RedisConnectionError
-
-    from cronos.errors import BackendUnavailable
-    from dispatcher.service import backend_of
-
-    assert backend_of(RedisConnectionError("gone")) == "redis"
-    assert backend_of(BackendUnavailable("postgresql", "down")) == "postgresql"
-    assert backend_of(ConnectionRefusedError()) == "postgresql"
-    assert backend_of(asyncpg.exceptions.DeadlockDetectedError("deadlock")) == "postgresql"
-    assert backend_of(asyncpg.exceptions.IdleInTransactionSessionTimeoutError("idle")) == "postgresql"
-    assert backend_of(asyncpg.exceptions.UndefinedTableError("bug")) is None  # a bug: fail loudly
-    assert backend_of(ValueError("bug")) is None
+async def _refused(proxy: Proxy, count: int) -> bool:
+    return proxy.refused >= count

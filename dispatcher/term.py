@@ -1,0 +1,158 @@
+"""One leadership term: renew, listen, tick, reap and housekeep side by side, ended together.
+
+A term ends when any of its loops ends: a refused or late renewal (LeadershipLost), a
+fenced write refused (NotLeader), PostgreSQL or Redis going away (BackendUnavailable,
+raised on to the session), or stop(). Every other error is a bug and propagates.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Coroutine
+from typing import Any
+
+import asyncpg
+
+from cronos import presence
+from cronos.aio import wait_any
+from cronos.errors import BackendUnavailable, NotLeader
+from cronos.keys import Keys
+from cronos.redis_client import Redis
+from cronos.settings import Settings
+from cronos.store.ledger import Ledger
+from cronos.store.runs import RunStore
+from dispatcher import reaper
+from dispatcher.election import Election, LeadershipLost
+from dispatcher.housekeeping import Housekeeping
+from dispatcher.listener import Listener
+from dispatcher.publisher import Publisher
+from dispatcher.ticker import Ticker
+
+LISTEN_READY_S = 5.0
+
+
+class Stopped(Exception):
+    """Raised inside a term when stop() was called, to end its TaskGroup."""
+
+
+async def beat(client: Redis, keys: Keys, settings: Settings, election: Election) -> None:
+    """This node's presence (a candidate's or the leader's), for the cluster view."""
+    info = {"leader": int(election.leading), "epoch": election.epoch or 0}
+    ttl_s = settings.leader_ttl_ms / 1000 * 3
+    await presence.beat(client, keys, "dispatcher", settings.node_id, ttl_s, **info)
+
+
+class Term:
+    """Cancellation alone is not enough to end the loops on Python 3.11: asyncio.timeout can
+    turn a cancellation that lands as its own deadline passes (every timer fires at once after
+    a SIGSTOP) into TimeoutError, and a loop would go on. So loops also check `over` around
+    every sleep (`sleep`, `checkpoint`).
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        client: Redis,
+        pool: asyncpg.Pool,
+        publisher: Publisher,
+        election: Election,
+        *,
+        stopping: asyncio.Event,
+        connected_at: float,
+    ) -> None:
+        self._settings = settings
+        self._keys = Keys(settings.key_prefix)
+        self._client = client
+        self._pool = pool
+        self._publisher = publisher
+        self._election = election
+        self._stopping = stopping
+        self._connected_at = connected_at  # when this session reached PostgreSQL (monotonic)
+        self.over = asyncio.Event()
+        self.ticker = Ticker(
+            Ledger(pool),
+            publisher,
+            election.check,
+            resync_interval_s=settings.resync_interval_s,
+            push_lead_ms=settings.push_lead_ms,
+        )
+
+    def checkpoint(self) -> None:
+        task = asyncio.current_task()
+        if self.over.is_set() or (task is not None and task.cancelling()):
+            raise asyncio.CancelledError
+
+    async def sleep(self, seconds: float) -> None:
+        self.checkpoint()
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(seconds):
+                await self.over.wait()
+        self.checkpoint()
+
+    async def run(self) -> None:
+        """Until the term ends; returns when it ended as terms do, raises BackendUnavailable or a bug."""
+        settings, election = self._settings, self._election
+        listener = Listener(settings.database_url, self.ticker.notify)
+        housekeeping = Housekeeping(self._publisher, self.ticker, settings)
+        loops = {
+            "renew": self._renew(),
+            "listen": listener.run(),
+            "stop": self._stop_watch(),
+            "tick": self.ticker.run(checkpoint=self.checkpoint),
+            "reap": reaper.run(self, RunStore(self._pool), election, settings.run_lease_s, self._connected_at),
+            "housekeep": housekeeping.run(self),
+        }
+        try:
+            async with asyncio.TaskGroup() as group:
+                for name in ("renew", "listen", "stop"):
+                    group.create_task(self._guard(loops.pop(name)), name=f"dispatcher:{name}")
+                # Listen before the first resync, so no change falls between the two.
+                try:
+                    async with asyncio.timeout(LISTEN_READY_S):
+                        await listener.ready.wait()
+                except TimeoutError:
+                    raise BackendUnavailable("postgresql", f"LISTEN not ready within {LISTEN_READY_S} s") from None
+                await self._publisher.prepare()
+                for name, work in loops.items():
+                    group.create_task(self._guard(work), name=f"dispatcher:{name}")
+                loops.clear()
+        except BaseExceptionGroup as group_exc:
+            leaves = _leaves(group_exc)
+            for leaf in leaves:
+                if isinstance(leaf, BackendUnavailable):
+                    raise leaf from None
+            for leaf in leaves:
+                if isinstance(leaf, LeadershipLost | NotLeader):
+                    election.step_down(str(leaf))
+                    return
+            if all(isinstance(leaf, Stopped) for leaf in leaves):
+                return
+            raise
+        finally:
+            for work in loops.values():  # never started (the term ended during its start)
+                work.close()
+
+    async def _guard(self, work: Coroutine[Any, Any, None]) -> None:
+        try:
+            await work
+        finally:
+            self.over.set()
+            self.ticker.interrupt()
+
+    async def _stop_watch(self) -> None:
+        await wait_any(self._stopping, self.over)
+        if self._stopping.is_set():
+            raise Stopped
+
+    async def _renew(self) -> None:
+        while True:
+            await self.sleep(self._election.renew_interval_s)
+            await self._election.renew()  # raises LeadershipLost
+            await beat(self._client, self._keys, self._settings, self._election)
+
+
+def _leaves(exc: BaseException) -> list[BaseException]:
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for inner in exc.exceptions for leaf in _leaves(inner)]
+    return [exc]
