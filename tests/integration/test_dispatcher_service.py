@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 
 import asyncpg
 import msgspec
+import pytest
 import redis.asyncio as aioredis
 
 from cronos import presence
@@ -159,3 +161,26 @@ async def _contains(redis_client: aioredis.Redis, keys: Keys, run_ids: set[int])
 async def _latest_after(pool: asyncpg.Pool, job_id: int, instant: datetime) -> bool:
     latest = await pool.fetchval("SELECT max(scheduled_for) FROM runs WHERE job_id = $1", job_id)
     return latest is not None and latest >= instant
+
+
+async def test_an_unexpected_redis_reply_in_housekeeping_is_logged_and_the_term_goes_on(
+    settings: Settings, redis_client: aioredis.Redis, caplog: pytest.LogCaptureFixture
+) -> None:
+    keys = Keys(settings.key_prefix)
+    caplog.set_level(logging.WARNING)
+    async with running(settings) as roles:
+        await wait_for(lambda: _true(leading(roles)), timeout=5, what="a leader")
+        (leader,) = leading(roles)
+        epoch = leader.election.epoch  # type: ignore[union-attr]
+        await redis_client.delete(keys.stream)
+        await redis_client.set(keys.stream, "not a stream")  # every stream command on it: WRONGTYPE
+        await wait_for(lambda: _logged(caplog, "housekeeping.failed"), timeout=5, what="the failure logged")
+        assert leading(roles) == [leader] and leader.election.epoch == epoch  # type: ignore[union-attr]
+        await redis_client.delete(keys.stream)
+        stream = RunStream(redis_client, keys)
+        await wait_for(stream.group_exists, timeout=5, what="the stream and group recreated")
+        assert leading(roles) == [leader] and leader.election.epoch == epoch  # type: ignore[union-attr]
+
+
+async def _logged(caplog: pytest.LogCaptureFixture, event: str) -> bool:
+    return any(getattr(r, "event", None) == event for r in caplog.records)
