@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -95,6 +96,11 @@ def pct(values: Sequence[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
+def say(text: str) -> None:
+    """A progress line, timestamped."""
+    print(f"[{time.strftime('%H:%M:%S')}] {text}", flush=True)
+
+
 def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
     """Left-aligned first column, the others right-aligned."""
     cells = [[str(h) for h in headers], *[[str(c) for c in row] for row in rows]]
@@ -151,6 +157,12 @@ def cronos_argv(*args: str) -> list[str]:
 def package_root() -> str:
     """Where `cronos` is imported from, for a PYTHONPATH that works in any working directory."""
     return str(Path(__file__).resolve().parents[2])
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
 
 
 def stop_processes(procs: Sequence[subprocess.Popen[bytes]], timeout_s: float = 30.0) -> None:

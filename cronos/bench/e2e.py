@@ -1,0 +1,244 @@
+"""`cronos bench e2e`: the whole system at its defaults, jobs registered through the REST API.
+
+    cronos bench e2e --jobs 1000 --duration 60 --executors 2
+    cronos bench e2e --jobs 1000 --duration 60 --autovacuum off
+    cronos bench e2e --jobs 1000 --env CRONOS_EXECUTOR_CONCURRENCY=64 --env CRONOS_LOG_LEVEL=WARNING
+
+Starts `cronos api`, one `cronos dispatcher` and K `cronos executor` processes with the
+default settings (plus only what --env sets) on a fresh database and Redis key prefix,
+registers N jobs firing every second (`POST /api/jobs`, action `bench.count`: a no-op that
+counts its executions in Redis), waits --warmup seconds, then measures --duration seconds.
+The window is (warm-up end, warm-up end + duration]: every job's whole-second ticks in it
+are expected. After the window it waits (up to --settle s) for those ticks to finish,
+stops the roles and prints executions / expected, start delay (started_at - scheduled_for)
+p50/p99/max, missed and duplicate ticks (ledger and counter), runs/s, CPU seconds in the
+window of each role, of the PostgreSQL backends connected to the database (sampled every
+second, so a short-lived autovacuum worker may be missed) and of redis-server (which may
+serve others too), each role's peak RSS and the final run state counts. Exits 1 when a
+tick was missed or duplicated. The database, keys and role logs are removed after
+unless --keep (role logs are kept when the benchmark fails).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import shutil
+import signal
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import asyncpg
+
+from cronos.bench.common import Scratch, delete_keys, free_port, say, scratch_database
+from cronos.bench.counter import COUNTER_TASK, executions_key
+from cronos.bench.roles import Roles, Usage
+from cronos.bench.window import Window, judge, render
+from cronos.errors import ConfigError
+from cronos.redis_client import connect as connect_redis
+from cronos.settings import VARIABLES, Settings, load_settings
+from cronos.store.db import connect_one
+
+# What the benchmark itself sets on every role: --env may not change it.
+OWNED = ("DATABASE_URL", "REDIS_URL", "CRONOS_KEY_PREFIX", "CRONOS_NODE_ID", "PORT")
+# $1: since when (scheduled_for, exclusive).
+PROGRESS = (
+    "SELECT count(*) FILTER (WHERE state = 'completed') AS completed,"
+    " count(*) FILTER (WHERE state = 'queued') AS queued, count(*) FILTER (WHERE state = 'running') AS running"
+    " FROM runs WHERE scheduled_for > $1"
+)
+# $1, $2: the window's bounds; runs of its ticks not finished yet, and all of them.
+UNSETTLED = (
+    "SELECT count(*) FILTER (WHERE state IN ('queued', 'running')) AS open, count(*) AS total"
+    " FROM runs WHERE scheduled_for > $1 AND scheduled_for <= $2"
+)
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="cronos bench e2e", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("--jobs", type=int, default=100, help="jobs registered, each firing every second")
+    p.add_argument("--duration", type=float, default=60.0, help="seconds measured, after the warm-up")
+    p.add_argument("--executors", type=int, default=1, help="executor processes")
+    p.add_argument("--warmup", type=float, default=5.0, help="seconds between registration and the window")
+    p.add_argument("--settle", type=float, default=30.0, help="longest wait for the window's ticks to finish")
+    p.add_argument("--progress", type=float, default=5.0, help="seconds between progress lines")
+    p.add_argument("--autovacuum", choices=["on", "off"], default="on", help="autovacuum of the benchmark's tables")
+    p.add_argument(
+        "--env", action="append", default=[], metavar="KEY=VALUE", help="set a variable on every role (repeatable)"
+    )
+    p.add_argument("--keep", action="store_true", help="keep the database, Redis keys and role logs")
+    return p
+
+
+def _role_env(pairs: Sequence[str]) -> dict[str, str]:
+    """--env pairs, Cronos variables checked as the roles will decode them (ConfigError names the bad one)."""
+    env: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"--env {pair!r}: expected KEY=VALUE")
+        if key in OWNED:
+            raise ConfigError(f"--env {key}: set by the benchmark itself")
+        env[key] = value
+    load_settings({k: v for k, v in env.items() if k in VARIABLES}, env_file=None)
+    return env
+
+
+class E2E:
+    def __init__(self, settings: Settings, args: argparse.Namespace, env: dict[str, str]) -> None:
+        self.settings = settings
+        self.args = args
+        self.env = env
+        self.scratch = Scratch.new(settings.database_url)
+        self.workdir = Path(tempfile.mkdtemp(prefix=f"cronos-bench-e2e-{self.scratch.tag}-"))
+        self.roles = Roles(self.workdir, self.scratch.dsn, settings.redis_url, self.scratch.prefix, free_port(), env)
+        self.client: Any = connect_redis(settings.redis_url)
+
+    async def run(self) -> int:
+        ok = False
+        try:
+            async with scratch_database(self.scratch, keep=self.args.keep) as dsn:
+                conn = await connect_one(dsn)
+                try:
+                    status = await self._run(conn)
+                    ok = True
+                    return status
+                finally:
+                    self.roles.stop(timeout_s=5)  # already stopped unless something failed
+                    await conn.close()
+        finally:
+            if not self.args.keep:
+                await delete_keys(self.client, self.scratch.prefix)
+            await self.client.aclose()
+            if ok and not self.args.keep:
+                shutil.rmtree(self.workdir, ignore_errors=True)
+            else:
+                print(f"role logs kept in {self.workdir}", file=sys.stderr)
+
+    async def _run(self, conn: asyncpg.Connection) -> int:
+        args = self.args
+        if args.autovacuum == "off":
+            for (table,) in await conn.fetch("SELECT tablename FROM pg_tables WHERE schemaname = 'public'"):
+                await conn.execute(f'ALTER TABLE "{table}" SET (autovacuum_enabled = false)')
+        extra = " ".join(f"{k}={v}" for k, v in self.env.items()) or "none"
+        say(
+            f"starting api, dispatcher, {args.executors} executor(s) on {self.scratch.db_name}"
+            f" (autovacuum {args.autovacuum}; settings: defaults, --env {extra}; logs {self.workdir})"
+        )
+        async with aiohttp.ClientSession() as http:
+            self.roles.start(args.executors)
+            await self.roles.wait_ready(http, conn, self.client)
+            say(f"ready; registering {args.jobs:,} jobs through POST /api/jobs")
+            job_ids = await _register(http, self.roles.base_url, args.jobs)
+        usage = Usage(self.roles, conn, self.scratch.db_name, await _redis_pid(self.client))
+        started = time.time()
+        say(f"registered; warming up for {args.warmup:g} s")
+        await self._watch(conn, usage, started, started + args.warmup)
+        window = Window(time.time(), time.time() + args.duration)
+        await usage.open_window()
+        say(f"measuring for {args.duration:g} s")
+        await self._watch(conn, usage, window.start, window.end)
+        cpu_s = await usage.close_window()
+        await self._settle(conn, window, len(job_ids) * len(window.ticks_ms))
+        rss = usage.peak_rss()
+        say("stopping the roles")
+        self.roles.stop()
+        verdict = await judge(conn, self.client, self.scratch.prefix, job_ids, window)
+        head = f"cronos bench e2e --jobs {args.jobs} --duration {args.duration:g} --executors {args.executors}"
+        print(f"\n{head} (autovacuum {args.autovacuum}; --env {extra})")
+        print(render(verdict, window, cpu_s, rss, len(usage.backends)), flush=True)
+        return 1 if verdict.failed else 0
+
+    async def _watch(self, conn: asyncpg.Connection, usage: Usage, since: float, until: float) -> None:
+        """Sample CPU every second until `until`; a progress line every --progress seconds."""
+        next_line = time.monotonic() + self.args.progress
+        while (left := until - time.time()) > 0:
+            await asyncio.sleep(min(1.0, left))
+            self.roles.check_alive()
+            await usage.sample()
+            if time.monotonic() >= next_line or time.time() >= until:
+                next_line = time.monotonic() + self.args.progress
+                await self._progress(conn, usage, since)
+
+    async def _progress(self, conn: asyncpg.Connection, usage: Usage, since: float) -> None:
+        row = await conn.fetchrow(PROGRESS, datetime.fromtimestamp(since, UTC))
+        counted = await self.client.hlen(executions_key(self.scratch.prefix))
+        elapsed = max(time.time() - since, 1e-3)
+        cpu = " ".join(f"{name} {100 * s / elapsed:.0f}%" for name, s in usage.cpu_s().items() if s is not None)
+        say(
+            f"  +{elapsed:4.0f}s completed {row['completed']:,} ({row['completed'] / elapsed:,.0f}/s),"
+            f" running {row['running']:,}, queued {row['queued']:,}; executions counted (all) {counted:,}; cpu {cpu}"
+        )
+
+    async def _settle(self, conn: asyncpg.Connection, window: Window, expected: int) -> None:
+        """Until every run of the window's ticks is finished and all are in the ledger, or --settle passes."""
+        deadline = time.monotonic() + self.args.settle
+        start, end = window.bounds
+        while time.monotonic() < deadline:
+            row = await conn.fetchrow(UNSETTLED, start, end)
+            if row["open"] == 0 and row["total"] >= expected:
+                return
+            self.roles.check_alive()
+            await asyncio.sleep(0.2)
+        say(f"the window's ticks did not all finish within --settle {self.args.settle:g} s")
+
+
+async def _register(http: aiohttp.ClientSession, base_url: str, count: int) -> list[int]:
+    gate = asyncio.Semaphore(16)
+
+    async def one(i: int) -> int:
+        body = {"name": f"bench-{i:06d}", "cron_expression": "* * * * * *", "payload": {"action": COUNTER_TASK}}
+        async with gate, http.post(f"{base_url}/api/jobs", json=body) as resp:
+            reply = await resp.json(content_type=None)
+            if resp.status != 201:
+                raise RuntimeError(f"POST /api/jobs answered {resp.status}: {reply}")
+            return int(reply["id"])
+
+    try:
+        async with asyncio.TaskGroup() as group:
+            tasks = [group.create_task(one(i)) for i in range(count)]
+    except ExceptionGroup as failed:
+        raise failed.exceptions[0] from failed
+    return sorted(t.result() for t in tasks)
+
+
+async def _redis_pid(client: Any) -> int | None:
+    info = await client.info("server")
+    return int(info["process_id"]) if "process_id" in info else None
+
+
+async def _main(bench: E2E) -> int:
+    # SIGTERM stops the benchmark as Ctrl-C does: the roles are stopped and the database dropped.
+    main_task = asyncio.current_task()
+    assert main_task is not None
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, main_task.cancel)
+    return await bench.run()
+
+
+def main(settings: Settings, argv: Sequence[str]) -> int:
+    args = _parser().parse_args(list(argv))
+    if args.jobs < 1 or args.executors < 1 or args.duration <= 0 or args.warmup < 0:
+        print("cronos bench e2e: --jobs and --executors must be >= 1, --duration > 0, --warmup >= 0", file=sys.stderr)
+        return 2
+    try:
+        bench = E2E(settings, args, _role_env(args.env))
+    except ConfigError as exc:
+        print(f"cronos bench e2e: {exc}", file=sys.stderr)
+        return 2
+    try:
+        return asyncio.run(_main(bench))
+    except (TimeoutError, RuntimeError, aiohttp.ClientError) as exc:
+        print(f"bench failed: {exc}", file=sys.stderr)
+        return 1
+    except (KeyboardInterrupt, asyncio.CancelledError) as exc:
+        dropped = "kept" if args.keep else "dropped"
+        print(f"cronos bench e2e: interrupted; the roles are stopped, the database {dropped}", file=sys.stderr)
+        return 130 if isinstance(exc, KeyboardInterrupt) else 143
