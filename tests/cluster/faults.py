@@ -17,6 +17,7 @@ from cronos.models import FAIL_EXECUTOR_LOST
 from tests.cluster.harness import Cluster
 from tests.cluster.ledger import fetch_runs
 from tests.cluster.node import Node
+from tests.waiting import poll
 
 KINDS = ("kill_leader", "pause_leader", "kill_executor", "pause_executor", "redis_restart", "pg_restart", "pg_crash")
 # Graceful restarts (SIGTERM, then start), as in a rolling deploy: the soak adds them.
@@ -44,6 +45,10 @@ class Injected:
     recovery_s: float | None = None  # None: did not recover within its bound
     bound_s: float = 0.0
     lost_runs: list[int] = field(default_factory=list)  # runs in flight on a faulted executor
+
+    @property
+    def recovered_at(self) -> datetime | None:
+        return None if self.recovery_s is None else datetime.fromtimestamp(self.started + self.recovery_s, UTC)
 
 
 def plan(
@@ -157,27 +162,28 @@ async def measure_recovery(cluster: Cluster, fault: Injected, probe_job_id: int)
     job scheduled after the fault has started.
     """
     since = datetime.fromtimestamp(fault.started, UTC)
-    deadline = time.monotonic() + max(0.0, fault.started + fault.bound_s - time.time()) + 5.0
-    while time.monotonic() < deadline:
+
+    async def recovery_s() -> float | None:
         if fault.kind in ("kill_executor", "pause_executor", "restart_executor"):
-            ids = fault.lost_runs or [-1]
-            rows = await fetch_runs(cluster.dsn, "id = ANY($1::bigint[])", ids)
-            if all(r.finished_at is not None for r in rows):
-                ends = [r.finished_at for r in rows if r.finished_at is not None]
-                fault.recovery_s = max(((e - since).total_seconds() for e in ends), default=0.0)
-                return fault
-        else:
-            # A tick due after the fault is over: one pushed just before a Redis/PostgreSQL outage
-            # may still start and would read as an instant "recovery".
-            after = datetime.fromtimestamp(max(fault.started, fault.ended), UTC)
-            rows = await fetch_runs(
-                cluster.dsn, "job_id = $1 AND scheduled_for >= $2 AND started_at IS NOT NULL", probe_job_id, after
-            )
-            if rows:
-                first = min(r.started_at for r in rows if r.started_at is not None)
-                fault.recovery_s = (first - since).total_seconds()
-                return fault
-        await asyncio.sleep(0.1)
+            rows = await fetch_runs(cluster.dsn, "id = ANY($1::bigint[])", fault.lost_runs or [-1])
+            ends = [r.finished_at for r in rows if r.finished_at is not None]
+            if len(ends) < len(rows):
+                return None
+            return max(((e - since).total_seconds() for e in ends), default=0.0)
+        # A tick due after the fault is over: one pushed just before a Redis/PostgreSQL outage
+        # may still start and would read as an instant "recovery".
+        after = datetime.fromtimestamp(max(fault.started, fault.ended), UTC)
+        rows = await fetch_runs(
+            cluster.dsn, "job_id = $1 AND scheduled_for >= $2 AND started_at IS NOT NULL", probe_job_id, after
+        )
+        starts = [r.started_at for r in rows if r.started_at is not None]
+        return (min(starts) - since).total_seconds() if starts else None
+
+    async def measured() -> bool:
+        fault.recovery_s = await recovery_s()
+        return fault.recovery_s is not None
+
+    await poll(measured, timeout=max(0.0, fault.started + fault.bound_s - time.time()) + 5.0, interval=0.1)
     return fault
 
 

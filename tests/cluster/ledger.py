@@ -21,6 +21,7 @@ import asyncpg
 
 from cronos.store.db import CONNECTION_ERRORS
 from tests.cluster.checker import Interval, JobDef, RunRow
+from tests.waiting import poll
 
 T = TypeVar("T")
 
@@ -116,12 +117,15 @@ async def open_runs(dsn: str, until: datetime) -> list[RunRow]:
 
 async def settle(dsn: str, until: datetime, timeout: float) -> list[RunRow]:
     """Wait up to `timeout` s for every run due by `until` to end; returns those still open (G4)."""
-    deadline = time.monotonic() + timeout
-    while True:
+    remaining: list[RunRow] = []
+
+    async def ended() -> bool:
+        nonlocal remaining
         remaining = await open_runs(dsn, until)
-        if not remaining or time.monotonic() > deadline:
-            return remaining
-        await asyncio.sleep(0.1)
+        return not remaining
+
+    await poll(ended, timeout=timeout, interval=0.1)
+    return remaining
 
 
 async def count_runs(dsn: str, where: str = "TRUE", *args: Any) -> int:

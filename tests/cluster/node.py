@@ -7,12 +7,14 @@ Each node runs in its own process group, so a fault hits the node and whatever i
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 
 @dataclass(slots=True)
@@ -30,6 +32,19 @@ class Node:
     @property
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
+
+    def records(self) -> list[dict[str, Any]]:
+        """The JSON log lines, oldest first (a restart appends to the same log)."""
+        found = []
+        for line in self.logfile.read_text(errors="replace").splitlines():
+            with contextlib.suppress(ValueError):
+                record = json.loads(line)
+                if isinstance(record, dict):
+                    found.append(record)
+        return found  # without the start markers and stray prints
+
+    def events(self) -> list[str]:
+        return [str(r.get("event", "")) for r in self.records()]
 
     def start(self) -> None:
         assert not self.alive, f"{self.name} is already running"

@@ -111,7 +111,7 @@ async def soak(
             )
 
         result = await run_mix(cluster, workload, seed, duration_s, progress, kinds, supervise)
-        report = await verify(cluster, start)
+        report = await verify(cluster, workload, start)
         print(summary(result, report, time.monotonic() - began))
         exits = cluster.unexpected_exits()
         print(f"nodes that exited on their own: {len(exits)}")

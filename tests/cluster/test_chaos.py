@@ -7,70 +7,39 @@ Seeded mix: CRONOS_CHAOS_SEED (default 1) and CRONOS_CHAOS_SECONDS (default 34: 
 
 from __future__ import annotations
 
-import asyncio
 import os
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
+import redis.asyncio as aioredis
 
-from cronos.models import FAIL_EXECUTOR_LOST, SKIP_MISFIRED
-from tests.cluster.checker import Report, RunRow
-from tests.cluster.faults import PlannedFault, inject, measure_recovery, recovery_bound_s
+from cronos.models import SKIP_MISFIRED
+from tests.cluster.checker import RunRow
+from tests.cluster.faults import recovery_bound_s
 from tests.cluster.harness import Cluster
 from tests.cluster.ledger import fetch_runs, insert_job, load
-from tests.cluster.scenario import LONG_S, add_workload, run_mix, verify, wait_ready
+from tests.cluster.scenario import (
+    LONG_S,
+    Workload,
+    add_workload,
+    assert_ok,
+    current_epoch,
+    long_run_in_flight,
+    lose_a_long_run,
+    next_epoch,
+    recovered,
+    run_mix,
+    verify,
+    wait_ready,
+    wait_run,
+)
+from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(150)]
 
 MakeCluster = Callable[..., Cluster]
-
-
-async def assert_ok(cluster: Cluster, start: datetime) -> Report:
-    """Every invariant holds over the test's window, and no node exited on its own."""
-    report = await verify(cluster, start)
-    exits = cluster.unexpected_exits()
-    assert report.ok and not exits, report.describe() + "\n" + "\n".join(exits)
-    assert report.expected > 0
-    return report
-
-
-async def long_run_in_flight(cluster: Cluster, job_id: int, timeout: float = 15.0) -> RunRow:
-    """Wait for a run of the long job that has just started (so it is mid-run for a while)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        rows = await fetch_runs(
-            cluster.dsn, "job_id = $1 AND state = 'running' AND started_at > now() - interval '1 s'", job_id
-        )
-        if rows:
-            return rows[0]
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"no run of job {job_id} started within {timeout}s")
-
-
-async def wait_run(cluster: Cluster, run_id: int, timeout: float) -> RunRow:
-    deadline = time.monotonic() + timeout
-    while True:
-        (row,) = await fetch_runs(cluster.dsn, "id = $1", run_id)
-        if row.finished_at is not None or time.monotonic() > deadline:
-            return row
-        await asyncio.sleep(0.05)
-
-
-async def next_epoch(cluster: Cluster, old_epoch: int, timeout: float) -> tuple[int, datetime]:
-    """Wait for a leader elected after `old_epoch` (any node, the restarted victim too)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        log = (await load(cluster.dsn)).leader_log
-        if max(log) > old_epoch:
-            return max(log), log[max(log)]
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"no leader elected after epoch {old_epoch} within {timeout:.1f}s")
-
-
-async def current_epoch(cluster: Cluster) -> int:
-    return max((await load(cluster.dsn)).leader_log)
 
 
 async def test_kill_9_of_the_leader_fails_over_within_ttl(make_cluster: MakeCluster) -> None:
@@ -78,13 +47,10 @@ async def test_kill_9_of_the_leader_fails_over_within_ttl(make_cluster: MakeClus
     workload = await add_workload(cluster, long=False, retry=False)
     start = await wait_ready(cluster, workload)
     old_epoch = await current_epoch(cluster)
-    fault = await inject(cluster, PlannedFault(0, "kill_leader", 0))  # kill -9, then start it again
+    fault = await recovered(cluster, workload, "kill_leader")  # kill -9, then start it again
     _, elected = await next_epoch(cluster, old_epoch, fault.bound_s + 1)
     assert (elected - datetime.fromtimestamp(fault.started, UTC)).total_seconds() <= fault.bound_s
-    await measure_recovery(cluster, fault, workload.probe.id)
-    assert fault.recovery_s is not None and fault.recovery_s <= fault.bound_s, fault
-    await asyncio.sleep(2)
-    await assert_ok(cluster, start)
+    await assert_ok(cluster, workload, start, spanning=fault.recovered_at)
 
 
 async def test_sigstop_of_the_leader_past_its_ttl_cannot_write(make_cluster: MakeCluster) -> None:
@@ -95,42 +61,36 @@ async def test_sigstop_of_the_leader_past_its_ttl_cannot_write(make_cluster: Mak
     old = cluster.leader()
     assert old is not None
     old_epoch = await current_epoch(cluster)
-    fault = await inject(cluster, PlannedFault(0, "pause_leader", 0))  # SIGSTOP 2 x ttl, then SIGCONT
-    await measure_recovery(cluster, fault, workload.probe.id)
-    assert fault.recovery_s is not None and fault.recovery_s <= fault.bound_s, fault
-    await asyncio.sleep(2)  # the woken leader runs its loop: it must notice and step down
+    stepped_down = old.events().count("leader.lost")
+    fault = await recovered(cluster, workload, "pause_leader")  # SIGSTOP 2 x ttl, then SIGCONT
+
+    async def noticed() -> bool:  # the woken leader ran its loop: it must notice and step down
+        return old.events().count("leader.lost") > stepped_down
+
+    await wait_for(noticed, timeout=fault.bound_s, interval=0.05, what=f"{old.name} stepping down once woken")
     leader = cluster.leader()
     assert leader is not None and leader is not old, "the paused leader took the lock back"
     ledger = await load(cluster.dsn)
     successor_began = ledger.leader_log[old_epoch + 1]
     late = [r for r in ledger.runs if r.epoch == old_epoch and r.created_at >= successor_began]
     assert not late, f"epoch {old_epoch} wrote after its successor began: {late}"
-    await assert_ok(cluster, start)
+    await assert_ok(cluster, workload, start, spanning=fault.recovered_at)
 
 
 async def test_kill_9_of_an_executor_mid_run_is_reaped_and_retried(make_cluster: MakeCluster) -> None:
     cluster = make_cluster(dispatchers=2, executors=2)
     workload = await add_workload(cluster, http=False, retry=False)
     start = await wait_ready(cluster, workload)
-    long_job = workload.jobs[1]
-    victim_run = await long_run_in_flight(cluster, long_job.id)
-    victim = cluster.nodes[victim_run.node_id or ""]
-    killed_at = cluster.kill(victim)
-    bound = recovery_bound_s("kill_executor", cluster.ttl_ms, cluster.lease_s)
-    row = await wait_run(cluster, victim_run.id, bound)
-    assert row.state == "failed" and FAIL_EXECUTOR_LOST in (row.error or ""), row
-    assert row.finished_at is not None
-    assert (row.finished_at - datetime.fromtimestamp(killed_at, UTC)).total_seconds() <= bound
-    cluster.restart(victim)
-    retry = await _retry_of(cluster, row, LONG_S + bound)
+    lost = await lose_a_long_run(cluster, workload, "kill_executor")
+    cluster.restart(lost.victim)
+    retry = await _retry_of(cluster, lost.run, LONG_S + lost.bound_s)
     # Retried per policy: attempt 2 ran, or (forbid) was skipped because a newer tick was running.
     assert retry.state == "completed" or (retry.state == "skipped" and retry.skip_reason), retry
-    await assert_ok(cluster, start)
+    await assert_ok(cluster, workload, start)
 
 
 async def _retry_of(cluster: Cluster, row: RunRow, timeout: float) -> RunRow:
-    deadline = time.monotonic() + timeout
-    while True:
+    async def ended() -> RunRow | None:
         found = await fetch_runs(
             cluster.dsn,
             "job_id = $1 AND scheduled_for = $2 AND attempt = $3",
@@ -138,10 +98,32 @@ async def _retry_of(cluster: Cluster, row: RunRow, timeout: float) -> RunRow:
             row.scheduled_for,
             row.attempt + 1,
         )
-        if (found and found[0].finished_at is not None) or time.monotonic() > deadline:
-            assert found, f"run {row.id} was not retried"
-            return found[0]
-        await asyncio.sleep(0.1)
+        return found[0] if found and found[0].finished_at is not None else None
+
+    return await wait_for(ended, timeout=timeout, interval=0.1, what=f"the retry of run {row.id} to end")
+
+
+async def _holds_the_next_tick(cluster: Cluster, workload: Workload) -> datetime:
+    """A tick of the probe that the executor holds (token read, tick lock taken) and has not
+    started yet: it is waiting for the instant. Moves on to the next tick if one is missed."""
+    tick = datetime.fromtimestamp(int(time.time()) + 2, UTC)
+    assert cluster.redis_server is not None
+    client = aioredis.Redis(port=cluster.redis_server.port)
+
+    async def held() -> datetime | None:
+        nonlocal tick
+        lock = cluster.keys.tick_lock(workload.probe.id, int(tick.timestamp() * 1000), 1)
+        locked = await client.exists(lock)  # first: the lock outlives the run's start
+        rows = await fetch_runs(cluster.dsn, "job_id = $1 AND scheduled_for = $2", workload.probe.id, tick)
+        if rows and rows[0].started_at is not None:
+            tick += timedelta(seconds=1)  # too late for this one (a busy box): aim at the next
+            return None
+        return tick if locked else None
+
+    try:
+        return await wait_for(held, timeout=10, interval=0.02, what="the executor to hold a tick before it is due")
+    finally:
+        await client.aclose()
 
 
 @pytest.mark.parametrize("same_id", [True, False], ids=["same-node-id", "new-node-id"])
@@ -157,26 +139,22 @@ async def test_kill_9_of_an_executor_holding_a_token_before_its_tick_does_not_lo
     cluster = make_cluster(dispatchers=1, executors=1)
     workload = await add_workload(cluster, long=False, http=False, retry=False)
     start = await wait_ready(cluster, workload)
-    tick_s = int(time.time()) + 2
-    await asyncio.sleep(tick_s - 0.1 - time.time())
+    tick = await _holds_the_next_tick(cluster, workload)
     executor = cluster.nodes["e1"]
     cluster.kill(executor)
     if not same_id:
         executor.env["CRONOS_NODE_ID"] = "e1-reborn"
     cluster.restart(executor)
-    tick = datetime.fromtimestamp(tick_s, UTC)
     bound = recovery_bound_s("kill_executor", cluster.ttl_ms, cluster.lease_s)
-    deadline = time.monotonic() + bound + 1
-    rows: list[RunRow] = []
-    while time.monotonic() < deadline:
+
+    async def started() -> RunRow | None:
         rows = await fetch_runs(cluster.dsn, "job_id = $1 AND scheduled_for = $2", workload.probe.id, tick)
-        if rows and rows[0].started_at is not None:
-            break
-        await asyncio.sleep(0.1)
-    assert rows and rows[0].started_at is not None, f"tick {tick.isoformat()} did not run within {bound:.1f}s: {rows}"
-    assert (rows[0].started_at - tick).total_seconds() <= bound, rows[0]
-    await asyncio.sleep(3)  # a few more ticks, so the checked window spans the fault
-    await assert_ok(cluster, start)
+        return rows[0] if rows and rows[0].started_at is not None else None
+
+    row = await wait_for(started, timeout=bound + 1, interval=0.1, what=f"tick {tick.isoformat()} to run")
+    assert row.started_at is not None and (row.started_at - tick).total_seconds() <= bound, row
+    # a few more ticks, so the checked window spans the fault
+    await assert_ok(cluster, workload, start, spanning=row.started_at + timedelta(seconds=1))
 
 
 async def test_sigstop_of_an_executor_past_its_lease_loses_the_run_and_reports_nothing(
@@ -185,20 +163,20 @@ async def test_sigstop_of_an_executor_past_its_lease_loses_the_run_and_reports_n
     cluster = make_cluster(dispatchers=2, executors=2)
     workload = await add_workload(cluster, http=False, retry=False)
     start = await wait_ready(cluster, workload)
-    victim_run = await long_run_in_flight(cluster, workload.jobs[1].id)
-    victim = cluster.nodes[victim_run.node_id or ""]
-    paused_at = cluster.pause(victim)
-    bound = recovery_bound_s("pause_executor", cluster.ttl_ms, cluster.lease_s)
-    row = await wait_run(cluster, victim_run.id, bound)
-    assert row.state == "failed" and FAIL_EXECUTOR_LOST in (row.error or ""), row
-    assert row.finished_at is not None
-    assert (row.finished_at - datetime.fromtimestamp(paused_at, UTC)).total_seconds() <= bound
-    cluster.resume(victim)
-    await asyncio.sleep(LONG_S + 1)  # its sleep would have ended by now: it must report nothing
-    (after,) = await fetch_runs(cluster.dsn, "id = $1", victim_run.id)
-    assert after == row, f"the woken executor rewrote a run it had lost: {row} -> {after}"
-    assert victim.alive
-    await assert_ok(cluster, start)
+    lost = await lose_a_long_run(cluster, workload, "pause_executor")
+    cluster.resume(lost.victim)
+
+    async def gave_up() -> bool:  # the run's own step 5 (not the heartbeat) decided to report nothing
+        return any(
+            r.get("event") == "run.lost" and r.get("run_id") == lost.run.id and r.get("logger") == "cronos.executor"
+            for r in lost.victim.records()
+        )
+
+    await wait_for(gave_up, timeout=LONG_S + lost.bound_s, what=f"{lost.victim.name} to give up run {lost.run.id}")
+    (after,) = await fetch_runs(cluster.dsn, "id = $1", lost.run.id)
+    assert after == lost.run, f"the woken executor rewrote a run it had lost: {lost.run} -> {after}"
+    assert lost.victim.alive
+    await assert_ok(cluster, workload, start)
 
 
 async def test_redis_restart_losing_all_data_recovers_per_misfire_policy(make_cluster: MakeCluster) -> None:
@@ -213,13 +191,9 @@ async def test_redis_restart_losing_all_data_recovers_per_misfire_policy(make_cl
         cluster.dsn, "eager", "* * * * * *", payload=noop, misfire_policy="run_all", concurrency_policy="allow"
     )
     start = await wait_ready(cluster, workload)
-    await long_run_in_flight(cluster, workload.jobs[1].id)
-    down_s = 3.0
-    fault = await inject(cluster, PlannedFault(0, "redis_restart", 0), down_s=down_s)
-    await measure_recovery(cluster, fault, workload.probe.id)
-    assert fault.recovery_s is not None and fault.recovery_s <= fault.bound_s + down_s, fault
-    await asyncio.sleep(2)
-    await assert_ok(cluster, start)
+    await long_run_in_flight(cluster, workload)
+    fault = await recovered(cluster, workload, "redis_restart", down_s=3.0)
+    await assert_ok(cluster, workload, start, spanning=fault.recovered_at)
     outage = "job_id = $1 AND scheduled_for > $2 AND scheduled_for <= $3 AND attempt = 1"
     began, ended = datetime.fromtimestamp(fault.started, UTC), datetime.fromtimestamp(fault.ended, UTC)
     strict_rows = await fetch_runs(cluster.dsn, outage, strict.id, began, ended)
@@ -233,15 +207,12 @@ async def test_postgresql_restart_and_crash_lose_and_double_nothing(make_cluster
     cluster = make_cluster(dispatchers=2, executors=2)
     workload = await add_workload(cluster, retry=False)
     start = await wait_ready(cluster, workload)
-    live = await long_run_in_flight(cluster, workload.jobs[1].id)
-    fault = await inject(cluster, PlannedFault(0, kind, 0))
-    await measure_recovery(cluster, fault, workload.probe.id)
-    assert fault.recovery_s is not None and fault.recovery_s <= fault.bound_s, fault
+    live = await long_run_in_flight(cluster, workload)
+    fault = await recovered(cluster, workload, kind)
     # The run that was live through the outage was not reaped by mistake: its executor was alive.
     row = await wait_run(cluster, live.id, LONG_S + fault.bound_s)
     assert row.state == "completed", f"a live run was ended by the outage: {row}"
-    await asyncio.sleep(2)
-    await assert_ok(cluster, start)
+    await assert_ok(cluster, workload, start, spanning=fault.recovered_at)
 
 
 async def test_seeded_random_mix_of_faults(make_cluster: MakeCluster) -> None:
@@ -252,7 +223,7 @@ async def test_seeded_random_mix_of_faults(make_cluster: MakeCluster) -> None:
     start = await wait_ready(cluster, workload)
     result = await run_mix(cluster, workload, seed, seconds)
     assert result.faults, "the plan injected nothing"
-    report = await verify(cluster, start)
+    report = await verify(cluster, workload, start)
     exits = "\n".join(cluster.unexpected_exits())
     timeline = "\n".join(f"{f.kind} {f.target}: {f.recovery_s} s (bound {f.bound_s:.1f})" for f in result.faults)
     assert not result.late() and report.ok and not exits, f"seed {seed}:\n{timeline}\n{report.describe()}\n{exits}"
