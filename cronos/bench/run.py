@@ -101,48 +101,55 @@ def main(settings: Settings, argv: Sequence[str]) -> int:
 
 async def _round(settings: Settings, args: argparse.Namespace, executors: int) -> dict[str, Any]:
     scratch = Scratch.new(settings.database_url)
-    async with scratch_database(scratch) as dsn:
-        pool = await connect(dsn, min_size=1, max_size=4)
-        client = connect_redis(settings.redis_url)
-        procs: list[subprocess.Popen[bytes]] = []
-        try:
-            stream = RunStream(client, Keys(scratch.prefix))
-            await stream.ensure_group()
-            n_jobs = args.rate or args.runs
-            await pool.execute(
-                "INSERT INTO jobs (name, cron_expression, payload, timeout_s)"
-                " SELECT 'bench-' || g, '* * * * * *', $1, 30 FROM generate_series(1, $2) g",
-                {"action": COUNTER_TASK},
-                n_jobs,
-            )
-            job_ids = [r["id"] for r in await pool.fetch("SELECT id FROM jobs ORDER BY id")]
-            procs = _start(settings, dsn, scratch.prefix, executors, args.concurrency, args.lead_ms)
-            await _wait_ready(client, Keys(scratch.prefix), executors, procs)
-            tx_before = await _transactions(pool, dsn)
-            started = time.monotonic()
-            if args.rate:
-                total = await _steady(pool, stream, job_ids, args.duration, args.lead_ms)
-            else:
-                total = args.runs
-                now = datetime.now(UTC)
-                await stream.publish(await _insert(pool, job_ids, now))
-            await _wait_done(pool, total, timeout=max(60.0, total / 500))
-            wall = time.monotonic() - started
-            stop_processes(procs)
-            await asyncio.sleep(0.6)  # let the backends' statistics reach pg_stat_database
-            tx = await _transactions(pool, dsn) - tx_before
-            return {**await _ledger_figures(pool, client, scratch.prefix, total, wall), "tx": tx / max(total, 1)}
-        finally:
-            stop_processes(procs, timeout_s=0)
-            await pool.close()
-            await delete_keys(client, scratch.prefix)
-            await client.aclose()
+    # The executors' working directory: no ./.env there, they read only what _start sets.
+    with tempfile.TemporaryDirectory(prefix="cronos-bench-") as cwd:
+        async with scratch_database(scratch) as dsn:
+            return await _measure(settings, args, executors, scratch, dsn, cwd)
+
+
+async def _measure(
+    settings: Settings, args: argparse.Namespace, executors: int, scratch: Scratch, dsn: str, cwd: str
+) -> dict[str, Any]:
+    pool = await connect(dsn, min_size=1, max_size=4)
+    client = connect_redis(settings.redis_url)
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        stream = RunStream(client, Keys(scratch.prefix))
+        await stream.ensure_group()
+        n_jobs = args.rate or args.runs
+        await pool.execute(
+            "INSERT INTO jobs (name, cron_expression, payload, timeout_s)"
+            " SELECT 'bench-' || g, '* * * * * *', $1, 30 FROM generate_series(1, $2) g",
+            {"action": COUNTER_TASK},
+            n_jobs,
+        )
+        job_ids = [r["id"] for r in await pool.fetch("SELECT id FROM jobs ORDER BY id")]
+        procs = _start(settings, dsn, scratch.prefix, executors, args.concurrency, args.lead_ms, cwd)
+        await _wait_ready(client, Keys(scratch.prefix), executors, procs)
+        tx_before = await _transactions(pool, dsn)
+        started = time.monotonic()
+        if args.rate:
+            total = await _steady(pool, stream, job_ids, args.duration, args.lead_ms)
+        else:
+            total = args.runs
+            now = datetime.now(UTC)
+            await stream.publish(await _insert(pool, job_ids, now))
+        await _wait_done(pool, total, timeout=max(60.0, total / 500))
+        wall = time.monotonic() - started
+        stop_processes(procs)
+        await asyncio.sleep(0.6)  # let the backends' statistics reach pg_stat_database
+        tx = await _transactions(pool, dsn) - tx_before
+        return {**await _ledger_figures(pool, client, scratch.prefix, total, wall), "tx": tx / max(total, 1)}
+    finally:
+        stop_processes(procs, timeout_s=0)
+        await pool.close()
+        await delete_keys(client, scratch.prefix)
+        await client.aclose()
 
 
 def _start(
-    settings: Settings, dsn: str, prefix: str, k: int, concurrency: int, lead_ms: int
+    settings: Settings, dsn: str, prefix: str, k: int, concurrency: int, lead_ms: int, cwd: str
 ) -> list[subprocess.Popen[bytes]]:
-    cwd = tempfile.mkdtemp(prefix="cronos-bench-")  # no ./.env there: the roles read only what is set here
     procs = []
     for i in range(k):
         env = {
