@@ -5,8 +5,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import random
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from importlib import resources
 from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
@@ -66,6 +67,23 @@ def translate_errors() -> Iterator[None]:
         if sqlstate.startswith(_UNAVAILABLE_SQLSTATES):
             raise BackendUnavailable("postgresql", f"{type(exc).__name__}: {exc}") from exc
         raise
+
+
+CONTENTION_ATTEMPTS = 5
+
+
+async def retry_contention(work: Callable[[], Awaitable[T]], what: str) -> T:
+    """Run `work` (one transaction) again when PostgreSQL rolled it back for a deadlock or a
+    serialization failure: nothing of it was written, so running it again is safe."""
+    for attempt in range(1, CONTENTION_ATTEMPTS + 1):
+        try:
+            return await work()
+        except Contention as exc:
+            if attempt == CONTENTION_ATTEMPTS:
+                raise
+            log.warning("%s rolled back, retrying: %s", what, exc, extra={"event": "db.contention", "attempt": attempt})
+            await asyncio.sleep(random.uniform(0, 0.01 * attempt))  # apart, so the two sides do not meet again
+    raise AssertionError("unreachable")
 
 
 def _json_encode(value: Any) -> str:

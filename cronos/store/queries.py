@@ -1,6 +1,17 @@
 """Every SQL statement Cronos runs, as a named constant. Run only by the store classes.
 
 Sections: jobs (API), ledger (dispatcher), runs (executor), leader epoch.
+
+Plans that do not depend on fresh statistics. The runs table grows by up to thousands of
+rows a second, faster than autovacuum's analyze, and a backlog of queued runs can appear
+in minutes; planned with statistics that say "no queued run", a statement that filters a
+batch of ids by `state = 'queued'` reads the whole queued-runs partial index on every call
+(seconds at a 100k backlog). So a statement that works on given run ids first locks them
+by primary key in a MATERIALIZED CTE that names no state (only the primary key can serve
+it), in id order (every statement that locks runs takes them in the same order: no
+deadlock between a claim, a heartbeat and a finish), then tests their state on the locked
+rows and updates by id alone. `tests/integration/test_query_plans.py` checks this against a
+stale-statistics backlog.
 """
 
 from __future__ import annotations
@@ -93,8 +104,8 @@ DISPATCH_ACTIVE_DIGEST = "SELECT count(*), coalesce(sum(id), 0)::bigint, now() F
 
 # A run as a token needs it; times in UTC epoch ms (floor), the same way on every path.
 _TOKEN_COLS = (
-    "id, job_id, floor(extract(epoch FROM scheduled_for) * 1000)::bigint AS scheduled_for_ms,"
-    " attempt, trigger, floor(extract(epoch FROM due_at) * 1000)::bigint AS due_ms"
+    "r.id, r.job_id, floor(extract(epoch FROM r.scheduled_for) * 1000)::bigint AS scheduled_for_ms,"
+    " r.attempt, r.trigger, floor(extract(epoch FROM r.due_at) * 1000)::bigint AS due_ms"
 )
 
 # Ticks, ledger first (run inside a transaction that holds EPOCH_GUARD), in one statement:
@@ -127,23 +138,26 @@ TICKS_WRITE = (
 # Manual triggers and retries (queued by others, never pushed) that are due: mark and return.
 # $1 epoch, $2 now, $3 limit.
 QUEUED_TAKE_DUE = (
-    "UPDATE runs SET pushed_epoch = $1 WHERE id IN ("
-    " SELECT id FROM runs WHERE state = 'queued' AND pushed_epoch IS NULL AND due_at <= $2"
-    " ORDER BY due_at LIMIT $3) AND state = 'queued' AND pushed_epoch IS NULL"
+    "WITH pick AS MATERIALIZED (SELECT id FROM runs WHERE state = 'queued' AND pushed_epoch IS NULL"
+    " AND due_at <= $2 ORDER BY due_at LIMIT $3 FOR NO KEY UPDATE)"
+    " UPDATE runs r SET pushed_epoch = $1 FROM pick WHERE r.id = pick.id"
     " RETURNING " + _TOKEN_COLS
 )
 QUEUED_NEXT_DUE = "SELECT min(due_at) FROM runs WHERE state = 'queued' AND pushed_epoch IS NULL"
 # Queued runs that will not run (written ahead for a job paused or deleted before they were
 # due; a tick refused by the overlap policy): recorded as skipped with reason $2.
 QUEUED_SKIP = (
-    "UPDATE runs SET state = 'skipped', skip_reason = $2, finished_at = now()"
-    " WHERE id = ANY($1::bigint[]) AND state = 'queued' RETURNING id"
+    "WITH locked AS MATERIALIZED (SELECT id, state FROM runs WHERE id = ANY($1::bigint[])"
+    " ORDER BY id FOR NO KEY UPDATE)"
+    " UPDATE runs r SET state = 'skipped', skip_reason = $2, finished_at = now()"
+    " FROM locked l WHERE r.id = l.id AND l.state = 'queued' RETURNING r.id"
 )
 # Re-push (election, Redis lost its data): every queued run due by $2, in id order after $3.
 QUEUED_REPUSH = (
-    "UPDATE runs SET pushed_epoch = $1 WHERE id IN ("
-    " SELECT id FROM runs WHERE state = 'queued' AND due_at <= $2 AND id > $3 ORDER BY id LIMIT $4)"
-    " AND state = 'queued' RETURNING " + _TOKEN_COLS
+    "WITH pick AS MATERIALIZED (SELECT id FROM runs WHERE state = 'queued' AND due_at <= $2 AND id > $3"
+    " ORDER BY id LIMIT $4 FOR NO KEY UPDATE)"
+    " UPDATE runs r SET pushed_epoch = $1 FROM pick WHERE r.id = pick.id"
+    " RETURNING " + _TOKEN_COLS
 )
 # On election: runs an earlier leader meant to push later (jitter, spread catch-up) become
 # "never pushed" again, so this leader's due watcher sees them.
@@ -169,25 +183,32 @@ _CLAIMED = (
 # for CLAIM_ONE. A concurrent claim can still trip runs_one_running_exclusive; the caller then
 # arbitrates run by run.
 CLAIM_BATCH = (
-    "WITH cand AS ("
-    " SELECT r.id, r.job_id, r.exclusive,"
-    " row_number() OVER (PARTITION BY r.job_id, r.exclusive ORDER BY r.scheduled_for, r.attempt) AS n"
-    " FROM runs r WHERE r.id = ANY($1::bigint[]) AND r.state = 'queued'),"
+    "WITH batch AS MATERIALIZED ("
+    " SELECT id, job_id, exclusive, state, scheduled_for, attempt FROM runs WHERE id = ANY($1::bigint[])"
+    " ORDER BY id FOR NO KEY UPDATE),"
+    " cand AS ("
+    " SELECT b.id, b.job_id, b.exclusive,"
+    " row_number() OVER (PARTITION BY b.job_id, b.exclusive ORDER BY b.scheduled_for, b.attempt) AS n"
+    " FROM batch b WHERE b.state = 'queued'),"
     " pick AS ("
     " SELECT c.id FROM cand c WHERE NOT c.exclusive OR (c.n = 1 AND NOT EXISTS ("
     " SELECT 1 FROM runs o WHERE o.job_id = c.job_id AND o.state = 'running' AND o.exclusive)))"
     " UPDATE runs r SET state = 'running', node_id = $2, started_at = clock_timestamp(),"
     " lease_until = now() + make_interval(secs => $3)"
-    " FROM pick p, jobs j WHERE r.id = p.id AND j.id = r.job_id AND r.state = 'queued'"
+    " FROM pick p, jobs j WHERE r.id = p.id AND j.id = r.job_id"
     " RETURNING " + _CLAIMED
 )
 # The runs of a batch left queued by CLAIM_BATCH (sent only when it did not claim them all).
-STILL_QUEUED = "SELECT id FROM runs WHERE id = ANY($1::bigint[]) AND state = 'queued' ORDER BY id"
+STILL_QUEUED = (
+    "WITH batch AS MATERIALIZED (SELECT id, state FROM runs WHERE id = ANY($1::bigint[]))"
+    " SELECT id FROM batch WHERE state = 'queued' ORDER BY id"
+)
 
-# Per-run arbitration (the rare path). Lock the queued run and read its job's policy.
-LOCK_QUEUED = (
-    "SELECT r.id, r.job_id, r.exclusive, j.concurrency_policy FROM runs r JOIN jobs j ON j.id = r.job_id"
-    " WHERE r.id = $1 AND r.state = 'queued' FOR UPDATE OF r"
+# Per-run arbitration (the rare path). Lock the run and read its state and its job's policy;
+# the caller goes on only while it is queued.
+LOCK_RUN = (
+    "SELECT r.id, r.job_id, r.exclusive, r.state, j.concurrency_policy FROM runs r JOIN jobs j ON j.id = r.job_id"
+    " WHERE r.id = $1 FOR NO KEY UPDATE OF r"
 )
 # `replace`: end the job's other running exclusive run; its executor sees the loss at its next heartbeat.
 REPLACE_RUNNING = (
@@ -195,16 +216,19 @@ REPLACE_RUNNING = (
     " duration_ms = extract(epoch FROM now() - started_at) * 1000"
     " WHERE job_id = $1 AND id <> $2 AND state = 'running' AND exclusive RETURNING id"
 )
+# The run is locked and queued (LOCK_RUN in the same transaction).
 CLAIM_ONE = (
     "UPDATE runs r SET state = 'running', node_id = $2, started_at = clock_timestamp(),"
     " lease_until = now() + make_interval(secs => $3)"
-    " FROM jobs j WHERE r.id = $1 AND j.id = r.job_id AND r.state = 'queued' RETURNING " + _CLAIMED
+    " FROM jobs j WHERE r.id = $1 AND j.id = r.job_id RETURNING " + _CLAIMED
 )
 
 # Heartbeat for every run in flight on a node: extends the leases it still owns, returns their ids.
 EXTEND_LEASES = (
-    "UPDATE runs SET lease_until = now() + make_interval(secs => $3)"
-    " WHERE id = ANY($1::bigint[]) AND node_id = $2 AND state = 'running' RETURNING id"
+    "WITH locked AS MATERIALIZED (SELECT id, node_id, state FROM runs WHERE id = ANY($1::bigint[])"
+    " ORDER BY id FOR NO KEY UPDATE)"
+    " UPDATE runs r SET lease_until = now() + make_interval(secs => $3)"
+    " FROM locked l WHERE r.id = l.id AND l.node_id = $2 AND l.state = 'running' RETURNING r.id"
 )
 
 # Batch finish, one statement, so the outcome and the retry it allows commit together.
@@ -214,11 +238,13 @@ FINISH_RUNS = (
     "WITH u AS (SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[],"
     " $6::text[], $7::float8[], $8::float8[])"
     " AS u(id, node_id, state, error, traceback, result, duration_ms, retry_delay_s)),"
+    " locked AS MATERIALIZED (SELECT id, node_id, state FROM runs WHERE id = ANY($1::bigint[])"
+    " ORDER BY id FOR NO KEY UPDATE),"
     " done AS ("
     " UPDATE runs r SET state = u.state, finished_at = clock_timestamp(), lease_until = NULL, error = u.error,"
     " traceback = u.traceback, result = u.result,"
     " duration_ms = coalesce(u.duration_ms, extract(epoch FROM now() - r.started_at) * 1000)"
-    " FROM u WHERE r.id = u.id AND r.state = 'running' AND r.node_id = u.node_id"
+    " FROM u, locked l WHERE r.id = u.id AND l.id = u.id AND l.state = 'running' AND l.node_id = u.node_id"
     " RETURNING r.id, r.job_id, r.scheduled_for, r.attempt, r.exclusive, r.state, u.retry_delay_s),"
     " retried AS ("
     " INSERT INTO runs (job_id, scheduled_for, attempt, trigger, state, due_at, exclusive)"
@@ -238,12 +264,17 @@ LOST_RUNS = (
     " WHERE r.state = 'running' AND r.lease_until < now()"
     " ORDER BY r.lease_until LIMIT $1 FOR UPDATE OF r SKIP LOCKED"
 )
+# Queued runs past their job's misfire grace, oldest first. The index range is bounded by the
+# smallest grace of any job, so runs still within every grace (a backlog being worked off) are
+# not read each time; each job's grace is looked up per run (a subquery, not a join) so the scan
+# follows the due_at index and stops at the limit.
 EXPIRE_QUEUED = (
     "UPDATE runs r SET state = 'skipped', skip_reason = $2, finished_at = now()"
-    " WHERE r.id IN (SELECT q.id FROM runs q JOIN jobs j ON j.id = q.job_id"
-    " WHERE q.state = 'queued' AND q.due_at + make_interval(secs => j.misfire_grace_s) < now()"
-    " ORDER BY q.due_at LIMIT $1 FOR UPDATE OF q SKIP LOCKED)"
-    " RETURNING r.id"
+    " FROM (SELECT q.id FROM runs q WHERE q.state = 'queued'"
+    " AND q.due_at < now() - make_interval(secs => (SELECT coalesce(min(misfire_grace_s), 0) FROM jobs))"
+    " AND q.due_at + make_interval(secs => (SELECT j.misfire_grace_s FROM jobs j WHERE j.id = q.job_id)) < now()"
+    " ORDER BY q.due_at LIMIT $1 FOR NO KEY UPDATE SKIP LOCKED) e"
+    " WHERE r.id = e.id RETURNING r.id"
 )
 
 

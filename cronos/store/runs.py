@@ -20,7 +20,7 @@ import msgspec
 from cronos import metrics, retry
 from cronos.models import FAIL_EXECUTOR_LOST, FAIL_REPLACED, SKIP_EXPIRED, SKIP_OVERLAP, ConcurrencyPolicy, JobKind
 from cronos.store import queries as q
-from cronos.store.db import to_struct, translate_errors
+from cronos.store.db import retry_contention, to_struct, translate_errors
 from cronos.store.epoch import fenced
 
 log = logging.getLogger("cronos.store.runs")
@@ -91,10 +91,15 @@ class RunStore:
         ids = list(dict.fromkeys(run_ids))
         claimed: dict[int, ClaimedRun] = {}
         skipped: set[int] = set()
-        if ids:
+
+        async def attempt() -> None:  # again after a deadlock: what was claimed before stays claimed
+            left = [i for i in ids if i not in claimed and i not in skipped]
             with translate_errors():
                 async with self._pool.acquire() as conn:
-                    await self._claim(conn, ids, node_id, lease_s, claimed, skipped)
+                    await self._claim(conn, left, node_id, lease_s, claimed, skipped)
+
+        if ids:
+            await retry_contention(attempt, "claim")
         answers: list[Claim] = []
         for run_id in run_ids:
             run = claimed.pop(run_id, None)
@@ -124,8 +129,8 @@ class RunStore:
         """The rare path: one run the batch left queued, arbitrated by the unique index."""
         async with conn.transaction():
             self.round_trips += 1
-            row = await conn.fetchrow(q.LOCK_QUEUED, run_id)
-            if row is None:
+            row = await conn.fetchrow(q.LOCK_RUN, run_id)
+            if row is None or row["state"] != "queued":
                 return  # claimed or finished elsewhere
             if row["exclusive"] and row["concurrency_policy"] == "replace":
                 self.round_trips += 1
@@ -153,18 +158,25 @@ class RunStore:
         """Heartbeat: extend the leases `node_id` still owns; returns those ids."""
         if not run_ids:
             return set()
-        with translate_errors():
-            self.round_trips += 1
-            rows = await self._pool.fetch(q.EXTEND_LEASES, list(run_ids), node_id, lease_s)
-        return {r["id"] for r in rows}
+
+        async def attempt() -> list[Any]:
+            with translate_errors():
+                self.round_trips += 1
+                return await self._pool.fetch(q.EXTEND_LEASES, list(run_ids), node_id, lease_s)  # type: ignore[no-any-return]
+
+        return {r["id"] for r in await retry_contention(attempt, "lease heartbeat")}
 
     async def finish(self, outcomes: Sequence[Outcome]) -> FinishResult:
         """Record outcomes (and the retries they allow) in one statement, one transaction."""
         if not outcomes:
             return FinishResult(written=set(), retried=0)
-        with translate_errors():
-            async with self._pool.acquire() as conn:
-                return await self._finish(conn, outcomes)
+
+        async def attempt() -> FinishResult:
+            with translate_errors():
+                async with self._pool.acquire() as conn:
+                    return await self._finish(conn, outcomes)
+
+        return await retry_contention(attempt, "finish")
 
     async def _finish(self, conn: Any, outcomes: Sequence[Outcome]) -> FinishResult:
         self.round_trips += 1

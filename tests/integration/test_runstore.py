@@ -9,6 +9,7 @@ import pytest
 
 from cronos.errors import NotLeader
 from cronos.models import FAIL_EXECUTOR_LOST, FAIL_REPLACED, SKIP_EXPIRED, SKIP_OVERLAP
+from cronos.store.db import retry_contention, translate_errors
 from cronos.store.runs import Claim, ClaimedRun, Outcome, Refused, RunStore
 from tests.integration.ledger_helpers import insert_job, insert_run, run_state, runs_of, set_epoch, tick
 
@@ -176,3 +177,31 @@ async def test_reap_expires_queued_runs_past_their_grace(pg_pool: asyncpg.Pool, 
     runs = {r.id: r for r in await runs_of(pg_pool, job)}
     assert (runs[stale.run_id].state, runs[stale.run_id].skip_reason) == ("skipped", SKIP_EXPIRED)
     assert runs[fresh.run_id].state == "queued"
+
+
+async def test_a_deadlock_is_retried_not_raised(pg_pool: asyncpg.Pool) -> None:
+    """Two transactions that lock two rows in opposite orders: PostgreSQL aborts one with a
+    deadlock; retry_contention runs it again, and it then succeeds."""
+    job = await insert_job(pg_pool)
+    a, b = await insert_run(pg_pool, job, tick(0)), await insert_run(pg_pool, job, tick(1))
+    lock = "SELECT id FROM runs WHERE id = $1 FOR UPDATE"
+    first_locked, second_locked = asyncio.Event(), asyncio.Event()
+    attempts: list[str] = []
+
+    async def side(mine: int, theirs: int, locked: asyncio.Event, other: asyncio.Event, name: str) -> None:
+        attempts.append(name)
+        with translate_errors():
+            async with pg_pool.acquire() as conn, conn.transaction():
+                await conn.execute("SET LOCAL deadlock_timeout = '50ms'")
+                await conn.fetch(lock, mine)
+                locked.set()
+                await other.wait()
+                await conn.fetch(lock, theirs)
+
+    results = await asyncio.gather(
+        retry_contention(lambda: side(a.run_id, b.run_id, first_locked, second_locked, "first"), "test"),
+        retry_contention(lambda: side(b.run_id, a.run_id, second_locked, first_locked, "second"), "test"),
+        return_exceptions=True,
+    )
+    assert results == [None, None]
+    assert len(attempts) == 3  # one side was rolled back once and ran again

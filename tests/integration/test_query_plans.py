@@ -1,0 +1,109 @@
+"""The hot statements read rows in proportion to their batch, not to the backlog, even when
+the table's statistics are stale (autovacuum off, or a backlog that grew faster than its
+analyze): PostgreSQL here plans with statistics that say no run is queued while 20,000 are.
+
+Each statement runs under EXPLAIN ANALYZE in a rolled-back transaction; the check counts the
+rows its plan read from `runs` (returned plus filtered out, times loops): a deterministic
+measure of cost, not a timing.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+import asyncpg
+import pytest
+
+from cronos.store import queries as q
+
+BACKLOG = 20_000
+BATCH = 200
+
+
+@pytest.fixture
+async def backlog(pg_pool: asyncpg.Pool) -> list[int]:
+    """100 jobs; statistics taken while every run was completed; then a backlog of queued runs
+    (pushed, due within their grace) behind 20,000 completed ones. Returns the queued ids."""
+    async with pg_pool.acquire() as conn:
+        await conn.execute("ALTER TABLE runs SET (autovacuum_enabled = false)")
+        await conn.execute(
+            "INSERT INTO jobs (name, cron_expression, kind, payload, misfire_grace_s)"
+            " SELECT 'job-' || g, '* * * * * *', 'task', '{\"action\": \"noop\"}', 3600 FROM generate_series(1, 100) g"
+        )
+        await _insert_runs(conn, 1, 50, "completed")
+        await conn.execute("ANALYZE runs")
+        await _insert_runs(conn, 51, BACKLOG, "completed")
+        await _insert_runs(conn, BACKLOG + 1, 2 * BACKLOG, "queued")
+        rows = await conn.fetch("SELECT id FROM runs WHERE state = 'queued' ORDER BY id")
+    return [r["id"] for r in rows]
+
+
+async def _insert_runs(conn: Any, first: int, last: int, state: str) -> None:
+    await conn.execute(
+        "INSERT INTO runs (job_id, scheduled_for, attempt, trigger, state, due_at, exclusive, pushed_epoch)"
+        " SELECT (SELECT min(id) FROM jobs) + g % 100, now() - interval '1 day' + g * interval '1 ms', 1,"
+        " 'schedule', $3, now() - interval '10 s', true, 1 FROM generate_series($1::int, $2::int) g",
+        first,
+        last,
+        state,
+    )
+
+
+async def rows_read(pool: asyncpg.Pool, sql: str, *args: Any) -> int:
+    async with pool.acquire() as conn:
+        tx = conn.transaction()
+        await tx.start()
+        try:
+            raw = await conn.fetchval("EXPLAIN (ANALYZE, FORMAT JSON) " + sql, *args)
+        finally:
+            await tx.rollback()
+    plan = (json.loads(raw) if isinstance(raw, str) else raw)[0]["Plan"]
+    return sum(
+        (node.get("Actual Rows", 0) + node.get("Rows Removed by Filter", 0)) * node.get("Actual Loops", 1)
+        for node in _nodes(plan)
+        if node.get("Relation Name") == "runs"
+    )
+
+
+def _nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    yield plan
+    for child in plan.get("Plans", []):
+        yield from _nodes(child)
+
+
+def _finish_args(ids: list[int]) -> tuple[Any, ...]:
+    n = len(ids)
+    return (ids, ["n"] * n, ["completed"] * n, [None] * n, [None] * n, [None] * n, [1.0] * n, [None] * n)
+
+
+async def test_batch_statements_read_rows_in_proportion_to_the_batch(pg_pool: asyncpg.Pool, backlog: list[int]) -> None:
+    batch = backlog[-BATCH:]
+    statements: dict[str, tuple[str, tuple[Any, ...]]] = {
+        "CLAIM_BATCH": (q.CLAIM_BATCH, (batch, "n", 10.0)),
+        "STILL_QUEUED": (q.STILL_QUEUED, (batch,)),
+        "QUEUED_SKIP": (q.QUEUED_SKIP, (batch, "x")),
+        "EXTEND_LEASES": (q.EXTEND_LEASES, (batch, "n", 10.0)),
+        "FINISH_RUNS": (q.FINISH_RUNS, _finish_args(batch)),
+    }
+    read = {name: await rows_read(pg_pool, sql, *args) for name, (sql, args) in statements.items()}
+    assert all(n <= 4 * BATCH for n in read.values()), read
+
+
+async def test_single_run_and_scan_statements_do_not_read_the_backlog(
+    pg_pool: asyncpg.Pool, backlog: list[int]
+) -> None:
+    now = datetime.now(UTC)
+    one = backlog[-1]
+    statements: dict[str, tuple[str, tuple[Any, ...]]] = {
+        "LOCK_RUN": (q.LOCK_RUN, (one,)),
+        "CLAIM_ONE": (q.CLAIM_ONE, (one, "n", 10.0)),
+        "QUEUED_TAKE_DUE": (q.QUEUED_TAKE_DUE, (2, now, 5000)),  # the backlog was pushed already
+        "QUEUED_NEXT_DUE": (q.QUEUED_NEXT_DUE, ()),
+        "EXPIRE_QUEUED": (q.EXPIRE_QUEUED, (1000, "expired")),  # the backlog is within its grace
+        "LOST_RUNS": (q.LOST_RUNS, (1000,)),
+    }
+    read = {name: await rows_read(pg_pool, sql, *args) for name, (sql, args) in statements.items()}
+    assert all(n <= 10 for n in read.values()), read
