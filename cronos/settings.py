@@ -37,7 +37,8 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     stream_maxlen: int = 100_000
     push_lead_ms: int = 250  # tokens go out this long before they are due (executors wait, then claim)
     # executor
-    executor_concurrency: int = 16
+    executor_concurrency: int = 1000  # runs claimed and executing at once (coroutines: see README)
+    executor_prefetch: int = 2000  # tokens in hand at once: held for their due time, executing, recording
     run_lease_s: float = 10.0
     drain_timeout_s: float = 30.0
     allow_shell: bool = False
@@ -119,7 +120,12 @@ VARIABLES: dict[str, tuple[str, Callable[[str], Any], str]] = {
     "CRONOS_RESYNC_INTERVAL_S": ("resync_interval_s", _float(0.1, 86_400), "full job resync period"),
     "CRONOS_STREAM_MAXLEN": ("stream_maxlen", _int(1000, 100_000_000), "approximate run stream bound"),
     "CRONOS_PUSH_LEAD_MS": ("push_lead_ms", _int(0, 1000), "push tokens this long before due (lock early)"),
-    "CRONOS_EXECUTOR_CONCURRENCY": ("executor_concurrency", _int(1, 10_000), "runs in flight per executor"),
+    "CRONOS_EXECUTOR_CONCURRENCY": ("executor_concurrency", _int(1, 10_000), "runs executing at once per executor"),
+    "CRONOS_EXECUTOR_PREFETCH": (
+        "executor_prefetch",
+        _int(1, 1_000_000),
+        "run tokens an executor holds at once (waiting for their due time, executing or being recorded)",
+    ),
     "CRONOS_RUN_LEASE_S": ("run_lease_s", _float(0.3, 3600), "run lease, renewed every third"),
     "CRONOS_DRAIN_TIMEOUT_S": ("drain_timeout_s", _float(0, 3600), "graceful drain deadline on SIGTERM"),
     "CRONOS_ALLOW_SHELL": ("allow_shell", _bool, "allow `shell` jobs on this executor"),

@@ -5,17 +5,14 @@ everything that arrived meanwhile goes out as the next batch. Per-token code sta
 straight line (lock, claim, run, record, release, ack) and still costs one round trip
 per batch, not per token.
 
-An item may wait for a wall-clock instant (`not_before_ms`): everything submitted for one
-instant joins the queue together when it comes, in the timer's callback, so it goes out as
-one batch without first waking every waiting caller (a burst of ticks due at one second is
-claimed in one statement).
+Waiting for an instant and for an execution slot is `executor.gate`'s, which `put`s the
+items it releases together straight into one batch, without waking their callers.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Generic, TypeVar
 
@@ -23,14 +20,8 @@ I = TypeVar("I")  # noqa: E741 - item
 O = TypeVar("O")  # noqa: E741 - outcome
 
 
-class Withdrawn(Exception):
-    """An item waiting for its instant was withdrawn before it came (`withdraw_waiting`)."""
-
-
 class Batcher(Generic[I, O]):
-    """`parallel` > 1 lets a new batch go out while earlier ones are still at the backend
-    (claims: PostgreSQL runs two UPDATEs on two cores). `clock` is the wall clock that
-    `not_before_ms` is read on (PostgreSQL's now() reads the same one)."""
+    """`parallel` > 1 lets a new batch go out while earlier ones are still at the backend."""
 
     def __init__(
         self,
@@ -38,7 +29,6 @@ class Batcher(Generic[I, O]):
         call: Callable[[list[I]], Awaitable[Sequence[O]]],
         max_size: int = 1000,
         parallel: int = 1,
-        clock: Callable[[], float] = time.time,
     ) -> None:
         self.name = name
         self._call = call
@@ -47,54 +37,20 @@ class Batcher(Generic[I, O]):
         self._queue: list[tuple[I, asyncio.Future[O]]] = []
         self._flushers: set[asyncio.Task[None]] = set()
         self._gathering = False  # a flusher is about to take the queue
-        self._clock = clock
-        # instant (epoch ms) -> the items waiting for it, and the timer that releases them
-        self._waiting: dict[int, tuple[list[tuple[I, asyncio.Future[O]]], asyncio.TimerHandle | None]] = {}
         self.batches = 0
 
-    async def submit(self, item: I, not_before_ms: int | None = None) -> O:
-        """The item's answer, from the batch it went out with: at once, or (`not_before_ms`)
-        once the wall clock reads that instant, never earlier. Raises Withdrawn if withdrawn
-        while waiting; a caller cancelled while waiting is left out of the batch."""
+    async def submit(self, item: I) -> O:
+        """The item's answer, from the batch it goes out with."""
         future: asyncio.Future[O] = asyncio.get_running_loop().create_future()
-        if not_before_ms is None or self._clock() * 1000 >= not_before_ms:
-            self._enqueue([(item, future)])
-        elif (bucket := self._waiting.get(not_before_ms)) is not None:
-            bucket[0].append((item, future))
-        else:
-            self._waiting[not_before_ms] = ([(item, future)], None)
-            self._release(not_before_ms)
+        self.put(item, future)
         return await future
 
-    def _enqueue(self, items: list[tuple[I, asyncio.Future[O]]]) -> None:
-        self._queue.extend(items)
+    def put(self, item: I, future: asyncio.Future[O]) -> None:
+        """Queue an item whose answer goes to `future` (a caller that is not woken to submit)."""
+        self._queue.append((item, future))
         if not self._gathering and len(self._flushers) < self._parallel:
             self._gathering = True
             self._flushers.add(asyncio.create_task(self._flush(), name=f"batcher:{self.name}"))
-
-    def _release(self, at_ms: int) -> None:
-        """Timer callback: queue the instant's items once the wall clock has reached it (the
-        timer runs on the loop's monotonic clock, so it re-arms if it fired early)."""
-        items, _timer = self._waiting[at_ms]
-        delay = at_ms / 1000 - self._clock()
-        if delay > 0:
-            self._waiting[at_ms] = (items, asyncio.get_running_loop().call_later(delay, self._release, at_ms))
-            return
-        del self._waiting[at_ms]
-        self._enqueue([(item, future) for item, future in items if not future.done()])
-
-    def withdraw_waiting(self) -> int:
-        """Fail every item still waiting for its instant with Withdrawn; how many."""
-        withdrawn = 0
-        for items, timer in self._waiting.values():
-            if timer is not None:
-                timer.cancel()
-            for _item, future in items:
-                if not future.done():
-                    future.set_exception(Withdrawn())
-                    withdrawn += 1
-        self._waiting.clear()
-        return withdrawn
 
     async def _flush(self) -> None:
         gathering = True
@@ -128,11 +84,6 @@ class Batcher(Generic[I, O]):
                     future.set_result(answer)
 
     async def close(self) -> None:
-        for items, timer in self._waiting.values():
-            if timer is not None:
-                timer.cancel()
-            _fail(items, asyncio.CancelledError())
-        self._waiting.clear()
         _fail(self._queue, asyncio.CancelledError())
         self._queue = []
         for task in list(self._flushers):

@@ -1,4 +1,4 @@
-"""Stream consumption: never more tokens than free slots, own pending entries first.
+"""Stream consumption: never more tokens in hand than the prefetch bound, own pending first.
 
 Each delivery becomes one `pipeline.process` task in the role's task group. Entries
 left idle by a dead consumer are taken over with XAUTOCLAIM. When PostgreSQL or Redis
@@ -32,10 +32,13 @@ READ_BATCH = 200
 
 
 class Consumer:
-    def __init__(self, deps: Deps, concurrency: int) -> None:
+    def __init__(self, deps: Deps, prefetch: int) -> None:
         self._deps = deps
         self._stream = deps.stream
-        self._concurrency = concurrency
+        self._prefetch = prefetch
+        # Read again once this many are free, not token by token as each one ends: a read per
+        # token would cost a round trip each and shrink every later batch to one.
+        self._refill = max(1, min(READ_BATCH, prefetch // 10))
         self._entries: set[bytes] = set()  # entry ids being processed here
         self._tasks: set[asyncio.Task[TokenOutcome]] = set()
         self._freed = asyncio.Event()
@@ -45,7 +48,7 @@ class Consumer:
 
     @property
     def free(self) -> int:
-        return self._concurrency - len(self._entries)
+        return self._prefetch - len(self._entries)
 
     async def serve(self, group: asyncio.TaskGroup, stopping: asyncio.Event, *, burst: bool = False) -> None:
         """Read and dispatch until `stopping` is set (or, in burst mode, until nothing is left)."""
@@ -77,8 +80,8 @@ class Consumer:
         free = self.free
         if pending:
             # What this consumer held and never acknowledged (after a restart, or tokens deferred
-            # while a backend was away). It never held more than its slots, so one read takes it
-            # all; anything beyond is reclaimed by XAUTOCLAIM.
+            # while a backend was away). It never held more than its prefetch, so one read takes
+            # it all; anything beyond is reclaimed by XAUTOCLAIM.
             return await self._stream.read(self._deps.node_id, free, None, pending=True)
         now = time.monotonic()
         if now - self._last_autoclaim >= self._deps.lease_s:
@@ -115,7 +118,7 @@ class Consumer:
         return outcome
 
     async def _wait_free(self, stopping: asyncio.Event) -> bool:
-        while self.free <= 0:
+        while self.free < self._refill:
             self._freed.clear()
             await wait_any(stopping, self._freed)
             if stopping.is_set():
@@ -129,7 +132,7 @@ class Consumer:
         how many runs were cancelled."""
         if self._tasks:
             await asyncio.wait(set(self._tasks), timeout=timeout_s)
-        if given := self._deps.locks.withdraw_waiting() + self._deps.claims.withdraw_waiting():
+        if self._tasks and (given := self._deps.gate.withdraw()):
             log.info("held tokens given back", extra={"event": "executor.given_back", "count": given})
         cancelled = 0
         for flight in list(self._deps.in_flight.values()):

@@ -14,6 +14,7 @@ from cronos.locks import TickLocks
 from cronos.store.runs import Claim, Outcome, RunStore
 from cronos.stream import RunStream
 from executor.batcher import Batcher
+from executor.gate import Gate
 from executor.health import BackendHealth
 from executor.kinds import Env
 
@@ -41,8 +42,9 @@ class Deps:
     stream: RunStream
     tick_locks: TickLocks
     health: BackendHealth
+    gate: Gate[int, Claim]  # steps 2-3 at the due instant, with an execution slot
     locks: Batcher[str, bool]  # step 1
-    claims: Batcher[int, Claim]  # steps 2-3
+    claims: Batcher[int, Claim]  # steps 2-3, behind the gate
     finishes: Batcher[Outcome, bool]  # step 5
     settles: Batcher[Settle, None]  # step 6
     in_flight: dict[int, InFlight] = field(default_factory=dict)  # run id -> its execution (step 4)
@@ -63,6 +65,7 @@ def wire(
     stream: RunStream,
     tick_locks: TickLocks,
     health: BackendHealth,
+    concurrency: int,
 ) -> Deps:
     # A tick lock is taken up to the push lead before the run is claimed: its ttl covers both.
     lock_ttl_ms = lead_ms + int(lease_s * 1000)
@@ -80,6 +83,7 @@ def wire(
         await stream.settle(entry_ids, tick_locks, lock_keys)
         return [None] * len(items)
 
+    claims = Batcher("claims", claim)
     return Deps(
         node_id=node_id,
         keys=keys,
@@ -90,8 +94,9 @@ def wire(
         stream=stream,
         tick_locks=tick_locks,
         health=health,
+        gate=Gate(claims, concurrency),
         locks=Batcher("locks", functools.partial(tick_locks.acquire, ttl_ms=lock_ttl_ms)),
-        claims=Batcher("claims", claim),
+        claims=claims,
         finishes=Batcher("finishes", finish),
         settles=Batcher("settles", settle),
     )

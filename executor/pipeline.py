@@ -5,9 +5,11 @@ timeout while the heartbeat keeps the lease, record, release, acknowledge. Each 
 one helper calling the cronos lock, store or stream method wired in `executor.deps`,
 batched across tokens.
 
-A token pushed ahead of its due time (the leader's push lead) is locked at once, then
-held until the due instant, when every token due then is claimed in one statement: a
-burst starts together instead of batch after batch, and never early.
+A token pushed ahead of its due time (the leader's push lead) is locked at once, then held
+at the gate until the due instant, when every token due then is claimed in one statement: a
+burst starts together instead of batch after batch, and never early. An execution slot is
+taken at the gate only then, and given back as soon as the work ends (recording and
+acknowledging happen outside it), so held tokens never keep due runs from starting.
 """
 
 from __future__ import annotations
@@ -28,8 +30,8 @@ from cronos.messages import RunToken
 from cronos.models import SKIP_OVERLAP
 from cronos.store.runs import Claim, Outcome, Refused
 from cronos.stream import Delivery
-from executor.batcher import Withdrawn
 from executor.deps import Deps, Settle
+from executor.gate import Withdrawn
 from executor.running import InFlight, run_under_timeout
 
 log = logging.getLogger("cronos.executor")
@@ -74,27 +76,29 @@ async def process(delivery: Delivery, deps: Deps) -> TokenOutcome:
 
 async def _process(token: RunToken, entry_id: bytes, deps: Deps) -> TokenOutcome:
     lock_key = deps.keys.tick_lock(token.job_id, token.scheduled_for_ms, token.attempt)
-    # Pushed ahead of its due time: locked no earlier than the lock's ttl covers (the lead),
-    # claimed at the due instant together with every token due then.
     due_ms = _due_ms(token)
-    lock_at = None if due_ms is None else due_ms - deps.lead_ms
     try:
-        if not await take_tick_lock(deps, lock_key, lock_at):  # step 1
+        # Pushed ahead of its due time: locked no earlier than the lock's ttl covers (the lead).
+        await deps.gate.until(None if due_ms is None else due_ms - deps.lead_ms)
+        if not await take_tick_lock(deps, lock_key):  # step 1
             await settle(deps, None, entry_id)
             return TokenOutcome.LOCK_DENIED
-        claim = await claim_run(deps, token, due_ms)  # steps 2 and 3
+        claim = await claim_run(deps, token, due_ms)  # steps 2 and 3, holding a slot once it answers
     except Withdrawn:
         # The drain deadline came first: given back unclaimed, its entry left pending.
         await settle(deps, lock_key, None)  # compare-and-delete: only if the lock is ours
         log.info("token given back unclaimed", extra={"event": "token.given_back"})
         return TokenOutcome.GIVEN_BACK
     if isinstance(claim, Refused):
+        deps.gate.leave()
         await settle(deps, lock_key, entry_id)
         return TokenOutcome.SKIPPED if claim is Refused.OVERLAP else TokenOutcome.NOT_QUEUED
-    flight = InFlight(claim, lock_key, entry_id)
-    deps.in_flight[claim.id] = flight
+    flight = deps.in_flight[claim.id] = InFlight(claim, lock_key, entry_id)
     try:
-        outcome = await run_under_timeout(flight, deps.env, deps.node_id)  # step 4
+        try:
+            outcome = await run_under_timeout(flight, deps.env, deps.node_id)  # step 4
+        finally:
+            deps.gate.leave()  # the slot is the work's only: recording happens outside it
         ended = await record(deps, flight, outcome)  # step 5
     finally:
         deps.in_flight.pop(claim.id, None)
@@ -111,19 +115,19 @@ def _due_ms(token: RunToken) -> int | None:
     return due_ms if time.time() * 1000 < due_ms else None
 
 
-async def take_tick_lock(deps: Deps, lock_key: str, not_before_ms: int | None = None) -> bool:
+async def take_tick_lock(deps: Deps, lock_key: str) -> bool:
     """Step 1: `SET lock NX PX`; denied means another executor has this tick."""
-    granted = await deps.locks.submit(lock_key, not_before_ms)
+    granted = await deps.locks.submit(lock_key)
     _child(metrics.LOCK_ACQUISITIONS, lock="tick", result="granted" if granted else "denied").inc()
     if not granted:
         log.info("tick lock held by another executor", extra={"event": "token.lock_denied"})
     return granted
 
 
-async def claim_run(deps: Deps, token: RunToken, not_before_ms: int | None = None) -> Claim:
-    """Steps 2-3: the conditional claim (at `not_before_ms` at the earliest, in one statement
-    with everything due then); the job's concurrency policy decides overlaps."""
-    claim = await deps.claims.submit(token.run_id, not_before_ms)
+async def claim_run(deps: Deps, token: RunToken, due_ms: int | None) -> Claim:
+    """Steps 2-3: at the due instant, with an execution slot, the conditional claim (in one
+    statement with every token due then); the job's concurrency policy decides overlaps."""
+    claim = await deps.gate.claim(token.run_id, due_ms)
     if claim is Refused.OVERLAP:
         _child(metrics.RUNS_SKIPPED, reason=SKIP_OVERLAP).inc()
         log.info("tick skipped: previous run still running", extra={"event": "run.skipped"})

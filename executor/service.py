@@ -91,10 +91,11 @@ class Executor:
             stream=stream,
             tick_locks=TickLocks(scripts, self.node_id),
             health=health,
+            concurrency=settings.executor_concurrency,
         )
         for batcher in deps.batchers:
             self._stack.push_async_callback(batcher.close)
-        self.consumer = Consumer(deps, settings.executor_concurrency)
+        self.consumer = Consumer(deps, settings.executor_prefetch)
         log.info(
             "executor ready",
             extra={"event": "executor.ready", "concurrency": settings.executor_concurrency, "imports": self._imports},

@@ -133,8 +133,8 @@ async def test_two_executors_racing_for_one_token_run_it_once(harness: Harness, 
 async def test_forbid_overlap_ends_skipped_with_reason(harness: Harness, executor: Factory) -> None:
     job = await harness.job(payload=gate("forbid"))
     first = await harness.queue(job, 0)
-    # a has one slot, busy with the first run: it must not read the second token
-    async with executor("a", executor_concurrency=1) as a, running(a), executor("b") as b:
+    # a holds one token, busy with the first run: it must not read the second
+    async with executor("a", executor_concurrency=1, executor_prefetch=1) as a, running(a), executor("b") as b:
         await wait_for(lambda: _is(harness, first.run_id, "running"), what="first run running")
         second = await harness.queue(job, 1)
         assert await b.run_once() == {"skipped": 1}
@@ -158,7 +158,12 @@ async def test_allow_runs_two_at_once(harness: Harness, executor: Factory) -> No
 async def test_replace_cancels_the_older_run(harness: Harness, executor: Factory) -> None:
     job = await harness.job(payload=gate("replace"), concurrency_policy="replace")
     old = await harness.queue(job, 0)
-    async with executor("a", executor_concurrency=1) as a, running(a), executor("b") as b, running(b):
+    async with (
+        executor("a", executor_concurrency=1, executor_prefetch=1) as a,
+        running(a),
+        executor("b") as b,
+        running(b),
+    ):
         await wait_for(lambda: _is(harness, old.run_id, "running"), what="old run running")
         new = await harness.queue(job, 1)
         await wait_for(lambda: _is(harness, new.run_id, "running"), what="new run running")
@@ -170,18 +175,27 @@ async def test_replace_cancels_the_older_run(harness: Harness, executor: Factory
     assert (runs[old.run_id].state, runs[old.run_id].error) == ("failed", FAIL_REPLACED)
 
 
-async def test_never_holds_more_tokens_than_free_slots(harness: Harness, executor: Factory) -> None:
+async def test_runs_at_most_its_concurrency_and_holds_at_most_its_prefetch(harness: Harness, executor: Factory) -> None:
     jobs = [await harness.job(payload=gate("slots")) for _ in range(5)]
     for job in jobs:
         await harness.queue(job)
-    async with executor(executor_concurrency=2) as ex, running(ex):
+    async with executor(executor_concurrency=2, executor_prefetch=3) as ex, running(ex):
         await wait_for(lambda: _running_total(harness, 2), what="two runs running")
-        await asyncio.sleep(0.3)  # time to (wrongly) read more
+        assert ex.deps is not None and ex.consumer is not None
+        await wait_for(_true(lambda: ex.deps is not None and ex.deps.gate.queued == 1), what="a third waiting")
+        assert ex.consumer.free == 0  # in hand: its prefetch, so it reads nothing more
         info = await harness.stream.info()
-        assert info.consumers == {ex.node_id: 2} and info.lag == 3  # three tokens left for others
-        assert await _running_total(harness, 2)
+        assert info.consumers == {ex.node_id: 3} and info.lag == 2  # two tokens left for others
+        assert await _running_total(harness, 2)  # the third is in hand, not claimed
         RELEASE["slots"].set()
         await wait_for(lambda: _count_all(harness, "completed", 5), what="all five completed")
+
+
+def _true(condition: Callable[[], bool]) -> Callable[[], Awaitable[bool]]:
+    async def probe() -> bool:
+        return condition()
+
+    return probe
 
 
 async def _running_total(harness: Harness, n: int) -> bool:

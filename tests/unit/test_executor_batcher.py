@@ -8,7 +8,7 @@ from inspect import CORO_CREATED, getcoroutinestate
 
 import pytest
 
-from executor.batcher import Batcher, Withdrawn
+from executor.batcher import Batcher
 from tests.waiting import wait_for
 
 
@@ -56,9 +56,9 @@ class Backend:
             await asyncio.wait_for(self.changed.wait_for(lambda: len(self.answered) >= calls), 5)
 
 
-async def submitted(batcher: Batcher[int, int], *items: int, not_before_ms: int | None = None) -> list[Task[int]]:
+async def submitted(batcher: Batcher[int, int], *items: int) -> list[Task[int]]:
     """Submit `items` together, each from its own caller; returns once every caller awaits its answer."""
-    answers = [batcher.submit(i, not_before_ms) for i in items]
+    answers = [batcher.submit(i) for i in items]
     callers = [asyncio.ensure_future(a) for a in answers]
 
     async def all_in() -> bool:
@@ -132,58 +132,3 @@ async def test_close_fails_queued_items() -> None:
     await batcher.close()
     with pytest.raises(asyncio.CancelledError):
         await waiter
-
-
-class Clock:
-    """A wall clock the test moves (seconds); the batcher's timers still run on the loop.
-    Each reading is signalled: a timer that fired reads it."""
-
-    def __init__(self, now: float) -> None:
-        self.now = now
-        self.reads = 0
-        self.read = asyncio.Event()
-
-    def __call__(self) -> float:
-        self.reads += 1
-        self.read.set()
-        return self.now
-
-    async def read_again(self, times: int) -> None:
-        """Until the batcher has read the clock `times` more times."""
-        until = self.reads + times
-        while self.reads < until:
-            self.read.clear()
-            await asyncio.wait_for(self.read.wait(), 5)
-
-
-async def test_items_waiting_for_an_instant_go_out_together_once_the_wall_clock_reads_it() -> None:
-    backend, clock = Backend(), Clock(999.98)  # 20 ms before the instant: the timer fires, re-arms
-    batcher = Batcher("t", backend.call, clock=clock)
-    waiting = await submitted(batcher, 0, 1, 2, not_before_ms=1_000_000)
-    assert await batcher.submit(9, not_before_ms=999_000) == 90  # already past: at once
-    await clock.read_again(3)  # the timer fired (and re-armed) a few times: the instant has not come
-    assert backend.calls == [[9]]
-    clock.now = 1000.0
-    assert await asyncio.gather(*waiting) == [0, 10, 20]
-    assert backend.calls == [[9], [0, 1, 2]]
-
-
-async def test_waiting_items_are_withdrawn_and_a_cancelled_one_left_out() -> None:
-    backend, clock = Backend(), Clock(999.99)
-    batcher = Batcher("t", backend.call, clock=clock)
-    kept, cancelled = await submitted(batcher, 1, 2, not_before_ms=1_000_000)  # due in 10 ms
-    later = await submitted(batcher, 3, 4, not_before_ms=1_000_020)  # due in 30 ms
-    cancelled.cancel()
-    clock.now = 1000.0
-    assert await kept == 10
-    assert backend.calls == [[1]]
-    assert batcher.withdraw_waiting() == 2
-    for waiter in later:
-        with pytest.raises(Withdrawn):
-            await waiter
-    # A later instant, whose timer fires after the withdrawn one would have: once it is
-    # answered, the withdrawn items had their chance to go out.
-    (sentinel,) = await submitted(batcher, 5, not_before_ms=1_000_030)
-    clock.now = 1001.0
-    assert await sentinel == 50
-    assert backend.calls == [[1], [5]]
