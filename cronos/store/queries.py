@@ -235,16 +235,15 @@ EXTEND_LEASES = (
 # Each row is written only while `node_id` (the expected owner) still owns the run.
 # retry_delay_s NULL: no retry. The retry copies the tick identity with attempt + 1.
 FINISH_RUNS = (
-    "WITH u AS (SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[],"
-    " $6::text[], $7::float8[], $8::float8[])"
-    " AS u(id, node_id, state, error, traceback, result, duration_ms, retry_delay_s)),"
-    " locked AS MATERIALIZED (SELECT id, node_id, state FROM runs WHERE id = ANY($1::bigint[])"
-    " ORDER BY id FOR NO KEY UPDATE),"
+    "WITH u AS MATERIALIZED (SELECT u.*, r.node_id AS owner, r.state AS current"
+    " FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::float8[],"
+    " $8::float8[]) AS u(id, node_id, state, error, traceback, result, duration_ms, retry_delay_s)"
+    " JOIN runs r ON r.id = u.id ORDER BY u.id FOR NO KEY UPDATE OF r),"
     " done AS ("
     " UPDATE runs r SET state = u.state, finished_at = clock_timestamp(), lease_until = NULL, error = u.error,"
     " traceback = u.traceback, result = u.result,"
     " duration_ms = coalesce(u.duration_ms, extract(epoch FROM now() - r.started_at) * 1000)"
-    " FROM u, locked l WHERE r.id = u.id AND l.id = u.id AND l.state = 'running' AND l.node_id = u.node_id"
+    " FROM u WHERE r.id = u.id AND u.current = 'running' AND u.owner = u.node_id"
     " RETURNING r.id, r.job_id, r.scheduled_for, r.attempt, r.exclusive, r.state, u.retry_delay_s),"
     " retried AS ("
     " INSERT INTO runs (job_id, scheduled_for, attempt, trigger, state, due_at, exclusive)"

@@ -2,9 +2,11 @@
 the table's statistics are stale (autovacuum off, or a backlog that grew faster than its
 analyze): PostgreSQL here plans with statistics that say no run is queued while 20,000 are.
 
-Each statement runs under EXPLAIN ANALYZE in a rolled-back transaction; the check counts the
-rows its plan read from `runs` (returned plus filtered out, times loops): a deterministic
-measure of cost, not a timing.
+Each statement runs under EXPLAIN ANALYZE in a rolled-back transaction, with PostgreSQL's
+generic plan as well as a custom one (a prepared statement switches to the generic plan after
+five executions); the check counts the rows its plan read from `runs` and from its CTEs
+(returned plus filtered out, times loops): a deterministic measure of cost, not a timing.
+A CTE rescanned once per row of another input reads n² rows and fails it.
 """
 
 from __future__ import annotations
@@ -53,24 +55,31 @@ async def _insert_runs(conn: Any, first: int, last: int, state: str) -> None:
 
 
 async def rows_read(pool: asyncpg.Pool, sql: str, *args: Any) -> int:
-    async with pool.acquire() as conn:
-        tx = conn.transaction()
-        await tx.start()
-        try:
-            raw = await conn.fetchval("EXPLAIN (ANALYZE, FORMAT JSON) " + sql, *args)
-        finally:
-            await tx.rollback()
-    plan = (json.loads(raw) if isinstance(raw, str) else raw)[0]["Plan"]
-    return sum(
-        (node.get("Actual Rows", 0) + node.get("Rows Removed by Filter", 0)) * node.get("Actual Loops", 1)
-        for node in _nodes(plan)
-        if node.get("Relation Name") == "runs"
-    )
+    """The most rows read, over a custom and a generic plan."""
+    read = []
+    for mode in ("force_custom_plan", "force_generic_plan"):
+        async with pool.acquire() as conn:
+            tx = conn.transaction()
+            await tx.start()
+            try:
+                await conn.execute(f"SET LOCAL plan_cache_mode = {mode}")
+                raw = await conn.fetchval("EXPLAIN (ANALYZE, FORMAT JSON) " + sql, *args)
+            finally:
+                await tx.rollback()
+        plan = (json.loads(raw) if isinstance(raw, str) else raw)[0]["Plan"]
+        read.append(
+            sum(
+                (node.get("Actual Rows", 0) + node.get("Rows Removed by Filter", 0)) * node.get("Actual Loops", 1)
+                for node in _nodes(plan)
+                if node.get("Relation Name") == "runs" or node.get("Node Type") == "CTE Scan"
+            )
+        )
+    return max(read)
 
 
 def _nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
     yield plan
-    for child in plan.get("Plans", []):
+    for child in plan.get("Plans", []):  # InitPlans and SubPlans are children too
         yield from _nodes(child)
 
 
@@ -89,7 +98,7 @@ async def test_batch_statements_read_rows_in_proportion_to_the_batch(pg_pool: as
         "FINISH_RUNS": (q.FINISH_RUNS, _finish_args(batch)),
     }
     read = {name: await rows_read(pg_pool, sql, *args) for name, (sql, args) in statements.items()}
-    assert all(n <= 4 * BATCH for n in read.values()), read
+    assert all(n <= 8 * BATCH for n in read.values()), read
 
 
 async def test_single_run_and_scan_statements_do_not_read_the_backlog(
