@@ -31,6 +31,8 @@ _RESERVED = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None)).keys
 
 
 def mask_secrets(text: str) -> str:
+    if "@" not in text:  # most lines: no credentials possible, no regex
+        return text
     return _URL_PASSWORD.sub(r"\g<scheme>:***@", text)
 
 

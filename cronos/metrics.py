@@ -36,6 +36,15 @@ LOCK_ACQUISITIONS = Counter(
 RUNS_IN_FLIGHT = Gauge("cronos_runs_in_flight", "Runs executing in this process", registry=REGISTRY)
 STREAM_PENDING = Gauge("cronos_stream_pending", "Tokens delivered but not yet acknowledged", registry=REGISTRY)
 STREAM_LENGTH = Gauge("cronos_stream_length", "Entries in the run stream", registry=REGISTRY)
+STREAM_LAG = Gauge(
+    "cronos_stream_lag", "Run tokens on the stream that no executor has read yet (leader)", registry=REGISTRY
+)
+RUNS_OVERDUE = Gauge(
+    "cronos_runs_overdue",
+    "Queued runs more than a second past their due time: the backlog executors have not started (leader;"
+    " counted up to 100,000)",
+    registry=REGISTRY,
+)
 EXECUTOR_LOST_RUNS = Counter(
     "cronos_executor_lost_runs_total", "Runs reaped because their executor was lost", registry=REGISTRY
 )

@@ -37,8 +37,8 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     stream_maxlen: int = 100_000
     push_lead_ms: int = 250  # tokens go out this long before they are due (executors wait, then claim)
     # executor
-    executor_concurrency: int = 1000  # runs claimed and executing at once (coroutines: see README)
-    executor_prefetch: int = 2000  # tokens in hand at once: held for their due time, executing, recording
+    executor_concurrency: int = 2000  # runs claimed and executing at once (coroutines: see README)
+    executor_prefetch: int = 4000  # tokens in hand at once: held for their due time, executing, recording
     run_lease_s: float = 10.0
     drain_timeout_s: float = 30.0
     allow_shell: bool = False

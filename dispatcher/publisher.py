@@ -80,6 +80,7 @@ class Publisher:
         info = await self.stream.info()
         metrics.STREAM_LENGTH.set(info.length)
         metrics.STREAM_PENDING.set(info.pending)
+        metrics.STREAM_LAG.set(info.lag or 0)
         return info.length
 
     async def _server_run_id(self) -> str:

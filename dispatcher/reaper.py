@@ -1,5 +1,6 @@
 """The reaper, on the leader and fenced: runs whose lease expired end `failed` "executor lost"
-(with the retry the job allows); queued runs past their misfire grace end skipped "expired".
+(with the retry the job allows); queued runs past their misfire grace end skipped "expired";
+the backlog still within its grace is exported as `cronos_runs_overdue`.
 
 It waits one lease after a PostgreSQL reconnect before reaping, so live executors can
 heartbeat again first.
@@ -10,6 +11,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
+from cronos import metrics
 from cronos.store.runs import RunStore
 from dispatcher.election import Election
 
@@ -27,4 +29,5 @@ async def run(term: Term, store: RunStore, election: Election, lease_s: float, c
         while reaped.lost + reaped.expired >= REAP_BATCH:  # a backlog: keep going, yielding
             term.checkpoint()
             reaped = await store.reap(election.check(), limit=REAP_BATCH)
+        metrics.RUNS_OVERDUE.set(await store.overdue())
         await term.sleep(lease_s / 2)

@@ -158,7 +158,11 @@ async def record(deps: Deps, flight: InFlight, outcome: Outcome | None) -> Token
         return TokenOutcome.LOST
     _child(metrics.RUNS, state=outcome.state, kind=run.kind).inc()
     _child(metrics.RUN_DURATION, kind=run.kind).observe((outcome.duration_ms or 0) / 1000)
-    fields: dict[str, object] = {"kind": run.kind, "duration_ms": round(outcome.duration_ms or 0, 2)}
+    fields: dict[str, object] = {
+        "kind": run.kind,
+        "duration_ms": round(outcome.duration_ms or 0, 2),
+        "start_delay_s": round((run.started_at - run.scheduled_for).total_seconds(), 4),
+    }
     if outcome.state == "completed":
         log.info("run completed", extra={"event": "run.completed", **fields})
         return TokenOutcome.COMPLETED

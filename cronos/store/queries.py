@@ -256,6 +256,13 @@ FINISH_RUNS = (
     " SELECT d.id, (SELECT count(*) FROM retried) AS retried, (SELECT count(*) FROM woken) AS woken FROM done d"
 )
 
+# The backlog: queued runs more than $1 seconds past due, counted up to $2 (the count reads at
+# most that many index entries).
+RUNS_OVERDUE = (
+    "SELECT count(*) FROM (SELECT 1 FROM runs WHERE state = 'queued'"
+    " AND due_at < now() - make_interval(secs => $1) LIMIT $2) AS overdue"
+)
+
 # Reaper (leader, fenced by EPOCH_GUARD).
 LOST_RUNS = (
     "SELECT r.id, r.node_id, r.attempt, j.kind, j.max_retries, j.retry_backoff_s"

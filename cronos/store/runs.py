@@ -149,6 +149,11 @@ class RunStore:
             if run is not None:
                 claimed[run_id] = to_struct(run, ClaimedRun)
 
+    async def overdue(self, late_s: float = 1.0, cap: int = 100_000) -> int:
+        """Queued runs more than `late_s` past their due time (at most `cap`)."""
+        with translate_errors():
+            return int(await self._pool.fetchval(q.RUNS_OVERDUE, late_s, cap))
+
     async def ping(self) -> None:
         """Raises BackendUnavailable while PostgreSQL does not answer."""
         with translate_errors():

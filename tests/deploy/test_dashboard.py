@@ -39,6 +39,8 @@ REQUIRED = (
     "cronos_stream_pending",
     "cronos_executor_lost_runs_total",
     "cronos_jobs",
+    "cronos_stream_lag",
+    "cronos_runs_overdue",
 )
 
 

@@ -36,6 +36,8 @@ PROMISED = {
     "cronos_stream_pending": "gauge",
     "cronos_executor_lost_runs": "counter",
     "cronos_jobs": "gauge",
+    "cronos_stream_lag": "gauge",
+    "cronos_runs_overdue": "gauge",
 }
 
 # Runs in a fresh interpreter: give every metric realistic label values and one update.

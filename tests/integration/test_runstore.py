@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from datetime import UTC, datetime, timedelta
 
 import asyncpg
 import pytest
@@ -205,3 +206,15 @@ async def test_a_deadlock_is_retried_not_raised(pg_pool: asyncpg.Pool) -> None:
     )
     assert results == [None, None]
     assert len(attempts) == 3  # one side was rolled back once and ran again
+
+
+async def test_overdue_counts_queued_runs_past_due(pg_pool: asyncpg.Pool, store: RunStore) -> None:
+    job = await insert_job(pg_pool)
+    now = datetime.now(UTC)
+    late = [await insert_run(pg_pool, job, tick(i), due_at=now - timedelta(seconds=5)) for i in range(3)]
+    await insert_run(pg_pool, job, tick(10), due_at=now + timedelta(seconds=60))  # not due yet
+    await insert_run(pg_pool, job, tick(11), due_at=now)  # due, but not a second late
+    assert await store.overdue() == 3
+    assert await store.overdue(cap=2) == 2
+    await store.claim([late[0].run_id], "n", 10)  # started: no longer overdue
+    assert await store.overdue() == 2
