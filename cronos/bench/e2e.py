@@ -49,9 +49,11 @@ from cronos.store.db import connect_one
 OWNED = ("DATABASE_URL", "REDIS_URL", "CRONOS_KEY_PREFIX", "CRONOS_NODE_ID", "PORT")
 # $1: since when (scheduled_for, exclusive).
 PROGRESS = (
-    "SELECT count(*) FILTER (WHERE state = 'completed') AS completed,"
-    " count(*) FILTER (WHERE state = 'queued') AS queued, count(*) FILTER (WHERE state = 'running') AS running"
-    " FROM runs WHERE scheduled_for > $1"
+    "SELECT count(*) FILTER (WHERE state = 'completed' AND scheduled_for > $1) AS completed,"
+    " count(*) FILTER (WHERE state = 'queued' AND scheduled_for > $1) AS queued,"
+    " count(*) FILTER (WHERE state = 'running' AND scheduled_for > $1) AS running,"
+    " count(*) FILTER (WHERE state NOT IN ('queued', 'running')) AS ended"
+    " FROM runs"
 )
 # $1, $2: the window's bounds; runs of its ticks not finished yet, and all of them.
 UNSETTLED = (
@@ -101,6 +103,7 @@ class E2E:
         self.workdir = Path(tempfile.mkdtemp(prefix=f"cronos-bench-e2e-{self.scratch.tag}-"))
         self.roles = Roles(self.workdir, self.scratch.dsn, settings.redis_url, self.scratch.prefix, free_port(), env)
         self.client: Any = connect_redis(settings.redis_url)
+        self._last_line: tuple[float, int] | None = None  # (postgres cpu s, runs ended) at the last progress line
 
     async def run(self) -> int:
         ok = False
@@ -172,10 +175,18 @@ class E2E:
         row = await conn.fetchrow(PROGRESS, datetime.fromtimestamp(since, UTC))
         counted = await self.client.hlen(executions_key(self.scratch.prefix))
         elapsed = max(time.time() - since, 1e-3)
-        cpu = " ".join(f"{name} {100 * s / elapsed:.0f}%" for name, s in usage.cpu_s().items() if s is not None)
+        cpu_s = usage.cpu_s()
+        cpu = " ".join(f"{name} {100 * s / elapsed:.0f}%" for name, s in cpu_s.items() if s is not None)
+        # PostgreSQL's CPU per run ended since the last line: flat while a backlog grows, or not.
+        pg_s, ended = cpu_s.get("postgres"), int(row["ended"])
+        per_run = ""
+        if pg_s is not None and self._last_line is not None and ended > self._last_line[1]:
+            per_run = f"; postgres {1000 * (pg_s - self._last_line[0]) / (ended - self._last_line[1]):.3f} ms/run"
+        self._last_line = (pg_s or 0.0, ended)
         say(
             f"  +{elapsed:4.0f}s completed {row['completed']:,} ({row['completed'] / elapsed:,.0f}/s),"
-            f" running {row['running']:,}, queued {row['queued']:,}; executions counted (all) {counted:,}; cpu {cpu}"
+            f" running {row['running']:,}, queued {row['queued']:,}; executions counted (all) {counted:,};"
+            f" cpu {cpu}{per_run}"
         )
 
     async def _settle(self, conn: asyncpg.Connection, window: Window, expected: int) -> None:
