@@ -132,9 +132,11 @@ class E2E:
             for (table,) in await conn.fetch("SELECT tablename FROM pg_tables WHERE schemaname = 'public'"):
                 await conn.execute(f'ALTER TABLE "{table}" SET (autovacuum_enabled = false)')
         extra = " ".join(f"{k}={v}" for k, v in self.env.items()) or "none"
+        # A table's autovacuum_enabled cannot turn on what the server has off: say which it is.
+        autovacuum = args.autovacuum if await conn.fetchval("SHOW autovacuum") == "on" else "off (server)"
         say(
             f"starting api, dispatcher, {args.executors} executor(s) on {self.scratch.db_name}"
-            f" (autovacuum {args.autovacuum}; settings: defaults, --env {extra}; logs {self.workdir})"
+            f" (autovacuum {autovacuum}; settings: defaults, --env {extra}; logs {self.workdir})"
         )
         async with aiohttp.ClientSession() as http:
             self.roles.start(args.executors)
@@ -156,7 +158,7 @@ class E2E:
         self.roles.stop()
         verdict = await judge(conn, self.client, self.scratch.prefix, job_ids, window)
         head = f"cronos bench e2e --jobs {args.jobs} --duration {args.duration:g} --executors {args.executors}"
-        print(f"\n{head} (autovacuum {args.autovacuum}; --env {extra})")
+        print(f"\n{head} (autovacuum {autovacuum}; --env {extra})")
         print(render(verdict, window, cpu_s, rss, len(usage.backends)), flush=True)
         return 1 if verdict.failed else 0
 
