@@ -77,6 +77,22 @@ class Run(RunSummary, kw_only=True):
     result: str | None
 
 
+class DispatchJob(msgspec.Struct, kw_only=True):
+    """A job as the dispatcher's schedule holds it and its planner reads it: mutable, because
+    the leader moves `cursor` in memory as its tick writes commit. `cursor` is the one place the
+    dispatcher keeps how far the job is written: every tick at or before it is in the ledger."""
+
+    id: int
+    cron_expression: str
+    timezone: str
+    misfire_policy: MisfirePolicy
+    misfire_grace_s: float
+    jitter_s: float
+    concurrency_policy: ConcurrencyPolicy
+    status: JobStatus
+    cursor: datetime  # last_scheduled_for, or created_at when never dispatched
+
+
 # --- payloads, one per kind; the API validates a job's payload against its kind ---
 
 Header = Annotated[str, msgspec.Meta(max_length=8192)]

@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 from typing import Protocol
 
 from cronos.misfire import ON_TIME_S, SKIP_REASON, decide, jitter_s
-from cronos.models import MisfirePolicy
+from cronos.models import DispatchJob
 
 # Ticks one job contributes to one round; a long outage is caught up over several rounds.
 JOB_ROUND_LIMIT = 1000
@@ -26,19 +26,6 @@ CATCH_UP_PER_S = 2000
 
 class FireTimes(Protocol):
     def fire_times(self, after: datetime, until: datetime, limit: int | None = None) -> list[datetime]: ...
-
-
-class JobSpec(Protocol):
-    """What the planner reads of a job (the ledger's DispatchJob is one); `cursor` is the one
-    place the dispatcher keeps how far the job is written: every tick at or before it is in the ledger."""
-
-    id: int
-    cron_expression: str
-    timezone: str
-    misfire_policy: MisfirePolicy
-    misfire_grace_s: float
-    jitter_s: float
-    cursor: datetime
 
 
 @dataclass(slots=True)
@@ -72,7 +59,7 @@ class TickRound:
 
     def __init__(
         self,
-        groups: Iterable[tuple[FireTimes, Iterable[JobSpec]]],
+        groups: Iterable[tuple[FireTimes, Iterable[DispatchJob]]],
         now: datetime,
         *,
         horizon: datetime | None = None,
@@ -94,7 +81,7 @@ class TickRound:
 
     def _plan(
         self,
-        groups: Iterable[tuple[FireTimes, Iterable[JobSpec]]],
+        groups: Iterable[tuple[FireTimes, Iterable[DispatchJob]]],
         now: datetime,
         until: datetime,
         max_rows: int,
@@ -105,7 +92,7 @@ class TickRound:
         batch = TickBatch()
         late_runs = 0
         for schedule, jobs in groups:
-            by_cursor: dict[datetime, list[JobSpec]] = {}
+            by_cursor: dict[datetime, list[DispatchJob]] = {}
             for job in jobs:
                 by_cursor.setdefault(job.cursor, []).append(job)
             for cursor, members in by_cursor.items():

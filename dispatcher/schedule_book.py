@@ -18,19 +18,20 @@ from datetime import datetime
 from typing import Any
 
 from cronos.errors import InvalidSchedule
+from cronos.models import DispatchJob
 from cronos.schedule import parse_schedule
-from dispatcher.planner import JOB_ROUND_LIMIT, JobSpec, TickBatch, TickRound
+from dispatcher.planner import JOB_ROUND_LIMIT, TickBatch, TickRound
 
 Key = tuple[str, str]
 
 log = logging.getLogger("dispatcher.schedule_book")
 
 
-def _key(spec: JobSpec) -> Key:
+def _key(spec: DispatchJob) -> Key:
     return (spec.cron_expression, spec.timezone)
 
 
-def _same(a: JobSpec, b: JobSpec) -> bool:
+def _same(a: DispatchJob, b: DispatchJob) -> bool:
     """Nothing the planner reads differs, except perhaps the cursor."""
     return (_key(a), a.misfire_policy, a.misfire_grace_s, a.jitter_s) == (
         _key(b),
@@ -46,7 +47,7 @@ class Group:
     def __init__(self, key: Key, schedule: Any) -> None:
         self.key = key
         self.schedule = schedule
-        self.jobs: dict[int, JobSpec] = {}
+        self.jobs: dict[int, DispatchJob] = {}
         self.next_due: datetime | None = None
 
 
@@ -54,7 +55,7 @@ class ScheduleBook:
     def __init__(self, parse: Callable[[str, str], Any] = parse_schedule) -> None:
         self._parse = parse
         self._groups: dict[Key, Group] = {}
-        self._jobs: dict[int, JobSpec] = {}
+        self._jobs: dict[int, DispatchJob] = {}
         self._heap: list[tuple[datetime, int, Key]] = []
         self._seq = itertools.count()
         self.id_sum = 0  # with len(), a digest of the active set to compare with the database
@@ -78,7 +79,7 @@ class ScheduleBook:
     def settle_all(self) -> None:
         self._settle_keys(list(self._groups))
 
-    def apply(self, upserts: Iterable[JobSpec], removals: Iterable[int], *, settle: bool = True) -> int:
+    def apply(self, upserts: Iterable[DispatchJob], removals: Iterable[int], *, settle: bool = True) -> int:
         """Add or replace jobs, remove others; a job's cursor never moves back from what this book
         knew. Each touched group is settled once (later, by `settle_all`, with settle=False).
         Returns how many changed."""
@@ -115,7 +116,7 @@ class ScheduleBook:
             del self._groups[key]  # its heap entries are now stale and get dropped
         return key
 
-    def _add(self, spec: JobSpec) -> bool:
+    def _add(self, spec: DispatchJob) -> bool:
         key = _key(spec)
         group = self._groups.get(key)
         if group is None:

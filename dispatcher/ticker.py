@@ -19,9 +19,9 @@ from datetime import UTC, datetime, timedelta
 
 from cronos import metrics
 from cronos.misfire import SKIP_REASON
-from cronos.models import SKIP_JOB_INACTIVE
+from cronos.models import SKIP_JOB_INACTIVE, DispatchJob
 from cronos.settings import Settings
-from cronos.store.ledger import DispatchJob, Ledger
+from cronos.store.ledger import Ledger
 from dispatcher.listener import Change
 from dispatcher.planner import TickBatch
 from dispatcher.publisher import Publisher

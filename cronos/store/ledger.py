@@ -14,25 +14,10 @@ from typing import Any
 import asyncpg
 import msgspec
 
-from cronos.models import ConcurrencyPolicy, JobStatus, MisfirePolicy
+from cronos.models import DispatchJob
 from cronos.store import queries as q
 from cronos.store.db import translate_errors
 from cronos.store.epoch import fenced
-
-
-class DispatchJob(msgspec.Struct, kw_only=True):
-    """A job as the dispatcher's schedule holds it (the planner's JobSpec): mutable, because the
-    leader moves `cursor` in memory as its tick writes commit."""
-
-    id: int
-    cron_expression: str
-    timezone: str
-    misfire_policy: MisfirePolicy
-    misfire_grace_s: float
-    jitter_s: float
-    concurrency_policy: ConcurrencyPolicy
-    status: JobStatus
-    cursor: datetime  # last_scheduled_for, or created_at when never dispatched
 
 
 class QueuedRun(msgspec.Struct, frozen=True, array_like=True):

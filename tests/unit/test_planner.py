@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from cronos.misfire import jitter_s
+from cronos.models import DispatchJob
 from cronos.schedule import parse_schedule
-from cronos.store.ledger import DispatchJob
 from dispatcher.planner import FireTimes, TickBatch, TickRound
 from dispatcher.schedule_book import ScheduleBook
 
