@@ -45,6 +45,7 @@ class Consumer:
         self.outcomes: Counter[TokenOutcome] = Counter()
         self.autoclaim_idle_ms = int(deps.lease_s * 2000)
         self._last_autoclaim = 0.0
+        self.autoclaims = 0  # XAUTOCLAIM passes made (tests wait on it)
 
     @property
     def free(self) -> int:
@@ -87,6 +88,7 @@ class Consumer:
         if now - self._last_autoclaim >= self._deps.lease_s:
             self._last_autoclaim = now
             claimed = await self._stream.autoclaim(self._deps.node_id, self.autoclaim_idle_ms, free)
+            self.autoclaims += 1
             claimed = [d for d in claimed if d.entry_id not in self._entries]
             if claimed:
                 log.info("took over idle entries", extra={"event": "stream.autoclaimed", "count": len(claimed)})

@@ -315,7 +315,9 @@ async def test_a_long_run_keeps_its_token_from_other_executors(harness: Harness,
         await wait_for(lambda: _is(harness, token.run_id, "running"), what="run running")
         assert b.consumer is not None
         b.consumer.autoclaim_idle_ms = 1000  # b reclaims anything idle for 1 s (a beats every 0.5 s)
-        await asyncio.sleep(3.5)  # two of b's reclaim passes
+        passes = b.consumer.autoclaims
+        consumer = b.consumer
+        await wait_for(_true(lambda: consumer.autoclaims >= passes + 2), what="two of b's reclaim passes")
         assert b.counts == {} and (await harness.stream.info()).consumers.get(a.node_id) == 1
         RELEASE["long"].set()
         await wait_for(lambda: _is(harness, token.run_id, "completed"), what="run completed")
