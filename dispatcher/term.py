@@ -13,6 +13,7 @@ from collections.abc import Coroutine
 from typing import Any
 
 import asyncpg
+from redis.exceptions import ResponseError
 
 from cronos import presence
 from cronos.aio import wait_any
@@ -113,7 +114,12 @@ class Term:
                         await listener.ready.wait()
                 except TimeoutError:
                     raise BackendUnavailable("postgresql", f"LISTEN not ready within {LISTEN_READY_S} s") from None
-                await self._publisher.prepare()
+                try:
+                    await self._publisher.prepare()
+                except ResponseError as exc:
+                    # Out of memory, a wrong type on our key: this node cannot lead now. Step down
+                    # and campaign again after a backoff, rather than exit.
+                    raise BackendUnavailable("redis", f"cannot prepare the run stream: {exc}") from exc
                 for name, work in loops.items():
                     group.create_task(self._guard(work), name=f"dispatcher:{name}")
                 loops.clear()

@@ -172,6 +172,8 @@ async def test_an_unexpected_redis_reply_in_housekeeping_is_logged_and_the_term_
         await wait_for(lambda: _true(leading(roles)), timeout=5, what="a leader")
         (leader,) = leading(roles)
         epoch = leader.election.epoch  # type: ignore[union-attr]
+        # Its term has started once it marked the Redis it pushes to (the last step of its start).
+        await wait_for(lambda: redis_client.exists(keys.redis_marker), timeout=5, what="the term started")
         await redis_client.delete(keys.stream)
         await redis_client.set(keys.stream, "not a stream")  # every stream command on it: WRONGTYPE
         await wait_for(lambda: _logged(caplog, "housekeeping.failed"), timeout=5, what="the failure logged")
@@ -184,3 +186,16 @@ async def test_an_unexpected_redis_reply_in_housekeeping_is_logged_and_the_term_
 
 async def _logged(caplog: pytest.LogCaptureFixture, event: str) -> bool:
     return any(getattr(r, "event", None) == event for r in caplog.records)
+
+
+async def test_a_run_stream_it_cannot_prepare_keeps_it_a_candidate_not_dead(
+    settings: Settings, redis_client: aioredis.Redis, caplog: pytest.LogCaptureFixture
+) -> None:
+    keys = Keys(settings.key_prefix)
+    await redis_client.set(keys.stream, "not a stream")  # XGROUP CREATE on it: WRONGTYPE
+    caplog.set_level(logging.WARNING)
+    async with running(settings) as roles:
+        await wait_for(lambda: _logged(caplog, "dispatcher.redis_unavailable"), timeout=5, what="the refusal logged")
+        await redis_client.delete(keys.stream)
+        await wait_for(lambda: redis_client.exists(keys.redis_marker), timeout=15, what="a term started")
+        assert len(leading(roles)) == 1
