@@ -16,7 +16,7 @@ import msgspec
 
 from cronos.models import DispatchJob
 from cronos.store import queries as q
-from cronos.store.db import translate_errors
+from cronos.store.db import retry_contention, translate_errors
 from cronos.store.epoch import fenced
 
 
@@ -95,9 +95,14 @@ class Ledger:
         fenced transaction. Jobs no longer active get nothing."""
         queued: list[QueuedRun] = []
         skipped = 0
-        async with fenced(self._pool, epoch) as conn:
-            rows = await conn.fetch(q.TICKS_WRITE, epoch, job_ids, scheduled_for, due_at, skip_reason)
-        for row in rows:
+
+        async def attempt() -> list[Any]:
+            # Two writers whose batches share a job (a long catch-up spans batches) may lock its
+            # row in opposite orders: PostgreSQL rolls one back, and it is written again.
+            async with fenced(self._pool, epoch) as conn:
+                return await conn.fetch(q.TICKS_WRITE, epoch, job_ids, scheduled_for, due_at, skip_reason)  # type: ignore[no-any-return]
+
+        for row in await retry_contention(attempt, "tick write"):
             if row[4] == "queued":
                 queued.append(QueuedRun(row[0], row[1], row[2], 1, "schedule", row[3]))
             else:
@@ -106,9 +111,12 @@ class Ledger:
 
     async def take_due(self, epoch: int, now: datetime, limit: int = 5000) -> list[QueuedRun]:
         """Queued runs never pushed (manual triggers, retries, later-due runs) that are due."""
-        async with fenced(self._pool, epoch) as conn:
-            rows = await conn.fetch(q.QUEUED_TAKE_DUE, epoch, now, limit)
-        return [_queued(r) for r in rows]
+
+        async def attempt() -> list[Any]:
+            async with fenced(self._pool, epoch) as conn:
+                return await conn.fetch(q.QUEUED_TAKE_DUE, epoch, now, limit)  # type: ignore[no-any-return]
+
+        return [_queued(r) for r in await retry_contention(attempt, "take due runs")]
 
     async def skip_queued(self, epoch: int, run_ids: Sequence[int], reason: str) -> int:
         """End still-queued runs as skipped with `reason` (fenced); returns how many."""
