@@ -21,7 +21,7 @@ from cronos import metrics
 from cronos.misfire import SKIP_REASON
 from cronos.models import SKIP_JOB_INACTIVE, DispatchJob
 from cronos.settings import Settings
-from cronos.store.ledger import Ledger
+from cronos.store.ledger import REPUSH_START, Ledger
 from dispatcher.listener import Change
 from dispatcher.planner import TickBatch
 from dispatcher.publisher import Publisher
@@ -205,13 +205,12 @@ class Ticker:
     async def _repush_all(self, now: datetime, *, unmark: bool) -> int:
         if unmark:
             await self._ledger.unmark_future(self._epoch(), now)
-        pushed, after = 0, 0
+        pushed, after = 0, REPUSH_START
         while True:
-            runs = await self._ledger.repush(self._epoch(), now, after, _PAGE)
+            runs, after = await self._ledger.repush(self._epoch(), now, after, _PAGE)
             pushed += await self._publisher.publish(runs, self._epoch())
             if len(runs) < _PAGE:
                 break
-            after = runs[-1].id
         self._probe_at = None
         log.info("queued runs re-pushed", extra={"event": "runs.repushed", "count": pushed})
         return pushed

@@ -8,7 +8,7 @@ ttl, partitioned) writes nothing and gets NotLeader. Rows are columns in, Struct
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import asyncpg
@@ -18,6 +18,10 @@ from cronos.models import DispatchJob
 from cronos.store import queries as q
 from cronos.store.db import retry_contention, translate_errors
 from cronos.store.epoch import fenced
+
+# Where a re-push goes on: the (due_at, id) of the last run pushed.
+RepushCursor = tuple[datetime, int]
+REPUSH_START: RepushCursor = (datetime(1970, 1, 1, tzinfo=UTC), 0)
 
 
 class QueuedRun(msgspec.Struct, frozen=True, array_like=True):
@@ -130,11 +134,15 @@ class Ledger:
             value = await self._pool.fetchval(q.QUEUED_NEXT_DUE)
         return value  # type: ignore[no-any-return]
 
-    async def repush(self, epoch: int, now: datetime, after_id: int, limit: int = 5000) -> list[QueuedRun]:
-        """One batch of every queued run due by `now` with id > after_id, marked for this epoch."""
+    async def repush(
+        self, epoch: int, now: datetime, after: RepushCursor = REPUSH_START, limit: int = 5000
+    ) -> tuple[list[QueuedRun], RepushCursor]:
+        """One page, in due order, of every queued run due by `now` past `after`, marked for this
+        epoch; and the cursor of the next page."""
         async with fenced(self._pool, epoch) as conn:
-            rows = await conn.fetch(q.QUEUED_REPUSH, epoch, now, after_id, limit)
-        return sorted((_queued(r) for r in rows), key=lambda r: r.id)
+            rows = await conn.fetch(q.QUEUED_REPUSH, epoch, now, after[0], after[1], limit)
+        rows = sorted(rows, key=lambda r: (r["due_at"], r["id"]))
+        return [_queued(r) for r in rows], ((rows[-1]["due_at"], rows[-1]["id"]) if rows else after)
 
     async def unmark_future(self, epoch: int, now: datetime) -> int:
         """Hand runs due after `now` that an earlier leader meant to push back to the due watcher."""

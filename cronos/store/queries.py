@@ -152,12 +152,13 @@ QUEUED_SKIP = (
     " UPDATE runs r SET state = 'skipped', skip_reason = $2, finished_at = now()"
     " FROM locked l WHERE r.id = l.id AND l.state = 'queued' RETURNING r.id"
 )
-# Re-push (election, Redis lost its data): every queued run due by $2, in id order after $3.
+# Re-push (election, Redis lost its data): every queued run due by $2, in due order, a page of
+# $5 after the keyset ($3 due_at, $4 id) of the last page (runs_queued_due_id reads just the page).
 QUEUED_REPUSH = (
-    "WITH pick AS MATERIALIZED (SELECT id FROM runs WHERE state = 'queued' AND due_at <= $2 AND id > $3"
-    " ORDER BY id LIMIT $4 FOR NO KEY UPDATE)"
+    "WITH pick AS MATERIALIZED (SELECT id FROM runs WHERE state = 'queued' AND due_at <= $2"
+    " AND (due_at, id) > ($3::timestamptz, $4::bigint) ORDER BY due_at, id LIMIT $5 FOR NO KEY UPDATE)"
     " UPDATE runs r SET pushed_epoch = $1 FROM pick WHERE r.id = pick.id"
-    " RETURNING " + _TOKEN_COLS
+    " RETURNING " + _TOKEN_COLS + ", r.due_at"
 )
 # On election: runs an earlier leader meant to push later (jitter, spread catch-up) become
 # "never pushed" again, so this leader's due watcher sees them.

@@ -90,12 +90,15 @@ def _finish_args(ids: list[int]) -> tuple[Any, ...]:
 
 async def test_batch_statements_read_rows_in_proportion_to_the_batch(pg_pool: asyncpg.Pool, backlog: list[int]) -> None:
     batch = backlog[-BATCH:]
+    middle = await pg_pool.fetchrow("SELECT due_at, id FROM runs WHERE id = $1", backlog[len(backlog) // 2])
     statements: dict[str, tuple[str, tuple[Any, ...]]] = {
         "CLAIM_BATCH": (q.CLAIM_BATCH, (batch, "n", 10.0)),
         "STILL_QUEUED": (q.STILL_QUEUED, (batch,)),
         "QUEUED_SKIP": (q.QUEUED_SKIP, (batch, "x")),
         "EXTEND_LEASES": (q.EXTEND_LEASES, (batch, "n", 10.0)),
         "FINISH_RUNS": (q.FINISH_RUNS, _finish_args(batch)),
+        # a re-push page from the middle of the backlog
+        "QUEUED_REPUSH": (q.QUEUED_REPUSH, (2, datetime.now(UTC), middle["due_at"], middle["id"], BATCH)),
     }
     read = {name: await rows_read(pg_pool, sql, *args) for name, (sql, args) in statements.items()}
     assert all(n <= 8 * BATCH for n in read.values()), read
