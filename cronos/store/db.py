@@ -16,6 +16,7 @@ import asyncpg
 import msgspec
 
 from cronos.errors import BackendUnavailable, Contention
+from cronos.store import queries as q
 
 log = logging.getLogger("cronos.store")
 
@@ -67,6 +68,17 @@ def translate_errors() -> Iterator[None]:
         if sqlstate.startswith(_UNAVAILABLE_SQLSTATES):
             raise BackendUnavailable("postgresql", f"{type(exc).__name__}: {exc}") from exc
         raise
+
+
+async def ping(pool: asyncpg.Pool, timeout_s: float | None = None) -> None:
+    """Raise BackendUnavailable unless PostgreSQL answers a trivial query (within `timeout_s`).
+    Any refusal counts: a revoked login leaves the process without a database all the same."""
+    try:
+        with translate_errors():
+            async with asyncio.timeout(timeout_s):
+                await pool.fetchval(q.PING)
+    except asyncpg.PostgresError as exc:
+        raise BackendUnavailable("postgresql", f"{type(exc).__name__}: {exc}") from exc
 
 
 CONTENTION_ATTEMPTS = 5

@@ -6,7 +6,6 @@ it at once and never of a change that rolled back. Rows become Structs before th
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -14,10 +13,10 @@ from typing import Any
 import asyncpg
 import msgspec
 
-from cronos.errors import BackendUnavailable, Conflict, NotFound
+from cronos.errors import Conflict, NotFound
 from cronos.models import Job, Run
 from cronos.store import queries as q
-from cronos.store.db import to_struct, translate_errors
+from cronos.store.db import ping, to_struct, translate_errors
 
 log = logging.getLogger("cronos.store.jobs")
 
@@ -39,8 +38,6 @@ WRITABLE = (
 )
 # Changing these moves the dispatch cursor to now (see JobStore.update).
 _SCHEDULE_FIELDS = ("cron_expression", "timezone")
-
-PING = "SELECT 1"  # the health check's query
 
 # bigint ids: anything larger cannot exist (and would make asyncpg raise).
 MAX_ID = 2**63 - 1
@@ -179,12 +176,7 @@ class JobStore:
 
     async def ping(self, timeout_s: float) -> None:
         """Raise BackendUnavailable unless PostgreSQL answers a trivial query within `timeout_s`."""
-        try:
-            with translate_errors():
-                async with asyncio.timeout(timeout_s):
-                    await self._pool.fetchval(PING)
-        except asyncpg.PostgresError as exc:  # not a "not now" error (a revoked login): unusable all the same
-            raise BackendUnavailable("postgresql", f"{type(exc).__name__}: {exc}") from exc
+        await ping(self._pool, timeout_s)
 
     async def count_by_status(self) -> dict[str, int]:
         with translate_errors():

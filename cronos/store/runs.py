@@ -20,7 +20,7 @@ import msgspec
 from cronos import metrics, retry
 from cronos.models import FAIL_EXECUTOR_LOST, FAIL_REPLACED, SKIP_EXPIRED, SKIP_OVERLAP, ConcurrencyPolicy, JobKind
 from cronos.store import queries as q
-from cronos.store.db import retry_contention, to_struct, translate_errors
+from cronos.store.db import ping, retry_contention, to_struct, translate_errors
 from cronos.store.epoch import fenced
 
 log = logging.getLogger("cronos.store.runs")
@@ -156,8 +156,7 @@ class RunStore:
 
     async def ping(self) -> None:
         """Raises BackendUnavailable while PostgreSQL does not answer."""
-        with translate_errors():
-            await self._pool.fetchval(q.PING)
+        await ping(self._pool)
 
     async def extend_leases(self, run_ids: Sequence[int], node_id: str, lease_s: float) -> set[int]:
         """Heartbeat: extend the leases `node_id` still owns; returns those ids."""
