@@ -53,11 +53,13 @@ class Consumer:
 
     async def serve(self, group: asyncio.TaskGroup, stopping: asyncio.Event, *, burst: bool = False) -> None:
         """Read and dispatch until `stopping` is set (or, in burst mode, until nothing is left)."""
-        backoff = Backoff(base_s=0.1, cap_s=5.0)
+        backoff = Backoff(base_s=0.1, cap_s=5.0)  # reads failing while the probe succeeds: no tight loop
         own_pending = True  # after a start or a backend failure: what this consumer holds first
         while not stopping.is_set():
             try:
-                if self._deps.health.troubled and await self._deps.health.recover():
+                if self._deps.health.troubled:
+                    if not await self._deps.health.recover(stopping):
+                        break  # stopped while a backend was away
                     own_pending = True
                 if not await self._wait_free(stopping):
                     break
@@ -67,10 +69,11 @@ class Consumer:
                     own_pending = False
                     continue
                 backoff.reset()
-            except BackendUnavailable as exc:
+            except BackendUnavailable as exc:  # reading pauses until it answers (health.recover)
                 self._deps.health.report(exc)
                 log.warning("stream read failed: %s", exc, extra={"event": "stream.read_failed"})
-                await _sleep_or_stop(stopping, backoff.next_delay())
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stopping.wait(), timeout=backoff.next_delay())
                 continue
             if burst and not deliveries and not self._tasks:
                 break
@@ -143,8 +146,3 @@ class Consumer:
         if self._tasks:
             await asyncio.wait(set(self._tasks))
         return cancelled
-
-
-async def _sleep_or_stop(stopping: asyncio.Event, delay: float) -> None:
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(stopping.wait(), timeout=delay)

@@ -8,6 +8,7 @@ backend with capped backoff until it answers.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 
@@ -32,16 +33,16 @@ class BackendHealth:
     def troubled(self) -> bool:
         return bool(self._failed)
 
-    async def recover(self) -> list[str]:
-        """Until every reported backend answers its probe; the ones that were reported."""
-        recovered: list[str] = []
+    async def recover(self, stopping: asyncio.Event) -> bool:
+        """Until every reported backend answers its probe (True), or `stopping` is set (False)."""
         while self._failed:
             backend = self._failed.pop()
-            await self._until_up(backend)
-            recovered.append(backend)
-        return recovered
+            if not await self._until_up(backend, stopping):
+                self._failed.add(backend)
+                return False
+        return True
 
-    async def _until_up(self, backend: str) -> None:
+    async def _until_up(self, backend: str, stopping: asyncio.Event) -> bool:
         backoff = Backoff(base_s=0.2, cap_s=5.0)
         while True:
             try:
@@ -57,6 +58,10 @@ class BackendHealth:
                     extra={"event": "backend.waiting", "backend": backend},
                 )
                 metrics.BACKEND_UP.labels(backend=backend).set(0)
-                await asyncio.sleep(delay)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stopping.wait(), timeout=delay)
+                if stopping.is_set():
+                    return False
         metrics.BACKEND_UP.labels(backend=backend).set(1)
         log.info("%s is back", backend, extra={"event": "backend.back", "backend": backend})
+        return True
