@@ -6,6 +6,7 @@ Durations carry their unit in the name.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import socket
 from collections.abc import Callable, Mapping
@@ -45,6 +46,14 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     result_max_bytes: int = 4096
     # observability
     metrics_port: int = 0
+    # security (README "Security")
+    api_host: str = "0.0.0.0"  # every interface: a container or pod serves the network
+    auth: str = "auto"  # auto: protected mode (loopback only) while no token exists; required: always a token
+    admin_token: str = ""  # deployments: a token from a secret, accepted with scope admin (stored hashed)
+    metrics_token: str = ""  # set: GET /metrics wants this bearer token (or a read token)
+    http_allow_nets: tuple[str, ...] = ()  # CIDRs http jobs may reach despite the SSRF guard
+    http_max_redirects: int = 5  # hops followed when a job sets follow_redirects
+    job_payload_max_bytes: int = 65_536  # encoded size bound of a job's payload
 
 
 def _number(cast: Callable[[str], N], lo: N, hi: N) -> Callable[[str], N]:
@@ -101,6 +110,32 @@ def _prefix(raw: str) -> str:
     return raw
 
 
+def _networks(raw: str) -> tuple[str, ...]:
+    """Comma-separated CIDRs (or bare addresses), normalized: `10.0.0.0/8, ::1` -> ('10.0.0.0/8', '::1/128')."""
+    nets = []
+    for part in raw.split(","):
+        if part.strip():
+            try:
+                nets.append(str(ipaddress.ip_network(part.strip(), strict=False)))
+            except ValueError:
+                raise ValueError(f"must be comma-separated CIDRs; {part.strip()!r} is not one") from None
+    return tuple(nets)
+
+
+def _host(raw: str) -> str:
+    value = raw.strip()
+    if not value or any(c.isspace() for c in value):
+        raise ValueError("must be an address or host name to listen on, such as 0.0.0.0 or 127.0.0.1")
+    return value
+
+
+def _secret(raw: str) -> str:
+    value = raw.strip()
+    if value and len(value) < 32:
+        raise ValueError("must be at least 32 characters (or empty: off)")
+    return value
+
+
 def _text(raw: str) -> str:
     if not raw.strip():
         raise ValueError("must not be empty")
@@ -131,6 +166,13 @@ VARIABLES: dict[str, tuple[str, Callable[[str], Any], str]] = {
     "CRONOS_ALLOW_SHELL": ("allow_shell", _bool, "allow `shell` jobs on this executor"),
     "CRONOS_RESULT_MAX_BYTES": ("result_max_bytes", _int(0, 1_048_576), "bound of a stored result excerpt"),
     "CRONOS_METRICS_PORT": ("metrics_port", _int(0, 65535), "port for /metrics of dispatcher/executor (0: off)"),
+    "CRONOS_API_HOST": ("api_host", _host, "address the API listens on"),
+    "CRONOS_AUTH": ("auth", _choice("auto", "required"), "auto (loopback-only until a token exists) or required"),
+    "CRONOS_ADMIN_TOKEN": ("admin_token", _secret, "an admin token from a secret, for deployments (empty: none)"),
+    "CRONOS_METRICS_TOKEN": ("metrics_token", _secret, "bearer token for GET /metrics (empty: a read token)"),
+    "CRONOS_HTTP_ALLOW_NETS": ("http_allow_nets", _networks, "CIDRs http jobs may reach despite the SSRF guard"),
+    "CRONOS_HTTP_MAX_REDIRECTS": ("http_max_redirects", _int(0, 20), "redirect hops when a job follows them"),
+    "CRONOS_JOB_PAYLOAD_MAX_BYTES": ("job_payload_max_bytes", _int(1024, 1_048_576), "bound of a job's payload"),
 }
 
 

@@ -83,6 +83,7 @@ def settings(services: Services, database_url: str, key_prefix: str) -> Settings
         run_lease_s=1.5,
         drain_timeout_s=2.0,
         log_format="text",
+        http_allow_nets=("127.0.0.0/8",),  # the tests' receivers listen on loopback (SSRF guard)
     )
 
 

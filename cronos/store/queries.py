@@ -68,6 +68,12 @@ JOB_SET_STATUS = (
     " updated_at = now()"
     f" WHERE id = $1 RETURNING {_JOB}"
 )
+# The signing secret, only where the API shows it: after a create, and on rotation.
+JOB_WEBHOOK_SECRET = "SELECT webhook_secret FROM jobs WHERE id = $1"
+JOB_ROTATE_WEBHOOK_SECRET = (
+    "UPDATE jobs SET webhook_secret = cronos_new_webhook_secret(), updated_at = now() WHERE id = $1"
+    " RETURNING webhook_secret"
+)
 JOB_DELETE = "DELETE FROM jobs WHERE id = $1 RETURNING id"
 JOB_COUNT_BY_STATUS = "SELECT status, count(*) AS n FROM jobs GROUP BY status"
 # A manual trigger: one queued run due now, even for a paused job. No row: the job is
@@ -175,7 +181,8 @@ QUEUED_UNMARK_FUTURE = (
 # Columns a claimed run carries to the executor: the run, plus what it needs of its job.
 _CLAIMED = (
     "r.id, r.job_id, r.scheduled_for, r.attempt, r.trigger, r.epoch, r.started_at, r.exclusive,"
-    " j.name, j.kind, j.payload, j.timeout_s, j.max_retries, j.retry_backoff_s, j.concurrency_policy"
+    " j.name, j.kind, j.payload, j.timeout_s, j.max_retries, j.retry_backoff_s, j.concurrency_policy,"
+    " j.webhook_secret"
 )
 
 # Batch claim. $1 run ids, $2 node id, $3 lease seconds. Claims every queued run of the batch

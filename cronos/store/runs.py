@@ -44,6 +44,7 @@ class ClaimedRun(msgspec.Struct, kw_only=True):
     max_retries: int
     retry_backoff_s: float
     concurrency_policy: ConcurrencyPolicy
+    webhook_secret: str  # signs http runs' requests (Standard Webhooks)
 
 
 class Refused(StrEnum):

@@ -111,6 +111,7 @@ class Cluster:
             "CRONOS_RESYNC_INTERVAL_S": "2",
             "CRONOS_LOG_FORMAT": "json",
             "CRONOS_ALLOW_SHELL": "1",
+            "CRONOS_HTTP_ALLOW_NETS": "127.0.0.0/8",  # the receivers listen on loopback (SSRF guard)
             "PYTHONPATH": str(REPO),  # for --import tests.cluster.tasks; cwd is the cluster root (no .env)
             "PYTHONUNBUFFERED": "1",
         }
