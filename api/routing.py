@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import KW_ONLY, dataclass
-from typing import Any
+from typing import Any, Literal
 
 from aiohttp import web
 
@@ -17,6 +17,10 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 # Exception classes a handler may raise; the error table (api.errors.ERRORS) gives their statuses.
 Errors = tuple[type[BaseException], ...]
+
+# Who may call a route: `public` anyone (/health); `metrics` the metrics token or a read token;
+# otherwise a token holding that scope (admin holds every scope, write holds read).
+Scope = Literal["public", "metrics", "read", "write", "admin"]
 
 ID = "{id:[0-9]+}"  # anything else is not a route: 404
 
@@ -42,8 +46,15 @@ class Route:
     errors: Errors = ()
     query: tuple[Query, ...] = ()
     content_type: str = "application/json"
+    scope: Scope | None = None  # None: `read` for GET, `write` otherwise
     # Extra documented outcomes: status -> (description, Struct or None)
     also: tuple[tuple[int, str, type[Any] | None], ...] = ()
+
+
+def scope_of(route: Route) -> Scope:
+    if route.scope is not None:
+        return route.scope
+    return "read" if route.method in ("GET", "HEAD") else "write"
 
 
 # Any route with a JSON body may refuse it: not JSON, too large, or a field that does not fit.

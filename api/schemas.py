@@ -83,6 +83,9 @@ class JobOut(Job, kw_only=True):
     """The stored job (cronos.models.Job) plus what the API derives for it."""
 
     next_run_at: datetime | None
+    # Only when it is created or rotated: the Standard Webhooks secret (`whsec_...`) that signs
+    # the requests of an http job. Never shown again.
+    webhook_secret: str | UnsetType = UNSET
     # Only on GET /api/jobs/{id}.
     last_run: RunOut | UnsetType | None = UNSET
 
