@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import base64
 import binascii
+import re
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -24,6 +26,8 @@ T = TypeVar("T")
 
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 500
+MAX_DEPTH = 32  # nesting of arrays and objects inside a payload
+MAX_ID = 2**63 - 1  # ids are bigint
 
 _decoders: dict[type[Any], msgspec.json.Decoder[Any]] = {}
 _encoder = msgspec.json.Encoder()
@@ -41,7 +45,48 @@ async def decode(request: web.Request, cls: type[T]) -> T:
         raise invalid_input(exc) from exc
     except msgspec.DecodeError as exc:
         raise MalformedBody(f"body is not valid JSON: {exc}") from exc
+    except RecursionError:  # msgspec decodes nested values recursively: far past MAX_DEPTH
+        raise InvalidInput(_deep_field(raw), f"nested deeper than {MAX_DEPTH} levels") from None
     return value
+
+
+_TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[\]{}]')
+
+
+def _deep_field(raw: bytes) -> str:
+    """The top-level member of a JSON body where nesting passes MAX_DEPTH (only on refusal)."""
+    depth, last, member = 0, b"", b""
+    for match in _TOKEN.finditer(raw):
+        token = match[0]
+        if token[0] == ord('"'):
+            if depth == 1:
+                last = token  # a member name (or a value, then replaced by the next name)
+        elif token in (b"[", b"{"):
+            depth += 1
+            if depth == 2:
+                member = last
+            if depth > MAX_DEPTH:
+                break
+        else:
+            depth -= 1
+    name = member[1:-1].decode(errors="replace")
+    return f"$.{name}" if name.isidentifier() else "$"
+
+
+def _depth_field(value: Any, path: str) -> str | None:
+    """The path where `value` nests deeper than MAX_DEPTH, or None; iterative, so any depth is safe."""
+    stack: list[tuple[Any, str, int]] = [(value, path, 0)]
+    while stack:
+        item, where, depth = stack.pop()
+        if isinstance(item, dict | list):
+            if depth >= MAX_DEPTH:
+                return where
+            children = item.items() if isinstance(item, dict) else enumerate(item)
+            for key, child in children:
+                if isinstance(child, dict | list):
+                    step = f"{where}.{key}" if isinstance(item, dict) else f"{where}[{key}]"
+                    stack.append((child, step, depth + 1))
+    return None
 
 
 def _no_nul(value: Any, path: str) -> None:
@@ -58,13 +103,37 @@ def _no_nul(value: Any, path: str) -> None:
             _no_nul(item, f"{path}[{index}]")
 
 
-def check_job(fields: dict[str, Any]) -> None:
-    """Validate the parts of a job msgspec cannot: its schedule and its payload for its kind."""
+@dataclass(frozen=True, slots=True)
+class JobPolicy:
+    """What the cluster and the caller allow a job to be (built per request)."""
+
+    allow_nets: tuple[str, ...]  # settings.http_allow_nets
+    allow_shell: bool  # settings.allow_shell AND the caller holds scope admin
+    payload_max_bytes: int  # settings.job_payload_max_bytes
+
+
+SHELL_REFUSED = (
+    "shell jobs need the cluster to allow them (CRONOS_ALLOW_SHELL=1, read by the API too) and a token with scope admin"
+)
+
+
+def check_job(fields: dict[str, Any], policy: JobPolicy) -> None:
+    """Validate the parts of a job msgspec cannot: its schedule, its payload for its kind, the policy."""
+    if fields["kind"] == "shell" and not policy.allow_shell:
+        raise InvalidInput("$.kind", SHELL_REFUSED)
+    payload = fields["payload"]
+    if (deep := _depth_field(payload, "$.payload")) is not None:
+        raise InvalidInput(deep, f"nested deeper than {MAX_DEPTH} levels")
+    size = len(_encoder.encode(payload))
+    if size > policy.payload_max_bytes:
+        raise InvalidInput(
+            "$.payload", f"{size} bytes of JSON, more than {policy.payload_max_bytes} (CRONOS_JOB_PAYLOAD_MAX_BYTES)"
+        )
     for name in ("name", "cron_expression", "timezone", "payload"):
         _no_nul(fields[name], f"$.{name}")
     parse_schedule(fields["cron_expression"], fields["timezone"])  # InvalidSchedule names its field
     try:
-        validate_payload(fields["kind"], fields["payload"])
+        validate_payload(fields["kind"], payload)
     except msgspec.ValidationError as exc:
         raise invalid_input(exc, base="$.payload") from exc
 

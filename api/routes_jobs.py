@@ -6,6 +6,7 @@ import msgspec
 from aiohttp import web
 
 from api.bodies import (
+    JobPolicy,
     check_job,
     decode,
     decode_cursor,
@@ -25,10 +26,15 @@ from cronos.errors import Conflict, InvalidInput, NotFound
 from cronos.models import JOB_STATUSES
 
 
+def _policy(request: web.Request) -> JobPolicy:
+    settings = request.app[BACKENDS].settings  # AUTH: allow_shell also needs the caller's admin scope
+    return JobPolicy(settings.http_allow_nets, settings.allow_shell, settings.job_payload_max_bytes)
+
+
 async def create_job(request: web.Request) -> web.Response:
     body = await decode(request, JobCreate)
     fields = msgspec.structs.asdict(body)
-    check_job(fields)
+    check_job(fields, _policy(request))
     job = await (await request.app[BACKENDS].jobs()).create(fields)
     return respond(job_out(job, utc_now()), status=201)
 
@@ -53,7 +59,10 @@ async def get_job(request: web.Request) -> web.Response:
 async def patch_job(request: web.Request) -> web.Response:
     job_id = path_id(request)
     patch = await decode(request, JobPatch)
-    job = await (await request.app[BACKENDS].jobs()).update(job_id, patch.changes(), check_job)
+    policy = _policy(request)
+    job = await (await request.app[BACKENDS].jobs()).update(
+        job_id, patch.changes(), lambda merged: check_job(merged, policy)
+    )
     return respond(job_out(job, utc_now()))
 
 
