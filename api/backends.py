@@ -30,6 +30,9 @@ T = TypeVar("T")
 
 # A request must not hang on a dead backend: the client gets a 503 quickly instead.
 CONNECT_TIMEOUT_S = 2.0
+# Every statement too (asyncpg's command_timeout): a PostgreSQL that stopped answering without
+# closing the connection (a silent partition) is a 503 within seconds, not a hung request.
+COMMAND_TIMEOUT_S = 3.0
 REDIS_TIMEOUT_S = 1.5
 
 
@@ -60,7 +63,11 @@ class Backends:
                 raise BackendUnavailable("postgresql", self._last_error)
             try:
                 self._pool = await connect(
-                    self.settings.database_url, min_size=1, max_size=10, timeout=CONNECT_TIMEOUT_S
+                    self.settings.database_url,
+                    min_size=1,
+                    max_size=10,
+                    timeout=CONNECT_TIMEOUT_S,
+                    command_timeout=COMMAND_TIMEOUT_S,
                 )
             except (BackendUnavailable, asyncpg.PostgresError) as exc:
                 # connect() translates "not now" (unreachable, starting up, no database yet);

@@ -18,6 +18,16 @@ LEADER = Gauge("cronos_leader", "1 while this process is the leader", registry=R
 LEADER_EPOCH = Gauge(
     "cronos_leader_epoch", "Fencing epoch this process leads with (0 when not leading)", registry=REGISTRY
 )
+LEADER_DB_OK = Gauge(
+    "cronos_leader_postgres_ok_timestamp_seconds",
+    "When this leader last completed a PostgreSQL round trip (unix time; a leader steps down past its bound)",
+    registry=REGISTRY,
+)
+LEADER_LAST_WRITE = Gauge(
+    "cronos_leader_last_write_timestamp_seconds",
+    "When this leader last wrote ticks to the ledger (unix time; 0: none yet)",
+    registry=REGISTRY,
+)
 LEADER_ELECTIONS = Counter("cronos_leader_elections_total", "Elections this process won", registry=REGISTRY)
 TICKS_DISPATCHED = Counter("cronos_ticks_dispatched_total", "Run tokens pushed onto the stream", registry=REGISTRY)
 DISPATCH_LAG = Histogram(

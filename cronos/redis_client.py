@@ -9,6 +9,7 @@ passes through unchanged: the module that sent the command knows what it means.
 from __future__ import annotations
 
 import contextlib
+import socket
 from collections.abc import Iterator
 from typing import Any
 
@@ -47,9 +48,33 @@ class Redis(aioredis.Redis):
         return _Pipeline(self.connection_pool, self.response_callbacks, transaction, shard_hint)
 
 
+# No command waits forever on a server that stopped answering: every read has a socket timeout
+# (a blocking command's block time must stay below it: the executor blocks 500 ms), a connect
+# has its own, a dead peer is noticed by the kernel (keepalive probes, TCP_USER_TIMEOUT for
+# unacknowledged data), and a connection idle for a while is checked with a PING before use.
+SOCKET_TIMEOUT_S = 5.0
+CONNECT_TIMEOUT_S = 3.0
+HEALTH_CHECK_INTERVAL_S = 15
+TCP_USER_TIMEOUT_MS = 10_000
+
+
+def _keepalive_options() -> dict[int, int]:
+    wanted = {"TCP_KEEPIDLE": 5, "TCP_KEEPINTVL": 2, "TCP_KEEPCNT": 3, "TCP_USER_TIMEOUT": TCP_USER_TIMEOUT_MS}
+    return {option: value for name, value in wanted.items() if (option := getattr(socket, name, None)) is not None}
+
+
 def connect(url: str, **kwargs: Any) -> Redis:
     """A client for `url` (connections are made on first use, so this never fails for a
-    server that is down)."""
-    client = Redis.from_url(url, **kwargs)
+    server that is down), with the timeouts above unless the caller passes its own."""
+    defaults: dict[str, Any] = {
+        "socket_timeout": SOCKET_TIMEOUT_S,
+        "socket_connect_timeout": CONNECT_TIMEOUT_S,
+        "socket_keepalive": True,
+        "socket_keepalive_options": _keepalive_options(),
+        "health_check_interval": HEALTH_CHECK_INTERVAL_S,
+    }
+    if url.startswith("unix://"):  # no TCP options on a Unix socket
+        del defaults["socket_keepalive"], defaults["socket_keepalive_options"]
+    client = Redis.from_url(url, **(defaults | kwargs))
     assert isinstance(client, Redis)
     return client

@@ -34,6 +34,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     log_format: str = "auto"
     # dispatcher
     leader_ttl_ms: int = 5000
+    leader_db_timeout_ms: int = 2000  # a leader without a PostgreSQL round trip this long steps down
     resync_interval_s: float = 30.0
     stream_maxlen: int = 100_000
     push_lead_ms: int = 250  # tokens go out this long before they are due (executors wait, then claim)
@@ -152,6 +153,11 @@ VARIABLES: dict[str, tuple[str, Callable[[str], Any], str]] = {
     "CRONOS_LOG_LEVEL": ("log_level", _choice(*_LOG_LEVELS), "DEBUG, INFO, WARNING or ERROR"),
     "CRONOS_LOG_FORMAT": ("log_format", _choice(*_LOG_FORMATS), "auto (json unless a terminal), json or text"),
     "CRONOS_LEADER_TTL_MS": ("leader_ttl_ms", _int(300, 600_000), "leader lock ttl in ms"),
+    "CRONOS_LEADER_DB_TIMEOUT_MS": (
+        "leader_db_timeout_ms",
+        _int(100, 600_000),
+        "a leader whose PostgreSQL ping takes longer steps down (keep it well under the ttl)",
+    ),
     "CRONOS_RESYNC_INTERVAL_S": ("resync_interval_s", _float(0.1, 86_400), "full job resync period"),
     "CRONOS_STREAM_MAXLEN": ("stream_maxlen", _int(1000, 100_000_000), "approximate run stream bound"),
     "CRONOS_PUSH_LEAD_MS": ("push_lead_ms", _int(0, 1000), "push tokens this long before due (lock early)"),

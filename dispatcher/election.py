@@ -6,16 +6,22 @@ The lease is judged by this process's monotonic clock from the moment the last
 successful renewal was *sent* (Redis started the ttl no earlier than that), minus a
 safety margin; past it the leader stops acting even before the renewer notices. Writes
 are still fenced by the epoch, which is what makes a paused leader harmless (G5).
+
+Leading needs both backends: the lock is renewed only while PostgreSQL answered recently
+(`db_ok`, called by the term's PostgreSQL watch after each round trip). A leader cut from
+PostgreSQL but not from Redis would otherwise keep the lock and write nothing (issue 16).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Callable
 from typing import NoReturn
 
 from cronos import metrics
+from cronos.errors import BackendUnavailable
 from cronos.locks import OwnedLock
 from cronos.store.epoch import EpochStore
 
@@ -38,6 +44,7 @@ class Election:
         node_id: str,
         ttl_ms: int,
         *,
+        db_timeout_ms: int | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._lock = lock
@@ -50,6 +57,13 @@ class Election:
         self._clock = clock
         self._renewed_at = float("-inf")
         self.epoch: int | None = None
+        # A PostgreSQL round trip must complete within db_timeout_s (the term's watch pings every
+        # renew interval); the renewer refuses to extend a lease once the last one that did is older
+        # than db_stale_s (a backstop should the watch itself be stuck).
+        self.db_timeout_s = (db_timeout_ms if db_timeout_ms is not None else ttl_ms) / 1000
+        self.db_stale_s = self.db_timeout_s + 2 * self.renew_interval_s
+        self._db_ok_at = float("-inf")  # monotonic: the last PostgreSQL round trip completed
+        self.db_ok_wall: float | None = None  # the same instant, wall clock (for the cluster view)
 
     @property
     def leading(self) -> bool:
@@ -71,11 +85,16 @@ class Election:
             return None
         self._renewed_at = sent
         try:
-            info = await self._epochs.take(self.node_id)
+            try:
+                async with asyncio.timeout(self.db_timeout_s):
+                    info = await self._epochs.take(self.node_id)
+            except TimeoutError:
+                raise BackendUnavailable("postgresql", f"no epoch within {self.db_timeout_s:g} s") from None
         except BaseException:
             await self._release_quietly()
             raise
         self.epoch = info.epoch
+        self.db_ok()
         if not self.leading:  # taking the epoch took longer than the lease: start over
             await self.resign()
             return None
@@ -97,10 +116,23 @@ class Election:
         """Extend the lease; raises LeadershipLost when the lock is no longer ours."""
         if not self.leading:
             self._lost("lease expired before it was renewed")
+        if (age := self.db_age_s) > self.db_stale_s:
+            self._lost(f"no PostgreSQL round trip for {age:.1f} s")
         sent = self._clock()
         if not await self._lock.renew():
             self._lost("lock taken by another node")
         self._renewed_at = sent
+
+    def db_ok(self) -> None:
+        """A PostgreSQL round trip just completed."""
+        self._db_ok_at = self._clock()
+        self.db_ok_wall = time.time()
+        metrics.LEADER_DB_OK.set(self.db_ok_wall)
+
+    @property
+    def db_age_s(self) -> float:
+        """Seconds since the last PostgreSQL round trip completed (inf: none yet)."""
+        return self._clock() - self._db_ok_at
 
     def _lost(self, reason: str) -> NoReturn:
         self.step_down(reason)  # at once: the term's tasks may take a moment to wind down
@@ -114,6 +146,7 @@ class Election:
         log.log(level, "stepped down", extra={"event": "leader.lost", "epoch": self.epoch, "reason": reason})
         self.epoch = None
         self._renewed_at = float("-inf")
+        self._db_ok_at = float("-inf")
         metrics.LEADER.set(0)
         metrics.LEADER_EPOCH.set(0)
 

@@ -2,12 +2,15 @@
 
 A dedicated connection (a pooled one could be handed to someone else). When it drops,
 `run` raises BackendUnavailable: the leader stops leading, and after reconnecting does a
-full resync, which covers any notification sent while nobody listened.
+full resync, which covers any notification sent while nobody listened. An idle LISTEN
+connection never learns that its peer stopped answering, so it is pinged every
+`ping_interval_s`, each ping within `ping_timeout_s`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -15,7 +18,7 @@ from typing import Any
 import msgspec
 
 from cronos.errors import BackendUnavailable
-from cronos.store.db import connect_one, translate_errors
+from cronos.store.db import connect_one, ping, translate_errors
 from cronos.store.queries import JOBS_CHANNEL
 
 log = logging.getLogger("dispatcher.listener")
@@ -38,14 +41,23 @@ def parse(payload: str) -> Change:
 
 
 class Listener:
-    def __init__(self, dsn: str, on_change: Callable[[Change], None]) -> None:
+    def __init__(
+        self,
+        dsn: str,
+        on_change: Callable[[Change], None],
+        *,
+        ping_interval_s: float = 5.0,
+        ping_timeout_s: float = 5.0,
+    ) -> None:
         self._dsn = dsn
         self._on_change = on_change
+        self._ping_interval_s = ping_interval_s
+        self._ping_timeout_s = ping_timeout_s
         self.ready = asyncio.Event()
 
     async def run(self) -> None:
         lost = asyncio.Event()
-        conn = await connect_one(self._dsn)
+        conn = await connect_one(self._dsn, timeout=self._ping_timeout_s, command_timeout=self._ping_timeout_s)
         try:
 
             def notified(_conn: Any, _pid: int, _channel: str, payload: str) -> None:
@@ -55,7 +67,12 @@ class Listener:
             with translate_errors():  # a raw connection: no store translates for it
                 await conn.add_listener(JOBS_CHANNEL, notified)
             self.ready.set()
-            await lost.wait()
+            while not lost.is_set():
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(self._ping_interval_s):
+                        await lost.wait()
+                if not lost.is_set():
+                    await ping(conn, self._ping_timeout_s)  # raises BackendUnavailable
             raise BackendUnavailable("postgresql", "the LISTEN connection was lost")
         finally:
             self.ready.clear()

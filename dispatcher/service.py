@@ -19,8 +19,6 @@ import time
 from types import TracebackType
 from typing import Any, Self
 
-import asyncpg
-
 from cronos import redis_client
 from cronos.backoff import Backoff
 from cronos.errors import BackendUnavailable
@@ -28,7 +26,7 @@ from cronos.keys import Keys
 from cronos.locks import OwnedLock
 from cronos.scripts import Scripts
 from cronos.settings import Settings
-from cronos.store.db import connect, translate_errors
+from cronos.store.db import close, connect, ping
 from cronos.store.epoch import EpochStore
 from dispatcher.election import Election
 from dispatcher.publisher import Publisher
@@ -97,21 +95,25 @@ class Dispatcher:
             await client.ping()
             # A transaction left idle (a paused leader) is ended by PostgreSQL, so it cannot
             # hold the epoch row and delay the next election.
+            db_timeout_s = self.settings.leader_db_timeout_ms / 1000
             pool = await connect(
                 self.settings.database_url,
                 min_size=0,  # no background "restore the floor" reconnects (and tracebacks) while PostgreSQL is down
                 max_size=4,
+                timeout=max(db_timeout_s, 1.0),
                 server_settings={
                     "idle_in_transaction_session_timeout": str(ttl_ms),
                     "application_name": "cronos-dispatcher",
                 },
             )
-            stack.push_async_callback(_close, pool)
+            stack.push_async_callback(close, pool)
             epochs = EpochStore(pool)
-            await epochs.current()  # min_size=0 connects lazily: check PostgreSQL is there
+            await ping(pool, max(db_timeout_s, 1.0))  # min_size=0 connects lazily: check PostgreSQL is there
             connected_at = time.monotonic()
             lock = OwnedLock(client, Scripts(client), self.keys.leader, self.settings.node_id, ttl_ms)
-            election = self.election = Election(lock, epochs, self.settings.node_id, ttl_ms)
+            election = self.election = Election(
+                lock, epochs, self.settings.node_id, ttl_ms, db_timeout_ms=self.settings.leader_db_timeout_ms
+            )
             publisher = Publisher(client, self.keys)
             self._transition("candidate", node_id=self.settings.node_id)
             while not self._stopping.is_set():
@@ -141,8 +143,3 @@ class Dispatcher:
                             await election.resign(reason)
                     election.step_down(reason)
                 self._transition("candidate")
-
-
-async def _close(pool: asyncpg.Pool) -> None:
-    with translate_errors():  # closing connections to a PostgreSQL that went away
-        await pool.close()

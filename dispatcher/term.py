@@ -3,6 +3,10 @@
 A term ends when any of its loops ends: a refused or late renewal (LeadershipLost), a
 fenced write refused (NotLeader), PostgreSQL or Redis going away (BackendUnavailable,
 raised on to the session), or stop(). Every other error is a bug and propagates.
+
+The PostgreSQL watch pings every renew interval within `leader_db_timeout_ms`: a leader cut
+from PostgreSQL (even silently: packets dropped, connections open) ends its term within
+that bound plus an interval, and the session releases the lock for a node that reaches both.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from cronos.errors import BackendUnavailable, NotLeader
 from cronos.keys import Keys
 from cronos.redis_client import Redis
 from cronos.settings import Settings
+from cronos.store.db import ping
 from cronos.store.ledger import Ledger
 from cronos.store.runs import RunStore
 from dispatcher import reaper
@@ -37,9 +42,18 @@ class Stopped(Exception):
     """Raised inside a term when stop() was called, to end its TaskGroup."""
 
 
-async def beat(client: Redis, keys: Keys, settings: Settings, election: Election) -> None:
-    """This node's presence (a candidate's or the leader's), for the cluster view."""
-    info = {"leader": int(election.leading), "epoch": election.epoch or 0}
+async def beat(
+    client: Redis, keys: Keys, settings: Settings, election: Election, wrote_at: float | None = None
+) -> None:
+    """This node's presence (a candidate's or the leader's), for the cluster view: a leader adds
+    when it last completed a PostgreSQL round trip and last wrote ticks (unix time), so the view
+    can tell a leader that cannot write from a healthy one."""
+    info: dict[str, object] = {"leader": int(election.leading), "epoch": election.epoch or 0}
+    if election.leading and election.db_ok_wall is not None:
+        info["db_ok_at"] = f"{election.db_ok_wall:.3f}"
+        info["db_timeout_s"] = f"{election.db_timeout_s:g}"
+    if election.leading and wrote_at is not None:
+        info["wrote_at"] = f"{wrote_at:.3f}"
     ttl_s = settings.leader_ttl_ms / 1000 * 3
     await presence.beat(client, keys, "dispatcher", settings.node_id, ttl_s, **info)
 
@@ -94,10 +108,16 @@ class Term:
     async def run(self) -> None:
         """Until the term ends; returns when it ended as terms do, raises BackendUnavailable or a bug."""
         settings, election = self._settings, self._election
-        listener = Listener(settings.database_url, self.ticker.notify)
+        listener = Listener(
+            settings.database_url,
+            self.ticker.notify,
+            ping_interval_s=election.renew_interval_s,
+            ping_timeout_s=election.db_timeout_s,
+        )
         housekeeping = Housekeeping(self._publisher, self.ticker, settings)
         loops = {
             "renew": self._renew(),
+            "watch_db": self._watch_db(),
             "listen": listener.run(),
             "stop": self._stop_watch(),
             "tick": self.ticker.run(checkpoint=self.checkpoint),
@@ -106,7 +126,7 @@ class Term:
         }
         try:
             async with asyncio.TaskGroup() as group:
-                for name in ("renew", "listen", "stop"):
+                for name in ("renew", "watch_db", "listen", "stop"):
                     group.create_task(self._guard(loops.pop(name)), name=f"dispatcher:{name}")
                 # Listen before the first resync, so no change falls between the two.
                 try:
@@ -155,7 +175,16 @@ class Term:
         while True:
             await self.sleep(self._election.renew_interval_s)
             await self._election.renew()  # raises LeadershipLost
-            await beat(self._client, self._keys, self._settings, self._election)
+            await beat(self._client, self._keys, self._settings, self._election, self.ticker.wrote_at)
+
+    async def _watch_db(self) -> None:
+        """A PostgreSQL round trip every renew interval, each within the leader's db timeout;
+        one that does not complete ends the term (BackendUnavailable)."""
+        election = self._election
+        while True:
+            await ping(self._pool, election.db_timeout_s)
+            election.db_ok()
+            await self.sleep(election.renew_interval_s)
 
 
 def _leaves(exc: BaseException) -> list[BaseException]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -88,6 +89,7 @@ class Ticker:
         self._probe_at: datetime | None = None  # None: look for due queued runs now
         self._queued_next: datetime | None = None
         self._watermark: datetime | None = None  # resync: changes after this (database time) are reloaded
+        self.wrote_at: float | None = None  # unix time of the last tick batch written (the cluster view)
 
     # --- signals from the other loops (sync, no I/O) ---
 
@@ -228,6 +230,8 @@ class Ticker:
                 )
             finally:
                 slots.release()
+            self.wrote_at = time.time()
+            metrics.LEADER_LAST_WRITE.set(self.wrote_at)
             self.book.advance(batch)
             result.pushed += await self.pusher.publish(written.queued, now, epoch)
             result.queued += len(written.queued)

@@ -7,6 +7,7 @@ import contextlib
 import logging
 import random
 import re
+import socket
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from importlib import resources
 from typing import Any, TypeVar
@@ -70,7 +71,7 @@ def translate_errors() -> Iterator[None]:
         raise
 
 
-async def ping(pool: asyncpg.Pool, timeout_s: float | None = None) -> None:
+async def ping(pool: asyncpg.Pool | asyncpg.Connection, timeout_s: float | None = None) -> None:
     """Raise BackendUnavailable unless PostgreSQL answers a trivial query (within `timeout_s`).
     Any refusal counts: a revoked login leaves the process without a database all the same."""
     try:
@@ -79,6 +80,17 @@ async def ping(pool: asyncpg.Pool, timeout_s: float | None = None) -> None:
                 await pool.fetchval(q.PING)
     except asyncpg.PostgresError as exc:
         raise BackendUnavailable("postgresql", f"{type(exc).__name__}: {exc}") from exc
+
+
+async def close(pool: asyncpg.Pool, timeout_s: float = 1.0) -> None:
+    """Close a pool within `timeout_s`, terminating what is left: a graceful close waits for every
+    connection to be released, forever if one is stuck on a peer that stopped answering."""
+    try:
+        with translate_errors():
+            async with asyncio.timeout(timeout_s):
+                await pool.close()
+    except BackendUnavailable:
+        pool.terminate()
 
 
 CONTENTION_ATTEMPTS = 5
@@ -98,6 +110,46 @@ async def retry_contention(work: Callable[[], Awaitable[T]], what: str) -> T:
     raise AssertionError("unreachable")
 
 
+# Every statement on a pooled connection ends within this (asyncpg's `command_timeout`; a caller may
+# pass its own `timeout`): a peer that stopped answering surfaces as BackendUnavailable in seconds,
+# and asyncpg's cancel of the timed-out statement is bounded by it too (past it the connection is
+# terminated instead of kept in the pool half-used).
+COMMAND_TIMEOUT_S = 10.0
+CONNECT_TIMEOUT_S = 5.0
+# A dead peer on an idle or busy connection (host gone, cable cut) is noticed by the kernel: keepalive
+# probes after 5 s idle every 2 s, and TCP_USER_TIMEOUT bounds unacknowledged data. asyncpg sets
+# neither (libpq's keepalives/tcp_user_timeout options have no asyncpg equivalent), so the
+# connection class sets them on its socket.
+KEEPALIVE_IDLE_S = 5
+KEEPALIVE_INTERVAL_S = 2
+KEEPALIVE_COUNT = 3
+TCP_USER_TIMEOUT_MS = 10_000
+
+
+def set_dead_peer_detection(sock: Any) -> None:
+    """Keepalive and TCP_USER_TIMEOUT on a TCP socket (no-op for a Unix socket or an unknown platform)."""
+    if sock is None or sock.family not in (socket.AF_INET, socket.AF_INET6):
+        return
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+    for name, value in (
+        ("TCP_KEEPIDLE", KEEPALIVE_IDLE_S),
+        ("TCP_KEEPINTVL", KEEPALIVE_INTERVAL_S),
+        ("TCP_KEEPCNT", KEEPALIVE_COUNT),
+        ("TCP_USER_TIMEOUT", TCP_USER_TIMEOUT_MS),
+    ):
+        if (option := getattr(socket, name, None)) is not None:
+            sock.setsockopt(socket.IPPROTO_TCP, option, value)
+
+
+class Connection(asyncpg.Connection):  # type: ignore[misc]  # asyncpg is untyped here
+    """An asyncpg connection whose socket detects a dead peer (see set_dead_peer_detection)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        with contextlib.suppress(OSError):
+            set_dead_peer_detection(self._transport.get_extra_info("socket"))
+
+
 def _json_encode(value: Any) -> str:
     return msgspec.json.encode(value).decode()
 
@@ -107,17 +159,37 @@ async def _init_connection(conn: asyncpg.Connection) -> None:
         await conn.set_type_codec(name, encoder=_json_encode, decoder=msgspec.json.decode, schema="pg_catalog")
 
 
-async def connect(dsn: str, *, min_size: int = 1, max_size: int = 10, **kwargs: Any) -> asyncpg.Pool:
-    """Open a pool with JSON codecs installed; raises BackendUnavailable when PostgreSQL is down."""
+async def connect(
+    dsn: str,
+    *,
+    min_size: int = 1,
+    max_size: int = 10,
+    command_timeout: float | None = COMMAND_TIMEOUT_S,
+    timeout: float = CONNECT_TIMEOUT_S,
+    **kwargs: Any,
+) -> asyncpg.Pool:
+    """Open a pool with JSON codecs installed, a bound on every statement and on every connect, and
+    dead-peer detection on its sockets; raises BackendUnavailable when PostgreSQL is down."""
     with translate_errors():
-        pool = await asyncpg.create_pool(dsn, min_size=min_size, max_size=max_size, init=_init_connection, **kwargs)
+        pool = await asyncpg.create_pool(
+            dsn,
+            min_size=min_size,
+            max_size=max_size,
+            init=_init_connection,
+            command_timeout=command_timeout,
+            timeout=timeout,
+            connection_class=Connection,
+            **kwargs,
+        )
     assert pool is not None
     return pool
 
 
-async def connect_one(dsn: str, **kwargs: Any) -> asyncpg.Connection:
+async def connect_one(dsn: str, *, timeout: float = CONNECT_TIMEOUT_S, **kwargs: Any) -> asyncpg.Connection:
+    """One connection (dead-peer detection on; statements unbounded unless `command_timeout` is
+    given: migrations may legitimately run long)."""
     with translate_errors():
-        conn = await asyncpg.connect(dsn, **kwargs)
+        conn = await asyncpg.connect(dsn, timeout=timeout, connection_class=Connection, **kwargs)
     await _init_connection(conn)
     return conn
 
@@ -157,7 +229,7 @@ async def ensure_database(dsn: str) -> bool:
     """Create the DSN's database when missing; True when it was created here."""
     name = _database_name(dsn)
     try:
-        conn = await asyncpg.connect(dsn)
+        conn = await asyncpg.connect(dsn, timeout=CONNECT_TIMEOUT_S)
     except asyncpg.exceptions.InvalidCatalogNameError:
         pass
     else:

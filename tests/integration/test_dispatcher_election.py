@@ -81,3 +81,27 @@ async def test_renewal_fails_when_another_node_holds_the_lock(
     a.step_down("lost")
     await a.resign()  # compare-and-delete leaves b's lock alone
     assert await redis_client.get(Keys(settings.key_prefix).leader) == b"b"
+
+
+async def test_a_leader_without_a_recent_postgresql_round_trip_stops_renewing(
+    settings: Settings, pg_pool: asyncpg.Pool, redis_client: aioredis.Redis
+) -> None:
+    """Leading needs both backends: the renewer refuses once PostgreSQL has not answered for
+    db_timeout + 2 renew intervals, although Redis would still extend the lock (issue 16)."""
+    clock = FakeClock()
+    lock = OwnedLock(redis_client, Scripts(redis_client), Keys(settings.key_prefix).leader, "a", 1000)
+    a = Election(lock, EpochStore(pg_pool), "a", 1000, db_timeout_ms=400, clock=clock)
+    assert await a.campaign() is not None
+    assert a.db_stale_s == pytest.approx(0.4 + 2 / 3)
+    for _ in range(4):  # PostgreSQL answers: renewals go on past the stale bound
+        clock.now += 0.3
+        a.db_ok()
+        await a.renew()
+    for _ in range(3):  # PostgreSQL silent: 0.9 s, still within 1.07 s
+        clock.now += 0.3
+        await a.renew()
+    clock.now += 0.3
+    with pytest.raises(LeadershipLost, match="no PostgreSQL round trip"):
+        await a.renew()
+    assert not a.leading
+    assert await lock.holder() == "a"  # stepping down is local; the term's end releases the lock
