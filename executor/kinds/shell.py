@@ -1,21 +1,65 @@
 """`shell` runs: an argv list (never a shell string), off unless the operator allows it.
 
-The process gets its own session, so cancelling the run (timeout, drain, lost
-ownership) kills its whole process group, grandchildren included.
+Environment. The child never sees the executor's environment (it holds DATABASE_URL and
+the like). It gets `PATH=/usr/local/bin:/usr/bin:/bin`, `HOME` (the home of the user the
+executor runs as), `LANG=C.UTF-8` (whatever the executor's locale: output reads the same
+on every node), then the job's own `env` on top (which may change HOME and LANG). A job's
+env may not set PATH (it also picks the program argv[0] names), LD_* or PYTHON*, nor use
+a name that is empty or holds `=` or NUL, nor a value with NUL: the API refuses such a
+job, and one stored before that check fails here naming the key, before anything starts.
+
+Output. stdout and stderr are read as they arrive, at the pipe's pace (the child never
+blocks on a full pipe), and each is kept only as far as the stored excerpt needs: its
+first and last result_max_bytes / 2 (`Capture`); what lies between is counted and
+dropped, so the executor's memory stays flat whatever the child prints.
+
+Ending. The child leads its own session and process group. The run ends when the child
+exits and its pipes reach end of file. A process left holding the pipes after the child
+exited (a background grandchild, or one that escaped the group with `setsid`) gets
+PIPE_GRACE_S (0.5 s) to finish writing, then the run ends anyway. At a timeout, a drain
+or lost ownership the run ends at once (no SIGTERM first: a run past its deadline has
+had its time). However the run ends, what is left of its processes is sent SIGKILL:
+its process group always, and, when the child was still running or the pipes still
+held, everything `leftovers` finds (its session, its descendants, whoever holds its
+pipes, escaped grandchildren included). Then the pipes are closed and the child reaped.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
-import signal
+from collections.abc import Mapping
 
 import msgspec
 
 from cronos.models import ShellPayload
 from cronos.store.runs import ClaimedRun
-from executor.kinds.base import Env, RunFailed, excerpt
+from executor.kinds import leftovers
+from executor.kinds.base import Capture, Env, RunFailed
+
+SAFE_PATH = "/usr/local/bin:/usr/bin:/bin"
+LANG = "C.UTF-8"
+PIPE_GRACE_S = 0.5  # after the child exits, how long a process still holding its pipes may write
+REAP_WAIT_S = 2.0  # after SIGKILL, how long to wait for the child's exit before closing anyway
+STDOUT, STDERR = 1, 2
+HOME = os.path.expanduser("~")  # the executor's user's home (from HOME, else the password database)
+
+
+def env_refusal(env: Mapping[str, str]) -> str | None:
+    """Why a job's `env` may not be used, naming the key; None when it may. Pure."""
+    for key, value in env.items():
+        if not key or "=" in key or "\0" in key:
+            return f"env key {key!r} is not a valid variable name (empty, or holds '=' or NUL)"
+        if key == "PATH" or key.startswith(("LD_", "PYTHON")):
+            return f"env key {key!r} may not be set by a job (PATH, LD_* and PYTHON* are refused)"
+        if "\0" in value:
+            return f"env value of {key!r} holds a NUL byte"
+    return None
+
+
+def child_env(env: Mapping[str, str], home: str) -> dict[str, str]:
+    """The child's whole environment: the fixed base, then the job's own `env`. Pure."""
+    return {"PATH": SAFE_PATH, "HOME": home, "LANG": LANG, **env}
 
 
 async def run(run: ClaimedRun, env: Env) -> str | None:
@@ -25,32 +69,81 @@ async def run(run: ClaimedRun, env: Env) -> str | None:
         payload = msgspec.convert(run.payload, ShellPayload)
     except msgspec.ValidationError as exc:
         raise RunFailed(f"invalid shell payload: {exc}") from exc
+    refusal = env_refusal(payload.env)
+    if refusal is not None:
+        raise RunFailed(refusal)
+    loop = asyncio.get_running_loop()
+    limit = env.settings.result_max_bytes
     try:
-        proc = await asyncio.create_subprocess_exec(
+        transport, child = await loop.subprocess_exec(
+            lambda: _Child(loop, limit),
             *payload.argv,
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
             cwd=payload.cwd,
-            env={**os.environ, **payload.env} if payload.env else None,
+            env=child_env(payload.env, HOME),
             start_new_session=True,
         )
-    except OSError as exc:
+    except (OSError, ValueError) as exc:  # ValueError: a NUL in argv or cwd
         raise RunFailed(f"could not start {payload.argv[0]!r}: {exc}") from exc
     try:
-        stdout, stderr = await proc.communicate()
-    except BaseException:
-        _kill_group(proc.pid)
-        with contextlib.suppress(ProcessLookupError):
-            await asyncio.shield(proc.wait())
-        raise
-    limit = env.settings.result_max_bytes
-    result = f"exit {proc.returncode}\nstdout:\n{excerpt(stdout, limit)}\nstderr:\n{excerpt(stderr, limit)}"
-    if proc.returncode != 0:
-        raise RunFailed(f"exit code {proc.returncode}", result=result)
+        await child.exited
+        await asyncio.wait([child.drained], timeout=PIPE_GRACE_S)
+    finally:
+        await _end(transport, child)
+    code = transport.get_returncode()
+    stdout, stderr = (child.output[fd].excerpt() for fd in (STDOUT, STDERR))
+    result = f"exit {code}\nstdout:\n{stdout}\nstderr:\n{stderr}"
+    if code != 0:
+        raise RunFailed(f"exit code {code}", result=result)
     return result
 
 
-def _kill_group(pid: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, signal.SIGKILL)
+class _Child(asyncio.SubprocessProtocol):
+    """Feeds the pipes into their captures; tells when the child exited and when both pipes ended."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, limit: int) -> None:
+        self.output = {STDOUT: Capture(limit), STDERR: Capture(limit)}
+        self.exited: asyncio.Future[None] = loop.create_future()
+        self.drained: asyncio.Future[None] = loop.create_future()
+        self._open = {STDOUT, STDERR}
+
+    def pipe_data_received(self, fd: int, data: bytes | str) -> None:
+        self.output[fd].feed(data if isinstance(data, bytes) else data.encode())
+
+    def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
+        self._open.discard(fd)
+        if not self._open and not self.drained.done():
+            self.drained.set_result(None)
+
+    def process_exited(self) -> None:
+        if not self.exited.done():
+            self.exited.set_result(None)
+
+
+async def _end(transport: asyncio.SubprocessTransport, child: _Child) -> None:
+    """Kill what is left, close the pipes, reap the child (see the module docstring)."""
+    running = transport.get_returncode() is None
+    held = [inode for inode in (_open_pipe_inode(transport, fd) for fd in (STDOUT, STDERR)) if inode]
+    leftovers.kill_leftovers(transport.get_pid(), held, thorough=running or bool(held))
+    for fd in (STDOUT, STDERR):  # the readers stop now, even if an unkillable process holds the pipes
+        pipe = transport.get_pipe_transport(fd)
+        if pipe is not None:
+            pipe.close()
+    try:
+        if running:  # close() before the exit is reported would reap behind the child watcher's back
+            await asyncio.wait([child.exited], timeout=REAP_WAIT_S)
+    finally:
+        transport.close()
+
+
+def _open_pipe_inode(transport: asyncio.SubprocessTransport, fd: int) -> int | None:
+    """The inode of our end of pipe `fd` while it is still open (a pipe's ends share it)."""
+    pipe = transport.get_pipe_transport(fd)
+    if pipe is None or pipe.is_closing():
+        return None
+    try:
+        return os.fstat(pipe.get_extra_info("pipe").fileno()).st_ino
+    except (OSError, ValueError, AttributeError):  # closed meanwhile
+        return None
