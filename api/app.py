@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import AsyncIterator
 
@@ -9,12 +10,13 @@ from aiohttp import web
 from aiohttp.abc import AbstractAccessLogger
 from aiohttp.web import BaseRequest
 
-from api import cluster, health, routes_jobs, routes_runs
+from api import cluster, health, routes_jobs, routes_runs, routes_tokens
+from api.auth import auth_middleware, hide_server
 from api.backends import Backends
 from api.errors import problem_middleware
 from api.openapi import openapi_handler
-from api.routing import Route
-from api.state import BACKENDS
+from api.routing import Route, scope_of
+from api.state import BACKENDS, ROUTE_SCOPES
 from cronos import __version__
 from cronos.settings import Settings
 
@@ -25,6 +27,7 @@ ROUTES: tuple[Route, ...] = (
     *routes_jobs.ROUTES,
     *routes_runs.ROUTES,
     *cluster.ROUTES,
+    *routes_tokens.ROUTES,
 )
 
 # Probes and scrapes hit these every few seconds: their access lines go to DEBUG.
@@ -54,11 +57,17 @@ ACCESS_LOG = logging.getLogger("cronos.api.access")
 
 
 def create_app(settings: Settings) -> web.Application:
-    app = web.Application(middlewares=[problem_middleware], client_max_size=MAX_BODY_BYTES)
+    # auth inside problem_middleware: a refusal is a response, a database down while deciding a 503.
+    app = web.Application(middlewares=[problem_middleware, auth_middleware], client_max_size=MAX_BODY_BYTES)
     app[BACKENDS] = Backends(settings)
-    routes = (*ROUTES, openapi_handler(ROUTES, __version__))
-    for route in routes:
-        app.router.add_route(route.method, route.path, route.handler, name=route.handler.__name__)
+    # The document holds no secret (no data, only the API's shape): public, so clients and
+    # tools can read how to authenticate before they hold a token.
+    openapi = dataclasses.replace(openapi_handler(ROUTES, __version__), scope="public")
+    app[ROUTE_SCOPES] = {}
+    for route in (*ROUTES, openapi):
+        added = app.router.add_route(route.method, route.path, route.handler, name=route.handler.__name__)
+        app[ROUTE_SCOPES][added] = scope_of(route)
+    app.on_response_prepare.append(hide_server)
 
     async def connections(app: web.Application) -> AsyncIterator[None]:
         yield

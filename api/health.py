@@ -58,6 +58,9 @@ async def metrics(request: web.Request) -> web.Response:
 
 
 ROUTES = (
-    Route("GET", "/health", health, "Liveness and backends (seed contract)", response=Health, also=(HEALTH_DOWN,)),
-    Route("GET", "/metrics", metrics, "Prometheus metrics of this process", content_type="text/plain"),
-)
+    Route("GET", "/health", health, "Liveness and backends (seed contract)", response=Health, also=(HEALTH_DOWN,),
+          scope="public"),
+    # CRONOS_METRICS_TOKEN (checked without the database, so a scrape works while it is down) or a read token.
+    Route("GET", "/metrics", metrics, "Prometheus metrics of this process", content_type="text/plain",
+          scope="metrics"),
+)  # fmt: skip

@@ -1,10 +1,17 @@
-"""/api/jobs: register, list, read, change, delete, pause/resume/toggle and trigger jobs."""
+"""/api/jobs: register, list, read, change, delete, pause/resume/toggle, trigger jobs, their history.
+
+Reads need scope read; writes scope write, and admin for a job that is or becomes shell
+(api.auth.shell_guard, checked under the job's row lock). Each write is audited as its caller.
+"""
 
 from __future__ import annotations
+
+from typing import Any
 
 import msgspec
 from aiohttp import web
 
+from api.auth import Principal, principal_of, shell_guard
 from api.bodies import (
     JobPolicy,
     check_job,
@@ -19,24 +26,49 @@ from api.bodies import (
     run_out,
     utc_now,
 )
+from api.routes_tokens import audit_page
 from api.routing import BODY_ERRORS, DB_ERRORS, ID, PAGE, Errors, Query, Route
 from api.schemas import JobCreate, JobList, JobOut, JobPatch, RunOut
+from api.schemas_tokens import AuditList
 from api.state import BACKENDS
 from cronos.errors import Conflict, InvalidInput, NotFound
 from cronos.models import JOB_STATUSES
+from cronos.store.audit import AuditStore
+from cronos.store.jobs import Check, Guard
 
 
-def _policy(request: web.Request) -> JobPolicy:
-    settings = request.app[BACKENDS].settings  # AUTH: allow_shell also needs the caller's admin scope
-    return JobPolicy(settings.http_allow_nets, settings.allow_shell, settings.job_payload_max_bytes)
+def _policy(request: web.Request, principal: Principal) -> JobPolicy:
+    """What this caller may make a job be: shell only where the cluster allows it, for an admin."""
+    settings = request.app[BACKENDS].settings
+    return JobPolicy(
+        allow_nets=settings.http_allow_nets,
+        allow_shell=settings.allow_shell and principal.admin,
+        payload_max_bytes=settings.job_payload_max_bytes,
+    )
+
+
+def _checker(request: web.Request) -> tuple[Principal, Guard, Check]:
+    """The caller, the guard of a stored job's kind, and the check of a job as it would become."""
+    principal = principal_of(request)
+    guard = shell_guard(principal)
+    policy = _policy(request, principal)
+
+    def check(fields: dict[str, Any]) -> None:
+        guard(fields["kind"])  # a job that becomes shell needs admin: 403 before the 422s
+        check_job(fields, policy)
+
+    return principal, guard, check
 
 
 async def create_job(request: web.Request) -> web.Response:
     body = await decode(request, JobCreate)
     fields = msgspec.structs.asdict(body)
-    check_job(fields, _policy(request))
-    job = await (await request.app[BACKENDS].jobs()).create(fields)
-    return respond(job_out(job, utc_now()), status=201)
+    principal, _guard, check = _checker(request)
+    check(fields)
+    job, secret = await (await request.app[BACKENDS].jobs()).create(fields, actor=principal.name)
+    # The signing secret of an http job's requests, shown this once (and on rotation).
+    extra = {"webhook_secret": secret} if job.kind == "http" else {}
+    return respond(job_out(job, utc_now(), **extra), status=201)
 
 
 async def list_jobs(request: web.Request) -> web.Response:
@@ -59,20 +91,22 @@ async def get_job(request: web.Request) -> web.Response:
 async def patch_job(request: web.Request) -> web.Response:
     job_id = path_id(request)
     patch = await decode(request, JobPatch)
-    policy = _policy(request)
-    job = await (await request.app[BACKENDS].jobs()).update(
-        job_id, patch.changes(), lambda merged: check_job(merged, policy)
-    )
+    principal, guard, check = _checker(request)
+    store = await request.app[BACKENDS].jobs()
+    job = await store.update(job_id, patch.changes(), check, actor=principal.name, guard=guard)
     return respond(job_out(job, utc_now()))
 
 
 async def delete_job(request: web.Request) -> web.Response:
-    await (await request.app[BACKENDS].jobs()).delete(path_id(request))
+    principal, guard, _check = _checker(request)
+    await (await request.app[BACKENDS].jobs()).delete(path_id(request), actor=principal.name, guard=guard)
     return web.Response(status=204)
 
 
 async def _set_status(request: web.Request, status: str | None) -> web.Response:
-    job = await (await request.app[BACKENDS].jobs()).set_status(path_id(request), status)
+    principal, guard, _check = _checker(request)
+    store = await request.app[BACKENDS].jobs()
+    job = await store.set_status(path_id(request), status, actor=principal.name, guard=guard)
     return respond(job_out(job, utc_now()))
 
 
@@ -89,8 +123,23 @@ async def resume_job(request: web.Request) -> web.Response:
 
 
 async def trigger_job(request: web.Request) -> web.Response:
-    run = await (await request.app[BACKENDS].jobs()).trigger(path_id(request))
+    principal, guard, _check = _checker(request)
+    run = await (await request.app[BACKENDS].jobs()).trigger(path_id(request), actor=principal.name, guard=guard)
     return respond(run_out(run), status=202)
+
+
+async def rotate_secret(request: web.Request) -> web.Response:
+    principal, guard, _check = _checker(request)
+    store = await request.app[BACKENDS].jobs()
+    job, secret = await store.rotate_secret(path_id(request), actor=principal.name, guard=guard)
+    return respond(job_out(job, utc_now(), webhook_secret=secret))
+
+
+async def job_history(request: web.Request) -> web.Response:
+    limit = query_limit(request)
+    before = decode_cursor(request.query.get("cursor"))
+    entries = await AuditStore(await request.app[BACKENDS].pool()).job_history(path_id(request), before, limit)
+    return respond(audit_page(entries, limit))
 
 
 JOB = f"/api/jobs/{ID}"
@@ -112,4 +161,10 @@ ROUTES = (
           response=JobOut, errors=_GONE),
     Route("POST", f"{JOB}/trigger", trigger_job, "Queue one run now (even when paused)", status=202,
           response=RunOut, errors=_GONE),
+    Route("POST", f"{JOB}/rotate-secret", rotate_secret,
+          "Draw a new webhook signing secret (in this response only); the old one stops signing at once",
+          response=JobOut, errors=_GONE),
+    Route("GET", f"{JOB}/history", job_history,
+          "Who changed this job, when, and its fields before and after (newest first; kept after a delete)",
+          response=AuditList, errors=(NotFound, InvalidInput, *DB_ERRORS), query=PAGE),
 )  # fmt: skip

@@ -1,7 +1,7 @@
 """ApiService: the API as a Role (`async with ApiService(settings) as svc: await svc.run()`).
 
-It listens on settings.port (0: an ephemeral port, then `svc.port` says which) and
-answers even while PostgreSQL or Redis is down: connections are opened lazily.
+It listens on settings.api_host:settings.port (port 0: an ephemeral port, then `svc.port`
+says which) and answers even while PostgreSQL or Redis is down: connections are opened lazily.
 """
 
 from __future__ import annotations
@@ -20,15 +20,13 @@ from cronos.store.db import mask_dsn
 
 log = logging.getLogger("cronos.api")
 
-HOST = "0.0.0.0"  # every interface: the API serves the network (a container, a pod)
-
 
 class ApiService:
     name = "api"
 
-    def __init__(self, settings: Settings, *, host: str = HOST) -> None:
+    def __init__(self, settings: Settings, *, host: str | None = None) -> None:
         self.settings = settings
-        self.host = host
+        self.host = settings.api_host if host is None else host
         self.port = settings.port
         self.app = create_app(settings)
         self._runner = web.AppRunner(

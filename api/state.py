@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 from aiohttp import web
+from aiohttp.web_urldispatcher import AbstractRoute
 
 from api.backends import Backends
+from api.routing import Scope
 
 BACKENDS = web.AppKey("backends", Backends)
+# The scope each registered route needs (api.routing.scope_of), read by api.auth per request.
+ROUTE_SCOPES = web.AppKey("route_scopes", dict[AbstractRoute, Scope])

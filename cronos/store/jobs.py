@@ -1,7 +1,12 @@
 """JobStore: the API's reads and writes of jobs and runs.
 
 Every write notifies `cronos_jobs` in the same transaction, so the dispatcher learns of
-it at once and never of a change that rolled back. Rows become Structs before they leave.
+it at once and never of a change that rolled back, and records its audit entry in that
+transaction too (cronos.store.audit). Rows become Structs before they leave.
+
+Writes take the caller's `actor` (a token's name, `local`, `admin-token`, ...) for the
+audit trail and an optional `guard`, called with the stored job's kind under the row lock
+before anything is written: the API refuses there what the caller's scope does not cover.
 """
 
 from __future__ import annotations
@@ -15,7 +20,9 @@ import msgspec
 
 from cronos.errors import Conflict, NotFound
 from cronos.models import Job, Run
+from cronos.redact import restore_secrets
 from cronos.store import queries as q
+from cronos.store.audit import SYSTEM, record, snapshot
 from cronos.store.db import ping, to_struct, translate_errors
 
 log = logging.getLogger("cronos.store.jobs")
@@ -43,6 +50,11 @@ _SCHEDULE_FIELDS = ("cron_expression", "timezone")
 MAX_ID = 2**63 - 1
 
 Check = Callable[[dict[str, Any]], None]
+Guard = Callable[[str], None]  # called with a stored job's kind; raises to refuse the write
+
+
+def _allow(kind: str) -> None:
+    return None
 
 
 def _notice(op: str, job_id: int) -> str:
@@ -59,8 +71,9 @@ class JobStore:
     def __init__(self, pool: asyncpg.Pool) -> None:
         self._pool = pool
 
-    async def create(self, fields: Mapping[str, Any]) -> Job:
-        """Insert a validated job; its cursor starts now, so no tick before creation is due."""
+    async def create(self, fields: Mapping[str, Any], *, actor: str = SYSTEM) -> tuple[Job, str]:
+        """Insert a validated job; its cursor starts now, so no tick before creation is due.
+        Returns the job and its webhook signing secret (for the API to show this once)."""
         with translate_errors():
             async with self._pool.acquire() as conn, conn.transaction():
                 try:
@@ -68,9 +81,11 @@ class JobStore:
                 except asyncpg.UniqueViolationError as exc:
                     raise Conflict(f"a job named {fields['name']!r} already exists") from exc
                 job = to_struct(row, Job)
+                secret: str = await conn.fetchval(q.JOB_WEBHOOK_SECRET, job.id)
+                await record(conn, actor, "job", "created", job_id=job.id, after=snapshot(job))
                 await conn.execute(q.NOTIFY, _notice("created", job.id))
-        log.info("job created", extra={"event": "job.created", "job_id": job.id})
-        return job
+        log.info("job created", extra={"event": "job.created", "job_id": job.id, "actor": actor})
+        return job, secret
 
     async def get(self, job_id: int) -> Job:
         if job_id > MAX_ID:
@@ -83,8 +98,13 @@ class JobStore:
             rows = await self._pool.fetch(q.JOB_LIST, status, after_id, limit)
         return [to_struct(row, Job) for row in rows]
 
-    async def update(self, job_id: int, changes: Mapping[str, Any], check: Check) -> Job:
+    async def update(
+        self, job_id: int, changes: Mapping[str, Any], check: Check, *, actor: str = SYSTEM, guard: Guard = _allow
+    ) -> Job:
         """Apply a partial update; `check` validates the merged job before anything is written.
+
+        A payload that sends `***` back where the stored one holds a secret keeps that
+        secret (cronos.redact.restore_secrets), so a GET-edit-PATCH round trip loses nothing.
 
         A new schedule (or a resume) moves the cursor to greatest(cursor, now()): the
         cursor means "ticks up to here are dealt with", and ticks of the old schedule, or
@@ -95,7 +115,10 @@ class JobStore:
         with translate_errors():
             async with self._pool.acquire() as conn, conn.transaction():
                 current = _job(await conn.fetchrow(q.JOB_GET_FOR_UPDATE, job_id), job_id)
+                guard(current.kind)
                 merged = {name: getattr(current, name) for name in WRITABLE} | dict(changes)
+                if "payload" in changes:
+                    merged["payload"] = restore_secrets(merged["kind"], merged["payload"], current.payload)
                 check(merged)  # raises InvalidInput: the transaction rolls back, nothing written
                 reset = any(merged[f] != getattr(current, f) for f in _SCHEDULE_FIELDS) or (
                     current.status == "paused" and merged["status"] == "active"
@@ -105,47 +128,78 @@ class JobStore:
                 except asyncpg.UniqueViolationError as exc:
                     raise Conflict(f"a job named {merged['name']!r} already exists") from exc
                 job = _job(row, job_id)
+                await record(
+                    conn, actor, "job", "updated", job_id=job_id, before=snapshot(current), after=snapshot(job),
+                    detail={"fields": sorted(changes)},
+                )  # fmt: skip
                 await conn.execute(q.NOTIFY, _notice("updated", job_id))
-        log.info("job updated", extra={"event": "job.updated", "job_id": job_id, "fields": sorted(changes)})
+        log.info(
+            "job updated", extra={"event": "job.updated", "job_id": job_id, "fields": sorted(changes), "actor": actor}
+        )
         return job
 
-    async def set_status(self, job_id: int, status: str | None) -> Job:
+    async def set_status(self, job_id: int, status: str | None, *, actor: str = SYSTEM, guard: Guard = _allow) -> Job:
         """Pause ('paused'), resume ('active') or toggle (None); resuming skips the paused time."""
         if job_id > MAX_ID:
             raise NotFound(f"job {job_id} not found")
         with translate_errors():
             async with self._pool.acquire() as conn, conn.transaction():
+                current = _job(await conn.fetchrow(q.JOB_GET_FOR_UPDATE, job_id), job_id)
+                guard(current.kind)
                 job = _job(await conn.fetchrow(q.JOB_SET_STATUS, job_id, status), job_id)
                 op = "paused" if job.status == "paused" else "resumed"
+                await record(conn, actor, "job", op, job_id=job_id, before=snapshot(current), after=snapshot(job))
                 await conn.execute(q.NOTIFY, _notice(op, job_id))
-        log.info(f"job {op}", extra={"event": f"job.{op}", "job_id": job_id})
+        log.info(f"job {op}", extra={"event": f"job.{op}", "job_id": job_id, "actor": actor})
         return job
 
-    async def delete(self, job_id: int) -> None:
+    async def delete(self, job_id: int, *, actor: str = SYSTEM, guard: Guard = _allow) -> None:
+        """Delete a job and its runs; its audit entries stay (they name the job by id)."""
         if job_id > MAX_ID:
             raise NotFound(f"job {job_id} not found")
         with translate_errors():
             async with self._pool.acquire() as conn, conn.transaction():
-                if await conn.fetchval(q.JOB_DELETE, job_id) is None:
-                    raise NotFound(f"job {job_id} not found")
+                current = _job(await conn.fetchrow(q.JOB_GET_FOR_UPDATE, job_id), job_id)
+                guard(current.kind)
+                await conn.execute(q.JOB_DELETE, job_id)
+                await record(conn, actor, "job", "deleted", job_id=job_id, before=snapshot(current))
                 await conn.execute(q.NOTIFY, _notice("deleted", job_id))
-        log.info("job deleted", extra={"event": "job.deleted", "job_id": job_id})
+        log.info("job deleted", extra={"event": "job.deleted", "job_id": job_id, "actor": actor})
 
-    async def trigger(self, job_id: int) -> Run:
+    async def rotate_secret(self, job_id: int, *, actor: str = SYSTEM, guard: Guard = _allow) -> tuple[Job, str]:
+        """Draw a new webhook signing secret; executors read it with each claim (no notify)."""
+        if job_id > MAX_ID:
+            raise NotFound(f"job {job_id} not found")
+        with translate_errors():
+            async with self._pool.acquire() as conn, conn.transaction():
+                current = _job(await conn.fetchrow(q.JOB_GET_FOR_UPDATE, job_id), job_id)
+                guard(current.kind)
+                secret: str = await conn.fetchval(q.JOB_ROTATE_WEBHOOK_SECRET, job_id)
+                job = _job(await conn.fetchrow(q.JOB_GET, job_id), job_id)
+                await record(conn, actor, "job", "secret_rotated", job_id=job_id)
+        log.info("webhook secret rotated", extra={"event": "job.secret_rotated", "job_id": job_id, "actor": actor})
+        return job, secret
+
+    async def trigger(self, job_id: int, *, actor: str = SYSTEM, guard: Guard = _allow) -> Run:
         """Queue one manual run due now (the leader pushes its token); works for paused jobs too."""
         if job_id > MAX_ID:
             raise NotFound(f"job {job_id} not found")
         with translate_errors():
             for _attempt in range(3):
                 async with self._pool.acquire() as conn, conn.transaction():
+                    guard(_job(await conn.fetchrow(q.JOB_GET, job_id), job_id).kind)
                     row = await conn.fetchrow(q.RUN_INSERT_MANUAL, job_id)
                     if row is None:
                         if not await conn.fetchval(q.JOB_EXISTS, job_id):
                             raise NotFound(f"job {job_id} not found")
                         continue  # same tick identity already taken: a new transaction, a new now()
                     run = to_struct(row, Run)
+                    await record(conn, actor, "job", "triggered", job_id=job_id, detail={"run_id": run.id})
                     await conn.execute(q.NOTIFY, _notice("triggered", job_id))
-                log.info("job triggered", extra={"event": "job.triggered", "job_id": job_id, "run_id": run.id})
+                log.info(
+                    "job triggered",
+                    extra={"event": "job.triggered", "job_id": job_id, "run_id": run.id, "actor": actor},
+                )
                 return run
         raise Conflict(f"job {job_id}: could not queue a manual run, try again")
 

@@ -303,3 +303,49 @@ EPOCH_TAKE = (
 )
 EPOCH_LOG = "INSERT INTO leader_log (epoch, holder, elected_at) VALUES ($1, $2, $3)"
 EPOCH_CURRENT = "SELECT epoch, holder, elected_at FROM leader_epoch WHERE id = 1"
+
+# --- API tokens ----------------------------------------------------------------
+
+_TOKEN = "id, name, scopes, created_at, last_used_at, expires_at, revoked_at"
+
+# $1 name, $2 SHA-256 of the token, $3 scopes, $4 expires_at or NULL. A live token of the
+# same name makes it a unique violation.
+TOKEN_INSERT = (
+    f"INSERT INTO api_tokens (name, token_hash, scopes, expires_at) VALUES ($1, $2, $3, $4) RETURNING {_TOKEN}"
+)
+# Authentication: $1 SHA-256 of the presented token. The caller compares the hash again in
+# constant time and reads revoked_at / expires_at itself (to say why a token is refused).
+TOKEN_BY_HASH = f"SELECT {_TOKEN}, token_hash, now() AS now FROM api_tokens WHERE token_hash = $1"
+# last_used_at moves at most once a minute per token: not a write per request.
+TOKEN_TOUCH = (
+    "UPDATE api_tokens SET last_used_at = now() WHERE id = $1"
+    " AND (last_used_at IS NULL OR last_used_at < now() - interval '60 seconds')"
+)
+# Protected mode ends when any token can be used.
+TOKEN_USABLE_EXISTS = (
+    "SELECT EXISTS (SELECT 1 FROM api_tokens WHERE revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now()))"
+)
+TOKEN_LIST = f"SELECT {_TOKEN} FROM api_tokens WHERE revoked_at IS NULL ORDER BY name"
+TOKEN_REVOKE = f"UPDATE api_tokens SET revoked_at = now() WHERE name = $1 AND revoked_at IS NULL RETURNING {_TOKEN}"
+
+# --- audit trail ---------------------------------------------------------------
+
+_AUDIT = "id, at, actor, subject, action, job_id, token_name, before, after, detail"
+
+# $1 actor, $2 subject ('job' | 'token'), $3 action, $4 job id, $5 token name, $6 before,
+# $7 after, $8 detail (jsonb or NULL each). Run in the transaction of the change it records.
+AUDIT_INSERT = (
+    "INSERT INTO audit_log (actor, subject, action, job_id, token_name, before, after, detail)"
+    " VALUES ($1, $2, $3, $4, $5, $6, $7, $8)"
+)
+# Newest first. $1 job id, $2 last id seen or NULL, $3 limit.
+AUDIT_OF_JOB = (
+    f"SELECT {_AUDIT} FROM audit_log WHERE job_id = $1 AND ($2::bigint IS NULL OR id < $2) ORDER BY id DESC LIMIT $3"
+)
+AUDIT_JOB_KNOWN = (
+    "SELECT EXISTS (SELECT 1 FROM jobs WHERE id = $1) OR EXISTS (SELECT 1 FROM audit_log WHERE job_id = $1)"
+)
+# Newest first. $1 subject, $2 last id seen or NULL, $3 limit.
+AUDIT_OF_SUBJECT = (
+    f"SELECT {_AUDIT} FROM audit_log WHERE subject = $1 AND ($2::bigint IS NULL OR id < $2) ORDER BY id DESC LIMIT $3"
+)

@@ -1,4 +1,8 @@
-"""A real API on 127.0.0.1 (ephemeral port) and a client for it, shared by the API tests."""
+"""A real API on 127.0.0.1 (ephemeral port) and a client for it, shared by the API tests.
+
+Without a token the client relies on protected mode (loopback, no token exists yet), as
+the seed's curl examples do; `token` (or `headers=`) sends `Authorization: Bearer ...`.
+"""
 
 from __future__ import annotations
 
@@ -28,11 +32,22 @@ class Api:
     service: ApiService
     session: aiohttp.ClientSession
     base: str
+    token: str | None = None
 
     async def call(
-        self, method: str, path: str, json: Any = None, data: bytes | str | io.BytesIO | None = None
+        self,
+        method: str,
+        path: str,
+        json: Any = None,
+        data: bytes | str | io.BytesIO | None = None,
+        *,
+        token: str | None = None,
+        headers: dict[str, str] | None = None,
     ) -> Reply:
-        async with self.session.request(method, self.base + path, json=json, data=data) as resp:
+        sent = dict(headers or {})
+        if (token := token or self.token) is not None:
+            sent.setdefault("Authorization", f"Bearer {token}")
+        async with self.session.request(method, self.base + path, json=json, data=data, headers=sent) as resp:
             raw = await resp.read()
             ctype = resp.headers.get("Content-Type", "")
             body: Any = raw.decode()
@@ -60,6 +75,7 @@ class Api:
 
 
 @contextlib.asynccontextmanager
-async def running_api(settings: Settings) -> AsyncIterator[Api]:
-    async with ApiService(settings, host="127.0.0.1") as service, aiohttp.ClientSession() as session:
-        yield Api(service, session, f"http://127.0.0.1:{service.port}")
+async def running_api(settings: Settings, *, host: str = "127.0.0.1", token: str | None = None) -> AsyncIterator[Api]:
+    async with ApiService(settings, host=host) as service, aiohttp.ClientSession() as session:
+        base_host = f"[{host}]" if ":" in host else host
+        yield Api(service, session, f"http://{base_host}:{service.port}", token)

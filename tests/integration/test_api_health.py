@@ -21,6 +21,8 @@ from tests.integration.api_client import SEED_JOB, running_api
 from tests.services import Services, with_database
 from tests.waiting import wait_for
 
+ADMIN_TOKEN = "admin-" + "x" * 40
+
 HEALTHY = {
     "status": "ok",
     "service": "Cronos Distributed Scheduler",
@@ -68,8 +70,11 @@ async def test_health_503_names_the_backend_down(
     settings: Settings, db: bool, cache: bool, database: str, cache_text: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.DEBUG)
-    async with running_api(_down(settings, db=db, cache=cache)) as api:  # starts although a backend is down
-        reply = await api.call("GET", "/health")
+    # CRONOS_ADMIN_TOKEN authenticates without the database; with no token at all, whether
+    # protected mode applies needs the database, so then even the cluster view is a 503.
+    down = _with(_down(settings, db=db, cache=cache), admin_token=ADMIN_TOKEN)
+    async with running_api(down, token=ADMIN_TOKEN) as api:  # starts although a backend is down
+        reply = await api.call("GET", "/health", token="")
         assert reply.status == 503
         assert reply.body == {**HEALTHY, "status": "degraded", "database": database, "cache": cache_text}
         jobs = await api.call("GET", "/api/jobs")
@@ -86,6 +91,11 @@ async def test_health_503_names_the_backend_down(
             assert cluster.body["stream"] is None and cluster.body["leader"]["node_id"] is None
         metrics = await api.call("GET", "/metrics")
         assert metrics.status == 200  # a scrape never fails because a backend is down
+    if db:
+        async with running_api(_down(settings, db=True, cache=cache)) as api:
+            refused = await api.call("GET", "/api/cluster")  # no token: protected mode cannot be decided
+            assert refused.status == 503 and refused.body["type"] == "urn:cronos:problem:backend-unavailable"
+            assert (await api.call("GET", "/health")).status == 503  # still the seed body, no auth
     assert "s3cret" not in caplog.text  # secrets never logged
 
 

@@ -1,0 +1,254 @@
+"""Who is calling, and may they: bearer tokens, scopes, protected mode, cross-origin refusal.
+
+Every request passes `auth_middleware`, which finds the caller's Principal and checks it
+holds the route's scope (api.routing.scope_of) before the handler runs:
+
+- `Authorization: Bearer <token>`: CRONOS_ADMIN_TOKEN (scope admin, actor `admin-token`),
+  CRONOS_METRICS_TOKEN (GET /metrics only), or a stored token, looked up on every request
+  (no cache: a revocation holds at once on every replica). Bad, expired, revoked: 401.
+- No token, CRONOS_AUTH=auto, and no usable token exists anywhere (protected mode, like
+  Redis's): a client whose peer address AND Host header are loopback acts as admin (actor
+  `local`); anyone else gets a 403 that says how to create a token. Once a token exists,
+  every request needs one. CRONOS_AUTH=required: always a token.
+- A non-GET request whose `Origin` is not the API's own is refused (a web page must not be
+  able to drive the API through a browser on the operator's machine).
+
+Refusals are problem bodies (RFC 9457) like api.errors'; PostgreSQL down while deciding: 503.
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+import msgspec
+from aiohttp import web
+
+from api.errors import PROBLEM_JSON, Handler, Problem
+from api.routing import Scope
+from api.state import BACKENDS, ROUTE_SCOPES
+from cronos.store import audit
+from cronos.store.tokens import Refusal, TokenInfo, TokenStore, effective
+
+log = logging.getLogger("cronos.api.auth")
+
+METRICS_ACTOR = "metrics-token"
+HOW_TO = (
+    "create a token on the server with `cronos token create --name NAME --scope admin`, "
+    "then send it as `Authorization: Bearer <token>`"
+)
+_SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    name: str  # the actor in the audit trail
+    scopes: frozenset[str]  # effective: admin holds write, write holds read
+
+    def holds(self, scope: str) -> bool:
+        return scope in self.scopes
+
+    @property
+    def admin(self) -> bool:
+        return "admin" in self.scopes
+
+
+PRINCIPAL = web.RequestKey("principal", Principal)  # the caller, set before the handler runs
+
+LOCAL = Principal(audit.LOCAL, effective(["admin"]))
+ADMIN = Principal(audit.ADMIN_TOKEN, effective(["admin"]))
+METRICS = Principal(METRICS_ACTOR, frozenset({"metrics"}))
+
+
+class Denied(Exception):
+    """A refusal with its problem body: 401 (who are you?) or 403 (not you, not this)."""
+
+    def __init__(self, status: int, slug: str, detail: str, *, headers: dict[str, str] | None = None) -> None:
+        super().__init__(detail)
+        self.status, self.slug, self.detail, self.headers = status, slug, detail, headers or {}
+
+    def response(self) -> web.Response:
+        title = "Unauthorized" if self.status == 401 else "Forbidden"
+        body = Problem(type=f"urn:cronos:problem:{self.slug}", title=title, status=self.status, detail=self.detail)
+        return web.Response(
+            body=msgspec.json.encode(body), status=self.status, content_type=PROBLEM_JSON, headers=self.headers
+        )
+
+
+def unauthorized(detail: str, *, invalid: bool = False) -> Denied:
+    # RFC 6750: a challenge on every 401; error="invalid_token" when one was sent but refused.
+    challenge = 'Bearer realm="cronos"' + (', error="invalid_token"' if invalid else "")
+    return Denied(401, "unauthorized", detail, headers={"WWW-Authenticate": challenge})
+
+
+def forbidden(principal: Principal, scope: str, what: str = "this request") -> Denied:
+    held = ", ".join(s for s in ("read", "write", "admin", "metrics") if s in principal.scopes) or "none"
+    return Denied(
+        403, "forbidden", f"{what} needs scope `{scope}`; `{principal.name}` holds {held}", headers=_CHALLENGE_SCOPE
+    )
+
+
+_CHALLENGE_SCOPE = {"WWW-Authenticate": 'Bearer realm="cronos", error="insufficient_scope"'}
+
+
+# --- pure decisions -------------------------------------------------------------------------
+
+
+def _address(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    try:
+        addr = ipaddress.ip_address(text.split("%", 1)[0])  # drop an IPv6 zone
+    except ValueError:
+        return None
+    if isinstance(addr, ipaddress.IPv6Address) and addr.ipv4_mapped is not None:
+        return addr.ipv4_mapped
+    return addr
+
+
+def is_loopback_peer(peer: str | None) -> bool:
+    addr = None if peer is None else _address(peer)
+    return addr is not None and addr.is_loopback
+
+
+def host_name(host: str) -> str:
+    """A Host header's name or address without its port: `[::1]:3002` -> `::1`."""
+    host = host.strip().lower()
+    if host.startswith("["):
+        return host[1 : host.find("]")] if "]" in host else host
+    name, colon, port = host.rpartition(":")
+    return name if colon and port.isdigit() else host
+
+
+def is_loopback_host(host: str | None) -> bool:
+    """`localhost`, an address in 127.0.0.0/8, or `[::1]`, with or without a port. Anything
+    else (any other name, even one that resolves to 127.0.0.1) is not: DNS rebinding."""
+    if not host:
+        return False
+    name = host_name(host)
+    if name in ("localhost", "localhost."):
+        return True
+    addr = _address(name)
+    return addr is not None and addr.is_loopback
+
+
+def same_origin(origin: str, host: str | None) -> bool:
+    """The Origin header names this API (its Host; the scheme may differ behind a TLS proxy)."""
+    try:
+        netloc = urlsplit(origin.strip()).netloc.lower()
+    except ValueError:
+        return False
+    return bool(netloc) and host is not None and netloc == host.strip().lower()
+
+
+def bearer(header: str | None) -> str | None:
+    """The token of `Authorization: Bearer <token>`; None without the header; '' when malformed."""
+    if header is None:
+        return None
+    scheme, _, token = header.strip().partition(" ")
+    return token.strip() if scheme.lower() == "bearer" else ""
+
+
+def _equal(given: str, expected: str) -> bool:
+    return bool(expected) and hmac.compare_digest(given.encode(), expected.encode())
+
+
+# --- the middleware ---------------------------------------------------------------------------
+
+
+async def _from_token(request: web.Request, token: str) -> Principal:
+    backends = request.app[BACKENDS]
+    settings = backends.settings
+    if _equal(token, settings.admin_token):
+        return ADMIN
+    if _equal(token, settings.metrics_token):
+        return METRICS
+    found = await TokenStore(await backends.pool()).authenticate(token)
+    if isinstance(found, Refusal):
+        raise unauthorized(f"{found.value}; {HOW_TO}", invalid=True)
+    return _principal(found)
+
+
+def _principal(token: TokenInfo) -> Principal:
+    return Principal(token.name, effective(token.scopes))
+
+
+async def _without_token(request: web.Request) -> Principal:
+    backends = request.app[BACKENDS]
+    settings = backends.settings
+    if settings.auth == "required" or settings.admin_token:
+        raise unauthorized(f"missing bearer token; {HOW_TO}")
+    if await TokenStore(await backends.pool()).usable_exists():
+        raise unauthorized(f"missing bearer token (a token exists, so loopback clients need one too); {HOW_TO}")
+    peer = request.transport.get_extra_info("peername") if request.transport is not None else None
+    address = peer[0] if isinstance(peer, tuple) and peer else None
+    if is_loopback_peer(address) and is_loopback_host(request.headers.get("Host")):
+        return LOCAL
+    log.warning(
+        "protected mode refused a client",
+        extra={"event": "auth.protected_mode", "remote": address, "path": request.path},
+    )
+    raise Denied(
+        403,
+        "protected-mode",
+        "Cronos is in protected mode: no API token exists yet, so it serves only clients on this machine "
+        "(loopback address and a Host header of localhost, 127.0.0.1 or [::1]); to call it from elsewhere, " + HOW_TO,
+    )
+
+
+async def principal_for(request: web.Request, scope: Scope) -> Principal | None:
+    """The caller, checked for `scope`; None for a public route. Raises Denied."""
+    origin = request.headers.get("Origin")
+    if (
+        request.method not in _SAFE_METHODS
+        and origin is not None
+        and not same_origin(origin, request.headers.get("Host"))
+    ):
+        raise Denied(403, "cross-origin", f"cross-origin {request.method} refused (Origin is not this API's)")
+    if scope == "public":
+        return None
+    if "access_token" in request.query:
+        raise unauthorized("tokens are not accepted in the query string; send `Authorization: Bearer <token>`")
+    token = bearer(request.headers.get("Authorization"))
+    if token == "":
+        raise unauthorized("malformed Authorization header; send `Authorization: Bearer <token>`", invalid=True)
+    principal = await (_without_token(request) if token is None else _from_token(request, token))
+    needed = "read" if scope == "metrics" and not principal.holds("metrics") else scope
+    if not principal.holds(needed):
+        raise forbidden(principal, needed)
+    return principal
+
+
+@web.middleware
+async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    route = request.match_info.route
+    # A path or method with no route: still only for callers allowed to read (no probing).
+    scope = request.app[ROUTE_SCOPES].get(route, "read")
+    try:
+        principal = await principal_for(request, scope)
+        if principal is not None:
+            request[PRINCIPAL] = principal
+        return await handler(request)
+    except Denied as exc:
+        return exc.response()
+
+
+def principal_of(request: web.Request) -> Principal:
+    return request[PRINCIPAL]
+
+
+def shell_guard(principal: Principal) -> Callable[[str], None]:
+    """A job write's guard: a shell job (stored, or as it would become) needs scope admin."""
+
+    def guard(kind: str) -> None:
+        if kind == "shell" and not principal.admin:
+            raise forbidden(principal, "admin", "a write to a shell job")
+
+    return guard
+
+
+async def hide_server(request: web.Request, response: web.StreamResponse) -> None:
+    """on_response_prepare: no library or Python version in `Server`, on every response."""
+    response.headers["Server"] = "Cronos"

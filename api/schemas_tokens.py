@@ -1,0 +1,61 @@
+"""Bodies of /api/tokens and of the audit trail (GET /api/jobs/{id}/history, /api/tokens/history)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any
+
+import msgspec
+from msgspec import UNSET, Meta, UnsetType
+
+from cronos.store.tokens import NAME_RE, NAME_RULE, Scope
+
+TokenName = Annotated[str, Meta(pattern=f"^{NAME_RE.pattern}$", description=NAME_RULE)]
+ExpiresIn = Annotated[int, Meta(ge=60, le=10 * 366 * 86_400, description="lifetime in seconds from now")]
+
+
+class TokenCreate(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """A new token; without `expires_in_s` / `expires_at` it never expires (revoke it instead)."""
+
+    name: TokenName
+    scopes: Annotated[list[Scope], Meta(min_length=1, max_length=3, description="admin > write > read")]
+    expires_in_s: ExpiresIn | UnsetType = UNSET
+    expires_at: datetime | UnsetType = UNSET
+
+
+class TokenOut(msgspec.Struct, kw_only=True):
+    """A token as listed: never its text nor its hash."""
+
+    name: str
+    scopes: list[str]
+    created_at: datetime
+    last_used_at: datetime | None
+    expires_at: datetime | None
+
+
+class TokenCreated(TokenOut, kw_only=True):
+    token: str  # shown this once; only its SHA-256 is stored
+
+
+class TokenList(msgspec.Struct, kw_only=True):
+    items: list[TokenOut]
+
+
+class AuditOut(msgspec.Struct, kw_only=True):
+    """Who (`actor`: a token's name, `local`, `admin-token` or `cli`) did what, when; a job's
+    fields before and after the change, secrets shown as `***`."""
+
+    id: int
+    at: datetime
+    actor: str
+    action: str
+    job_id: int | None
+    token_name: str | None
+    before: dict[str, Any] | None
+    after: dict[str, Any] | None
+    detail: dict[str, Any] | None
+
+
+class AuditList(msgspec.Struct, kw_only=True):
+    items: list[AuditOut]
+    next_cursor: str | None
