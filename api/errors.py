@@ -15,6 +15,8 @@ import msgspec
 from aiohttp import web
 
 from cronos.errors import BackendUnavailable, Conflict, CronosError, InvalidInput, NotFound
+from cronos.logs import mask_secrets
+from cronos.models import PATTERN_MEANINGS
 
 log = logging.getLogger("cronos.api")
 
@@ -42,8 +44,10 @@ ERRORS: dict[type[BaseException], ErrorKind] = {
     web.HTTPNotFound: ErrorKind(404, "not-found", "Not found"),
     NotFound: ErrorKind(404, "not-found", "Not found"),
     web.HTTPMethodNotAllowed: ErrorKind(405, "method-not-allowed", "Method not allowed"),
+    web.HTTPRequestTimeout: ErrorKind(408, "body-timeout", "Request body not received in time"),
     Conflict: ErrorKind(409, "conflict", "Conflict"),
     web.HTTPRequestEntityTooLarge: ErrorKind(413, "body-too-large", "Request body too large"),
+    web.HTTPUnsupportedMediaType: ErrorKind(415, "unsupported-media-type", "Unsupported media type"),
     InvalidInput: ErrorKind(422, "invalid-input", "Invalid input"),
     BackendUnavailable: ErrorKind(503, "backend-unavailable", "Backend unavailable"),
 }
@@ -90,9 +94,15 @@ def problem(exc: BaseException, path: str | None = None) -> web.Response:
         detail = "unexpected error; see the server log"
     else:
         detail = str(exc)
-    body = Problem(type=kind.type, title=kind.title, status=kind.status, detail=detail, field=field)
+    # Messages name fields, never values; masking is the backstop for a URL or token quoted anyway.
+    body = Problem(type=kind.type, title=kind.title, status=kind.status, detail=mask_secrets(detail), field=field)
     headers = {"Allow": exc.headers["Allow"]} if isinstance(exc, web.HTTPMethodNotAllowed) else None
-    return web.Response(body=msgspec.json.encode(body), status=kind.status, content_type=PROBLEM_JSON, headers=headers)
+    response = web.Response(
+        body=msgspec.json.encode(body), status=kind.status, content_type=PROBLEM_JSON, headers=headers
+    )
+    if kind.status == 408:  # the rest of the body may still be on its way: do not read it as a request
+        response.force_close()
+    return response
 
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -117,8 +127,10 @@ async def problem_middleware(request: web.Request, handler: Handler) -> web.Stre
 
 # --- msgspec validation errors -> InvalidInput naming the field ------------------------
 
-_AT = re.compile(r"^(?P<msg>.*?)(?: - at `(?P<path>\$[^`]*)`)?$", re.DOTALL)
+_AT = re.compile(r"^(?P<msg>.*?)(?: - at (?P<key>`key` in )?`(?P<path>\$[^`]*)`)?$", re.DOTALL)
 _NAMED = re.compile(r"(?:missing required|unknown) field `(?P<name>[^`]+)`")
+_REGEX = re.compile(r"^Expected `str` matching regex (?P<pattern>.*)$", re.DOTALL)
+_MEANINGS = {repr(pattern): meaning for pattern, meaning in PATTERN_MEANINGS.items()}
 
 
 def invalid_input(exc: msgspec.ValidationError, base: str = "$") -> InvalidInput:
@@ -132,4 +144,8 @@ def invalid_input(exc: msgspec.ValidationError, base: str = "$") -> InvalidInput
     message, path = match["msg"], match["path"] or "$"
     if named := _NAMED.search(message):
         path = f"{path}.{named['name']}"
+    if (regex := _REGEX.match(message)) and (meaning := _MEANINGS.get(regex["pattern"])):
+        message = meaning
+    if match["key"]:  # msgspec does not say which key: the object holding it is named
+        message = f"a key: {message}"
     return InvalidInput(base + path[1:], message)

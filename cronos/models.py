@@ -5,10 +5,14 @@ Pure: no I/O. Rows are mapped to these before they leave a store.
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from typing import Annotated, Any, Literal, get_args
+from urllib.parse import urlsplit
 
 import msgspec
+
+from cronos.errors import InvalidInput
 
 JobKind = Literal["task", "http", "shell"]
 JobStatus = Literal["active", "paused"]
@@ -94,8 +98,64 @@ class DispatchJob(msgspec.Struct, kw_only=True):
 
 
 # --- payloads, one per kind; the API validates a job's payload against its kind ---
+#
+# The patterns describe the shapes in the OpenAPI document too (JSON Schema regexes, so no
+# lookbehind and no \Z); msgspec matches them with re.search, where `$` also matches before a
+# final newline, so check_payload() re-checks exactly what they are meant to keep out.
 
-Header = Annotated[str, msgspec.Meta(max_length=8192)]
+
+def _any_case(word: str) -> str:
+    """`te` -> `[Tt][Ee]`: JSON Schema regexes have no case-insensitive flag."""
+    return "".join(f"[{c.upper()}{c.lower()}]" if c.isalpha() else c for c in word)
+
+
+# Headers the client library frames the request with: a job setting them could smuggle a request.
+FRAMING_HEADERS = ("content-length", "transfer-encoding", "connection", "upgrade", "te", "trailer", "keep-alive")
+_TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")  # RFC 7230 token
+_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")  # any C0 control but HTAB, and DEL
+_URL_CONTROL = re.compile(r"[\x00-\x20\x7f\\]")  # and no space or backslash in a URL
+# Env names the child must not get from a job: they choose what runs or how.
+_ENV_REFUSED = re.compile(r"PATH$|LD_|PYTHON")
+_PORT = "(?:6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5][0-9]{4}|[1-9][0-9]{0,3})"
+URL_PATTERN = (
+    r"^https?://(?:[^\x00-\x20\x7f/?#@\\]*@)?"  # user-info
+    r"(?:\[[0-9A-Fa-f:.]+\]|[^\x00-\x20\x7f/?#@:\\\[\]%]+)"  # host: [IPv6] or a name/IPv4
+    rf"(?::{_PORT})?"
+    r"(?:[/?#][^\x00-\x20\x7f\\]*)?$"
+)
+
+# Names and values are checked by check_payload(), which names the header or variable; the
+# patterns only describe them in the schema.
+HeaderName = Annotated[
+    str,
+    msgspec.Meta(
+        max_length=256,
+        extra_json_schema={
+            "pattern": f"^{_TOKEN.pattern}$",
+            "not": {"pattern": f"^({'|'.join(_any_case(h) for h in FRAMING_HEADERS)})$"},
+        },
+    ),
+]
+Header = Annotated[
+    str,
+    msgspec.Meta(
+        max_length=8192, description="no CR, LF, NUL", extra_json_schema={"pattern": r"^[^\x00-\x08\x0a-\x1f\x7f]*$"}
+    ),
+]
+EnvName = Annotated[
+    str,
+    msgspec.Meta(
+        max_length=256,
+        description="not PATH, LD_* or PYTHON*",
+        extra_json_schema={"pattern": r"^[^=\x00]+$", "not": {"pattern": f"^({_ENV_REFUSED.pattern})"}},
+    ),
+]
+
+# What a pattern means, for error messages (a regex is no explanation).
+PATTERN_MEANINGS = {
+    URL_PATTERN: "must be an http:// or https:// URL with a host (and a port from 1 to 65535), "
+    "without spaces, control characters, backslashes or % in the host",
+}
 
 
 class TaskPayload(msgspec.Struct, kw_only=True):
@@ -105,9 +165,9 @@ class TaskPayload(msgspec.Struct, kw_only=True):
 
 
 class HttpPayload(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
-    url: Annotated[str, msgspec.Meta(pattern=r"^https?://\S+$", max_length=4096)]
+    url: Annotated[str, msgspec.Meta(pattern=URL_PATTERN, max_length=4096)]
     method: Literal["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD"] = "POST"
-    headers: dict[str, Header] = {}
+    headers: dict[HeaderName, Header] = {}
     body: Any = None
     timeout_s: Annotated[float, msgspec.Meta(gt=0, le=86_400)] | None = None
     expect_status: list[Annotated[int, msgspec.Meta(ge=100, le=599)]] | int | None = None
@@ -116,7 +176,7 @@ class HttpPayload(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 
 class ShellPayload(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     argv: Annotated[list[str], msgspec.Meta(min_length=1)]
-    env: dict[str, str] = {}
+    env: dict[EnvName, str] = {}
     cwd: str | None = None
 
 
@@ -128,5 +188,51 @@ PAYLOAD_TYPES: dict[str, type[msgspec.Struct]] = {
 
 
 def validate_payload(kind: str, payload: dict[str, Any]) -> msgspec.Struct:
-    """Decode `payload` as the struct of `kind`; raises msgspec.ValidationError with a `$.` path."""
-    return msgspec.convert(payload, PAYLOAD_TYPES[kind])
+    """Decode `payload` as the struct of `kind`; raises msgspec.ValidationError with a `$.` path,
+    or InvalidInput naming the field (`$.payload.env.PATH`) for what the types cannot say."""
+    value = msgspec.convert(payload, PAYLOAD_TYPES[kind])
+    if isinstance(value, HttpPayload):
+        _check_http(value)
+    elif isinstance(value, ShellPayload):
+        _check_shell(value)
+    return value
+
+
+def url_problem(url: str) -> str | None:
+    """Why `url` is not an http(s) URL with a host Cronos can send to; None when it is."""
+    if _URL_CONTROL.search(url):
+        return "must not contain spaces, control characters or backslashes"
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:  # a bad port or an unclosed [IPv6]
+        return f"is not a valid URL ({exc})"
+    if parts.scheme not in ("http", "https"):
+        return "must be an http:// or https:// URL"
+    if not parts.hostname:
+        return "has no host"
+    if port == 0:
+        return "port 0 is not a port"
+    return None
+
+
+def _check_http(payload: HttpPayload) -> None:
+    if (problem := url_problem(payload.url)) is not None:
+        raise InvalidInput("$.payload.url", problem)
+    for name, value in payload.headers.items():
+        if not _TOKEN.fullmatch(name):
+            raise InvalidInput("$.payload.headers", f"header name {name!r} is not an RFC 7230 token")
+        if name.lower() in FRAMING_HEADERS:
+            raise InvalidInput(f"$.payload.headers.{name}", "is set by the HTTP client; a job may not set it")
+        if _CONTROL.search(value):  # the value itself is never quoted: it may be a secret
+            raise InvalidInput(f"$.payload.headers.{name}", "must not contain CR, LF, NUL or other control characters")
+
+
+def _check_shell(payload: ShellPayload) -> None:
+    for name in payload.env:
+        if not name or "=" in name or "\x00" in name:
+            raise InvalidInput("$.payload.env", f"variable name {name!r} must be non-empty, without '=' or NUL")
+        if _ENV_REFUSED.match(name):
+            raise InvalidInput(
+                f"$.payload.env.{name}", "a job may not set PATH, LD_* or PYTHON*: they choose what the child runs"
+            )

@@ -7,13 +7,15 @@ import pytest
 from aiohttp import web
 
 from api.app import ROUTES
-from api.bodies import check_job, decode_cursor, encode_cursor
+from api.bodies import JobPolicy, check_job, decode_cursor, encode_cursor
 from api.errors import ERRORS, INTERNAL, MalformedBody, invalid_input, kind_for, kind_of
 from api.openapi import build_spec
 from api.schemas import JobCreate, JobOut, JobPatch, RunOut
 from cronos.errors import BackendUnavailable, Conflict, InvalidInput, InvalidSchedule, NotFound
 from cronos.models import Job, Run, RunSummary
 from cronos.store.jobs import WRITABLE
+
+POLICY = JobPolicy(allow_nets=(), allow_shell=False, payload_max_bytes=65_536)
 
 
 def _error(raw: bytes, cls: type[object] = JobCreate) -> InvalidInput:
@@ -38,7 +40,9 @@ def test_validation_errors_name_the_field(raw: bytes, field: str) -> None:
 
 def test_payload_errors_are_rebased_under_payload() -> None:
     with pytest.raises(InvalidInput) as info:
-        check_job({"name": "a", "cron_expression": "* * * * *", "timezone": "UTC", "kind": "task", "payload": {}})
+        check_job(
+            {"name": "a", "cron_expression": "* * * * *", "timezone": "UTC", "kind": "task", "payload": {}}, POLICY
+        )
     assert info.value.field == "$.payload.action"
     with pytest.raises(InvalidInput) as info:
         check_job(
@@ -48,7 +52,8 @@ def test_payload_errors_are_rebased_under_payload() -> None:
                 "timezone": "UTC",
                 "kind": "http",
                 "payload": {"url": "https://x", "headers": {"a": 1}},
-            }
+            },
+            POLICY,
         )
     assert info.value.field == "$.payload.headers[...]"  # msgspec names a dict value so
     with pytest.raises(InvalidSchedule) as sched:
@@ -59,7 +64,8 @@ def test_payload_errors_are_rebased_under_payload() -> None:
                 "timezone": "Not/AZone",
                 "kind": "task",
                 "payload": {"action": "x"},
-            }
+            },
+            POLICY,
         )
     assert sched.value.field == "$.timezone"
 
