@@ -1,4 +1,4 @@
-"""The `cronos` command: starts roles, runs migrations and benchmarks.
+"""The `cronos` command: starts roles, runs migrations and benchmarks, manages API tokens.
 
 The one module of `cronos` that imports the role packages (lazily), because it starts them.
 """
@@ -10,6 +10,7 @@ import asyncio
 import logging
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from cronos.errors import BackendUnavailable, ConfigError, CronosError
 from cronos.lifecycle import Role, serve
@@ -58,7 +59,33 @@ def _parser() -> argparse.ArgumentParser:
     )
     bench.add_argument("which", choices=["dispatch", "run", "e2e"])
     bench.add_argument("rest", nargs=argparse.REMAINDER)
+    _token_parser(sub)
     return parser
+
+
+class _OneLineParser(argparse.ArgumentParser):
+    """Bad arguments are one line on stderr (scripts capture stdout; humans read one line)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"cronos: {self.prog.removeprefix('cronos ')}: {message}\n")
+
+
+def _token_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    token = sub.add_parser(
+        "token",
+        help="API tokens: create (shown once), list, revoke; talks to PostgreSQL ($DATABASE_URL) directly",
+    )
+    actions = token.add_subparsers(dest="action", required=True, metavar="ACTION", parser_class=_OneLineParser)
+    create = actions.add_parser("create", help="create a token; its text is the last line of the output")
+    create.add_argument("--name", required=True, help="unique name (the actor in the audit trail)")
+    create.add_argument(
+        "--scope", dest="scopes", action="append", required=True, metavar="SCOPE",
+        help="read, write or admin (repeatable; admin holds write, write holds read)",
+    )  # fmt: skip
+    create.add_argument("--expires", metavar="AGE", help="lifetime such as 90d, 12h, 30m (default: never)")
+    actions.add_parser("list", help="live tokens: name, scopes, created, last used, expires")
+    revoke = actions.add_parser("revoke", help="revoke a token (refused at once by every API)")
+    revoke.add_argument("name")
 
 
 def _roles(command: str, settings: Settings, imports: Sequence[str]) -> list[Role]:
@@ -81,6 +108,10 @@ def _roles(command: str, settings: Settings, imports: Sequence[str]) -> list[Rol
 async def _main(args: argparse.Namespace, settings: Settings) -> int:
     from cronos.store.db import migrate
 
+    if args.command == "token":
+        from cronos.token_cli import run_token_command
+
+        return await run_token_command(args, settings)
     if args.command in ("migrate", "dev"):
         applied = await migrate(settings.database_url)
         log.info("migrations done", extra={"event": "db.migrations_done", "applied": applied})
@@ -110,7 +141,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"cronos: configuration error: {exc}", file=sys.stderr)
         return 2
     # A benchmark prints a table: its own INFO lines would break it up (warnings still show).
-    level = "WARNING" if args.command == "bench" and settings.log_level == "INFO" else settings.log_level
+    # So would `token`'s (its migration lines): its stdout is for scripts, stderr one line on error.
+    quiet = args.command in ("bench", "token") and settings.log_level == "INFO"
+    level = "WARNING" if quiet else settings.log_level
     setup_logging(level, settings.log_format)
     bind_global(node_id=settings.node_id)
     try:

@@ -1,0 +1,73 @@
+"""`cronos token create|list|revoke`: API tokens managed on the server, straight in PostgreSQL.
+
+For the first token (the API is in protected mode until one exists) and for operators
+with database access. `create` prints the token alone on its last line of stdout, so
+`TOKEN=$(cronos token create --name ci --scope write | tail -1)` captures it. Errors are
+one line on stderr (main prints them) and a non-zero exit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from datetime import UTC, datetime, timedelta
+
+from cronos.errors import InvalidInput
+from cronos.settings import Settings
+from cronos.store.audit import CLI
+from cronos.store.db import connect, migrate
+from cronos.store.tokens import TokenInfo, TokenStore
+
+_AGE = re.compile(r"(\d{1,6})([smhdw])")
+_UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 7 * 86_400}
+
+
+def parse_age(text: str) -> timedelta:
+    """`90d`, `12h`, `30m`, `2w`, `3600s` -> a timedelta (at least a minute)."""
+    match = _AGE.fullmatch(text.strip())
+    if match is None:
+        raise InvalidInput("--expires", f"{text!r} is not an age such as 90d, 12h, 30m, 2w")
+    age = timedelta(seconds=int(match[1]) * _UNIT_S[match[2]])
+    if age < timedelta(minutes=1) or age > timedelta(days=3660):
+        raise InvalidInput("--expires", "must be between 1 minute and 10 years")
+    return age
+
+
+def _when(at: datetime | None, never: str = "never") -> str:
+    return never if at is None else at.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def table(tokens: list[TokenInfo]) -> str:
+    rows = [("NAME", "SCOPES", "CREATED", "LAST USED", "EXPIRES")]
+    rows += [
+        (t.name, ",".join(t.scopes), _when(t.created_at), _when(t.last_used_at), _when(t.expires_at)) for t in tokens
+    ]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows)
+
+
+async def run_token_command(args: argparse.Namespace, settings: Settings) -> int:
+    expires_at = None
+    if args.action == "create" and args.expires is not None:
+        expires_at = datetime.now(UTC) + parse_age(args.expires)  # bad input fails before any I/O
+    await migrate(settings.database_url)  # the tables exist from here on, as after `cronos migrate`
+    pool = await connect(settings.database_url, min_size=1, max_size=1)
+    try:
+        store = TokenStore(pool)
+        if args.action == "create":
+            try:
+                info, text = await store.create(args.name, args.scopes, expires_at, actor=CLI)
+            except InvalidInput as exc:
+                raise InvalidInput("--name" if exc.field == "$.name" else "--scope", exc.message) from None
+            expiry = "never expires" if info.expires_at is None else f"expires {_when(info.expires_at)}"
+            print(f"Created token {info.name!r} with scopes {','.join(info.scopes)}; it {expiry}.")
+            print("It is shown this once (only its hash is stored); send it as `Authorization: Bearer <token>`:")
+            print(text)
+        elif args.action == "list":
+            print(table(await store.list_tokens()))
+        else:
+            await store.revoke(args.name, actor=CLI)
+            print(f"Revoked token {args.name!r}.")
+    finally:
+        await pool.close()
+    return 0
