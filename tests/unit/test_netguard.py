@@ -1,0 +1,165 @@
+"""cronos/netguard.py: the SSRF guard's rules, and IPv4 literals read as the C library reads them."""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from cronos.netguard import address_refusal, literal_host_refusal, parse_ipv4
+
+TAIL = "; allow it with CRONOS_HTTP_ALLOW_NETS"
+
+
+@pytest.mark.parametrize(
+    ("address", "why"),
+    [
+        ("127.0.0.1", "loopback (127.0.0.0/8)"),
+        ("127.255.0.9", "loopback (127.0.0.0/8)"),
+        ("10.255.255.1", "private (10.0.0.0/8)"),
+        ("172.31.0.1", "private (172.16.0.0/12)"),
+        ("192.168.1.1", "private (192.168.0.0/16)"),
+        ("169.254.169.254", "link-local (169.254.0.0/16)"),
+        ("100.64.0.1", "shared address space, CGNAT (100.64.0.0/10)"),
+        ("224.0.0.251", "multicast (224.0.0.0/4)"),
+        ("0.0.0.0", "unspecified, 'this network' (0.0.0.0/8)"),
+        ("240.0.0.1", "reserved (240.0.0.0/4)"),
+        ("255.255.255.255", "broadcast (255.255.255.255/32)"),
+        ("192.0.0.8", "reserved for IETF protocol assignments (192.0.0.0/24)"),
+        ("192.0.2.1", "reserved for documentation (192.0.2.0/24)"),
+        ("198.18.0.1", "reserved for benchmarking (198.18.0.0/15)"),
+        ("198.51.100.7", "reserved for documentation (198.51.100.0/24)"),
+        ("203.0.113.7", "reserved for documentation (203.0.113.0/24)"),
+        ("::1", "loopback (::1/128)"),
+        ("::", "unspecified (::/128)"),
+        ("fd00::1", "private, unique local (fc00::/7)"),
+        ("fe80::1", "link-local (fe80::/10)"),
+        ("ff02::1", "multicast (ff00::/8)"),
+        ("2001:db8::1", "reserved for documentation (2001:db8::/32)"),
+        ("100::1", "discard-only (100::/64)"),
+        ("4000::1", "outside global unicast (2000::/3)"),
+    ],
+)
+def test_refused_ranges_are_named(address: str, why: str) -> None:
+    assert address_refusal(ipaddress.ip_address(address), ()) == f"{address} is {why}{TAIL}"
+
+
+@pytest.mark.parametrize(
+    ("address", "why"),
+    [
+        ("::ffff:7f00:1", "IPv4-mapped (::ffff:0:0/96) for 127.0.0.1, which is loopback (127.0.0.0/8)"),
+        ("64:ff9b::a9fe:a9fe", "NAT64 (64:ff9b::/96) for 169.254.169.254, which is link-local (169.254.0.0/16)"),
+        ("2002:a00:1::", "6to4 (2002::/16) for 10.0.0.1, which is private (10.0.0.0/8)"),
+        ("::a00:1", "IPv4-compatible (::/96) for 10.0.0.1, which is private (10.0.0.0/8)"),
+    ],
+)
+def test_ipv6_forms_are_judged_by_the_ipv4_inside(address: str, why: str) -> None:
+    assert address_refusal(ipaddress.ip_address(address), ()) == f"{address} is {why}{TAIL}"
+
+
+@pytest.mark.parametrize("address", ["8.8.8.8", "1.1.1.1", "2606:4700::1111", "::ffff:808:808", "2002:808:808::"])
+def test_global_addresses_pass(address: str) -> None:
+    assert address_refusal(ipaddress.ip_address(address), ()) is None
+
+
+def test_allow_list_lets_a_range_through() -> None:
+    allow = ("127.0.0.0/8", "fd00::/8")
+    assert address_refusal(ipaddress.ip_address("127.0.0.2"), allow) is None
+    assert address_refusal(ipaddress.ip_address("::ffff:127.0.0.2"), allow) is None  # the same place
+    assert address_refusal(ipaddress.ip_address("fd00::5"), allow) is None
+    assert address_refusal(ipaddress.ip_address("10.0.0.1"), allow) is not None
+    assert address_refusal(ipaddress.ip_address("::1"), allow) is not None  # an IPv4 net allows no IPv6
+
+
+def test_zone_of_a_link_local_address_does_not_hide_it() -> None:
+    why = address_refusal(ipaddress.ip_address("fe80::1%eth0"), ())
+    assert why is not None and "link-local (fe80::/10)" in why
+
+
+@pytest.mark.parametrize(
+    ("url", "why"),
+    [
+        ("http://169.254.169.254/latest/meta-data/", "169.254.169.254 is link-local (169.254.0.0/16)"),
+        ("http://2852039166/", "2852039166 (= 169.254.169.254) is link-local (169.254.0.0/16)"),
+        ("http://0177.0.0.1/", "0177.0.0.1 (= 127.0.0.1) is loopback (127.0.0.0/8)"),
+        ("http://0x7f.0.0.1:8080/", "0x7f.0.0.1 (= 127.0.0.1) is loopback (127.0.0.0/8)"),
+        ("http://0x7f000001/", "0x7f000001 (= 127.0.0.1) is loopback (127.0.0.0/8)"),
+        ("http://127.1/", "127.1 (= 127.0.0.1) is loopback (127.0.0.0/8)"),
+        ("http://10.1/x", "10.1 (= 10.0.0.1) is private (10.0.0.0/8)"),
+        ("https://user:pw@[::1]:6379/", "::1 is loopback (::1/128)"),
+        ("http://[::ffff:127.0.0.1]/", "::ffff:127.0.0.1 (= ::ffff:7f00:1) is IPv4-mapped (::ffff:0:0/96)"),
+        ("http://[fe80::1%25eth0]/", "fe80::1%eth0 is link-local (fe80::/10)"),
+        ("http://localhost:5432/", "localhost is loopback (the name localhost, RFC 6761)"),
+        ("http://LocalHost./", "localhost is loopback"),
+        ("http://api.localhost/", "api.localhost is loopback"),
+        ("http://%31%32%37.0.0.1/", "127.0.0.1 is loopback"),  # percent-encoded
+        ("http://\uff11\uff12\uff17.0.0.1/", "127.0.0.1 is loopback"),  # fullwidth digits, as IDNA maps them
+        ("http://127.0.0.1./", "127.0.0.1 is loopback"),
+        ("http://example.com\\@127.0.0.1/", "127.0.0.1 is loopback"),  # whichever way a parser reads it
+    ],
+)
+def test_literal_hosts_refused(url: str, why: str) -> None:
+    got = literal_host_refusal(url, ())
+    assert got is not None and got.startswith(why) and got.endswith(TAIL), got
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["https://example.com/hook", "http://8.8.8.8/", "http://[2606:4700::1111]/", "http://10.0.0.1.example.com/",
+     "http://localhost.example.com/", "http://4294967296/", "not a url", "http://[::1/"],
+)  # fmt: skip
+def test_names_and_global_literals_pass(url: str) -> None:
+    assert literal_host_refusal(url, ()) is None
+
+
+def test_literal_allowed_by_the_allow_list() -> None:
+    allow = ("127.0.0.0/8",)
+    assert literal_host_refusal("http://127.0.0.1:9/", allow) is None
+    assert literal_host_refusal("http://0177.1/", allow) is None
+    assert literal_host_refusal("http://localhost/", allow) is None
+    assert literal_host_refusal("http://[::1]/", allow) is not None
+
+
+# --- the legacy IPv4 forms agree with the C library ---------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "address"),
+    [("2852039166", "169.254.169.254"), ("0177.0.0.1", "127.0.0.1"), ("0x7f.0.0.1", "127.0.0.1"),
+     ("0x7f000001", "127.0.0.1"), ("127.1", "127.0.0.1"), ("10.1", "10.0.0.1"), ("1.2.3", "1.2.0.3"),
+     ("0", "0.0.0.0"), ("00", "0.0.0.0"), ("0X0A.0", "10.0.0.0")],
+)  # fmt: skip
+def test_parse_ipv4_forms(text: str, address: str) -> None:
+    assert parse_ipv4(text) == ipaddress.IPv4Address(address)
+    assert socket.inet_aton(text) == ipaddress.IPv4Address(address).packed
+
+
+@pytest.mark.parametrize(
+    "text", ["", "0x", "08", "1..2", "1.2.3.4.5", "256.1", "4294967296", "0x7_f", "-1", "1.2.3.4."]
+)
+def test_parse_ipv4_refuses_what_is_not_an_address(text: str) -> None:
+    assert parse_ipv4(text) is None
+
+
+def _inet_aton(text: str) -> bytes | None:
+    try:
+        return socket.inet_aton(text)
+    except OSError:
+        return None
+
+
+_PART = st.one_of(
+    st.integers(0, 2**32).map(str),
+    st.integers(0, 2**32).map(lambda n: f"0{n:o}"),
+    st.integers(0, 2**32).map(lambda n: f"0x{n:x}"),
+    st.text("0123456789abcdefxX", max_size=6),
+)
+
+
+@given(st.lists(_PART, min_size=1, max_size=5).map(".".join) | st.text("0123456789abcdefxX.", max_size=16))
+def test_parse_ipv4_agrees_with_inet_aton(text: str) -> None:
+    parsed = parse_ipv4(text)
+    assert _inet_aton(text) == (parsed.packed if parsed is not None else None)
