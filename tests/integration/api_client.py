@@ -77,5 +77,5 @@ class Api:
 @contextlib.asynccontextmanager
 async def running_api(settings: Settings, *, host: str = "127.0.0.1", token: str | None = None) -> AsyncIterator[Api]:
     async with ApiService(settings, host=host) as service, aiohttp.ClientSession() as session:
-        base_host = f"[{host}]" if ":" in host else host
+        base_host = {"0.0.0.0": "127.0.0.1", "::": "[::1]"}.get(host, f"[{host}]" if ":" in host else host)
         yield Api(service, session, f"http://{base_host}:{service.port}", token)
