@@ -76,11 +76,19 @@ def _normalize_field(token: str, name: str, low: int, high: int) -> str:
     if names := _NAMES.get(name):  # numbers from here on, so names get the same checks
         token = _WORD.sub(lambda word: str(names.get(word[0].lower(), word[0])), token)
     for part in token.split(","):
+        if not part:
+            raise InvalidSchedule(_EXPR, f"{name} field {token!r} has an empty list item")
         if _HASHED.fullmatch(part):
             raise InvalidSchedule(_EXPR, f"{name} field {token!r}: H and R values are not supported")
         span, slash, step = part.partition("/")
         if slash and not (step.isascii() and step.isdigit() and int(step) > 0):
             raise InvalidSchedule(_EXPR, f"{name} step {step!r} must be a positive integer")
+        # As Vixie cron: a step may be as large as the field's range (*/60 in minutes fires at :00).
+        if slash and int(step) > high - low + 1:
+            raise InvalidSchedule(_EXPR, f"{name} step {step} is larger than the field's range {low}-{high}")
+        # croniter reads a bare "-" (or a range missing an end) as "*" in some positions.
+        if span.startswith("-") or span.endswith("-") or "--" in span:
+            raise InvalidSchedule(_EXPR, f"{name} field {token!r}: a range needs a start and an end")
         if match := _NUMBERS.fullmatch(span):
             for number in match.groups():
                 if number is not None and not low <= int(number) <= high:
@@ -116,7 +124,7 @@ def _compile(expression: str) -> tuple[croniter[datetime], bool]:
         probe[index] = normalized[-1]
         try:
             expanded = croniter.expand(" ".join(probe), second_at_beginning=has_seconds)[0]
-        except CroniterError as exc:
+        except (CroniterError, LookupError, ValueError) as exc:  # croniter can also fail on its own
             raise InvalidSchedule(_EXPR, f"{name} field {token!r} is not valid") from exc
         # A field covering its whole range is "*": croniter would keep "1-31" as a list
         # and switch the day fields to OR; we want "1-31" and "*" to mean the same.
@@ -127,7 +135,7 @@ def _compile(expression: str) -> tuple[croniter[datetime], bool]:
         cron.get_next(datetime, start_time=_REFERENCE, update_current=False)
     except CroniterBadDateError:
         raise InvalidSchedule(_EXPR, "expression never fires (no such date)") from None
-    except CroniterError as exc:
+    except (CroniterError, LookupError, ValueError) as exc:
         raise InvalidSchedule(_EXPR, f"expression is not valid: {exc}") from exc
     return cron, has_seconds
 
