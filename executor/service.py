@@ -18,8 +18,6 @@ from collections.abc import Awaitable, Callable, Sequence
 from types import TracebackType
 from typing import Self, TypeVar
 
-import aiohttp
-
 from cronos import redis_client
 from cronos.backoff import Backoff
 from cronos.errors import BackendUnavailable, ConfigError
@@ -34,6 +32,7 @@ from executor import heartbeat, kinds
 from executor.consumer import Consumer
 from executor.deps import Deps, wire
 from executor.health import BackendHealth
+from executor.http_client import guarded_session
 
 log = logging.getLogger("cronos.executor")
 T = TypeVar("T")
@@ -71,7 +70,7 @@ class Executor:
         self._stack.push_async_callback(pool.close)
         client = self._redis = redis_client.connect(settings.redis_url)
         self._stack.push_async_callback(client.aclose)
-        http = aiohttp.ClientSession()
+        http = guarded_session(settings.http_allow_nets)  # the SSRF guard pins every connection
         self._stack.push_async_callback(http.close)
         scripts = Scripts(client)
         stream = RunStream(client, keys, scripts)

@@ -1,16 +1,32 @@
-"""`http` runs: one request carrying the run's identity, so the target can de-duplicate."""
+"""`http` runs: one signed request carrying the run's identity, so the target can de-duplicate.
+
+Every request goes through the executor's guarded client (`executor.http_client`): refused
+addresses are never connected to. Redirects are off unless the job sets follow_redirects;
+then they are followed here, hop by hop (each hop guarded and signed), at most
+CRONOS_HTTP_MAX_REDIRECTS. URLs in run errors are redacted (`cronos.redact.redact_url`).
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import asyncio
+import time
+from collections.abc import Sequence
 
 import aiohttp
 import msgspec
+from multidict import CIMultiDict
+from yarl import URL
 
+from cronos import webhooks
 from cronos.models import HttpPayload
+from cronos.netguard import literal_host_refusal
+from cronos.redact import is_sensitive, redact_url
 from cronos.store.runs import ClaimedRun
 from cronos.tasks import idempotency_key
+from executor.http_client import PREFIX, guard_refusal, refusal
 from executor.kinds.base import Env, RunFailed, excerpt
+
+REDIRECTS = frozenset({301, 302, 303, 307, 308})
 
 
 def identity_headers(run: ClaimedRun) -> dict[str, str]:
@@ -31,34 +47,95 @@ def status_expected(status: int, expect: list[int] | int | None) -> bool:
     return status in expect
 
 
+def check_target(url: URL, allow: Sequence[str]) -> None:
+    """Refuse an address-literal or localhost host before any connection (aiohttp resolves
+    no literal, so the resolver would not see it); names are judged after resolution."""
+    why = literal_host_refusal(str(url), allow)
+    host = url.raw_host or ""
+    if why is None and (":" in host or host.replace(".", "").isdigit()):  # what aiohttp takes as a literal
+        why = refusal(host, allow)
+    if why is not None:
+        raise RunFailed(PREFIX + why)
+
+
+def _origin(url: URL) -> tuple[str, str | None, int | None]:
+    return url.scheme, url.host, url.port
+
+
+def _next_hop(
+    url: URL, status: int, location: str, method: str, data: bytes | None, headers: CIMultiDict[str]
+) -> tuple[URL, str, bytes | None]:
+    """Where a redirect leads, and with which method and body (as browsers do: 303, and
+    301/302 after a POST, become a GET without body). Secret headers stay with their origin."""
+    target = url.join(URL(location))
+    if target.scheme not in ("http", "https"):
+        shown = redact_url(str(target))
+        raise RunFailed(f"redirect to a {target.scheme or 'schemeless'} URL refused (http and https only): {shown}")
+    if (status == 303 and method != "HEAD") or (status in (301, 302) and method == "POST"):
+        method, data = "GET", None
+        for name in ("Content-Type", "Content-Length"):
+            headers.popall(name, None)
+    if _origin(target) != _origin(url):
+        for name in [n for n in headers if is_sensitive(n)]:
+            headers.popall(name, None)
+    return target, method, data
+
+
 async def run(run: ClaimedRun, env: Env) -> str | None:
     try:
         payload = msgspec.convert(run.payload, HttpPayload)
     except msgspec.ValidationError as exc:
         raise RunFailed(f"invalid http payload: {exc}") from exc
-    headers = {**payload.headers, **identity_headers(run)}
-    body: dict[str, Any] = {}
+    headers: CIMultiDict[str] = CIMultiDict(payload.headers)
+    headers.update(identity_headers(run))
+    data: bytes | None = None
     if isinstance(payload.body, str):
-        body["data"] = payload.body.encode()
+        data = payload.body.encode()
     elif payload.body is not None:
-        body["data"] = msgspec.json.encode(payload.body)
+        data = msgspec.json.encode(payload.body)
         headers.setdefault("Content-Type", "application/json")
-    timeout = aiohttp.ClientTimeout(total=min(payload.timeout_s or run.timeout_s, run.timeout_s))
-    max_bytes = env.settings.result_max_bytes
-    try:
-        async with env.http.request(
-            payload.method,
-            payload.url,
-            headers=headers,
-            allow_redirects=payload.follow_redirects,
-            timeout=timeout,
-            **body,
-        ) as response:
-            content = await response.content.read(max_bytes + 1)
-            status = response.status
-    except aiohttp.ClientError as exc:
-        raise RunFailed(f"http request failed: {type(exc).__name__}: {exc}") from exc
+    settings = env.settings
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + min(payload.timeout_s or run.timeout_s, run.timeout_s)
+    msg_id = webhooks.message_id(run.job_id, run.scheduled_for)
+    method: str = payload.method
+    url, shown = URL(payload.url), payload.url
+    max_bytes = settings.result_max_bytes
+    hops = 0
+    while True:
+        check_target(url, settings.http_allow_nets)
+        body = data if data is not None else b""
+        headers.update(webhooks.signature_headers(run.webhook_secret, msg_id, int(time.time()), body))
+        try:
+            async with env.http.request(
+                method,
+                url,
+                headers=headers,
+                data=data,
+                allow_redirects=False,
+                timeout=aiohttp.ClientTimeout(total=max(deadline - loop.time(), 0.001)),
+            ) as response:
+                status = response.status
+                location = response.headers.get("Location")
+                if payload.follow_redirects and status in REDIRECTS and location:
+                    hops += 1
+                    if hops > settings.http_max_redirects:
+                        raise RunFailed(
+                            f"too many redirects: more than {settings.http_max_redirects} (CRONOS_HTTP_MAX_REDIRECTS)"
+                            f" from {payload.method} {redact_url(payload.url)}"
+                        )
+                    url, method, data = _next_hop(url, status, location, method, data, headers)
+                    shown = str(url)
+                    continue
+                content = await response.content.read(max_bytes + 1)
+        except aiohttp.ClientError as exc:
+            refused = guard_refusal(exc)
+            if refused is not None:
+                raise RunFailed(PREFIX + refused.reason) from None  # expected: no traceback noise
+            message = str(exc).replace(str(url), redact_url(str(url))).replace(shown, redact_url(shown))
+            raise RunFailed(f"http request failed: {type(exc).__name__}: {message}") from exc
+        break
     result = f"HTTP {status}\n{excerpt(content, max_bytes)}"
     if not status_expected(status, payload.expect_status):
-        raise RunFailed(f"unexpected HTTP status {status} from {payload.method} {payload.url}", result=result)
+        raise RunFailed(f"unexpected HTTP status {status} from {method} {redact_url(shown)}", result=result)
     return result
