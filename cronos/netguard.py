@@ -182,16 +182,20 @@ def _hosts(url: str) -> set[str]:
         except ValueError:
             continue
         if host:
-            host = unicodedata.normalize("NFKC", unquote(host)).lower().replace("\u3002", ".")
-            hosts.add(host[:-1] if host.endswith(".") else host)
+            hosts.add(_normalized(host))
     return hosts
+
+
+def _normalized(host: str) -> str:
+    host = unicodedata.normalize("NFKC", unquote(host)).lower().replace("\u3002", ".")
+    return host[:-1] if host.endswith(".") else host
 
 
 _LOCALHOST = (ipaddress.IPv4Address("127.0.0.1"), ipaddress.IPv6Address("::1"))
 
 
-def _host_refusal(host: str, nets: tuple[Network, ...]) -> str | None:
-    if host == "localhost" or host.endswith(".localhost"):
+def _host_refusal(host: str, nets: tuple[Network, ...], *, names: bool = True) -> str | None:
+    if names and (host == "localhost" or host.endswith(".localhost")):
         if any(_allowed(a, nets) for a in _LOCALHOST):
             return None
         return f"{host} is loopback (the name localhost, RFC 6761); allow it with {ALLOW_VARIABLE}"
@@ -211,3 +215,9 @@ def literal_host_refusal(url: str, allow: Sequence[str]) -> str | None:
         if why is not None:
             return why
     return None
+
+
+def host_literal_refusal(host: str, allow: Sequence[str]) -> str | None:
+    """For a host as a client connects to it (no brackets): None unless it is an address
+    literal, in any form, that is refused. Names, localhost too, are left to the resolver."""
+    return _host_refusal(_normalized(host.strip("[]")), _networks(tuple(allow)), names=False)

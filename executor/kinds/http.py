@@ -19,11 +19,11 @@ from yarl import URL
 
 from cronos import webhooks
 from cronos.models import HttpPayload
-from cronos.netguard import literal_host_refusal
+from cronos.netguard import host_literal_refusal
 from cronos.redact import is_sensitive, redact_url
 from cronos.store.runs import ClaimedRun
 from cronos.tasks import idempotency_key
-from executor.http_client import PREFIX, guard_refusal, refusal
+from executor.http_client import PREFIX, guard_refusal
 from executor.kinds.base import Env, RunFailed, excerpt
 
 REDIRECTS = frozenset({301, 302, 303, 307, 308})
@@ -48,12 +48,9 @@ def status_expected(status: int, expect: list[int] | int | None) -> bool:
 
 
 def check_target(url: URL, allow: Sequence[str]) -> None:
-    """Refuse an address-literal or localhost host before any connection (aiohttp resolves
-    no literal, so the resolver would not see it); names are judged after resolution."""
-    why = literal_host_refusal(str(url), allow)
-    host = url.raw_host or ""
-    if why is None and (":" in host or host.replace(".", "").isdigit()):  # what aiohttp takes as a literal
-        why = refusal(host, allow)
+    """Refuse a host that is a refused address literal (in any inet_aton form) before any
+    connection, with a clean message; names, localhost too, are judged after resolution."""
+    why = host_literal_refusal(url.raw_host or "", allow)
     if why is not None:
         raise RunFailed(PREFIX + why)
 

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cronos.netguard import address_refusal, literal_host_refusal, parse_ipv4
+from cronos.netguard import address_refusal, host_literal_refusal, literal_host_refusal, parse_ipv4
 
 TAIL = "; allow it with CRONOS_HTTP_ALLOW_NETS"
 
@@ -163,3 +163,19 @@ _PART = st.one_of(
 def test_parse_ipv4_agrees_with_inet_aton(text: str) -> None:
     parsed = parse_ipv4(text)
     assert _inet_aton(text) == (parsed.packed if parsed is not None else None)
+
+
+@pytest.mark.parametrize(
+    ("host", "why"),
+    [("0177.0.0.1", "0177.0.0.1 (= 127.0.0.1) is loopback"), ("::1", "::1 is loopback"),
+     ("[::1]", "::1 is loopback"), ("fe80::1%25eth0", "fe80::1%eth0 is link-local"),
+     ("2852039166", "2852039166 (= 169.254.169.254) is link-local")],
+)  # fmt: skip
+def test_host_literal_refusal_judges_literals(host: str, why: str) -> None:
+    got = host_literal_refusal(host, ())
+    assert got is not None and got.startswith(why)
+
+
+@pytest.mark.parametrize("host", ["localhost", "example.com", "8.8.8.8"])
+def test_host_literal_refusal_leaves_names_to_the_resolver(host: str) -> None:
+    assert host_literal_refusal(host, ()) is None
