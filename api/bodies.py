@@ -6,6 +6,7 @@ schedule (cronos.schedule) and the payload against its kind (cronos.models).
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import re
@@ -18,8 +19,10 @@ from aiohttp import web
 
 from api.errors import MalformedBody, invalid_input
 from api.schemas import JobOut, RunOut
-from cronos.errors import InvalidInput
+from cronos.errors import InvalidInput, NotFound
 from cronos.models import Job, Run, RunSummary, validate_payload
+from cronos.netguard import literal_host_refusal
+from cronos.redact import redact_payload
 from cronos.schedule import parse_schedule
 
 T = TypeVar("T")
@@ -28,14 +31,22 @@ DEFAULT_LIMIT = 50
 MAX_LIMIT = 500
 MAX_DEPTH = 32  # nesting of arrays and objects inside a payload
 MAX_ID = 2**63 - 1  # ids are bigint
+# How long a client may take to send its body once its headers are in. aiohttp bounds neither
+# this nor the time to send the headers; a reverse proxy in front bounds both (see README).
+BODY_READ_S = 30.0
 
 _decoders: dict[type[Any], msgspec.json.Decoder[Any]] = {}
 _encoder = msgspec.json.Encoder()
 
 
 async def decode(request: web.Request, cls: type[T]) -> T:
-    """The body as `cls`: 400 when it is not JSON, 422 naming the field when it does not fit."""
-    raw = await request.read()  # aiohttp raises 413 past the app's client_max_size
+    """The body as `cls`: 400 when it is not JSON, 422 naming the field when it does not fit,
+    408 when it does not arrive within BODY_READ_S (its media type is checked by the middleware)."""
+    try:
+        async with asyncio.timeout(BODY_READ_S):
+            raw = await request.read()  # aiohttp raises 413 past the app's client_max_size
+    except TimeoutError:
+        raise web.HTTPRequestTimeout(text=f"the request body did not arrive within {BODY_READ_S:g} s") from None
     decoder = _decoders.get(cls)
     if decoder is None:
         decoder = _decoders[cls] = msgspec.json.Decoder(cls)
@@ -136,6 +147,8 @@ def check_job(fields: dict[str, Any], policy: JobPolicy) -> None:
         validate_payload(fields["kind"], payload)
     except msgspec.ValidationError as exc:
         raise invalid_input(exc, base="$.payload") from exc
+    if fields["kind"] == "http" and (why := literal_host_refusal(payload["url"], policy.allow_nets)) is not None:
+        raise InvalidInput("$.payload.url", why)  # names are checked again, resolved, at run time
 
 
 def respond(body: Any, status: int = 200) -> web.Response:
@@ -152,6 +165,7 @@ def job_out(job: Job, now: datetime, **extra: Any) -> JobOut:
     if job.status == "active":
         upcoming = parse_schedule(job.cron_expression, job.timezone).next_after(now)
     fields = msgspec.structs.asdict(job)
+    fields["payload"] = redact_payload(job.kind, job.payload)  # secrets are write-only
     return JobOut(next_run_at=upcoming, **fields, **extra)
 
 
@@ -174,9 +188,14 @@ def decode_cursor(raw: str | None) -> int | None:
     if raw is None or raw == "":
         return None
     try:
+        if len(raw) > 40:  # ours are at most 31 characters
+            raise ValueError(raw)
         text = base64.urlsafe_b64decode(raw + "=" * (-len(raw) % 4)).decode()
         prefix, _, number = text.partition(":")
-        if prefix != "id" or not (number.isascii() and number.isdigit()):
+        # Length first: int() refuses more than 4,300 digits, and a bigint has at most 19.
+        if prefix != "id" or not (len(number) <= 19 and number.isascii() and number.isdigit()):
+            raise ValueError(text)
+        if int(number) > MAX_ID:
             raise ValueError(text)
         return int(number)
     except (binascii.Error, UnicodeDecodeError, ValueError):
@@ -187,7 +206,7 @@ def query_limit(request: web.Request) -> int:
     raw = request.query.get("limit")
     if raw is None:
         return DEFAULT_LIMIT
-    if not (raw.isascii() and raw.isdigit()) or not 1 <= int(raw) <= MAX_LIMIT:
+    if not (len(raw) <= 3 and raw.isascii() and raw.isdigit()) or not 1 <= int(raw) <= MAX_LIMIT:
         raise InvalidInput("limit", f"must be an integer between 1 and {MAX_LIMIT}")
     return int(raw)
 
@@ -200,5 +219,9 @@ def query_choice(request: web.Request, name: str, allowed: tuple[str, ...]) -> s
 
 
 def path_id(request: web.Request, name: str = "id") -> int:
-    """The route only matches digits; anything is a valid int from here (too large: 404 later)."""
-    return int(request.match_info[name])
+    """The route only matches digits; past a bigint no row can have it: 404 without int()
+    (which refuses more than 4,300 digits)."""
+    digits = request.match_info[name].lstrip("0") or "0"
+    if len(digits) > 19 or int(digits) > MAX_ID:
+        raise NotFound(f"no such resource: {request.path[:100]}")
+    return int(digits)

@@ -108,9 +108,25 @@ def problem(exc: BaseException, path: str | None = None) -> web.Response:
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
+_NO_BODY_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
+def _media_refusal(request: web.BaseRequest) -> web.HTTPUnsupportedMediaType | None:
+    """A body must be JSON in UTF-8: a web page's form post (text/plain, form-urlencoded) is
+    refused before anything reads it. No body (pause, trigger, ...) needs no type."""
+    if request.method in _NO_BODY_METHODS or not request.body_exists:
+        return None
+    if request.content_type == "application/json" and (request.charset or "utf-8").lower() in ("utf-8", "utf8"):
+        return None
+    given = request.headers.get("Content-Type", "none")[:100]
+    return web.HTTPUnsupportedMediaType(text=f"a request body must be application/json (UTF-8), not {given!r}")
+
+
 @web.middleware
 async def problem_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
     try:
+        if (refusal := _media_refusal(request)) is not None:
+            raise refusal
         return await handler(request)
     except web.HTTPException as exc:
         if exc.status < 400:

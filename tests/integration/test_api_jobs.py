@@ -23,6 +23,9 @@ async def api(settings: Settings) -> AsyncIterator[Api]:
         yield client
 
 
+JSON = {"Content-Type": "application/json"}
+
+
 def _ts(text: str) -> datetime:
     return datetime.fromisoformat(text)
 
@@ -125,7 +128,7 @@ BAD_CREATES: list[tuple[str, Any, int, str | None]] = [
 async def test_bad_creates_name_the_field_and_write_nothing(api: Api, pg_pool: asyncpg.Pool) -> None:
     for case, body, status, field in BAD_CREATES:
         if isinstance(body, str):
-            reply = await api.call("POST", "/api/jobs", data=body)
+            reply = await api.call("POST", "/api/jobs", data=body, headers=JSON)
         else:
             reply = await api.call("POST", "/api/jobs", json=body)
         assert reply.status == status, (case, reply.body)
@@ -172,7 +175,7 @@ async def test_wrong_method_is_405_and_big_body_413(api: Api, pg_pool: asyncpg.P
     assert reply.status == 405 and reply.body["status"] == 405
     assert set(reply.headers["Allow"].split(",")) >= {"GET", "POST"}
     big = {**SEED_JOB, "payload": {"action": "x", "blob": "y" * (1024 * 1024 + 10)}}
-    reply = await api.call("POST", "/api/jobs", data=io.BytesIO(json.dumps(big).encode()))
+    reply = await api.call("POST", "/api/jobs", data=io.BytesIO(json.dumps(big).encode()), headers=JSON)
     assert reply.status == 413 and reply.body["title"] == "Request body too large"
     assert await pg_pool.fetchval("SELECT count(*) FROM jobs") == 0
 
