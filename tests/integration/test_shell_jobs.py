@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import time
+import tracemalloc
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +16,7 @@ import redis.asyncio as aioredis
 from cronos.keys import Keys
 from cronos.settings import Settings
 from cronos.stream import RunStream
+from executor.kinds import shell
 from executor.service import Executor
 from tests.integration.ledger_helpers import Harness
 from tests.waiting import wait_for
@@ -75,3 +79,157 @@ def _zombie(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"
     except OSError:
         return True
+
+
+# --- issue 11: a clean environment, bounded output, runs that end on time -------------------
+
+
+def _shell_settings(settings: Settings) -> Settings:
+    return msgspec.structs.replace(settings, allow_shell=True)
+
+
+async def test_shell_child_gets_a_clean_environment(
+    harness: Harness, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The executor runs in this process: whatever is in os.environ here is the executor's environment.
+    marker = f"CRONOS_TEST_MARKER_{os.getpid()}"
+    monkeypatch.setenv(marker, "executor-only")
+    monkeypatch.setenv("DATABASE_URL", settings.database_url)
+    monkeypatch.setenv("REDIS_URL", settings.redis_url)
+    job = await harness.job(kind="shell", payload={"argv": ["printenv"], "env": {"GREETING": "hello there"}})
+    await harness.queue(job)
+    async with Executor(_shell_settings(settings)) as ex:
+        await ex.run_once()
+    (run,) = await harness.runs(job)
+    assert run.state == "completed" and run.result is not None
+    stdout = run.result.split("\nstdout:\n", 1)[1].split("\nstderr:\n", 1)[0]
+    seen = dict(line.split("=", 1) for line in stdout.splitlines() if line)
+    assert seen == {
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "HOME": os.environ["HOME"],  # the executor's user's home
+        "LANG": "C.UTF-8",
+        "GREETING": "hello there",
+    }
+    assert marker not in run.result and "DATABASE_URL" not in run.result and settings.database_url not in run.result
+
+
+@pytest.mark.parametrize(
+    ("key", "named"),
+    [("PATH", "'PATH'"), ("LD_PRELOAD", "'LD_PRELOAD'"), ("PYTHONPATH", "'PYTHONPATH'"), ("A=B", "'A=B'")],
+)
+async def test_shell_env_may_not_set_path_ld_or_python(
+    harness: Harness, settings: Settings, tmp_path: Path, key: str, named: str
+) -> None:
+    started = tmp_path / "started"
+    job = await harness.job(kind="shell", payload={"argv": ["touch", str(started)], "env": {key: "/tmp/x"}})
+    await harness.queue(job)
+    async with Executor(_shell_settings(settings)) as ex:
+        await ex.run_once()
+    (run,) = await harness.runs(job)
+    assert run.state == "failed" and run.error is not None and named in run.error, run.error
+    assert not started.exists(), "nothing may start when the env is refused"
+
+
+async def test_big_shell_output_is_drained_not_buffered(harness: Harness, settings: Settings) -> None:
+    size = 50_000_000
+    job = await harness.job(kind="shell", payload={"argv": ["head", "-c", str(size), "/dev/zero"]})
+    await harness.queue(job)
+    async with Executor(_shell_settings(settings)) as ex:
+        tracemalloc.start()
+        try:
+            await ex.run_once()
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+    (run,) = await harness.runs(job)
+    assert run.state == "completed" and run.result is not None
+    limit = settings.result_max_bytes
+    assert f"…[{size - limit} bytes dropped]…" in run.result  # head and tail kept, the rest counted
+    assert len(run.result.encode()) < limit * 3 + 200  # NULs stored as U+FFFD: 3 bytes each
+    assert peak < 8_000_000, f"the executor allocated {peak / 1e6:.1f} MB for {size / 1e6:.0f} MB of output"
+
+
+_ESCAPE = "setsid sh -c 'echo $$ > {pidfile}; exec sleep 40'"
+
+
+@pytest.mark.parametrize(
+    "redirect",
+    [
+        pytest.param("", id="grandchild-holds-the-pipes"),
+        pytest.param(" >/dev/null 2>&1", id="grandchild-let-go-of-the-pipes"),
+    ],
+)
+async def test_timeout_ends_the_run_at_once_and_kills_an_escaped_grandchild(
+    harness: Harness, settings: Settings, tmp_path: Path, redirect: str
+) -> None:
+    pidfile, childfile = tmp_path / "grandchild.pid", tmp_path / "child.pid"
+    script = f"echo $$ > {childfile}; {_ESCAPE.format(pidfile=pidfile)}{redirect} & sleep 45"
+    job = await harness.job(kind="shell", payload={"argv": ["sh", "-c", script]}, timeout_s=1)
+    await harness.queue(job)
+    pipes = _open_pipes()
+    async with Executor(_shell_settings(settings)) as ex:
+        started = time.monotonic()
+        await ex.run_once()
+        took = time.monotonic() - started
+    (run,) = await harness.runs(job)
+    assert (run.state, run.error) == ("failed", "timed out after 1 s")
+    assert took < 1 + 1.0, f"the run ended {took - 1:.2f} s after its deadline"
+    await _wait_gone(int(pidfile.read_text()), "the escaped grandchild")
+    await _wait_reaped(int(childfile.read_text()))
+    assert _open_pipes() == pipes, "pipes left open"
+
+
+async def test_child_exit_ends_the_run_though_a_grandchild_holds_the_pipes(
+    harness: Harness, settings: Settings, tmp_path: Path
+) -> None:
+    pidfile, childfile = tmp_path / "grandchild.pid", tmp_path / "child.pid"
+    script = f"echo $$ > {childfile}; {_ESCAPE.format(pidfile=pidfile)} & echo done"
+    job = await harness.job(kind="shell", payload={"argv": ["sh", "-c", script]}, timeout_s=30)
+    await harness.queue(job)
+    pipes = _open_pipes()
+    async with Executor(_shell_settings(settings)) as ex:
+        started = time.monotonic()
+        await ex.run_once()
+        took = time.monotonic() - started
+    (run,) = await harness.runs(job)
+    assert (run.state, run.result) == ("completed", "exit 0\nstdout:\ndone\n\nstderr:\n")
+    assert took < shell.PIPE_GRACE_S + 1.0, f"the run took {took:.2f} s"
+    await _wait_gone(int(pidfile.read_text()), "the grandchild holding the pipes")
+    await _wait_reaped(int(childfile.read_text()))
+    assert _open_pipes() == pipes, "pipes left open"
+
+
+def _listed(pid: int) -> bool:
+    return Path(f"/proc/{pid}").exists()  # a zombie is still listed
+
+
+def _open_pipes() -> int:
+    """Pipes this process holds (the executor is in it): each shell run opens two."""
+    fds = Path("/proc/self/fd")
+    count = 0
+    for fd in fds.iterdir():
+        with contextlib.suppress(OSError):
+            count += os.readlink(fd).startswith("pipe:")
+    return count
+
+
+async def _wait_gone(pid: int, what: str) -> None:
+    """Killed: gone, or a zombie waiting for its (new) parent, init, to reap it."""
+
+    async def gone() -> bool:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        return _zombie(pid)
+
+    await wait_for(gone, timeout=5, what=f"{what} ({pid}) to be killed")
+
+
+async def _wait_reaped(pid: int) -> None:
+    """The direct child is the executor's to reap: no zombie left."""
+
+    async def reaped() -> bool:
+        return not _listed(pid)
+
+    await wait_for(reaped, timeout=5, what=f"the child {pid} to be reaped")
