@@ -96,7 +96,7 @@ async def test_bodies_must_be_json(api: Api, pg_pool: asyncpg.Pool) -> None:
     body = '{"name": "a", "cron_expression": "* * * * *", "payload": {"action": "x"}}'
     for ctype in ("text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x",
                   "application/json; charset=latin-1", "application/jsonp", None):  # fmt: skip
-        headers = {} if ctype is None else {"Content-Type": ctype}
+        headers: dict[str, str] = {} if ctype is None else {"Content-Type": ctype}
         reply = await api.call("POST", "/api/jobs", data=body.encode(), headers=headers)
         _problem(reply, 415)
         assert "application/json" in reply.body["detail"]
@@ -123,12 +123,13 @@ async def test_a_slow_body_is_408(api: Api, monkeypatch: pytest.MonkeyPatch) -> 
         yield b'"cron_expression": "* * * * *", "payload": {"action": "x"}}'
 
     try:
-        reply = await asyncio.wait_for(api.call("POST", "/api/jobs", data=trickle(), headers=JSON), timeout=10)
+        async with asyncio.timeout(10), api.session.post(f"{api.base}/api/jobs", data=trickle(), headers=JSON) as resp:
+            status, body, connection = resp.status, await resp.json(content_type=None), resp.headers.get("Connection")
     finally:
         released.set()
-    _problem(reply, 408)
-    assert "did not arrive within 0.3 s" in reply.body["detail"]
-    assert reply.headers.get("Connection", "").lower() == "close"
+    assert status == 408 and body["status"] == 408, body
+    assert "did not arrive within 0.3 s" in body["detail"]
+    assert (connection or "").lower() == "close"
 
 
 HTTP = {"url": "https://example.com/hook"}
