@@ -34,9 +34,14 @@ def services(compose: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return found
 
 
+# What an operator puts in CRONOS_ADMIN_TOKEN and friends (required variables: `${VAR:?message}`).
+REQUIRED_VALUE = "a-random-secret-of-more-than-32-characters"
+
+
 def _interpolate(value: str) -> str:
-    """Compose's ${VAR:-default} with an empty environment."""
-    return re.sub(r"\$\{[A-Z_]+:-([^}]*)\}", r"\1", value)
+    """Compose's ${VAR:-default} with an empty environment; ${VAR:?message} as if the operator set VAR."""
+    value = re.sub(r"\$\{[A-Z_]+:-([^}]*)\}", r"\1", value)
+    return re.sub(r"\$\{[A-Z_]+:\?[^}]*\}", REQUIRED_VALUE, value)
 
 
 def test_validates_against_the_compose_spec(compose: dict[str, Any]) -> None:
@@ -115,3 +120,23 @@ def test_prometheus_scrapes_every_role(services: dict[str, dict[str, Any]]) -> N
             targets.update(f"{name}:{dns['port']}" for name in dns["names"])
     metrics_port = services["executor"]["environment"]["CRONOS_METRICS_PORT"]
     assert {"api:3002", f"dispatcher:{metrics_port}", f"executor:{metrics_port}"} <= targets
+
+
+def test_the_api_requires_tokens_and_prometheus_sends_the_metrics_token(
+    compose: dict[str, Any], services: dict[str, dict[str, Any]]
+) -> None:
+    env = services["api"]["environment"]
+    assert env["CRONOS_AUTH"] == "required"
+    for name in ("CRONOS_ADMIN_TOKEN", "CRONOS_METRICS_TOKEN"):
+        assert re.fullmatch(rf"\$\{{{name}:\?[^}}]+\}}", env[name]), "compose refuses to start without it"
+    settings = load_settings(environ={k: _interpolate(str(v)) for k, v in env.items()}, env_file=None)
+    assert settings.auth == "required" and settings.admin_token == REQUIRED_VALUE
+    for role in ("dispatcher", "executor", "migrate"):
+        assert "CRONOS_ADMIN_TOKEN" not in services[role]["environment"], role
+    # Prometheus reads the metrics token from a compose secret fed by the same variable.
+    assert compose["secrets"]["metrics_token"] == {"environment": "CRONOS_METRICS_TOKEN"}
+    assert "metrics_token" in services["prometheus"]["secrets"]
+    config_file = next(v.split(":")[0] for v in services["prometheus"]["volumes"] if "prometheus.yml" in v)
+    config = yaml.safe_load((ROOT / config_file).read_text())
+    api_job = next(job for job in config["scrape_configs"] if job["job_name"] == "cronos-api")
+    assert api_job["authorization"] == {"type": "Bearer", "credentials_file": "/run/secrets/metrics_token"}

@@ -180,3 +180,21 @@ def test_pods_run_as_non_root() -> None:
         assert pod["securityContext"]["runAsNonRoot"] is True, m.id
         for container in pod["containers"]:
             assert container["securityContext"]["allowPrivilegeEscalation"] is False, m.id
+
+
+def test_the_api_requires_tokens_from_its_own_secret() -> None:
+    """CRONOS_AUTH=required, and the admin/metrics tokens come from a Secret only the API pods read."""
+    api = _pod_spec(one(MANIFESTS, "Deployment", "cronos-api"))["containers"][0]
+    env = {e["name"]: e for e in api["env"]}
+    assert env["CRONOS_AUTH"]["value"] == "required"
+    values: dict[str, str] = {}
+    for name in ("CRONOS_ADMIN_TOKEN", "CRONOS_METRICS_TOKEN"):
+        ref = env[name]["valueFrom"]["secretKeyRef"]
+        secret = one(MANIFESTS, "Secret", ref["name"])["stringData"]
+        assert ref["name"] != "cronos-secrets", "every role reads cronos-secrets: the tokens are the API's alone"
+        values[name] = secret[ref["key"]]
+    settings = load_settings(environ={**values, "CRONOS_AUTH": "required"}, env_file=None)
+    assert settings.auth == "required" and settings.admin_token and settings.metrics_token
+    for name in ("cronos-dispatcher", "cronos-executor"):
+        for container in _pod_spec(one(MANIFESTS, "Deployment", name))["containers"]:
+            assert not {"CRONOS_ADMIN_TOKEN", "CRONOS_METRICS_TOKEN"} & {e["name"] for e in container.get("env", [])}

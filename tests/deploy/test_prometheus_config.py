@@ -14,10 +14,26 @@ PROMTOOL = shutil.which("promtool")
 CONFIG = DEPLOY / "prometheus" / "prometheus.yml"
 
 
+SECRET_FILE = "/run/secrets/metrics_token"
+
+
+def _here(tmp_path: Path) -> Path:
+    """The config with the metrics token file (a compose secret, only in the container) made
+    to exist here: promtool checks that a credentials_file exists."""
+    token = tmp_path / "metrics_token"
+    token.write_text("a-random-secret-of-more-than-32-characters\n")
+    text = CONFIG.read_text()
+    assert SECRET_FILE in text
+    config = tmp_path / "prometheus.yml"
+    config.write_text(text.replace(SECRET_FILE, str(token)))
+    return config
+
+
 @pytest.mark.skipif(PROMTOOL is None, reason="promtool not installed (apt-get install prometheus)")
-def test_promtool_accepts_the_config() -> None:
+def test_promtool_accepts_the_config(tmp_path: Path) -> None:
     assert PROMTOOL is not None
-    done = subprocess.run([PROMTOOL, "check", "config", str(CONFIG)], capture_output=True, text=True, timeout=60)
+    config = _here(tmp_path)
+    done = subprocess.run([PROMTOOL, "check", "config", str(config)], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "SUCCESS" in done.stdout + done.stderr
 
@@ -26,7 +42,7 @@ def test_promtool_accepts_the_config() -> None:
 def test_promtool_rejects_a_broken_config(tmp_path: Path) -> None:
     """Negative control: the check above can fail."""
     assert PROMTOOL is not None
-    broken = tmp_path / "prometheus.yml"
-    broken.write_text(CONFIG.read_text().replace("type: A", "type: AAAAA", 1))
+    broken = _here(tmp_path)
+    broken.write_text(broken.read_text().replace("type: A", "type: AAAAA", 1))
     done = subprocess.run([PROMTOOL, "check", "config", str(broken)], capture_output=True, text=True, timeout=60)
     assert done.returncode != 0
