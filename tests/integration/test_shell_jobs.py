@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import time
@@ -197,6 +198,36 @@ async def test_child_exit_ends_the_run_though_a_grandchild_holds_the_pipes(
     await _wait_gone(int(pidfile.read_text()), "the grandchild holding the pipes")
     await _wait_reaped(int(childfile.read_text()))
     assert _open_pipes() == pipes, "pipes left open"
+
+
+async def test_drain_kills_a_running_shell_run_and_its_escaped_grandchild(
+    harness: Harness, settings: Settings, tmp_path: Path
+) -> None:
+    pidfile, childfile = tmp_path / "grandchild.pid", tmp_path / "child.pid"
+    script = f"echo $$ > {childfile}; {_ESCAPE.format(pidfile=pidfile)} & sleep 45"
+    job = await harness.job(kind="shell", payload={"argv": ["sh", "-c", script]}, timeout_s=30)
+    await harness.queue(job)
+    pipes = _open_pipes()
+    async with Executor(msgspec.structs.replace(_shell_settings(settings), drain_timeout_s=0.3)) as ex:
+        task = asyncio.create_task(ex.run())
+
+        async def escaped() -> bool:
+            return bool(_read(pidfile))
+
+        await wait_for(escaped, timeout=5, what="the grandchild to escape")
+        ex.stop()
+        await asyncio.wait_for(task, 5)
+    (run,) = await harness.runs(job)
+    assert (run.state, run.error) == ("failed", "cancelled: executor shutting down")
+    await _wait_gone(int(_read(pidfile)), "the escaped grandchild")
+    await _wait_reaped(int(_read(childfile)))
+    assert _open_pipes() == pipes, "pipes left open"
+
+
+def _read(path: Path) -> str:
+    with contextlib.suppress(FileNotFoundError):
+        return path.read_text().strip()
+    return ""
 
 
 def _listed(pid: int) -> bool:
