@@ -69,7 +69,8 @@ class Capture:
             self.tail[:] = chunk[len(chunk) - self._tail_max :]
         else:
             self.tail += chunk
-            del self.tail[: len(self.tail) - self._tail_max]  # a no-op until the tail is full
+            if len(self.tail) > self._tail_max:
+                del self.tail[: len(self.tail) - self._tail_max]
 
     def excerpt(self) -> str:
         """The whole stream when it fits, else its head and tail around the count of bytes dropped."""
