@@ -5,8 +5,9 @@ it at once and never of a change that rolled back, and records its audit entry i
 transaction too (cronos.store.audit). Rows become Structs before they leave.
 
 Writes take the caller's `actor` (a token's name, `local`, `admin-token`, ...) for the
-audit trail and an optional `guard`, called with the stored job's kind under the row lock
-before anything is written: the API refuses there what the caller's scope does not cover.
+audit trail and an optional `guard`, called with the stored job's kind (read under the row
+lock, except by a trigger, which writes no job field) before anything is written: the API
+refuses there what the caller's scope does not cover.
 """
 
 from __future__ import annotations
