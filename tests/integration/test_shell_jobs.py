@@ -174,7 +174,9 @@ async def test_timeout_ends_the_run_at_once_and_kills_an_escaped_grandchild(
         took = time.monotonic() - started
     (run,) = await harness.runs(job)
     assert (run.state, run.error) == ("failed", "timed out after 1 s")
-    assert took < 1 + 1.0, f"the run ended {took - 1:.2f} s after its deadline"
+    # The work's own time (kill and reap included) is the precise measure; run_once adds claiming and recording.
+    assert run.duration_ms is not None and run.duration_ms < 2000, f"the work took {run.duration_ms} ms"
+    assert took < 4, f"run_once took {took:.2f} s"
     await _wait_gone(int(pidfile.read_text()), "the escaped grandchild")
     await _wait_reaped(int(childfile.read_text()))
     assert _open_pipes() == pipes, "pipes left open"
@@ -194,7 +196,8 @@ async def test_child_exit_ends_the_run_though_a_grandchild_holds_the_pipes(
         took = time.monotonic() - started
     (run,) = await harness.runs(job)
     assert (run.state, run.result) == ("completed", "exit 0\nstdout:\ndone\n\nstderr:\n")
-    assert took < shell.PIPE_GRACE_S + 1.0, f"the run took {took:.2f} s"
+    assert run.duration_ms is not None and run.duration_ms < (shell.PIPE_GRACE_S + 1) * 1000, run.duration_ms
+    assert took < 4, f"run_once took {took:.2f} s"
     await _wait_gone(int(pidfile.read_text()), "the grandchild holding the pipes")
     await _wait_reaped(int(childfile.read_text()))
     assert _open_pipes() == pipes, "pipes left open"
