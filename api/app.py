@@ -11,7 +11,7 @@ from aiohttp.abc import AbstractAccessLogger
 from aiohttp.web import BaseRequest
 
 from api import cluster, health, routes_jobs, routes_runs, routes_tokens
-from api.auth import auth_middleware, hide_server
+from api.auth import auth_middleware, hide_server, hide_server_default
 from api.backends import Backends
 from api.errors import problem_middleware
 from api.openapi import openapi_handler
@@ -68,6 +68,7 @@ def create_app(settings: Settings) -> web.Application:
         added = app.router.add_route(route.method, route.path, route.handler, name=route.handler.__name__)
         app[ROUTE_SCOPES][added] = scope_of(route)
     app.on_response_prepare.append(hide_server)
+    hide_server_default()
 
     async def connections(app: web.Application) -> AsyncIterator[None]:
         yield

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 import msgspec
-from aiohttp import web
+from aiohttp import web, web_response
 
 from api.errors import PROBLEM_JSON, Handler, Problem
 from api.routing import Scope
@@ -249,6 +249,16 @@ def shell_guard(principal: Principal) -> Callable[[str], None]:
     return guard
 
 
+SERVER = "Cronos"
+
+
 async def hide_server(request: web.Request, response: web.StreamResponse) -> None:
     """on_response_prepare: no library or Python version in `Server`, on every response."""
-    response.headers["Server"] = "Cronos"
+    response.headers["Server"] = SERVER
+
+
+def hide_server_default() -> None:
+    """Also for the responses aiohttp makes before any route matched (a malformed request's
+    400), which skip on_response_prepare: its module default (read per response) says Cronos.
+    tests/integration/test_api_auth.py notices if an aiohttp upgrade moves it."""
+    setattr(web_response, "SERVER_SOFTWARE", SERVER)  # noqa: B010  (not a re-exported name)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import socket
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -258,8 +259,15 @@ async def test_server_header_names_no_version(settings: Settings, pg_pool: async
         ]
         await _token(pg_pool, "any", "read")
         replies.append(await api.call("GET", "/api/jobs"))  # a 401
+        # A request aiohttp refuses before any route matches (malformed header line): still no version.
+        reader, writer = await asyncio.open_connection("127.0.0.1", api.service.port)
+        writer.write(b"GET /health HTTP/1.1\r\nHost: localhost\r\nBad Header\r\n\r\n")
+        raw = (await reader.read(4096)).decode(errors="replace")
+        writer.close()
     assert [r.status for r in replies] == [200, 200, 404, 403, 401]
     assert {r.headers["Server"] for r in replies} == {"Cronos"}
+    assert raw.startswith("HTTP/1.") and " 400 " in raw.splitlines()[0]
+    assert "\r\nServer: Cronos\r\n" in raw and "aiohttp" not in raw and "Python" not in raw
 
 
 async def test_a_database_down_while_authenticating_is_a_503(settings: Settings) -> None:
