@@ -16,12 +16,14 @@ dropped, so the executor's memory stays flat whatever the child prints.
 Ending. The child leads its own session and process group. The run ends when the child
 exits and its pipes reach end of file. A process left holding the pipes after the child
 exited (a background grandchild, or one that escaped the group with `setsid`) gets
-PIPE_GRACE_S (0.5 s) to finish writing, then the run ends anyway. At a timeout, a drain
-or lost ownership the run ends at once (no SIGTERM first: a run past its deadline has
-had its time). However the run ends, what is left of its processes is sent SIGKILL:
-its process group always, and, when the child was still running or the pipes still
-held, everything `leftovers` finds (its session, its descendants, whoever holds its
-pipes, escaped grandchildren included). Then the pipes are closed and the child reaped.
+PIPE_GRACE_S (0.5 s) to finish writing, then the run ends anyway, by the child's exit
+code. At a timeout, a drain or lost ownership the run ends at once (no SIGTERM first: a
+run past its deadline has had its time). However the run ends, what is left of its
+processes is sent SIGKILL, so a job cannot leave a process behind (a daemon belongs to
+a service manager): its process group always and, when the child was still running or
+the pipes still held, everything `leftovers` finds in /proc (its session, its
+descendants, whoever holds its pipes: escaped grandchildren included; a scan of a few
+ms, only in those cases). Then the pipes are closed and the child reaped (REAP_WAIT_S).
 """
 
 from __future__ import annotations
