@@ -64,7 +64,10 @@ def _next_hop(
 ) -> tuple[URL, str, bytes | None]:
     """Where a redirect leads, and with which method and body (as browsers do: 303, and
     301/302 after a POST, become a GET without body). Secret headers stay with their origin."""
-    target = url.join(URL(location))
+    try:
+        target = url.join(URL(location))
+    except ValueError:
+        raise RunFailed(f"redirect to an invalid URL refused: {redact_url(location)}") from None
     if target.scheme not in ("http", "https"):
         shown = redact_url(str(target))
         raise RunFailed(f"redirect to a {target.scheme or 'schemeless'} URL refused (http and https only): {shown}")
@@ -96,7 +99,10 @@ async def run(run: ClaimedRun, env: Env) -> str | None:
     deadline = loop.time() + min(payload.timeout_s or run.timeout_s, run.timeout_s)
     msg_id = webhooks.message_id(run.job_id, run.scheduled_for)
     method: str = payload.method
-    url, shown = URL(payload.url), payload.url
+    try:
+        url, shown = URL(payload.url), payload.url
+    except ValueError:
+        raise RunFailed(f"invalid http payload: $.url is not a URL: {redact_url(payload.url)}") from None
     max_bytes = settings.result_max_bytes
     hops = 0
     while True:
@@ -130,7 +136,8 @@ async def run(run: ClaimedRun, env: Env) -> str | None:
             if refused is not None:
                 raise RunFailed(PREFIX + refused.reason) from None  # expected: no traceback noise
             message = str(exc).replace(str(url), redact_url(str(url))).replace(shown, redact_url(shown))
-            raise RunFailed(f"http request failed: {type(exc).__name__}: {message}") from exc
+            # Not chained: the cause's text (in the stored traceback) may hold the URL unredacted.
+            raise RunFailed(f"http request failed: {type(exc).__name__}: {message}") from None
         break
     result = f"HTTP {status}\n{excerpt(content, max_bytes)}"
     if not status_expected(status, payload.expect_status):

@@ -1,0 +1,286 @@
+"""http runs through the SSRF guard and signed per Standard Webhooks, with a real executor
+and a real receiver on loopback (the tests' settings allow 127.0.0.0/8; some tests allow nothing)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import aiohttp
+import msgspec
+import pytest
+import redis.asyncio as aioredis
+from aiohttp import web
+from standardwebhooks import Webhook
+
+from cronos.keys import Keys
+from cronos.settings import Settings
+from cronos.stream import RunStream
+from executor.http_client import guard_refusal, guarded_session
+from executor.service import Executor
+from tests.integration.ledger_helpers import Harness
+
+TAIL = "; allow it with CRONOS_HTTP_ALLOW_NETS"
+
+
+@pytest.fixture
+async def harness(pg_pool: Any, redis_client: aioredis.Redis, settings: Settings) -> Harness:
+    stream = RunStream(redis_client, Keys(settings.key_prefix))
+    await stream.ensure_group()
+    return Harness(pg_pool, stream)
+
+
+class Receiver:
+    def __init__(self) -> None:
+        self.requests: list[tuple[str, str, dict[str, str], bytes]] = []  # method, path, headers, body
+        self.port = 0
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def paths(self) -> list[str]:
+        return [path for _, path, _, _ in self.requests]
+
+
+async def _serve(host: str, found: Receiver) -> web.AppRunner:
+    async def handle(request: web.Request) -> web.StreamResponse:
+        found.requests.append((request.method, request.path_qs, dict(request.headers), await request.read()))
+        if request.path == "/to":  # /to?status=302&location=...
+            raise _redirect(int(request.query.get("status", "302")), request.query["location"])
+        if request.path == "/loop":
+            raise _redirect(302, "/loop")
+        if request.path == "/fail":
+            return web.Response(status=503, text="down")
+        return web.Response(status=200, text="ok")
+
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", handle)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, host, 0)
+    await site.start()
+    found.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    return runner
+
+
+def _redirect(status: int, location: str) -> web.HTTPException:
+    kinds: dict[int, type[web.HTTPException]] = {
+        301: web.HTTPMovedPermanently,
+        302: web.HTTPFound,
+        303: web.HTTPSeeOther,
+        307: web.HTTPTemporaryRedirect,
+        308: web.HTTPPermanentRedirect,
+    }
+    return kinds[status](location)  # type: ignore[call-arg]
+
+
+@pytest.fixture
+async def receiver() -> AsyncIterator[Receiver]:
+    found = Receiver()
+    runner = await _serve("127.0.0.1", found)
+    try:
+        yield found
+    finally:
+        await runner.cleanup()
+
+
+async def _secret(harness: Harness, job: int) -> str:
+    return str(await harness.pool.fetchval("SELECT webhook_secret FROM jobs WHERE id = $1", job))
+
+
+async def _run(harness: Harness, settings: Settings, payload: dict[str, Any], **job: Any) -> tuple[int, Any]:
+    job_id = await harness.job(kind="http", payload=payload, **job)
+    await harness.queue(job_id)
+    async with Executor(settings) as ex:
+        await ex.run_once()
+    (run,) = await harness.runs(job_id)
+    return job_id, run
+
+
+# --- signatures ------------------------------------------------------------------------
+
+
+async def test_request_is_signed_with_the_jobs_secret(harness: Harness, settings: Settings, receiver: Receiver) -> None:
+    job, run = await _run(harness, settings, {"url": f"{receiver.url}/hook", "body": {"a": 1}})
+    assert run.state == "completed"
+    ((method, path, headers, body),) = receiver.requests
+    assert (method, path) == ("POST", "/hook")
+    secret = await _secret(harness, job)
+    assert secret.startswith("whsec_")
+    assert Webhook(secret).verify(body, headers) == {"a": 1}
+    assert headers["webhook-id"] == f"msg_{job}_1893456000000"  # the tick, as Idempotency-Key
+    assert abs(int(headers["webhook-timestamp"]) - time.time()) < 60
+
+
+async def test_a_get_signs_its_empty_body_and_a_wrong_secret_fails(
+    harness: Harness, settings: Settings, receiver: Receiver
+) -> None:
+    job, run = await _run(harness, settings, {"url": f"{receiver.url}/get", "method": "GET"})
+    assert run.state == "completed"
+    ((_, _, headers, body),) = receiver.requests
+    assert body == b""
+    Webhook(await _secret(harness, job)).verify(body, headers, json_parse=False)
+    other = await harness.job(kind="http", payload={"url": receiver.url})  # another job, another secret
+    with pytest.raises(Exception, match="No matching signature"):
+        Webhook(await _secret(harness, other)).verify(body, headers, json_parse=False)
+
+
+# --- the guard ---------------------------------------------------------------------------
+
+
+async def test_loopback_name_refused_after_resolution(harness: Harness, settings: Settings, receiver: Receiver) -> None:
+    closed = msgspec.structs.replace(settings, http_allow_nets=())
+    _, run = await _run(harness, closed, {"url": f"http://localhost:{receiver.port}/hook"})
+    assert run.state == "failed"
+    assert run.error == f"refused by the SSRF guard: localhost -> 127.0.0.1 is loopback (127.0.0.0/8){TAIL}"
+    assert receiver.requests == []
+    assert "aiohttp" not in (run.traceback or "")  # an expected failure: no chained client error
+
+
+async def test_loopback_name_allowed_by_the_allow_list(
+    harness: Harness, settings: Settings, receiver: Receiver
+) -> None:
+    _, run = await _run(harness, settings, {"url": f"http://localhost:{receiver.port}/hook"})
+    assert run.state == "completed" and receiver.paths() == ["/hook"]
+
+
+@pytest.mark.parametrize(
+    ("host", "shown"),
+    [("127.0.0.1", "127.0.0.1"), ("2130706433", "2130706433 (= 127.0.0.1)"), ("0177.0.0.1", "0177.0.0.1 (= 127.0.0.1)"),
+     ("0x7f.1", "0x7f.1 (= 127.0.0.1)"), ("[::ffff:127.0.0.1]", "::ffff:7f00:1")],
+)  # fmt: skip
+async def test_loopback_literals_refused(
+    harness: Harness, settings: Settings, receiver: Receiver, host: str, shown: str
+) -> None:
+    closed = msgspec.structs.replace(settings, http_allow_nets=())
+    _, run = await _run(harness, closed, {"url": f"http://{host}:{receiver.port}/hook"})
+    assert run.state == "failed" and run.error is not None
+    assert run.error.startswith(f"refused by the SSRF guard: {shown} is "), run.error
+    assert "loopback (127.0.0.0/8)" in run.error and run.error.endswith(TAIL)
+    assert receiver.requests == []
+
+
+async def test_the_session_itself_connects_only_to_allowed_addresses(receiver: Receiver) -> None:
+    """Without the kind's literal check: the resolver (names) and the socket factory (literals)."""
+    async with guarded_session(()) as session:
+        for url in (f"http://localhost:{receiver.port}/", f"{receiver.url}/"):
+            with pytest.raises(aiohttp.ClientError) as caught:
+                await session.get(url)
+            refused = guard_refusal(caught.value)
+            assert refused is not None and "is loopback (127.0.0.0/8)" in refused.reason
+    assert receiver.requests == []
+
+
+# --- redirects -----------------------------------------------------------------------------
+
+
+async def test_redirects_are_off_by_default(harness: Harness, settings: Settings, receiver: Receiver) -> None:
+    _, run = await _run(harness, settings, {"url": f"{receiver.url}/to?location=/ok"})
+    assert run.state == "failed" and run.error == f"unexpected HTTP status 302 from POST {receiver.url}/to?location=/ok"
+    assert run.result is not None and run.result.startswith("HTTP 302\n")
+    assert receiver.paths() == ["/to?location=/ok"]
+
+
+async def test_redirect_to_a_refused_address_fails_before_connecting(
+    harness: Harness, settings: Settings, receiver: Receiver
+) -> None:
+    started = time.monotonic()
+    payload = {"url": f"{receiver.url}/to?location=http://10.255.255.1:81/x", "follow_redirects": True}
+    _, run = await _run(harness, settings, payload, timeout_s=20)
+    assert run.state == "failed"
+    assert run.error == f"refused by the SSRF guard: 10.255.255.1 is private (10.0.0.0/8){TAIL}"
+    assert time.monotonic() - started < 5  # a connection to a black hole would wait out the 20 s timeout
+
+
+async def test_redirect_to_ipv6_loopback_never_reaches_it(
+    harness: Harness, settings: Settings, receiver: Receiver
+) -> None:
+    behind = Receiver()
+    try:
+        runner = await _serve("::1", behind)
+    except OSError:
+        pytest.skip("no IPv6 loopback here")
+    try:
+        payload = {"url": f"{receiver.url}/to?location=http://[::1]:{behind.port}/secret", "follow_redirects": True}
+        _, run = await _run(harness, settings, payload)
+    finally:
+        await runner.cleanup()
+    assert run.state == "failed" and run.error == f"refused by the SSRF guard: ::1 is loopback (::1/128){TAIL}"
+    assert behind.requests == []
+
+
+async def test_each_hop_is_signed_and_post_302_becomes_get(
+    harness: Harness, settings: Settings, receiver: Receiver
+) -> None:
+    payload = {
+        "url": f"{receiver.url}/to?location=/ok",
+        "body": {"a": 1},
+        "follow_redirects": True,
+        "headers": {"Authorization": "Bearer s3cret"},
+    }
+    job, run = await _run(harness, settings, payload)
+    assert run.state == "completed"
+    (first, second) = receiver.requests
+    assert (first[0], second[0], second[1], second[3]) == ("POST", "GET", "/ok", b"")
+    webhook = Webhook(await _secret(harness, job))
+    webhook.verify(first[3], first[2])
+    webhook.verify(second[3], second[2], json_parse=False)
+    assert first[2]["webhook-id"] == second[2]["webhook-id"]
+    assert second[2]["Authorization"] == "Bearer s3cret"  # same origin: kept
+
+
+async def test_307_keeps_method_and_body_and_cross_origin_drops_secret_headers(
+    harness: Harness, settings: Settings, receiver: Receiver
+) -> None:
+    elsewhere = f"http://localhost:{receiver.port}/ok"  # another origin, the same receiver
+    payload = {
+        "url": f"{receiver.url}/to?status=307&location={elsewhere}",
+        "body": {"a": 1},
+        "follow_redirects": True,
+        "headers": {"Authorization": "Bearer s3cret", "X-Api-Key": "k", "X-Plain": "p"},
+    }
+    job, run = await _run(harness, settings, payload)
+    assert run.state == "completed"
+    (_, second) = receiver.requests
+    assert second[0] == "POST" and msgspec.json.decode(second[3]) == {"a": 1}
+    assert "Authorization" not in second[2] and "X-Api-Key" not in second[2] and second[2]["X-Plain"] == "p"
+    Webhook(await _secret(harness, job)).verify(second[3], second[2])
+
+
+async def test_redirect_hops_are_capped(harness: Harness, settings: Settings, receiver: Receiver) -> None:
+    capped = msgspec.structs.replace(settings, http_max_redirects=2)
+    _, run = await _run(harness, capped, {"url": f"{receiver.url}/loop", "follow_redirects": True})
+    assert run.state == "failed"
+    assert run.error == f"too many redirects: more than 2 (CRONOS_HTTP_MAX_REDIRECTS) from POST {receiver.url}/loop"
+    assert receiver.paths() == ["/loop"] * 3
+
+
+async def test_urls_in_run_errors_are_redacted(harness: Harness, settings: Settings, receiver: Receiver) -> None:
+    _, run = await _run(harness, settings, {"url": f"{receiver.url}/fail?token=abc&page=2"})
+    assert run.error == f"unexpected HTTP status 503 from POST {receiver.url}/fail?token=***&page=2"
+
+
+async def test_a_literal_no_one_can_read_is_refused(harness: Harness, settings: Settings) -> None:
+    _, run = await _run(harness, settings, {"url": "http://[1:2:3]/?token=abc"})
+    assert run.error == "refused by the SSRF guard: '1:2:3' is not an IP address"
+    assert "abc" not in (run.traceback or "")
+
+
+async def test_nothing_left_listening_is_a_plain_failure(harness: Harness, settings: Settings) -> None:
+    """An allowed address that refuses the connection is a network failure, not a guard refusal."""
+    closed_port = await _free_port()
+    _, run = await _run(harness, settings, {"url": f"http://127.0.0.1:{closed_port}/?secret=x"})
+    assert run.state == "failed" and run.error is not None
+    assert run.error.startswith("http request failed: ClientConnectorError") and "SSRF" not in run.error
+    assert "secret=x" not in (run.error + (run.traceback or ""))
+
+
+async def _free_port() -> int:
+    server = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0)
+    port = int(server.sockets[0].getsockname()[1])
+    server.close()
+    await server.wait_closed()
+    return port
