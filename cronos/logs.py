@@ -25,15 +25,35 @@ _context: contextvars.ContextVar[Mapping[str, Any]] = contextvars.ContextVar(
 
 # user:password@ in any URL-ish string
 _URL_PASSWORD = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*://[^:/@\s]*):[^@\s]*@")
+# ?token=... / &api_key=... : a query value under a sensitive name (cronos.redact's words).
+_QUERY_SECRET = re.compile(
+    r"(?P<keep>[?&;][^=&\s\"'#\\]*(?:token|secret|key|passw|pwd|auth|cookie|credential|session|sig)"
+    r"[^=&\s\"'#\\]*=)[^&\s\"'#<>\\]+",
+    re.IGNORECASE,
+)
+# Authorization: Basic xyz / 'authorization': 'Bearer xyz' / bearer tokens anywhere.
+_AUTH_HEADER = re.compile(r"(?P<keep>authorization[\"']?\s*[:=]\s*[\"']?)(?:[a-z]+\s+)?[^\s\"',;}\\]+", re.IGNORECASE)
+_BEARER = re.compile(r"(?P<keep>\bbearer\s+)[a-z0-9._~+/=-]+", re.IGNORECASE)
 
 # LogRecord attributes that are not user fields.
 _RESERVED = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None)).keys()) | {"message", "asctime"}
 
 
 def mask_secrets(text: str) -> str:
-    if "@" not in text:  # most lines: no credentials possible, no regex
+    """URL passwords, query secrets and Authorization/Bearer values in `text` shown as ***."""
+    # Most lines can hold none of them: four substring scans (~0.4 us on a 300-character line),
+    # no regex. "uthoriz" and "earer" catch Authorization and Bearer as written, not in capitals.
+    at, query = "@" in text, "?" in text or "&" in text
+    auth = "earer" in text or "uthoriz" in text
+    if not (at or query or auth):
         return text
-    return _URL_PASSWORD.sub(r"\g<scheme>:***@", text)
+    if at:
+        text = _URL_PASSWORD.sub(r"\g<scheme>:***@", text)
+    if query:
+        text = _QUERY_SECRET.sub(r"\g<keep>***", text)
+    if auth:
+        text = _BEARER.sub(r"\g<keep>***", _AUTH_HEADER.sub(r"\g<keep>***", text))
+    return text
 
 
 @contextlib.contextmanager

@@ -121,6 +121,46 @@ def test_passwords_in_urls_are_masked(capture: Any, formatter: logging.Formatter
     assert "redis://:***@cache:6379/0" in out
 
 
+@pytest.mark.parametrize("formatter", [JsonFormatter(), TextFormatter()], ids=["json", "text"])
+def test_query_secrets_and_authorization_are_masked(capture: Any, formatter: logging.Formatter) -> None:
+    logger, buffer, set_formatter = capture
+    set_formatter(formatter)
+    url = "https://api.example.com/hook?page=2&token=t0k3n-value&api_key=k3y-value"
+    logger.warning(
+        "run failed", extra={"event": "run.failed", "error": f"http request failed: cannot connect to {url}"}
+    )
+    logger.info("sent %s", {"Authorization": "Bearer b34rer-value"}, extra={"event": "x"})
+    logger.info("argv", extra={"event": "y", "argv": ["curl", "-H", "Authorization: Basic YmFzaWM6dmFsdWU="]})
+    out = buffer.getvalue()
+    for secret in ("t0k3n-value", "k3y-value", "b34rer-value", "YmFzaWM6dmFsdWU"):
+        assert secret not in out, out
+    assert "?page=2&token=***&api_key=***" in out
+
+
+@pytest.mark.parametrize(
+    ("text", "masked"),
+    [
+        ("GET /x?token=abc&page=2", "GET /x?token=***&page=2"),
+        ('"url":"https://h/p?X-Amz-Signature=ab12&x=1"', '"url":"https://h/p?X-Amz-Signature=***&x=1"'),
+        ("https://h/?password=p%20w#frag", "https://h/?password=***#frag"),
+        ("Authorization: Bearer eyJh.eyJz.sig", "Authorization: ***"),
+        ("{'authorization': 'Basic dXNlcg=='}", "{'authorization': '***'}"),
+        ("got bearer abc.def from the proxy", "got bearer *** from the proxy"),
+    ],
+)
+def test_mask_secrets(text: str, masked: str) -> None:
+    assert mask_secrets(text) == masked
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["job_id=5 state=completed duration_ms=3.2", "GET /api/jobs?limit=50&cursor=aWQ6NQ", "a ? b & c = d",
+     "password reset requested", "the authorization scope is write"],
+)  # fmt: skip
+def test_mask_secrets_leaves_ordinary_text_alone(text: str) -> None:
+    assert mask_secrets(text) == text
+
+
 def test_mask_secrets_leaves_urls_without_password_alone() -> None:
     assert (
         mask_secrets("redis://cache:6379/0 and postgresql://u@h/db") == "redis://cache:6379/0 and postgresql://u@h/db"
