@@ -76,7 +76,7 @@ def _next_hop(
         for name in ("Content-Type", "Content-Length"):
             headers.popall(name, None)
     if _origin(target) != _origin(url):
-        for name in [n for n in headers if is_sensitive(n)]:
+        for name in [n for n in headers if is_sensitive(n) or n.lower() == "host"]:
             headers.popall(name, None)
     return target, method, data
 
