@@ -8,7 +8,7 @@ safety margin; past it the leader stops acting even before the renewer notices. 
 are still fenced by the epoch, which is what makes a paused leader harmless (G5).
 
 Leading needs both backends: the lock is renewed only while PostgreSQL answered recently
-(`db_ok`, called by the term's PostgreSQL watch after each round trip). A leader cut from
+(`db_ok`, called after each round trip of the listener's ping). A leader cut from
 PostgreSQL but not from Redis would otherwise keep the lock and write nothing (issue 16).
 """
 
@@ -57,9 +57,9 @@ class Election:
         self._clock = clock
         self._renewed_at = float("-inf")
         self.epoch: int | None = None
-        # A PostgreSQL round trip must complete within db_timeout_s (the term's watch pings every
+        # A PostgreSQL round trip must complete within db_timeout_s (the listener pings every
         # renew interval); the renewer refuses to extend a lease once the last one that did is older
-        # than db_stale_s (a backstop should the watch itself be stuck).
+        # than db_stale_s (a backstop should the pings themselves be stuck).
         self.db_timeout_s = (db_timeout_ms if db_timeout_ms is not None else ttl_ms) / 1000
         self.db_stale_s = self.db_timeout_s + 2 * self.renew_interval_s
         self._db_ok_at = float("-inf")  # monotonic: the last PostgreSQL round trip completed

@@ -4,7 +4,8 @@ A dedicated connection (a pooled one could be handed to someone else). When it d
 `run` raises BackendUnavailable: the leader stops leading, and after reconnecting does a
 full resync, which covers any notification sent while nobody listened. An idle LISTEN
 connection never learns that its peer stopped answering, so it is pinged every
-`ping_interval_s`, each ping within `ping_timeout_s`.
+`ping_interval_s`, each ping within `ping_timeout_s`; `on_ping` is told of each that
+completes.
 """
 
 from __future__ import annotations
@@ -48,11 +49,13 @@ class Listener:
         *,
         ping_interval_s: float = 5.0,
         ping_timeout_s: float = 5.0,
+        on_ping: Callable[[], None] = lambda: None,
     ) -> None:
         self._dsn = dsn
         self._on_change = on_change
         self._ping_interval_s = ping_interval_s
         self._ping_timeout_s = ping_timeout_s
+        self._on_ping = on_ping  # a round trip completed (the leader's proof that PostgreSQL answers)
         self.ready = asyncio.Event()
 
     async def run(self) -> None:
@@ -67,12 +70,14 @@ class Listener:
             with translate_errors():  # a raw connection: no store translates for it
                 await conn.add_listener(JOBS_CHANNEL, notified)
             self.ready.set()
+            self._on_ping()
             while not lost.is_set():
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(self._ping_interval_s):
                         await lost.wait()
                 if not lost.is_set():
                     await ping(conn, self._ping_timeout_s)  # raises BackendUnavailable
+                    self._on_ping()
             raise BackendUnavailable("postgresql", "the LISTEN connection was lost")
         finally:
             self.ready.clear()

@@ -4,9 +4,11 @@ A term ends when any of its loops ends: a refused or late renewal (LeadershipLos
 fenced write refused (NotLeader), PostgreSQL or Redis going away (BackendUnavailable,
 raised on to the session), or stop(). Every other error is a bug and propagates.
 
-The PostgreSQL watch pings every renew interval within `leader_db_timeout_ms`: a leader cut
-from PostgreSQL (even silently: packets dropped, connections open) ends its term within
-that bound plus an interval, and the session releases the lock for a node that reaches both.
+The listener pings PostgreSQL on its own connection every renew interval, within
+`leader_db_timeout_ms` (its own connection: a ping queued behind a long catch-up on the pool
+would measure the pool, not the link): a leader cut from PostgreSQL (even silently: packets
+dropped, connections open) ends its term within that bound plus an interval, and the session
+releases the lock for a node that reaches both backends.
 """
 
 from __future__ import annotations
@@ -25,7 +27,6 @@ from cronos.errors import BackendUnavailable, NotLeader
 from cronos.keys import Keys
 from cronos.redis_client import Redis
 from cronos.settings import Settings
-from cronos.store.db import ping
 from cronos.store.ledger import Ledger
 from cronos.store.runs import RunStore
 from dispatcher import reaper
@@ -113,11 +114,11 @@ class Term:
             self.ticker.notify,
             ping_interval_s=election.renew_interval_s,
             ping_timeout_s=election.db_timeout_s,
+            on_ping=election.db_ok,
         )
         housekeeping = Housekeeping(self._publisher, self.ticker, settings)
         loops = {
             "renew": self._renew(),
-            "watch_db": self._watch_db(),
             "listen": listener.run(),
             "stop": self._stop_watch(),
             "tick": self.ticker.run(checkpoint=self.checkpoint),
@@ -126,7 +127,7 @@ class Term:
         }
         try:
             async with asyncio.TaskGroup() as group:
-                for name in ("renew", "watch_db", "listen", "stop"):
+                for name in ("renew", "listen", "stop"):
                     group.create_task(self._guard(loops.pop(name)), name=f"dispatcher:{name}")
                 # Listen before the first resync, so no change falls between the two.
                 try:
@@ -176,15 +177,6 @@ class Term:
             await self.sleep(self._election.renew_interval_s)
             await self._election.renew()  # raises LeadershipLost
             await beat(self._client, self._keys, self._settings, self._election, self.ticker.wrote_at)
-
-    async def _watch_db(self) -> None:
-        """A PostgreSQL round trip every renew interval, each within the leader's db timeout;
-        one that does not complete ends the term (BackendUnavailable)."""
-        election = self._election
-        while True:
-            await ping(self._pool, election.db_timeout_s)
-            election.db_ok()
-            await self.sleep(election.renew_interval_s)
 
 
 def _leaves(exc: BaseException) -> list[BaseException]:

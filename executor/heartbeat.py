@@ -3,6 +3,10 @@ runs in flight here and one script call renews their tick locks, both only where
 node still owns them; their stream entries are touched so no other executor reclaims
 them; the node's presence is refreshed. A run that is no longer ours (reaped while we
 were frozen, or replaced) has its work cancelled and reports nothing.
+
+The lease lives in PostgreSQL; the Redis part of a beat is bounded by the beat interval, so
+an executor cut from Redis (a silent partition) still extends its leases every interval and
+its runs are not reaped while it works on them.
 """
 
 from __future__ import annotations
@@ -10,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import AsyncIterator
 from typing import Any
 
 from cronos import presence
@@ -39,9 +44,19 @@ async def beat(deps: Deps) -> list[int]:
         with bind(job_id=flight.run.job_id, run_id=flight.run.id, attempt=flight.run.attempt):
             log.warning("run no longer owned here: cancelling its work", extra={"event": "run.lost"})
     mine = [f for f in flights if f.run.id in owned]
-    await deps.tick_locks.renew([f.lock_key for f in mine], int(deps.lease_s * 1000))
-    await deps.stream.touch(deps.node_id, [f.entry_id for f in mine])
+    async with _redis_within(deps.lease_s / 3):
+        await deps.tick_locks.renew([f.lock_key for f in mine], int(deps.lease_s * 1000))
+        await deps.stream.touch(deps.node_id, [f.entry_id for f in mine])
     return lost
+
+
+@contextlib.asynccontextmanager
+async def _redis_within(seconds: float) -> AsyncIterator[None]:
+    try:
+        async with asyncio.timeout(seconds):
+            yield
+    except TimeoutError:
+        raise BackendUnavailable("redis", f"no reply within {seconds:g} s") from None
 
 
 async def run(deps: Deps, client: Any, concurrency: int, done: asyncio.Event) -> None:
@@ -50,15 +65,16 @@ async def run(deps: Deps, client: Any, concurrency: int, done: asyncio.Event) ->
     while not done.is_set():
         try:
             await beat(deps)
-            await presence.beat(
-                client,
-                deps.keys,
-                "executor",
-                deps.node_id,
-                deps.lease_s * 3,
-                in_flight=len(deps.in_flight),
-                concurrency=concurrency,
-            )
+            async with _redis_within(interval):
+                await presence.beat(
+                    client,
+                    deps.keys,
+                    "executor",
+                    deps.node_id,
+                    deps.lease_s * 3,
+                    in_flight=len(deps.in_flight),
+                    concurrency=concurrency,
+                )
         except BackendUnavailable as exc:
             log.warning("heartbeat failed: %s", exc, extra={"event": "executor.heartbeat_failed"})
         with contextlib.suppress(TimeoutError):

@@ -141,13 +141,30 @@ def set_dead_peer_detection(sock: Any) -> None:
             sock.setsockopt(socket.IPPROTO_TCP, option, value)
 
 
+# A timed-out statement is cancelled with a CancelRequest on a new connection; asyncpg bounds that
+# by command_timeout, and a pool's release waits for it: on a dead link a failed statement would
+# hold its caller twice as long. Past this the connection is terminated instead.
+CANCEL_TIMEOUT_S = 1.0
+
+
 class Connection(asyncpg.Connection):  # type: ignore[misc]  # asyncpg is untyped here
-    """An asyncpg connection whose socket detects a dead peer (see set_dead_peer_detection)."""
+    """An asyncpg connection whose socket detects a dead peer (see set_dead_peer_detection), and
+    whose cancel of a timed-out statement gives up (terminates) after CANCEL_TIMEOUT_S."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         with contextlib.suppress(OSError):
             set_dead_peer_detection(self._transport.get_extra_info("socket"))
+
+    async def _cancel(self, waiter: Any, cancel_waiter: Any = None) -> None:
+        try:
+            async with asyncio.timeout(CANCEL_TIMEOUT_S) as budget:
+                await super()._cancel(waiter, cancel_waiter)
+        except TimeoutError:
+            self.terminate()
+            return
+        if budget.expired():  # asyncpg's _cancel swallows the cancellation the timeout sent
+            self.terminate()
 
 
 def _json_encode(value: Any) -> str:

@@ -30,6 +30,7 @@ import redis
 
 from cronos.keys import Keys
 from tests.cluster.node import Node
+from tests.cluster.proxy import Proxy
 from tests.cluster.receiver import Receiver
 from tests.cluster.servers import REPO, PgServer, RedisServer, cronos_command, free_port, pg_from_template
 
@@ -57,6 +58,9 @@ class Cluster:
     redis_server: RedisServer | None = None
     receiver: Receiver = field(default_factory=Receiver)
     api_port: int = 0
+    # (node, "postgresql" | "redis"): that node's link to that backend goes through its own Proxy
+    proxied: tuple[tuple[str, str], ...] = ()
+    proxies: dict[tuple[str, str], Proxy] = field(default_factory=dict)
 
     def __hash__(self) -> int:
         return id(self)
@@ -72,6 +76,9 @@ class Cluster:
         self.redis_server = RedisServer(self.root / "redis")
         self.redis_server.start()
         self.receiver.start()
+        for node, backend in self.proxied:
+            port = {"postgresql": self.pg.port, "redis": self.redis_server.port}[backend]
+            self.proxies[(node, backend)] = Proxy(port, name=f"{node}-{backend}").start()
         for i in range(1, self.dispatchers + 1):
             self._add("dispatcher", f"d{i}", ["dispatcher"])
         imports = [arg for module in self.executor_imports for arg in ("--import", module)]
@@ -89,6 +96,8 @@ class Cluster:
             with contextlib.suppress(Exception):
                 node.kill()
         self.receiver.stop()
+        for proxy in self.proxies.values():
+            proxy.stop()
         if self.redis_server is not None:
             self.redis_server.stop()
         if self.pg is not None:
@@ -106,6 +115,7 @@ class Cluster:
             "CRONOS_KEY_PREFIX": self.prefix,
             "CRONOS_NODE_ID": name,
             "CRONOS_LEADER_TTL_MS": str(self.ttl_ms),
+            "CRONOS_LEADER_DB_TIMEOUT_MS": str(self.ttl_ms),  # the 2 s default is past the short test ttl
             "CRONOS_RUN_LEASE_S": str(self.lease_s),
             "CRONOS_DRAIN_TIMEOUT_S": str(self.drain_s),
             "CRONOS_RESYNC_INTERVAL_S": "2",
@@ -117,6 +127,10 @@ class Cluster:
         }
         if role == "api":
             env["PORT"] = str(self.api_port)
+        if (proxy := self.proxies.get((name, "postgresql"))) is not None:
+            env["DATABASE_URL"] = self.pg.dsn.replace(f":{self.pg.port}/", f":{proxy.port}/")
+        if (proxy := self.proxies.get((name, "redis"))) is not None:
+            env["REDIS_URL"] = self.redis_server.url.replace(f":{self.redis_server.port}", f":{proxy.port}")
         env |= self.extra_env
         argv = [*cronos_command(), *args]
         self.nodes[name] = Node(role, name, argv, env, self.root, self.root / "logs" / f"{name}.log")
@@ -196,6 +210,10 @@ class Cluster:
         now = time.time()
         self.timeline.append((now, what))
         return now
+
+    def proxy(self, node: Node | str, backend: str) -> Proxy:
+        """The proxy on `node`'s link to `backend` (the cluster was made with it in `proxied`)."""
+        return self.proxies[(node if isinstance(node, str) else node.name, backend)]
 
     def kill(self, node: Node) -> float:
         node.kill()
