@@ -62,7 +62,32 @@ async def cluster(request: web.Request) -> web.Response:
         leader.epoch, leader.epoch_holder = await (await backends.jobs()).leader_epoch()
     except BackendUnavailable:
         database = "disconnected"
+    leader_health(leader, node_list, backends.settings.leader_ttl_ms / 1000)
     return respond(ClusterOut(leader=leader, nodes=node_list, stream=stream, database=database, cache=cache))
+
+
+def leader_health(leader: LeaderOut, node_list: list[NodeOut], ttl_s: float) -> None:
+    """Fill the leader's write health from its presence: healthy while its last PostgreSQL round
+    trip is younger than its db timeout plus a ttl (it pings every third of a ttl)."""
+    mine = next((n for n in node_list if n.role == "dispatcher" and n.node_id == leader.node_id), None)
+    if leader.node_id is None:
+        return
+    if mine is None or mine.info.get("leader") != "1":
+        leader.healthy = False  # the lock's holder publishes no leader presence: cut off, or just elected
+        return
+    now_s = time.time()
+    for stamp, at, age in (("db_ok_at", "db_ok_at", "db_ok_age_s"), ("wrote_at", "wrote_at", "write_age_s")):
+        try:
+            value = float(mine.info[stamp])
+        except (KeyError, ValueError):
+            continue
+        setattr(leader, at, datetime.fromtimestamp(value, UTC))
+        setattr(leader, age, round(max(0.0, now_s - value), 3))
+    try:
+        bound_s = float(mine.info.get("db_timeout_s", "")) + ttl_s
+    except ValueError:
+        bound_s = ttl_s
+    leader.healthy = leader.db_ok_age_s is not None and leader.db_ok_age_s <= bound_s
 
 
 ROUTES = (
