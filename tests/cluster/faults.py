@@ -22,11 +22,15 @@ from tests.waiting import poll
 KINDS = ("kill_leader", "pause_leader", "kill_executor", "pause_executor", "redis_restart", "pg_restart", "pg_crash")
 # Graceful restarts (SIGTERM, then start), as in a rolling deploy: the soak adds them.
 ROLLING = ("restart_leader", "restart_executor")
+# One node's link to one backend dropped silently (tests/cluster/proxy.py), then healed: the soak
+# adds them (its cluster routes every node through proxies; the chaos mix's does not).
+PARTITIONS = ("partition_leader_pg", "partition_leader_redis", "partition_executor_pg", "partition_executor_redis")
 
 # A tick every second, executor pickup, and scheduling noise of processes on a 2-core box.
 SLACK_S = 3.0
 PG_DOWN_S = 0.5  # downtime of a crashed PostgreSQL before it is started again
 RECONNECT_S = 5.0  # worst reconnect backoff of a role after a backend comes back
+WRITE_AHEAD_S = 1.0  # dispatcher.ticker.LOOKAHEAD_S: ticks a cut leader wrote before the cut
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +90,13 @@ def recovery_bound_s(kind: str, ttl_ms: int, lease_s: float, drain_s: float = 2.
         "redis_restart": ttl_s * 2 + SLACK_S,
         "pg_restart": RECONNECT_S + SLACK_S,
         "pg_crash": PG_DOWN_S + RECONNECT_S + SLACK_S,
+        # the leader's ping or renewal fails within its db timeout (= ttl in the harness), or its
+        # lock expires: another leads within ttl + slack (the bound)
+        "partition_leader_pg": ttl_s + SLACK_S,
+        "partition_leader_redis": ttl_s + SLACK_S,
+        # the cut executor's runs are reaped after the lease; tokens it read are reclaimed
+        "partition_executor_pg": lease_s * 2 + SLACK_S,
+        "partition_executor_redis": lease_s * 2 + SLACK_S,
     }[kind]
 
 
@@ -131,6 +142,23 @@ async def inject(cluster: Cluster, fault: PlannedFault, down_s: float = 0.0) -> 
         done = Injected(fault.kind, node.name, cluster.pause(node), bound_s=bound, lost_runs=lost)
         await asyncio.sleep(2 * lease_s + 0.5)  # past its lease: the run is taken away
         cluster.resume(node)
+    elif fault.kind in PARTITIONS:
+        backend = "redis" if fault.kind.endswith("redis") else "postgresql"
+        if fault.kind.startswith("partition_leader"):
+            node, lost = _leader(cluster, fault.pick), []
+            hold_s = 2 * ttl_s + SLACK_S  # past the takeover
+        else:
+            node, lost = await _busy_executor(cluster, fault.pick)
+            hold_s = 2 * lease_s + 0.5
+            if backend == "redis":
+                lost = []  # its leases live in PostgreSQL: its runs complete, none is lost
+        proxy = cluster.proxy(node, backend)
+        proxy.drop()
+        started = cluster.mark(f"drop {node.name} -> {backend}")
+        done = Injected(fault.kind, node.name, started, bound_s=bound, lost_runs=lost)
+        await asyncio.sleep(hold_s)
+        proxy.heal()
+        cluster.mark(f"heal {node.name} -> {backend}")
     elif fault.kind == "restart_leader":
         node = _leader(cluster, fault.pick)
         done = Injected(fault.kind, node.name, time.time(), bound_s=bound)
@@ -164,7 +192,9 @@ async def measure_recovery(cluster: Cluster, fault: Injected, probe_job_id: int)
     since = datetime.fromtimestamp(fault.started, UTC)
 
     async def recovery_s() -> float | None:
-        if fault.kind in ("kill_executor", "pause_executor", "restart_executor"):
+        if fault.kind in ("kill_executor", "pause_executor", "restart_executor") or (
+            fault.kind in PARTITIONS and fault.lost_runs
+        ):
             rows = await fetch_runs(cluster.dsn, "id = ANY($1::bigint[])", fault.lost_runs or [-1])
             ends = [r.finished_at for r in rows if r.finished_at is not None]
             if len(ends) < len(rows):
@@ -173,6 +203,9 @@ async def measure_recovery(cluster: Cluster, fault: Injected, probe_job_id: int)
         # A tick due after the fault is over: one pushed just before a Redis/PostgreSQL outage
         # may still start and would read as an instant "recovery".
         after = datetime.fromtimestamp(max(fault.started, fault.ended), UTC)
+        if fault.kind in PARTITIONS:  # the cluster recovers while the link is still down: the first
+            # tick the cut leader cannot have written ahead (the write-ahead is 1 s) tells
+            after = datetime.fromtimestamp(fault.started + WRITE_AHEAD_S, UTC)
         rows = await fetch_runs(
             cluster.dsn, "job_id = $1 AND scheduled_for >= $2 AND started_at IS NOT NULL", probe_job_id, after
         )

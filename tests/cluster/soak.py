@@ -20,7 +20,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from tests.cluster.checker import Report
-from tests.cluster.faults import KINDS, ROLLING, Injected
+from tests.cluster.faults import KINDS, PARTITIONS, ROLLING, Injected
 from tests.cluster.harness import Cluster
 from tests.cluster.ledger import load, write_csv
 from tests.cluster.scenario import MixResult, add_workload, run_mix, verify, wait_ready
@@ -94,7 +94,10 @@ async def soak(
     supervise: bool = True,
     keep_artifacts: bool = False,
 ) -> int:
-    cluster = Cluster(dispatchers=dispatchers, executors=executors, api=True)
+    # Every node's links go through proxies, so a partition can cut any one of them.
+    names = [f"d{i}" for i in range(1, dispatchers + 1)] + [f"e{i}" for i in range(1, executors + 1)]
+    proxied = tuple((name, backend) for name in names for backend in ("postgresql", "redis"))
+    cluster = Cluster(dispatchers=dispatchers, executors=executors, api=True, proxied=proxied)
     began = time.monotonic()
     try:
         cluster.start()
@@ -141,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=1, help="seed of the fault plan (default 1)")
     parser.add_argument("--dispatchers", type=int, default=3)
     parser.add_argument("--executors", type=int, default=3)
-    every = KINDS + ROLLING
+    every = KINDS + ROLLING + PARTITIONS
     parser.add_argument("--faults", default=",".join(every), help=f"comma-separated subset of {','.join(every)}")
     parser.add_argument(
         "--no-supervise", dest="supervise", action="store_false", help="do not restart nodes that exit on their own"
