@@ -14,7 +14,7 @@ from aiohttp import web
 from api.backends import Backends
 from api.bodies import respond
 from api.routing import Route
-from api.schemas import ClusterOut, LeaderOut, NodeOut, StreamOut
+from api.schemas import ClusterOut, LeaderHealthOut, LeaderOut, NodeOut, StreamOut
 from api.state import BACKENDS
 from cronos.errors import BackendUnavailable
 from cronos.presence import nodes
@@ -62,19 +62,22 @@ async def cluster(request: web.Request) -> web.Response:
         leader.epoch, leader.epoch_holder = await (await backends.jobs()).leader_epoch()
     except BackendUnavailable:
         database = "disconnected"
-    leader_health(leader, node_list, backends.settings.leader_ttl_ms / 1000)
-    return respond(ClusterOut(leader=leader, nodes=node_list, stream=stream, database=database, cache=cache))
+    health = leader_health(leader.node_id, node_list, backends.settings.leader_ttl_ms / 1000)
+    return respond(
+        ClusterOut(leader=leader, nodes=node_list, stream=stream, database=database, cache=cache, leader_health=health)
+    )
 
 
-def leader_health(leader: LeaderOut, node_list: list[NodeOut], ttl_s: float) -> None:
-    """Fill the leader's write health from its presence: healthy while its last PostgreSQL round
-    trip is younger than its db timeout plus a ttl (it pings every third of a ttl)."""
-    mine = next((n for n in node_list if n.role == "dispatcher" and n.node_id == leader.node_id), None)
-    if leader.node_id is None:
-        return
+def leader_health(holder: str | None, node_list: list[NodeOut], ttl_s: float) -> LeaderHealthOut | None:
+    """The lock holder's write health from its presence: healthy while its last PostgreSQL round
+    trip is younger than its db timeout plus a ttl (it pings every third of a ttl). A holder that
+    publishes no leader presence (cut off, or just elected) is not healthy."""
+    if holder is None:
+        return None
+    leader = LeaderHealthOut(node_id=holder)
+    mine = next((n for n in node_list if n.role == "dispatcher" and n.node_id == holder), None)
     if mine is None or mine.info.get("leader") != "1":
-        leader.healthy = False  # the lock's holder publishes no leader presence: cut off, or just elected
-        return
+        return leader
     now_s = time.time()
     for stamp, at, age in (("db_ok_at", "db_ok_at", "db_ok_age_s"), ("wrote_at", "wrote_at", "write_age_s")):
         try:
@@ -88,6 +91,7 @@ def leader_health(leader: LeaderOut, node_list: list[NodeOut], ttl_s: float) -> 
     except ValueError:
         bound_s = ttl_s
     leader.healthy = leader.db_ok_age_s is not None and leader.db_ok_age_s <= bound_s
+    return leader
 
 
 ROUTES = (

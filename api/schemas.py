@@ -111,13 +111,18 @@ class LeaderOut(msgspec.Struct, kw_only=True):
     node_id: str | None = msgspec.field(default=None)
     epoch: int | None = None
     epoch_holder: str | None = None
-    # From the leader's presence (issue 16): its last PostgreSQL round trip and tick write, their
-    # ages, and whether it can write now (a leader cut from PostgreSQL is not shown healthy).
+
+
+class LeaderHealthOut(msgspec.Struct, kw_only=True):
+    """From the leader's presence (issue 16): its last PostgreSQL round trip and tick write, their
+    ages, and whether it can write now (a leader cut from PostgreSQL is not shown healthy)."""
+
+    node_id: str | None = None
+    healthy: bool = False
     db_ok_at: datetime | None = None
     db_ok_age_s: float | None = None
     wrote_at: datetime | None = None
     write_age_s: float | None = None
-    healthy: bool | None = None
 
 
 class NodeOut(msgspec.Struct, kw_only=True):
@@ -141,3 +146,4 @@ class ClusterOut(msgspec.Struct, kw_only=True):
     stream: StreamOut | None
     database: str
     cache: str
+    leader_health: LeaderHealthOut | None = None  # None: no lock holder (or Redis unreachable)
