@@ -20,7 +20,7 @@ from aiohttp import web
 from api.errors import MalformedBody, invalid_input
 from api.schemas import JobOut, RunOut
 from cronos.errors import InvalidInput, NotFound
-from cronos.models import Job, Run, RunSummary, validate_payload
+from cronos.models import PAYLOAD_TYPES, Job, Run, RunSummary, check_payload
 from cronos.netguard import literal_host_refusal
 from cronos.redact import redact_payload
 from cronos.schedule import parse_schedule
@@ -35,7 +35,6 @@ MAX_ID = 2**63 - 1  # ids are bigint
 # this nor the time to send the headers; a reverse proxy in front bounds both (see README).
 BODY_READ_S = 30.0
 
-_decoders: dict[type[Any], msgspec.json.Decoder[Any]] = {}
 _encoder = msgspec.json.Encoder()
 
 
@@ -47,18 +46,50 @@ async def decode(request: web.Request, cls: type[T]) -> T:
             raw = await request.read()  # aiohttp raises 413 past the app's client_max_size
     except TimeoutError:
         raise web.HTTPRequestTimeout(text=f"the request body did not arrive within {BODY_READ_S:g} s") from None
-    decoder = _decoders.get(cls)
-    if decoder is None:
-        decoder = _decoders[cls] = msgspec.json.Decoder(cls)
     try:
-        value: T = decoder.decode(raw)
-    except msgspec.ValidationError as exc:  # a subclass of DecodeError: test it first
-        raise invalid_input(exc) from exc
+        value = msgspec.json.decode(raw)
     except msgspec.DecodeError as exc:
         raise MalformedBody(f"body is not valid JSON: {exc}") from exc
     except RecursionError:  # msgspec decodes nested values recursively: far past MAX_DEPTH
         raise InvalidInput(_deep_field(raw), f"nested deeper than {MAX_DEPTH} levels") from None
-    return value
+    try:
+        return convert(value, cls)
+    except msgspec.ValidationError as exc:
+        raise invalid_input(exc) from exc
+
+
+_FLOAT_FOR_INT = re.compile(r"Expected `[^`]*\bint\b[^`]*`, got `float` - at `\$(?P<path>[^`]*)`")
+_STEP = re.compile(r"\.([^.\[]+)|\[(\d+)\]")
+
+
+def _integral_to_int(value: Any, path: str) -> bool:
+    """Replace the float at `path` (`.a[0].b`) by its int when it is integral; False otherwise."""
+    steps = [(name, int(index) if index else 0) for name, index in _STEP.findall(path)]
+    if not steps or "".join(f".{n}" if n else f"[{i}]" for n, i in steps) != path:
+        return False
+    parent = value
+    for name, index in steps[:-1]:
+        parent = parent[name] if name else parent[index]
+    name, index = steps[-1]
+    key: Any = name if name else index
+    number = parent[key]
+    if not (isinstance(number, float) and number.is_integer() and abs(number) < 2**63):
+        return False
+    parent[key] = int(number)
+    return True
+
+
+def convert(value: Any, cls: type[T]) -> T:
+    """msgspec.convert, except that an integral float (`3.0`) is an integer, as in JSON Schema:
+    the OpenAPI document's `integer` admits it, so the API does too."""
+    for _ in range(32):
+        try:
+            return msgspec.convert(value, cls)
+        except msgspec.ValidationError as exc:
+            match = _FLOAT_FOR_INT.fullmatch(str(exc))
+            if match is None or not _integral_to_int(value, match["path"]):
+                raise
+    return msgspec.convert(value, cls)
 
 
 _TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[\]{}]')
@@ -144,7 +175,7 @@ def check_job(fields: dict[str, Any], policy: JobPolicy) -> None:
         _no_nul(fields[name], f"$.{name}")
     parse_schedule(fields["cron_expression"], fields["timezone"])  # InvalidSchedule names its field
     try:
-        validate_payload(fields["kind"], payload)
+        check_payload(fields["kind"], convert(payload, PAYLOAD_TYPES[fields["kind"]]))
     except msgspec.ValidationError as exc:
         raise invalid_input(exc, base="$.payload") from exc
     if fields["kind"] == "http" and (why := literal_host_refusal(payload["url"], policy.allow_nets)) is not None:

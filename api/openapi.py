@@ -13,34 +13,122 @@ from typing import Any
 import msgspec
 from aiohttp import web
 
+from api.bodies import MAX_ID
 from api.errors import PROBLEM_JSON, Problem, kind_for
-from api.routing import Errors, Route
+from api.routing import Errors, Route, scope_of
+from cronos.models import PAYLOAD_TYPES
 
 _PARAM = re.compile(r"\{(\w+)(?::[^}]*)?\}")
 _REF = "#/components/schemas/{name}"
+_BEARER = "bearer"
+_KINDS = {kind: f"{kind.capitalize()}Job" for kind in PAYLOAD_TYPES}  # task -> TaskJob
+_NO_BODY_METHODS = ("GET", "HEAD", "OPTIONS")
+
+# Cursors are opaque: only a `next_cursor` of a previous page is one (format named for tools).
+CURSOR_SCHEMA: dict[str, Any] = {
+    "type": "string",
+    "format": "cronos-cursor",
+    "maxLength": 40,
+    "description": "opaque; pass the `next_cursor` of the previous page, unchanged",
+}
+_SCOPES = {
+    "read": "a token with scope read (write and admin hold read)",
+    "write": "a token with scope write (admin holds write)",
+    "admin": "a token with scope admin",
+    "metrics": "the metrics token (CRONOS_METRICS_TOKEN) or a token with scope read",
+}
+
+
+def _kind_variants(components: dict[str, Any], ref_of: dict[type[Any], dict[str, Any]]) -> None:
+    """A job's payload depends on its kind: JobCreate, JobPatch and JobOut get a oneOf on `kind`."""
+    for kind, name in _KINDS.items():
+        components[name] = {
+            "title": name,
+            "type": "object",
+            "description": f"a `{kind}` job's kind and payload",
+            "properties": {"kind": {"const": kind}, "payload": ref_of[PAYLOAD_TYPES[kind]]},
+            "required": ["kind", "payload"],
+        }
+    refs = [{"$ref": _REF.format(name=name)} for name in _KINDS.values()]
+    mapping = {kind: _REF.format(name=name) for kind, name in _KINDS.items()}
+    discriminated = {"oneOf": refs, "discriminator": {"propertyName": "kind", "mapping": mapping}}
+    if "JobOut" in components:
+        components["JobOut"].update(discriminated)
+    if "JobCreate" in components:
+        # `kind` defaults to task: without it, the payload is a task's.
+        default_task = {
+            "title": "TaskJob (kind omitted)",
+            "not": {"required": ["kind"]},
+            "properties": {"payload": ref_of[PAYLOAD_TYPES["task"]]},
+        }
+        components["JobCreate"]["oneOf"] = [*refs, default_task]
+        components["JobCreate"]["description"] += " `kind` (default task) chooses the payload's shape."
+    if "JobPatch" in components:
+        # Both or neither: a payload is checked against the job's kind as it will be.
+        neither = {"title": "kind and payload unchanged", "not": {"anyOf": [{"required": [k]} for k in _KIND_KEYS]}}
+        components["JobPatch"]["oneOf"] = [*refs, neither]
+        components["JobPatch"]["description"] += (
+            " Send `kind` with `payload` (the server also takes a payload alone when it fits the stored kind)."
+        )
+
+
+_KIND_KEYS = ("kind", "payload")
+
+
+def _security(route: Route) -> list[dict[str, list[str]]]:
+    scope = scope_of(route)
+    return [] if scope == "public" else [{_BEARER: [scope]}]
+
+
+def _auth_responses(route: Route, problem: dict[str, Any]) -> dict[str, Any]:
+    if scope_of(route) == "public":
+        return {}
+    return {
+        "401": {"description": "no token, or a token that is unknown, revoked or expired", **problem},
+        "403": {
+            "description": f"the token lacks the scope ({_SCOPES[scope_of(route)]} is needed); or, while no "
+            "token exists, a client that is not on loopback; or a cross-origin write",
+            **problem,
+        },
+    }
 
 
 def build_spec(routes: Sequence[Route], version: str) -> dict[str, Any]:
-    structs: list[type[Any]] = [Problem]
+    structs: list[type[Any]] = [Problem, *PAYLOAD_TYPES.values()]
     for route in routes:
         structs += [t for t in (route.body, route.response, *(a[2] for a in route.also)) if t is not None]
     unique = list(dict.fromkeys(structs))
     refs, components = msgspec.json.schema_components(unique, ref_template=_REF)
     ref_of = dict(zip(unique, refs, strict=True))
     problem = {"content": {PROBLEM_JSON: {"schema": ref_of[Problem]}}}
+    _kind_variants(components, ref_of)
+    if "TokenCreate" in components:  # one expiry or none; what a schema can say of it
+        token = components["TokenCreate"]
+        token["not"] = {"required": ["expires_in_s", "expires_at"]}
+        token["properties"]["expires_at"] = {
+            "type": "string",
+            "format": "date-time",
+            "description": "an RFC 3339 time with its offset, in the future",
+        }
 
     paths: dict[str, dict[str, Any]] = {}
     for route in routes:
         path = _PARAM.sub(r"{\1}", route.path)
-        op: dict[str, Any] = {"summary": route.summary, "operationId": route.handler.__name__}
+        op: dict[str, Any] = {
+            "summary": route.summary,
+            "operationId": route.handler.__name__,
+            "security": _security(route),
+        }
+        id_schema = {"type": "integer", "minimum": 1, "maximum": MAX_ID}
         params: list[dict[str, Any]] = [
-            {"name": name, "in": "path", "required": True, "schema": {"type": "integer", "minimum": 1}}
-            for name in _PARAM.findall(route.path)
+            {"name": name, "in": "path", "required": True, "schema": id_schema} for name in _PARAM.findall(route.path)
         ]
         for q in route.query:
             schema: dict[str, Any] = (
                 {"type": "string"} if q.maximum is None else {"type": "integer", "minimum": 1, "maximum": q.maximum}
             )
+            if q.name == "cursor":
+                schema = CURSOR_SCHEMA
             if q.enum:
                 schema["enum"] = list(q.enum)
             params.append(
@@ -63,10 +151,15 @@ def build_spec(routes: Sequence[Route], version: str) -> dict[str, Any]:
             responses[str(status)] = extra
         # Every route may answer a wrong method and, on a bug, a 500 (Exception: the table's INTERNAL).
         errors: Errors = (*route.errors, web.HTTPMethodNotAllowed, Exception)
+        if route.method not in _NO_BODY_METHODS:  # any body must be JSON, even where none is read
+            errors = (*errors, web.HTTPUnsupportedMediaType)
+        if route.body is not None:
+            errors = (*errors, web.HTTPRequestTimeout)
         for error in errors:
             kind = kind_for(error)
             responses[str(kind.status)] = {"description": kind.title, **problem}
-        op["responses"] = responses
+        responses.update(_auth_responses(route, problem))
+        op["responses"] = dict(sorted(responses.items()))
         paths.setdefault(path, {})[route.method.lower()] = op
 
     return {
@@ -78,7 +171,18 @@ def build_spec(routes: Sequence[Route], version: str) -> dict[str, Any]:
             "problem bodies whose `field` is the JSON path of the offending input.",
         },
         "paths": paths,
-        "components": {"schemas": components},
+        "components": {
+            "schemas": components,
+            "securitySchemes": {
+                _BEARER: {
+                    "type": "http",
+                    "scheme": "bearer",
+                    "description": "`Authorization: Bearer <token>`; tokens from `cronos token create` or "
+                    "POST /api/tokens. While no token exists, loopback clients need none (protected mode). "
+                    "An operation's `security` names the scope it needs.",
+                }
+            },
+        },
     }
 
 
@@ -91,5 +195,5 @@ def openapi_handler(routes: Sequence[Route], version: str) -> Route:
             cache["doc"] = msgspec.json.encode(build_spec([*routes, route], version))
         return web.Response(body=cache["doc"], content_type="application/json")
 
-    route = Route("GET", "/openapi.json", openapi, "This document (OpenAPI 3.1)")
+    route = Route("GET", "/openapi.json", openapi, "This document (OpenAPI 3.1)", scope="public")
     return route

@@ -14,7 +14,10 @@ from msgspec import UNSET, Meta, UnsetType
 
 from cronos.models import ConcurrencyPolicy, Job, JobKind, JobStatus, MisfirePolicy, RunSummary
 
-Name = Annotated[str, Meta(min_length=1, max_length=200, description="unique job name")]
+# Formats the schema cannot check (a cron expression, a time zone) are named for tools; no text
+# may hold NUL (PostgreSQL cannot store it).
+_NO_NUL = {"pattern": "^[^\\x00]*$"}
+Name = Annotated[str, Meta(min_length=1, max_length=200, description="unique job name", extra_json_schema=_NO_NUL)]
 Expression = Annotated[
     str,
     Meta(
@@ -22,9 +25,19 @@ Expression = Annotated[
         max_length=256,
         description="5-field cron, 6-field cron with seconds first, or @hourly/@daily/@weekly/@monthly/@yearly",
         examples=["*/5 * * * *"],
+        extra_json_schema={"format": "cron", **_NO_NUL},
     ),
 ]
-Timezone = Annotated[str, Meta(min_length=1, max_length=64, description="IANA time zone", examples=["UTC"])]
+Timezone = Annotated[
+    str,
+    Meta(
+        min_length=1,
+        max_length=64,
+        description="IANA time zone",
+        examples=["UTC"],
+        extra_json_schema={"format": "iana-time-zone", **_NO_NUL},
+    ),
+]
 Payload = Annotated[dict[str, Any], Meta(description="input of the job; its shape depends on `kind`")]
 TimeoutS = Annotated[float, Meta(gt=0, le=86_400, description="run timeout in seconds")]
 MaxRetries = Annotated[int, Meta(ge=0, le=100)]

@@ -117,9 +117,30 @@ _URL_CONTROL = re.compile(r"[\x00-\x20\x7f\\]")  # and no space or backslash in 
 # Env names the child must not get from a job: they choose what runs or how.
 _ENV_REFUSED = re.compile(r"PATH$|LD_|PYTHON")
 _PORT = "(?:6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5][0-9]{4}|[1-9][0-9]{0,3})"
+
+
+def _ipv6_pattern() -> str:
+    """RFC 3986's IPv6address as a regex (what Python's ipaddress accepts, without a zone)."""
+    h16, octet = "[0-9A-Fa-f]{1,4}", "(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])"
+    ls32 = rf"(?:{h16}:{h16}|{octet}(?:\.{octet}){{3}})"
+    forms = [
+        rf"(?:{h16}:){{6}}{ls32}",
+        rf"::(?:{h16}:){{5}}{ls32}",
+        rf"(?:{h16})?::(?:{h16}:){{4}}{ls32}",
+        *(rf"(?:(?:{h16}:){{0,{n - 1}}}{h16})?::(?:{h16}:){{{4 - n}}}{ls32}" for n in (2, 3)),
+        rf"(?:(?:{h16}:){{0,3}}{h16})?::{h16}:{ls32}",
+        rf"(?:(?:{h16}:){{0,4}}{h16})?::{ls32}",
+        rf"(?:(?:{h16}:){{0,5}}{h16})?::{h16}",
+        rf"(?:(?:{h16}:){{0,6}}{h16})?::",
+    ]
+    return "(?:" + "|".join(forms) + ")"
+
+
+# ASCII only in user-info and host (RFC 3986; an IDN host as its xn-- form), so every parser reads
+# the same host: Python's urlsplit refuses some Unicode there, yarl would re-encode it.
 URL_PATTERN = (
-    r"^https?://(?:[^\x00-\x20\x7f/?#@\\]*@)?"  # user-info
-    r"(?:\[[0-9A-Fa-f:.]+\]|[^\x00-\x20\x7f/?#@:\\\[\]%]+)"  # host: [IPv6] or a name/IPv4
+    r"^https?://(?:[A-Za-z0-9._~!$&'()*+,;=:%-]*@)?"  # user-info
+    rf"(?:\[{_ipv6_pattern()}\]|[A-Za-z0-9._~!$&'()*+,;=-]+)"  # host: [IPv6] or a name/IPv4
     rf"(?::{_PORT})?"
     r"(?:[/?#][^\x00-\x20\x7f\\]*)?$"
 )
@@ -153,19 +174,33 @@ EnvName = Annotated[
 
 # What a pattern means, for error messages (a regex is no explanation).
 PATTERN_MEANINGS = {
-    URL_PATTERN: "must be an http:// or https:// URL with a host (and a port from 1 to 65535), "
-    "without spaces, control characters, backslashes or % in the host",
+    URL_PATTERN: "must be an http:// or https:// URL with a host (ASCII; an IDN in its xn-- form) and "
+    "a port from 1 to 65535 if any, without spaces, control characters or backslashes",
 }
+
+
+# No text anywhere in a payload may hold NUL (PostgreSQL cannot store it; the API checks all of it).
+_NO_NUL = {"pattern": "^[^\\x00]*$"}
+Text = Annotated[str, msgspec.Meta(extra_json_schema=_NO_NUL)]
 
 
 class TaskPayload(msgspec.Struct, kw_only=True):
     """`task` jobs: `action` names a function registered with `@cronos.task`; the rest is its input."""
 
-    action: Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
+    action: Annotated[str, msgspec.Meta(min_length=1, max_length=200, extra_json_schema=_NO_NUL)]
 
 
 class HttpPayload(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
-    url: Annotated[str, msgspec.Meta(pattern=URL_PATTERN, max_length=4096)]
+    url: Annotated[
+        str,
+        msgspec.Meta(
+            pattern=URL_PATTERN,
+            max_length=4096,
+            description="an address-literal host in a refused range (loopback, private, link-local, CGNAT, "
+            "multicast, reserved, unspecified; unless in CRONOS_HTTP_ALLOW_NETS) or localhost is refused; "
+            "names are checked after resolution, at run time",
+        ),
+    ]
     method: Literal["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD"] = "POST"
     headers: dict[HeaderName, Header] = {}
     body: Any = None
@@ -175,9 +210,9 @@ class HttpPayload(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 
 
 class ShellPayload(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
-    argv: Annotated[list[str], msgspec.Meta(min_length=1)]
-    env: dict[EnvName, str] = {}
-    cwd: str | None = None
+    argv: Annotated[list[Text], msgspec.Meta(min_length=1)]
+    env: dict[EnvName, Text] = {}
+    cwd: Text | None = None
 
 
 PAYLOAD_TYPES: dict[str, type[msgspec.Struct]] = {
@@ -191,11 +226,16 @@ def validate_payload(kind: str, payload: dict[str, Any]) -> msgspec.Struct:
     """Decode `payload` as the struct of `kind`; raises msgspec.ValidationError with a `$.` path,
     or InvalidInput naming the field (`$.payload.env.PATH`) for what the types cannot say."""
     value = msgspec.convert(payload, PAYLOAD_TYPES[kind])
+    check_payload(kind, value)
+    return value
+
+
+def check_payload(kind: str, value: msgspec.Struct) -> None:
+    """What the payload struct's types cannot say; raises InvalidInput naming the field."""
     if isinstance(value, HttpPayload):
         _check_http(value)
     elif isinstance(value, ShellPayload):
         _check_shell(value)
-    return value
 
 
 def url_problem(url: str) -> str | None:

@@ -65,7 +65,7 @@ def redact_url(url: str) -> str:
     except ValueError:  # not a URL we can take apart: show nothing of it that might be a secret
         return SECRET if "@" in url or "=" in url else url
     userinfo, hostport = _split_userinfo(parts.netloc)
-    netloc = parts.netloc if userinfo is None else f"{_redact_userinfo(userinfo)}@{hostport}"
+    netloc = parts.netloc if not userinfo else f"{_redact_userinfo(userinfo)}@{hostport}"
     query = parts.query
     if query:
         pairs = _query_pairs(query)

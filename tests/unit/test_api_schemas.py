@@ -125,7 +125,7 @@ def test_openapi_is_built_from_the_route_table() -> None:
                     "name": "id",
                     "in": "path",
                     "required": True,
-                    "schema": {"type": "integer", "minimum": 1},
+                    "schema": {"type": "integer", "minimum": 1, "maximum": 2**63 - 1},
                 }
     refs = msgspec.json.encode(spec).decode()
     for name in spec["components"]["schemas"]:
@@ -135,3 +135,29 @@ def test_openapi_is_built_from_the_route_table() -> None:
 def test_openapi_document_is_valid_openapi_3_1() -> None:
     validator = pytest.importorskip("openapi_spec_validator", reason="needs openapi-spec-validator (test extra)")
     validator.validate(build_spec(ROUTES, "test"))
+
+
+def test_openapi_is_precise_about_kinds_cursors_and_scopes() -> None:
+    spec = build_spec(ROUTES, "test")
+    schemas = spec["components"]["schemas"]
+    for name in ("JobCreate", "JobPatch", "JobOut"):
+        refs = [v.get("$ref") for v in schemas[name]["oneOf"]]
+        assert {"#/components/schemas/TaskJob", "#/components/schemas/HttpJob", "#/components/schemas/ShellJob"} <= set(
+            refs
+        ), name
+    assert schemas["JobOut"]["discriminator"]["propertyName"] == "kind"
+    assert schemas["HttpJob"]["properties"]["payload"] == {"$ref": "#/components/schemas/HttpPayload"}
+    headers = schemas["HttpPayload"]["properties"]["headers"]
+    assert "pattern" in headers["propertyNames"] and "pattern" in headers["additionalProperties"]
+    assert schemas["ShellPayload"]["properties"]["env"]["propertyNames"]["not"] == {"pattern": "^(PATH$|LD_|PYTHON)"}
+    assert spec["components"]["securitySchemes"]["bearer"] == {**spec["components"]["securitySchemes"]["bearer"],
+                                                               "type": "http", "scheme": "bearer"}  # fmt: skip
+    ops = {(m.upper(), p): op for p, methods in spec["paths"].items() for m, op in methods.items()}
+    assert ops["GET", "/health"]["security"] == [] and "401" not in ops["GET", "/health"]["responses"]
+    assert ops["POST", "/api/jobs"]["security"] == [{"bearer": ["write"]}]
+    assert ops["GET", "/api/jobs"]["security"] == [{"bearer": ["read"]}]
+    assert {"401", "403", "408", "413", "415", "422"} <= set(ops["POST", "/api/jobs"]["responses"])
+    assert "415" in ops["POST", "/api/jobs/{id}/trigger"]["responses"]
+    assert "408" not in ops["POST", "/api/jobs/{id}/trigger"]["responses"]
+    cursor = next(p for p in ops["GET", "/api/jobs"]["parameters"] if p["name"] == "cursor")
+    assert cursor["schema"]["format"] == "cronos-cursor" and "next_cursor" in cursor["schema"]["description"]
