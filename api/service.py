@@ -21,6 +21,9 @@ from cronos.store.db import mask_dsn
 log = logging.getLogger("cronos.api")
 
 
+KEEPALIVE_S = 15.0
+
+
 class ApiService:
     name = "api"
 
@@ -35,6 +38,10 @@ class ApiService:
             access_log=ACCESS_LOG,
             handle_signals=False,
             shutdown_timeout=5.0,
+            # aiohttp has no header-read timeout: a client trickling its headers is cut only by
+            # the keep-alive timeout (default an hour). 15 s bounds that; request bodies have
+            # their own 30 s deadline (api.bodies). Production puts a reverse proxy in front.
+            keepalive_timeout=KEEPALIVE_S,
         )
         self._stopped = asyncio.Event()
 

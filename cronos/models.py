@@ -53,6 +53,24 @@ class Job(msgspec.Struct, kw_only=True):
     updated_at: datetime
 
 
+# The fields of a job a client sets (the rest the system keeps), in the store's column order.
+JOB_WRITABLE = (
+    "name",
+    "cron_expression",
+    "timezone",
+    "kind",
+    "payload",
+    "timeout_s",
+    "max_retries",
+    "retry_backoff_s",
+    "concurrency_policy",
+    "misfire_policy",
+    "misfire_grace_s",
+    "jitter_s",
+    "status",
+)
+
+
 class RunSummary(msgspec.Struct, kw_only=True):
     """A run without its lease and its long outputs: what every listing of runs shows."""
 

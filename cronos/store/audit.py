@@ -14,7 +14,7 @@ import asyncpg
 import msgspec
 
 from cronos.errors import NotFound
-from cronos.models import Job
+from cronos.models import JOB_WRITABLE, Job
 from cronos.redact import redact_payload
 from cronos.store import queries as q
 from cronos.store.db import to_struct, translate_errors
@@ -29,22 +29,7 @@ SYSTEM = "system"
 RESERVED_ACTORS = frozenset({LOCAL, ADMIN_TOKEN, CLI, SYSTEM})
 
 # The job fields a snapshot keeps: what a client can set, plus its id.
-_SNAPSHOT = (
-    "id",
-    "name",
-    "cron_expression",
-    "timezone",
-    "kind",
-    "payload",
-    "timeout_s",
-    "max_retries",
-    "retry_backoff_s",
-    "concurrency_policy",
-    "misfire_policy",
-    "misfire_grace_s",
-    "jitter_s",
-    "status",
-)
+_SNAPSHOT = ("id", *JOB_WRITABLE)
 
 
 class AuditEntry(msgspec.Struct, kw_only=True):

@@ -20,7 +20,7 @@ import asyncpg
 import msgspec
 
 from cronos.errors import Conflict, NotFound
-from cronos.models import Job, Run
+from cronos.models import JOB_WRITABLE, Job, Run
 from cronos.redact import restore_secrets
 from cronos.store import queries as q
 from cronos.store.audit import SYSTEM, record, snapshot
@@ -29,21 +29,7 @@ from cronos.store.db import ping, to_struct, translate_errors
 log = logging.getLogger("cronos.store.jobs")
 
 # The columns a client may set, in JOB_INSERT / JOB_UPDATE parameter order.
-WRITABLE = (
-    "name",
-    "cron_expression",
-    "timezone",
-    "kind",
-    "payload",
-    "timeout_s",
-    "max_retries",
-    "retry_backoff_s",
-    "concurrency_policy",
-    "misfire_policy",
-    "misfire_grace_s",
-    "jitter_s",
-    "status",
-)
+WRITABLE = JOB_WRITABLE
 # Changing these moves the dispatch cursor to now (see JobStore.update).
 _SCHEDULE_FIELDS = ("cron_expression", "timezone")
 
