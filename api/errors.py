@@ -16,7 +16,7 @@ from aiohttp import web
 
 from cronos.errors import BackendUnavailable, Conflict, CronosError, InvalidInput, NotFound
 from cronos.logs import mask_secrets
-from cronos.models import PATTERN_MEANINGS
+from cronos.models import explain
 
 log = logging.getLogger("cronos.api")
 
@@ -145,8 +145,6 @@ async def problem_middleware(request: web.Request, handler: Handler) -> web.Stre
 
 _AT = re.compile(r"^(?P<msg>.*?)(?: - at (?P<key>`key` in )?`(?P<path>\$[^`]*)`)?$", re.DOTALL)
 _NAMED = re.compile(r"(?:missing required|unknown) field `(?P<name>[^`]+)`")
-_REGEX = re.compile(r"^Expected `str` matching regex (?P<pattern>.*)$", re.DOTALL)
-_MEANINGS = {repr(pattern): meaning for pattern, meaning in PATTERN_MEANINGS.items()}
 
 
 def invalid_input(exc: msgspec.ValidationError, base: str = "$") -> InvalidInput:
@@ -160,8 +158,7 @@ def invalid_input(exc: msgspec.ValidationError, base: str = "$") -> InvalidInput
     message, path = match["msg"], match["path"] or "$"
     if named := _NAMED.search(message):
         path = f"{path}.{named['name']}"
-    if (regex := _REGEX.match(message)) and (meaning := _MEANINGS.get(regex["pattern"])):
-        message = meaning
+    message = explain(message)
     if match["key"]:  # msgspec does not say which key: the object holding it is named
         message = f"a key: {message}"
     return InvalidInput(base + path[1:], message)

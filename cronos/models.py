@@ -197,6 +197,13 @@ PATTERN_MEANINGS = {
 }
 
 
+def explain(message: str) -> str:
+    """A msgspec validation message with each known pattern replaced by what it means."""
+    for pattern, meaning in PATTERN_MEANINGS.items():
+        message = message.replace(f"Expected `str` matching regex {pattern!r}", meaning)
+    return message
+
+
 # No text anywhere in a payload may hold NUL (PostgreSQL cannot store it; the API checks all of it).
 _NO_NUL = {"pattern": "^[^\\x00]*$"}
 Text = Annotated[str, msgspec.Meta(extra_json_schema=_NO_NUL)]

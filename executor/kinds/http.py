@@ -18,7 +18,7 @@ from multidict import CIMultiDict
 from yarl import URL
 
 from cronos import webhooks
-from cronos.models import HttpPayload
+from cronos.models import HttpPayload, explain
 from cronos.netguard import host_literal_refusal
 from cronos.redact import is_sensitive, redact_url
 from cronos.store.runs import ClaimedRun
@@ -85,7 +85,7 @@ async def run(run: ClaimedRun, env: Env) -> str | None:
     try:
         payload = msgspec.convert(run.payload, HttpPayload)
     except msgspec.ValidationError as exc:
-        raise RunFailed(f"invalid http payload: {exc}") from exc
+        raise RunFailed(f"invalid http payload: {explain(str(exc))}") from None  # no URL in a traceback
     headers: CIMultiDict[str] = CIMultiDict(payload.headers)
     headers.update(identity_headers(run))
     data: bytes | None = None
