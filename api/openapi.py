@@ -93,6 +93,13 @@ def _auth_responses(route: Route, problem: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _path_schema(placeholder: str) -> dict[str, Any]:
+    """`{id:[0-9]+}` is an id (an integer); a bare `{name}` is any non-empty segment."""
+    if ":[0-9]+}" in placeholder:
+        return {"type": "integer", "minimum": 1, "maximum": MAX_ID}
+    return {"type": "string", "minLength": 1, "maxLength": 200}
+
+
 def build_spec(routes: Sequence[Route], version: str) -> dict[str, Any]:
     structs: list[type[Any]] = [Problem, *PAYLOAD_TYPES.values()]
     for route in routes:
@@ -119,9 +126,9 @@ def build_spec(routes: Sequence[Route], version: str) -> dict[str, Any]:
             "operationId": route.handler.__name__,
             "security": _security(route),
         }
-        id_schema = {"type": "integer", "minimum": 1, "maximum": MAX_ID}
         params: list[dict[str, Any]] = [
-            {"name": name, "in": "path", "required": True, "schema": id_schema} for name in _PARAM.findall(route.path)
+            {"name": m[1], "in": "path", "required": True, "schema": _path_schema(m[0])}
+            for m in _PARAM.finditer(route.path)
         ]
         for q in route.query:
             schema: dict[str, Any] = (
