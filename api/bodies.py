@@ -29,6 +29,9 @@ T = TypeVar("T")
 
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 500
+# A page of jobs ends once its payloads reach this much JSON (it holds at least one job): 500
+# payloads at the 64 KiB bound would be a 32 MB response and ~200 MB of API memory.
+PAGE_PAYLOAD_BYTES = 2 * 1024 * 1024
 MAX_DEPTH = 32  # nesting of arrays and objects inside a payload
 MAX_ID = 2**63 - 1  # ids are bigint
 # How long a client may take to send its body once its headers are in. aiohttp bounds neither

@@ -13,6 +13,7 @@ from aiohttp import web
 
 from api.auth import Principal, principal_of, shell_guard
 from api.bodies import (
+    PAGE_PAYLOAD_BYTES,
     JobPolicy,
     check_job,
     decode,
@@ -75,9 +76,9 @@ async def list_jobs(request: web.Request) -> web.Response:
     status = query_choice(request, "status", JOB_STATUSES)
     limit = query_limit(request)
     after = decode_cursor(request.query.get("cursor")) or 0
-    jobs = await (await request.app[BACKENDS].jobs()).list_jobs(status, after, limit)
+    jobs, more = await (await request.app[BACKENDS].jobs()).list_jobs(status, after, limit, PAGE_PAYLOAD_BYTES)
     now = utc_now()
-    cursor = encode_cursor(jobs[-1].id) if len(jobs) == limit else None
+    cursor = encode_cursor(jobs[-1].id) if more else None
     return respond(JobList(items=[job_out(j, now) for j in jobs], next_cursor=cursor))
 
 

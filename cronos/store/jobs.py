@@ -80,10 +80,13 @@ class JobStore:
         with translate_errors():
             return _job(await self._pool.fetchrow(q.JOB_GET, job_id), job_id)
 
-    async def list_jobs(self, status: str | None, after_id: int, limit: int) -> list[Job]:
+    async def list_jobs(self, status: str | None, after_id: int, limit: int, max_bytes: int) -> tuple[list[Job], bool]:
+        """Jobs after `after_id` by id: at most `limit`, cut once their payloads reach `max_bytes`
+        of JSON (at least one). The flag says whether a next page may hold more."""
         with translate_errors():
-            rows = await self._pool.fetch(q.JOB_LIST, status, after_id, limit)
-        return [to_struct(row, Job) for row in rows]
+            rows = await self._pool.fetch(q.JOB_LIST, status, after_id, limit, max_bytes)
+        more = bool(rows) and (len(rows) == limit or len(rows) < rows[0]["fetched"])
+        return [to_struct(row, Job) for row in rows], more
 
     async def update(
         self, job_id: int, changes: Mapping[str, Any], check: Check, *, actor: str = SYSTEM, guard: Guard = _allow

@@ -48,7 +48,15 @@ JOB_INSERT = (
 JOB_GET = f"SELECT {_JOB} FROM jobs WHERE id = $1"
 JOB_GET_FOR_UPDATE = f"SELECT {_JOB} FROM jobs WHERE id = $1 FOR UPDATE"
 # $1 status filter or NULL, $2 last id seen (0 for the first page), $3 limit.
-JOB_LIST = f"SELECT {_JOB} FROM jobs WHERE ($1::text IS NULL OR status = $1) AND id > $2 ORDER BY id LIMIT $3"
+# A page of jobs by id: at most $3 rows, and cut once the payloads before a row reach $4 bytes
+# of JSON (a page holds at least one job), so a page of big payloads stays small; `fetched` says
+# how many rows the page had before the cut (more than returned: the client pages on).
+JOB_LIST = (
+    f"WITH page AS (SELECT {_JOB}, octet_length(payload::text) AS size FROM jobs"
+    " WHERE ($1::text IS NULL OR status = $1) AND id > $2 ORDER BY id LIMIT $3),"
+    " sized AS (SELECT *, sum(size) OVER (ORDER BY id) - size AS before FROM page)"
+    f" SELECT {_JOB}, (SELECT count(*) FROM page) AS fetched FROM sized WHERE before < $4 ORDER BY id"
+)
 # $14: move the cursor to now when the schedule changed or the job resumed (greatest()
 # ignores NULL, and never moves a cursor backwards).
 JOB_UPDATE = (

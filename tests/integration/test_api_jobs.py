@@ -12,6 +12,7 @@ from typing import Any
 import asyncpg
 import pytest
 
+from api.bodies import PAGE_PAYLOAD_BYTES
 from cronos.settings import Settings
 from cronos.store.queries import JOBS_CHANNEL
 from tests.integration.api_client import SEED_JOB, Api, running_api
@@ -307,3 +308,16 @@ async def test_every_write_notifies_in_its_transaction(api: Api, database_url: s
         assert notes.empty()
     finally:
         await listener.close()
+
+
+async def test_a_page_of_big_payloads_stops_at_its_byte_budget(api: Api) -> None:
+    """500 payloads at the 64 KiB bound would make a 32 MB page: the page ends at PAGE_PAYLOAD_BYTES
+    and says where to go on, and walking the pages still yields every job once, in order."""
+    blob = "x" * 60_000
+    created = [(await api.create(name=f"big {i}", payload={"action": "a", "blob": blob}))["id"] for i in range(40)]
+    first = await api.call("GET", "/api/jobs?limit=500")
+    assert first.status == 200, first.body
+    shown = len(first.body["items"])
+    assert 1 <= shown < 40 and shown * 60_000 <= PAGE_PAYLOAD_BYTES + 60_000, shown
+    assert first.body["next_cursor"] is not None
+    assert await api.walk("/api/jobs", 500) == created
