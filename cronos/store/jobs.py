@@ -54,6 +54,13 @@ def _job(row: asyncpg.Record | None, job_id: int) -> Job:
     return to_struct(row, Job)
 
 
+async def _locked(conn: asyncpg.Connection, job_id: int, guard: Guard) -> Job:
+    """The job, row-locked for this transaction, once `guard` accepted its kind (403 otherwise)."""
+    job = _job(await conn.fetchrow(q.JOB_GET_FOR_UPDATE, job_id), job_id)
+    guard(job.kind)
+    return job
+
+
 class JobStore:
     def __init__(self, pool: asyncpg.Pool) -> None:
         self._pool = pool
@@ -104,8 +111,7 @@ class JobStore:
             raise NotFound(f"job {job_id} not found")
         with translate_errors():
             async with self._pool.acquire() as conn, conn.transaction():
-                current = _job(await conn.fetchrow(q.JOB_GET_FOR_UPDATE, job_id), job_id)
-                guard(current.kind)
+                current = await _locked(conn, job_id, guard)
                 merged = {name: getattr(current, name) for name in WRITABLE} | dict(changes)
                 if "payload" in changes:
                     merged["payload"] = restore_secrets(merged["kind"], merged["payload"], current.payload)
@@ -134,8 +140,7 @@ class JobStore:
             raise NotFound(f"job {job_id} not found")
         with translate_errors():
             async with self._pool.acquire() as conn, conn.transaction():
-                current = _job(await conn.fetchrow(q.JOB_GET_FOR_UPDATE, job_id), job_id)
-                guard(current.kind)
+                current = await _locked(conn, job_id, guard)
                 job = _job(await conn.fetchrow(q.JOB_SET_STATUS, job_id, status), job_id)
                 op = "paused" if job.status == "paused" else "resumed"
                 await record(conn, actor, "job", op, job_id=job_id, before=snapshot(current), after=snapshot(job))
@@ -149,8 +154,7 @@ class JobStore:
             raise NotFound(f"job {job_id} not found")
         with translate_errors():
             async with self._pool.acquire() as conn, conn.transaction():
-                current = _job(await conn.fetchrow(q.JOB_GET_FOR_UPDATE, job_id), job_id)
-                guard(current.kind)
+                current = await _locked(conn, job_id, guard)
                 await conn.execute(q.JOB_DELETE, job_id)
                 await record(conn, actor, "job", "deleted", job_id=job_id, before=snapshot(current))
                 await conn.execute(q.NOTIFY, _notice("deleted", job_id))
@@ -162,8 +166,7 @@ class JobStore:
             raise NotFound(f"job {job_id} not found")
         with translate_errors():
             async with self._pool.acquire() as conn, conn.transaction():
-                current = _job(await conn.fetchrow(q.JOB_GET_FOR_UPDATE, job_id), job_id)
-                guard(current.kind)
+                await _locked(conn, job_id, guard)
                 secret: str = await conn.fetchval(q.JOB_ROTATE_WEBHOOK_SECRET, job_id)
                 job = _job(await conn.fetchrow(q.JOB_GET, job_id), job_id)
                 await record(conn, actor, "job", "secret_rotated", job_id=job_id)
