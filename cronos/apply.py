@@ -109,10 +109,36 @@ def _reason(error: jsonschema.ValidationError) -> str:
         "minItems": f"must have at least {limit} item(s)",
         "pattern": PATTERN_MEANINGS.get(str(limit), f"must match {limit}"),
         "not": "is not allowed here",
+        "oneOf": "does not fit any kind of job (task, http or shell)",
         "required": error.message,
         "additionalProperties": error.message,
     }
-    return words.get(str(rule)) or f"does not fit the schema ({rule})"
+    if rule == "anyOf" and error.context and all(e.validator == "type" for e in error.context):
+        words["anyOf"] = f"must be of type {' or '.join(str(e.validator_value) for e in error.context)}"
+    reason = words.get(str(rule)) or f"does not fit the schema ({rule})"
+    note = error.schema.get("description") if isinstance(error.schema, dict) else None
+    return f"{reason} ({note})" if rule in ("not", "pattern") and note and note not in reason else reason
+
+
+def _kind_branch(error: jsonschema.ValidationError, defs: Mapping[str, Any]) -> int | None:
+    """Which branch of a job's oneOf on `kind` the job meant (the kind-omitted one without `kind`)."""
+    kind = error.instance.get("kind") if isinstance(error.instance, dict) else None
+    for index, branch in enumerate(error.validator_value):
+        target = defs.get(branch.get("$ref", "").rpartition("/")[2], branch)
+        if (kind is None and "not" in target) or target.get("properties", {}).get("kind", {}).get("const") == kind:
+            return index
+    return None
+
+
+def _worst(error: jsonschema.ValidationError, defs: Mapping[str, Any]) -> jsonschema.ValidationError:
+    """The error to show: inside a oneOf on `kind`, the one of the branch of the job's kind."""
+    while error.validator == "oneOf" and error.context:
+        index = _kind_branch(error, defs)
+        mine = [e for e in error.context if e.relative_schema_path and e.relative_schema_path[0] == index]
+        if not mine:
+            break
+        error = jsonschema.exceptions.best_match(mine)
+    return error
 
 
 def _where(source: str, jobs: Any, parts: Sequence[Any]) -> tuple[str, Sequence[Any]]:
@@ -162,8 +188,11 @@ def desired_jobs(
     found: list[Desired] = []
     seen: dict[str, str] = {}
     for source, document in documents:
-        error = jsonschema.exceptions.best_match(validator.iter_errors(document))
+        errors = list(validator.iter_errors(document))
+        # A plain error (a bad `kind` too) before a oneOf on kind, which would blame the payload.
+        error = jsonschema.exceptions.best_match([e for e in errors if e.validator != "oneOf"] or errors)
         if error is not None:
+            error = _worst(error, schema["$defs"])
             jobs = document.get("jobs") if isinstance(document, dict) else None
             where, inner = _where(source, jobs, list(error.absolute_path))
             raise ApplyInvalid(f"{where}: {_path(inner)}: {_reason(error)}")
