@@ -123,7 +123,8 @@ def _reason(error: jsonschema.ValidationError) -> str:
 def _kind_branch(error: jsonschema.ValidationError, defs: Mapping[str, Any]) -> int | None:
     """Which branch of a job's oneOf on `kind` the job meant (the kind-omitted one without `kind`)."""
     kind = error.instance.get("kind") if isinstance(error.instance, dict) else None
-    for index, branch in enumerate(error.validator_value):
+    branches = error.validator_value
+    for index, branch in enumerate(branches if isinstance(branches, list) else []):
         target = defs.get(branch.get("$ref", "").rpartition("/")[2], branch)
         if (kind is None and "not" in target) or target.get("properties", {}).get("kind", {}).get("const") == kind:
             return index
