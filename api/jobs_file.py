@@ -52,13 +52,12 @@ def jobs_file_schema() -> dict[str, Any]:
 async def jobs_file(request: web.Request) -> web.Response:
     if "doc" not in _CACHE:
         _CACHE["doc"] = msgspec.json.encode(jobs_file_schema())
-    return web.Response(body=_CACHE["doc"], content_type="application/schema+json")
+    return web.Response(body=_CACHE["doc"], content_type="application/json")
 
 
 _CACHE: dict[str, bytes] = {}
 
 # Public like /openapi.json: the shape of a file, no data.
 ROUTES = (
-    Route("GET", PATH, jobs_file, "JSON Schema of a `cronos apply` jobs file (YAML or JSON)", scope="public",
-          content_type="application/schema+json"),
+    Route("GET", PATH, jobs_file, "JSON Schema of a `cronos apply` jobs file (YAML or JSON)", scope="public"),
 )  # fmt: skip
