@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from cronos.api_client import ApiClient, ApiError
-from cronos.apply import Action, ApplyInvalid, Step, describe, desired_jobs, parse, plan, strays, summary
+from cronos.apply import Action, Step, describe, plan, strays, summary
 from cronos.jobs_cli import client
+from cronos.jobs_file import ApplyInvalid, desired_jobs, parse
 from cronos.settings import Settings
 
 if TYPE_CHECKING:

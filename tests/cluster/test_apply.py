@@ -3,6 +3,7 @@ secrets, --prune, refusals, and the jobs-file schema the API publishes."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -89,6 +90,14 @@ async def test_apply_plans_creates_then_has_nothing_to_change(
         assert "update     hook: payload (secrets)" in rotated
         assert await _stored_header(database_url, "hook") == "Bearer s3cret-2"
         assert apply(token="s3cret-2").splitlines()[-1].startswith("Nothing to change")
+
+        # Another write of the payload drops the digest: the next apply puts the file's secret back.
+        headers = {"Authorization": "Bearer by-hand", "X-Team": "ops"}  # looks the same through the API
+        by_hand = {"url": "https://hooks.example.com/cronos", "headers": headers}
+        ok(cli(tmp_path, url, "jobs", "update", "hook", "--payload", json.dumps(by_hand)))
+        assert _jobs(url)["hook"]["managed_by"] == {"tool": "cronos-apply", "secrets_digest": None}
+        assert "update     hook: payload (secrets)" in apply(token="s3cret-2")
+        assert await _stored_header(database_url, "hook") == "Bearer s3cret-2"
 
         # The schema `cronos apply` validated against is public, a JSON Schema, and fits the file.
         schema = get(url, "/api/jobs-file.schema.json")
