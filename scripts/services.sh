@@ -81,7 +81,7 @@ start() {
     await "$name" "$host" "$port" "docker compose"
   elif [[ $service == postgres ]] && local_postgres; then
     local cluster
-    cluster=$(ls /etc/postgresql | sort -V | tail -n1)
+    cluster=$(ls /etc/postgresql | head -n1)
     echo "starting PostgreSQL $cluster (pg_ctlcluster)"
     pg_ctlcluster --skip-systemctl-redirect "$cluster" main start >>"$LOG" 2>&1 \
       || fail "pg_ctlcluster could not start PostgreSQL $cluster; see $LOG"
