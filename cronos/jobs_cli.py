@@ -24,7 +24,6 @@ from cronos.settings import Settings
 if TYPE_CHECKING:
     SubParsers = argparse._SubParsersAction[argparse.ArgumentParser]
 
-JOB_ACTIONS = ("list", "get", "create", "update", "delete", "pause", "resume", "trigger")
 _REQUIRED = ("name", "cron_expression", "payload")  # of a create; everything else has a default
 _RUNS_SHOWN = 20
 
@@ -49,22 +48,29 @@ def _json_object(raw: str) -> dict[str, Any]:
     return value
 
 
-def _field_types() -> dict[str, Callable[[str], Any]]:
-    """One option per field a client sets, typed from the Job model (payload: a JSON object)."""
-    types: dict[str, Callable[[str], Any]] = {}
-    for field in msgspec.inspect.type_info(Job).fields:  # type: ignore[attr-defined]
+def _field_options() -> dict[str, dict[str, Any]]:
+    """argparse options per field a client sets, typed from the Job model (payload: a JSON object)."""
+    info = msgspec.inspect.type_info(Job)
+    assert isinstance(info, msgspec.inspect.StructType)
+    options: dict[str, dict[str, Any]] = {}
+    for field in info.fields:
         if field.name not in JOB_WRITABLE or field.name == "managed_by":
             continue
-        numeric = isinstance(field.type, msgspec.inspect.IntType | msgspec.inspect.FloatType)
-        types[field.name] = _json_object if field.name == "payload" else _number if numeric else str
-    return types
+        kind = field.type
+        if field.name == "payload":
+            options[field.name] = {"type": _json_object, "help": "a JSON object"}
+        elif isinstance(kind, msgspec.inspect.LiteralType):
+            options[field.name] = {"choices": kind.values, "help": f"the job's `{field.name}`"}
+        else:
+            numeric = isinstance(kind, msgspec.inspect.IntType | msgspec.inspect.FloatType)
+            options[field.name] = {"type": _number if numeric else str, "help": f"the job's `{field.name}`"}
+    return options
 
 
 def _job_fields(parser: argparse.ArgumentParser, *, create: bool) -> None:
-    for name, parse in _field_types().items():
+    for name, option in _field_options().items():
         required = create and name in _REQUIRED
-        text = "a JSON object" if name == "payload" else f"the job's `{name}`"
-        parser.add_argument(f"--{name.replace('_', '-')}", dest=name, type=parse, required=required, help=text)
+        parser.add_argument(f"--{name.replace('_', '-')}", dest=name, required=required, **option)
 
 
 def add_commands(sub: SubParsers, parser_class: type[argparse.ArgumentParser]) -> None:
@@ -175,7 +181,7 @@ def _show_run(run: dict[str, Any]) -> str:
 
 
 def _given(args: argparse.Namespace) -> dict[str, Any]:
-    return {name: value for name in _field_types() if (value := getattr(args, name, None)) is not None}
+    return {name: value for name in _field_options() if (value := getattr(args, name, None)) is not None}
 
 
 def _jobs(api: ApiClient, args: argparse.Namespace) -> tuple[Any, Callable[[Any], str]]:
