@@ -80,7 +80,8 @@ class JobStore:
         with translate_errors():
             async with self._pool.acquire() as conn, conn.transaction():
                 try:
-                    row = await conn.fetchrow(q.JOB_INSERT, *(fields[name] for name in WRITABLE))
+                    values = {"managed_by": None, **fields}  # only `cronos apply` sets it
+                    row = await conn.fetchrow(q.JOB_INSERT, *(values[name] for name in WRITABLE))
                 except asyncpg.UniqueViolationError as exc:
                     raise Conflict(f"a job named {fields['name']!r} already exists") from exc
                 job = to_struct(row, Job)
