@@ -6,6 +6,8 @@ BIN := $(VENV)/bin
 .PHONY: setup services run test test-fast lint bench clean
 
 $(BIN)/cronos: pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null || { \
+	  echo "setup: Cronos needs Python 3.11 or newer as '$(PYTHON)': install it (Debian/Ubuntu: apt-get install python3 python3-venv) or run make PYTHON=python3.12 ..." >&2; exit 1; }
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[test]'
@@ -16,8 +18,10 @@ setup: $(BIN)/cronos
 services:
 	./scripts/services.sh
 
-# A working cluster on the local PostgreSQL and Redis: migrate, then API + dispatcher + executor.
-run: setup services
+# A working cluster: PostgreSQL and Redis answering (already, or started with docker compose, or
+# started locally; scripts/services.sh), then migrate and API + dispatcher + executor.
+# Services first: on a machine without them, one line says what to install before any set-up.
+run: services setup
 	$(BIN)/cronos dev --import cronos.example_tasks
 
 # Lint, types, import contracts, then the whole test suite against real PostgreSQL and Redis.

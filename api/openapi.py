@@ -39,8 +39,9 @@ _SCOPES = {
 }
 
 
-def _kind_variants(components: dict[str, Any], ref_of: dict[type[Any], dict[str, Any]]) -> None:
-    """A job's payload depends on its kind: JobCreate, JobPatch and JobOut get a oneOf on `kind`."""
+def kind_variants(components: dict[str, Any], ref_of: dict[type[Any], dict[str, Any]], ref: str = _REF) -> None:
+    """A job's payload depends on its kind: JobCreate, JobPatch and JobOut get a oneOf on `kind`
+    (`ref`: where the components live, `#/$defs/{name}` in a plain JSON Schema)."""
     for kind, name in _KINDS.items():
         components[name] = {
             "title": name,
@@ -49,8 +50,8 @@ def _kind_variants(components: dict[str, Any], ref_of: dict[type[Any], dict[str,
             "properties": {"kind": {"const": kind}, "payload": ref_of[PAYLOAD_TYPES[kind]]},
             "required": ["kind", "payload"],
         }
-    refs = [{"$ref": _REF.format(name=name)} for name in _KINDS.values()]
-    mapping = {kind: _REF.format(name=name) for kind, name in _KINDS.items()}
+    refs = [{"$ref": ref.format(name=name)} for name in _KINDS.values()]
+    mapping = {kind: ref.format(name=name) for kind, name in _KINDS.items()}
     discriminated = {"oneOf": refs, "discriminator": {"propertyName": "kind", "mapping": mapping}}
     if "JobOut" in components:
         components["JobOut"].update(discriminated)
@@ -108,7 +109,7 @@ def build_spec(routes: Sequence[Route], version: str) -> dict[str, Any]:
     refs, components = msgspec.json.schema_components(unique, ref_template=_REF)
     ref_of = dict(zip(unique, refs, strict=True))
     problem = {"content": {PROBLEM_JSON: {"schema": ref_of[Problem]}}}
-    _kind_variants(components, ref_of)
+    kind_variants(components, ref_of)
     if "TokenCreate" in components:  # one expiry or none; what a schema can say of it
         token = components["TokenCreate"]
         token["not"] = {"required": ["expires_in_s", "expires_at"]}

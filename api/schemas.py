@@ -12,7 +12,7 @@ from typing import Annotated, Any
 import msgspec
 from msgspec import UNSET, Meta, UnsetType
 
-from cronos.models import ConcurrencyPolicy, Job, JobKind, JobStatus, MisfirePolicy, RunSummary
+from cronos.models import ConcurrencyPolicy, Job, JobKind, JobStatus, ManagedBy, MisfirePolicy, RunSummary
 
 # Formats the schema cannot check (a cron expression, a time zone) are named for tools; no text
 # may hold NUL (PostgreSQL cannot store it).
@@ -62,6 +62,7 @@ class JobCreate(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     misfire_grace_s: GraceS = 60.0
     jitter_s: JitterS = 0.0
     status: JobStatus = "active"
+    managed_by: ManagedBy | None = None  # set by `cronos apply`; not a field of a jobs file
 
 
 class JobPatch(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -80,6 +81,7 @@ class JobPatch(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     misfire_grace_s: GraceS | UnsetType = UNSET
     jitter_s: JitterS | UnsetType = UNSET
     status: JobStatus | UnsetType = UNSET
+    managed_by: ManagedBy | UnsetType | None = UNSET
 
     def changes(self) -> dict[str, Any]:
         return {f: v for f in self.__struct_fields__ if (v := getattr(self, f)) is not UNSET}

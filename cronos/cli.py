@@ -1,4 +1,5 @@
-"""The `cronos` command: starts roles, runs migrations and benchmarks, manages API tokens.
+"""The `cronos` command: starts roles, runs migrations and benchmarks, manages API tokens, and
+calls the REST API (`cronos jobs|runs|apply`).
 
 The one module of `cronos` that imports the role packages (lazily), because it starts them.
 """
@@ -8,6 +9,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from typing import NoReturn
@@ -60,6 +62,11 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("which", choices=["dispatch", "run", "e2e"])
     bench.add_argument("rest", nargs=argparse.REMAINDER)
     _token_parser(sub)
+    from cronos.apply_cli import add_command as add_apply
+    from cronos.jobs_cli import add_commands as add_jobs
+
+    add_jobs(sub, _OneLineParser)
+    add_apply(sub)
     return parser
 
 
@@ -133,6 +140,10 @@ def _serve_metrics(port: int) -> None:
     log.info("metrics served", extra={"event": "metrics.serving", "port": port})
 
 
+# Clients of the REST API ($CRONOS_API_URL), not roles: no database, no event loop.
+_CLIENT_COMMANDS = ("jobs", "runs", "apply")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
@@ -142,7 +153,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     # A benchmark prints a table: its own INFO lines would break it up (warnings still show).
     # So would `token`'s (its migration lines): its stdout is for scripts, stderr one line on error.
-    quiet = args.command in ("bench", "token") and settings.log_level == "INFO"
+    quiet = args.command in ("bench", "token", *_CLIENT_COMMANDS) and settings.log_level == "INFO"
     level = "WARNING" if quiet else settings.log_level
     setup_logging(level, settings.log_format)
     bind_global(node_id=settings.node_id)
@@ -151,6 +162,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             from cronos.bench import main as bench
 
             return bench(args.which, settings, args.rest)
+        if args.command in _CLIENT_COMMANDS:  # synchronous REST API calls
+            from cronos.apply_cli import run_apply
+            from cronos.jobs_cli import run_command
+
+            return run_apply(args, settings) if args.command == "apply" else run_command(args, settings)
         return asyncio.run(_main(args, settings))
     except BackendUnavailable as exc:
         print(f"cronos: {exc}", file=sys.stderr)
@@ -160,6 +176,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # `cronos jobs list | head`: the reader is gone, so is the rest of the output
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
 
 
 if __name__ == "__main__":

@@ -33,6 +33,16 @@ FAIL_EXECUTOR_LOST = "executor lost"
 FAIL_REPLACED = "replaced"
 
 
+class ManagedBy(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """Set by a tool that keeps the job in step with a file (`cronos apply`, whose --prune deletes
+    only jobs it marked); kept by every other write."""
+
+    tool: Annotated[str, msgspec.Meta(min_length=1, max_length=100, pattern="^[ -~]+$")]
+    # The API shows secrets as `***`: apply stores a salted scrypt of the payload it sent, secrets
+    # included, to see later whether the file's secrets still are the stored ones (cronos.apply).
+    secrets_digest: Annotated[str, msgspec.Meta(max_length=300, pattern="^[!-~]+$")] | None = None
+
+
 class Job(msgspec.Struct, kw_only=True):
     id: int
     name: str
@@ -51,6 +61,7 @@ class Job(msgspec.Struct, kw_only=True):
     last_scheduled_for: datetime | None
     created_at: datetime
     updated_at: datetime
+    managed_by: ManagedBy | None = None
 
 
 # The fields of a job a client sets (the rest the system keeps), in the store's column order.
@@ -68,6 +79,7 @@ JOB_WRITABLE = (
     "misfire_grace_s",
     "jitter_s",
     "status",
+    "managed_by",
 )
 
 

@@ -12,6 +12,8 @@ import argparse
 import re
 from datetime import UTC, datetime, timedelta
 
+from cronos.cli_output import table as cli_table
+from cronos.cli_output import when as _when
 from cronos.errors import InvalidInput
 from cronos.settings import Settings
 from cronos.store.audit import CLI
@@ -33,17 +35,11 @@ def parse_age(text: str) -> timedelta:
     return age
 
 
-def _when(at: datetime | None, never: str = "never") -> str:
-    return never if at is None else at.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
-
-
 def table(tokens: list[TokenInfo]) -> str:
-    rows = [("NAME", "SCOPES", "CREATED", "LAST USED", "EXPIRES")]
-    rows += [
+    rows = [
         (t.name, ",".join(t.scopes), _when(t.created_at), _when(t.last_used_at), _when(t.expires_at)) for t in tokens
     ]
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows)
+    return cli_table(("NAME", "SCOPES", "CREATED", "LAST USED", "EXPIRES"), rows)
 
 
 async def run_token_command(args: argparse.Namespace, settings: Settings) -> int:

@@ -20,7 +20,7 @@ import asyncpg
 import msgspec
 
 from cronos.errors import Conflict, NotFound
-from cronos.models import JOB_WRITABLE, Job, Run
+from cronos.models import JOB_WRITABLE, Job, ManagedBy, Run
 from cronos.redact import restore_secrets
 from cronos.store import queries as q
 from cronos.store.audit import SYSTEM, record, snapshot
@@ -42,6 +42,15 @@ Guard = Callable[[str], None]  # called with a stored job's kind; raises to refu
 
 def _allow(kind: str) -> None:
     return None
+
+
+def _forget_digest(current: Job, merged: Mapping[str, Any], changes: Mapping[str, Any]) -> ManagedBy | None:
+    """A payload changed by anyone but its managing tool no longer matches that tool's digest of
+    it: drop the digest, so the next `cronos apply` sends the file's secrets again."""
+    managed: ManagedBy | None = merged["managed_by"]
+    if "managed_by" in changes or managed is None or merged["payload"] == current.payload:
+        return managed
+    return msgspec.structs.replace(managed, secrets_digest=None)
 
 
 def _notice(op: str, job_id: int) -> str:
@@ -71,7 +80,8 @@ class JobStore:
         with translate_errors():
             async with self._pool.acquire() as conn, conn.transaction():
                 try:
-                    row = await conn.fetchrow(q.JOB_INSERT, *(fields[name] for name in WRITABLE))
+                    values = {"managed_by": None, **fields}  # only `cronos apply` sets it
+                    row = await conn.fetchrow(q.JOB_INSERT, *(values[name] for name in WRITABLE))
                 except asyncpg.UniqueViolationError as exc:
                     raise Conflict(f"a job named {fields['name']!r} already exists") from exc
                 job = to_struct(row, Job)
@@ -115,6 +125,7 @@ class JobStore:
                 merged = {name: getattr(current, name) for name in WRITABLE} | dict(changes)
                 if "payload" in changes:
                     merged["payload"] = restore_secrets(merged["kind"], merged["payload"], current.payload)
+                    merged["managed_by"] = _forget_digest(current, merged, changes)
                 check(merged)  # raises InvalidInput: the transaction rolls back, nothing written
                 reset = any(merged[f] != getattr(current, f) for f in _SCHEDULE_FIELDS) or (
                     current.status == "paused" and merged["status"] == "active"

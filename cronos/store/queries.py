@@ -31,7 +31,7 @@ PING = "SELECT 1"
 _JOB = (
     "id, name, cron_expression, timezone, kind, payload, timeout_s, max_retries, retry_backoff_s,"
     " concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, last_scheduled_for,"
-    " created_at, updated_at"
+    " created_at, updated_at, managed_by"
 )
 _RUN = (
     "id, job_id, scheduled_for, attempt, trigger, state, due_at, node_id, epoch, started_at, finished_at,"
@@ -41,8 +41,8 @@ _RUN = (
 # The cursor starts at creation: only ticks strictly after the job exists are due.
 JOB_INSERT = (
     "INSERT INTO jobs (name, cron_expression, timezone, kind, payload, timeout_s, max_retries,"
-    " retry_backoff_s, concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, last_scheduled_for)"
-    " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, now())"
+    " retry_backoff_s, concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, managed_by,"
+    " last_scheduled_for) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, now())"
     f" RETURNING {_JOB}"
 )
 JOB_GET = f"SELECT {_JOB} FROM jobs WHERE id = $1"
@@ -57,13 +57,13 @@ JOB_LIST = (
     " sized AS (SELECT *, sum(size) OVER (ORDER BY id) - size AS before FROM page)"
     f" SELECT {_JOB}, (SELECT count(*) FROM page) AS fetched FROM sized WHERE before < $4 ORDER BY id"
 )
-# $14: move the cursor to now when the schedule changed or the job resumed (greatest()
+# $16: move the cursor to now when the schedule changed or the job resumed (greatest()
 # ignores NULL, and never moves a cursor backwards).
 JOB_UPDATE = (
     "UPDATE jobs SET name = $2, cron_expression = $3, timezone = $4, kind = $5, payload = $6, timeout_s = $7,"
     " max_retries = $8, retry_backoff_s = $9, concurrency_policy = $10, misfire_policy = $11,"
-    " misfire_grace_s = $12, jitter_s = $13, status = $14,"
-    " last_scheduled_for = CASE WHEN $15::boolean THEN greatest(last_scheduled_for, now())"
+    " misfire_grace_s = $12, jitter_s = $13, status = $14, managed_by = $15,"
+    " last_scheduled_for = CASE WHEN $16::boolean THEN greatest(last_scheduled_for, now())"
     " ELSE last_scheduled_for END, updated_at = now()"
     f" WHERE id = $1 RETURNING {_JOB}"
 )

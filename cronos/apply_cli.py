@@ -1,0 +1,103 @@
+"""`cronos apply -f FILE|DIR [--dry-run] [--prune]`: the I/O around cronos.apply.
+
+Reads the files (a folder: its *.yaml, *.yml and *.json, by name), fetches the jobs-file
+schema and the current jobs from the API, prints the plan one line per job, and (without
+--dry-run) carries it out in that order, deletions last. Nothing is written before every
+file validated; a refusal by the API stops the apply with one line naming the file, the job
+and the field (what came before it stays done: applying again finishes the job).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from cronos.api_client import ApiClient, ApiError
+from cronos.apply import Action, Step, describe, plan, strays, summary
+from cronos.jobs_cli import client
+from cronos.jobs_file import ApplyInvalid, desired_jobs, parse
+from cronos.settings import Settings
+
+if TYPE_CHECKING:
+    from cronos.jobs_cli import SubParsers
+
+SCHEMA_PATH = "/api/jobs-file.schema.json"
+_SUFFIXES = (".yaml", ".yml", ".json")
+
+
+def add_command(sub: SubParsers) -> None:
+    apply = sub.add_parser(
+        "apply",
+        help="make the cluster's jobs match jobs files (YAML, a top-level `jobs:` list): "
+        f"create, update, pause/resume; calls $CRONOS_API_URL (schema: GET {SCHEMA_PATH})",
+    )
+    apply.add_argument(
+        "-f", "--file", dest="files", action="append", required=True, metavar="FILE|DIR",
+        help="a jobs file, or a folder of them (repeatable)",
+    )  # fmt: skip
+    apply.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
+    apply.add_argument("--prune", action="store_true", help="delete jobs apply created that no file names any more")
+
+
+def read_sources(paths: list[str]) -> list[tuple[str, str]]:
+    """(file, text) of every jobs file named or in a folder named."""
+    files: list[Path] = []
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            found = sorted(p for p in path.iterdir() if p.suffix in _SUFFIXES and p.is_file())
+            if not found:
+                raise ApplyInvalid(f"{raw}: no {', '.join(_SUFFIXES)} file in this folder")
+            files += found
+        elif path.is_file():
+            files.append(path)
+        else:
+            raise ApplyInvalid(f"{raw}: no such file or folder")
+    try:
+        return [(str(f), f.read_text(encoding="utf-8")) for f in files]
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ApplyInvalid(f"cannot read a jobs file: {exc}") from None
+
+
+def _carry_out(api: ApiClient, action: Action) -> str | None:
+    """Make the API call of one action; a line to print after it, if any."""
+    path = f"/api/jobs/{action.job_id}"
+    if action.step is Step.CREATE:
+        job = api.call("POST", "/api/jobs", action.body)
+        if job.get("webhook_secret"):
+            return f"           webhook signing secret of {action.name!r} (shown this once): {job['webhook_secret']}"
+    elif action.step is Step.UPDATE:
+        api.call("PATCH", path, action.body)
+    elif action.step in (Step.PAUSE, Step.RESUME):
+        api.call("POST", f"{path}/{action.step.value}")
+    elif action.step is Step.DELETE:
+        api.call("DELETE", path)
+    return None
+
+
+def run_apply(args: argparse.Namespace, settings: Settings) -> int:
+    documents = [(source, parse(source, text)) for source, text in read_sources(args.files)]
+    api = client(settings)
+    desired = desired_jobs(documents, api.call("GET", SCHEMA_PATH), os.environ)
+    current = list(api.pages("/api/jobs"))
+    actions = plan(desired, current, prune=args.prune, salt=os.urandom(16))
+    for action in actions:
+        if not args.dry_run:
+            try:
+                extra = _carry_out(api, action)
+            except ApiError as exc:
+                where = f"{action.source}: " if action.source else ""
+                raise ApplyInvalid(f"{where}job {action.name!r}: {action.step.value} refused: {exc}") from None
+        print(describe(action))
+        if not args.dry_run and extra:
+            print(extra)
+    if not args.prune:
+        for job in strays(desired, current):
+            print(f"{'kept':<9}  {job['name']}: not in the file(s); --prune deletes it")
+    done = summary(actions)
+    if not done.startswith("Nothing"):
+        done = f"Plan (dry run, nothing changed): {done}." if args.dry_run else f"Applied: {done}."
+    print(done)
+    return 0

@@ -1,0 +1,222 @@
+"""`cronos jobs ...` and `cronos runs ...`: the REST API from the command line.
+
+Every command is one or a few calls of cronos.api_client against CRONOS_API_URL with
+CRONOS_API_TOKEN. People get an aligned table or `field  value` lines; `--json` prints the
+API's JSON for scripts (a list command prints the array of every item). A failure is one
+line on stderr (main prints the CronosError) and a non-zero exit.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from cronos.api_client import ApiClient
+from cronos.cli_output import table, when
+from cronos.errors import CronosError, NotFound
+from cronos.models import JOB_STATUSES, JOB_WRITABLE, RUN_STATES, Job
+from cronos.settings import Settings
+
+if TYPE_CHECKING:
+    SubParsers = argparse._SubParsersAction[argparse.ArgumentParser]
+
+_REQUIRED = ("name", "cron_expression", "payload")  # of a create; everything else has a default
+_RUNS_SHOWN = 20
+
+
+def _number(raw: str) -> float | int:
+    try:
+        number: Any = msgspec.json.decode(raw)
+    except msgspec.DecodeError:
+        number = None
+    if isinstance(number, bool) or not isinstance(number, int | float):
+        raise argparse.ArgumentTypeError(f"{raw!r} is not a number")
+    return number
+
+
+def _json_object(raw: str) -> dict[str, Any]:
+    try:
+        value = msgspec.json.decode(raw)
+    except msgspec.DecodeError as exc:
+        raise argparse.ArgumentTypeError(f"not JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError("must be a JSON object")
+    return value
+
+
+def _field_options() -> dict[str, dict[str, Any]]:
+    """argparse options per field a client sets, typed from the Job model (payload: a JSON object)."""
+    info = msgspec.inspect.type_info(Job)
+    assert isinstance(info, msgspec.inspect.StructType)
+    options: dict[str, dict[str, Any]] = {}
+    for field in info.fields:
+        if field.name not in JOB_WRITABLE or field.name == "managed_by":
+            continue
+        kind = field.type
+        if field.name == "payload":
+            options[field.name] = {"type": _json_object, "help": "a JSON object"}
+        elif isinstance(kind, msgspec.inspect.LiteralType):
+            options[field.name] = {"choices": kind.values, "help": f"the job's `{field.name}`"}
+        else:
+            numeric = isinstance(kind, msgspec.inspect.IntType | msgspec.inspect.FloatType)
+            options[field.name] = {"type": _number if numeric else str, "help": f"the job's `{field.name}`"}
+    return options
+
+
+def _job_fields(parser: argparse.ArgumentParser, *, create: bool) -> None:
+    for name, option in _field_options().items():
+        required = create and name in _REQUIRED
+        parser.add_argument(f"--{name.replace('_', '-')}", dest=name, required=required, **option)
+
+
+def add_commands(sub: SubParsers, parser_class: type[argparse.ArgumentParser]) -> None:
+    api = "calls the API at $CRONOS_API_URL with $CRONOS_API_TOKEN"
+    jobs = sub.add_parser("jobs", help=f"list, read, create, change, pause, resume, trigger, delete jobs ({api})")
+    actions = jobs.add_subparsers(dest="action", required=True, metavar="ACTION", parser_class=parser_class)
+    listing = actions.add_parser("list", help="every job: id, name, schedule, status, next run")
+    listing.add_argument("--status", choices=JOB_STATUSES)
+    for action, text in (
+        ("get", "one job, its next run and its last run"),
+        ("delete", "delete a job and its runs"),
+        ("pause", "pause a job"),
+        ("resume", "resume a job (ticks due while paused are not caught up)"),
+        ("trigger", "queue one run now"),
+    ):
+        actions.add_parser(action, help=text).add_argument("job", help="id or name")
+    _job_fields(actions.add_parser("create", help="register a job"), create=True)
+    update = actions.add_parser("update", help="change the fields given")
+    update.add_argument("job", help="id or name")
+    _job_fields(update, create=False)
+
+    runs = sub.add_parser("runs", help=f"a job's runs, one run with its traceback ({api})")
+    run_actions = runs.add_subparsers(dest="action", required=True, metavar="ACTION", parser_class=parser_class)
+    run_list = run_actions.add_parser("list", help=f"a job's runs, newest first (default {_RUNS_SHOWN})")
+    run_list.add_argument("job", help="id or name")
+    run_list.add_argument("--state", choices=RUN_STATES)
+    run_list.add_argument("--limit", type=int, default=_RUNS_SHOWN, help="how many runs at most")
+    run_actions.add_parser("get", help="one run with its error, traceback and result").add_argument("run", type=int)
+    for parser in (*actions.choices.values(), *run_actions.choices.values()):
+        parser.add_argument("--json", action="store_true", help="print the API's JSON (for scripts)")
+
+
+def client(settings: Settings) -> ApiClient:
+    return ApiClient(settings.api_url, settings.api_token)
+
+
+def job_id(api: ApiClient, ref: str) -> int:
+    """A job's id from its id or its name."""
+    if ref.isascii() and ref.isdigit():
+        return int(ref)
+    for job in api.pages("/api/jobs"):
+        if job["name"] == ref:
+            return int(job["id"])
+    raise NotFound(f"no job named {ref!r}")
+
+
+def _dump(value: Any) -> str:
+    return msgspec.json.format(msgspec.json.encode(value), indent=2).decode()
+
+
+def _cell(name: str, value: Any) -> str:
+    if value is None:
+        return "-"
+    if name.endswith("_at") or name in ("scheduled_for", "last_scheduled_for"):
+        return when(value)
+    if isinstance(value, dict | list):
+        return msgspec.json.encode(value).decode()
+    return str(value)
+
+
+def _fields(item: dict[str, Any], skip: tuple[str, ...] = ()) -> str:
+    return table(("FIELD", "VALUE"), [(k, _cell(k, v)) for k, v in item.items() if k not in skip])
+
+
+def _seconds(start: str | None, end: str | None) -> str:
+    if start is None or end is None:
+        return "-"
+    return f"{(datetime.fromisoformat(end) - datetime.fromisoformat(start)).total_seconds():.3f}s"
+
+
+def _run_line(run: dict[str, Any]) -> tuple[str, ...]:
+    why = run["error"] or run["skip_reason"] or ""
+    return (
+        str(run["id"]), when(run["scheduled_for"]), str(run["attempt"]), run["trigger"], run["state"],
+        _seconds(run["scheduled_for"], run["started_at"]),
+        "-" if run["duration_ms"] is None else f"{run['duration_ms']:.0f}ms",
+        run["node_id"] or "-", why.splitlines()[0][:60] if why else "",
+    )  # fmt: skip
+
+
+def _runs_table(runs: list[dict[str, Any]]) -> str:
+    header = ("ID", "SCHEDULED FOR", "ATTEMPT", "TRIGGER", "STATE", "START DELAY", "DURATION", "NODE", "ERROR")
+    return table(header, [_run_line(r) for r in runs])
+
+
+def _jobs_table(jobs: list[dict[str, Any]]) -> str:
+    header = ("ID", "NAME", "SCHEDULE", "TIMEZONE", "KIND", "STATUS", "NEXT RUN")
+    shown = ("name", "cron_expression", "timezone", "kind", "status")
+    rows = [(str(j["id"]), *(j[f] for f in shown), when(j["next_run_at"], "-")) for j in jobs]
+    return table(header, rows)
+
+
+def _show_job(job: dict[str, Any]) -> str:
+    text = _fields(job, skip=("last_run", "webhook_secret"))
+    if job.get("last_run"):
+        text += "\n\nlast run:\n" + _runs_table([job["last_run"]])
+    if job.get("webhook_secret"):
+        text += f"\n\nwebhook signing secret (shown this once): {job['webhook_secret']}"
+    return text
+
+
+def _show_run(run: dict[str, Any]) -> str:
+    text = _fields(run, skip=("traceback", "result"))
+    for name in ("traceback", "result"):
+        if run.get(name):
+            text += f"\n\n{name}:\n{run[name].rstrip()}"
+    return text
+
+
+def _given(args: argparse.Namespace) -> dict[str, Any]:
+    return {name: value for name in _field_options() if (value := getattr(args, name, None)) is not None}
+
+
+def _jobs(api: ApiClient, args: argparse.Namespace) -> tuple[Any, Callable[[Any], str]]:
+    """The API's answer to a `jobs` action and how to show it to people."""
+    if args.action == "list":
+        return list(api.pages("/api/jobs", {"status": args.status})), _jobs_table
+    if args.action == "create":
+        return api.call("POST", "/api/jobs", _given(args)), _show_job
+    path = f"/api/jobs/{job_id(api, args.job)}"
+    if args.action == "get":
+        return api.call("GET", path), _show_job
+    if args.action == "update":
+        if not (changes := _given(args)):
+            raise CronosError("jobs update: nothing to change; give at least one --FIELD")
+        return api.call("PATCH", path, changes), _show_job
+    if args.action == "delete":
+        api.call("DELETE", path)
+        return {"deleted": args.job}, lambda _: f"Deleted job {args.job}."
+    if args.action == "trigger":
+        run = api.call("POST", f"{path}/trigger")
+        return run, lambda r: f"Queued run {r['id']} of job {r['job_id']} (see `cronos runs get {r['id']}`)."
+    job = api.call("POST", f"{path}/{args.action}")  # pause, resume
+    return job, lambda j: f"Job {j['id']} {j['name']!r} is {j['status']}."
+
+
+def _runs(api: ApiClient, args: argparse.Namespace) -> tuple[Any, Callable[[Any], str]]:
+    if args.action == "get":
+        return api.call("GET", f"/api/runs/{args.run}"), _show_run
+    path = f"/api/jobs/{job_id(api, args.job)}/runs"
+    limit = max(1, min(args.limit, 500))
+    return api.call("GET", path, query={"state": args.state, "limit": limit})["items"], _runs_table
+
+
+def run_command(args: argparse.Namespace, settings: Settings) -> int:
+    api = client(settings)
+    answer, show = (_jobs if args.command == "jobs" else _runs)(api, args)
+    print(_dump(answer) if args.json else show(answer))
+    return 0

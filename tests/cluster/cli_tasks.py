@@ -1,0 +1,12 @@
+"""Tasks of the jobs CLI tests (`cronos dev --import tests.cluster.cli_tasks`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import cronos
+
+
+@cronos.task("cli.fail", replace=True)
+async def fail(payload: dict[str, Any], ctx: cronos.RunContext) -> None:
+    raise RuntimeError(f"disk {payload.get('disk', '?')} is full")

@@ -1,0 +1,168 @@
+"""cronos.jobs_file and cronos.apply: jobs files to validated jobs, and desired vs current jobs to a plan (pure)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jsonschema
+import pytest
+
+from api.jobs_file import jobs_file_schema
+from cronos.apply import TOOL, Action, Step, describe, digest, digest_matches, plan, summary
+from cronos.jobs_file import ApplyInvalid, Desired, desired_jobs, parse
+from cronos.redact import redact_payload
+
+SCHEMA = jobs_file_schema()
+SALT = b"0123456789abcdef"
+FILE = """
+jobs:
+  - name: reindex
+    cron_expression: "*/5 * * * *"
+    payload: {action: reindex, target: users}
+  - name: hook
+    kind: http
+    cron_expression: "0 * * * *"
+    timeout_s: 30
+    payload:
+      url: https://example.com/hook
+      headers: {Authorization: "Bearer ${HOOK_TOKEN}"}
+  - name: cleanup
+    cron_expression: "@daily"
+    status: paused
+    payload: {action: cleanup, since: 2024-01-01}
+"""
+
+
+def _desired(text: str = FILE, environ: dict[str, str] | None = None) -> list[Desired]:
+    env = {"HOOK_TOKEN": "s3cret"} if environ is None else environ
+    return desired_jobs([("jobs.yaml", parse("jobs.yaml", text))], SCHEMA, env)
+
+
+def _stored(actions: list[Action]) -> list[dict[str, Any]]:
+    """What the API would show after carrying out the creates: secrets redacted, ids given."""
+    shown = []
+    for number, action in enumerate(actions, start=1):
+        assert action.step is Step.CREATE and action.body is not None
+        body = dict(action.body)
+        shown.append({**body, "id": number, "payload": redact_payload(body["kind"], body["payload"])})
+    return shown
+
+
+def _refusal(text: str, environ: dict[str, str] | None = None) -> str:
+    with pytest.raises(ApplyInvalid) as caught:
+        _desired(text, environ)
+    return str(caught.value)
+
+
+def test_the_published_schema_is_valid_and_fits_a_file() -> None:
+    jsonschema.Draft202012Validator.check_schema(SCHEMA)
+    jsonschema.validate(parse("f", FILE), SCHEMA)
+    assert "managed_by" not in SCHEMA["$defs"]["JobCreate"]["properties"]  # apply sets it, a file does not
+
+
+def test_defaults_are_filled_and_variables_expanded() -> None:
+    reindex, hook, cleanup = _desired()
+    assert reindex.fields["timezone"] == "UTC" and reindex.fields["kind"] == "task"
+    assert reindex.fields["status"] == "active" and reindex.fields["timeout_s"] == 300.0
+    assert hook.fields["payload"]["headers"] == {"Authorization": "Bearer s3cret"}
+    assert cleanup.fields["payload"]["since"] == "2024-01-01"  # a YAML date is the text the API stores
+    escaped = _desired(FILE.replace("${HOOK_TOKEN}", "$${HOOK_TOKEN}$$"))[1]  # `$$` is a `$`
+    assert escaped.fields["payload"]["headers"] == {"Authorization": "Bearer ${HOOK_TOKEN}$"}
+
+
+def test_first_plan_creates_and_the_next_changes_nothing() -> None:
+    first = plan(_desired(), [], prune=False, salt=SALT)
+    assert [(a.step, a.name) for a in first] == [(Step.CREATE, "reindex"), (Step.CREATE, "hook"),
+                                                 (Step.CREATE, "cleanup")]  # fmt: skip
+    assert describe(first[2]) == "create     cleanup (paused)"
+    hook = first[1].body
+    assert hook is not None and hook["managed_by"]["tool"] == TOOL
+    assert digest_matches(hook["payload"], hook["managed_by"]["secrets_digest"])
+    assert first[0].body is not None and first[0].body["managed_by"]["secrets_digest"] is None  # no secret
+    again = plan(_desired(), _stored(first), prune=True, salt=b"another salt....")
+    assert {a.step for a in again} == {Step.UNCHANGED}
+    assert summary(again) == "Nothing to change: 3 job(s) match the file(s)."
+
+
+def test_changes_become_updates_pauses_resumes_and_only_managed_jobs_are_pruned() -> None:
+    current = _stored(plan(_desired(), [], prune=False, salt=SALT))
+    current[2]["status"] = "paused"
+    unmanaged = {**current[0], "id": 9, "name": "by-hand", "managed_by": None}
+    edited = FILE.replace('"*/5 * * * *"', '"*/10 * * * *"').replace("status: paused", "status: active")
+    edited = edited.replace("  - name: hook", "  - name: gone-hook")  # `hook` left the file
+    actions = plan(_desired(edited), [*current, unmanaged], prune=True, salt=SALT)
+    steps = [(a.step, a.name, a.changed) for a in actions]
+    assert (Step.UPDATE, "reindex", ("cron_expression",)) in steps
+    assert (Step.RESUME, "cleanup", ()) in steps
+    assert (Step.CREATE, "gone-hook", ()) in steps
+    assert steps[-1] == (Step.DELETE, "hook", ())  # deletions last, and never `by-hand`
+    update = next(a for a in actions if a.step is Step.UPDATE)
+    assert update.body == {"cron_expression": "*/10 * * * *"}  # only what changed
+    assert not any(a.step is Step.DELETE for a in plan(_desired(edited), current, prune=False, salt=SALT))
+
+
+def test_a_changed_secret_is_seen_through_the_digest() -> None:
+    current = _stored(plan(_desired(), [], prune=False, salt=SALT))
+    actions = plan(_desired(environ={"HOOK_TOKEN": "rotated"}), current, prune=False, salt=SALT)
+    update = next(a for a in actions if a.step is Step.UPDATE)
+    assert update.name == "hook" and update.changed == ("payload (secrets)",)
+    assert update.body is not None and update.body["payload"]["headers"]["Authorization"] == "Bearer rotated"
+    assert update.body["kind"] == "http"
+    assert digest_matches(update.body["payload"], update.body["managed_by"]["secrets_digest"])
+    current[1]["managed_by"]["secrets_digest"] = None  # another write changed the payload: the API dropped it
+    again = plan(_desired(), current, prune=False, salt=SALT)
+    assert [a.changed for a in again if a.step is Step.UPDATE] == [("payload (secrets)",)]
+
+
+def test_an_existing_job_of_the_same_name_is_adopted() -> None:
+    current = _stored(plan(_desired(), [], prune=False, salt=SALT))
+    current[0]["managed_by"] = None
+    actions = plan(_desired(), current, prune=False, salt=SALT)
+    adopted = next(a for a in actions if a.name == "reindex")
+    assert adopted.step is Step.UPDATE and adopted.changed == ("managed_by",)
+    assert adopted.body == {"managed_by": {"tool": TOOL, "secrets_digest": None}}
+
+
+def test_a_digest_is_salted_and_only_our_own_parameters_are_trusted() -> None:
+    payload = {"url": "https://x.test", "headers": {"Authorization": "Bearer a"}}
+    first, second = digest(payload, b"a" * 16), digest(payload, b"b" * 16)
+    assert first != second and digest_matches(payload, first) and digest_matches(payload, second)
+    assert not digest_matches({**payload, "headers": {"Authorization": "Bearer b"}}, first)
+    assert not digest_matches(payload, first.replace("$16384$", "$1048576$"))
+    assert not digest_matches(payload, None) and not digest_matches(payload, "scrypt$x")
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        ("jobs: [{name: a, cron_expression: '* * * * *', payload: {action: x}, timeout_s: 0}]",
+         ("job 'a'", "$.timeout_s", "more than 0")),
+        ("jobs: [{name: a, cron_expression: '61 * * * *', payload: {action: x}}]", ("job 'a'", "$.cron_expression")),
+        ("jobs: [{name: a, cron_expression: '* * * * *', payload: {}}]", ("job 'a'", "$.payload", "'action'")),
+        ("jobs: [{name: a, cron_expression: '* * * * *', kind: cron, payload: {}}]", ("$.kind", "task")),
+        ("jobs: [{name: a, cron_expression: '* * * * *', payload: {action: x}, colour: red}]", ("'colour'",)),
+        ("jobs: [{cron_expression: '* * * * *', payload: {action: x}}]", ("jobs[0]", "'name'")),
+        ("jobs: [{name: a, cron_expression: '* * * * *', payload: {action: '${MISSING}'}}]",
+         ("job 'a'", "$.payload.action", "${MISSING} is not set")),
+        ("jobs: [{name: a, cron_expression: '* * * * *', kind: shell, payload: {argv: [ls], env: {PATH: x}}}]",
+         ("$.payload.env", "PATH")),
+        ("jobs: {name: a}", ("$.jobs", "array")),
+        ("jobs: [{name: a, cron_expression: '* * * * *' payload: x}]", ("not valid YAML", "line 1")),
+    ],
+)  # fmt: skip
+def test_a_bad_file_is_refused_naming_the_file_the_job_and_the_field(text: str, words: tuple[str, ...]) -> None:
+    message = _refusal(text)
+    assert message.startswith("jobs.yaml: ") and "\n" not in message
+    assert all(word in message for word in words), message
+
+
+def test_a_refusal_never_quotes_a_value() -> None:
+    text = "jobs: [{name: a, cron_expression: '* * * * *', kind: http, payload: {url: 'https://x.test', "
+    message = _refusal(text + "headers: {Authorization: 12345678}}}]")
+    assert "$.payload.headers.Authorization" in message and "12345678" not in message
+
+
+def test_a_name_is_one_job_across_files() -> None:
+    one = ("a.yaml", parse("a.yaml", "jobs: [{name: x, cron_expression: '@daily', payload: {action: y}}]"))
+    with pytest.raises(ApplyInvalid, match=r"b.yaml: job 'x': the name is also used in a.yaml"):
+        desired_jobs([one, ("b.yaml", one[1])], SCHEMA, {})
