@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("dispatcher.housekeeping")
 
 TRIM_INTERVAL_S = 5.0
+LOSS_CHECK_S = 0.5
 RETRY_BASE_S = 0.2  # a failed pass is tried again this soon, backing off to the interval
 
 
@@ -32,8 +33,9 @@ class Housekeeping:
         self._publisher = publisher
         self._ticker = ticker
         self._maxlen = settings.stream_maxlen
-        # Data loss is checked at least once per leader ttl (the re-push should not wait longer).
-        self.interval_s = min(TRIM_INTERVAL_S, settings.leader_ttl_ms / 1000)
+        # Data loss is checked every LOSS_CHECK_S (a GET and an INFO): the tokens Redis lost are
+        # pushed again within that of Redis answering, not at the next renewal or trim.
+        self.interval_s = min(LOSS_CHECK_S, settings.leader_ttl_ms / 1000)
         self._trimmed_at = time.monotonic()
         self._over_bound = False
         self._failing = False

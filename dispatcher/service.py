@@ -20,7 +20,7 @@ from types import TracebackType
 from typing import Any, Self
 
 from cronos import redis_client
-from cronos.backoff import Backoff
+from cronos.backoff import RECONNECT_CAP_S, Backoff
 from cronos.errors import BackendUnavailable
 from cronos.keys import Keys
 from cronos.locks import OwnedLock
@@ -71,9 +71,10 @@ class Dispatcher:
                 await self._stopping.wait()
 
     async def run(self) -> None:
-        # A candidate retries at least once a lease ttl: a Redis or PostgreSQL outage should not
-        # keep the cluster leaderless for longer than the backoff after the backend is back.
-        backoff = Backoff(base_s=0.2, cap_s=max(1.0, self.settings.leader_ttl_ms / 1000))
+        # A session is tried again at least every RECONNECT_CAP_S while a backend is away: after
+        # a Redis or PostgreSQL outage the cluster is leaderless for at most that (then elects and
+        # re-pushes), not for a long backoff (issue 13).
+        backoff = Backoff(base_s=0.1, cap_s=RECONNECT_CAP_S)
         while not self._stopping.is_set():
             try:
                 await self._session(backoff)

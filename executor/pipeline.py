@@ -47,7 +47,7 @@ class TokenOutcome(StrEnum):
     NOT_QUEUED = "not_queued"  # already claimed or finished (a repeated token)
     LOST = "lost"  # the run was taken away while it ran: nothing reported
     GIVEN_BACK = "given_back"  # drained before its due time: left pending, unclaimed
-    DEFERRED = "deferred"  # a backend failed: left pending for a retry
+    DEFERRED = "deferred"  # a backend failed and the executor stopped before it answered: left pending
     MALFORMED = "malformed"  # undecodable entry: acknowledged and dropped
     ERROR = "error"  # a bug: logged, left pending
 
@@ -65,13 +65,18 @@ async def process(delivery: Delivery, deps: Deps) -> TokenOutcome:
         epoch=token.epoch,
         scheduled_for=_iso(token.scheduled_for_ms),
     ):
-        try:
-            return await _process(token, delivery.entry_id, deps)
-        except BackendUnavailable as exc:
-            # The token stays pending; the consumer re-reads it once the backend answers again.
-            deps.health.report(exc)
-            log.warning("token left pending: %s", exc, extra={"event": "token.deferred"})
-            return TokenOutcome.DEFERRED
+        while True:
+            try:
+                return await _process(token, delivery.entry_id, deps)
+            except BackendUnavailable as exc:
+                # Failed before the claim (lock or claim: the steps after it keep their own
+                # retries). The token stays pending and in hand, and goes through again as soon as
+                # the backend answers: a blip costs the blip, not an XAUTOCLAIM idle time.
+                deps.health.report(exc)
+                log.warning("token deferred until %s answers: %s", exc.backend, exc, extra={"event": "token.deferred"})
+                if not await deps.health.wait_up(exc.backend):
+                    return TokenOutcome.DEFERRED  # the executor is stopping: left pending
+                log.info("token retried", extra={"event": "token.retried"})
 
 
 async def _process(token: RunToken, entry_id: bytes, deps: Deps) -> TokenOutcome:
