@@ -1,4 +1,4 @@
-"""One leadership term: renew, listen, tick, reap and housekeep side by side, ended together.
+"""One leadership term: renew, listen, tick, reap, housekeep and watch side by side, ended together.
 
 A term ends when any of its loops ends: a refused or late renewal (LeadershipLost), a
 fenced write refused (NotLeader), PostgreSQL or Redis going away (BackendUnavailable,
@@ -35,6 +35,7 @@ from dispatcher.housekeeping import Housekeeping
 from dispatcher.listener import Listener
 from dispatcher.publisher import Publisher
 from dispatcher.ticker import Ticker
+from dispatcher.watchdog import Watchdog
 
 LISTEN_READY_S = 5.0
 
@@ -124,6 +125,9 @@ class Term:
             "tick": self.ticker.run(checkpoint=self.checkpoint),
             "reap": reaper.run(self, RunStore(self._pool), election, settings.run_lease_s, self._connected_at),
             "housekeep": housekeeping.run(self),
+            "watchdog": Watchdog(
+                Ledger(self._pool), RunStore(self._pool), self._publisher, election.check, settings.overdue_after_ms
+            ).run(self),
         }
         try:
             async with asyncio.TaskGroup() as group:

@@ -174,6 +174,16 @@ QUEUED_REPUSH = (
     " UPDATE runs r SET pushed_epoch = $1 FROM pick WHERE r.id = pick.id"
     " RETURNING " + _TOKEN_COLS + ", r.due_at"
 )
+# The watchdog: queued runs whose token went out (pushed_epoch set) and that nobody has claimed
+# $2 seconds past due, oldest first, leaving out $3 (run ids it re-pushed moments ago) and rows
+# being claimed right now (SKIP LOCKED); a page of $4, marked pushed by epoch $1 (fenced).
+QUEUED_OVERDUE_REPUSH = (
+    "WITH pick AS MATERIALIZED (SELECT id FROM runs WHERE state = 'queued' AND pushed_epoch IS NOT NULL"
+    " AND due_at < now() - make_interval(secs => $2) AND NOT (id = ANY($3::bigint[]))"
+    " ORDER BY due_at, id LIMIT $4 FOR NO KEY UPDATE SKIP LOCKED)"
+    " UPDATE runs r SET pushed_epoch = $1 FROM pick WHERE r.id = pick.id"
+    " RETURNING " + _TOKEN_COLS
+)
 # On election: runs an earlier leader meant to push later (jitter, spread catch-up) become
 # "never pushed" again, so this leader's due watcher sees them.
 QUEUED_UNMARK_FUTURE = (
