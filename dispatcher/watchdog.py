@@ -79,9 +79,12 @@ class Watchdog:
         self.backoffs = Backoffs(self.after_s)
 
     async def run(self, term: Term) -> None:
-        while True:
-            await term.sleep(self.interval_s)
-            await self.once(time.monotonic())
+        try:
+            while True:
+                await term.sleep(self.interval_s)
+                await self.once(time.monotonic())
+        finally:
+            metrics.RUNS_OVERDUE.set(0)  # a node that stops leading stops reporting a backlog
 
     async def once(self, now: float) -> int:
         """One pass at `now` (monotonic); how many runs were pushed again."""
