@@ -3,6 +3,7 @@ nobody claimed is pushed again, once per backoff, never while executors are behi
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 import asyncpg
@@ -36,14 +37,28 @@ async def _read(publisher: Publisher) -> list[RunToken]:
     return [d.token for d in deliveries if d.token is not None]
 
 
-async def test_a_pushed_run_nobody_claimed_is_pushed_again_with_backoff(
-    settings: Settings, pg_pool: asyncpg.Pool, redis_client: aioredis.Redis
-) -> None:
+@dataclass
+class Leader:
+    pool: asyncpg.Pool
+    publisher: Publisher
+    epoch: int
+
+    def watchdog(self, overdue_after_ms: int, epoch: int | None = None) -> Watchdog:
+        fence = self.epoch if epoch is None else epoch
+        return Watchdog(Ledger(self.pool), RunStore(self.pool), self.publisher, lambda: fence, overdue_after_ms)
+
+
+@pytest.fixture
+async def leader(settings: Settings, pg_pool: asyncpg.Pool, redis_client: aioredis.Redis) -> Leader:
     publisher = Publisher(redis_client, Keys(settings.key_prefix))
     await publisher.prepare()
-    epoch = (await EpochStore(pg_pool).take("test-leader")).epoch
+    return Leader(pg_pool, publisher, (await EpochStore(pg_pool).take("test-leader")).epoch)
+
+
+async def test_a_pushed_run_nobody_claimed_is_pushed_again_with_backoff(leader: Leader) -> None:
+    pg_pool, publisher, epoch = leader.pool, leader.publisher, leader.epoch
     store = RunStore(pg_pool)
-    watchdog = Watchdog(Ledger(pg_pool), store, publisher, lambda: epoch, overdue_after_ms=3000)
+    watchdog = leader.watchdog(3000)
     job = await insert_job(pg_pool)
     lost = await _queued(pg_pool, job, late_s=5, pushed_epoch=epoch - 1)  # its token is gone
     await _queued(pg_pool, job, late_s=5, pushed_epoch=None)  # never pushed: the due watcher's
@@ -70,19 +85,12 @@ async def test_a_pushed_run_nobody_claimed_is_pushed_again_with_backoff(
     assert await watchdog.once(now=200.0) == 1
     assert lost not in [t.run_id for t in await _read(publisher)]
 
-    deposed = Watchdog(Ledger(pg_pool), store, publisher, lambda: epoch - 1, overdue_after_ms=3000)
     with pytest.raises(NotLeader):
-        await deposed.once(now=300.0)
+        await leader.watchdog(3000, epoch=epoch - 1).once(now=300.0)  # deposed: writes nothing
 
 
-async def test_off_it_only_exports_the_backlog(
-    settings: Settings, pg_pool: asyncpg.Pool, redis_client: aioredis.Redis
-) -> None:
-    publisher = Publisher(redis_client, Keys(settings.key_prefix))
-    await publisher.prepare()
-    epoch = (await EpochStore(pg_pool).take("test-leader")).epoch
-    watchdog = Watchdog(Ledger(pg_pool), RunStore(pg_pool), publisher, lambda: epoch, overdue_after_ms=0)
-    await _queued(pg_pool, await insert_job(pg_pool), late_s=60, pushed_epoch=epoch)
-    assert await watchdog.once(now=0.0) == 0
+async def test_off_it_only_exports_the_backlog(leader: Leader) -> None:
+    await _queued(leader.pool, await insert_job(leader.pool), late_s=60, pushed_epoch=leader.epoch)
+    assert await leader.watchdog(0).once(now=0.0) == 0
     assert REGISTRY.get_sample_value("cronos_runs_overdue") == 1
-    assert await _read(publisher) == []
+    assert await _read(leader.publisher) == []
