@@ -21,12 +21,13 @@ from typing import Any, Self
 
 from cronos import redis_client
 from cronos.backoff import RECONNECT_CAP_S, Backoff
+from cronos.clock import DbClock
 from cronos.errors import BackendUnavailable
 from cronos.keys import Keys
 from cronos.locks import OwnedLock
 from cronos.scripts import Scripts
 from cronos.settings import Settings
-from cronos.store.db import close, connect, ping
+from cronos.store.db import close, connect, sync_clock
 from cronos.store.epoch import EpochStore
 from dispatcher.election import Election
 from dispatcher.publisher import Publisher
@@ -46,6 +47,7 @@ class Dispatcher:
         self._state = "starting"
         self.election: Election | None = None
         self.ticker: Ticker | None = None  # the current (or last) term's
+        self.clock = DbClock()  # PostgreSQL's clock, by this node's plus a measured offset
 
     async def __aenter__(self) -> Self:
         return self
@@ -109,13 +111,14 @@ class Dispatcher:
             )
             stack.push_async_callback(close, pool)
             epochs = EpochStore(pool)
-            await ping(pool, max(db_timeout_s, 1.0))  # min_size=0 connects lazily: check PostgreSQL is there
+            # min_size=0 connects lazily: check PostgreSQL is there (and measure its clock)
+            await sync_clock(pool, self.clock, max(db_timeout_s, 1.0))
             connected_at = time.monotonic()
             lock = OwnedLock(client, Scripts(client), self.keys.leader, self.settings.node_id, ttl_ms)
             election = self.election = Election(
                 lock, epochs, self.settings.node_id, ttl_ms, db_timeout_ms=self.settings.leader_db_timeout_ms
             )
-            publisher = Publisher(client, self.keys)
+            publisher = Publisher(client, self.keys, self.clock.time)
             self._transition("candidate", node_id=self.settings.node_id)
             while not self._stopping.is_set():
                 epoch = await election.campaign()
@@ -133,6 +136,7 @@ class Dispatcher:
                     election,
                     stopping=self._stopping,
                     connected_at=connected_at,
+                    clock=self.clock,
                 )
                 self.ticker = term.ticker
                 try:

@@ -23,6 +23,7 @@ from redis.exceptions import ResponseError
 
 from cronos import presence
 from cronos.aio import wait_any
+from cronos.clock import DbClock
 from cronos.errors import BackendUnavailable, NotLeader
 from cronos.keys import Keys
 from cronos.redis_client import Redis
@@ -77,6 +78,7 @@ class Term:
         *,
         stopping: asyncio.Event,
         connected_at: float,
+        clock: DbClock,
     ) -> None:
         self._settings = settings
         self._keys = Keys(settings.key_prefix)
@@ -86,6 +88,7 @@ class Term:
         self._election = election
         self._stopping = stopping
         self._connected_at = connected_at  # when this session reached PostgreSQL (monotonic)
+        self._clock = clock  # PostgreSQL's: the ticker plans and pushes by it (the listener measures it)
         self.over = asyncio.Event()
         self.ticker = Ticker(
             Ledger(pool),
@@ -116,13 +119,14 @@ class Term:
             ping_interval_s=election.renew_interval_s,
             ping_timeout_s=election.db_timeout_s,
             on_ping=election.db_ok,
+            clock=self._clock,
         )
         housekeeping = Housekeeping(self._publisher, self.ticker, settings)
         loops = {
             "renew": self._renew(),
             "listen": listener.run(),
             "stop": self._stop_watch(),
-            "tick": self.ticker.run(checkpoint=self.checkpoint),
+            "tick": self.ticker.run(self._clock.now, checkpoint=self.checkpoint),
             "reap": reaper.run(self, RunStore(self._pool), election, settings.run_lease_s, self._connected_at),
             "housekeep": housekeeping.run(self),
             "watchdog": Watchdog(

@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-import time
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
@@ -81,7 +80,7 @@ async def process(delivery: Delivery, deps: Deps) -> TokenOutcome:
 
 async def _process(token: RunToken, entry_id: bytes, deps: Deps) -> TokenOutcome:
     lock_key = deps.keys.tick_lock(token.job_id, token.scheduled_for_ms, token.attempt)
-    due_ms = _due_ms(token)
+    due_ms = _due_ms(token, deps.clock.time())
     try:
         # Pushed ahead of its due time: locked no earlier than the lock's ttl covers (the lead).
         await deps.gate.until(None if due_ms is None else due_ms - deps.lead_ms)
@@ -111,13 +110,14 @@ async def _process(token: RunToken, entry_id: bytes, deps: Deps) -> TokenOutcome
     return ended
 
 
-def _due_ms(token: RunToken) -> int | None:
-    """When the token may be claimed: the wall clock's ms after its due time (due_ms is the
-    floor of a due time that may have a fraction of a ms), never before its tick."""
+def _due_ms(token: RunToken, now: float) -> int | None:
+    """When the token may be claimed, by PostgreSQL's clock (`now`, unix time): the ms after its
+    due time (due_ms is the floor of a due time that may have a fraction of a ms), never before
+    its tick."""
     if token.due_ms is None:
         return None  # from a leader that pushes when due
     due_ms = max(token.due_ms, token.scheduled_for_ms) + 1
-    return due_ms if time.time() * 1000 < due_ms else None
+    return due_ms if now * 1000 < due_ms else None
 
 
 async def take_tick_lock(deps: Deps, lock_key: str) -> bool:

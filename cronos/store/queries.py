@@ -23,8 +23,9 @@ JOBS_CHANNEL = "cronos_jobs"
 
 NOTIFY = "SELECT pg_notify('" + JOBS_CHANNEL + "', $1)"
 
-# A liveness probe.
-PING = "SELECT 1"
+# A liveness probe, which also reads PostgreSQL's clock (unix time): the clock due times are
+# judged by (cronos.clock).
+PING = "SELECT extract(epoch FROM clock_timestamp())::float8"
 
 # --- jobs (API) ---------------------------------------------------------------
 
