@@ -90,7 +90,8 @@ class Watchdog:
         """One pass at `now` (monotonic); how many runs were pushed again."""
         overdue = await self._store.overdue()
         metrics.RUNS_OVERDUE.set(overdue)
-        if not overdue or self.after_s <= 0:
+        # None a second past due: none past a bound of a second or more either.
+        if self.after_s <= 0 or (not overdue and self.after_s >= 1.0):
             self.backoffs.clear()
             return 0
         if (await self._publisher.stream.info()).lag:
