@@ -5,6 +5,11 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
+# The longest a role waits between two tries to reach a backend that is away. A try is a
+# connect and one round trip, cheap against a refused port; a longer wait would be all delay
+# after the backend answers again (issue 13: ticks start within 2 s of Redis answering).
+RECONNECT_CAP_S = 0.5
+
 
 @dataclass
 class Backoff:

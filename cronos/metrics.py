@@ -55,6 +55,11 @@ RUNS_OVERDUE = Gauge(
     " counted up to 100,000)",
     registry=REGISTRY,
 )
+WATCHDOG_REPUSHED = Counter(
+    "cronos_watchdog_repushed_total",
+    "Tokens the leader's watchdog pushed again: runs still queued CRONOS_OVERDUE_AFTER_MS past due",
+    registry=REGISTRY,
+)
 EXECUTOR_LOST_RUNS = Counter(
     "cronos_executor_lost_runs_total", "Runs reaped because their executor was lost", registry=REGISTRY
 )

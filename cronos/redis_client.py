@@ -15,6 +15,8 @@ from typing import Any
 
 import redis.asyncio as aioredis
 from redis.asyncio.client import Pipeline
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialWithJitterBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
@@ -54,8 +56,24 @@ class Redis(aioredis.Redis):
 # unacknowledged data), and a connection idle for a while is checked with a PING before use.
 SOCKET_TIMEOUT_S = 5.0
 CONNECT_TIMEOUT_S = 3.0
-HEALTH_CHECK_INTERVAL_S = 15
+HEALTH_CHECK_INTERVAL_S = 2
 TCP_USER_TIMEOUT_MS = 10_000
+
+# A command that meets a connection error (refused, reset, "Connection closed by server": a
+# pooled connection to a Redis that restarted) is sent again on a new connection after a short
+# backoff, RETRIES times (about 0.7 s in all): a blip or a dead pooled connection is invisible
+# to the caller, and a longer outage still surfaces as BackendUnavailable within a second, for
+# the role's own recovery. Such a command never reached a live server, or (a reset after it
+# ran) is one Cronos repeats safely: tokens, tick locks and claims are conditional. Timeouts
+# are not retried: a server that stopped answering would make every call wait RETRIES times
+# its socket timeout, and a timed-out command may have run.
+RETRIES = 3
+RETRY_BASE_S = 0.05
+RETRY_CAP_S = 0.5
+
+
+def _retry() -> Retry:
+    return Retry(ExponentialWithJitterBackoff(cap=RETRY_CAP_S, base=RETRY_BASE_S), RETRIES, (RedisConnectionError,))
 
 
 def _keepalive_options() -> dict[int, int]:
@@ -72,6 +90,7 @@ def connect(url: str, **kwargs: Any) -> Redis:
         "socket_keepalive": True,
         "socket_keepalive_options": _keepalive_options(),
         "health_check_interval": HEALTH_CHECK_INTERVAL_S,
+        "retry": _retry(),
     }
     if url.startswith("unix://"):  # no TCP options on a Unix socket
         del defaults["socket_keepalive"], defaults["socket_keepalive_options"]

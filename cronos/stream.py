@@ -157,33 +157,43 @@ class RunStream:
         group = next((g for g in groups if _text(g.get("name")) == self.group), None)
         if group is None:
             return StreamInfo(length, 0, None, {}, None)
-        consumers = {
-            _text(c.get("name")): int(c.get("pending", 0))
-            for c in await self._client.xinfo_consumers(self.key, self.group)
-        }
+        try:
+            replies = await self._client.xinfo_consumers(self.key, self.group)
+        except ResponseError:  # the group went away meanwhile (Redis lost its data)
+            replies = []
+        consumers = {_text(c.get("name")): int(c.get("pending", 0)) for c in replies}
         lag = group.get("lag")
         return StreamInfo(
             length=length,
             pending=int(group.get("pending", 0)),
             lag=int(lag) if lag is not None else None,
             consumers=consumers,
-            last_delivered_id=_text(group.get("last-delivered-id")),
+            last_delivered_id=_entry_id(group.get("last-delivered-id")),
         )
 
     async def trim_acknowledged(self) -> int:
-        """Drop entries below both the oldest pending entry and the group's read position."""
-        info = await self.info()
-        if info.last_delivered_id is None:
+        """Drop entries below both the oldest pending entry and the group's read position.
+
+        A reply that says nothing (no read position, XPENDING empty because the entries were
+        acknowledged meanwhile, the stream gone because Redis lost its data) trims nothing
+        this time: the next pass sees a settled stream."""
+        try:
+            info = await self.info()
+            floor = info.last_delivered_id
+            if floor is None:
+                return 0
+            if info.pending:
+                summary = await self._client.xpending(self.key, self.group)
+                oldest = _entry_id(summary.get("min") if isinstance(summary, dict) else None)
+                if oldest is not None:
+                    floor = min(floor, oldest, key=_id_key)
+            # MINID keeps entries >= floor: the oldest pending (or first unread) entry survives.
+            minid = _bump(floor) if not info.pending else floor
+            return int(await self._client.xtrim(self.key, minid=minid, approximate=False))
+        except ResponseError as exc:
+            if not _stream_lost(exc):
+                raise
             return 0
-        floor = info.last_delivered_id
-        if info.pending:
-            summary = await self._client.xpending(self.key, self.group)
-            oldest = (summary or {}).get("min")  # None when the entries were acked meanwhile
-            if oldest:
-                floor = min(floor, _text(oldest), key=_id_key)
-        # MINID keeps entries >= floor: the oldest pending (or first unread) entry survives.
-        minid = _bump(floor) if not info.pending else floor
-        return int(await self._client.xtrim(self.key, minid=minid, approximate=False))
 
 
 def _delivery(entry_id: bytes, fields: dict[bytes, bytes]) -> Delivery:
@@ -205,6 +215,18 @@ def _stream_lost(exc: ResponseError) -> bool:
 
 def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _entry_id(value: Any) -> str | None:
+    """A stream entry id from a reply, or None when the reply holds none (None, empty, not an
+    id): never the text "None"."""
+    if value is None:
+        return None
+    text = _text(value)
+    ms, dash, seq = text.partition("-")
+    if not ms.isdigit() or (dash and not seq.isdigit()):
+        return None
+    return text
 
 
 def _id_key(entry_id: str) -> tuple[int, int]:

@@ -1,8 +1,9 @@
 """The leader's Redis housekeeping, beside the publisher: notice Redis data loss (then re-push
 the queued runs), trim acknowledged stream entries, warn while the stream is over its bound.
 
-Housekeeping never takes the leader down on a reply it did not expect: it logs and goes on.
-Redis being unreachable (BackendUnavailable) still ends the term, as everywhere.
+Housekeeping never takes the leader down: a reply it did not expect, or Redis not answering,
+is logged and the pass is retried after a short backoff. Whether this node may still lead is
+the renewer's to decide (a Redis that stays away fails the renewal and ends the term).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
+from cronos.backoff import Backoff
 from cronos.errors import BackendUnavailable
 from cronos.settings import Settings
 from dispatcher.publisher import Publisher
@@ -22,6 +24,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("dispatcher.housekeeping")
 
 TRIM_INTERVAL_S = 5.0
+LOSS_CHECK_S = 0.5
+RETRY_BASE_S = 0.2  # a failed pass is tried again this soon, backing off to the interval
 
 
 class Housekeeping:
@@ -29,29 +33,37 @@ class Housekeeping:
         self._publisher = publisher
         self._ticker = ticker
         self._maxlen = settings.stream_maxlen
-        # Data loss is checked at least once per leader ttl (the re-push should not wait longer).
-        self.interval_s = min(TRIM_INTERVAL_S, settings.leader_ttl_ms / 1000)
+        # Data loss is checked every LOSS_CHECK_S (a GET and an INFO): the tokens Redis lost are
+        # pushed again within that of Redis answering, not at the next renewal or trim.
+        self.interval_s = min(LOSS_CHECK_S, settings.leader_ttl_ms / 1000)
         self._trimmed_at = time.monotonic()
         self._over_bound = False
         self._failing = False
 
     async def run(self, term: Term) -> None:
+        backoff = Backoff(base_s=RETRY_BASE_S, cap_s=self.interval_s)
+        delay = self.interval_s
         while True:
-            await term.sleep(self.interval_s)
+            await term.sleep(delay)
             try:
                 await self.once()
-            except BackendUnavailable:
-                raise
-            except Exception as exc:  # an unexpected reply must not end the term
-                # The traceback once, then one line per failure.
+            except Exception as exc:  # nothing here may end the term: log, retry soon
+                delay = backoff.next_delay()
+                # The traceback once (not for a backend away: that is no bug), then one line per failure.
                 log.warning(
                     "housekeeping failed",
-                    exc_info=not self._failing,
-                    extra={"event": "housekeeping.failed", "error": f"{type(exc).__name__}: {exc}"},
+                    exc_info=not self._failing and not isinstance(exc, BackendUnavailable),
+                    extra={
+                        "event": "housekeeping.failed",
+                        "error": f"{type(exc).__name__}: {exc}",
+                        "retry_in_s": round(delay, 2),
+                    },
                 )
                 self._failing = True
             else:
                 self._failing = False
+                backoff.reset()
+                delay = self.interval_s
 
     async def once(self) -> None:
         reason = await self._publisher.data_lost()

@@ -18,8 +18,9 @@ from typing import Any
 
 import msgspec
 
+from cronos.clock import DbClock
 from cronos.errors import BackendUnavailable
-from cronos.store.db import connect_one, ping, translate_errors
+from cronos.store.db import connect_one, sync_clock, translate_errors
 from cronos.store.queries import JOBS_CHANNEL
 
 log = logging.getLogger("dispatcher.listener")
@@ -50,12 +51,14 @@ class Listener:
         ping_interval_s: float = 5.0,
         ping_timeout_s: float = 5.0,
         on_ping: Callable[[], None] = lambda: None,
+        clock: DbClock | None = None,
     ) -> None:
         self._dsn = dsn
         self._on_change = on_change
         self._ping_interval_s = ping_interval_s
         self._ping_timeout_s = ping_timeout_s
         self._on_ping = on_ping  # a round trip completed (the leader's proof that PostgreSQL answers)
+        self._clock = clock or DbClock()  # measured against PostgreSQL's at every ping
         self.ready = asyncio.Event()
 
     async def run(self) -> None:
@@ -69,6 +72,7 @@ class Listener:
             conn.add_termination_listener(lambda _conn: lost.set())
             with translate_errors():  # a raw connection: no store translates for it
                 await conn.add_listener(JOBS_CHANNEL, notified)
+            await sync_clock(conn, self._clock, self._ping_timeout_s)  # before the first tick is planned
             self.ready.set()
             self._on_ping()
             while not lost.is_set():
@@ -76,7 +80,7 @@ class Listener:
                     async with asyncio.timeout(self._ping_interval_s):
                         await lost.wait()
                 if not lost.is_set():
-                    await ping(conn, self._ping_timeout_s)  # raises BackendUnavailable
+                    await sync_clock(conn, self._clock, self._ping_timeout_s)  # raises BackendUnavailable
                     self._on_ping()
             raise BackendUnavailable("postgresql", "the LISTEN connection was lost")
         finally:

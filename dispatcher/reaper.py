@@ -1,6 +1,6 @@
 """The reaper, on the leader and fenced: runs whose lease expired end `failed` "executor lost"
-(with the retry the job allows); queued runs past their misfire grace end skipped "expired";
-the backlog still within its grace is exported as `cronos_runs_overdue`.
+(with the retry the job allows); queued runs past their misfire grace end skipped "expired".
+(The backlog still within its grace is the watchdog's: `cronos_runs_overdue`.)
 
 It waits one lease after a PostgreSQL reconnect before reaping, so live executors can
 heartbeat again first.
@@ -11,7 +11,6 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from cronos import metrics
 from cronos.store.runs import RunStore
 from dispatcher.election import Election
 
@@ -29,5 +28,4 @@ async def run(term: Term, store: RunStore, election: Election, lease_s: float, c
         while reaped.lost + reaped.expired >= REAP_BATCH:  # a backlog: keep going, yielding
             term.checkpoint()
             reaped = await store.reap(election.check(), limit=REAP_BATCH)
-        metrics.RUNS_OVERDUE.set(await store.overdue())
         await term.sleep(lease_s / 2)

@@ -20,13 +20,14 @@ from types import TracebackType
 from typing import Any, Self
 
 from cronos import redis_client
-from cronos.backoff import Backoff
+from cronos.backoff import RECONNECT_CAP_S, Backoff
+from cronos.clock import DbClock
 from cronos.errors import BackendUnavailable
 from cronos.keys import Keys
 from cronos.locks import OwnedLock
 from cronos.scripts import Scripts
 from cronos.settings import Settings
-from cronos.store.db import close, connect, ping
+from cronos.store.db import close, connect, sync_clock
 from cronos.store.epoch import EpochStore
 from dispatcher.election import Election
 from dispatcher.publisher import Publisher
@@ -46,6 +47,7 @@ class Dispatcher:
         self._state = "starting"
         self.election: Election | None = None
         self.ticker: Ticker | None = None  # the current (or last) term's
+        self.clock = DbClock()  # PostgreSQL's clock, by this node's plus a measured offset
 
     async def __aenter__(self) -> Self:
         return self
@@ -71,9 +73,10 @@ class Dispatcher:
                 await self._stopping.wait()
 
     async def run(self) -> None:
-        # A candidate retries at least once a lease ttl: a Redis or PostgreSQL outage should not
-        # keep the cluster leaderless for longer than the backoff after the backend is back.
-        backoff = Backoff(base_s=0.2, cap_s=max(1.0, self.settings.leader_ttl_ms / 1000))
+        # A session is tried again at least every RECONNECT_CAP_S while a backend is away: after
+        # a Redis or PostgreSQL outage the cluster is leaderless for at most that (then elects and
+        # re-pushes), not for a long backoff (issue 13).
+        backoff = Backoff(base_s=0.1, cap_s=RECONNECT_CAP_S)
         while not self._stopping.is_set():
             try:
                 await self._session(backoff)
@@ -108,13 +111,14 @@ class Dispatcher:
             )
             stack.push_async_callback(close, pool)
             epochs = EpochStore(pool)
-            await ping(pool, max(db_timeout_s, 1.0))  # min_size=0 connects lazily: check PostgreSQL is there
+            # min_size=0 connects lazily: check PostgreSQL is there (and measure its clock)
+            await sync_clock(pool, self.clock, max(db_timeout_s, 1.0))
             connected_at = time.monotonic()
             lock = OwnedLock(client, Scripts(client), self.keys.leader, self.settings.node_id, ttl_ms)
             election = self.election = Election(
                 lock, epochs, self.settings.node_id, ttl_ms, db_timeout_ms=self.settings.leader_db_timeout_ms
             )
-            publisher = Publisher(client, self.keys)
+            publisher = Publisher(client, self.keys, self.clock.time)
             self._transition("candidate", node_id=self.settings.node_id)
             while not self._stopping.is_set():
                 epoch = await election.campaign()
@@ -132,6 +136,7 @@ class Dispatcher:
                     election,
                     stopping=self._stopping,
                     connected_at=connected_at,
+                    clock=self.clock,
                 )
                 self.ticker = term.ticker
                 try:

@@ -1,4 +1,4 @@
-"""One leadership term: renew, listen, tick, reap and housekeep side by side, ended together.
+"""One leadership term: renew, listen, tick, reap, housekeep and watch side by side, ended together.
 
 A term ends when any of its loops ends: a refused or late renewal (LeadershipLost), a
 fenced write refused (NotLeader), PostgreSQL or Redis going away (BackendUnavailable,
@@ -23,6 +23,7 @@ from redis.exceptions import ResponseError
 
 from cronos import presence
 from cronos.aio import wait_any
+from cronos.clock import DbClock
 from cronos.errors import BackendUnavailable, NotLeader
 from cronos.keys import Keys
 from cronos.redis_client import Redis
@@ -35,6 +36,7 @@ from dispatcher.housekeeping import Housekeeping
 from dispatcher.listener import Listener
 from dispatcher.publisher import Publisher
 from dispatcher.ticker import Ticker
+from dispatcher.watchdog import Watchdog
 
 LISTEN_READY_S = 5.0
 
@@ -76,6 +78,7 @@ class Term:
         *,
         stopping: asyncio.Event,
         connected_at: float,
+        clock: DbClock,
     ) -> None:
         self._settings = settings
         self._keys = Keys(settings.key_prefix)
@@ -85,6 +88,7 @@ class Term:
         self._election = election
         self._stopping = stopping
         self._connected_at = connected_at  # when this session reached PostgreSQL (monotonic)
+        self._clock = clock  # PostgreSQL's: the ticker plans and pushes by it (the listener measures it)
         self.over = asyncio.Event()
         self.ticker = Ticker(
             Ledger(pool),
@@ -115,15 +119,19 @@ class Term:
             ping_interval_s=election.renew_interval_s,
             ping_timeout_s=election.db_timeout_s,
             on_ping=election.db_ok,
+            clock=self._clock,
         )
         housekeeping = Housekeeping(self._publisher, self.ticker, settings)
         loops = {
             "renew": self._renew(),
             "listen": listener.run(),
             "stop": self._stop_watch(),
-            "tick": self.ticker.run(checkpoint=self.checkpoint),
+            "tick": self.ticker.run(self._clock.now, checkpoint=self.checkpoint),
             "reap": reaper.run(self, RunStore(self._pool), election, settings.run_lease_s, self._connected_at),
             "housekeep": housekeeping.run(self),
+            "watchdog": Watchdog(
+                Ledger(self._pool), RunStore(self._pool), self._publisher, election.check, settings.overdue_after_ms
+            ).run(self),
         }
         try:
             async with asyncio.TaskGroup() as group:

@@ -82,6 +82,7 @@ class Ticker:
         self._lookahead = timedelta(seconds=lookahead_s)
         self.book = ScheduleBook()
         self.pusher = Pusher(publisher, epoch, push_lead_ms)
+        self._push_lead = timedelta(milliseconds=push_lead_ms)
         self.wake = asyncio.Event()  # the writer's: a change, a trigger, a re-push request
         self._changes: set[int] = set()
         self._resync_at: datetime | None = None  # None: resync now
@@ -205,11 +206,14 @@ class Ticker:
         await self._apply(found, missing=set(ids) - {j.id for j in found})
 
     async def _repush_all(self, now: datetime, *, unmark: bool) -> int:
+        # Up to the push horizon: a run due within the push lead may have been pushed already
+        # (its token lost with Redis' data), and the pusher holds only those it has not pushed.
+        horizon = now + self._push_lead
         if unmark:
-            await self._ledger.unmark_future(self._epoch(), now)
+            await self._ledger.unmark_future(self._epoch(), horizon)
         pushed, after = 0, REPUSH_START
         while True:
-            runs, after = await self._ledger.repush(self._epoch(), now, after, _PAGE)
+            runs, after = await self._ledger.repush(self._epoch(), horizon, after, _PAGE)
             pushed += await self._publisher.publish(runs, self._epoch())
             if len(runs) < _PAGE:
                 break

@@ -2,9 +2,10 @@
 
 Each delivery becomes one `pipeline.process` task in the role's task group. Entries
 left idle by a dead consumer are taken over with XAUTOCLAIM. When PostgreSQL or Redis
-fails, reading pauses until the backend answers again; then this consumer re-reads its
-own pending entries, so a token deferred by a blip runs at once instead of waiting to
-idle out for XAUTOCLAIM.
+fails, reading pauses until the backend answers again; a token that failed meanwhile is
+retried by its own task the moment it does (`pipeline.process`), and this consumer re-reads
+its own pending entries for any it no longer holds (after a restart), so nothing deferred
+by a blip waits to idle out for XAUTOCLAIM.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from collections import Counter
 
 from cronos import metrics
 from cronos.aio import wait_any
-from cronos.backoff import Backoff
+from cronos.backoff import RECONNECT_CAP_S, Backoff
 from cronos.errors import BackendUnavailable
 from cronos.stream import Delivery
 from executor.deps import Deps
@@ -53,7 +54,7 @@ class Consumer:
 
     async def serve(self, group: asyncio.TaskGroup, stopping: asyncio.Event, *, burst: bool = False) -> None:
         """Read and dispatch until `stopping` is set (or, in burst mode, until nothing is left)."""
-        backoff = Backoff(base_s=0.1, cap_s=5.0)  # reads failing while the probe succeeds: no tight loop
+        backoff = Backoff(base_s=0.1, cap_s=RECONNECT_CAP_S)  # reads failing while the probe succeeds: no tight loop
         own_pending = True  # after a start or a backend failure: what this consumer holds first
         while not stopping.is_set():
             try:
@@ -139,6 +140,7 @@ class Consumer:
             await asyncio.wait(set(self._tasks), timeout=timeout_s)
         if self._tasks and (given := self._deps.gate.withdraw()):
             log.info("held tokens given back", extra={"event": "executor.given_back", "count": given})
+        self._deps.health.close()  # tokens waiting for a backend to answer are left pending
         cancelled = 0
         for flight in list(self._deps.in_flight.values()):
             flight.cancel("cancelled: executor shutting down")

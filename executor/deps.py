@@ -9,6 +9,7 @@ import functools
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from cronos.clock import DbClock
 from cronos.keys import Keys
 from cronos.locks import TickLocks
 from cronos.store.runs import Claim, Outcome, RunStore
@@ -42,6 +43,7 @@ class Deps:
     stream: RunStream
     tick_locks: TickLocks
     health: BackendHealth
+    clock: DbClock  # PostgreSQL's: tokens are held and claimed by it
     gate: Gate[int, Claim]  # steps 2-3 at the due instant, with an execution slot
     locks: Batcher[str, bool]  # step 1
     claims: Batcher[int, Claim]  # steps 2-3, behind the gate
@@ -65,6 +67,7 @@ def wire(
     stream: RunStream,
     tick_locks: TickLocks,
     health: BackendHealth,
+    clock: DbClock,
     concurrency: int,
 ) -> Deps:
     # A tick lock is taken up to the push lead before the run is claimed: its ttl covers both.
@@ -94,7 +97,8 @@ def wire(
         stream=stream,
         tick_locks=tick_locks,
         health=health,
-        gate=Gate(claims, concurrency),
+        clock=clock,
+        gate=Gate(claims, concurrency, clock.time),
         locks=Batcher("locks", functools.partial(tick_locks.acquire, ttl_ms=lock_ttl_ms)),
         claims=claims,
         finishes=Batcher("finishes", finish),

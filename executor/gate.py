@@ -49,7 +49,7 @@ class Gate(Generic[I, O]):
         self.slots = slots
         self._free = slots
         self._queue: deque[_Waiter[I, O]] = deque()  # due, waiting for a slot
-        self._clock = clock  # the wall clock (PostgreSQL's now() reads the same one)
+        self._clock = clock  # unix time by PostgreSQL's clock (cronos.clock)
         self._instants: dict[int, _Instant[I, O]] = {}
         self._closed = False  # withdrawn: nothing waits here any more
 

@@ -1,8 +1,10 @@
 """The lease heartbeat, every third of a lease: one statement extends the leases of all
 runs in flight here and one script call renews their tick locks, both only where this
 node still owns them; their stream entries are touched so no other executor reclaims
-them; the node's presence is refreshed. A run that is no longer ours (reaped while we
-were frozen, or replaced) has its work cancelled and reports nothing.
+them; the node's presence is refreshed; and the node's clock is measured against
+PostgreSQL's again (cronos.clock: tokens are held and claimed by PostgreSQL's clock). A run
+that is no longer ours (reaped while we were frozen, or replaced) has its work cancelled and
+reports nothing.
 
 The lease lives in PostgreSQL; the Redis part of a beat is bounded by the beat interval, so
 an executor cut from Redis (a silent partition) still extends its leases every interval and
@@ -64,6 +66,7 @@ async def run(deps: Deps, client: Any, concurrency: int, done: asyncio.Event) ->
     interval = deps.lease_s / 3
     while not done.is_set():
         try:
+            await deps.store.sync_clock(deps.clock)
             await beat(deps)
             async with _redis_within(interval):
                 await presence.beat(

@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-import time
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
@@ -47,7 +46,7 @@ class TokenOutcome(StrEnum):
     NOT_QUEUED = "not_queued"  # already claimed or finished (a repeated token)
     LOST = "lost"  # the run was taken away while it ran: nothing reported
     GIVEN_BACK = "given_back"  # drained before its due time: left pending, unclaimed
-    DEFERRED = "deferred"  # a backend failed: left pending for a retry
+    DEFERRED = "deferred"  # a backend failed and the executor stopped before it answered: left pending
     MALFORMED = "malformed"  # undecodable entry: acknowledged and dropped
     ERROR = "error"  # a bug: logged, left pending
 
@@ -65,18 +64,23 @@ async def process(delivery: Delivery, deps: Deps) -> TokenOutcome:
         epoch=token.epoch,
         scheduled_for=_iso(token.scheduled_for_ms),
     ):
-        try:
-            return await _process(token, delivery.entry_id, deps)
-        except BackendUnavailable as exc:
-            # The token stays pending; the consumer re-reads it once the backend answers again.
-            deps.health.report(exc)
-            log.warning("token left pending: %s", exc, extra={"event": "token.deferred"})
-            return TokenOutcome.DEFERRED
+        while True:
+            try:
+                return await _process(token, delivery.entry_id, deps)
+            except BackendUnavailable as exc:
+                # Failed before the claim (lock or claim: the steps after it keep their own
+                # retries). The token stays pending and in hand, and goes through again as soon as
+                # the backend answers: a blip costs the blip, not an XAUTOCLAIM idle time.
+                deps.health.report(exc)
+                log.warning("token deferred until %s answers: %s", exc.backend, exc, extra={"event": "token.deferred"})
+                if not await deps.health.wait_up(exc.backend):
+                    return TokenOutcome.DEFERRED  # the executor is stopping: left pending
+                log.info("token retried", extra={"event": "token.retried"})
 
 
 async def _process(token: RunToken, entry_id: bytes, deps: Deps) -> TokenOutcome:
     lock_key = deps.keys.tick_lock(token.job_id, token.scheduled_for_ms, token.attempt)
-    due_ms = _due_ms(token)
+    due_ms = _due_ms(token, deps.clock.time())
     try:
         # Pushed ahead of its due time: locked no earlier than the lock's ttl covers (the lead).
         await deps.gate.until(None if due_ms is None else due_ms - deps.lead_ms)
@@ -106,13 +110,14 @@ async def _process(token: RunToken, entry_id: bytes, deps: Deps) -> TokenOutcome
     return ended
 
 
-def _due_ms(token: RunToken) -> int | None:
-    """When the token may be claimed: the wall clock's ms after its due time (due_ms is the
-    floor of a due time that may have a fraction of a ms), never before its tick."""
+def _due_ms(token: RunToken, now: float) -> int | None:
+    """When the token may be claimed, by PostgreSQL's clock (`now`, unix time): the ms after its
+    due time (due_ms is the floor of a due time that may have a fraction of a ms), never before
+    its tick."""
     if token.due_ms is None:
         return None  # from a leader that pushes when due
     due_ms = max(token.due_ms, token.scheduled_for_ms) + 1
-    return due_ms if time.time() * 1000 < due_ms else None
+    return due_ms if now * 1000 < due_ms else None
 
 
 async def take_tick_lock(deps: Deps, lock_key: str) -> bool:

@@ -20,6 +20,7 @@ from typing import Self, TypeVar
 
 from cronos import redis_client
 from cronos.backoff import Backoff
+from cronos.clock import DbClock
 from cronos.errors import BackendUnavailable, ConfigError
 from cronos.keys import Keys
 from cronos.locks import TickLocks
@@ -79,6 +80,8 @@ class Executor:
         # A backend's first claim statement is planned with cold caches (~30 ms here), all of it
         # start delay for the first burst: claim a run that does not exist (ids start at 1) now.
         await self._until_up("postgresql", lambda: store.claim([0], self.node_id, settings.run_lease_s))
+        clock = DbClock()  # due times are judged by PostgreSQL's clock, measured at start and every heartbeat
+        await self._until_up("postgresql", lambda: store.sync_clock(clock))
         health = BackendHealth({"redis": client.ping, "postgresql": store.ping})
         deps = self.deps = wire(
             node_id=self.node_id,
@@ -90,6 +93,7 @@ class Executor:
             stream=stream,
             tick_locks=TickLocks(scripts, self.node_id),
             health=health,
+            clock=clock,
             concurrency=settings.executor_concurrency,
         )
         for batcher in deps.batchers:

@@ -16,6 +16,7 @@ from urllib.parse import urlsplit, urlunsplit
 import asyncpg
 import msgspec
 
+from cronos.clock import SKEW_WARN_S, DbClock
 from cronos.errors import BackendUnavailable, Contention
 from cronos.store import queries as q
 
@@ -71,15 +72,33 @@ def translate_errors() -> Iterator[None]:
         raise
 
 
-async def ping(pool: asyncpg.Pool | asyncpg.Connection, timeout_s: float | None = None) -> None:
+async def ping(pool: asyncpg.Pool | asyncpg.Connection, timeout_s: float | None = None) -> float:
     """Raise BackendUnavailable unless PostgreSQL answers a trivial query (within `timeout_s`).
-    Any refusal counts: a revoked login leaves the process without a database all the same."""
+    Any refusal counts: a revoked login leaves the process without a database all the same.
+    Returns PostgreSQL's clock as it answered (unix time)."""
     try:
         with translate_errors():
             async with asyncio.timeout(timeout_s):
-                await pool.fetchval(q.PING)
+                return float(await pool.fetchval(q.PING))
     except asyncpg.PostgresError as exc:
         raise BackendUnavailable("postgresql", f"{type(exc).__name__}: {exc}") from exc
+
+
+async def sync_clock(pool: asyncpg.Pool | asyncpg.Connection, clock: DbClock, timeout_s: float | None = None) -> None:
+    """A ping that also measures this node's wall clock against PostgreSQL's (cronos.clock);
+    logs when the node's clock is off by more than SKEW_WARN_S, and when it is not any more."""
+    first, before = not clock.measured, clock.offset_s
+    sent = clock.wall()
+    db = await ping(pool, timeout_s)
+    offset = clock.observe(sent, db, clock.wall())
+    off = abs(offset) > SKEW_WARN_S
+    if first or off != (abs(before) > SKEW_WARN_S):
+        log.log(
+            logging.WARNING if off else logging.INFO,
+            "this node's clock is %+.3f s off PostgreSQL's: due times follow PostgreSQL's",
+            -offset,
+            extra={"event": "clock.offset", "offset_s": round(offset, 4)},
+        )
 
 
 async def close(pool: asyncpg.Pool, timeout_s: float = 1.0) -> None:

@@ -144,6 +144,15 @@ class Ledger:
         rows = sorted(rows, key=lambda r: (r["due_at"], r["id"]))
         return [_queued(r) for r in rows], ((rows[-1]["due_at"], rows[-1]["id"]) if rows else after)
 
+    async def overdue_pushed(
+        self, epoch: int, late_s: float, leave_out: Sequence[int], limit: int = 1000
+    ) -> list[QueuedRun]:
+        """Queued runs pushed but unclaimed `late_s` past due (by PostgreSQL's clock), oldest
+        first, but those in `leave_out`; marked pushed by `epoch` (fenced)."""
+        async with fenced(self._pool, epoch) as conn:
+            rows = await conn.fetch(q.QUEUED_OVERDUE_REPUSH, epoch, late_s, list(leave_out), limit)
+        return sorted((_queued(r) for r in rows), key=lambda r: (r.due_ms, r.id))
+
     async def unmark_future(self, epoch: int, now: datetime) -> int:
         """Hand runs due after `now` that an earlier leader meant to push back to the due watcher."""
         async with fenced(self._pool, epoch) as conn:

@@ -23,8 +23,9 @@ JOBS_CHANNEL = "cronos_jobs"
 
 NOTIFY = "SELECT pg_notify('" + JOBS_CHANNEL + "', $1)"
 
-# A liveness probe.
-PING = "SELECT 1"
+# A liveness probe, which also reads PostgreSQL's clock (unix time): the clock due times are
+# judged by (cronos.clock).
+PING = "SELECT extract(epoch FROM clock_timestamp())::float8"
 
 # --- jobs (API) ---------------------------------------------------------------
 
@@ -173,6 +174,16 @@ QUEUED_REPUSH = (
     " AND (due_at, id) > ($3::timestamptz, $4::bigint) ORDER BY due_at, id LIMIT $5 FOR NO KEY UPDATE)"
     " UPDATE runs r SET pushed_epoch = $1 FROM pick WHERE r.id = pick.id"
     " RETURNING " + _TOKEN_COLS + ", r.due_at"
+)
+# The watchdog: queued runs whose token went out (pushed_epoch set) and that nobody has claimed
+# $2 seconds past due, oldest first, leaving out $3 (run ids it re-pushed moments ago) and rows
+# being claimed right now (SKIP LOCKED); a page of $4, marked pushed by epoch $1 (fenced).
+QUEUED_OVERDUE_REPUSH = (
+    "WITH pick AS MATERIALIZED (SELECT id FROM runs WHERE state = 'queued' AND pushed_epoch IS NOT NULL"
+    " AND due_at < now() - make_interval(secs => $2) AND NOT (id = ANY($3::bigint[]))"
+    " ORDER BY due_at, id LIMIT $4 FOR NO KEY UPDATE SKIP LOCKED)"
+    " UPDATE runs r SET pushed_epoch = $1 FROM pick WHERE r.id = pick.id"
+    " RETURNING " + _TOKEN_COLS
 )
 # On election: runs an earlier leader meant to push later (jitter, spread catch-up) become
 # "never pushed" again, so this leader's due watcher sees them.

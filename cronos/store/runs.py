@@ -18,9 +18,10 @@ import asyncpg
 import msgspec
 
 from cronos import metrics, retry
+from cronos.clock import DbClock
 from cronos.models import FAIL_EXECUTOR_LOST, FAIL_REPLACED, SKIP_EXPIRED, SKIP_OVERLAP, ConcurrencyPolicy, JobKind
 from cronos.store import queries as q
-from cronos.store.db import ping, retry_contention, to_struct, translate_errors
+from cronos.store.db import ping, retry_contention, sync_clock, to_struct, translate_errors
 from cronos.store.epoch import fenced
 
 log = logging.getLogger("cronos.store.runs")
@@ -158,6 +159,10 @@ class RunStore:
     async def ping(self) -> None:
         """Raises BackendUnavailable while PostgreSQL does not answer."""
         await ping(self._pool)
+
+    async def sync_clock(self, clock: DbClock) -> None:
+        """A ping that measures this node's clock against PostgreSQL's (cronos.clock)."""
+        await sync_clock(self._pool, clock)
 
     async def extend_leases(self, run_ids: Sequence[int], node_id: str, lease_s: float) -> set[int]:
         """Heartbeat: extend the leases `node_id` still owns; returns those ids."""

@@ -41,6 +41,7 @@ REQUIRED = (
     "cronos_jobs",
     "cronos_stream_lag",
     "cronos_runs_overdue",
+    "cronos_watchdog_repushed_total",
 )
 
 

@@ -12,6 +12,7 @@ from tests.deploy.manifests import DEPLOY
 
 PROMTOOL = shutil.which("promtool")
 CONFIG = DEPLOY / "prometheus" / "prometheus.yml"
+ALERTS = DEPLOY / "prometheus" / "alerts.yml"
 
 
 SECRET_FILE = "/run/secrets/metrics_token"
@@ -26,6 +27,7 @@ def _here(tmp_path: Path) -> Path:
     assert SECRET_FILE in text
     config = tmp_path / "prometheus.yml"
     config.write_text(text.replace(SECRET_FILE, str(token)))
+    shutil.copy(ALERTS, tmp_path / ALERTS.name)  # rule_files are read relative to the config
     return config
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import AsyncIterator
 from urllib.parse import urlsplit, urlunsplit
 
@@ -146,6 +147,34 @@ async def test_the_redis_client_reports_a_lost_redis_as_backend_unavailable(sett
             with pytest.raises(BackendUnavailable) as pipeline:
                 await pipe.execute()
             assert (command.value.backend, pipeline.value.backend) == ("redis", "redis")
+        finally:
+            await client.aclose()
+
+
+async def test_the_redis_client_retries_dead_pooled_connections_and_gives_up_within_a_second(
+    settings: Settings, key_prefix: str
+) -> None:
+    """Issue 13: the first command after a Redis restart went out on a dead pooled connection
+    ("Connection closed by server") and failed; now it is sent again on a new connection. A
+    Redis that stays away still surfaces within about a second, for the role's own recovery."""
+    key = f"{key_prefix}k"
+    async with proxied(settings.redis_url, 6379) as (proxy, via):
+        client = redis_client.connect(via)
+        try:
+            await asyncio.gather(*(client.ping() for _ in range(4)))  # several pooled connections
+            proxy.cut()  # every one of them dies, as in a restart
+            proxy.restore()
+            assert await client.set(key, "x")
+            pipe = client.pipeline(transaction=False)
+            pipe.get(key)
+            pipe.delete(key)
+            assert await pipe.execute() == [b"x", 1]
+            proxy.cut()  # and now it stays away
+            began = time.monotonic()
+            with pytest.raises(BackendUnavailable):
+                await client.get(key)
+            assert time.monotonic() - began < 1.5
+            assert proxy.refused == redis_client.RETRIES  # each retry on a new connection
         finally:
             await client.aclose()
 

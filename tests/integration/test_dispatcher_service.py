@@ -134,6 +134,23 @@ async def test_redis_losing_the_stream_makes_the_leader_repush(
         assert await RunStream(redis_client, keys).group_exists()
 
 
+async def test_the_leaders_watchdog_pushes_again_a_token_nobody_claimed(
+    settings: Settings, pg_pool: asyncpg.Pool, redis_client: aioredis.Redis
+) -> None:
+    """A token lost after its push (deleted here; an executor that died holding it, in life) is
+    pushed again once its run is CRONOS_OVERDUE_AFTER_MS past due, Redis' data being intact."""
+    keys = Keys(settings.key_prefix)
+    job = await add_job(pg_pool, "manual-only", "0 0 1 1 *")
+    async with running(msgspec.structs.replace(settings, overdue_after_ms=500)) as roles:
+        await wait_for(lambda: _true(leading(roles)), timeout=5, what="a leader")
+        run = await JobStore(pg_pool).trigger(job)
+        await wait_for(lambda: _contains(redis_client, keys, {run.id}), timeout=2, what="the manual run's token")
+        (entry_id, _fields), *_ = await redis_client.xrange(keys.stream)
+        await redis_client.xdel(keys.stream, entry_id)
+        assert run.id not in await stream_run_ids(redis_client, keys)
+        await wait_for(lambda: _contains(redis_client, keys, {run.id}), timeout=4, what="the token pushed again")
+
+
 async def test_the_leader_reaps_runs_whose_executor_is_gone(settings: Settings, pg_pool: asyncpg.Pool) -> None:
     job = await add_job(pg_pool, "lost", "0 0 1 1 *")
     run_id = await pg_pool.fetchval(

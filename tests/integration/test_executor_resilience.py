@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -21,7 +22,7 @@ from cronos.keys import Keys
 from cronos.settings import Settings
 from cronos.stream import RunStream
 from executor.service import Executor
-from tests.integration.ledger_helpers import Harness
+from tests.integration.ledger_helpers import Harness, insert_run
 from tests.waiting import wait_for
 
 
@@ -197,3 +198,58 @@ async def test_executor_starts_waiting_for_a_backend_that_is_not_up_yet(
             assert await ex.run_once() == {"completed": 1}
         finally:
             await ex.__aexit__(None, None, None)
+
+
+@pytest.mark.parametrize("backend", ["redis", "postgresql"])
+async def test_a_token_deferred_by_a_blip_runs_as_soon_as_the_backend_answers(
+    harness: Harness, settings: Settings, redis_client: aioredis.Redis, caplog: pytest.LogCaptureFixture, backend: str
+) -> None:
+    """Issue 13: the executor holding a token that failed on a backend error tries it again the
+    moment the backend answers, not when XAUTOCLAIM finds it idle (2 x lease: 60 s here).
+
+    The token is pushed 2 s ahead with a 1 s lead: read at once, locked at -1 s, claimed at 0.
+    Redis is cut before the lock, PostgreSQL after it (before the claim)."""
+    job = await harness.job(payload={"action": "noop"})
+    due = datetime.now(UTC) + timedelta(seconds=2)
+    token = await insert_run(harness.pool, job, due, due_at=due)
+    token = msgspec.structs.replace(token, due_ms=int(due.timestamp() * 1000))
+    lock_key = Keys(settings.key_prefix).tick_lock(token.job_id, token.scheduled_for_ms, token.attempt)
+    url = settings.redis_url if backend == "redis" else settings.database_url
+    field = "redis_url" if backend == "redis" else "database_url"
+    async with proxied(url) as (proxy, proxy_url):
+        own = msgspec.structs.replace(settings, **{field: proxy_url}, run_lease_s=30, push_lead_ms=1000)
+        async with Executor(own) as ex:
+            task = asyncio.create_task(ex.run())
+            try:
+                assert ex.deps is not None
+                await harness.stream.publish([token])
+                if backend == "redis":
+                    await wait_for(lambda: _equal(_held(ex), 1), what="the token held for its lock time")
+                else:
+                    await wait_for(lambda: redis_client.exists(lock_key), what="the tick lock taken")
+                proxy.cut()
+                await wait_for(lambda: _logged(caplog, "token.deferred"), timeout=10, what="the token deferred")
+                await asyncio.sleep(2.0)  # a 2 s outage: past the client's own retries
+                proxy.restore()
+                back = datetime.now(UTC)
+                await wait_for(lambda: _equal(harness.state(token.run_id), "completed"), timeout=10, what="the run")
+            finally:
+                ex.stop()
+                await asyncio.wait_for(task, 10)
+    (run,) = await harness.runs(job)
+    assert run.started_at is not None and run.started_at >= due
+    assert (run.started_at - back).total_seconds() < 2.0, f"started {run.started_at - back} after the backend answered"
+    assert _logged_now(caplog, "token.retried")
+    assert (await harness.stream.info()).pending == 0  # settled by the executor that held it
+
+
+async def _held(ex: Executor) -> int:
+    return ex.deps.gate.held if ex.deps is not None else 0
+
+
+async def _logged(caplog: pytest.LogCaptureFixture, event: str) -> bool:
+    return _logged_now(caplog, event)
+
+
+def _logged_now(caplog: pytest.LogCaptureFixture, event: str) -> bool:
+    return any(getattr(r, "event", None) == event for r in caplog.records)

@@ -99,6 +99,8 @@ async def test_batch_statements_read_rows_in_proportion_to_the_batch(pg_pool: as
         "FINISH_RUNS": (q.FINISH_RUNS, _finish_args(batch)),
         # a re-push page from the middle of the backlog
         "QUEUED_REPUSH": (q.QUEUED_REPUSH, (2, datetime.now(UTC), middle["due_at"], middle["id"], BATCH)),
+        # the watchdog's page, leaving out the oldest runs (pushed again moments ago)
+        "QUEUED_OVERDUE_REPUSH": (q.QUEUED_OVERDUE_REPUSH, (2, 3.0, backlog[:BATCH], BATCH)),
     }
     read = {name: await rows_read(pg_pool, sql, *args) for name, (sql, args) in statements.items()}
     assert all(n <= 8 * BATCH for n in read.values()), read

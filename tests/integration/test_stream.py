@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import redis.asyncio as aioredis
 
 from cronos.keys import Keys
@@ -115,3 +117,56 @@ async def test_reading_after_redis_lost_the_stream_recreates_the_group(
     assert await stream.autoclaim("c", min_idle_ms=0, count=10) == []
     await stream.publish(_tokens(2))
     assert len(await stream.read("c", 10, block_ms=10)) == 2
+
+
+class _Replies:
+    """The real client, with chosen replies changed as a busy server can make them: entries
+    acknowledged between XINFO and XPENDING, a group that reports no read position."""
+
+    def __init__(self, client: aioredis.Redis, *, ack_first: bool = False, no_position: bool = False) -> None:
+        self._client = client
+        self._ack_first = ack_first
+        self._no_position = no_position
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+    async def xpending(self, name: str, groupname: str) -> Any:
+        if self._ack_first:  # every pending entry acknowledged meanwhile: XPENDING has no min
+            pending = await self._client.xpending_range(name, groupname, "-", "+", 1000)
+            await self._client.xack(name, groupname, *[p["message_id"] for p in pending])
+        return await self._client.xpending(name, groupname)
+
+    async def xinfo_groups(self, name: str) -> Any:
+        groups = await self._client.xinfo_groups(name)
+        if self._no_position:
+            return [{k: v for k, v in g.items() if k != "last-delivered-id"} for g in groups]
+        return groups
+
+
+async def test_trim_when_xpending_answers_nothing_trims_safely_instead_of_raising(
+    redis_client: aioredis.Redis, key_prefix: str
+) -> None:
+    """Issue 13: XPENDING answered with no oldest entry (acknowledged meanwhile) and None became
+    the id "None" (ValueError), which took the lone leader down."""
+    keys = Keys(key_prefix)
+    await RunStream(redis_client, keys).ensure_group()
+    stream = RunStream(_Replies(redis_client, ack_first=True), keys)
+    await stream.publish(_tokens(5))
+    await stream.read("c", 3, block_ms=100)  # 3 pending, 2 unread
+    assert await stream.trim_acknowledged() == 2  # below the read position; the unread stay
+    assert [d.token.run_id for d in await stream.read("c", 10, block_ms=100) if d.token] == [3, 4]
+
+
+async def test_trim_without_a_read_position_or_a_stream_trims_nothing(
+    redis_client: aioredis.Redis, key_prefix: str
+) -> None:
+    keys = Keys(key_prefix)
+    stream = RunStream(_Replies(redis_client, no_position=True), keys)
+    await stream.ensure_group()
+    await stream.publish(_tokens(3))
+    await stream.ack([d.entry_id for d in await stream.read("c", 3, block_ms=100)])
+    assert (await stream.info()).last_delivered_id is None
+    assert await stream.trim_acknowledged() == 0
+    await redis_client.delete(keys.stream)  # Redis lost its data
+    assert await RunStream(redis_client, keys).trim_acknowledged() == 0

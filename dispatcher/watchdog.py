@@ -1,0 +1,116 @@
+"""The leader's watchdog: a run whose token went out but that nobody claimed is pushed again.
+
+A token can be lost after its push: an executor read it and died before claiming it, or
+holds it while a backend is away, or Redis lost it in a way the leader did not see. Every
+pass (a second at most) the watchdog exports the backlog as `cronos_runs_overdue` (queued
+runs more than a second past due) and pushes again every run still queued
+`overdue_after_ms` past due whose token went out. The tick lock and the conditional claim keep
+a repeated token once-only, so a token that was only slow costs a denied lock.
+
+Bounded under overload: while the stream holds tokens no executor has read yet (its lag), the
+overdue runs are a backlog being worked off, not lost tokens, and nothing is pushed; otherwise
+at most BATCH runs a pass, oldest first, and a run pushed again waits twice as long each time
+before the next (its id is left out of the query meanwhile).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
+
+from cronos import metrics
+from cronos.store.ledger import Ledger
+from cronos.store.runs import RunStore
+from dispatcher.publisher import Publisher
+
+if TYPE_CHECKING:
+    from dispatcher.term import Term
+
+log = logging.getLogger("dispatcher.watchdog")
+
+BATCH = 1000
+MAX_DOUBLINGS = 4  # a run is pushed again after 1, 2, 4, 8, 16, 16, ... times overdue_after
+PASS_S = 1.0  # the longest time between passes (the gauge's refresh)
+
+
+class Backoffs:
+    """When each run the watchdog pushed may be pushed again (pure: `now` is a parameter)."""
+
+    def __init__(self, base_s: float) -> None:
+        self._base_s = base_s
+        self._entries: dict[int, tuple[float, int]] = {}  # run id -> (next allowed, pushes so far)
+
+    def waiting(self, now: float) -> list[int]:
+        """Runs pushed too recently to be pushed again at `now`."""
+        return [run_id for run_id, (at, _) in self._entries.items() if at > now]
+
+    def pushed(self, run_ids: Iterable[int], now: float) -> None:
+        """Record this pass's pushes and forget runs whose wait is over but that were not pushed
+        again (claimed or ended meanwhile: they are not overdue any more)."""
+        for run_id in run_ids:
+            pushes = self._entries.get(run_id, (0.0, 0))[1] + 1
+            self._entries[run_id] = (now + self._base_s * 2 ** min(pushes - 1, MAX_DOUBLINGS), pushes)
+        self._entries = {run_id: entry for run_id, entry in self._entries.items() if entry[0] > now}
+
+    def clear(self) -> None:
+        self._entries.clear()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
+class Watchdog:
+    def __init__(
+        self,
+        ledger: Ledger,
+        store: RunStore,
+        publisher: Publisher,
+        epoch: Callable[[], int],
+        overdue_after_ms: int,
+    ) -> None:
+        self._ledger = ledger
+        self._store = store
+        self._publisher = publisher
+        self._epoch = epoch  # the current epoch, or raises LeadershipLost
+        self.after_s = overdue_after_ms / 1000
+        self.interval_s = min(PASS_S, self.after_s / 2) if self.after_s > 0 else PASS_S
+        self.backoffs = Backoffs(self.after_s)
+
+    async def run(self, term: Term) -> None:
+        try:
+            while True:
+                await term.sleep(self.interval_s)
+                await self.once(time.monotonic())
+        finally:
+            metrics.RUNS_OVERDUE.set(0)  # a node that stops leading stops reporting a backlog
+
+    async def once(self, now: float) -> int:
+        """One pass at `now` (monotonic); how many runs were pushed again."""
+        overdue = await self._store.overdue()
+        metrics.RUNS_OVERDUE.set(overdue)
+        # None a second past due: none past a bound of a second or more either.
+        if self.after_s <= 0 or (not overdue and self.after_s >= 1.0):
+            self.backoffs.clear()
+            return 0
+        if (await self._publisher.stream.info()).lag:
+            return 0  # tokens wait unread in the stream: executors are behind, none is lost
+        epoch = self._epoch()
+        runs = await self._ledger.overdue_pushed(epoch, self.after_s, self.backoffs.waiting(now), BATCH)
+        self.backoffs.pushed((r.id for r in runs), now)
+        if not runs:
+            return 0
+        pushed = await self._publisher.publish(runs, epoch)
+        metrics.WATCHDOG_REPUSHED.inc(pushed)
+        log.warning(
+            "overdue runs pushed again",
+            extra={
+                "event": "runs.overdue_repushed",
+                "epoch": epoch,
+                "count": len(runs),
+                "run_ids": [r.id for r in runs[:20]],
+                "overdue_after_s": self.after_s,
+            },
+        )
+        return len(runs)

@@ -1,0 +1,103 @@
+"""deploy/prometheus/alerts.yml: valid rules on declared metrics, and they fire when they should
+(`promtool test rules`, Debian package `prometheus`) - on the leader's backlog only."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from cronos.metrics import REGISTRY
+from tests.deploy.manifests import DEPLOY
+
+ALERTS = DEPLOY / "prometheus" / "alerts.yml"
+PROMTOOL = shutil.which("promtool")
+needs_promtool = pytest.mark.skipif(PROMTOOL is None, reason="promtool not installed (apt-get install prometheus)")
+SUFFIXES = ("", "_total", "_created", "_bucket", "_sum", "_count")
+
+D1 = 'instance="d1:9102", job="cronos-dispatcher"'  # the leader
+D2 = 'instance="d2:9102", job="cronos-dispatcher"'  # led once, kept its last count
+
+
+def _rules() -> dict[str, dict[str, Any]]:
+    doc = yaml.safe_load(ALERTS.read_text())
+    return {r["alert"]: r for group in doc["groups"] for r in group["rules"]}
+
+
+def test_the_alerts_query_declared_metrics() -> None:
+    known = {family.name + suffix for family in REGISTRY.collect() for suffix in SUFFIXES}
+    rules = _rules()
+    assert {"CronosRunsOverdue", "CronosTokensLost"} <= set(rules)
+    used = {name for rule in rules.values() for name in re.findall(r"\b(cronos_[a-z_]+)\b", rule["expr"])}
+    assert "cronos_runs_overdue" in used and "cronos_watchdog_repushed_total" in used
+    assert used <= known, sorted(used - known)
+
+
+def _expected(alert: str, value: str) -> list[dict[str, Any]]:
+    rule = _rules()[alert]
+    annotations = {k: v.replace("{{ $value }}", value) for k, v in rule["annotations"].items()}
+    return [{"exp_labels": rule["labels"], "exp_annotations": annotations}]
+
+
+def _promtool_test(tmp_path: Path, tests: list[dict[str, Any]]) -> subprocess.CompletedProcess[str]:
+    assert PROMTOOL is not None
+    spec = tmp_path / "alerts_test.yml"
+    spec.write_text(yaml.safe_dump({"rule_files": [str(ALERTS)], "evaluation_interval": "1m", "tests": tests}))
+    return subprocess.run([PROMTOOL, "test", "rules", str(spec)], capture_output=True, text=True, timeout=60)
+
+
+def _overdue_case(leader_overdue: str, former_overdue: str, expected: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "interval": "1m",
+        "input_series": [
+            {"series": f"cronos_leader{{{D1}}}", "values": "1x10"},
+            {"series": f"cronos_runs_overdue{{{D1}}}", "values": leader_overdue},
+            {"series": f"cronos_leader{{{D2}}}", "values": "0x10"},
+            {"series": f"cronos_runs_overdue{{{D2}}}", "values": former_overdue},
+        ],
+        "alert_rule_test": [
+            {"eval_time": "1m", "alertname": "CronosRunsOverdue", "exp_alerts": []},  # not for 2 minutes yet
+            {"eval_time": "5m", "alertname": "CronosRunsOverdue", "exp_alerts": expected},
+        ],
+    }
+
+
+@needs_promtool
+def test_promtool_accepts_the_rules() -> None:
+    assert PROMTOOL is not None
+    done = subprocess.run([PROMTOOL, "check", "rules", str(ALERTS)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+@needs_promtool
+def test_a_backlog_on_the_leader_alerts_and_a_former_leaders_stale_count_does_not(tmp_path: Path) -> None:
+    tests = [
+        _overdue_case("5x10", "0x10", _expected("CronosRunsOverdue", "5")),
+        _overdue_case("0x10", "7x10", []),  # only the dispatcher that no longer leads says 7
+        {
+            "interval": "1m",
+            "input_series": [{"series": f"cronos_watchdog_repushed_total{{{D1}}}", "values": "0+3x30"}],
+            "alert_rule_test": [
+                {"eval_time": "5m", "alertname": "CronosTokensLost", "exp_alerts": []},
+                {
+                    "eval_time": "25m",
+                    "alertname": "CronosTokensLost",
+                    "exp_alerts": _expected("CronosTokensLost", "30"),
+                },
+            ],
+        },
+    ]
+    done = _promtool_test(tmp_path, tests)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+@needs_promtool
+def test_the_rule_test_can_fail(tmp_path: Path) -> None:
+    """Negative control: a backlog expected to stay silent makes promtool fail."""
+    done = _promtool_test(tmp_path, [_overdue_case("5x10", "0x10", [])])
+    assert done.returncode != 0

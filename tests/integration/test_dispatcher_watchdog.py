@@ -1,0 +1,96 @@
+"""The leader's watchdog against real PostgreSQL and Redis: a run whose token went out and that
+nobody claimed is pushed again, once per backoff, never while executors are behind."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+import asyncpg
+import pytest
+import redis.asyncio as aioredis
+
+from cronos.errors import NotLeader
+from cronos.keys import Keys
+from cronos.messages import RunToken
+from cronos.metrics import REGISTRY
+from cronos.settings import Settings
+from cronos.store.epoch import EpochStore
+from cronos.store.ledger import Ledger
+from cronos.store.runs import RunStore
+from dispatcher.publisher import Publisher
+from dispatcher.watchdog import Watchdog
+from tests.integration.ledger_helpers import insert_job, insert_run
+
+
+async def _queued(pool: asyncpg.Pool, job: int, late_s: float, pushed_epoch: int | None) -> int:
+    due = datetime.now(UTC) - timedelta(seconds=late_s)
+    token = await insert_run(pool, job, due, due_at=due)
+    await pool.execute("UPDATE runs SET pushed_epoch = $2 WHERE id = $1", token.run_id, pushed_epoch)
+    return token.run_id
+
+
+async def _read(publisher: Publisher) -> list[RunToken]:
+    """What an executor reading now would get (and acknowledge)."""
+    deliveries = await publisher.stream.read("reader", 100, block_ms=None)
+    await publisher.stream.ack([d.entry_id for d in deliveries])
+    return [d.token for d in deliveries if d.token is not None]
+
+
+@dataclass
+class Leader:
+    pool: asyncpg.Pool
+    publisher: Publisher
+    epoch: int
+
+    def watchdog(self, overdue_after_ms: int, epoch: int | None = None) -> Watchdog:
+        fence = self.epoch if epoch is None else epoch
+        return Watchdog(Ledger(self.pool), RunStore(self.pool), self.publisher, lambda: fence, overdue_after_ms)
+
+
+@pytest.fixture
+async def leader(settings: Settings, pg_pool: asyncpg.Pool, redis_client: aioredis.Redis) -> Leader:
+    publisher = Publisher(redis_client, Keys(settings.key_prefix))
+    await publisher.prepare()
+    return Leader(pg_pool, publisher, (await EpochStore(pg_pool).take("test-leader")).epoch)
+
+
+async def test_a_pushed_run_nobody_claimed_is_pushed_again_with_backoff(leader: Leader) -> None:
+    pg_pool, publisher, epoch = leader.pool, leader.publisher, leader.epoch
+    store = RunStore(pg_pool)
+    watchdog = leader.watchdog(3000)
+    job = await insert_job(pg_pool)
+    lost = await _queued(pg_pool, job, late_s=5, pushed_epoch=epoch - 1)  # its token is gone
+    await _queued(pg_pool, job, late_s=5, pushed_epoch=None)  # never pushed: the due watcher's
+    recent = await _queued(pg_pool, job, late_s=2, pushed_epoch=epoch)  # overdue, not yet past the bound
+
+    assert await watchdog.once(now=0.0) == 1
+    assert REGISTRY.get_sample_value("cronos_runs_overdue") == 3
+    assert [t.run_id for t in await _read(publisher)] == [lost]
+    assert await pg_pool.fetchval("SELECT pushed_epoch FROM runs WHERE id = $1", lost) == epoch
+    assert await watchdog.once(now=1.0) == 0  # pushed a moment ago: it waits
+    assert await watchdog.once(now=3.5) == 1  # then again
+    assert [t.run_id for t in await _read(publisher)] == [lost]
+    await pg_pool.execute("UPDATE runs SET due_at = due_at - interval '2 s' WHERE id = $1", recent)  # time passes
+    assert await watchdog.once(now=4.0) == 1  # the other one, now past the bound (the lost one waits 6 s)
+    assert [t.run_id for t in await _read(publisher)] == [recent]
+
+    # Executors behind (a token nobody has read yet): overdue runs are a backlog, not lost tokens.
+    await publisher.stream.publish([RunToken(run_id=0, job_id=job, scheduled_for_ms=0)])
+    assert await watchdog.once(now=100.0) == 0
+    await _read(publisher)
+
+    (claim,) = await store.claim([lost], "e1", 10)  # claimed at last: not overdue any more
+    assert not isinstance(claim, str)
+    assert await watchdog.once(now=200.0) == 1
+    assert lost not in [t.run_id for t in await _read(publisher)]
+
+    with pytest.raises(NotLeader):
+        await leader.watchdog(3000, epoch=epoch - 1).once(now=300.0)  # deposed: writes nothing
+
+
+async def test_off_it_only_exports_the_backlog(leader: Leader) -> None:
+    await _queued(leader.pool, await insert_job(leader.pool), late_s=60, pushed_epoch=leader.epoch)
+    assert await leader.watchdog(0).once(now=0.0) == 0
+    assert REGISTRY.get_sample_value("cronos_runs_overdue") == 1
+    assert await _read(leader.publisher) == []
