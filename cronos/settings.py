@@ -38,6 +38,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     resync_interval_s: float = 30.0
     stream_maxlen: int = 100_000
     push_lead_ms: int = 250  # tokens go out this long before they are due (executors wait, then claim)
+    catchup_max_per_s: float = 2000.0  # late runs of a catch-up are spread out at this rate
     # executor
     executor_concurrency: int = 2000  # runs claimed and executing at once (coroutines: see README)
     executor_prefetch: int = 4000  # tokens in hand at once: held for their due time, executing, recording
@@ -161,6 +162,11 @@ VARIABLES: dict[str, tuple[str, Callable[[str], Any], str]] = {
     "CRONOS_RESYNC_INTERVAL_S": ("resync_interval_s", _float(0.1, 86_400), "full job resync period"),
     "CRONOS_STREAM_MAXLEN": ("stream_maxlen", _int(1000, 100_000_000), "approximate run stream bound"),
     "CRONOS_PUSH_LEAD_MS": ("push_lead_ms", _int(0, 1000), "push tokens this long before due (lock early)"),
+    "CRONOS_CATCHUP_MAX_PER_S": (
+        "catchup_max_per_s",
+        _float(0.01, 1_000_000),
+        "late runs of a catch-up (after an outage or failover) start at most this many a second",
+    ),
     "CRONOS_EXECUTOR_CONCURRENCY": ("executor_concurrency", _int(1, 10_000), "runs executing at once per executor"),
     "CRONOS_EXECUTOR_PREFETCH": (
         "executor_prefetch",

@@ -92,6 +92,7 @@ class Term:
             election.check,
             resync_interval_s=settings.resync_interval_s,
             push_lead_ms=settings.push_lead_ms,
+            catchup_per_s=settings.catchup_max_per_s,
         )
 
     def checkpoint(self) -> None:
