@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from cronos.keys import Keys
 from cronos.locks import TickLocks
-from cronos.store.runs import Claim, Outcome, RunStore
+from cronos.store.runs import Claim, ClaimRequest, Outcome, RunStore
 from cronos.stream import RunStream
 from executor.batcher import Batcher
 from executor.gate import Gate
@@ -42,9 +42,9 @@ class Deps:
     stream: RunStream
     tick_locks: TickLocks
     health: BackendHealth
-    gate: Gate[int, Claim]  # steps 2-3 at the due instant, with an execution slot
+    gate: Gate[ClaimRequest, Claim]  # steps 2-3 at the due instant, with an execution slot
     locks: Batcher[str, bool]  # step 1
-    claims: Batcher[int, Claim]  # steps 2-3, behind the gate
+    claims: Batcher[ClaimRequest, Claim]  # steps 2-3, behind the gate
     finishes: Batcher[Outcome, bool]  # step 5
     settles: Batcher[Settle, None]  # step 6
     in_flight: dict[int, InFlight] = field(default_factory=dict)  # run id -> its execution (step 4)
@@ -70,8 +70,9 @@ def wire(
     # A tick lock is taken up to the push lead before the run is claimed: its ttl covers both.
     lock_ttl_ms = lead_ms + int(lease_s * 1000)
 
-    async def claim(run_ids: list[int]) -> list[Claim]:
-        return await store.claim(run_ids, node_id, lease_s)
+    async def claim(requests: list[ClaimRequest]) -> list[Claim]:
+        waiting = [r.run_id for r in requests if r.waiting]
+        return await store.claim([r.run_id for r in requests], node_id, lease_s, waiting=waiting)
 
     async def finish(outcomes: list[Outcome]) -> list[bool]:
         written = (await store.finish(outcomes)).written
