@@ -30,6 +30,7 @@ from cronos.settings import Settings
 from cronos.store.ledger import Ledger
 from cronos.store.runs import RunStore
 from dispatcher import reaper
+from dispatcher.auditor import Auditor
 from dispatcher.election import Election, LeadershipLost
 from dispatcher.housekeeping import Housekeeping
 from dispatcher.listener import Listener
@@ -125,6 +126,7 @@ class Term:
             "tick": self.ticker.run(checkpoint=self.checkpoint),
             "reap": reaper.run(self, RunStore(self._pool), election, settings.run_lease_s, self._connected_at),
             "housekeep": housekeeping.run(self),
+            "audit": Auditor(self._pool, settings.audit_interval_s, settings.audit_settle_s).run(self),
         }
         try:
             async with asyncio.TaskGroup() as group:

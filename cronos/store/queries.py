@@ -322,6 +322,22 @@ EXPIRE_QUEUED = (
 )
 
 
+# --- reconciliation auditor (dispatcher/auditor.py) ----------------------------
+
+# Jobs active through a window starting at $1: created and last changed before it.
+AUDIT_JOBS = (
+    "SELECT id, cron_expression, timezone, created_at FROM jobs"
+    " WHERE status = 'active' AND created_at < $1 AND updated_at < $1"
+)
+# Their scheduled ticks in ($2, $3] that the ledger holds (any state), first attempts, with
+# the start delay of those that started.
+AUDIT_TICKS = (
+    "SELECT job_id, scheduled_for, extract(epoch FROM started_at - scheduled_for)::float8 AS start_delay_s"
+    " FROM runs WHERE job_id = ANY($1::bigint[]) AND scheduled_for > $2 AND scheduled_for <= $3"
+    " AND attempt = 1 AND trigger = 'schedule'"
+)
+
+
 # --- leader epoch -------------------------------------------------------------
 
 # Held FOR SHARE by every fenced write: an election (which updates the row) waits for the
