@@ -60,6 +60,22 @@ WATCHDOG_REPUSHED = Counter(
     "Tokens the leader's watchdog pushed again: runs still queued CRONOS_OVERDUE_AFTER_MS past due",
     registry=REGISTRY,
 )
+TICKS_EXPECTED = Counter(
+    "cronos_ticks_expected_total",
+    "Ticks the reconciliation auditor found in jobs' schedules (leader; settled windows)",
+    registry=REGISTRY,
+)
+TICKS_UNACCOUNTED = Counter(
+    "cronos_ticks_unaccounted_total",
+    "Audited ticks with neither a run nor a recorded skip in the ledger (leader; must stay 0)",
+    registry=REGISTRY,
+)
+TICK_START_DELAY = Histogram(
+    "cronos_tick_start_delay_seconds",
+    "Start delay (started_at - scheduled_for) of the audited ticks' first attempts (leader)",
+    buckets=_LAG_BUCKETS,
+    registry=REGISTRY,
+)
 EXECUTOR_LOST_RUNS = Counter(
     "cronos_executor_lost_runs_total", "Runs reaped because their executor was lost", registry=REGISTRY
 )

@@ -1,12 +1,14 @@
 """Misfire policy and deterministic jitter (pure: `now` is always a parameter).
 
-A tick is *on time* while its lateness (now - tick) is at most ON_TIME_S: it always
-runs, whatever the policy. A *late* tick is one the leader did not write in time
-(failover, outage, a paused leader); the job's misfire policy decides what it becomes:
+As Quartz's misfire threshold: a tick late by at most its job's misfire grace (or by
+ON_TIME_S, whichever is larger) runs, late, whatever the policy — a leader failover or a
+short outage loses no tick. The policy decides only about ticks late *beyond* the grace
+(a long outage, a leader paused for minutes):
 
-- older than the job's grace: skipped "misfired", whatever the policy;
-- within the grace: `run_all` runs each one, `skip` skips each one, `run_once` runs only
-  the newest due tick (on time or late) and skips the other late ones.
+- `skip`: each is skipped "misfired";
+- `run_once`: they are coalesced into one run — the newest of them runs, unless a tick
+  within the grace follows (that one is the run), and the others are skipped "misfired";
+- `run_all`: each runs (the planner paces the catch-up).
 
 Every tick handed in comes back as exactly one decision, so none is ever silently
 lost (G2).
@@ -39,20 +41,17 @@ def decide(
     """One decision per tick (ascending, all <= now).
 
     `complete=False` says more due ticks follow in a later chunk, so under `run_once`
-    none of these late ticks is the newest one (the run goes to the newest overall).
+    none of these misfired ticks is the newest one (the run goes to a later tick).
     """
-    on_time_after = now - timedelta(seconds=on_time_s)
     grace_after = now - timedelta(seconds=max(grace_s, on_time_s))
     decisions: list[Decision] = []
     newest = len(ticks) - 1
     for index, tick in enumerate(ticks):
-        if tick > on_time_after:
+        if tick >= grace_after or policy == "run_all":
             decisions.append("run")
-        elif tick < grace_after or policy == "skip":
+        elif policy == "skip":
             decisions.append("skip")
-        elif policy == "run_all":
-            decisions.append("run")
-        else:  # run_once: the newest tick runs for all of them, if it is still in grace
+        else:  # run_once: only the last tick of a complete list can stand for the misfired ones
             decisions.append("run" if complete and index == newest else "skip")
     return decisions
 

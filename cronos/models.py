@@ -16,7 +16,7 @@ from cronos.errors import InvalidInput
 
 JobKind = Literal["task", "http", "shell"]
 JobStatus = Literal["active", "paused"]
-ConcurrencyPolicy = Literal["forbid", "allow", "replace"]
+ConcurrencyPolicy = Literal["forbid", "allow", "replace", "buffer_one", "buffer_all"]
 MisfirePolicy = Literal["run_once", "run_all", "skip"]
 RunState = Literal["queued", "running", "completed", "failed", "skipped"]
 Trigger = Literal["schedule", "manual", "retry"]
@@ -28,6 +28,7 @@ RUN_STATES: tuple[str, ...] = get_args(RunState)
 SKIP_MISFIRED = "misfired"
 SKIP_EXPIRED = "expired"
 SKIP_OVERLAP = "previous run still running"
+SKIP_BUFFER_FULL = "previous run still running, another run already waits for it"  # buffer_one
 SKIP_JOB_INACTIVE = "job paused or deleted"  # written ahead, then the job stopped before it was due
 FAIL_EXECUTOR_LOST = "executor lost"
 FAIL_REPLACED = "replaced"

@@ -39,6 +39,9 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     stream_maxlen: int = 100_000
     push_lead_ms: int = 250  # tokens go out this long before they are due (executors wait, then claim)
     overdue_after_ms: int = 3000  # the watchdog re-pushes a pushed run still queued this long past due (0: off)
+    catchup_max_per_s: float = 2000.0  # late runs of a catch-up are spread out at this rate
+    audit_interval_s: float = 60.0  # the reconciliation auditor checks one window this long
+    audit_settle_s: float = 30.0  # ... ending this long ago (settled: written, caught up)
     # executor
     executor_concurrency: int = 2000  # runs claimed and executing at once (coroutines: see README)
     executor_prefetch: int = 4000  # tokens in hand at once: held for their due time, executing, recording
@@ -177,6 +180,17 @@ VARIABLES: dict[str, tuple[str, Callable[[str], Any], str]] = {
         _int(0, 3_600_000),
         "the leader re-pushes a queued run whose token went out but nobody claimed this long past due (0: off)",
     ),
+    "CRONOS_CATCHUP_MAX_PER_S": (
+        "catchup_max_per_s",
+        _float(0.01, 1_000_000),
+        "late runs of a catch-up (after an outage or failover) start at most this many a second",
+    ),
+    "CRONOS_AUDIT_INTERVAL_S": (
+        "audit_interval_s",
+        _float(0.1, 86_400),
+        "the leader checks every tick of this long a window against the ledger, this often",
+    ),
+    "CRONOS_AUDIT_SETTLE_S": ("audit_settle_s", _float(0, 86_400), "audited windows end this long ago"),
     "CRONOS_EXECUTOR_CONCURRENCY": ("executor_concurrency", _int(1, 10_000), "runs executing at once per executor"),
     "CRONOS_EXECUTOR_PREFETCH": (
         "executor_prefetch",

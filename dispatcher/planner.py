@@ -21,7 +21,7 @@ from cronos.models import DispatchJob
 # Ticks one job contributes to one round; a long outage is caught up over several rounds.
 JOB_ROUND_LIMIT = 1000
 # Late runs of a catch-up are spread out at this rate instead of being pushed at once.
-CATCH_UP_PER_S = 2000
+CATCH_UP_PER_S = 2000.0
 
 
 class FireTimes(Protocol):
@@ -41,6 +41,25 @@ class TickBatch:
 
     def __len__(self) -> int:
         return len(self.job_ids)
+
+
+class CatchUpPace:
+    """Due instants for late runs, at most `per_s` a second, kept across rounds.
+
+    A long outage is caught up over several capped rounds: each round's late runs queue
+    behind the previous round's, so the rate holds for the whole catch-up, not per round.
+    """
+
+    def __init__(self, per_s: float = CATCH_UP_PER_S) -> None:
+        self._step = timedelta(seconds=1 / per_s)
+        self._next: datetime | None = None
+
+    def slot(self, now: datetime) -> datetime:
+        if self._next is None or self._next < now:
+            self._next = now
+        slot = self._next
+        self._next = slot + self._step
+        return slot
 
 
 def _ms(instant: datetime) -> int:
@@ -66,8 +85,10 @@ class TickRound:
         max_rows: int = 20_000,
         batch_rows: int = 2_000,
         job_limit: int = JOB_ROUND_LIMIT,
+        pace: CatchUpPace | None = None,
     ) -> None:
         self.runs = 0
+        self._pace = pace or CatchUpPace()
         self.skips = 0
         self.truncated = False
         self._batches = self._plan(groups, now, max(horizon or now, now), max_rows, batch_rows, job_limit)
@@ -90,7 +111,6 @@ class TickRound:
     ) -> Iterator[TickBatch]:
         late_before = now - timedelta(seconds=ON_TIME_S)
         batch = TickBatch()
-        late_runs = 0
         for schedule, jobs in groups:
             by_cursor: dict[datetime, list[DispatchJob]] = {}
             for job in jobs:
@@ -119,8 +139,7 @@ class TickRound:
                             due = tick + timedelta(seconds=jitter_s(job.id, _ms(tick), job.jitter_s))
                         if reason is None:
                             if due < late_before:  # a late run: spread the catch-up out
-                                due = max(due, now + timedelta(seconds=late_runs / CATCH_UP_PER_S))
-                                late_runs += 1
+                                due = max(due, self._pace.slot(now))
                             self.runs += 1
                         else:
                             self.skips += 1

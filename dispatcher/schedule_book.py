@@ -20,7 +20,7 @@ from typing import Any
 from cronos.errors import InvalidSchedule
 from cronos.models import DispatchJob
 from cronos.schedule import parse_schedule
-from dispatcher.planner import JOB_ROUND_LIMIT, TickBatch, TickRound
+from dispatcher.planner import CATCH_UP_PER_S, JOB_ROUND_LIMIT, CatchUpPace, TickBatch, TickRound
 
 Key = tuple[str, str]
 
@@ -52,8 +52,11 @@ class Group:
 
 
 class ScheduleBook:
-    def __init__(self, parse: Callable[[str, str], Any] = parse_schedule) -> None:
+    def __init__(
+        self, parse: Callable[[str, str], Any] = parse_schedule, *, catchup_per_s: float = CATCH_UP_PER_S
+    ) -> None:
         self._parse = parse
+        self._pace = CatchUpPace(catchup_per_s)
         self._groups: dict[Key, Group] = {}
         self._jobs: dict[int, DispatchJob] = {}
         self._heap: list[tuple[datetime, int, Key]] = []
@@ -165,6 +168,7 @@ class ScheduleBook:
                 max_rows=max_rows,
                 batch_rows=batch_rows,
                 job_limit=job_limit,
+                pace=self._pace,
             )
         finally:
             self._settle_keys([g.key for g in groups])

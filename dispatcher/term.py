@@ -31,6 +31,7 @@ from cronos.settings import Settings
 from cronos.store.ledger import Ledger
 from cronos.store.runs import RunStore
 from dispatcher import reaper
+from dispatcher.auditor import Auditor
 from dispatcher.election import Election, LeadershipLost
 from dispatcher.housekeeping import Housekeeping
 from dispatcher.listener import Listener
@@ -96,6 +97,7 @@ class Term:
             election.check,
             resync_interval_s=settings.resync_interval_s,
             push_lead_ms=settings.push_lead_ms,
+            catchup_per_s=settings.catchup_max_per_s,
         )
 
     def checkpoint(self) -> None:
@@ -132,6 +134,7 @@ class Term:
             "watchdog": Watchdog(
                 Ledger(self._pool), RunStore(self._pool), self._publisher, election.check, settings.overdue_after_ms
             ).run(self),
+            "audit": Auditor(self._pool, settings.audit_interval_s, settings.audit_settle_s).run(self),
         }
         try:
             async with asyncio.TaskGroup() as group:

@@ -24,7 +24,7 @@ from cronos.models import SKIP_JOB_INACTIVE, DispatchJob
 from cronos.settings import Settings
 from cronos.store.ledger import REPUSH_START, Ledger
 from dispatcher.listener import Change
-from dispatcher.planner import TickBatch
+from dispatcher.planner import CATCH_UP_PER_S, TickBatch
 from dispatcher.publisher import Publisher
 from dispatcher.pusher import Pusher, sleep_until
 from dispatcher.schedule_book import ScheduleBook
@@ -71,6 +71,7 @@ class Ticker:
         batch_rows: int = 2_000,
         lookahead_s: float = LOOKAHEAD_S,
         push_lead_ms: int = PUSH_LEAD_MS,
+        catchup_per_s: float = CATCH_UP_PER_S,
     ) -> None:
         self._ledger = ledger
         self._publisher = publisher
@@ -80,7 +81,7 @@ class Ticker:
         self._max_rows = max_rows
         self._batch_rows = batch_rows
         self._lookahead = timedelta(seconds=lookahead_s)
-        self.book = ScheduleBook()
+        self.book = ScheduleBook(catchup_per_s=catchup_per_s)
         self.pusher = Pusher(publisher, epoch, push_lead_ms)
         self._push_lead = timedelta(milliseconds=push_lead_ms)
         self.wake = asyncio.Event()  # the writer's: a change, a trigger, a re-push request

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from cronos.clock import DbClock
 from cronos.keys import Keys
 from cronos.locks import TickLocks
-from cronos.store.runs import Claim, Outcome, RunStore
+from cronos.store.runs import Claim, ClaimRequest, Outcome, RunStore
 from cronos.stream import RunStream
 from executor.batcher import Batcher
 from executor.gate import Gate
@@ -44,9 +44,9 @@ class Deps:
     tick_locks: TickLocks
     health: BackendHealth
     clock: DbClock  # PostgreSQL's: tokens are held and claimed by it
-    gate: Gate[int, Claim]  # steps 2-3 at the due instant, with an execution slot
+    gate: Gate[ClaimRequest, Claim]  # steps 2-3 at the due instant, with an execution slot
     locks: Batcher[str, bool]  # step 1
-    claims: Batcher[int, Claim]  # steps 2-3, behind the gate
+    claims: Batcher[ClaimRequest, Claim]  # steps 2-3, behind the gate
     finishes: Batcher[Outcome, bool]  # step 5
     settles: Batcher[Settle, None]  # step 6
     in_flight: dict[int, InFlight] = field(default_factory=dict)  # run id -> its execution (step 4)
@@ -73,8 +73,9 @@ def wire(
     # A tick lock is taken up to the push lead before the run is claimed: its ttl covers both.
     lock_ttl_ms = lead_ms + int(lease_s * 1000)
 
-    async def claim(run_ids: list[int]) -> list[Claim]:
-        return await store.claim(run_ids, node_id, lease_s)
+    async def claim(requests: list[ClaimRequest]) -> list[Claim]:
+        waiting = [r.run_id for r in requests if r.waiting]
+        return await store.claim([r.run_id for r in requests], node_id, lease_s, waiting=waiting)
 
     async def finish(outcomes: list[Outcome]) -> list[bool]:
         written = (await store.finish(outcomes)).written

@@ -26,14 +26,18 @@ from cronos.backoff import Backoff
 from cronos.errors import BackendUnavailable
 from cronos.logs import bind
 from cronos.messages import RunToken
-from cronos.models import SKIP_OVERLAP
-from cronos.store.runs import Claim, Outcome, Refused
+from cronos.models import SKIP_BUFFER_FULL, SKIP_OVERLAP
+from cronos.store.runs import Claim, ClaimRequest, Outcome, Refused
 from cronos.stream import Delivery
 from executor.deps import Deps, Settle
 from executor.gate import Withdrawn
 from executor.running import InFlight, run_under_timeout
 
 log = logging.getLogger("cronos.executor")
+
+# A run waiting for its job's running predecessor (buffered overlap, an ordered catch-up)
+# asks again at least this often; it holds no execution slot meanwhile.
+WAIT_POLL_CAP_S = 0.25
 
 
 class TokenOutcome(StrEnum):
@@ -88,6 +92,12 @@ async def _process(token: RunToken, entry_id: bytes, deps: Deps) -> TokenOutcome
             await settle(deps, None, entry_id)
             return TokenOutcome.LOCK_DENIED
         claim = await claim_run(deps, token, due_ms)  # steps 2 and 3, holding a slot once it answers
+        waited: Backoff | None = None
+        while claim is Refused.WAIT:  # its predecessor still runs and the policy lets it wait
+            deps.gate.leave()
+            waited = waited or Backoff(base_s=0.02, cap_s=WAIT_POLL_CAP_S)
+            await asyncio.sleep(waited.next_delay())
+            claim = await claim_run(deps, token, None, waiting=True)
     except Withdrawn:
         # The drain deadline came first: given back unclaimed, its entry left pending.
         await settle(deps, lock_key, None)  # compare-and-delete: only if the lock is ours
@@ -96,7 +106,7 @@ async def _process(token: RunToken, entry_id: bytes, deps: Deps) -> TokenOutcome
     if isinstance(claim, Refused):
         deps.gate.leave()
         await settle(deps, lock_key, entry_id)
-        return TokenOutcome.SKIPPED if claim is Refused.OVERLAP else TokenOutcome.NOT_QUEUED
+        return TokenOutcome.NOT_QUEUED if claim is Refused.NOT_QUEUED else TokenOutcome.SKIPPED
     flight = deps.in_flight[claim.id] = InFlight(claim, lock_key, entry_id)
     try:
         try:
@@ -129,13 +139,14 @@ async def take_tick_lock(deps: Deps, lock_key: str) -> bool:
     return granted
 
 
-async def claim_run(deps: Deps, token: RunToken, due_ms: int | None) -> Claim:
+async def claim_run(deps: Deps, token: RunToken, due_ms: int | None, *, waiting: bool = False) -> Claim:
     """Steps 2-3: at the due instant, with an execution slot, the conditional claim (in one
     statement with every token due then); the job's concurrency policy decides overlaps."""
-    claim = await deps.gate.claim(token.run_id, due_ms)
-    if claim is Refused.OVERLAP:
-        _child(metrics.RUNS_SKIPPED, reason=SKIP_OVERLAP).inc()
-        log.info("tick skipped: previous run still running", extra={"event": "run.skipped"})
+    claim = await deps.gate.claim(ClaimRequest(token.run_id, waiting), due_ms)
+    if claim is Refused.OVERLAP or claim is Refused.BUFFER_FULL:
+        reason = SKIP_OVERLAP if claim is Refused.OVERLAP else SKIP_BUFFER_FULL
+        _child(metrics.RUNS_SKIPPED, reason=reason).inc()
+        log.info("tick skipped: %s", reason, extra={"event": "run.skipped"})
     elif claim is Refused.NOT_QUEUED:
         log.debug("run not queued any more", extra={"event": "token.not_queued"})
     return claim

@@ -237,6 +237,28 @@ LOCK_RUN = (
     "SELECT r.id, r.job_id, r.exclusive, r.state, j.concurrency_policy FROM runs r JOIN jobs j ON j.id = r.job_id"
     " WHERE r.id = $1 FOR NO KEY UPDATE OF r"
 )
+# A claim the unique index refused (another exclusive run of the job is running): skip it or
+# let it wait, by policy. `forbid` skips a tick only when its predecessor was already running
+# at the tick (a real overlap); a predecessor that started after the tick was due is a
+# catch-up ordered before it, so the tick waits. `buffer_one` lets one due run wait at a time.
+OVERLAP_DECISION = (
+    "SELECT CASE"
+    " WHEN j.concurrency_policy = 'buffer_all' THEN 'wait'"
+    " WHEN j.concurrency_policy = 'buffer_one' THEN CASE WHEN EXISTS ("
+    " SELECT 1 FROM runs w WHERE w.job_id = r.job_id AND w.state = 'queued' AND w.exclusive AND w.due_at <= now()"
+    " AND (w.scheduled_for, w.attempt) < (r.scheduled_for, r.attempt)) THEN 'full' ELSE 'wait' END"
+    " WHEN EXISTS (SELECT 1 FROM runs o WHERE o.job_id = r.job_id AND o.state = 'running' AND o.exclusive"
+    " AND o.started_at > r.scheduled_for) THEN 'wait'"
+    " ELSE 'skip' END"
+    " FROM runs r JOIN jobs j ON j.id = r.job_id WHERE r.id = $1"
+)
+# Waiting runs asking again: those with no earlier run of their job still queued and due (so
+# waiting runs start in tick order, not in the order their executors happen to ask).
+WAITERS_TURN = (
+    "SELECT r.id FROM runs r WHERE r.id = ANY($1::bigint[]) AND NOT EXISTS ("
+    " SELECT 1 FROM runs w WHERE w.job_id = r.job_id AND w.state = 'queued' AND w.exclusive AND w.due_at <= now()"
+    " AND (w.scheduled_for, w.attempt) < (r.scheduled_for, r.attempt))"
+)
 # `replace`: end the job's other running exclusive run; its executor sees the loss at its next heartbeat.
 REPLACE_RUNNING = (
     "UPDATE runs SET state = 'failed', error = $3, finished_at = clock_timestamp(), lease_until = NULL,"
@@ -308,6 +330,22 @@ EXPIRE_QUEUED = (
     " AND q.due_at + make_interval(secs => (SELECT j.misfire_grace_s FROM jobs j WHERE j.id = q.job_id)) < now()"
     " ORDER BY q.due_at LIMIT $1 FOR NO KEY UPDATE SKIP LOCKED) e"
     " WHERE r.id = e.id RETURNING r.id"
+)
+
+
+# --- reconciliation auditor (dispatcher/auditor.py) ----------------------------
+
+# Jobs active through a window starting at $1: created and last changed before it.
+AUDIT_JOBS = (
+    "SELECT id, cron_expression, timezone, created_at FROM jobs"
+    " WHERE status = 'active' AND created_at < $1 AND updated_at < $1"
+)
+# Their scheduled ticks in ($2, $3] that the ledger holds (any state), first attempts, with
+# the start delay of those that started.
+AUDIT_TICKS = (
+    "SELECT job_id, scheduled_for, extract(epoch FROM started_at - scheduled_for)::float8 AS start_delay_s"
+    " FROM runs WHERE job_id = ANY($1::bigint[]) AND scheduled_for > $2 AND scheduled_for <= $3"
+    " AND attempt = 1 AND trigger = 'schedule'"
 )
 
 

@@ -9,17 +9,25 @@ trip, and `round_trips` counts them for the benchmark.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import datetime
 from enum import StrEnum
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import asyncpg
 import msgspec
 
 from cronos import metrics, retry
 from cronos.clock import DbClock
-from cronos.models import FAIL_EXECUTOR_LOST, FAIL_REPLACED, SKIP_EXPIRED, SKIP_OVERLAP, ConcurrencyPolicy, JobKind
+from cronos.models import (
+    FAIL_EXECUTOR_LOST,
+    FAIL_REPLACED,
+    SKIP_BUFFER_FULL,
+    SKIP_EXPIRED,
+    SKIP_OVERLAP,
+    ConcurrencyPolicy,
+    JobKind,
+)
 from cronos.store import queries as q
 from cronos.store.db import ping, retry_contention, sync_clock, to_struct, translate_errors
 from cronos.store.epoch import fenced
@@ -48,11 +56,20 @@ class ClaimedRun(msgspec.Struct, kw_only=True):
     webhook_secret: str  # signs http runs' requests (Standard Webhooks)
 
 
+class ClaimRequest(NamedTuple):
+    """A run to claim; `waiting`: it was answered Refused.WAIT before and asks again."""
+
+    run_id: int
+    waiting: bool = False
+
+
 class Refused(StrEnum):
     """Why a run was not claimed: expected outcomes, answered as values."""
 
     NOT_QUEUED = "not_queued"  # already claimed, finished or gone (a repeated token)
     OVERLAP = "skipped"  # ended `skipped` SKIP_OVERLAP: the job's previous run is still running
+    BUFFER_FULL = "buffer_full"  # ended `skipped` SKIP_BUFFER_FULL (buffer_one: another run waits)
+    WAIT = "wait"  # still queued: its predecessor is running and the policy lets it wait (claim again)
 
 
 Claim = ClaimedRun | Refused
@@ -87,30 +104,45 @@ class RunStore:
         self._pool = pool
         self.round_trips = 0  # statements sent, for the benchmark's "round trips per run"
 
-    async def claim(self, run_ids: Sequence[int], node_id: str, lease_s: float) -> list[Claim]:
+    async def claim(
+        self, run_ids: Sequence[int], node_id: str, lease_s: float, *, waiting: Collection[int] = ()
+    ) -> list[Claim]:
         """Claim queued runs for `node_id`, applying each job's concurrency policy: one answer
-        per id, in order (an id repeated in the batch gets the run once)."""
+        per id, in order (an id repeated in the batch gets the run once). `waiting` names runs
+        asking again after a Refused.WAIT: each is tried only once no earlier run of its job is
+        still queued and due."""
         ids = list(dict.fromkeys(run_ids))
         claimed: dict[int, ClaimedRun] = {}
-        skipped: set[int] = set()
+        refused: dict[int, Refused] = {}  # skipped by the policy, or left queued to wait
+        if waiting:
+            with translate_errors():
+                self.round_trips += 1
+                turn = {r["id"] for r in await self._pool.fetch(q.WAITERS_TURN, list(waiting))}
+            refused.update((i, Refused.WAIT) for i in waiting if i not in turn)
+            ids = [i for i in ids if i not in refused]
 
         async def attempt() -> None:  # again after a deadlock: what was claimed before stays claimed
-            left = [i for i in ids if i not in claimed and i not in skipped]
+            left = [i for i in ids if i not in claimed and i not in refused]
             with translate_errors():
                 async with self._pool.acquire() as conn:
-                    await self._claim(conn, left, node_id, lease_s, claimed, skipped)
+                    await self._claim(conn, left, node_id, lease_s, claimed, refused)
 
         if ids:
             await retry_contention(attempt, "claim")
         answers: list[Claim] = []
         for run_id in run_ids:
             run = claimed.pop(run_id, None)
-            answers.append(run or (Refused.OVERLAP if run_id in skipped else Refused.NOT_QUEUED))
-            skipped.discard(run_id)
+            answers.append(run or refused.pop(run_id, Refused.NOT_QUEUED))
         return answers
 
     async def _claim(
-        self, conn: Any, ids: list[int], node_id: str, lease_s: float, claimed: dict[int, ClaimedRun], skipped: set[int]
+        self,
+        conn: Any,
+        ids: list[int],
+        node_id: str,
+        lease_s: float,
+        claimed: dict[int, ClaimedRun],
+        refused: dict[int, Refused],
     ) -> None:
         try:
             self.round_trips += 1
@@ -123,10 +155,16 @@ class RunStore:
             self.round_trips += 1
             queued = await conn.fetch(q.STILL_QUEUED, [i for i in leftover if i not in claimed])
             for row in queued:
-                await self._claim_one(conn, row["id"], node_id, lease_s, claimed, skipped)
+                await self._claim_one(conn, row["id"], node_id, lease_s, claimed, refused)
 
     async def _claim_one(
-        self, conn: Any, run_id: int, node_id: str, lease_s: float, claimed: dict[int, ClaimedRun], skipped: set[int]
+        self,
+        conn: Any,
+        run_id: int,
+        node_id: str,
+        lease_s: float,
+        claimed: dict[int, ClaimedRun],
+        refused: dict[int, Refused],
     ) -> None:
         """The rare path: one run the batch left queued, arbitrated by the unique index."""
         async with conn.transaction():
@@ -144,9 +182,16 @@ class RunStore:
                     self.round_trips += 1
                     run = await conn.fetchrow(q.CLAIM_ONE, run_id, node_id, lease_s)
             except asyncpg.UniqueViolationError:
-                self.round_trips += 1
-                if await conn.fetchrow(q.QUEUED_SKIP, [run_id], SKIP_OVERLAP):
-                    skipped.add(run_id)
+                self.round_trips += 2
+                decision = await conn.fetchval(q.OVERLAP_DECISION, run_id)
+                if decision == "wait":
+                    refused[run_id] = Refused.WAIT
+                    return
+                reason, answer = (
+                    (SKIP_BUFFER_FULL, Refused.BUFFER_FULL) if decision == "full" else (SKIP_OVERLAP, Refused.OVERLAP)
+                )
+                if await conn.fetchrow(q.QUEUED_SKIP, [run_id], reason):
+                    refused[run_id] = answer
                 return
             if run is not None:
                 claimed[run_id] = to_struct(run, ClaimedRun)

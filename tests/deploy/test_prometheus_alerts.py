@@ -101,3 +101,25 @@ def test_the_rule_test_can_fail(tmp_path: Path) -> None:
     """Negative control: a backlog expected to stay silent makes promtool fail."""
     done = _promtool_test(tmp_path, [_overdue_case("5x10", "0x10", [])])
     assert done.returncode != 0
+
+
+@needs_promtool
+def test_an_unaccounted_tick_alerts_until_it_leaves_the_window(tmp_path: Path) -> None:
+    assert "cronos_ticks_unaccounted_total" in _rules()["CronosTicksUnaccounted"]["expr"]
+    case = {
+        "interval": "1m",
+        "input_series": [{"series": f"cronos_ticks_unaccounted_total{{{D1}}}", "values": "0 0 0 1x30"}],
+        "alert_rule_test": [
+            {"eval_time": "2m", "alertname": "CronosTicksUnaccounted", "exp_alerts": []},
+            {
+                "eval_time": "5m",
+                "alertname": "CronosTicksUnaccounted",
+                "exp_alerts": _expected("CronosTicksUnaccounted", "1"),
+            },
+            {"eval_time": "25m", "alertname": "CronosTicksUnaccounted", "exp_alerts": []},  # 15 min without a new one
+        ],
+    }
+    done = _promtool_test(tmp_path, [case])
+    assert done.returncode == 0, done.stdout + done.stderr
+    silent = {**case, "alert_rule_test": [{**case["alert_rule_test"][1], "exp_alerts": []}]}
+    assert _promtool_test(tmp_path, [silent]).returncode != 0, "negative control: the alert does fire"

@@ -12,6 +12,7 @@ import asyncpg
 import pytest
 import redis.asyncio as aioredis
 
+from cronos import metrics
 from cronos.errors import NotLeader
 from cronos.keys import Keys
 from cronos.messages import RunToken
@@ -20,6 +21,7 @@ from cronos.store.epoch import EpochStore
 from cronos.store.jobs import JobStore
 from cronos.store.ledger import Ledger
 from cronos.stream import RunStream
+from dispatcher.auditor import Auditor
 from dispatcher.listener import Change
 from dispatcher.publisher import Publisher
 from dispatcher.ticker import Ticker
@@ -113,14 +115,15 @@ async def test_catch_up_after_a_gap_applies_each_misfire_policy(stack: Stack) ->
     ticker = stack.new_ticker()
     now = T0 + timedelta(seconds=100.5)
     result = await ticker.run_once(now)
-    assert (result.queued, result.skipped) == (4 + 1 + 1, 6 + 9 + 9)
+    assert (result.queued, result.skipped) == (10 + 4 + 4, 0 + 6 + 6)
     ticks = [T0 + timedelta(seconds=s) for s in range(10, 101, 10)]
     for policy, job in ids.items():
         runs = await stack.runs(job)
         assert [r["scheduled_for"] for r in runs] == ticks, "every tick is a run or a recorded skip (G2)"
         ran = [r["scheduled_for"] for r in runs if r["state"] == "queued"]
         assert all(r["skip_reason"] == "misfired" for r in runs if r["state"] == "skipped")
-        assert ran == {"run_all": ticks[-4:], "run_once": ticks[-1:], "skip": ticks[-1:]}[policy]
+        # Within the 35 s grace (70..100) every policy runs; the policy decides about 10..60 only.
+        assert ran == {"run_all": ticks, "run_once": ticks[-4:], "skip": ticks[-4:]}[policy]
         assert await stack.cursor(job) == ticks[-1]
     # The late runs of the catch-up are spread out: pushed when their due time comes.
     await ticker.run_once(now + timedelta(seconds=1))
@@ -309,3 +312,29 @@ async def test_a_redis_restart_is_noticed_from_its_run_id(stack: Stack) -> None:
     stack.publisher._run_id = "run-id-before-a-restart"
     assert await stack.publisher.data_lost() == "redis run_id changed"
     assert await stack.publisher.data_lost() is None
+
+
+def _sample(name: str) -> float:
+    return metrics.REGISTRY.get_sample_value(name) or 0.0
+
+
+async def test_the_auditor_counts_a_tick_removed_behind_cronos_back(stack: Stack) -> None:
+    job = await add_job(stack.pool, "*/5 * * * * *")
+    await add_job(stack.pool, "* * * * * *", status="paused")  # not active: no tick expected
+    ticker = stack.new_ticker()
+    auditor = Auditor(stack.pool, interval_s=60, settle_s=0)
+    await ticker.run_once(T0 + timedelta(seconds=60))
+    unaccounted_before = _sample("cronos_ticks_unaccounted_total")
+    expected_before = _sample("cronos_ticks_expected_total")
+
+    clean = await auditor.once(T0 + timedelta(seconds=60))
+    assert (clean.jobs, clean.expected, clean.unaccounted) == (1, 12, [])
+
+    await ticker.run_once(T0 + timedelta(seconds=120))
+    removed = T0 + timedelta(seconds=90)
+    await stack.pool.execute("DELETE FROM runs WHERE job_id = $1 AND scheduled_for = $2", job, removed)
+    result = await auditor.once(T0 + timedelta(seconds=120))
+    assert result.window == (T0 + timedelta(seconds=60), T0 + timedelta(seconds=120)), "contiguous windows"
+    assert (result.expected, result.unaccounted) == (12, [(job, removed)])
+    assert _sample("cronos_ticks_unaccounted_total") - unaccounted_before == 1
+    assert _sample("cronos_ticks_expected_total") - expected_before == 24

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import itertools
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -48,6 +49,11 @@ async def _block(payload: dict[str, Any], ctx: cronos.RunContext) -> str:
     EXECUTIONS[ctx.run_id] += 1
     await RELEASE.setdefault(payload["gate"], asyncio.Event()).wait()
     return "released"
+
+
+@cronos.task("test.nap", replace=True)
+async def _nap(payload: dict[str, Any], ctx: cronos.RunContext) -> None:
+    await asyncio.sleep(payload["seconds"])
 
 
 @cronos.task("test.flaky", replace=True)
@@ -143,6 +149,38 @@ async def test_forbid_overlap_ends_skipped_with_reason(harness: Harness, executo
     runs = {r.id: r for r in await harness.runs(job)}
     assert (runs[second.run_id].state, runs[second.run_id].skip_reason) == ("skipped", SKIP_OVERLAP)
     assert EXECUTIONS[second.run_id] == 0
+
+
+async def test_forbid_catch_up_runs_one_after_another_instead_of_skipping(harness: Harness, executor: Factory) -> None:
+    # A failover's catch-up: five overdue ticks of a forbid job reach the executor together.
+    # Each waits for the one before it (none was running at their ticks): none is skipped.
+    job = await harness.job(payload={"action": "test.nap", "seconds": 0.05})
+    now = datetime.now(UTC)
+    tokens = [await insert_run(harness.pool, job, now - timedelta(seconds=5 - i)) for i in range(5)]
+    await harness.stream.publish(tokens)
+    async with executor("a") as ex, running(ex):
+        await wait_for(lambda: _count_state(harness, job, "completed", 5), timeout=20, what="five catch-up runs")
+    runs = sorted(await harness.runs(job), key=lambda r: r.scheduled_for)
+    assert [r.state for r in runs] == ["completed"] * 5
+    for before, after in itertools.pairwise(runs):
+        assert before.finished_at is not None and after.started_at is not None
+        assert after.started_at >= before.finished_at, "in tick order, one at a time (G3)"
+
+
+async def test_buffer_all_runs_an_overlapping_tick_when_its_predecessor_ends(
+    harness: Harness, executor: Factory
+) -> None:
+    job = await harness.job(payload=gate("buffer"), concurrency_policy="buffer_all")
+    first = await harness.queue(job, 0)
+    async with executor("a") as ex, running(ex):
+        await wait_for(lambda: _is(harness, first.run_id, "running"), what="first run running")
+        second = await harness.queue(job, 1)
+        await asyncio.sleep(0)  # the second token is read and waits: queued, not skipped
+        await wait_for(lambda: _pending_is(harness, 2), what="both tokens held by the executor")
+        assert await harness.state(second.run_id) == "queued"
+        RELEASE["buffer"].set()
+        await wait_for(lambda: _is(harness, second.run_id, "completed"), timeout=10, what="buffered run completed")
+    assert EXECUTIONS[second.run_id] == 1
 
 
 async def test_allow_runs_two_at_once(harness: Harness, executor: Factory) -> None:
@@ -359,6 +397,10 @@ async def _tolerant(probe: Awaitable[bool]) -> bool:
         return await probe
     except (asyncpg.PostgresConnectionError, asyncpg.InterfaceError, asyncpg.exceptions.InternalClientError, OSError):
         return False  # the test's own pool lost its connections too
+
+
+async def _pending_is(harness: Harness, n: int) -> bool:
+    return (await harness.stream.info()).pending == n
 
 
 async def _count_state(harness: Harness, job: int, state: str, n: int) -> bool:

@@ -9,7 +9,7 @@ import asyncpg
 import pytest
 
 from cronos.errors import NotLeader
-from cronos.models import FAIL_EXECUTOR_LOST, FAIL_REPLACED, SKIP_EXPIRED, SKIP_OVERLAP
+from cronos.models import FAIL_EXECUTOR_LOST, FAIL_REPLACED, SKIP_BUFFER_FULL, SKIP_EXPIRED, SKIP_OVERLAP
 from cronos.store.db import retry_contention, translate_errors
 from cronos.store.runs import Claim, ClaimedRun, Outcome, Refused, RunStore
 from tests.integration.ledger_helpers import insert_job, insert_run, run_state, runs_of, set_epoch, tick
@@ -69,6 +69,48 @@ async def test_forbid_two_ticks_of_one_job_in_one_batch(pg_pool: asyncpg.Pool, s
     result = await store.claim([b.run_id, a.run_id, c.run_id], "n", 10)
     assert result[0] is Refused.OVERLAP  # the older tick wins
     assert [r.id for r in _claimed(result)] == [a.run_id, c.run_id]
+
+
+async def test_forbid_orders_a_catch_up_instead_of_skipping_it(pg_pool: asyncpg.Pool, store: RunStore) -> None:
+    # Two ticks both overdue (a failover's catch-up), claimed in one batch: the second waits
+    # for the first instead of being skipped, since the first was not running at its tick.
+    job = await insert_job(pg_pool)
+    now = datetime.now(UTC)
+    a = await insert_run(pg_pool, job, now - timedelta(seconds=4))
+    b = await insert_run(pg_pool, job, now - timedelta(seconds=3))
+    first, second = await store.claim([a.run_id, b.run_id], "n", 10)
+    assert isinstance(first, ClaimedRun) and second is Refused.WAIT
+    assert await run_state(pg_pool, b.run_id) == "queued"
+    assert await store.claim([b.run_id], "n", 10) == [Refused.WAIT]  # asking again while a runs
+    await store.finish([Outcome(run_id=a.run_id, node_id="n", state="completed")])
+    (again,) = await store.claim([b.run_id], "n", 10)
+    assert isinstance(again, ClaimedRun)
+
+
+async def test_buffer_all_waits_for_the_running_predecessor(pg_pool: asyncpg.Pool, store: RunStore) -> None:
+    job = await insert_job(pg_pool, concurrency_policy="buffer_all")
+    runs = [await insert_run(pg_pool, job, tick(n)) for n in range(3)]
+    assert isinstance((await store.claim([runs[0].run_id], "a", 10))[0], ClaimedRun)
+    # A real overlap (the predecessor ran at these ticks): forbid would skip them, buffer_all waits.
+    assert await store.claim([runs[1].run_id, runs[2].run_id], "b", 10) == [Refused.WAIT, Refused.WAIT]
+    assert [r.state for r in await runs_of(pg_pool, job)] == ["running", "queued", "queued"]
+
+
+async def test_buffer_one_keeps_one_waiting_run_and_skips_the_rest(pg_pool: asyncpg.Pool, store: RunStore) -> None:
+    job = await insert_job(pg_pool, concurrency_policy="buffer_one")
+    due = datetime.now(UTC) - timedelta(seconds=1)
+    runs = [await insert_run(pg_pool, job, tick(n), due_at=due) for n in range(3)]
+    assert isinstance((await store.claim([runs[0].run_id], "a", 10))[0], ClaimedRun)
+    assert await store.claim([runs[1].run_id], "b", 10) == [Refused.WAIT]
+    assert await store.claim([runs[2].run_id], "b", 10) == [Refused.BUFFER_FULL]
+    rows = await runs_of(pg_pool, job)
+    assert [(r.state, r.skip_reason) for r in rows] == [
+        ("running", None),
+        ("queued", None),
+        ("skipped", SKIP_BUFFER_FULL),
+    ]
+    await store.finish([Outcome(run_id=runs[0].run_id, node_id="a", state="completed")])
+    assert isinstance((await store.claim([runs[1].run_id], "b", 10))[0], ClaimedRun)
 
 
 async def test_allow_runs_alongside(pg_pool: asyncpg.Pool, store: RunStore) -> None:

@@ -3,6 +3,7 @@ the ticker uses (`ScheduleBook.round`), committing every batch at once."""
 
 from __future__ import annotations
 
+from collections import Counter
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -131,9 +132,11 @@ def test_catch_up_applies_each_policy_and_moves_the_cursor_to_the_last_tick() ->
     ticks = [T0 + timedelta(seconds=s) for s in range(10, 101, 10)]
     ran = {j: [s for jj, s, r in rows if jj == j and r is None] for j in (1, 2, 3)}
     skipped = {j: [s for jj, s, r in rows if jj == j and r == "misfired"] for j in (1, 2, 3)}
-    assert ran[1] == ticks[-4:] and skipped[1] == ticks[:-4]  # 70, 80, 90 late within grace; 100 on time
-    assert ran[2] == ticks[-1:] and skipped[2] == ticks[:-1]
-    assert ran[3] == ticks[-1:] and skipped[3] == ticks[:-1]
+    # 70, 80, 90 are late within the grace and 100 is on time: they run under every policy.
+    # 10..60 misfired: run_all runs them, run_once lets 70 stand for them, skip skips them.
+    assert ran[1] == ticks and skipped[1] == []
+    assert ran[2] == ticks[-4:] and skipped[2] == ticks[:-4]
+    assert ran[3] == ticks[-4:] and skipped[3] == ticks[:-4]
     assert batches[0].cursors == {1: ticks[-1], 2: ticks[-1], 3: ticks[-1]}
 
 
@@ -168,7 +171,8 @@ def test_a_long_outage_is_caught_up_in_capped_rounds_without_losing_a_tick() -> 
         seen.extend((s, r) for _j, s, r in _rows(tick(book, now)))
     assert rounds == 3  # JOB_ROUND_LIMIT ticks a round
     assert [s for s, _ in seen] == [T0 + timedelta(seconds=i) for i in range(1, 2501)]
-    assert [s for s, r in seen if r is None] == [now.replace(microsecond=0)]  # run_once: one run, the newest
+    # run_once: the ticks within the 10 s grace run; the misfired ones before them are skipped.
+    assert [s for s, r in seen if r is None] == [T0 + timedelta(seconds=i) for i in range(2490, 2501)]
 
 
 def test_book_moves_a_job_between_groups_and_forgets_removed_jobs() -> None:
@@ -192,3 +196,21 @@ def test_a_cursor_only_moves_forward_and_a_failed_round_still_settles() -> None:
         next(iter(ticks))
         raise RuntimeError("the ledger write failed")
     assert book.next_due() == T0 + timedelta(seconds=15), "not committed: due again, back on the heap"
+
+
+def test_catch_up_pace_holds_across_capped_rounds() -> None:
+    # 2500 misfired ticks under run_all, caught up in three capped rounds at 100 a second:
+    # the second round's late runs queue behind the first's instead of starting over at `now`.
+    book = ScheduleBook(catchup_per_s=100)
+    book.apply([_job(1, "* * * * * *", T0, misfire_policy="run_all", misfire_grace_s=10)], ())
+    now = T0 + timedelta(seconds=2500.5)
+    late_before = now - timedelta(seconds=1)
+    dues: list[datetime] = []
+    while (due := book.next_due()) is not None and due <= now:
+        for batch in tick(book, now):
+            dues.extend(d for s, d in zip(batch.scheduled_for, batch.due_at, strict=True) if s < late_before)
+    assert len(dues) == 2499
+    assert dues == sorted(dues)
+    assert dues[0] == now and dues[-1] == now + timedelta(seconds=2498 / 100)
+    per_second = Counter(int((d - now).total_seconds()) for d in dues)
+    assert max(per_second.values()) == 100
