@@ -31,6 +31,7 @@ _RANGE = re.compile(r"(\d{1,2})-(\d{1,2})", re.ASCII)
 _NTH = re.compile(r"(\d)#([1-5])", re.ASCII)
 _LAST_DAY = re.compile(r"(\d)L", re.ASCII | re.IGNORECASE)
 _WORD = re.compile(r"[a-z]{3}", re.ASCII | re.IGNORECASE)
+_CLOCK = re.compile(r"at \d\d:\d\d", re.ASCII)
 
 
 def _join(items: list[str]) -> str:
@@ -149,7 +150,7 @@ def describe(expression: str) -> str:
         # Vixie cron: both day fields restricted means either day matches (unless one starts with *).
         joint = "and" if dom.startswith("*") or dow.startswith("*") else "or"
         days = [f"{days[0]} {joint} {weekdays.removeprefix('on ')}"] if days else [weekdays]
-    if not days and words[0].startswith("at "):
+    if not days and _CLOCK.match(words[0]):
         days = ["every day"]
     words += days
     if month != "*":

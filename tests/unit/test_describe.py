@@ -59,7 +59,7 @@ def test_both_day_fields_restricted_read_as_cron_does() -> None:
 @pytest.mark.parametrize(
     ("expression", "words"),
     [
-        ("1-10/3 9 * * *", "at minute 1-10/3, hour 9 every day"),
+        ("1-10/3 9 * * *", "at minute 1-10/3, hour 9"),
         ("5 */3 * * * *", "at second 5, minute */3"),
         ("0 0 15W * *", "at 00:00 on day-of-month 15W"),
         ("0 0 * 1-12/2 *", "at 00:00 every day in month 1-12/2"),
