@@ -10,7 +10,7 @@ from aiohttp import web
 from aiohttp.abc import AbstractAccessLogger
 from aiohttp.web import BaseRequest
 
-from api import cluster, health, routes_jobs, routes_runs, routes_tokens
+from api import cluster, health, routes_console, routes_jobs, routes_runs, routes_schedule, routes_tokens
 from api.auth import auth_middleware, hide_server, hide_server_default
 from api.backends import Backends
 from api.errors import problem_middleware
@@ -28,6 +28,8 @@ ROUTES: tuple[Route, ...] = (
     *routes_runs.ROUTES,
     *cluster.ROUTES,
     *routes_tokens.ROUTES,
+    *routes_schedule.ROUTES,
+    *routes_console.ROUTES,
 )
 
 # Probes and scrapes hit these every few seconds: their access lines go to DEBUG.

@@ -121,7 +121,9 @@ def _month_days(field: str) -> str | None:
     days = _values(field)
     if days is None:
         return None
-    return f"on day {days[0]} of the month" if len(days) == 1 else f"on days {_join([str(d) for d in days])} of the month"
+    return (
+        f"on day {days[0]} of the month" if len(days) == 1 else f"on days {_join([str(d) for d in days])} of the month"
+    )
 
 
 def _months(field: str) -> str | None:
