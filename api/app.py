@@ -10,7 +10,7 @@ from aiohttp import web
 from aiohttp.abc import AbstractAccessLogger
 from aiohttp.web import BaseRequest
 
-from api import cluster, health, routes_console, routes_jobs, routes_runs, routes_schedule, routes_tokens
+from api import cluster, health, routes_console, routes_jobs, routes_runs, routes_schedule, routes_tokens, routes_ui
 from api.auth import auth_middleware, hide_server, hide_server_default
 from api.backends import Backends
 from api.errors import problem_middleware
@@ -66,7 +66,8 @@ def create_app(settings: Settings) -> web.Application:
     # tools can read how to authenticate before they hold a token.
     openapi = dataclasses.replace(openapi_handler(ROUTES, __version__), scope="public")
     app[ROUTE_SCOPES] = {}
-    for route in (*ROUTES, openapi):
+    # The console's page and assets are not API operations: served, but not in the document.
+    for route in (*ROUTES, openapi, *routes_ui.ROUTES):
         added = app.router.add_route(route.method, route.path, route.handler, name=route.handler.__name__)
         app[ROUTE_SCOPES][added] = scope_of(route)
     app.on_response_prepare.append(hide_server)
