@@ -60,6 +60,12 @@ setInterval(async () => {
   }
 }, POLL_MS);
 
+// A new width (a phone turned, a window resized) redraws the page's data at once (the chart's width).
+let resizing;
+window.addEventListener("resize", () => {
+  clearTimeout(resizing);
+  resizing = setTimeout(() => current.refresh?.().catch(() => {}), 150);
+});
 window.addEventListener("hashchange", route);
 if (!location.hash) history.replaceState(null, "", "#/jobs");
 route();

@@ -46,7 +46,8 @@ export function ms(value) {
   if (abs < 1000) return `${Math.round(value)} ms`;
   if (abs < 60_000) return `${(value / 1000).toFixed(abs < 10_000 ? 2 : 1)} s`;
   if (abs < 3_600_000) return `${(value / 60_000).toFixed(1)} min`;
-  return `${(value / 3_600_000).toFixed(1)} h`;
+  if (abs < 172_800_000) return `${(value / 3_600_000).toFixed(1)} h`;
+  return `${(value / 86_400_000).toFixed(1)} days`;
 }
 
 /** "in 3 min" / "12 s ago" from now. */
@@ -55,6 +56,12 @@ export function relative(iso) {
   const diff = new Date(iso).getTime() - Date.now();
   const text = ms(Math.abs(diff)).replace(/\.\d+ /, " ").replace(" ms", " ms");
   return diff >= 0 ? `in ${text}` : `${text} ago`;
+}
+
+/** A fire time's wall time in its zone: 2026-03-29 03:00 +02:00 (nothing for UTC, already shown). */
+export function local(text) {
+  if (text.endsWith("+00:00")) return null;
+  return text.replace("T", " ").replace(/:00([+-]\d\d:\d\d)$/, " $1");
 }
 
 /** 2026-01-05 07:30:00 UTC */
@@ -72,7 +79,8 @@ export function badge(state) {
 }
 
 export function percent(rate) {
-  return rate === null || rate === undefined ? "–" : `${(rate * 100).toFixed(rate === 1 ? 0 : 1)} %`;
+  if (rate === null || rate === undefined) return "–";
+  return `${(rate * 100).toFixed(rate === 1 || rate === 0 ? 0 : 1)} %`;
 }
 
 /** A definition list from [label, value] pairs. */
@@ -92,7 +100,7 @@ export function table(caption, columns, rows, empty = "Nothing yet.") {
       "tbody",
       {},
       rows.map((row) =>
-        h("tr", {}, columns.map(([label, cell]) => h("td", { dataset: { label } }, cell(row)))),
+        h("tr", {}, columns.map(([label, cell]) => h("td", { dataset: { label } }, h("div", {}, cell(row))))),
       ),
     ),
   );

@@ -75,9 +75,18 @@ def go(driver: Any, stack: Stack, hash_: str) -> None:
     driver.get(f"{stack.base}/{hash_}")
 
 
+# The page redraws its chart at the window's width (api/ui/chart.js) on a resize.
+_CHART_FITS = """
+const chart = document.querySelector('.chart svg');
+const width = Math.round(Math.min(1100, Math.max(320, window.innerWidth - 48)));
+return !chart || chart.getAttribute('viewBox') === `0 0 ${width} 200`;
+"""
+
+
 def screenshot(driver: Any, name: str, size: tuple[int, int]) -> None:
     """A PNG of the whole page at this window width (docs/img/<name>.png)."""
     driver.set_window_size(*size)
+    wait(driver, lambda d: d.execute_script(_CHART_FITS), what="the chart redrawn at this width")
     height = driver.execute_script("return document.documentElement.scrollHeight")
     driver.set_window_size(size[0], min(max(size[1], int(height)), 2400))
     IMAGES.mkdir(parents=True, exist_ok=True)
@@ -127,7 +136,7 @@ def test_create_a_job_through_the_form_with_live_preview_and_watch_its_runs(brow
     assert text(driver, ".lead") == "every second"
     assert len(find_all(driver, ".fires li")) == 10
     # Runs appear without a reload (polling), and the chart draws once two have started.
-    wait(driver, lambda d: run_states(d).count("completed") >= 3, timeout=30, what="completed runs")
+    wait(driver, lambda d: run_states(d).count("completed") >= 6, timeout=30, what="completed runs")
     wait(driver, lambda d: find_all(d, "#chart svg path"), what="the chart")
 
 

@@ -2,7 +2,7 @@
 // (the same check the API makes on save), the payload as JSON; the API's 422 marks its field.
 import { ApiError, get, patch, post, query } from "../api.js";
 import { flash } from "../feedback.js";
-import { h, replace, utc } from "../dom.js";
+import { h, local, replace, utc } from "../dom.js";
 
 const CHOICES = {
   kind: ["task", "http", "shell"],
@@ -78,7 +78,7 @@ export async function formPage(main, [id]) {
       problem("timezone", null);
       replace(preview, h("p", { class: "lead", id: "description" }, data.description),
         h("ol", { class: "fires" }, data.fire_times.map((t) => h("li", {}, utc(t.at), " ",
-          h("span", { class: "muted" }, t.local), t.dst ? h("span", { class: "dst" }, ` ${t.dst.detail}`) : null))));
+          local(t.local) ? h("span", { class: "muted" }, ` (${local(t.local)})`) : null, t.dst ? h("span", { class: "dst" }, ` ${t.dst.detail}`) : null))));
     } catch (error) {
       if (mine !== asked) return;
       const name = error.field === "$.timezone" ? "timezone" : "cron_expression";

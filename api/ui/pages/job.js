@@ -2,7 +2,7 @@
 import { ApiError, del, get, post, query } from "../api.js";
 import { flash, showError } from "../feedback.js";
 import { runChart } from "../chart.js";
-import { badge, fields, h, ms, replace, table, time, utc } from "../dom.js";
+import { badge, fields, h, local, ms, replace, table, time, utc } from "../dom.js";
 
 export function startDelay(run) {
   return run.started_at ? new Date(run.started_at) - new Date(run.due_at) : null;
@@ -41,7 +41,7 @@ function definition(job) {
 
 function fireList(preview) {
   return h("ol", { class: "fires" }, preview.fire_times.map((t) =>
-    h("li", {}, h("time", { datetime: t.at }, utc(t.at)), " ", h("span", { class: "muted" }, t.local),
+    h("li", {}, h("time", { datetime: t.at }, utc(t.at)), " ", local(t.local) ? h("span", { class: "muted" }, ` (${local(t.local)})`) : null,
       t.dst ? h("span", { class: "dst", title: t.dst.detail }, ` ${t.dst.detail}`) : null)));
 }
 

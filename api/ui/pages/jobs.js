@@ -52,7 +52,7 @@ export async function jobsPage(main) {
     h("div", { class: "title" }, h("h1", {}, "Jobs"), h("a", { class: "button primary", href: "#/new" }, "New job")),
     h("div", { class: "filters" },
       h("label", { for: "search", class: "sr-only" }, "Search by name"), search,
-      h("label", { for: "status-filter" }, "Status"), status),
+      h("span", { class: "nowrap" }, h("label", { for: "status-filter" }, "Status "), status)),
     results,
     h("div", { class: "pager" }, prev, where, next));
   await refresh();
