@@ -30,6 +30,7 @@ ROUTES: tuple[Route, ...] = (
     *routes_tokens.ROUTES,
     *routes_schedule.ROUTES,
     *routes_console.ROUTES,
+    *routes_ui.ROUTES,
 )
 
 # Probes and scrapes hit these every few seconds: their access lines go to DEBUG.
@@ -66,8 +67,7 @@ def create_app(settings: Settings) -> web.Application:
     # tools can read how to authenticate before they hold a token.
     openapi = dataclasses.replace(openapi_handler(ROUTES, __version__), scope="public")
     app[ROUTE_SCOPES] = {}
-    # The console's page and assets are not API operations: served, but not in the document.
-    for route in (*ROUTES, openapi, *routes_ui.ROUTES):
+    for route in (*ROUTES, openapi):
         added = app.router.add_route(route.method, route.path, route.handler, name=route.handler.__name__)
         app[ROUTE_SCOPES][added] = scope_of(route)
     app.on_response_prepare.append(hide_server)

@@ -101,5 +101,6 @@ ROUTES = (
           f"{RATE_OVER} finished runs (the console's jobs page)", response=JobOverviewList,
           errors=(InvalidInput, *DB_ERRORS),
           query=(Query("status", "only jobs in this status", enum=JOB_STATUSES),
-                 Query("q", "only jobs whose name contains this text (any case)"), *PAGE)),
+                 Query("q", "only jobs whose name contains this text (any case)",
+                       schema={"type": "string", "maxLength": MAX_SEARCH}), *PAGE)),
 )  # fmt: skip

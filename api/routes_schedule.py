@@ -10,8 +10,9 @@ exists twice fired once (an appointment) or on both passes (a job following elap
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime, timedelta
-from typing import Literal
+from typing import Any, Literal
 from zoneinfo import ZoneInfo
 
 import msgspec
@@ -29,8 +30,7 @@ DEFAULT_COUNT = 10
 MAX_COUNT = 100
 _US = timedelta(microseconds=1)
 _SECOND = timedelta(seconds=1)
-_EARLIEST = datetime(1970, 1, 2, tzinfo=UTC)
-_LATEST = datetime(2200, 1, 1, tzinfo=UTC)
+_LEAP = re.compile(r"(T\d\d:\d\d:)60")
 
 DstKind = Literal["gap", "fold_once", "fold_first", "fold_second"]
 
@@ -58,7 +58,7 @@ class Preview(msgspec.Struct, kw_only=True):
     cron_expression: str
     timezone: str
     description: str
-    fire_times: list[FireTime]
+    fire_times: list[FireTime]  # `count` of them, fewer only where the calendar ends (year 9999)
 
 
 # --- pure: DST notes from fire instants --------------------------------------------------
@@ -101,15 +101,24 @@ def preview(schedule: Schedule, after: datetime, count: int) -> Preview:
     times: list[FireTime] = []
     current = after
     for _ in range(count):
-        current = schedule.next_after(current)
-        local = current.astimezone(zone)
-        times.append(FireTime(at=current, local=local.isoformat(), dst=dst_note(schedule, zone, current)))
+        try:
+            current = schedule.next_after(current)
+            local = current.astimezone(zone)
+            times.append(FireTime(at=current, local=local.isoformat(), dst=dst_note(schedule, zone, current)))
+        except OverflowError:  # the calendar ends (year 9999): the list is shorter
+            break
     return Preview(
         cron_expression=schedule.expression,
         timezone=schedule.timezone,
         description=describe(schedule.expression),
         fire_times=times,
     )
+
+
+def _schema(struct: type[msgspec.Struct], name: str) -> dict[str, Any]:
+    """A query parameter's JSON schema: the same field's in the body Struct (one source of limits)."""
+    _refs, components = msgspec.json.schema_components([struct])
+    return dict(components[struct.__name__]["properties"][name])
 
 
 # --- the route ------------------------------------------------------------------------------
@@ -130,13 +139,12 @@ def _from(raw: str | None, zone: ZoneInfo) -> datetime:
     try:
         if len(raw) > 40:
             raise ValueError(raw)
-        value = datetime.fromisoformat(raw)
+        # RFC 3339 allows a lower-case t and z, and a leap second (read as the next second).
+        text, leap = _LEAP.subn(r"\g<1>59", raw.upper())
+        value = datetime.fromisoformat(text) + leap * _SECOND
     except ValueError:
         raise InvalidInput("from", "must be an ISO 8601 / RFC 3339 time, e.g. 2026-03-29T00:00:00Z") from None
-    value = value.replace(tzinfo=zone) if value.tzinfo is None else value
-    if not _EARLIEST <= value <= _LATEST:  # croniter's calendar ends; nobody plans past this
-        raise InvalidInput("from", f"must be between {_EARLIEST.year} and {_LATEST.year}")
-    return value
+    return value.replace(tzinfo=zone) if value.tzinfo is None else value
 
 
 async def schedule_preview(request: web.Request) -> web.Response:
@@ -156,10 +164,11 @@ ROUTES = (
           "The next fire times of a cron expression (UTC and local, DST notes) and its description in words; "
           "a bad expression or zone is the same 422 as job creation's", response=Preview, errors=(InvalidInput,),
           query=(
-              Query("cron_expression", "the expression, as a job's `cron_expression`"),
-              Query("timezone", "IANA time zone (default UTC)"),
+              Query("cron_expression", "the expression, as a job's `cron_expression`", required=True,
+                    schema=_schema(PreviewQuery, "cron_expression")),
+              Query("timezone", "IANA time zone (default UTC)", schema=_schema(PreviewQuery, "timezone")),
               Query("count", f"how many fire times, 1..{MAX_COUNT} (default {DEFAULT_COUNT})", maximum=MAX_COUNT),
-              Query("from", "fire times strictly after this RFC 3339 time (default now); without an offset, "
-                    "a wall time in `timezone`"),
+              Query("from", "fire times strictly after this RFC 3339 time (default now); an ISO 8601 time "
+                    "without an offset is a wall time in `timezone`", schema={"type": "string", "format": "date-time"}),
           )),
 )  # fmt: skip

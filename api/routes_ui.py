@@ -63,5 +63,5 @@ ROUTES = (
     Route("GET", "/", console, "The web console (HTML; it calls this API with your token)", scope="public",
           content_type="text/html"),
     Route("GET", "/ui/{name:[A-Za-z0-9_./-]+}", ui_asset, "The console's scripts and styles", scope="public",
-          content_type="text/javascript"),
+          content_type="text/javascript", errors=(web.HTTPNotFound,)),
 )  # fmt: skip

@@ -12,7 +12,7 @@ import cronos
 @cronos.task("browser.ok", replace=True)
 async def ok(payload: dict[str, Any], ctx: cronos.RunContext) -> dict[str, Any]:
     """A short run of varying length, so the job page's chart has a shape."""
-    await asyncio.sleep(random.uniform(0.01, 0.12))  # noqa: S311 - not crypto
+    await asyncio.sleep(random.uniform(0.01, 0.12))
     return {"attempt": ctx.attempt}
 
 

@@ -36,7 +36,7 @@ def call(stack: Stack, method: str, path: str, body: Any = None, token: str | No
 
 
 def wait(driver: Any, probe: Callable[[Any], T], timeout: float = 20, what: str = "the page") -> T:
-    from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
+    from selenium.common.exceptions import StaleElementReferenceException, TimeoutException, WebDriverException
     from selenium.webdriver.support.ui import WebDriverWait
 
     def safe(d: Any) -> T | bool:
@@ -47,7 +47,7 @@ def wait(driver: Any, probe: Callable[[Any], T], timeout: float = 20, what: str 
 
     try:
         return WebDriverWait(driver, timeout, poll_frequency=0.1).until(safe)  # type: ignore[no-any-return]
-    except Exception:
+    except TimeoutException:
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
         driver.save_screenshot(str(ARTIFACTS / "failure.png"))
         raise AssertionError(f"timed out waiting for {what}; page text: {text(driver, 'main')[:1500]}") from None
@@ -103,7 +103,7 @@ def test_the_page_is_served_with_a_strict_policy_and_no_inline_script(stack: Sta
         html = resp.read().decode()
         policy = resp.headers["Content-Security-Policy"]
     assert "script-src 'self'" in policy and "'unsafe-inline'" not in policy and "default-src 'none'" in policy
-    assert "<script type=\"module\" src=\"/ui/app.js\"></script>" in html and "<script>" not in html
+    assert '<script type="module" src="/ui/app.js"></script>' in html and "<script>" not in html
     with pytest.raises(urllib.error.HTTPError) as missing:
         urllib.request.urlopen(stack.base + "/ui/../api/app.py", timeout=10)
     missing.value.close()
@@ -186,7 +186,7 @@ def test_the_cluster_page_names_the_leader(browser: Any, stack: Stack) -> None:
 
 def test_the_jobs_page_searches_filters_and_renders_names_as_text(browser: Any, stack: Stack) -> None:
     driver = browser
-    hostile = '<img src=x onerror="document.title=\'pwned\'">'
+    hostile = "<img src=x onerror=\"document.title='pwned'\">"
     for name, cron, zone in (
         ("sync-db-indexes", "*/5 * * * *", "UTC"),
         ("weekly-report", "30 2 * * 1", "Europe/Berlin"),

@@ -113,7 +113,6 @@ async def test_a_bad_zone_is_the_same_problem_as_job_creation(api: Api) -> None:
         ({"cron_expression": "* * * * *", "count": "101"}, "count"),
         ({"cron_expression": "* * * * *", "count": "ten"}, "count"),
         ({"cron_expression": "* * * * *", "from": "yesterday"}, "from"),
-        ({"cron_expression": "* * * * *", "from": "9999-01-01T00:00:00Z"}, "from"),
         ({"cron_expression": "* * * * *\x00"}, "$.cron_expression"),
     ],
 )
@@ -128,3 +127,18 @@ async def test_a_wall_time_without_offset_is_read_in_the_zone(api: Api) -> None:
     )
     assert status == 200, body
     assert body["fire_times"][0]["local"] == "2026-06-01T10:00:00+09:00"  # type: ignore[index]
+
+
+async def test_the_list_ends_where_the_calendar_ends(api: Api) -> None:
+    status, body = await _preview(api, cron_expression="* * * * *", **{"from": "9999-12-31T23:57:30Z"})
+    assert status == 200, body
+    assert [t["at"] for t in body["fire_times"]] == ["9999-12-31T23:58:00Z", "9999-12-31T23:59:00Z"]  # type: ignore[union-attr]
+
+
+async def test_rfc_3339_spellings_of_from(api: Api) -> None:
+    for spelling, first in (
+        ("2026-06-30t23:59:60z", "2026-07-01T00:01:00Z"),  # a leap second is the next second
+        ("2026-07-01T02:00:00.5+02:00", "2026-07-01T00:01:00Z"),
+    ):
+        status, body = await _preview(api, cron_expression="* * * * *", count="1", **{"from": spelling})
+        assert status == 200 and body["fire_times"][0]["at"] == first, (spelling, body)  # type: ignore[index]
