@@ -10,14 +10,15 @@ from __future__ import annotations
 
 import re
 
+# The macros in words (what they stand for: Vixie cron's table).
 _MACROS = {
-    "@yearly": "0 0 1 1 *",
-    "@annually": "0 0 1 1 *",
-    "@monthly": "0 0 1 * *",
-    "@weekly": "0 0 * * 0",
-    "@daily": "0 0 * * *",
-    "@midnight": "0 0 * * *",
-    "@hourly": "0 * * * *",
+    "@yearly": "at 00:00 on January 1",
+    "@annually": "at 00:00 on January 1",
+    "@monthly": "at 00:00 on day 1 of the month",
+    "@weekly": "at 00:00 on Sunday",
+    "@daily": "at 00:00 every day",
+    "@midnight": "at 00:00 every day",
+    "@hourly": "every hour",
 }
 _MONTHS = (
     "January", "February", "March", "April", "May", "June",
@@ -138,7 +139,9 @@ def _months(field: str) -> str | None:
 def describe(expression: str) -> str:
     """A sentence for a valid expression: the time of day, then which days, then which months."""
     text = expression.strip()
-    fields = _MACROS.get(text.lower(), text).split()
+    if text.lower() in _MACROS:
+        return _MACROS[text.lower()]
+    fields = text.split()
     if len(fields) not in (5, 6):
         return f"on the schedule {text!r}"
     second = fields[0] if len(fields) == 6 else None

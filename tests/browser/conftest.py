@@ -7,6 +7,7 @@ Nothing downloads a browser: the suite uses /usr/bin/chromium and /usr/bin/chrom
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import subprocess
@@ -16,11 +17,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import asyncpg
 import pytest
 
 from cronos.settings import VARIABLES
+from cronos.store.db import migrate
 from tests.cluster.servers import cronos_command, free_port
+from tests.conftest import _drop_database
 from tests.services import Services, with_database
 from tests.waiting import block_until
 
@@ -46,29 +48,11 @@ def _health(base: str) -> bool:
         return False
 
 
-async def _create_database(admin_dsn: str, name: str) -> None:
-    conn = await asyncpg.connect(admin_dsn)
-    try:
-        await conn.execute(f'CREATE DATABASE "{name}"')
-    finally:
-        await conn.close()
-
-
-async def _drop_database(admin_dsn: str, name: str) -> None:
-    conn = await asyncpg.connect(admin_dsn)
-    try:
-        await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    finally:
-        await conn.close()
-
-
 @pytest.fixture(scope="module")
 def stack(services: Services, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    import asyncio
-
     name = f"cronos_b_{uuid.uuid4().hex[:12]}"
-    asyncio.run(_create_database(services.pg_admin_dsn, name))
     dsn = with_database(services.pg_admin_dsn, name)
+    asyncio.run(migrate(dsn))  # creates the database too
     port, node = free_port(), f"browser-{uuid.uuid4().hex[:6]}"
     root = tmp_path_factory.mktemp("stack")
     log = root / "cronos.log"

@@ -6,12 +6,14 @@ a token, which ends protected mode). The screenshots in docs/img/ come from here
 
 from __future__ import annotations
 
+import asyncio
 import json
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+import asyncpg
 import pytest
 
 from tests.browser.conftest import ARTIFACTS, Stack
@@ -94,6 +96,12 @@ def screenshot(driver: Any, name: str, size: tuple[int, int]) -> None:
     driver.set_window_size(*LAPTOP)
 
 
+def screenshot_artifact(driver: Any, name: str) -> None:
+    """A picture for people reviewing a run (artifacts/browser/), not for the README."""
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    driver.save_screenshot(str(ARTIFACTS / f"{name}.png"))
+
+
 def run_states(driver: Any) -> list[str]:
     return [cell.text for cell in find_all(driver, "#runs td[data-label='State']")]
 
@@ -133,8 +141,8 @@ def test_create_a_job_through_the_form_with_live_preview_and_watch_its_runs(brow
     find(driver, "#save").click()
 
     wait(driver, lambda d: "#/jobs/" in d.current_url and text(d, "h1") == "nightly-every-second", what="the job page")
-    assert text(driver, ".lead") == "every second"
-    assert len(find_all(driver, ".fires li")) == 10
+    wait(driver, lambda d: text(d, ".lead") == "every second" and len(find_all(d, ".fires li")) == 10,
+         what="the words and the next 10 fire times")  # fmt: skip
     # Runs appear without a reload (polling), and the chart draws once two have started.
     wait(driver, lambda d: run_states(d).count("completed") >= 6, timeout=30, what="completed runs")
     wait(driver, lambda d: find_all(d, "#chart svg path"), what="the chart")
@@ -174,6 +182,58 @@ def test_a_failed_runs_traceback(browser: Any, stack: Stack) -> None:
     assert "Traceback (most recent call last)" in traceback.text
     attempts = [c.text for c in find_all(driver, "td[data-label='Attempt']")]
     assert attempts == ["1", "2"], attempts
+    screenshot_artifact(driver, "run")
+
+
+def test_edit_keeps_a_secret_it_shows_as_stars(browser: Any, stack: Stack) -> None:
+    driver = browser
+    secret = "Bearer s3cr3t-value-never-shown"
+    job = call(stack, "POST", "/api/jobs", {
+        "name": "hook", "cron_expression": "@daily", "kind": "http", "status": "paused",
+        "payload": {"url": "https://hooks.example.com/cronos", "headers": {"Authorization": secret}},
+    })  # fmt: skip
+    go(driver, stack, f"#/jobs/{job['id']}/edit")
+    payload = wait(driver, lambda d: find(d, "#payload"), what="the edit form")
+    assert '"Authorization": "***"' in payload.get_attribute("value")
+    assert secret not in driver.page_source
+    cron = find(driver, "#cron_expression")
+    cron.clear()
+    cron.send_keys("*/15 9-17 * * *")
+    wait(driver, lambda d: text(d, "#description") == "every 15 minutes from 09:00 to 17:59", what="the new words")
+    screenshot_artifact(driver, "form")
+    find(driver, "#save").click()
+    wait(
+        driver,
+        lambda d: text(d, "h1") == "hook" and text(d, ".lead") == "every 15 minutes from 09:00 to 17:59",
+        what="the saved job's page",
+    )
+    assert secret not in driver.page_source and "***" in text(driver, ".payload")
+    stored = asyncio.run(_stored_payload(stack, job["id"]))
+    assert stored["headers"]["Authorization"] == secret  # "***" sent back kept the stored value
+
+
+async def _stored_payload(stack: Stack, job_id: int) -> dict[str, Any]:
+    conn = await asyncpg.connect(stack.database_url)
+    try:
+        return dict(json.loads(await conn.fetchval("SELECT payload::text FROM jobs WHERE id = $1", job_id)))
+    finally:
+        await conn.close()
+
+
+def test_a_bad_field_on_save_is_marked_where_it_is(browser: Any, stack: Stack) -> None:
+    driver = browser
+    go(driver, stack, "#/new")
+    wait(driver, lambda d: find(d, "#name"), what="the form").send_keys("breaks")  # taken: a 409
+    find(driver, "#save").click()
+    wait(driver, lambda d: "already exists" in text(d, "#form-problem"), what="the conflict")
+    find(driver, "#name").send_keys(" too")
+    find(driver, "details summary").click()
+    find(driver, "#timeout_s").clear()
+    find(driver, "#timeout_s").send_keys("-1")
+    find(driver, "details summary").click()  # closed again: the refusal opens it
+    find(driver, "#save").click()
+    wait(driver, lambda d: "timeout_s" in text(d, "#timeout_s-problem"), what="the field's problem")
+    assert driver.switch_to.active_element == find(driver, "#timeout_s")
 
 
 def test_the_cluster_page_names_the_leader(browser: Any, stack: Stack) -> None:
@@ -182,6 +242,7 @@ def test_the_cluster_page_names_the_leader(browser: Any, stack: Stack) -> None:
     wait(driver, lambda d: text(d, "#leader") == stack.node_id, what="the leader")
     roles = {c.text for c in find_all(driver, "td[data-label='Role']")}
     assert {"dispatcher", "executor"} <= roles, roles
+    screenshot_artifact(driver, "cluster")
 
 
 def test_the_jobs_page_searches_filters_and_renders_names_as_text(browser: Any, stack: Stack) -> None:
@@ -196,7 +257,7 @@ def test_the_jobs_page_searches_filters_and_renders_names_as_text(browser: Any, 
         call(stack, "POST", "/api/jobs", {"name": name, "cron_expression": cron, "timezone": zone,
                                           "payload": {"action": "browser.ok"}})  # fmt: skip
     go(driver, stack, "#/jobs")
-    wait(driver, lambda d: len(find_all(d, "#jobs tbody tr")) == 6, what="six jobs")
+    wait(driver, lambda d: len(find_all(d, "#jobs tbody tr")) == 7, what="seven jobs")
     names = [c.text for c in find_all(driver, "td[data-label='Name']")]
     assert hostile in names and not find_all(driver, "#jobs img") and driver.title == "Cronos"
     row = next(r for r in find_all(driver, "#jobs tbody tr") if "weekly-report" in r.text)
@@ -213,7 +274,7 @@ def test_the_jobs_page_searches_filters_and_renders_names_as_text(browser: Any, 
     from selenium.webdriver.support.ui import Select
 
     Select(find(driver, "#status-filter")).select_by_value("paused")
-    wait(driver, lambda d: [c.text for c in find_all(d, "td[data-label='Name']")] == ["nightly-every-second"],
+    wait(driver, lambda d: [c.text for c in find_all(d, "td[data-label='Name']")] == ["nightly-every-second", "hook"],
          what="the status filter")  # fmt: skip
 
 
@@ -228,7 +289,7 @@ def test_with_a_token_the_page_asks_once_and_sends_it_as_a_bearer_header(browser
                  "token-input"), what="the token dialog")  # fmt: skip
     field.send_keys(token)
     find(driver, "#token-form button[type='submit']").click()
-    wait(driver, lambda d: len(find_all(d, "#jobs tbody tr")) == 6, what="the jobs, with the token")
+    wait(driver, lambda d: len(find_all(d, "#jobs tbody tr")) == 7, what="the jobs, with the token")
     assert driver.execute_script("return sessionStorage.getItem('cronos.token')") == token
     assert driver.get_cookies() == []
     go(driver, stack, "#/cluster")  # another page: no second question

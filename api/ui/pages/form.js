@@ -146,6 +146,7 @@ export async function formPage(main, [id]) {
     } catch (error) {
       const name = error instanceof ApiError && error.field ? error.field.replace(/^\$\./, "").split(/[.[]/)[0] : "form";
       if (!problem(name, error.message)) problem("form", error.message);
+      controls[name]?.closest("details")?.setAttribute("open", ""); // a policy field: show it
       (controls[name] ?? save).focus();
     } finally {
       save.disabled = false;
