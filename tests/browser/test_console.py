@@ -278,6 +278,16 @@ def test_the_jobs_page_searches_filters_and_renders_names_as_text(browser: Any, 
          what="the status filter")  # fmt: skip
 
 
+def test_no_script_error_and_no_policy_violation_on_any_page(browser: Any, stack: Stack) -> None:
+    driver = browser
+    for page in ("#/jobs", "#/jobs/1", "#/jobs/1/edit", "#/new", "#/runs/1", "#/cluster"):
+        go(driver, stack, page)
+        wait(driver, lambda d: "Loading" not in text(d, "main"), what=page)
+    # Refused API calls (the tests' 422s and 409s) are logged as failed loads; anything else is a bug.
+    errors = [e["message"] for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+    assert [m for m in errors if "Failed to load resource" not in m] == []
+
+
 def test_with_a_token_the_page_asks_once_and_sends_it_as_a_bearer_header(browser: Any, stack: Stack) -> None:
     driver = browser
     token = call(stack, "POST", "/api/tokens", {"name": "console", "scopes": ["read", "write"]})["token"]

@@ -86,3 +86,31 @@ async def test_bad_filters_name_their_field(api: Api) -> None:
     ):
         reply = await api.call("GET", "/api/jobs/overview?" + query)
         assert reply.status == 422 and reply.body["field"] == field, (query, reply.body)
+
+
+async def test_the_console_is_served_with_a_strict_policy(api: Api) -> None:
+    page = await api.call("GET", "/")
+    assert page.status == 200 and page.headers["Content-Type"].startswith("text/html")
+    policy = page.headers["Content-Security-Policy"]
+    assert "default-src 'none'" in policy and "script-src 'self'" in policy and "unsafe" not in policy
+    assert page.headers["X-Content-Type-Options"] == "nosniff" and page.headers["X-Frame-Options"] == "DENY"
+    script = await api.call("GET", "/ui/app.js")
+    assert script.status == 200 and script.headers["Content-Type"].startswith("text/javascript")
+    assert "export" in script.body or "import" in script.body
+    assert (await api.call("GET", "/ui/pages/job.js")).status == 200
+    for missing in ("/ui/nope.js", "/ui/../routes_ui.py", "/ui/%2e%2e/routes_ui.py", "/ui/pages/../../app.py"):
+        reply = await api.call("GET", missing)
+        assert reply.status == 404, (missing, reply.status)
+
+
+async def test_the_page_is_open_while_the_api_keeps_its_auth(api: Api) -> None:
+    created = await api.call("POST", "/api/tokens", json={"name": "console", "scopes": ["read"]})
+    assert created.status == 201, created.body
+    # A token exists: protected mode is over, so an API call without one is a 401 ...
+    assert (await api.call("GET", "/api/jobs/overview")).status == 401
+    assert (await api.call("GET", "/api/schedule/preview?cron_expression=*+*+*+*+*")).status == 401
+    # ... but the page and its scripts hold no data and load for anyone, so the page can ask for one.
+    assert (await api.call("GET", "/")).status == 200
+    assert (await api.call("GET", "/ui/api.js")).status == 200
+    token = created.body["token"]
+    assert (await api.call("GET", "/api/jobs/overview", token=token)).status == 200
