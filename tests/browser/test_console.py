@@ -74,7 +74,12 @@ def find_all(driver: Any, css: str) -> list[Any]:
 
 
 def go(driver: Any, stack: Stack, hash_: str) -> None:
-    driver.get(f"{stack.base}/{hash_}")
+    """Open a page afresh (the same URL again would only keep the page as it is)."""
+    url = f"{stack.base}/{hash_}"
+    if driver.current_url == url:
+        driver.refresh()
+    else:
+        driver.get(url)
 
 
 # The page redraws its chart at the window's width (api/ui/chart.js) on a resize.
@@ -276,6 +281,26 @@ def test_the_jobs_page_searches_filters_and_renders_names_as_text(browser: Any, 
     Select(find(driver, "#status-filter")).select_by_value("paused")
     wait(driver, lambda d: [c.text for c in find_all(d, "td[data-label='Name']")] == ["nightly-every-second", "hook"],
          what="the status filter")  # fmt: skip
+
+
+def test_the_keyboard_reaches_a_job_and_its_actions(browser: Any, stack: Stack) -> None:
+    from selenium.webdriver.common.keys import Keys
+
+    driver = browser
+    go(driver, stack, "#/jobs")
+    wait(driver, lambda d: len(find_all(d, "#jobs tbody tr")) == 7, what="the jobs")
+    find(driver, "#search").click()
+    driver.switch_to.active_element.send_keys(Keys.TAB)  # the status filter
+    assert driver.switch_to.active_element.get_attribute("id") == "status-filter"
+    driver.switch_to.active_element.send_keys(Keys.TAB)  # the first job's link
+    assert driver.switch_to.active_element.text == "nightly-every-second"
+    driver.switch_to.active_element.send_keys(Keys.ENTER)
+    wait(driver, lambda d: text(d, "h1") == "nightly-every-second", what="the job page, by keyboard")
+    toggle = wait(driver, lambda d: find(d, "#toggle"), what="the actions")
+    toggle.send_keys(Keys.ENTER)  # a focused button answers Enter: paused -> resumed
+    wait(driver, lambda d: find(d, "#toggle").text == "Pause", what="resumed by keyboard")
+    find(driver, "#toggle").send_keys(Keys.SPACE)
+    wait(driver, lambda d: find(d, "#toggle").text == "Resume", what="paused again by keyboard")
 
 
 def test_no_script_error_and_no_policy_violation_on_any_page(browser: Any, stack: Stack) -> None:
