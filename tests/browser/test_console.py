@@ -330,3 +330,22 @@ def test_with_a_token_the_page_asks_once_and_sends_it_as_a_bearer_header(browser
     go(driver, stack, "#/cluster")  # another page: no second question
     wait(driver, lambda d: text(d, "#leader") == stack.node_id, what="the cluster page with the token")
     assert not find(driver, "#token-dialog").get_attribute("open")
+
+
+def test_delete_asks_first(browser: Any, stack: Stack) -> None:
+    driver = browser
+    job = next(j for j in call(stack, "GET", "/api/jobs", token=_token(driver))["items"] if j["name"] == "hook")
+    go(driver, stack, f"#/jobs/{job['id']}")
+    wait(driver, lambda d: find(d, "#delete"), what="the job page").click()
+    assert 'Delete job "hook"' in driver.switch_to.alert.text
+    driver.switch_to.alert.dismiss()  # no: nothing happens
+    assert text(driver, "h1") == "hook"
+    find(driver, "#delete").click()
+    driver.switch_to.alert.accept()
+    wait(driver, lambda d: d.current_url.endswith("#/jobs") and len(find_all(d, "#jobs tbody tr")) == 6,
+         what="the jobs without it")  # fmt: skip
+    assert "hook" not in [c.text for c in find_all(driver, "td[data-label='Name']")]
+
+
+def _token(driver: Any) -> str:
+    return str(driver.execute_script("return sessionStorage.getItem('cronos.token')"))

@@ -54,6 +54,7 @@ export async function jobPage(main, [id], alive) {
   const chart = h("div", { id: "chart" });
   const runs = h("div", { id: "runs", "aria-live": "polite" });
   let job;
+  let firstFire = 0; // the list of fire times is read again once its first one has passed
 
   async function act(label, call) {
     try {
@@ -94,11 +95,14 @@ export async function jobPage(main, [id], alive) {
       replace(head, h("h1", {}, job.name), badge(job.status));
       renderActions();
       replace(def, h("h2", { id: "def-h" }, "Definition"), definition(job));
+    }
+    if (changed || Date.now() >= firstFire) {
       try {
         const preview = await get(`/api/schedule/preview${query({
           cron_expression: job.cron_expression, timezone: job.timezone, count: 10,
         })}`);
         replace(words, preview.description);
+        firstFire = preview.fire_times.length ? new Date(preview.fire_times[0].at).getTime() : Infinity;
         replace(fires, h("h2", { id: "fires-h" }, job.status === "paused" ? "Next 10 fire times (once resumed)"
           : "Next 10 fire times"), fireList(preview));
       } catch (error) {
