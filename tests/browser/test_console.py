@@ -22,7 +22,7 @@ T = TypeVar("T")
 IMAGES = Path(__file__).resolve().parents[2] / "docs" / "img"
 LAPTOP, PHONE = (1280, 860), (390, 844)
 
-pytestmark = pytest.mark.timeout(90)
+pytestmark = [pytest.mark.cluster, pytest.mark.browser, pytest.mark.timeout(90)]
 
 
 def call(stack: Stack, method: str, path: str, body: Any = None, token: str | None = None) -> Any:
