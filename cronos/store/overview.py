@@ -11,7 +11,8 @@ from cronos.models import JobKind, JobStatus, RunState
 from cronos.store import queries as q
 from cronos.store.db import to_struct, translate_errors
 
-RATE_OVER = 20  # the success rate is over a job's last this many finished runs
+RATE_OVER = 20  # the success rate is over a job's last this many finished runs ...
+RECENT = 200  # ... among its newest this many runs (a bound on each job's read, whatever its runs' states)
 
 
 class JobRow(msgspec.Struct, kw_only=True):
@@ -45,5 +46,7 @@ class OverviewStore:
 
     async def jobs(self, status: str | None, search: str | None, after_id: int, limit: int) -> list[JobRow]:
         with translate_errors():
-            rows = await self._pool.fetch(q.JOB_OVERVIEW, status, name_pattern(search), after_id, limit, RATE_OVER)
+            rows = await self._pool.fetch(
+                q.JOB_OVERVIEW, status, name_pattern(search), after_id, limit, RATE_OVER, RECENT
+            )
         return [to_struct(row, JobRow) for row in rows]

@@ -57,6 +57,15 @@ async def test_the_start_delay_is_against_the_due_time(api: Api, pg_pool: asyncp
     assert item["success_rate"] == 1.0
 
 
+async def test_the_rate_reads_only_a_jobs_newest_runs(api: Api, pg_pool: asyncpg.Pool) -> None:
+    # Finished runs older than the newest 200 (RECENT) are not read: a job's read is bounded.
+    job = await api.create(name="backlog", cron_expression="* * * * *")
+    await _runs(pg_pool, job["id"], ["completed"] * 5 + ["skipped"] * 200)
+    item = (await api.call("GET", "/api/jobs/overview")).body["items"][0]
+    assert item["success_rate"] is None and item["finished"] == 0
+    assert item["last_run"]["state"] == "skipped"
+
+
 async def test_search_by_name_status_filter_and_pages(api: Api) -> None:
     for name in ("backup db", "backup files", "report", "50%_off"):
         await api.create(name=name)
