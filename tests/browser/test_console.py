@@ -94,7 +94,10 @@ def screenshot(driver: Any, name: str, size: tuple[int, int]) -> None:
     """A PNG of the whole page at this window width (docs/img/<name>.png)."""
     driver.set_window_size(*size)
     wait(driver, lambda d: d.execute_script(_CHART_FITS), what="the chart redrawn at this width")
-    height = driver.execute_script("return document.documentElement.scrollHeight")
+    # The window's height is the page's plus the browser's own frame (outer minus inner height).
+    height = driver.execute_script(
+        "return document.documentElement.scrollHeight + window.outerHeight - window.innerHeight"
+    )
     driver.set_window_size(size[0], min(max(size[1], int(height)), 2400))
     IMAGES.mkdir(parents=True, exist_ok=True)
     driver.save_screenshot(str(IMAGES / f"{name}.png"))
