@@ -10,7 +10,17 @@ from aiohttp import web
 from aiohttp.abc import AbstractAccessLogger
 from aiohttp.web import BaseRequest
 
-from api import cluster, health, jobs_file, routes_jobs, routes_runs, routes_tokens
+from api import (
+    cluster,
+    health,
+    jobs_file,
+    routes_console,
+    routes_jobs,
+    routes_runs,
+    routes_schedule,
+    routes_tokens,
+    routes_ui,
+)
 from api.auth import auth_middleware, hide_server, hide_server_default
 from api.backends import Backends
 from api.errors import problem_middleware
@@ -29,6 +39,9 @@ ROUTES: tuple[Route, ...] = (
     *cluster.ROUTES,
     *routes_tokens.ROUTES,
     *jobs_file.ROUTES,
+    *routes_schedule.ROUTES,
+    *routes_console.ROUTES,
+    *routes_ui.ROUTES,
 )
 
 # Probes and scrapes hit these every few seconds: their access lines go to DEBUG.

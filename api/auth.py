@@ -12,6 +12,9 @@ holds the route's scope (api.routing.scope_of) before the handler runs:
   every request needs one. CRONOS_AUTH=required: always a token.
 - A non-GET request whose `Origin` is not the API's own is refused (a web page must not be
   able to drive the API through a browser on the operator's machine).
+- Routes of scope `public` need no token: /health, /openapi.json, and the console's page `/`
+  and its files under `/ui/` (api.routes_ui: static, holding no data; the page's own API calls
+  carry the user's token and are checked like any other).
 
 Refusals are problem bodies (RFC 9457) like api.errors'; PostgreSQL down while deciding: 503.
 """

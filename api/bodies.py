@@ -23,7 +23,7 @@ from cronos.errors import InvalidInput, NotFound
 from cronos.models import PAYLOAD_TYPES, Job, Run, RunSummary, check_payload
 from cronos.netguard import literal_host_refusal
 from cronos.redact import redact_payload
-from cronos.schedule import parse_schedule
+from cronos.schedule import Schedule, parse_schedule
 
 T = TypeVar("T")
 
@@ -162,6 +162,13 @@ SHELL_REFUSED = (
 )
 
 
+def check_schedule(expression: str, timezone: str) -> Schedule:
+    """The schedule of a job (or of a preview), refused as job creation refuses it: 422 naming the field."""
+    _no_nul(expression, "$.cron_expression")
+    _no_nul(timezone, "$.timezone")
+    return parse_schedule(expression, timezone)  # InvalidSchedule names its field
+
+
 def check_job(fields: dict[str, Any], policy: JobPolicy) -> None:
     """Validate the parts of a job msgspec cannot: its schedule, its payload for its kind, the policy."""
     if fields["kind"] == "shell" and not policy.allow_shell:
@@ -174,9 +181,9 @@ def check_job(fields: dict[str, Any], policy: JobPolicy) -> None:
         raise InvalidInput(
             "$.payload", f"{size} bytes of JSON, more than {policy.payload_max_bytes} (CRONOS_JOB_PAYLOAD_MAX_BYTES)"
         )
-    for name in ("name", "cron_expression", "timezone", "payload"):
+    for name in ("name", "payload"):
         _no_nul(fields[name], f"$.{name}")
-    parse_schedule(fields["cron_expression"], fields["timezone"])  # InvalidSchedule names its field
+    check_schedule(fields["cron_expression"], fields["timezone"])
     try:
         check_payload(fields["kind"], convert(payload, PAYLOAD_TYPES[fields["kind"]]))
     except msgspec.ValidationError as exc:

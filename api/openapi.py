@@ -137,10 +137,12 @@ def build_spec(routes: Sequence[Route], version: str) -> dict[str, Any]:
             )
             if q.name == "cursor":
                 schema = CURSOR_SCHEMA
+            if q.schema is not None:
+                schema = dict(q.schema)
             if q.enum:
                 schema["enum"] = list(q.enum)
             params.append(
-                {"name": q.name, "in": "query", "required": False, "description": q.description, "schema": schema}
+                {"name": q.name, "in": "query", "required": q.required, "description": q.description, "schema": schema}
             )
         if params:
             op["parameters"] = params

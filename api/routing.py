@@ -31,6 +31,8 @@ class Query:
     description: str
     enum: tuple[str, ...] | None = None
     maximum: int | None = None  # set: an integer from 1 to this
+    required: bool = False
+    schema: dict[str, Any] | None = None  # its JSON schema, when more than a string
 
 
 @dataclass(frozen=True, slots=True)

@@ -406,3 +406,29 @@ AUDIT_JOB_KNOWN = (
 AUDIT_OF_SUBJECT = (
     f"SELECT {_AUDIT} FROM audit_log WHERE subject = $1 AND ($2::bigint IS NULL OR id < $2) ORDER BY id DESC LIMIT $3"
 )
+
+# --- console (API, read only) ---------------------------------------------------------
+
+# The jobs page of the console: a page of jobs by id, each with its last started-or-ended run
+# and its success over its last finished runs, both among its newest $6 runs: each lateral read
+# walks at most $6 entries of runs_job_newest (job_id, id DESC), so a page costs the same with
+# 10,000 jobs and millions of runs, whatever their states. $1 status or NULL, $2 ILIKE pattern on
+# the name or NULL (escaped by the caller), $3 last id seen (0 first), $4 page size, $5 finished
+# runs the rate is over.
+JOB_OVERVIEW = (
+    "WITH page AS (SELECT id, name, cron_expression, timezone, kind, status FROM jobs"
+    " WHERE ($1::text IS NULL OR status = $1) AND ($2::text IS NULL OR name ILIKE $2) AND id > $3"
+    " ORDER BY id LIMIT $4)"
+    " SELECT p.id, p.name, p.cron_expression, p.timezone, p.kind, p.status,"
+    " l.id AS run_id, l.state AS run_state, l.scheduled_for AS run_scheduled_for, l.due_at AS run_due_at,"
+    " l.started_at AS run_started_at, l.duration_ms AS run_duration_ms,"
+    " s.completed, s.finished"
+    " FROM page p"
+    " LEFT JOIN LATERAL (SELECT * FROM (SELECT id, state, scheduled_for, due_at, started_at, duration_ms"
+    "  FROM runs WHERE job_id = p.id ORDER BY id DESC LIMIT $6) recent"
+    "  WHERE state <> 'queued' ORDER BY id DESC LIMIT 1) l ON true"
+    " LEFT JOIN LATERAL (SELECT count(*) FILTER (WHERE state = 'completed') AS completed, count(*) AS finished"
+    "  FROM (SELECT state FROM (SELECT id, state FROM runs WHERE job_id = p.id ORDER BY id DESC LIMIT $6) recent"
+    "  WHERE state IN ('completed', 'failed') ORDER BY id DESC LIMIT $5) f) s ON true"
+    " ORDER BY p.id"
+)

@@ -1,0 +1,106 @@
+"""GET /api/jobs/overview: what the console's jobs page shows, one call per page.
+
+Per job: its schedule in words, zone, next fire time, last run's state and start delay,
+success rate over its last finished runs. No payload (the page does not show it, and it
+may be large). Paged by id like GET /api/jobs, so a page costs the same with 10,000 jobs.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import msgspec
+from aiohttp import web
+
+from api.bodies import decode_cursor, encode_cursor, query_choice, query_limit, respond, utc_now
+from api.routing import DB_ERRORS, PAGE, Query, Route
+from api.state import BACKENDS
+from cronos.describe import describe
+from cronos.errors import InvalidInput
+from cronos.models import JOB_STATUSES, JobKind, JobStatus, RunState
+from cronos.schedule import parse_schedule
+from cronos.store.overview import RATE_OVER, JobRow, OverviewStore
+
+MAX_SEARCH = 200  # a job name's own bound
+
+
+class LastRun(msgspec.Struct, kw_only=True):
+    id: int
+    state: RunState
+    scheduled_for: datetime
+    started_at: datetime | None
+    start_delay_ms: float | None  # started_at - due_at: how late after it was due it started
+    duration_ms: float | None
+
+
+class JobOverview(msgspec.Struct, kw_only=True):
+    id: int
+    name: str
+    cron_expression: str
+    description: str
+    timezone: str
+    kind: JobKind
+    status: JobStatus
+    next_run_at: datetime | None  # null while paused
+    last_run: LastRun | None  # the newest run that started or ended (not one still queued)
+    success_rate: float | None  # completed / finished over the last `finished` runs; null before any
+    finished: int
+
+
+class JobOverviewList(msgspec.Struct, kw_only=True):
+    items: list[JobOverview]
+    next_cursor: str | None
+
+
+def overview(row: JobRow, now: datetime) -> JobOverview:
+    schedule = parse_schedule(row.cron_expression, row.timezone)
+    last = None
+    if row.run_id is not None and row.run_state is not None and row.run_scheduled_for is not None:
+        delay = None
+        if row.run_started_at is not None and row.run_due_at is not None:
+            delay = round((row.run_started_at - row.run_due_at).total_seconds() * 1000, 3)
+        last = LastRun(
+            id=row.run_id,
+            state=row.run_state,
+            scheduled_for=row.run_scheduled_for,
+            started_at=row.run_started_at,
+            start_delay_ms=delay,
+            duration_ms=row.run_duration_ms,
+        )
+    return JobOverview(
+        id=row.id,
+        name=row.name,
+        cron_expression=row.cron_expression,
+        description=describe(row.cron_expression),
+        timezone=row.timezone,
+        kind=row.kind,
+        status=row.status,
+        next_run_at=schedule.next_after(now) if row.status == "active" else None,
+        last_run=last,
+        success_rate=round(row.completed / row.finished, 4) if row.finished else None,
+        finished=row.finished,
+    )
+
+
+async def jobs_overview(request: web.Request) -> web.Response:
+    status = query_choice(request, "status", JOB_STATUSES)
+    search = request.query.get("q")
+    if search is not None and (len(search) > MAX_SEARCH or "\x00" in search):
+        raise InvalidInput("q", f"at most {MAX_SEARCH} characters, without NUL")
+    limit = query_limit(request)
+    after = decode_cursor(request.query.get("cursor")) or 0
+    rows = await OverviewStore(await request.app[BACKENDS].pool()).jobs(status, search, after, limit)
+    now = utc_now()
+    cursor = encode_cursor(rows[-1].id) if len(rows) == limit else None
+    return respond(JobOverviewList(items=[overview(row, now) for row in rows], next_cursor=cursor))
+
+
+ROUTES = (
+    Route("GET", "/api/jobs/overview", jobs_overview,
+          f"Jobs by id with their schedule in words, next fire time, last run and success rate over their last "
+          f"{RATE_OVER} finished runs (the console's jobs page)", response=JobOverviewList,
+          errors=(InvalidInput, *DB_ERRORS),
+          query=(Query("status", "only jobs in this status", enum=JOB_STATUSES),
+                 Query("q", "only jobs whose name contains this text (any case)",
+                       schema={"type": "string", "maxLength": MAX_SEARCH}), *PAGE)),
+)  # fmt: skip

@@ -1,0 +1,174 @@
+"""GET /api/schedule/preview: the next fire times of an expression, with DST notes and plain words.
+
+The console calls it as the user types a schedule. The expression and zone are checked as
+job creation checks them (the same 422 problem body); the fire times come from the
+scheduler's own Schedule.next_after, so the preview is what the dispatcher will do. The DST
+notes are read from the outside: a fire time whose local wall time the expression does not
+name, at the end of a spring-forward gap, was moved there by the gap; a wall time that
+exists twice fired once (an appointment) or on both passes (a job following elapsed time).
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime, timedelta
+from typing import Any, Literal
+from zoneinfo import ZoneInfo
+
+import msgspec
+from aiohttp import web
+
+from api.bodies import check_schedule, convert, respond, utc_now
+from api.errors import invalid_input
+from api.routing import Query, Route
+from api.schemas import Expression, Timezone
+from cronos.describe import describe
+from cronos.errors import InvalidInput
+from cronos.schedule import Schedule, parse_schedule
+
+DEFAULT_COUNT = 10
+MAX_COUNT = 100
+_US = timedelta(microseconds=1)
+_SECOND = timedelta(seconds=1)
+_LEAP = re.compile(r"(T\d\d:\d\d:)60")
+
+DstKind = Literal["gap", "fold_once", "fold_first", "fold_second"]
+
+
+class PreviewQuery(msgspec.Struct, kw_only=True):
+    cron_expression: Expression
+    timezone: Timezone = "UTC"
+
+
+class DstNote(msgspec.Struct, kw_only=True):
+    """`gap`: moved to the end of a spring-forward gap. `fold_once`: a repeated wall time, fired
+    once (its first pass). `fold_first` / `fold_second`: a repeated wall time fired on each pass."""
+
+    kind: DstKind
+    detail: str
+
+
+class FireTime(msgspec.Struct, kw_only=True):
+    at: datetime  # UTC
+    local: str  # wall time with its offset, in the schedule's zone
+    dst: DstNote | None = None
+
+
+class Preview(msgspec.Struct, kw_only=True):
+    cron_expression: str
+    timezone: str
+    description: str
+    fire_times: list[FireTime]  # `count` of them, fewer only where the calendar ends (year 9999)
+
+
+# --- pure: DST notes from fire instants --------------------------------------------------
+
+
+def _fires_at(schedule: Schedule, instant: datetime) -> bool:
+    return schedule.next_after(instant - _US) == instant
+
+
+def _wall_named(expression: str, wall: datetime) -> bool:
+    """Whether the expression names this wall time (the same schedule, read in UTC)."""
+    return _fires_at(parse_schedule(expression, "UTC"), wall.replace(tzinfo=UTC))
+
+
+def dst_note(schedule: Schedule, zone: ZoneInfo, at: datetime) -> DstNote | None:
+    local = at.astimezone(zone)
+    before = (at - _SECOND).astimezone(zone)
+    if before.utcoffset() != local.utcoffset() and local.utcoffset() > before.utcoffset():  # type: ignore[operator]
+        wall = local.replace(tzinfo=None)
+        if not _wall_named(schedule.expression, wall):
+            jump = f"{(before + _SECOND).strftime('%H:%M')} to {local.strftime('%H:%M')}"
+            return DstNote(kind="gap", detail=f"moved: clocks jump from {jump}, the time it names is skipped")
+    other = local.replace(fold=1 - local.fold)
+    if other.utcoffset() == local.utcoffset():
+        return None  # this wall time exists once
+    other_at = other.astimezone(UTC)
+    clock = local.strftime("%H:%M")
+    if _fires_at(schedule, other_at):
+        which = "second" if local.fold else "first"
+        return DstNote(
+            kind=f"fold_{which}",  # type: ignore[arg-type]
+            detail=f"{clock} happens twice (clocks fall back); this job follows elapsed time and fires on "
+            f"both passes: this is the {which}",
+        )
+    return DstNote(kind="fold_once", detail=f"{clock} happens twice (clocks fall back); fires once, on the first")
+
+
+def preview(schedule: Schedule, after: datetime, count: int) -> Preview:
+    zone = ZoneInfo(schedule.timezone)
+    times: list[FireTime] = []
+    current = after
+    for _ in range(count):
+        try:
+            current = schedule.next_after(current)
+            local = current.astimezone(zone)
+            times.append(FireTime(at=current, local=local.isoformat(), dst=dst_note(schedule, zone, current)))
+        except OverflowError:  # the calendar ends (year 9999): the list is shorter
+            break
+    return Preview(
+        cron_expression=schedule.expression,
+        timezone=schedule.timezone,
+        description=describe(schedule.expression),
+        fire_times=times,
+    )
+
+
+def _schema(struct: type[msgspec.Struct], name: str) -> dict[str, Any]:
+    """A query parameter's JSON schema: the same field's in the body Struct (one source of limits)."""
+    _refs, components = msgspec.json.schema_components([struct])
+    return dict(components[struct.__name__]["properties"][name])
+
+
+# --- the route ------------------------------------------------------------------------------
+
+
+def _count(raw: str | None) -> int:
+    if raw is None:
+        return DEFAULT_COUNT
+    if not (len(raw) <= 3 and raw.isascii() and raw.isdigit()) or not 1 <= int(raw) <= MAX_COUNT:
+        raise InvalidInput("count", f"must be an integer between 1 and {MAX_COUNT}")
+    return int(raw)
+
+
+def _from(raw: str | None, zone: ZoneInfo) -> datetime:
+    """An RFC 3339 time; without an offset, a wall time in the schedule's zone."""
+    if raw is None:
+        return utc_now()
+    try:
+        if len(raw) > 40:
+            raise ValueError(raw)
+        # RFC 3339 allows a lower-case t and z, and a leap second (read as the next second).
+        text, leap = _LEAP.subn(r"\g<1>59", raw.upper())
+        value = datetime.fromisoformat(text) + leap * _SECOND
+    except ValueError:
+        raise InvalidInput("from", "must be an ISO 8601 / RFC 3339 time, e.g. 2026-03-29T00:00:00Z") from None
+    return value.replace(tzinfo=zone) if value.tzinfo is None else value
+
+
+async def schedule_preview(request: web.Request) -> web.Response:
+    fields = {k: request.query[k] for k in ("cron_expression", "timezone") if k in request.query}
+    try:
+        query = convert(fields, PreviewQuery)
+    except msgspec.ValidationError as exc:
+        raise invalid_input(exc) from exc
+    count = _count(request.query.get("count"))
+    schedule = check_schedule(query.cron_expression, query.timezone)
+    after = _from(request.query.get("from"), ZoneInfo(schedule.timezone))
+    return respond(preview(schedule, after, count))
+
+
+ROUTES = (
+    Route("GET", "/api/schedule/preview", schedule_preview,
+          "The next fire times of a cron expression (UTC and local, DST notes) and its description in words; "
+          "a bad expression or zone is the same 422 as job creation's", response=Preview, errors=(InvalidInput,),
+          query=(
+              Query("cron_expression", "the expression, as a job's `cron_expression`", required=True,
+                    schema=_schema(PreviewQuery, "cron_expression")),
+              Query("timezone", "IANA time zone (default UTC)", schema=_schema(PreviewQuery, "timezone")),
+              Query("count", f"how many fire times, 1..{MAX_COUNT} (default {DEFAULT_COUNT})", maximum=MAX_COUNT),
+              Query("from", "fire times strictly after this RFC 3339 time (default now); an ISO 8601 time "
+                    "without an offset is a wall time in `timezone`", schema={"type": "string", "format": "date-time"}),
+          )),
+)  # fmt: skip

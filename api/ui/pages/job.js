@@ -1,0 +1,124 @@
+// A job: its definition, next 10 fire times, run history with a chart, and its actions.
+import { ApiError, del, get, post, query } from "../api.js";
+import { flash, showError } from "../feedback.js";
+import { runChart } from "../chart.js";
+import { badge, fields, h, local, ms, replace, table, time, utc } from "../dom.js";
+
+export function startDelay(run) {
+  return run.started_at ? new Date(run.started_at) - new Date(run.due_at) : null;
+}
+
+export function runsTable(runs) {
+  return table("Runs", [
+    ["Run", (r) => h("a", { href: `#/runs/${r.id}` }, `#${r.id}`)],
+    ["State", (r) => badge(r.state)],
+    ["Attempt", (r) => String(r.attempt)],
+    ["Trigger", (r) => r.trigger],
+    ["Scheduled", (r) => h("span", { title: utc(r.scheduled_for) }, time(r.scheduled_for))],
+    ["Start delay", (r) => ms(startDelay(r))],
+    ["Duration", (r) => ms(r.duration_ms)],
+    ["Node", (r) => r.node_id ?? "–"],
+    ["Note", (r) => r.error ?? r.skip_reason ?? ""],
+  ], runs, "No runs yet.");
+}
+
+function definition(job) {
+  return fields([
+    ["Schedule", [h("code", {}, job.cron_expression), ` in ${job.timezone}`]],
+    ["Kind", job.kind],
+    ["Status", badge(job.status)],
+    // The API shows secrets as "***" (write-only); the payload is shown as text, as received.
+    ["Payload", h("pre", { class: "payload" }, JSON.stringify(job.payload, null, 2))],
+    ["Timeout", `${job.timeout_s} s`],
+    ["Retries", `${job.max_retries} (backoff ${job.retry_backoff_s} s, doubled per attempt)`],
+    ["Concurrency", job.concurrency_policy],
+    ["Misfire", `${job.misfire_policy}, grace ${job.misfire_grace_s} s`],
+    ["Jitter", `${job.jitter_s} s`],
+    ["Created", utc(job.created_at)],
+    ["Updated", utc(job.updated_at)],
+  ]);
+}
+
+function fireList(preview) {
+  return h("ol", { class: "fires" }, preview.fire_times.map((t) =>
+    h("li", {}, h("time", { datetime: t.at }, utc(t.at)), " ", local(t.local) ? h("span", { class: "muted" }, ` (${local(t.local)})`) : null,
+      t.dst ? h("span", { class: "dst", title: t.dst.detail }, ` ${t.dst.detail}`) : null)));
+}
+
+export async function jobPage(main, [id], alive) {
+  const head = h("div", { class: "title" });
+  const actions = h("div", { class: "actions", role: "group", "aria-label": "Job actions" });
+  const words = h("p", { class: "lead" });
+  const def = h("section", { "aria-labelledby": "def-h" });
+  const fires = h("section", { "aria-labelledby": "fires-h" });
+  const chart = h("div", { id: "chart" });
+  const runs = h("div", { id: "runs", "aria-live": "polite" });
+  let job;
+  let firstFire = 0; // the list of fire times is read again once its first one has passed
+
+  async function act(label, call) {
+    try {
+      await call();
+      flash(label);
+      await refresh();
+    } catch (error) {
+      flash(error instanceof ApiError ? error.message : String(error));
+    }
+  }
+
+  function renderActions() {
+    const paused = job.status === "paused";
+    replace(actions,
+      h("button", { type: "button", id: "toggle", onclick: () => act(paused ? "Resumed" : "Paused",
+        () => post(`/api/jobs/${id}/${paused ? "resume" : "pause"}`)) }, paused ? "Resume" : "Pause"),
+      h("button", { type: "button", id: "trigger", onclick: () => act("Triggered: a run is queued",
+        () => post(`/api/jobs/${id}/trigger`)) }, "Trigger now"),
+      h("a", { class: "button", href: `#/jobs/${id}/edit` }, "Edit"),
+      h("button", { type: "button", id: "delete", class: "danger", onclick: async () => {
+        if (!confirm(`Delete job "${job.name}" and all its runs? This cannot be undone.`)) return;
+        try {
+          await del(`/api/jobs/${id}`);
+          flash("Deleted");
+          location.hash = "#/jobs";
+        } catch (error) {
+          flash(error.message);
+        }
+      } }, "Delete"));
+  }
+
+  async function refresh() {
+    const [fresh, list] = await Promise.all([get(`/api/jobs/${id}`), get(`/api/jobs/${id}/runs?limit=50`)]);
+    if (!alive()) return;
+    const changed = !job || job.updated_at !== fresh.updated_at;
+    job = fresh;
+    if (changed) {
+      replace(head, h("h1", {}, job.name), badge(job.status));
+      renderActions();
+      replace(def, h("h2", { id: "def-h" }, "Definition"), definition(job));
+    }
+    if (changed || Date.now() >= firstFire) {
+      try {
+        const preview = await get(`/api/schedule/preview${query({
+          cron_expression: job.cron_expression, timezone: job.timezone, count: 10,
+        })}`);
+        replace(words, preview.description);
+        firstFire = preview.fire_times.length ? new Date(preview.fire_times[0].at).getTime() : Infinity;
+        replace(fires, h("h2", { id: "fires-h" }, job.status === "paused" ? "Next 10 fire times (once resumed)"
+          : "Next 10 fire times"), fireList(preview));
+      } catch (error) {
+        showError(fires, error);
+      }
+    }
+    replace(chart, runChart(list.items, [
+      ["start delay", "delay", startDelay],
+      ["duration", "duration", (r) => r.duration_ms],
+    ]));
+    replace(runs, runsTable(list.items));
+  }
+
+  replace(main, head, words, actions,
+    h("div", { class: "columns" }, def, fires),
+    h("section", { "aria-labelledby": "runs-h" }, h("h2", { id: "runs-h" }, "Runs"), chart, runs));
+  await refresh();
+  return refresh;
+}

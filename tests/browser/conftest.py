@@ -1,0 +1,116 @@
+"""A real Cronos stack (`cronos dev`: API, dispatcher, executor in one process) on a database and
+Redis key prefix of its own, and headless Chromium driven by Selenium with Debian's chromedriver.
+
+Nothing downloads a browser: the suite uses /usr/bin/chromium and /usr/bin/chromedriver (Debian's
+`chromium` and `chromium-driver`, installed by .ci/run) and skips, saying so, where they are missing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import subprocess
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from cronos.settings import VARIABLES
+from cronos.store.db import migrate
+from tests.cluster.servers import cronos_command, free_port
+from tests.conftest import _drop_database
+from tests.services import Services, with_database
+from tests.waiting import block_until
+
+CHROMIUM = os.environ.get("CRONOS_TEST_CHROMIUM", "/usr/bin/chromium")
+CHROMEDRIVER = os.environ.get("CRONOS_TEST_CHROMEDRIVER", "/usr/bin/chromedriver")
+ARTIFACTS = Path("artifacts") / "browser"
+REPO = Path(__file__).resolve().parents[2]
+
+
+@dataclass(frozen=True)
+class Stack:
+    base: str  # http://127.0.0.1:PORT
+    node_id: str
+    database_url: str
+    log: Path
+
+
+def _health(base: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{base}/health", timeout=2) as resp:
+            return bool(resp.status == 200)
+    except OSError:
+        return False
+
+
+@pytest.fixture(scope="module")
+def stack(services: Services, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    name = f"cronos_b_{uuid.uuid4().hex[:12]}"
+    dsn = with_database(services.pg_admin_dsn, name)
+    asyncio.run(migrate(dsn))  # creates the database too
+    port, node = free_port(), f"browser-{uuid.uuid4().hex[:6]}"
+    root = tmp_path_factory.mktemp("stack")
+    log = root / "cronos.log"
+    clean = {k: v for k, v in os.environ.items() if k not in VARIABLES}
+    env = {
+        **clean,
+        "PORT": str(port),
+        "CRONOS_API_HOST": "127.0.0.1",
+        "DATABASE_URL": dsn,
+        "REDIS_URL": services.redis_url,
+        "CRONOS_KEY_PREFIX": f"test:{uuid.uuid4().hex[:10]}:",
+        "CRONOS_NODE_ID": node,
+        "CRONOS_LOG_FORMAT": "json",
+        "CRONOS_LEADER_TTL_MS": "1500",
+        "PYTHONPATH": str(REPO),  # for --import tests.browser.tasks
+    }
+    with log.open("ab") as out:
+        proc = subprocess.Popen(
+            [*cronos_command(), "dev", "--import", "tests.browser.tasks"],
+            env=env,
+            cwd=REPO,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        block_until(lambda: _health(base) or proc.poll() is not None, timeout=60, what="cronos dev /health")
+        assert proc.poll() is None, log.read_text()[-4000:]
+        yield Stack(base, node, dsn, log)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        asyncio.run(_drop_database(services.pg_admin_dsn, name))
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    if not (shutil.which(CHROMIUM) and shutil.which(CHROMEDRIVER)):
+        pytest.skip(f"needs Debian's chromium and chromium-driver ({CHROMIUM}, {CHROMEDRIVER}); .ci/run installs them")
+    try:
+        from selenium import webdriver
+        from selenium.webdriver.chrome.service import Service
+    except ImportError:
+        pytest.skip("needs the selenium package (pip install -e '.[test]')")
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
+                 "--window-size=1280,900", "--force-device-scale-factor=1", "--lang=en-US"):  # fmt: skip
+        options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})  # the page's console, for JS errors
+    driver = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=options)
+    driver.set_page_load_timeout(30)
+    try:
+        yield driver
+    finally:
+        driver.quit()

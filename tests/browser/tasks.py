@@ -1,0 +1,21 @@
+"""Tasks the browser tests' executor imports (`cronos dev --import tests.browser.tasks`)."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from typing import Any
+
+import cronos
+
+
+@cronos.task("browser.ok", replace=True)
+async def ok(payload: dict[str, Any], ctx: cronos.RunContext) -> dict[str, Any]:
+    """A short run of varying length, so the job page's chart has a shape."""
+    await asyncio.sleep(random.uniform(0.01, 0.12))
+    return {"attempt": ctx.attempt}
+
+
+@cronos.task("browser.fail", replace=True)
+async def fail(payload: dict[str, Any], ctx: cronos.RunContext) -> None:
+    raise RuntimeError("browser test failure: the disk is full")
