@@ -29,6 +29,7 @@ SKIP_MISFIRED = "misfired"
 SKIP_EXPIRED = "expired"
 SKIP_OVERLAP = "previous run still running"
 SKIP_JOB_INACTIVE = "job paused or deleted"  # written ahead, then the job stopped before it was due
+SKIP_SCHEDULE_CHANGED = "schedule changed"  # written ahead, then a new schedule without this tick took over
 FAIL_EXECUTOR_LOST = "executor lost"
 FAIL_REPLACED = "replaced"
 
@@ -48,6 +49,7 @@ class Job(msgspec.Struct, kw_only=True):
     misfire_grace_s: float
     jitter_s: float
     status: JobStatus
+    revision: int  # the number of the job's newest revision (GET /api/jobs/{id}/revisions)
     last_scheduled_for: datetime | None
     created_at: datetime
     updated_at: datetime
@@ -79,6 +81,7 @@ class RunSummary(msgspec.Struct, kw_only=True):
     scheduled_for: datetime
     attempt: int
     trigger: Trigger
+    revision: int | None  # the job revision that planned it (None: a run from before revisions)
     state: RunState
     due_at: datetime
     node_id: str | None
@@ -113,6 +116,8 @@ class DispatchJob(msgspec.Struct, kw_only=True):
     concurrency_policy: ConcurrencyPolicy
     status: JobStatus
     cursor: datetime  # last_scheduled_for, or created_at when never dispatched
+    revision: int = 1  # the job's revision: the ticks written for it record it
+    plan_revision: int = 1  # the revision its schedule took effect in: a newer one moves the cursor back to it
 
 
 # --- payloads, one per kind; the API validates a job's payload against its kind ---
