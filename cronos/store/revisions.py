@@ -23,12 +23,11 @@ import asyncpg
 import msgspec
 
 from cronos import metrics
-from cronos.errors import NotFound
 from cronos.models import JOB_WRITABLE, SKIP_JOB_INACTIVE, SKIP_SCHEDULE_CHANGED, Job
 from cronos.redact import redact_payload
 from cronos.schedule import parse_schedule
 from cronos.store import queries as q
-from cronos.store.db import to_struct, translate_errors
+from cronos.store.db import job_page, to_struct
 
 log = logging.getLogger("cronos.store.revisions")
 
@@ -125,9 +124,5 @@ class RevisionStore:
     async def of_job(self, job_id: int, before: int | None, limit: int) -> list[Revision]:
         """A job's revisions, newest first; NotFound only for an id that never was a job (a
         deleted job keeps its revisions)."""
-        with translate_errors():
-            async with self._pool.acquire() as conn:
-                rows = await conn.fetch(q.REVISIONS_OF_JOB, job_id, before, limit)
-                if not rows and not await conn.fetchval(q.REVISION_JOB_KNOWN, job_id):
-                    raise NotFound(f"job {job_id} not found")
+        rows = await job_page(self._pool, q.REVISIONS_OF_JOB, q.REVISION_JOB_KNOWN, job_id, before, limit)
         return [to_struct(row, Revision) for row in rows]
