@@ -123,10 +123,13 @@ REVISION_JOB_KNOWN = (
     "SELECT EXISTS (SELECT 1 FROM jobs WHERE id = $1) OR EXISTS (SELECT 1 FROM job_revisions WHERE job_id = $1)"
 )
 # The hand-over: a job's ticks written ahead (due after this transaction's now(), still queued),
-# locked in id order like every statement that locks runs. The tick identity index reads just them.
+# locked in id order like every statement that locks runs. Found by tick identity (the order asks
+# for its index: not the job's whole history, nor the queued runs of every job), naming no state.
 RUNS_AHEAD_OF_JOB = (
-    "SELECT id, scheduled_for FROM runs WHERE job_id = $1 AND scheduled_for > now()"
-    " AND attempt = 1 AND trigger = 'schedule' AND state = 'queued' ORDER BY id FOR NO KEY UPDATE"
+    "WITH locked AS MATERIALIZED (SELECT id, scheduled_for, trigger, state FROM runs"
+    " WHERE id = ANY(ARRAY(SELECT id FROM runs WHERE job_id = $1 AND scheduled_for > now() AND attempt = 1"
+    " ORDER BY job_id, scheduled_for)) ORDER BY id FOR NO KEY UPDATE)"
+    " SELECT id, scheduled_for FROM locked WHERE trigger = 'schedule' AND state = 'queued' ORDER BY id"
 )
 
 # --- ledger (dispatcher) ------------------------------------------------------
