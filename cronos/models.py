@@ -49,7 +49,7 @@ class Job(msgspec.Struct, kw_only=True):
     misfire_grace_s: float
     jitter_s: float
     status: JobStatus
-    revision: int  # the number of the job's newest revision (GET /api/jobs/{id}/revisions)
+    revision: Annotated[int, msgspec.Meta(description="its newest revision: GET /api/jobs/{id}/revisions")]
     last_scheduled_for: datetime | None
     created_at: datetime
     updated_at: datetime
@@ -81,7 +81,7 @@ class RunSummary(msgspec.Struct, kw_only=True):
     scheduled_for: datetime
     attempt: int
     trigger: Trigger
-    revision: int | None  # the job revision that planned it (None: a run from before revisions)
+    revision: Annotated[int, msgspec.Meta(description="the job revision that planned it")] | None  # None: before 0007
     state: RunState
     due_at: datetime
     node_id: str | None

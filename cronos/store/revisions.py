@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from datetime import datetime, timedelta
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import asyncpg
 import msgspec
@@ -44,13 +44,13 @@ MAX_NUMBER = 2**31 - 1  # revision numbers are integers: a page cursor past this
 
 class Revision(msgspec.Struct, kw_only=True):
     job_id: int
-    number: int
+    number: Annotated[int, msgspec.Meta(ge=1, description="1: the job's creation; runs name the one that planned them")]
     kind: RevisionKind
-    at: datetime
-    actor: str
-    status: RevisionStatus  # the job's status once this revision took effect
-    fields: list[str]  # the fields it set, sorted
-    changes: dict[str, Any]  # their new values, secrets shown as ***
+    at: Annotated[datetime, msgspec.Meta(description="when the change took effect (its transaction's time)")]
+    actor: Annotated[str, msgspec.Meta(description="the token's name (`local` in protected mode)")]
+    status: Annotated[RevisionStatus, msgspec.Meta(description="the job's status from this revision on")]
+    fields: Annotated[list[str], msgspec.Meta(description="the fields this change set, sorted")]
+    changes: Annotated[dict[str, Any], msgspec.Meta(description="their new values; secrets shown as ***")]
 
 
 def changed_fields(before: Job, after: Mapping[str, Any]) -> dict[str, Any]:
