@@ -282,6 +282,8 @@ async def test_revisions_name_the_token_hide_secrets_and_page(settings: Settings
             assert (await api.call("PATCH", path, json=body)).status == 200
         got = await api.call("GET", path)
         assert got.body["revision"] == 3
+        noop = await api.call("PATCH", path, json={"jitter_s": 1.0, "payload": got.body["payload"]})  # *** sent back
+        assert (noop.body["revision"], noop.body["updated_at"]) == (3, got.body["updated_at"])
         first = await api.call("GET", f"{path}/revisions?limit=2")
         assert [(r["number"], r["actor"], r["changes"]) for r in first.body["items"]] == [
             (3, "deployer", {"jitter_s": 1.0}), (2, "deployer", {"timeout_s": 5.0}),
