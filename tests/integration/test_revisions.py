@@ -17,7 +17,7 @@ from cronos.store.queries import JOBS_CHANNEL
 from cronos.store.revisions import RevisionStore
 from cronos.store.runs import ClaimedRun, Outcome, RunStore
 
-EVERY_SECOND = {
+EVERY_SECOND: dict[str, Any] = {
     "name": "every-second",
     "cron_expression": "* * * * * *",
     "timezone": "UTC",
