@@ -1,4 +1,5 @@
-"""/api/jobs: register, list, read, change, delete, pause/resume/toggle, trigger jobs, their history.
+"""/api/jobs: register, list, read, change, delete, pause/resume/toggle, trigger jobs, their history
+and revisions.
 
 Reads need scope read; writes scope write, and admin for a job that is or becomes shell
 (api.auth.shell_guard, checked under the job's row lock). Each write is audited as its caller.
@@ -29,13 +30,14 @@ from api.bodies import (
 )
 from api.routes_tokens import audit_page
 from api.routing import BODY_ERRORS, DB_ERRORS, ID, PAGE, Errors, Query, Route
-from api.schemas import JobCreate, JobList, JobOut, JobPatch, RunOut
+from api.schemas import JobCreate, JobList, JobOut, JobPatch, RevisionList, RunOut
 from api.schemas_tokens import AuditList
 from api.state import BACKENDS
 from cronos.errors import Conflict, InvalidInput, NotFound
 from cronos.models import JOB_STATUSES
 from cronos.store.audit import AuditStore
 from cronos.store.jobs import Check, Guard
+from cronos.store.revisions import MAX_NUMBER, RevisionStore
 
 
 def _policy(request: web.Request, principal: Principal) -> JobPolicy:
@@ -143,6 +145,15 @@ async def job_history(request: web.Request) -> web.Response:
     return respond(audit_page(entries, limit))
 
 
+async def job_revisions(request: web.Request) -> web.Response:
+    limit = query_limit(request)
+    before = decode_cursor(request.query.get("cursor"))
+    store = RevisionStore(await request.app[BACKENDS].pool())
+    found = await store.of_job(path_id(request), None if before is None else min(before, MAX_NUMBER), limit)
+    cursor = encode_cursor(found[-1].number) if len(found) == limit else None
+    return respond(RevisionList(items=found, next_cursor=cursor))
+
+
 JOB = f"/api/jobs/{ID}"
 _GONE: Errors = (NotFound, *DB_ERRORS)
 _WRITE: Errors = (*BODY_ERRORS, Conflict, *DB_ERRORS)
@@ -168,4 +179,8 @@ ROUTES = (
     Route("GET", f"{JOB}/history", job_history,
           "Who changed this job, when, and its fields before and after (newest first; kept after a delete)",
           response=AuditList, errors=(NotFound, InvalidInput, *DB_ERRORS), query=PAGE),
+    Route("GET", f"{JOB}/revisions", job_revisions,
+          "Every change to what or when the job runs, pause, resume and delete included, numbered from 1 "
+          "(newest first; kept after a delete)",
+          response=RevisionList, errors=(NotFound, InvalidInput, *DB_ERRORS), query=PAGE),
 )  # fmt: skip

@@ -13,6 +13,7 @@ import msgspec
 from msgspec import UNSET, Meta, UnsetType
 
 from cronos.models import ConcurrencyPolicy, Job, JobKind, JobStatus, ManagedBy, MisfirePolicy, RunSummary
+from cronos.store.revisions import Revision
 
 # Formats the schema cannot check (a cron expression, a time zone) are named for tools; no text
 # may hold NUL (PostgreSQL cannot store it).
@@ -112,6 +113,14 @@ class JobList(msgspec.Struct, kw_only=True):
 
 class RunList(msgspec.Struct, kw_only=True):
     items: list[RunOut]
+    next_cursor: str | None
+
+
+class RevisionList(msgspec.Struct, kw_only=True):
+    """A job's revisions, newest first: number (1 = creation), kind, when, who, the status after
+    it, and the fields it set with their new values (secrets as ***)."""
+
+    items: list[Revision]
     next_cursor: str | None
 
 

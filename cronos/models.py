@@ -30,6 +30,7 @@ SKIP_EXPIRED = "expired"
 SKIP_OVERLAP = "previous run still running"
 SKIP_BUFFER_FULL = "previous run still running, another run already waits for it"  # buffer_one
 SKIP_JOB_INACTIVE = "job paused or deleted"  # written ahead, then the job stopped before it was due
+SKIP_SCHEDULE_CHANGED = "schedule changed"  # written ahead, then a new schedule without this tick took over
 FAIL_EXECUTOR_LOST = "executor lost"
 FAIL_REPLACED = "replaced"
 
@@ -59,6 +60,7 @@ class Job(msgspec.Struct, kw_only=True):
     misfire_grace_s: float
     jitter_s: float
     status: JobStatus
+    revision: Annotated[int, msgspec.Meta(description="its newest revision: GET /api/jobs/{id}/revisions")]
     last_scheduled_for: datetime | None
     created_at: datetime
     updated_at: datetime
@@ -92,6 +94,7 @@ class RunSummary(msgspec.Struct, kw_only=True):
     scheduled_for: datetime
     attempt: int
     trigger: Trigger
+    revision: Annotated[int, msgspec.Meta(description="the job revision that planned it")] | None  # None: before 0007
     state: RunState
     due_at: datetime
     node_id: str | None
@@ -126,6 +129,8 @@ class DispatchJob(msgspec.Struct, kw_only=True):
     concurrency_policy: ConcurrencyPolicy
     status: JobStatus
     cursor: datetime  # last_scheduled_for, or created_at when never dispatched
+    revision: int = 1  # the job's revision: the ticks written for it record it
+    plan_revision: int = 1  # the revision its schedule took effect in: a newer one moves the cursor back to it
 
 
 # --- payloads, one per kind; the API validates a job's payload against its kind ---

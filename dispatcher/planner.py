@@ -37,6 +37,7 @@ class TickBatch:
     scheduled_for: list[datetime] = field(default_factory=list)
     due_at: list[datetime] = field(default_factory=list)
     skip_reason: list[str | None] = field(default_factory=list)
+    revision: list[int] = field(default_factory=list)  # the job revision that planned the tick
     cursors: dict[int, datetime] = field(default_factory=dict)
 
     def __len__(self) -> int:
@@ -147,6 +148,7 @@ class TickRound:
                         batch.scheduled_for.append(tick)
                         batch.due_at.append(due)
                         batch.skip_reason.append(reason)
+                        batch.revision.append(job.revision)
                     batch.cursors[job.id] = ticks[-1]
                     if len(batch) >= batch_rows:
                         yield batch

@@ -33,11 +33,12 @@ def _key(spec: DispatchJob) -> Key:
 
 def _same(a: DispatchJob, b: DispatchJob) -> bool:
     """Nothing the planner reads differs, except perhaps the cursor."""
-    return (_key(a), a.misfire_policy, a.misfire_grace_s, a.jitter_s) == (
+    return (_key(a), a.misfire_policy, a.misfire_grace_s, a.jitter_s, a.revision) == (
         _key(b),
         b.misfire_policy,
         b.misfire_grace_s,
         b.jitter_s,
+        b.revision,
     )
 
 
@@ -83,9 +84,11 @@ class ScheduleBook:
         self._settle_keys(list(self._groups))
 
     def apply(self, upserts: Iterable[DispatchJob], removals: Iterable[int], *, settle: bool = True) -> int:
-        """Add or replace jobs, remove others; a job's cursor never moves back from what this book
-        knew. Each touched group is settled once (later, by `settle_all`, with settle=False).
-        Returns how many changed."""
+        """Add or replace jobs, remove others. A job's cursor never moves back from what this book
+        knew, except to a newer schedule's: a schedule change moves the cursor to its instant, and
+        the ticks this book wrote ahead under the old one were handed over. A read older than
+        the schedule this book holds is ignored. Each touched group is settled once (later, by
+        `settle_all`, with settle=False). Returns how many changed."""
         touched: set[Key] = set()
         changed = 0
         for job_id in removals:
@@ -95,9 +98,12 @@ class ScheduleBook:
         for spec in upserts:
             old = self._jobs.get(spec.id)
             if old is not None:
-                if spec.cursor <= old.cursor and _same(spec, old):
-                    continue  # what we hold already (a resync sees jobs it knows)
-                spec.cursor = max(spec.cursor, old.cursor)
+                if spec.plan_revision < old.plan_revision:
+                    continue  # read before the schedule change this book already holds
+                if spec.plan_revision == old.plan_revision:
+                    if spec.cursor <= old.cursor and _same(spec, old):
+                        continue  # what we hold already (a resync sees jobs it knows)
+                    spec.cursor = max(spec.cursor, old.cursor)
                 touched.add(_key(old))
                 self._drop(spec.id)
             if self._add(spec):

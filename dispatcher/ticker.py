@@ -20,7 +20,7 @@ from datetime import UTC, datetime, timedelta
 
 from cronos import metrics
 from cronos.misfire import SKIP_REASON
-from cronos.models import SKIP_JOB_INACTIVE, DispatchJob
+from cronos.models import DispatchJob
 from cronos.settings import Settings
 from cronos.store.ledger import REPUSH_START, Ledger
 from dispatcher.listener import Change
@@ -195,10 +195,10 @@ class Ticker:
     async def _apply(self, jobs: list[DispatchJob], missing: Iterable[int] = ()) -> None:
         gone = {*missing, *(j.id for j in jobs if j.status != "active")}
         self.book.apply((j for j in jobs if j.status == "active"), gone)
-        # Runs written ahead for jobs now paused or deleted are never pushed: skipped instead.
-        if gone and (dropped := self.pusher.drop(gone)):
-            skipped = await self._ledger.skip_queued(self._epoch(), dropped, SKIP_JOB_INACTIVE)
-            metrics.RUNS_SKIPPED.labels(reason=SKIP_JOB_INACTIVE).inc(skipped)
+        # Runs written ahead for jobs now paused or deleted are not pushed: the change that stopped
+        # the job skipped (or deleted) them in its own transaction (cronos.store.revisions).
+        if gone:
+            self.pusher.drop(gone)
 
     async def _apply_changes(self) -> None:
         ids = sorted(self._changes)
@@ -231,7 +231,7 @@ class Ticker:
             try:
                 epoch = self._epoch()
                 written = await self._ledger.write_ticks(
-                    epoch, batch.job_ids, batch.scheduled_for, batch.due_at, batch.skip_reason
+                    epoch, batch.job_ids, batch.scheduled_for, batch.due_at, batch.skip_reason, batch.revision
                 )
             finally:
                 slots.release()

@@ -13,11 +13,10 @@ from typing import Any, Literal
 import asyncpg
 import msgspec
 
-from cronos.errors import NotFound
 from cronos.models import JOB_WRITABLE, Job
 from cronos.redact import redact_payload
 from cronos.store import queries as q
-from cronos.store.db import to_struct, translate_errors
+from cronos.store.db import job_page, to_struct, translate_errors
 
 Subject = Literal["job", "token"]
 # Actors that are not a token's name: protected mode's loopback client, CRONOS_ADMIN_TOKEN,
@@ -75,11 +74,7 @@ class AuditStore:
     async def job_history(self, job_id: int, before_id: int | None, limit: int) -> list[AuditEntry]:
         """A job's entries, newest first; NotFound only for an id that never was a job
         (a deleted job keeps its history)."""
-        with translate_errors():
-            async with self._pool.acquire() as conn:
-                rows = await conn.fetch(q.AUDIT_OF_JOB, job_id, before_id, limit)
-                if not rows and not await conn.fetchval(q.AUDIT_JOB_KNOWN, job_id):
-                    raise NotFound(f"job {job_id} not found")
+        rows = await job_page(self._pool, q.AUDIT_OF_JOB, q.AUDIT_JOB_KNOWN, job_id, before_id, limit)
         return [to_struct(row, AuditEntry) for row in rows]
 
     async def history(self, subject: Subject, before_id: int | None, limit: int) -> list[AuditEntry]:

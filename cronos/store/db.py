@@ -17,7 +17,7 @@ import asyncpg
 import msgspec
 
 from cronos.clock import SKEW_WARN_S, DbClock
-from cronos.errors import BackendUnavailable, Contention
+from cronos.errors import BackendUnavailable, Contention, NotFound
 from cronos.store import queries as q
 
 log = logging.getLogger("cronos.store")
@@ -99,6 +99,17 @@ async def sync_clock(pool: asyncpg.Pool | asyncpg.Connection, clock: DbClock, ti
             -offset,
             extra={"event": "clock.offset", "offset_s": round(offset, 4)},
         )
+
+
+async def job_page(pool: asyncpg.Pool, query: str, known: str, job_id: int, *args: Any) -> list[asyncpg.Record]:
+    """A page of a job's history (`query`: $1 the job id, then `args`); NotFound only when `known`
+    says the id never was a job (a deleted job keeps its history)."""
+    with translate_errors():
+        async with pool.acquire() as conn:
+            rows: list[asyncpg.Record] = await conn.fetch(query, job_id, *args)
+            if not rows and not await conn.fetchval(known, job_id):
+                raise NotFound(f"job {job_id} not found")
+    return rows
 
 
 async def close(pool: asyncpg.Pool, timeout_s: float = 1.0) -> None:

@@ -1,8 +1,10 @@
 """JobStore: the API's reads and writes of jobs and runs.
 
 Every write notifies `cronos_jobs` in the same transaction, so the dispatcher learns of
-it at once and never of a change that rolled back, and records its audit entry in that
-transaction too (cronos.store.audit). Rows become Structs before they leave.
+it at once and never of a change that rolled back, and records its audit entry and its
+revision in that transaction too (cronos.store.audit, cronos.store.revisions), where the
+job's ticks written ahead are handed over to the new definition. A change that changes
+nothing writes nothing. Rows become Structs before they leave.
 
 Writes take the caller's `actor` (a token's name, `local`, `admin-token`, ...) for the
 audit trail and an optional `guard`, called with the stored job's kind (read under the row
@@ -23,6 +25,7 @@ from cronos.errors import Conflict, NotFound
 from cronos.models import JOB_WRITABLE, Job, ManagedBy, Run
 from cronos.redact import restore_secrets
 from cronos.store import queries as q
+from cronos.store import revisions
 from cronos.store.audit import SYSTEM, record, snapshot
 from cronos.store.db import ping, to_struct, translate_errors
 
@@ -30,8 +33,6 @@ log = logging.getLogger("cronos.store.jobs")
 
 # The columns a client may set, in JOB_INSERT / JOB_UPDATE parameter order.
 WRITABLE = JOB_WRITABLE
-# Changing these moves the dispatch cursor to now (see JobStore.update).
-_SCHEDULE_FIELDS = ("cron_expression", "timezone")
 
 # bigint ids: anything larger cannot exist (and would make asyncpg raise).
 MAX_ID = 2**63 - 1
@@ -86,6 +87,11 @@ class JobStore:
                     raise Conflict(f"a job named {fields['name']!r} already exists") from exc
                 job = to_struct(row, Job)
                 secret: str = await conn.fetchval(q.JOB_WEBHOOK_SECRET, job.id)
+                # Every field the job was created with (apply's marker only when apply made it).
+                defined = {name: getattr(job, name) for name in WRITABLE}
+                if defined["managed_by"] is None:
+                    del defined["managed_by"]
+                await revisions.record(conn, job, "created", actor, defined)
                 await record(conn, actor, "job", "created", job_id=job.id, after=snapshot(job))
                 await conn.execute(q.NOTIFY, _notice("created", job.id))
         log.info("job created", extra={"event": "job.created", "job_id": job.id, "actor": actor})
@@ -112,10 +118,13 @@ class JobStore:
 
         A payload that sends `***` back where the stored one holds a secret keeps that
         secret (cronos.redact.restore_secrets), so a GET-edit-PATCH round trip loses nothing.
+        A change that leaves every field as it is writes nothing: no revision, no timestamp,
+        no notification.
 
-        A new schedule (or a resume) moves the cursor to greatest(cursor, now()): the
-        cursor means "ticks up to here are dealt with", and ticks of the old schedule, or
-        of the time the job was paused, must not be caught up under the new settings.
+        A new schedule moves the cursor to the change instant: ticks of the old schedule are
+        not caught up under the new one, the old schedule's ticks written ahead are handed over
+        (cronos.store.revisions) and the new one's are planned from that instant. A resume
+        moves it to greatest(cursor, now()): the time the job was paused is not caught up.
         """
         if job_id > MAX_ID:
             raise NotFound(f"job {job_id} not found")
@@ -127,45 +136,63 @@ class JobStore:
                     merged["payload"] = restore_secrets(merged["kind"], merged["payload"], current.payload)
                     merged["managed_by"] = _forget_digest(current, merged, changes)
                 check(merged)  # raises InvalidInput: the transaction rolls back, nothing written
-                reset = any(merged[f] != getattr(current, f) for f in _SCHEDULE_FIELDS) or (
-                    current.status == "paused" and merged["status"] == "active"
-                )
+                changed = revisions.changed_fields(current, merged)
+                if not changed:
+                    return current
+                new_schedule = any(f in changed for f in revisions.SCHEDULE_FIELDS)
+                resumed = changed.get("status") == "active"
+                values = (merged[n] for n in WRITABLE)
                 try:
-                    row = await conn.fetchrow(q.JOB_UPDATE, job_id, *(merged[n] for n in WRITABLE), reset)
+                    row = await conn.fetchrow(
+                        q.JOB_UPDATE, job_id, *values, current.revision + 1, new_schedule, resumed
+                    )
                 except asyncpg.UniqueViolationError as exc:
                     raise Conflict(f"a job named {merged['name']!r} already exists") from exc
                 job = _job(row, job_id)
+                await revisions.record(conn, job, revisions.kind_of(changed), actor, changed)
+                await revisions.hand_over(conn, job, schedule_changed=new_schedule)
                 await record(
                     conn, actor, "job", "updated", job_id=job_id, before=snapshot(current), after=snapshot(job),
                     detail={"fields": sorted(changes)},
                 )  # fmt: skip
                 await conn.execute(q.NOTIFY, _notice("updated", job_id))
         log.info(
-            "job updated", extra={"event": "job.updated", "job_id": job_id, "fields": sorted(changes), "actor": actor}
-        )
+            "job updated",
+            extra={"event": "job.updated", "job_id": job_id, "fields": sorted(changed), "revision": job.revision,
+                   "actor": actor},
+        )  # fmt: skip
         return job
 
     async def set_status(self, job_id: int, status: str | None, *, actor: str = SYSTEM, guard: Guard = _allow) -> Job:
-        """Pause ('paused'), resume ('active') or toggle (None); resuming skips the paused time."""
+        """Pause ('paused'), resume ('active') or toggle (None); resuming skips the paused time.
+        A job already in that status is left as it is (nothing written)."""
         if job_id > MAX_ID:
             raise NotFound(f"job {job_id} not found")
         with translate_errors():
             async with self._pool.acquire() as conn, conn.transaction():
                 current = await _locked(conn, job_id, guard)
-                job = _job(await conn.fetchrow(q.JOB_SET_STATUS, job_id, status), job_id)
-                op = "paused" if job.status == "paused" else "resumed"
+                target = status or ("paused" if current.status == "active" else "active")
+                if target == current.status:
+                    return current
+                job = _job(await conn.fetchrow(q.JOB_SET_STATUS, job_id, target, current.revision + 1), job_id)
+                op: revisions.RevisionKind = "paused" if job.status == "paused" else "resumed"
+                await revisions.record(conn, job, op, actor, {"status": job.status})
+                await revisions.hand_over(conn, job, schedule_changed=False)
                 await record(conn, actor, "job", op, job_id=job_id, before=snapshot(current), after=snapshot(job))
                 await conn.execute(q.NOTIFY, _notice(op, job_id))
         log.info(f"job {op}", extra={"event": f"job.{op}", "job_id": job_id, "actor": actor})
         return job
 
     async def delete(self, job_id: int, *, actor: str = SYSTEM, guard: Guard = _allow) -> None:
-        """Delete a job and its runs; its audit entries stay (they name the job by id)."""
+        """Delete a job and its runs (ticks written ahead included: none can start); its audit
+        entries and revisions stay (they name the job by id; a new job never reuses an id)."""
         if job_id > MAX_ID:
             raise NotFound(f"job {job_id} not found")
         with translate_errors():
             async with self._pool.acquire() as conn, conn.transaction():
                 current = await _locked(conn, job_id, guard)
+                gone = msgspec.structs.replace(current, revision=current.revision + 1)
+                await revisions.record(conn, gone, "deleted", actor, {}, status="deleted")
                 await conn.execute(q.JOB_DELETE, job_id)
                 await record(conn, actor, "job", "deleted", job_id=job_id, before=snapshot(current))
                 await conn.execute(q.NOTIFY, _notice("deleted", job_id))

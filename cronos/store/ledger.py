@@ -51,6 +51,8 @@ def _job(row: Any) -> DispatchJob:
         concurrency_policy=row[6],
         status=row[7],
         cursor=row[8],
+        revision=row[9],
+        plan_revision=row[10],
     )
 
 
@@ -94,9 +96,11 @@ class Ledger:
         scheduled_for: Sequence[datetime],
         due_at: Sequence[datetime],
         skip_reason: Sequence[str | None],
+        revision: Sequence[int],
     ) -> TickResult:
-        """Insert ticks (queued or skipped) and move each job's cursor to its newest one, in one
-        fenced transaction. Jobs no longer active get nothing."""
+        """Insert ticks (queued or skipped), each with the job revision that planned it, and move
+        each job's cursor to its newest one, in one fenced transaction. Jobs no longer active, or
+        whose schedule changed after the revision that planned their ticks, get nothing."""
         queued: list[QueuedRun] = []
         skipped = 0
 
@@ -104,7 +108,8 @@ class Ledger:
             # Two writers whose batches share a job (a long catch-up spans batches) may lock its
             # row in opposite orders: PostgreSQL rolls one back, and it is written again.
             async with fenced(self._pool, epoch) as conn:
-                return await conn.fetch(q.TICKS_WRITE, epoch, job_ids, scheduled_for, due_at, skip_reason)  # type: ignore[no-any-return]
+                rows = await conn.fetch(q.TICKS_WRITE, epoch, job_ids, scheduled_for, due_at, skip_reason, revision)
+            return rows  # type: ignore[no-any-return]
 
         for row in await retry_contention(attempt, "tick write"):
             if row[4] == "queued":
@@ -121,12 +126,6 @@ class Ledger:
                 return await conn.fetch(q.QUEUED_TAKE_DUE, epoch, now, limit)  # type: ignore[no-any-return]
 
         return [_queued(r) for r in await retry_contention(attempt, "take due runs")]
-
-    async def skip_queued(self, epoch: int, run_ids: Sequence[int], reason: str) -> int:
-        """End still-queued runs as skipped with `reason` (fenced); returns how many."""
-        async with fenced(self._pool, epoch) as conn:
-            rows = await conn.fetch(q.QUEUED_SKIP, list(run_ids), reason)
-        return len(rows)
 
     async def next_due(self) -> datetime | None:
         """The due time of the oldest queued run nobody pushed yet."""

@@ -16,6 +16,8 @@ stale-statistics backlog.
 
 from __future__ import annotations
 
+from cronos.models import JOB_WRITABLE
+
 # The channel the API notifies in the same transaction as each job write, and on each
 # manual trigger. Payload: JSON {"op": "...", "job_id": N}; op is one of
 # created, updated, deleted, paused, resumed, triggered.
@@ -31,20 +33,18 @@ PING = "SELECT extract(epoch FROM clock_timestamp())::float8"
 
 _JOB = (
     "id, name, cron_expression, timezone, kind, payload, timeout_s, max_retries, retry_backoff_s,"
-    " concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, last_scheduled_for,"
+    " concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, revision, last_scheduled_for,"
     " created_at, updated_at, managed_by"
 )
 _RUN = (
-    "id, job_id, scheduled_for, attempt, trigger, state, due_at, node_id, epoch, started_at, finished_at,"
+    "id, job_id, scheduled_for, attempt, trigger, revision, state, due_at, node_id, epoch, started_at, finished_at,"
     " lease_until, duration_ms, error, traceback, result, skip_reason, created_at"
 )
 
 # The cursor starts at creation: only ticks strictly after the job exists are due.
 JOB_INSERT = (
-    "INSERT INTO jobs (name, cron_expression, timezone, kind, payload, timeout_s, max_retries,"
-    " retry_backoff_s, concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, managed_by,"
-    " last_scheduled_for) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, now())"
-    f" RETURNING {_JOB}"
+    f"INSERT INTO jobs ({', '.join(JOB_WRITABLE)}, last_scheduled_for)"
+    f" VALUES ({', '.join(f'${i}' for i in range(1, len(JOB_WRITABLE) + 1))}, now()) RETURNING {_JOB}"
 )
 JOB_GET = f"SELECT {_JOB} FROM jobs WHERE id = $1"
 JOB_GET_FOR_UPDATE = f"SELECT {_JOB} FROM jobs WHERE id = $1 FOR UPDATE"
@@ -58,21 +58,26 @@ JOB_LIST = (
     " sized AS (SELECT *, sum(size) OVER (ORDER BY id) - size AS before FROM page)"
     f" SELECT {_JOB}, (SELECT count(*) FROM page) AS fetched FROM sized WHERE before < $4 ORDER BY id"
 )
-# $16: move the cursor to now when the schedule changed or the job resumed (greatest()
-# ignores NULL, and never moves a cursor backwards).
+# $2.. the writable fields (JOB_WRITABLE's order), then the new revision number; then true when
+# the schedule changed: the cursor moves to the change instant, backwards too (ticks written ahead
+# under the old schedule were just handed over: cronos.store.revisions), and ticks planned under
+# an older revision can no longer be written; then true on a resume: the cursor moves past the
+# paused time (greatest() ignores NULL), so that time is not caught up.
+_REV, _NEW_SCHEDULE, _RESUMED = (f"${len(JOB_WRITABLE) + n}" for n in (2, 3, 4))
 JOB_UPDATE = (
-    "UPDATE jobs SET name = $2, cron_expression = $3, timezone = $4, kind = $5, payload = $6, timeout_s = $7,"
-    " max_retries = $8, retry_backoff_s = $9, concurrency_policy = $10, misfire_policy = $11,"
-    " misfire_grace_s = $12, jitter_s = $13, status = $14, managed_by = $15,"
-    " last_scheduled_for = CASE WHEN $16::boolean THEN greatest(last_scheduled_for, now())"
-    " ELSE last_scheduled_for END, updated_at = now()"
+    "UPDATE jobs SET "
+    + ", ".join(f"{name} = ${i}" for i, name in enumerate(JOB_WRITABLE, 2))
+    + f", revision = {_REV}, plan_revision = CASE WHEN {_NEW_SCHEDULE}::boolean THEN {_REV} ELSE plan_revision END,"
+    f" last_scheduled_for = CASE WHEN {_NEW_SCHEDULE}::boolean THEN now()"
+    f" WHEN {_RESUMED}::boolean THEN greatest(last_scheduled_for, now()) ELSE last_scheduled_for END,"
+    " updated_at = now()"
     f" WHERE id = $1 RETURNING {_JOB}"
 )
-# $2: 'active', 'paused', or NULL to toggle. In SET, `status` is the old value, so a
-# paused -> active change moves the cursor past the paused time (no catch-up of it).
+# $2 'active' or 'paused' (a change: the caller read the row locked), $3 the new revision number.
+# In SET, `status` is the old value, so a resume moves the cursor past the paused time.
 JOB_SET_STATUS = (
-    "UPDATE jobs SET status = coalesce($2::text, CASE WHEN status = 'active' THEN 'paused' ELSE 'active' END),"
-    " last_scheduled_for = CASE WHEN status = 'paused' AND coalesce($2::text, 'active') = 'active'"
+    "UPDATE jobs SET status = $2, revision = $3,"
+    " last_scheduled_for = CASE WHEN status = 'paused' AND $2 = 'active'"
     " THEN greatest(last_scheduled_for, now()) ELSE last_scheduled_for END,"
     " updated_at = now()"
     f" WHERE id = $1 RETURNING {_JOB}"
@@ -88,8 +93,8 @@ JOB_COUNT_BY_STATUS = "SELECT status, count(*) AS n FROM jobs GROUP BY status"
 # A manual trigger: one queued run due now, even for a paused job. No row: the job is
 # missing, or (vanishingly rare) a run with the same tick identity exists; retry then.
 RUN_INSERT_MANUAL = (
-    "INSERT INTO runs (job_id, scheduled_for, attempt, trigger, state, due_at, exclusive)"
-    " SELECT id, now(), 1, 'manual', 'queued', now(), concurrency_policy <> 'allow'"
+    "INSERT INTO runs (job_id, scheduled_for, attempt, trigger, state, due_at, exclusive, revision)"
+    " SELECT id, now(), 1, 'manual', 'queued', now(), concurrency_policy <> 'allow', revision"
     " FROM jobs WHERE id = $1"
     f" ON CONFLICT DO NOTHING RETURNING {_RUN}"
 )
@@ -102,13 +107,40 @@ RUN_LIST_OF_JOB = (
 )
 JOB_EXISTS = "SELECT EXISTS (SELECT 1 FROM jobs WHERE id = $1)"
 
+# --- job revisions (API) ----------------------------------------------------------
+
+_REVISION = "job_id, number, kind, at, actor, status, fields, changes"
+# $1 job id, $2 number, $3 kind, $4 actor, $5 status after it, $6 field names, $7 their new values
+# (secrets redacted). Run in the transaction of the change it records.
+REVISION_INSERT = (
+    "INSERT INTO job_revisions (job_id, number, kind, actor, status, fields, changes)"
+    f" VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING {_REVISION}"
+)
+# Newest first. $1 job id, $2 last number seen or NULL, $3 limit.
+REVISIONS_OF_JOB = (
+    f"SELECT {_REVISION} FROM job_revisions WHERE job_id = $1 AND ($2::integer IS NULL OR number < $2)"
+    " ORDER BY number DESC LIMIT $3"
+)
+REVISION_JOB_KNOWN = (
+    "SELECT EXISTS (SELECT 1 FROM jobs WHERE id = $1) OR EXISTS (SELECT 1 FROM job_revisions WHERE job_id = $1)"
+)
+# The hand-over: a job's ticks written ahead (due after this transaction's now(), still queued),
+# locked in id order like every statement that locks runs. Found by tick identity (the order asks
+# for its index: not the job's whole history, nor the queued runs of every job), naming no state.
+RUNS_AHEAD_OF_JOB = (
+    "WITH locked AS MATERIALIZED (SELECT id, scheduled_for, trigger, state FROM runs"
+    " WHERE id = ANY(ARRAY(SELECT id FROM runs WHERE job_id = $1 AND scheduled_for > now() AND attempt = 1"
+    " ORDER BY job_id, scheduled_for)) ORDER BY id FOR NO KEY UPDATE)"
+    " SELECT id, scheduled_for FROM locked WHERE trigger = 'schedule' AND state = 'queued' ORDER BY id"
+)
+
 # --- ledger (dispatcher) ------------------------------------------------------
 
 # The dispatcher's view of a job. $1: ids (DISPATCH_JOBS_BY_ID); paused/deleted ones come back
 # paused or not at all, and leave the leader's schedule.
 _DISPATCH_JOB = (
     "id, cron_expression, timezone, misfire_policy, misfire_grace_s, jitter_s, concurrency_policy,"
-    " status, coalesce(last_scheduled_for, created_at) AS cursor"
+    " status, coalesce(last_scheduled_for, created_at) AS cursor, revision, plan_revision"
 )
 DISPATCH_JOBS_ACTIVE = f"SELECT {_DISPATCH_JOB} FROM jobs WHERE status = 'active'"
 DISPATCH_JOBS_BY_ID = f"SELECT {_DISPATCH_JOB} FROM jobs WHERE id = ANY($1::bigint[])"
@@ -124,27 +156,29 @@ _TOKEN_COLS = (
 )
 
 # Ticks, ledger first (run inside a transaction that holds EPOCH_GUARD), in one statement:
-# $1 epoch; $2-$5 one array per tick column. Each job's cursor moves to its newest tick here,
-# only forward and only while the job is active, and only those jobs get their ticks written
-# (a job paused or deleted meanwhile gets none; one whose cursor is already there was written
-# before). An existing tick identity is left alone (RETURNING omits it: nothing is pushed
-# twice). Rows are marked pushed by this epoch: the leader pushes them itself, at once or
-# when their (jittered) due time comes. Returns id, job_id, scheduled_for_ms, due_ms, state.
+# $1 epoch; $2-$6 one array per tick column ($6: the job revision that planned it). Each job's
+# cursor moves to its newest tick here, only forward, only while the job is active and only
+# when the ticks were planned under its current schedule (plan_revision); only those jobs get
+# their ticks written (a job paused, deleted or given a new schedule meanwhile gets none; one
+# whose cursor is already there was written before). An existing tick identity is left alone
+# (RETURNING omits it: nothing is pushed twice). Rows are marked pushed by this epoch: the leader
+# pushes them itself, at once or when their (jittered) due time comes. Returns id, job_id,
+# scheduled_for_ms, due_ms, state.
 TICKS_WRITE = (
-    "WITH t AS (SELECT * FROM unnest($2::bigint[], $3::timestamptz[], $4::timestamptz[], $5::text[])"
-    " AS t(job_id, scheduled_for, due_at, skip_reason)),"
+    "WITH t AS (SELECT * FROM unnest($2::bigint[], $3::timestamptz[], $4::timestamptz[], $5::text[],"
+    " $6::integer[]) AS t(job_id, scheduled_for, due_at, skip_reason, revision)),"
     " moved AS ("
     " UPDATE jobs SET last_scheduled_for = c.cursor"
-    " FROM (SELECT job_id, max(scheduled_for) AS cursor FROM t GROUP BY job_id) AS c"
-    " WHERE jobs.id = c.job_id AND jobs.status = 'active'"
+    " FROM (SELECT job_id, max(scheduled_for) AS cursor, min(revision) AS revision FROM t GROUP BY job_id) AS c"
+    " WHERE jobs.id = c.job_id AND jobs.status = 'active' AND jobs.plan_revision <= c.revision"
     " AND (jobs.last_scheduled_for IS NULL OR jobs.last_scheduled_for < c.cursor)"
     " RETURNING jobs.id, jobs.concurrency_policy <> 'allow' AS exclusive)"
     " INSERT INTO runs (job_id, scheduled_for, attempt, trigger, state, due_at, exclusive, epoch,"
-    " pushed_epoch, skip_reason, finished_at)"
+    " pushed_epoch, skip_reason, finished_at, revision)"
     " SELECT t.job_id, t.scheduled_for, 1, 'schedule',"
     " CASE WHEN t.skip_reason IS NULL THEN 'queued' ELSE 'skipped' END, t.due_at, m.exclusive, $1::bigint,"
     " CASE WHEN t.skip_reason IS NULL THEN $1::bigint END, t.skip_reason,"
-    " CASE WHEN t.skip_reason IS NULL THEN NULL ELSE now() END"
+    " CASE WHEN t.skip_reason IS NULL THEN NULL ELSE now() END, t.revision"
     " FROM t JOIN moved m ON m.id = t.job_id"
     " ON CONFLICT (job_id, scheduled_for, attempt) DO NOTHING"
     " RETURNING id, job_id, floor(extract(epoch FROM scheduled_for) * 1000)::bigint,"
@@ -159,8 +193,9 @@ QUEUED_TAKE_DUE = (
     " RETURNING " + _TOKEN_COLS
 )
 QUEUED_NEXT_DUE = "SELECT min(due_at) FROM runs WHERE state = 'queued' AND pushed_epoch IS NULL"
-# Queued runs that will not run (written ahead for a job paused or deleted before they were
-# due; a tick refused by the overlap policy): recorded as skipped with reason $2.
+# Queued runs that will not run (written ahead for a job paused, or given a schedule without
+# them, before they were due: cronos.store.revisions; a tick refused by the overlap policy):
+# recorded as skipped with reason $2.
 QUEUED_SKIP = (
     "WITH locked AS MATERIALIZED (SELECT id, state FROM runs WHERE id = ANY($1::bigint[])"
     " ORDER BY id FOR NO KEY UPDATE)"
@@ -282,7 +317,7 @@ EXTEND_LEASES = (
 
 # Batch finish, one statement, so the outcome and the retry it allows commit together.
 # Each row is written only while `node_id` (the expected owner) still owns the run.
-# retry_delay_s NULL: no retry. The retry copies the tick identity with attempt + 1.
+# retry_delay_s NULL: no retry. The retry copies the tick identity with attempt + 1, and its revision.
 FINISH_RUNS = (
     "WITH u AS MATERIALIZED (SELECT u.*, r.node_id AS owner, r.state AS current"
     " FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::float8[],"
@@ -293,11 +328,11 @@ FINISH_RUNS = (
     " traceback = u.traceback, result = u.result,"
     " duration_ms = coalesce(u.duration_ms, extract(epoch FROM now() - r.started_at) * 1000)"
     " FROM u WHERE r.id = u.id AND u.current = 'running' AND u.owner = u.node_id"
-    " RETURNING r.id, r.job_id, r.scheduled_for, r.attempt, r.exclusive, r.state, u.retry_delay_s),"
+    " RETURNING r.id, r.job_id, r.scheduled_for, r.attempt, r.exclusive, r.state, u.retry_delay_s, r.revision),"
     " retried AS ("
-    " INSERT INTO runs (job_id, scheduled_for, attempt, trigger, state, due_at, exclusive)"
+    " INSERT INTO runs (job_id, scheduled_for, attempt, trigger, state, due_at, exclusive, revision)"
     " SELECT d.job_id, d.scheduled_for, d.attempt + 1, 'retry', 'queued',"
-    " now() + make_interval(secs => d.retry_delay_s), d.exclusive"
+    " now() + make_interval(secs => d.retry_delay_s), d.exclusive, d.revision"
     " FROM done d WHERE d.state = 'failed' AND d.retry_delay_s IS NOT NULL"
     " ON CONFLICT (job_id, scheduled_for, attempt) DO NOTHING RETURNING job_id),"
     " woken AS (SELECT pg_notify('" + JOBS_CHANNEL + "', json_build_object('op', 'retry', 'job_id', job_id)::text)"

@@ -20,6 +20,7 @@ class Delivery:
     path: str
     idempotency_key: str | None
     attempt: str | None
+    body: bytes = b""
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -27,10 +28,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _record(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
-        if length:
-            self.rfile.read(length)
+        body = self.rfile.read(length) if length else b""
         delivery = Delivery(
-            time.time(), self.path, self.headers.get("Idempotency-Key"), self.headers.get("X-Cronos-Attempt")
+            time.time(), self.path, self.headers.get("Idempotency-Key"), self.headers.get("X-Cronos-Attempt"), body
         )
         with self.server.lock:
             self.server.deliveries.append(delivery)

@@ -214,3 +214,27 @@ def test_catch_up_pace_holds_across_capped_rounds() -> None:
     assert dues[0] == now and dues[-1] == now + timedelta(seconds=2498 / 100)
     per_second = Counter(int((d - now).total_seconds()) for d in dues)
     assert max(per_second.values()) == 100
+
+
+def test_a_newer_schedule_takes_its_cursor_back_to_the_change_and_ticks_record_their_revision() -> None:
+    book = _book([_job(1, "*/5 * * * * *", T0)])
+    with book.round(T0 + timedelta(seconds=5), horizon=T0 + timedelta(seconds=6)) as ticks:
+        batches = list(ticks)
+        for batch in batches:
+            book.advance(batch)
+    assert _rows(batches) == [(1, T0 + timedelta(seconds=5), None)] and batches[0].revision == [1]
+    # The schedule changed at T0+4.5 s, while T0+5 s was written ahead: planned again from there,
+    # under the new revision (the ledger keeps a tick both schedules fire at once).
+    changed_at = T0 + timedelta(seconds=4.5)
+    book.apply([_job(1, "* * * * * *", changed_at, revision=2, plan_revision=2)], ())
+    assert book.next_due() == T0 + timedelta(seconds=5)
+    batches = tick(book, T0 + timedelta(seconds=6))
+    assert [s for _, s, _ in _rows(batches)] == [T0 + timedelta(seconds=5), T0 + timedelta(seconds=6)]
+    assert batches[0].revision == [2, 2]
+    # A read from before that change (a slow resync) changes nothing; a later revision of the same
+    # schedule (a payload change) keeps the cursor and is recorded by the next ticks.
+    book.apply([_job(1, "*/5 * * * * *", T0, revision=1, plan_revision=1)], ())
+    assert book.next_due() == T0 + timedelta(seconds=7)
+    book.apply([_job(1, "* * * * * *", changed_at, revision=3, plan_revision=2)], ())
+    assert book.next_due() == T0 + timedelta(seconds=7)
+    assert tick(book, T0 + timedelta(seconds=7))[0].revision == [3]
