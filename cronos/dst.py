@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
@@ -40,6 +41,11 @@ def transition(zone: ZoneInfo, wall: datetime) -> datetime:
     # smaller one, after it. tzdata changes happen on whole seconds.
     low = math.floor((wall - max(old, new)).replace(tzinfo=UTC).timestamp())
     high = math.ceil((wall - min(old, new)).replace(tzinfo=UTC).timestamp())
+    return _first_with(zone, low, high, new)
+
+
+def _first_with(zone: ZoneInfo, low: int, high: int, new: timedelta) -> datetime:
+    """The first whole second in (low, high] whose offset is ``new`` (it is at ``high``)."""
     while high - low > 1:
         middle = (low + high) // 2
         if datetime.fromtimestamp(middle, zone).utcoffset() == new:
@@ -118,3 +124,60 @@ def fire_times(
             break
         times.append(current)
     return times
+
+
+@dataclass(frozen=True, slots=True)
+class Segment:
+    """A stretch of real time [start, end) with one UTC offset: wall = instant + offset."""
+
+    start: datetime
+    end: datetime
+    offset: timedelta
+    # From here on no wall time repeats one of before `start` (the clock went back that far).
+    settled: datetime
+
+
+_PROBE = timedelta(hours=6)  # tzdata never changes a zone's offset twice within six hours
+_CHANGES: dict[tuple[str, int], tuple[tuple[datetime, timedelta, timedelta], ...]] = {}
+
+
+def _offset_at(zone: ZoneInfo, at: datetime) -> timedelta:
+    offset = at.astimezone(zone).utcoffset()
+    assert offset is not None
+    return offset
+
+
+def _changes(zone: ZoneInfo, year: int) -> tuple[tuple[datetime, timedelta, timedelta], ...]:
+    """(instant, old offset, new offset) of the zone's changes in a UTC year, memoised."""
+    key = (zone.key, year)
+    found = _CHANGES.get(key)
+    if found is None:
+        out = []
+        at = datetime(year, 1, 1, tzinfo=UTC)
+        end = datetime(year + 1, 1, 1, tzinfo=UTC)
+        old = _offset_at(zone, at)
+        while at < end:
+            new = _offset_at(zone, at + _PROBE)
+            if new != old:
+                low = int(at.timestamp())
+                out.append((_first_with(zone, low, low + int(_PROBE.total_seconds()), new), old, new))
+            at, old = at + _PROBE, new
+        if len(_CHANGES) > 100_000:
+            _CHANGES.clear()
+        found = _CHANGES[key] = tuple(out)
+    return found
+
+
+def segment(zone: ZoneInfo, at: datetime) -> Segment:
+    """The segment holding the aware UTC instant ``at`` (bounds looked for a year either side)."""
+    year = at.year
+    changes = [c for y in (year - 1, year, year + 1) if 1 < y < 9999 for c in _changes(zone, y)]
+    start, settled = datetime(max(1, year - 1), 1, 1, tzinfo=UTC), None
+    end = datetime(min(9999, year + 1), 12, 31, tzinfo=UTC)
+    for when, old, new in changes:
+        if when <= at:
+            start, settled = when, when + max(old - new, timedelta(0))
+        else:
+            end = when
+            break
+    return Segment(start, end, _offset_at(zone, at), settled or start)

@@ -17,18 +17,19 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 from importlib import resources
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from cronos.cron_fields import EXPR, CronFields, month_shape, next_table, parse
-from cronos.dst import fire_times, next_fixed, next_wildcard, require_aware
+from cronos.dst import Segment, fire_times, next_fixed, next_wildcard, require_aware, segment
 from cronos.errors import InvalidSchedule
 
 _TZ = "$.timezone"
 _UTC_NAMES = frozenset({"UTC", "Etc/UTC"})
 _EMPTY = (datetime.max.replace(tzinfo=UTC), datetime.min.replace(tzinfo=UTC))
+_NO_SEGMENT = Segment(_EMPTY[0], _EMPTY[0], timedelta(0), _EMPTY[0])
 _MONTH_CACHE = 4096  # months remembered per schedule before starting again
 Fields = tuple[int, int, int, int, int, int]  # year, month, day, hour, minute, second
 
@@ -68,6 +69,7 @@ class Schedule:
     _by_month: dict[int, tuple[int, ...]] = field(init=False, repr=False, compare=False)
     _by_shape: dict[tuple[int, int], tuple[int, ...]] = field(init=False, repr=False, compare=False)
     _memo: tuple[datetime, datetime] = field(init=False, repr=False, compare=False)  # last (after, answer)
+    _segment: Segment = field(init=False, repr=False, compare=False)  # the last stretch of one offset
 
     def __post_init__(self) -> None:
         if not isinstance(self.expression, str):
@@ -86,6 +88,7 @@ class Schedule:
         set_(self, "_by_month", {})
         set_(self, "_by_shape", {})
         set_(self, "_memo", _EMPTY)
+        set_(self, "_segment", _NO_SEGMENT)
 
     @property
     def wildcard(self) -> bool:
@@ -94,19 +97,39 @@ class Schedule:
 
     def next_after(self, after: datetime) -> datetime:
         """The first fire instant strictly after ``after`` (aware, any zone), in UTC."""
-        require_aware(after, "after")
+        if after.tzinfo is not UTC:
+            require_aware(after, "after")
+            after = after.astimezone(UTC)
         low, high = self._memo
         if low <= after < high:  # nothing fires in (low, high), so the answer is unchanged
             return high
         if self._utc:
-            y, mo, d, h, mi, s = self._after(after.astimezone(UTC))
+            y, mo, d, h, mi, s = self._after(after)
             result = datetime(y, mo, d, h, mi, s, tzinfo=UTC)
+        elif (found := self._in_segment(after)) is not None:
+            result = found
         elif self._fields.wildcard:
             result = next_wildcard(self._zone, self._next_wall, after)
         else:
             result = next_fixed(self._zone, self._next_wall, after)
         object.__setattr__(self, "_memo", (after, result))  # one tuple: safe across threads
         return result
+
+    def _in_segment(self, after: datetime) -> datetime | None:
+        """The answer when it lies in ``after``'s stretch of one UTC offset (most calls), else None.
+
+        Inside such a stretch wall time is instant + offset, so the first matching wall time
+        is the answer; a fixed-time job must also be past any wall times the stretch repeats.
+        """
+        seg = self._segment
+        if not seg.start <= after < seg.end:
+            seg = segment(self._zone, after)
+            object.__setattr__(self, "_segment", seg)
+        if after < seg.settled and not self._fields.wildcard:
+            return None
+        y, mo, d, h, mi, s = self._after(after + seg.offset)  # UTC-tagged, but its fields are the wall time
+        found = datetime(y, mo, d, h, mi, s, tzinfo=UTC) - seg.offset
+        return found if found < seg.end else None
 
     def fire_times(self, after: datetime, until: datetime, limit: int | None = None) -> list[datetime]:
         """Fire instants ``t`` with ``after < t <= until``, ascending, UTC, at most ``limit``."""
@@ -117,18 +140,21 @@ class Schedule:
         return datetime(*self._after(wall))
 
     def _after(self, wall: datetime) -> Fields:
-        if self.has_seconds:
-            return self._first(wall.year, wall.month, wall.day, wall.hour, wall.minute, wall.second + 1)
-        return self._first(wall.year, wall.month, wall.day, wall.hour, wall.minute + 1, 0)
-
-    def _first(self, y: int, mo: int, d: int, h: int, mi: int, s: int) -> Fields:
-        """The first matching wall time at or after the given one; units may overflow by one."""
-        seconds, minutes, hours, months = self._seconds, self._minutes, self._hours, self._months
-        while True:
+        """The first matching wall time strictly after the fields of ``wall`` (its tzinfo unread)."""
+        y, mo, d, h = wall.year, wall.month, wall.day, wall.hour
+        mi, s = (wall.minute, wall.second + 1) if self.has_seconds else (wall.minute + 1, 0)
+        seconds, minutes, hours, months, by_month = (
+            self._seconds,
+            self._minutes,
+            self._hours,
+            self._months,
+            self._by_month,
+        )
+        while True:  # each unit may overflow by one (second 60, hour 24, day 32, month 13): carry it
             if (m := months[mo]) != mo:
                 y, mo = (y + 1, months[1]) if m < 0 else (y, m)
                 d, h, mi, s = 1, 0, 0, 0
-            days = self._days(y, mo)
+            days = by_month.get(y << 4 | mo) or self._days(y, mo)
             i = bisect_left(days, d)
             if i == len(days):
                 mo, d, h, mi, s = mo + 1, 1, 0, 0, 0
