@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from zoneinfo import ZoneInfo
 
 from cronos.schedule import Schedule, parse_schedule
+from cronos.schedule_legacy import LegacySchedule
 from cronos.settings import Settings
 
 FORMS = ("* * * * *", "*/5 * * * *", "0 * * * *", "30 2 * * 1-5", "* * * * * *", "0 9 * * *")
@@ -29,12 +30,13 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--repeat", type=int, default=5, help="rounds per form and library; the median is shown")
     parser.add_argument("--zone", default="UTC", help="IANA zone of every form (default UTC)")
     parser.add_argument("--form", action="append", help="a cron expression to measure (repeatable; default: common)")
+    parser.add_argument("--legacy", action="store_true", help="also the pre-issue-12 croniter schedule, for comparison")
     return parser
 
 
-def _cronos(expression: str, zone: str, calls: int) -> float:
+def _cronos(expression: str, zone: str, calls: int, kind: type[Schedule | LegacySchedule] = Schedule) -> float:
     parse_schedule(expression, zone)  # refuses a bad form with its message before timing
-    schedule = Schedule(expression, zone, len(expression.split()) == 6)
+    schedule = kind(expression, zone, len(expression.split()) == 6)
     current = START.replace(tzinfo=UTC)
     began = time.perf_counter()
     for _ in range(calls):
@@ -69,8 +71,13 @@ def main(settings: Settings, argv: Sequence[str]) -> int:
         print("cronos bench schedule: cronsim is not installed (pip install -e '.[test]')")
         return 1
     print(f"cronos bench schedule: {args.calls} next-fire calls x {args.repeat} rounds, zone {args.zone}, median")
-    print(f"{'form':<16} {'cronos calls/s':>15} {'cronsim calls/s':>16} {'ratio':>6}")
+    header = f"{'form':<16} {'cronos calls/s':>15} {'cronsim calls/s':>16} {'ratio':>6}"
+    print(header + "  legacy calls/s" * args.legacy)
     for expression in args.form or FORMS:
         ours, theirs = _medians(expression, args.zone, args)
-        print(f"{expression:<16} {ours:>15,.0f} {theirs:>16,.0f} {ours / theirs:>6.2f}")
+        line = f"{expression:<16} {ours:>15,.0f} {theirs:>16,.0f} {ours / theirs:>6.2f}"
+        if args.legacy:
+            legacy = statistics.median(_cronos(expression, args.zone, args.calls, LegacySchedule) for _ in range(3))
+            line += f" {legacy:>15,.0f}"
+        print(line)
     return 0
