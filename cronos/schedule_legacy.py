@@ -43,22 +43,15 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from croniter import CroniterBadDateError, CroniterError, croniter
 
+from cronos.cron_fields import EXPR, MACROS, MAX_LENGTH
 from cronos.dst import fire_times, next_fixed, next_wildcard, require_aware
 from cronos.errors import InvalidSchedule
 from cronos.schedule import Schedule, parse_schedule
 
-_EXPR = "$.cron_expression"
+_EXPR = EXPR
 _TZ = "$.timezone"
-_MAX_LENGTH = 256
-_MACROS = {
-    "@yearly": "0 0 1 1 *",
-    "@annually": "0 0 1 1 *",
-    "@monthly": "0 0 1 * *",
-    "@weekly": "0 0 * * 0",
-    "@daily": "0 0 * * *",
-    "@midnight": "0 0 * * *",
-    "@hourly": "0 * * * *",
-}
+_MAX_LENGTH = MAX_LENGTH
+_MACROS = MACROS  # unchanged by issue 12
 # (name, lowest, highest) in the order users write the fields; seconds go first.
 _SECOND = ("second", 0, 59)
 _FIELDS = (("minute", 0, 59), ("hour", 0, 23), ("day-of-month", 1, 31), ("month", 1, 12), ("day-of-week", 0, 7))
