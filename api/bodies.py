@@ -19,11 +19,12 @@ from aiohttp import web
 
 from api.errors import MalformedBody, invalid_input
 from api.schemas import JobOut, RunOut
-from cronos.errors import InvalidInput, NotFound
+from cronos.errors import InvalidInput, InvalidSchedule, NotFound
 from cronos.models import PAYLOAD_TYPES, Job, Run, RunSummary, check_payload
 from cronos.netguard import literal_host_refusal
 from cronos.redact import redact_payload
 from cronos.schedule import Schedule, parse_schedule
+from cronos.schedule_legacy import stored_schedule
 
 T = TypeVar("T")
 
@@ -202,12 +203,16 @@ def utc_now() -> datetime:
 
 def job_out(job: Job, now: datetime, **extra: Any) -> JobOut:
     """The job as the API shows it; `next_run_at` is null while paused."""
+    try:  # a stored row the parser now refuses runs on its previous meaning, flagged
+        schedule, notice = stored_schedule(job.cron_expression, job.timezone)
+    except InvalidSchedule as exc:  # never valid: the dispatcher does not run it either
+        schedule, notice = None, f"{exc.field}: {exc.message}. The job is not dispatched until its schedule is edited"
     upcoming = None
-    if job.status == "active":
-        upcoming = parse_schedule(job.cron_expression, job.timezone).next_after(now)
+    if job.status == "active" and schedule is not None:
+        upcoming = schedule.next_after(now)
     fields = msgspec.structs.asdict(job)
     fields["payload"] = redact_payload(job.kind, job.payload)  # secrets are write-only
-    return JobOut(next_run_at=upcoming, **fields, **extra)
+    return JobOut(next_run_at=upcoming, schedule_notice=notice, **fields, **extra)
 
 
 def run_out(run: Run, *, detail: bool = False) -> RunOut:

@@ -16,9 +16,9 @@ from api.bodies import decode_cursor, encode_cursor, query_choice, query_limit, 
 from api.routing import DB_ERRORS, PAGE, Query, Route
 from api.state import BACKENDS
 from cronos.describe import describe
-from cronos.errors import InvalidInput
+from cronos.errors import InvalidInput, InvalidSchedule
 from cronos.models import JOB_STATUSES, JobKind, JobStatus, RunState
-from cronos.schedule import parse_schedule
+from cronos.schedule_legacy import StoredSchedule, stored_schedule
 from cronos.store.overview import RATE_OVER, JobRow, OverviewStore
 
 MAX_SEARCH = 200  # a job name's own bound
@@ -53,7 +53,10 @@ class JobOverviewList(msgspec.Struct, kw_only=True):
 
 
 def overview(row: JobRow, now: datetime) -> JobOverview:
-    schedule = parse_schedule(row.cron_expression, row.timezone)
+    try:  # a stored row keeps its pre-issue-12 meaning until edited (cronos.schedule_legacy)
+        schedule: StoredSchedule | None = stored_schedule(row.cron_expression, row.timezone)[0]
+    except InvalidSchedule:
+        schedule = None  # neither meaning accepts the row: nothing fires (the job page says why)
     last = None
     if row.run_id is not None and row.run_state is not None and row.run_scheduled_for is not None:
         delay = None
@@ -75,7 +78,7 @@ def overview(row: JobRow, now: datetime) -> JobOverview:
         timezone=row.timezone,
         kind=row.kind,
         status=row.status,
-        next_run_at=schedule.next_after(now) if row.status == "active" else None,
+        next_run_at=schedule.next_after(now) if row.status == "active" and schedule is not None else None,
         last_run=last,
         success_rate=round(row.completed / row.finished, 4) if row.finished else None,
         finished=row.finished,

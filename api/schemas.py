@@ -99,6 +99,12 @@ class JobOut(Job, kw_only=True):
     """The stored job (cronos.models.Job) plus what the API derives for it."""
 
     next_run_at: datetime | None
+    # Set when the stored cron_expression/timezone is one the parser now refuses (issue 12): the
+    # job keeps its previous meaning until edited; this says why and what to write instead.
+    schedule_notice: Annotated[
+        str | None,
+        Meta(description="why the stored schedule is refused now and what to write instead; null when valid"),
+    ] = None
     # Only when it is created or rotated: the Standard Webhooks secret (`whsec_...`) that signs
     # the requests of an http job. Never shown again.
     webhook_secret: str | UnsetType = UNSET

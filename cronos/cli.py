@@ -56,10 +56,8 @@ def _parser() -> argparse.ArgumentParser:
             metavar="MODULE",
             help="import MODULE to register @cronos.task functions (repeatable)",
         )
-    bench = sub.add_parser(
-        "bench", help="benchmarks: `cronos bench dispatch --help`, `cronos bench run --help`, `cronos bench e2e --help`"
-    )
-    bench.add_argument("which", choices=["dispatch", "run", "e2e"])
+    bench = sub.add_parser("bench", help="benchmarks: `cronos bench dispatch|run|e2e|schedule --help`")
+    bench.add_argument("which", choices=["dispatch", "run", "e2e", "schedule"])
     bench.add_argument("rest", nargs=argparse.REMAINDER)
     _token_parser(sub)
     from cronos.apply_cli import add_command as add_apply

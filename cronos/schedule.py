@@ -1,188 +1,53 @@
-"""Cron schedule math: validate expressions and compute fire instants.
+"""Cron schedules: validate an expression and a zone, compute fire instants as Vixie cron would.
 
 Pure: never reads the clock (``after``/``until`` are parameters), no I/O beyond zoneinfo
-loading tz data; instants come out as aware UTC datetimes. croniter is imported here and
-nowhere else, and only ever sees naive local wall-clock times: this module maps them to
-instants itself, because croniter's own DST handling is unreliable.
+loading tz data; instants come out as aware UTC datetimes. The syntax is read by
+`cronos.cron_fields`; the DST rule (fixed-time vs wildcard jobs) is `cronos.dst`. What
+each form means, and where it differs from Vixie cron, Quartz and croniter:
+docs/cron.md.
 
 Syntax: 5 fields ``minute hour day-of-month month day-of-week``, or 6 with **seconds
-first** (node-cron / Quartz: ``*/5 * * * * *`` every 5 s, ``0 30 9 * * 1-5`` 09:30:00 on
-weekdays); names (``MON-FRI``, ``JAN``), wrapping ranges (``FRI-MON``), ``L``, ``#``, ``W``
-as croniter accepts them; macros ``@yearly @annually @monthly @weekly @daily @midnight
-@hourly``. A field covering its whole range counts as ``*``; when both day fields are
-restricted, either may match (classic cron OR). Rejected: 7 fields, ``@reboot``, ``H``/``R``
-(hashed/random: not reproducible), out-of-range values, never-firing dates (``0 0 30 2 *``).
-
-DST rules, on the local wall clock of the job's IANA zone (default UTC):
-  * Wall-clock jobs -- the hour field names particular hours (``30 2 * * *``, ``@daily``,
-    ``0 9-17 * * 1-5``) -- are appointments. A matching time skipped by a spring-forward
-    gap fires once, at the first instant after the gap (Europe/Berlin ``30 2 * * *`` fires
-    on 2026-03-29 at 03:00 CEST = 01:00Z); several skipped times collapse into that one
-    fire, as cronie runs the skipped interval's jobs right after the change. A matching
-    time repeated by a fall-back fires once, at its first occurrence.
-  * Every-hour jobs -- the hour field covers all 24 hours (``*/15 * * * *``, ``@hourly``,
-    ``*/5 * * * * *``) -- follow elapsed time: they fire at every real instant whose local
-    wall clock matches. Both passes of a repeated hour fire, so ``*/15`` keeps its real
-    15-minute cadence; times inside a gap never happen and are not replayed (``30 * * * *``
-    fires at 00:30Z and 01:30Z across Berlin's gap, not also at 01:00Z), as cronie does
-    for wildcard-hour jobs.
+first** (``*/5 * * * * *`` every 5 s, ``0 30 9 * * 1-5`` 09:30:00 on weekdays); macros
+``@yearly @annually @monthly @weekly @daily @midnight @hourly``. Day of month and day of
+week are ANDed when either field starts with ``*`` (or ``?``), ORed otherwise. Zones are
+the names the ``tzdata`` package ships, the same on every host.
 """
 
 from __future__ import annotations
 
-import math
-import re
-import threading
+from bisect import bisect_left
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
+from importlib import resources
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from croniter import CroniterBadDateError, CroniterError, croniter
-
+from cronos.cron_fields import EXPR, CronFields, month_shape, next_table, parse
+from cronos.dst import Segment, fire_times, next_fixed, next_wildcard, require_aware, segment
 from cronos.errors import InvalidSchedule
 
-_EXPR = "$.cron_expression"
 _TZ = "$.timezone"
-_MAX_LENGTH = 256
-_MACROS = {
-    "@yearly": "0 0 1 1 *",
-    "@annually": "0 0 1 1 *",
-    "@monthly": "0 0 1 * *",
-    "@weekly": "0 0 * * 0",
-    "@daily": "0 0 * * *",
-    "@midnight": "0 0 * * *",
-    "@hourly": "0 * * * *",
-}
-# (name, lowest, highest) in the order users write the fields; seconds go first.
-_SECOND = ("second", 0, 59)
-_FIELDS = (("minute", 0, 59), ("hour", 0, 23), ("day-of-month", 1, 31), ("month", 1, 12), ("day-of-week", 0, 7))
-_MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
-_DAYS = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")
-_NAMES = {"month": {n: i for i, n in enumerate(_MONTHS, 1)}, "day-of-week": {n: i for i, n in enumerate(_DAYS)}}
-_WORD = re.compile(r"[a-z]+", re.ASCII | re.IGNORECASE)
-_NUMBERS = re.compile(r"(\d+)(?:-(\d+))?", re.ASCII)
-_HASHED = re.compile(r"[hr](?:\(.*\))?(?:/.*)?", re.ASCII | re.IGNORECASE)
-# Names whose meaning depends on the host's configuration, not on tzdata.
-_HOST_ZONES = frozenset({"localtime", "posixrules"})
-_REFERENCE = datetime(2000, 1, 1)  # fixed start for the "does it ever fire" check
-_US = timedelta(microseconds=1)
+_UTC_NAMES = frozenset({"UTC", "Etc/UTC"})
 _EMPTY = (datetime.max.replace(tzinfo=UTC), datetime.min.replace(tzinfo=UTC))
+_NO_SEGMENT = Segment(_EMPTY[0], _EMPTY[0], timedelta(0), _EMPTY[0])
+_MONTH_CACHE = 4096  # months remembered per schedule before starting again
+Fields = tuple[int, int, int, int, int, int]  # year, month, day, hour, minute, second
 
 
-def _normalize_field(token: str, name: str, low: int, high: int) -> str:
-    """Check values with messages that name them; return the token as croniter should see it."""
-    parts = []
-    if names := _NAMES.get(name):  # numbers from here on, so names get the same checks
-        token = _WORD.sub(lambda word: str(names.get(word[0].lower(), word[0])), token)
-    for part in token.split(","):
-        if not part:
-            raise InvalidSchedule(_EXPR, f"{name} field {token!r} has an empty list item")
-        if _HASHED.fullmatch(part):
-            raise InvalidSchedule(_EXPR, f"{name} field {token!r}: H and R values are not supported")
-        span, slash, step = part.partition("/")
-        if slash and not (step.isascii() and step.isdigit() and int(step) > 0):
-            raise InvalidSchedule(_EXPR, f"{name} step {step!r} must be a positive integer")
-        # As Vixie cron: a step may be as large as the field's range (*/60 in minutes fires at :00).
-        if slash and int(step) > high - low + 1:
-            raise InvalidSchedule(_EXPR, f"{name} step {step} is larger than the field's range {low}-{high}")
-        # croniter reads a bare "-" (or a range missing an end) as "*" in some positions.
-        if span.startswith("-") or span.endswith("-") or "--" in span:
-            raise InvalidSchedule(_EXPR, f"{name} field {token!r}: a range needs a start and an end")
-        if match := _NUMBERS.fullmatch(span):
-            for number in match.groups():
-                if number is not None and not low <= int(number) <= high:
-                    raise InvalidSchedule(_EXPR, f"{name} value {int(number)} out of range {low}-{high}")
-        first, dash, last = span.partition("-")
-        # croniter reads an equal range ("5-5", "sun-0") as the whole cycle; cron means one value.
-        parts.append(first if dash and first == last else part)
-    return ",".join(parts)
-
-
-def _compile(expression: str) -> tuple[croniter[datetime], bool]:
-    """Validate an expression; return the croniter and whether it has seconds."""
-    if not expression:
-        raise InvalidSchedule(_EXPR, "expression is empty")
-    if len(expression) > _MAX_LENGTH:
-        raise InvalidSchedule(_EXPR, f"expression longer than {_MAX_LENGTH} characters")
-    if expression.startswith("@"):
-        macro = _MACROS.get(expression.lower())
-        if macro is None:
-            problem = "has no fire time" if expression.lower() == "@reboot" else "is not a macro"
-            raise InvalidSchedule(_EXPR, f"{expression!r} {problem}; use {', '.join(_MACROS)}")
-        fields = macro.split()
-    else:
-        fields = expression.split()
-    if len(fields) not in (5, 6):
-        raise InvalidSchedule(_EXPR, f"expected 5 or 6 fields, got {len(fields)}")
-    has_seconds = len(fields) == 6
-    specs = ((_SECOND,) if has_seconds else ()) + _FIELDS
-    normalized = []
-    for index, (token, (name, low, high)) in enumerate(zip(fields, specs, strict=True)):
-        normalized.append(_normalize_field(token, name, low, high))
-        probe = ["*"] * len(fields)  # this field alone, so croniter's error names it
-        probe[index] = normalized[-1]
-        try:
-            expanded = croniter.expand(" ".join(probe), second_at_beginning=has_seconds)[0]
-        except (CroniterError, LookupError, ValueError) as exc:  # croniter can also fail on its own
-            raise InvalidSchedule(_EXPR, f"{name} field {token!r} is not valid") from exc
-        # A field covering its whole range is "*": croniter would keep "1-31" as a list
-        # and switch the day fields to OR; we want "1-31" and "*" to mean the same.
-        if expanded[(index - 1) % 6 if has_seconds else index] == ["*"]:
-            normalized[-1] = "*"
-    try:
-        cron = croniter(" ".join(normalized), _REFERENCE, ret_type=datetime, second_at_beginning=has_seconds)
-        cron.get_next(datetime, start_time=_REFERENCE, update_current=False)
-    except CroniterBadDateError:
-        raise InvalidSchedule(_EXPR, "expression never fires (no such date)") from None
-    except (CroniterError, LookupError, ValueError) as exc:
-        raise InvalidSchedule(_EXPR, f"expression is not valid: {exc}") from exc
-    return cron, has_seconds
+@lru_cache(maxsize=1)
+def tzdata_zones() -> frozenset[str]:
+    """The zone names of the ``tzdata`` package (links like ``US/Pacific`` included)."""
+    return frozenset(resources.files("tzdata").joinpath("zones").read_text(encoding="utf-8").split())
 
 
 def _zone(name: object) -> ZoneInfo:
-    if not isinstance(name, str) or not name or name in _HOST_ZONES:
-        raise InvalidSchedule(_TZ, f"unknown time zone {name!r}")
+    # Only tzdata's names: `right/UTC`, `posix/...` or `localtime` exist on some hosts only.
+    if not isinstance(name, str) or name not in tzdata_zones():
+        raise InvalidSchedule(_TZ, f"unknown time zone {name!r} (IANA names as the tzdata package ships them)")
     try:
         return ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError, OSError):
+    except (ZoneInfoNotFoundError, ValueError, OSError):  # pragma: no cover - tzdata lists it
         raise InvalidSchedule(_TZ, f"unknown time zone {name!r}") from None
-
-
-def _offsets(zone: ZoneInfo, wall: datetime) -> tuple[timedelta, timedelta]:
-    """Offsets of a wall time read before (fold=0) and after (fold=1) a change.
-
-    Equal: it exists once. First larger: it repeats (fall-back). Smaller: a gap skips it.
-    """
-    before = wall.replace(tzinfo=zone, fold=0).utcoffset()
-    after = wall.replace(tzinfo=zone, fold=1).utcoffset()
-    assert before is not None and after is not None  # zoneinfo always knows the offset
-    return before, after
-
-
-def _transition(zone: ZoneInfo, wall: datetime) -> datetime:
-    """The instant of the offset change that skips or repeats ``wall``, to the second."""
-    old, new = _offsets(zone, wall)
-    # Reading the wall time with the larger offset lands before the change; with the
-    # smaller one, after it. tzdata changes happen on whole seconds.
-    low = math.floor((wall - max(old, new)).replace(tzinfo=UTC).timestamp())
-    high = math.ceil((wall - min(old, new)).replace(tzinfo=UTC).timestamp())
-    while high - low > 1:
-        middle = (low + high) // 2
-        if datetime.fromtimestamp(middle, zone).utcoffset() == new:
-            high = middle
-        else:
-            low = middle
-    return datetime.fromtimestamp(high, UTC)
-
-
-def _instant(wall: datetime, offset: timedelta) -> datetime:
-    return (wall - offset).replace(tzinfo=UTC)
-
-
-def _require_aware(value: datetime, name: str) -> None:
-    if value.utcoffset() is None:
-        raise ValueError(f"{name} must be an aware datetime, got {value!r}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,94 +58,140 @@ class Schedule:
     timezone: str = "UTC"
     has_seconds: bool = False
     _zone: ZoneInfo = field(init=False, repr=False, compare=False)
-    _cron: croniter[datetime] = field(init=False, repr=False, compare=False)
-    _every_hour: bool = field(init=False, repr=False, compare=False)
-    # croniter keeps per-call state, so calls are serialised; _memo is the last answer.
-    _lock: threading.Lock = field(init=False, repr=False, compare=False)
-    _memo: tuple[datetime, datetime] = field(init=False, repr=False, compare=False)
+    _fields: CronFields = field(init=False, repr=False, compare=False)
+    _utc: bool = field(init=False, repr=False, compare=False)
+    # t[v]: the first matching value >= v, -1 to carry into the next larger unit.
+    _seconds: tuple[int, ...] = field(init=False, repr=False, compare=False)
+    _minutes: tuple[int, ...] = field(init=False, repr=False, compare=False)
+    _hours: tuple[int, ...] = field(init=False, repr=False, compare=False)
+    _months: tuple[int, ...] = field(init=False, repr=False, compare=False)
+    # matching days per (year << 4 | month), and per month shape (length, weekday of the 1st)
+    _by_month: dict[int, tuple[int, ...]] = field(init=False, repr=False, compare=False)
+    _by_shape: dict[tuple[int, int], tuple[int, ...]] = field(init=False, repr=False, compare=False)
+    _memo: tuple[datetime, datetime] = field(init=False, repr=False, compare=False)  # last (after, answer)
+    _segment: Segment = field(init=False, repr=False, compare=False)  # the last stretch of one offset
 
     def __post_init__(self) -> None:
         if not isinstance(self.expression, str):
-            raise InvalidSchedule(_EXPR, "expression must be a string")
-        cron, has_seconds = _compile(self.expression)
-        if has_seconds != self.has_seconds:
+            raise InvalidSchedule(EXPR, "expression must be a string")
+        parsed = parse(self.expression)
+        if parsed.has_seconds != self.has_seconds:
             raise ValueError(f"has_seconds={self.has_seconds} contradicts {self.expression!r}")
-        hours = cron.expanded[1]  # croniter stores minute, hour, ... even with seconds first
         set_ = object.__setattr__  # frozen: derived fields are set once, here
         set_(self, "_zone", _zone(self.timezone))
-        set_(self, "_cron", cron)
-        set_(self, "_every_hour", hours == ["*"])
-        set_(self, "_lock", threading.Lock())
+        set_(self, "_fields", parsed)
+        set_(self, "_utc", self.timezone in _UTC_NAMES)
+        set_(self, "_seconds", next_table(parsed.seconds, 60))
+        set_(self, "_minutes", next_table(parsed.minutes, 60))
+        set_(self, "_hours", next_table(parsed.hours, 24))
+        set_(self, "_months", next_table(parsed.months, 13))
+        set_(self, "_by_month", {})
+        set_(self, "_by_shape", {})
         set_(self, "_memo", _EMPTY)
+        set_(self, "_segment", _NO_SEGMENT)
+
+    @property
+    def wildcard(self) -> bool:
+        """Vixie's DST class: minute or hour starts with ``*`` (follows real time)."""
+        return self._fields.wildcard
 
     def next_after(self, after: datetime) -> datetime:
-        """The first fire instant strictly after ``after`` (aware, any zone), in UTC."""
-        _require_aware(after, "after")
+        """The first fire instant strictly after ``after`` (aware, any zone), in UTC; OverflowError
+        when the calendar (year 9999) ends first."""
+        if after.tzinfo is not UTC:
+            require_aware(after, "after")
+            after = after.astimezone(UTC)
         low, high = self._memo
         if low <= after < high:  # nothing fires in (low, high), so the answer is unchanged
             return high
-        with self._lock:
-            result = self._next_elapsed(after) if self._every_hour else self._next_wall_clock(after)
-            object.__setattr__(self, "_memo", (after, result))
+        try:
+            if self._utc:
+                y, mo, d, h, mi, s = self._after(after)
+                result = datetime(y, mo, d, h, mi, s, tzinfo=UTC)
+            elif (found := self._in_segment(after)) is not None:
+                result = found
+            elif self._fields.wildcard:
+                result = next_wildcard(self._zone, self._next_wall, after)
+            else:
+                result = next_fixed(self._zone, self._next_wall, after)
+        except ValueError as exc:  # datetime's "year 10000 is out of range": one error for callers
+            raise OverflowError(f"no fire time after {after.isoformat()} before the year 10000") from exc
+        object.__setattr__(self, "_memo", (after, result))  # one tuple: safe across threads
         return result
+
+    def _in_segment(self, after: datetime) -> datetime | None:
+        """The answer when it lies in ``after``'s stretch of one UTC offset (most calls), else None.
+
+        Inside such a stretch wall time is instant + offset, so the first matching wall time
+        is the answer; a fixed-time job must also be past any wall times the stretch repeats.
+        """
+        seg = self._segment
+        if not seg.start <= after < seg.end:
+            seg = segment(self._zone, after)
+            object.__setattr__(self, "_segment", seg)
+        if after < seg.settled and not self._fields.wildcard:
+            return None
+        y, mo, d, h, mi, s = self._after(after + seg.offset)  # UTC-tagged, but its fields are the wall time
+        found = datetime(y, mo, d, h, mi, s, tzinfo=UTC) - seg.offset
+        return found if found < seg.end else None
 
     def fire_times(self, after: datetime, until: datetime, limit: int | None = None) -> list[datetime]:
         """Fire instants ``t`` with ``after < t <= until``, ascending, UTC, at most ``limit``."""
-        _require_aware(until, "until")
-        times: list[datetime] = []
-        current = after
-        while limit is None or len(times) < limit:
-            current = self.next_after(current)
-            if current > until:
-                break
-            times.append(current)
-        return times
+        return fire_times(self.next_after, after, until, limit)
 
     def _next_wall(self, wall: datetime) -> datetime:
         """The first matching naive wall time strictly after ``wall``."""
-        return self._cron.get_next(datetime, start_time=wall, update_current=False)
+        return datetime(*self._after(wall))
 
-    def _next_real_wall(self, wall: datetime) -> tuple[datetime, timedelta, timedelta]:
-        """Like ``_next_wall`` but skipping times inside a gap; also returns their offsets."""
-        found = self._next_wall(wall)
-        before, after = _offsets(self._zone, found)
-        while before < after:
-            gap_end = (_transition(self._zone, found) + after).replace(tzinfo=None)
-            found = self._next_wall(gap_end - _US)
-            before, after = _offsets(self._zone, found)
-        return found, before, after
+    def _after(self, wall: datetime) -> Fields:
+        """The first matching wall time strictly after the fields of ``wall`` (its tzinfo unread)."""
+        y, mo, d, h = wall.year, wall.month, wall.day, wall.hour
+        mi, s = (wall.minute, wall.second + 1) if self.has_seconds else (wall.minute + 1, 0)
+        seconds, minutes, hours, months, by_month = (
+            self._seconds,
+            self._minutes,
+            self._hours,
+            self._months,
+            self._by_month,
+        )
+        while True:  # each unit may overflow by one (second 60, hour 24, day 32, month 13): carry it
+            if (m := months[mo]) != mo:
+                y, mo = (y + 1, months[1]) if m < 0 else (y, m)
+                d, h, mi, s = 1, 0, 0, 0
+            days = by_month.get(y << 4 | mo) or self._days(y, mo)
+            i = bisect_left(days, d)
+            if i == len(days):
+                mo, d, h, mi, s = mo + 1, 1, 0, 0, 0
+                continue
+            if days[i] != d:
+                d, h, mi, s = days[i], 0, 0, 0
+            if (hh := hours[h]) != h:
+                if hh < 0:
+                    d, h, mi, s = d + 1, 0, 0, 0
+                    continue
+                h, mi, s = hh, 0, 0
+            if (mm := minutes[mi]) != mi:
+                if mm < 0:
+                    h, mi, s = h + 1, 0, 0
+                    continue
+                mi, s = mm, 0
+            if (ss := seconds[s]) < 0:
+                mi, s = mi + 1, 0
+                continue
+            return y, mo, d, h, mi, ss
 
-    def _next_wall_clock(self, after: datetime) -> datetime:
-        # Reading every wall time with fold=0 (gaps collapsed onto their end) is monotonic,
-        # so the answer comes from the first matching wall time after ``after``'s own.
-        local = after.astimezone(self._zone)
-        wall = local.replace(tzinfo=None, fold=0)
-        if local.fold:  # second pass of a repeated hour: all of its first pass is past
-            first_pass_offset = _offsets(self._zone, wall)[0]
-            end = _transition(self._zone, wall) + first_pass_offset
-            wall = end.replace(tzinfo=None) - _US
-        found = self._next_wall(wall)
-        before, after_change = _offsets(self._zone, found)
-        if before < after_change:  # skipped by a gap: fire once, when the gap ends
-            return _transition(self._zone, found)
-        return _instant(found, before)
-
-    def _next_elapsed(self, after: datetime) -> datetime:
-        # Two monotonic readings: fold=0 (first pass) and fold=1 (second pass); they only
-        # differ inside a repeated hour. The answer is the earlier of the two.
-        local = after.astimezone(self._zone)
-        wall = local.replace(tzinfo=None, fold=0)
-        if local.fold:  # second pass: the first pass is already behind us
-            found, _, second_pass = self._next_real_wall(wall)
-            return _instant(found, second_pass)
-        found, first_pass, _ = self._next_real_wall(wall)
-        best = _instant(found, first_pass)
-        old, new = _offsets(self._zone, wall)
-        if old > new:  # first pass of a repeated hour: the wall clock will rewind
-            rewind = (_transition(self._zone, wall) + new).replace(tzinfo=None)
-            again, _, second_pass = self._next_real_wall(rewind - _US)
-            best = min(best, _instant(again, second_pass))
-        return best
+    def _days(self, year: int, month: int) -> tuple[int, ...]:
+        key = year << 4 | month
+        days = self._by_month.get(key)
+        if days is None:
+            shape = month_shape(year, month)
+            days = self._by_shape.get(shape)
+            if days is None:
+                days = self._by_shape[shape] = self._fields.days.in_month(*shape)
+            if len(self._by_month) >= _MONTH_CACHE:
+                self._by_month.clear()
+            self._by_month[key] = days
+        return days
 
 
 @lru_cache(maxsize=4096)
@@ -290,7 +201,7 @@ def parse_schedule(expression: str, timezone: str = "UTC") -> Schedule:
     Memoised: many jobs share few distinct schedules, and Schedule is immutable.
     """
     if not isinstance(expression, str):
-        raise InvalidSchedule(_EXPR, "expression must be a string")
-    text = expression.strip()
+        raise InvalidSchedule(EXPR, "expression must be a string")
+    text = expression.strip(" \t")
     has_seconds = not text.startswith("@") and len(text.split()) == 6
     return Schedule(text, timezone, has_seconds)

@@ -22,7 +22,7 @@ import asyncpg
 
 from cronos import metrics
 from cronos.errors import InvalidInput
-from cronos.schedule import parse_schedule
+from cronos.schedule_legacy import stored_schedule
 from cronos.store import queries as q
 from cronos.store.db import translate_errors
 
@@ -65,7 +65,7 @@ def reconcile(
     result = AuditResult(window)
     for job in jobs:
         try:
-            schedule = parse_schedule(job.cron_expression, job.timezone)
+            schedule, _notice = stored_schedule(job.cron_expression, job.timezone)  # as the dispatcher reads it
         except InvalidInput:
             continue  # the dispatcher does not run it either (logged there)
         ticks = schedule.fire_times(max(start, job.created_at), end, JOB_TICKS_LIMIT)

@@ -19,7 +19,7 @@ from typing import Any
 
 from cronos.errors import InvalidSchedule
 from cronos.models import DispatchJob
-from cronos.schedule import parse_schedule
+from cronos.schedule_legacy import stored_schedule
 from dispatcher.planner import CATCH_UP_PER_S, JOB_ROUND_LIMIT, CatchUpPace, TickBatch, TickRound
 
 Key = tuple[str, str]
@@ -54,7 +54,10 @@ class Group:
 
 class ScheduleBook:
     def __init__(
-        self, parse: Callable[[str, str], Any] = parse_schedule, *, catchup_per_s: float = CATCH_UP_PER_S
+        self,
+        parse: Callable[[str, str], tuple[Any, str | None]] = stored_schedule,
+        *,
+        catchup_per_s: float = CATCH_UP_PER_S,
     ) -> None:
         self._parse = parse
         self._pace = CatchUpPace(catchup_per_s)
@@ -130,13 +133,18 @@ class ScheduleBook:
         group = self._groups.get(key)
         if group is None:
             try:
-                schedule = self._parse(spec.cron_expression, spec.timezone)
+                schedule, notice = self._parse(spec.cron_expression, spec.timezone)
             except InvalidSchedule as exc:
                 log.error(
                     "job has an invalid schedule; not dispatched",
                     extra={"event": "job.invalid_schedule", "job_id": spec.id, "error": str(exc)},
                 )
                 return False
+            if notice is not None:  # a stored row the parser now refuses keeps its old meaning
+                log.warning(
+                    "job's schedule is refused now; it runs on its previous meaning until edited",
+                    extra={"event": "job.legacy_schedule", "job_id": spec.id, "notice": notice},
+                )
             group = self._groups[key] = Group(key, schedule)
         group.jobs[spec.id] = spec
         self._jobs[spec.id] = spec

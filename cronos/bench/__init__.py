@@ -1,8 +1,9 @@
-"""`cronos bench dispatch|run|e2e`: benchmarks on real PostgreSQL and Redis, roles as OS processes.
+"""`cronos bench dispatch|run|e2e|schedule`: benchmarks (the first three on real PostgreSQL and Redis).
 
     dispatch  the leader alone: burst throughput, steady lag, election -> first push, idle CPU
     run       executors alone: runs inserted and pushed by the bench, runs/s and start delay
     e2e       api + dispatcher + executors, jobs registered over REST, run at their defaults
+    schedule  next-fire calls/s of cronos.schedule against cronsim, in-process, per common form
 
 Each benchmark drives the roles as `cronos` processes on a database and key prefix of its
 own, so it never imports a role package (import-linter: `cronos` imports no role).
@@ -15,7 +16,7 @@ from collections.abc import Sequence
 
 from cronos.settings import Settings
 
-BENCHMARKS = ("dispatch", "run", "e2e")
+BENCHMARKS = ("dispatch", "run", "e2e", "schedule")
 
 
 def main(which: str, settings: Settings, argv: Sequence[str]) -> int:

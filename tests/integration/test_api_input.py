@@ -80,7 +80,7 @@ CRON = [
     ("- * * * * *", "second field '-'"),
     ("0 - 5 * * *", "minute field '-'"),
     ("1,,2 * * * *", "empty list item"),
-    ("*/99999999999999999999 * * * *", "larger than the field's range 0-59"),
+    ("*/99999999999999999999 * * * *", "is too large (at most 999)"),
 ]
 
 
