@@ -140,6 +140,7 @@ class Ledger:
         """One page, in due order, of every queued run due by `now` past `after`, marked for this
         epoch; and the cursor of the next page."""
         async with fenced(self._pool, epoch) as conn:
+            await conn.execute(q.REPUSH_PLAN)
             rows = await conn.fetch(q.QUEUED_REPUSH, epoch, now, after[0], after[1], limit)
         rows = sorted(rows, key=lambda r: (r["due_at"], r["id"]))
         return [_queued(r) for r in rows], ((rows[-1]["due_at"], rows[-1]["id"]) if rows else after)

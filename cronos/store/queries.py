@@ -168,6 +168,10 @@ QUEUED_SKIP = (
 )
 # Re-push (election, Redis lost its data): every queued run due by $2, in due order, a page of
 # $5 after the keyset ($3 due_at, $4 id) of the last page (runs_queued_due_id reads just the page).
+# Sent first in the re-push's transaction: over partitions, a page in due order must be a merge of
+# each partition's index, not a sort of everything due, which the planner picks whenever stale
+# statistics promise few queued runs (the whole backlog sorted for every page).
+REPUSH_PLAN = "SET LOCAL enable_sort = off"
 QUEUED_REPUSH = (
     "WITH pick AS MATERIALIZED (SELECT id FROM runs WHERE state = 'queued' AND due_at <= $2"
     " AND (due_at, id) > ($3::timestamptz, $4::bigint) ORDER BY due_at, id LIMIT $5 FOR NO KEY UPDATE)"
@@ -196,8 +200,8 @@ _CLAIMED = (
 # Batch claim. $1 run ids, $2 node id, $3 lease seconds. Claims every queued run of the batch
 # except those an exclusive policy must arbitrate (a running exclusive run of the same job, or a
 # second exclusive run of one job in this batch): those stay queued, and STILL_QUEUED finds them
-# for CLAIM_ONE. A concurrent claim can still trip runs_one_running_exclusive; the caller then
-# arbitrates run by run.
+# for CLAIM_ONE. A concurrent claim can still trip runs_one_running_exclusive (the primary key of
+# runs_running_exclusive, which triggers keep: migration 0009); the caller then arbitrates run by run.
 CLAIM_BATCH = (
     "WITH batch AS MATERIALIZED ("
     " SELECT id, job_id, exclusive, state, scheduled_for, attempt FROM runs WHERE id = ANY($1::bigint[])"
@@ -208,7 +212,7 @@ CLAIM_BATCH = (
     " FROM batch b WHERE b.state = 'queued'),"
     " pick AS ("
     " SELECT c.id FROM cand c WHERE NOT c.exclusive OR (c.n = 1 AND NOT EXISTS ("
-    " SELECT 1 FROM runs o WHERE o.job_id = c.job_id AND o.state = 'running' AND o.exclusive)))"
+    " SELECT 1 FROM runs_running_exclusive o WHERE o.job_id = c.job_id)))"
     " UPDATE runs r SET state = 'running', node_id = $2, started_at = clock_timestamp(),"
     " lease_until = now() + make_interval(secs => $3)"
     " FROM pick p, jobs j WHERE r.id = p.id AND j.id = r.job_id"
@@ -297,6 +301,50 @@ EXPIRE_QUEUED = (
     " AND q.due_at + make_interval(secs => (SELECT j.misfire_grace_s FROM jobs j WHERE j.id = q.job_id)) < now()"
     " ORDER BY q.due_at LIMIT $1 FOR NO KEY UPDATE SKIP LOCKED) e"
     " WHERE r.id = e.id RETURNING r.id"
+)
+
+
+# --- runs partitions (leader, cronos.store.partitions) -------------------------
+
+# `runs` is partitioned by scheduled_for, a partition per UTC day (migration 0009), plus the one
+# the migration made of the table before it (everything until a midnight) and a default one.
+# Each partition's bounds, read back from its bound expression: lower NULL for MINVALUE,
+# both NULL for the default partition.
+PARTITIONS = (
+    "SELECT c.relname AS name, b.expr = 'DEFAULT' AS is_default,"
+    " substring(b.expr FROM 'FROM \\(''([^'']+)''\\)')::timestamptz AS lower,"
+    " substring(b.expr FROM 'TO \\(''([^'']+)''\\)')::timestamptz AS upper"
+    " FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid,"
+    " LATERAL (SELECT pg_get_expr(c.relpartbound, c.oid) AS expr) b"
+    " WHERE i.inhparent = 'runs'::regclass ORDER BY upper NULLS LAST"
+)
+# DDL waits this long for a lock, then gives up until the next pass: while it waits, the
+# statements behind it in the lock queue (claims, finishes) wait too.
+PARTITION_LOCK_TIMEOUT = "SET LOCAL lock_timeout = '500ms'"
+# A new day, {name} from [{lower}, {upper}): built apart (no lock on runs while it is empty),
+# handed the rows of its day that waited in the default partition, then attached (attaching
+# takes a SHARE UPDATE EXCLUSIVE lock on runs, which claims and finishes do not wait for, and
+# an exclusive one on the default partition, which is scanned for rows of the day).
+PARTITION_BUILD = 'CREATE TABLE "{name}" (LIKE runs INCLUDING DEFAULTS INCLUDING CONSTRAINTS)'
+PARTITION_TAKE_DEFAULT = (
+    'WITH moved AS (DELETE FROM runs_default WHERE scheduled_for >= $1 AND scheduled_for < $2 RETURNING *)'
+    ' INSERT INTO "{name}" SELECT * FROM moved'
+)
+PARTITION_ATTACH = "ALTER TABLE runs ATTACH PARTITION \"{name}\" FOR VALUES FROM ('{lower}') TO ('{upper}')"
+# Moving a running exclusive run out of the default partition ended its G3 row (a delete from
+# runs); it is still running in its new partition.
+PARTITION_RUNNING_EXCLUSIVE = (
+    'INSERT INTO runs_running_exclusive (job_id, run_id) SELECT job_id, id FROM "{name}"'
+    " WHERE state = 'running' AND exclusive ON CONFLICT DO NOTHING"
+)
+# A partition to drop must hold no run still to run or running (its partial indexes answer).
+PARTITION_BUSY = "SELECT EXISTS (SELECT 1 FROM \"{name}\" WHERE state IN ('queued', 'running'))"
+PARTITION_DETACH = 'ALTER TABLE runs DETACH PARTITION "{name}"'
+PARTITION_DROP = 'DROP TABLE "{name}"'
+# The default partition's rows past retention (never a queued or running one), $2 at a time.
+DEFAULT_PURGE = (
+    "DELETE FROM runs_default WHERE id IN (SELECT id FROM runs_default WHERE scheduled_for < $1"
+    " AND state NOT IN ('queued', 'running') LIMIT $2)"
 )
 
 
