@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import re
 import socket
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -38,6 +39,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     resync_interval_s: float = 30.0
     stream_maxlen: int = 100_000
     push_lead_ms: int = 250  # tokens go out this long before they are due (executors wait, then claim)
+    runs_retention_s: float = 30 * 86_400  # runs older than this go, a whole day at a time; 0: keep all
     # executor
     executor_concurrency: int = 2000  # runs claimed and executing at once (coroutines: see README)
     executor_prefetch: int = 4000  # tokens in hand at once: held for their due time, executing, recording
@@ -105,6 +107,21 @@ def _url(*schemes: str) -> Callable[[str], str]:
     return parse
 
 
+_AGE = re.compile(r"(\d+(?:\.\d+)?)([hdw]?)")
+_AGE_UNIT_S = {"h": 3600, "d": 86_400, "w": 7 * 86_400}
+
+
+def _retention(raw: str) -> float:
+    """`30d`, `36h`, `2w`, or a number of days; `0` keeps everything. In seconds."""
+    match = _AGE.fullmatch(raw.strip().lower())
+    if match is None:
+        raise ValueError("must be an age such as 30d, 36h or 2w (a bare number: days), or 0 to keep all")
+    seconds = float(match[1]) * _AGE_UNIT_S[match[2] or "d"]
+    if seconds != 0 and not 3600 <= seconds <= 100 * 365 * 86_400:
+        raise ValueError("must be 0 (keep all) or between 1h and 100 years")
+    return seconds
+
+
 def _prefix(raw: str) -> str:
     if not raw or any(c in raw for c in " {}\n"):
         raise ValueError("must be non-empty without spaces or braces")
@@ -161,6 +178,11 @@ VARIABLES: dict[str, tuple[str, Callable[[str], Any], str]] = {
     "CRONOS_RESYNC_INTERVAL_S": ("resync_interval_s", _float(0.1, 86_400), "full job resync period"),
     "CRONOS_STREAM_MAXLEN": ("stream_maxlen", _int(1000, 100_000_000), "approximate run stream bound"),
     "CRONOS_PUSH_LEAD_MS": ("push_lead_ms", _int(0, 1000), "push tokens this long before due (lock early)"),
+    "CRONOS_RUNS_RETENTION": (
+        "runs_retention_s",
+        _retention,
+        "leader drops runs older than this, a whole day at a time (30d, 36h, 2w; 0: keep all)",
+    ),
     "CRONOS_EXECUTOR_CONCURRENCY": ("executor_concurrency", _int(1, 10_000), "runs executing at once per executor"),
     "CRONOS_EXECUTOR_PREFETCH": (
         "executor_prefetch",

@@ -1,4 +1,4 @@
-"""One leadership term: renew, listen, tick, reap and housekeep side by side, ended together.
+"""One leadership term: renew, listen, tick, reap, housekeep and retain side by side, ended together.
 
 A term ends when any of its loops ends: a refused or late renewal (LeadershipLost), a
 fenced write refused (NotLeader), PostgreSQL or Redis going away (BackendUnavailable,
@@ -28,8 +28,9 @@ from cronos.keys import Keys
 from cronos.redis_client import Redis
 from cronos.settings import Settings
 from cronos.store.ledger import Ledger
+from cronos.store.partitions import PartitionStore
 from cronos.store.runs import RunStore
-from dispatcher import reaper
+from dispatcher import reaper, retention
 from dispatcher.election import Election, LeadershipLost
 from dispatcher.housekeeping import Housekeeping
 from dispatcher.listener import Listener
@@ -124,6 +125,7 @@ class Term:
             "tick": self.ticker.run(checkpoint=self.checkpoint),
             "reap": reaper.run(self, RunStore(self._pool), election, settings.run_lease_s, self._connected_at),
             "housekeep": housekeeping.run(self),
+            "retain": retention.run(self, PartitionStore(self._pool), election, settings.runs_retention_s),
         }
         try:
             async with asyncio.TaskGroup() as group:
