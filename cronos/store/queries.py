@@ -327,7 +327,7 @@ PARTITION_LOCK_TIMEOUT = "SET LOCAL lock_timeout = '500ms'"
 # an exclusive one on the default partition, which is scanned for rows of the day).
 PARTITION_BUILD = 'CREATE TABLE "{name}" (LIKE runs INCLUDING DEFAULTS INCLUDING CONSTRAINTS)'
 PARTITION_TAKE_DEFAULT = (
-    'WITH moved AS (DELETE FROM runs_default WHERE scheduled_for >= $1 AND scheduled_for < $2 RETURNING *)'
+    "WITH moved AS (DELETE FROM runs_default WHERE scheduled_for >= $1 AND scheduled_for < $2 RETURNING *)"
     ' INSERT INTO "{name}" SELECT * FROM moved'
 )
 PARTITION_ATTACH = "ALTER TABLE runs ATTACH PARTITION \"{name}\" FOR VALUES FROM ('{lower}') TO ('{upper}')"
