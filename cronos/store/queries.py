@@ -103,6 +103,15 @@ JOB_EXISTS = "SELECT EXISTS (SELECT 1 FROM jobs WHERE id = $1)"
 
 # --- ledger (dispatcher) ------------------------------------------------------
 
+# Runs are partitioned by scheduled_for (migration 0009). A run looked up by id alone is looked
+# for in every partition; so a statement on given ids looks among the unfinished runs only, as
+# the partial index runs_unfinished_id does (a day of finished runs costs the lookup nothing),
+# and writes the rows it found by id *and* scheduled_for, which leads each write to one
+# partition. A queued or running run is always unfinished: every write of an end state sets
+# finished_at, and nothing else does. The index names no state, so no statement that picks
+# runs by state (the reaper's, the re-push's) can be planned on it.
+_UNFINISHED = "finished_at IS NULL"
+
 # The dispatcher's view of a job. $1: ids (DISPATCH_JOBS_BY_ID); paused/deleted ones come back
 # paused or not at all, and leave the leader's schedule.
 _DISPATCH_JOB = (
@@ -152,19 +161,19 @@ TICKS_WRITE = (
 # Manual triggers and retries (queued by others, never pushed) that are due: mark and return.
 # $1 epoch, $2 now, $3 limit.
 QUEUED_TAKE_DUE = (
-    "WITH pick AS MATERIALIZED (SELECT id FROM runs WHERE state = 'queued' AND pushed_epoch IS NULL"
+    "WITH pick AS MATERIALIZED (SELECT id, scheduled_for FROM runs WHERE state = 'queued' AND pushed_epoch IS NULL"
     " AND due_at <= $2 ORDER BY due_at LIMIT $3 FOR NO KEY UPDATE)"
-    " UPDATE runs r SET pushed_epoch = $1 FROM pick WHERE r.id = pick.id"
+    " UPDATE runs r SET pushed_epoch = $1 FROM pick WHERE r.id = pick.id AND r.scheduled_for = pick.scheduled_for"
     " RETURNING " + _TOKEN_COLS
 )
 QUEUED_NEXT_DUE = "SELECT min(due_at) FROM runs WHERE state = 'queued' AND pushed_epoch IS NULL"
 # Queued runs that will not run (written ahead for a job paused or deleted before they were
 # due; a tick refused by the overlap policy): recorded as skipped with reason $2.
 QUEUED_SKIP = (
-    "WITH locked AS MATERIALIZED (SELECT id, state FROM runs WHERE id = ANY($1::bigint[])"
-    " ORDER BY id FOR NO KEY UPDATE)"
+    "WITH locked AS MATERIALIZED (SELECT id, state, scheduled_for FROM runs WHERE id = ANY($1::bigint[])"
+    f" AND {_UNFINISHED} ORDER BY id FOR NO KEY UPDATE)"
     " UPDATE runs r SET state = 'skipped', skip_reason = $2, finished_at = now()"
-    " FROM locked l WHERE r.id = l.id AND l.state = 'queued' RETURNING r.id"
+    " FROM locked l WHERE r.id = l.id AND r.scheduled_for = l.scheduled_for AND l.state = 'queued' RETURNING r.id"
 )
 # Re-push (election, Redis lost its data): every queued run due by $2, in due order, a page of
 # $5 after the keyset ($3 due_at, $4 id) of the last page (runs_queued_due_id reads just the page).
@@ -173,9 +182,9 @@ QUEUED_SKIP = (
 # statistics promise few queued runs (the whole backlog sorted for every page).
 REPUSH_PLAN = "SET LOCAL enable_sort = off"
 QUEUED_REPUSH = (
-    "WITH pick AS MATERIALIZED (SELECT id FROM runs WHERE state = 'queued' AND due_at <= $2"
+    "WITH pick AS MATERIALIZED (SELECT id, scheduled_for FROM runs WHERE state = 'queued' AND due_at <= $2"
     " AND (due_at, id) > ($3::timestamptz, $4::bigint) ORDER BY due_at, id LIMIT $5 FOR NO KEY UPDATE)"
-    " UPDATE runs r SET pushed_epoch = $1 FROM pick WHERE r.id = pick.id"
+    " UPDATE runs r SET pushed_epoch = $1 FROM pick WHERE r.id = pick.id AND r.scheduled_for = pick.scheduled_for"
     " RETURNING " + _TOKEN_COLS + ", r.due_at"
 )
 # On election: runs an earlier leader meant to push later (jitter, spread catch-up) become
@@ -205,22 +214,22 @@ _CLAIMED = (
 CLAIM_BATCH = (
     "WITH batch AS MATERIALIZED ("
     " SELECT id, job_id, exclusive, state, scheduled_for, attempt FROM runs WHERE id = ANY($1::bigint[])"
-    " ORDER BY id FOR NO KEY UPDATE),"
+    f" AND {_UNFINISHED} ORDER BY id FOR NO KEY UPDATE),"
     " cand AS ("
-    " SELECT b.id, b.job_id, b.exclusive,"
+    " SELECT b.id, b.job_id, b.exclusive, b.scheduled_for,"
     " row_number() OVER (PARTITION BY b.job_id, b.exclusive ORDER BY b.scheduled_for, b.attempt) AS n"
     " FROM batch b WHERE b.state = 'queued'),"
     " pick AS ("
-    " SELECT c.id FROM cand c WHERE NOT c.exclusive OR (c.n = 1 AND NOT EXISTS ("
+    " SELECT c.id, c.scheduled_for FROM cand c WHERE NOT c.exclusive OR (c.n = 1 AND NOT EXISTS ("
     " SELECT 1 FROM runs_running_exclusive o WHERE o.job_id = c.job_id)))"
     " UPDATE runs r SET state = 'running', node_id = $2, started_at = clock_timestamp(),"
     " lease_until = now() + make_interval(secs => $3)"
-    " FROM pick p, jobs j WHERE r.id = p.id AND j.id = r.job_id"
+    " FROM pick p, jobs j WHERE r.id = p.id AND r.scheduled_for = p.scheduled_for AND j.id = r.job_id"
     " RETURNING " + _CLAIMED
 )
 # The runs of a batch left queued by CLAIM_BATCH (sent only when it did not claim them all).
 STILL_QUEUED = (
-    "WITH batch AS MATERIALIZED (SELECT id, state FROM runs WHERE id = ANY($1::bigint[]))"
+    f"WITH batch AS MATERIALIZED (SELECT id, state FROM runs WHERE id = ANY($1::bigint[]) AND {_UNFINISHED})"
     " SELECT id FROM batch WHERE state = 'queued' ORDER BY id"
 )
 
@@ -228,7 +237,7 @@ STILL_QUEUED = (
 # the caller goes on only while it is queued.
 LOCK_RUN = (
     "SELECT r.id, r.job_id, r.exclusive, r.state, j.concurrency_policy FROM runs r JOIN jobs j ON j.id = r.job_id"
-    " WHERE r.id = $1 FOR NO KEY UPDATE OF r"
+    f" WHERE r.id = $1 AND r.{_UNFINISHED} FOR NO KEY UPDATE OF r"
 )
 # `replace`: end the job's other running exclusive run; its executor sees the loss at its next heartbeat.
 REPLACE_RUNNING = (
@@ -240,30 +249,32 @@ REPLACE_RUNNING = (
 CLAIM_ONE = (
     "UPDATE runs r SET state = 'running', node_id = $2, started_at = clock_timestamp(),"
     " lease_until = now() + make_interval(secs => $3)"
-    " FROM jobs j WHERE r.id = $1 AND j.id = r.job_id RETURNING " + _CLAIMED
+    f" FROM jobs j WHERE r.id = $1 AND r.{_UNFINISHED} AND j.id = r.job_id RETURNING " + _CLAIMED
 )
 
 # Heartbeat for every run in flight on a node: extends the leases it still owns, returns their ids.
 EXTEND_LEASES = (
-    "WITH locked AS MATERIALIZED (SELECT id, node_id, state FROM runs WHERE id = ANY($1::bigint[])"
-    " ORDER BY id FOR NO KEY UPDATE)"
+    "WITH locked AS MATERIALIZED (SELECT id, node_id, state, scheduled_for FROM runs WHERE id = ANY($1::bigint[])"
+    f" AND {_UNFINISHED} ORDER BY id FOR NO KEY UPDATE)"
     " UPDATE runs r SET lease_until = now() + make_interval(secs => $3)"
-    " FROM locked l WHERE r.id = l.id AND l.node_id = $2 AND l.state = 'running' RETURNING r.id"
+    " FROM locked l WHERE r.id = l.id AND r.scheduled_for = l.scheduled_for AND l.node_id = $2"
+    " AND l.state = 'running' RETURNING r.id"
 )
 
 # Batch finish, one statement, so the outcome and the retry it allows commit together.
 # Each row is written only while `node_id` (the expected owner) still owns the run.
 # retry_delay_s NULL: no retry. The retry copies the tick identity with attempt + 1.
 FINISH_RUNS = (
-    "WITH u AS MATERIALIZED (SELECT u.*, r.node_id AS owner, r.state AS current"
+    "WITH u AS MATERIALIZED (SELECT u.*, r.node_id AS owner, r.state AS current, r.scheduled_for AS tick"
     " FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::float8[],"
     " $8::float8[]) AS u(id, node_id, state, error, traceback, result, duration_ms, retry_delay_s)"
-    " JOIN runs r ON r.id = u.id ORDER BY u.id FOR NO KEY UPDATE OF r),"
+    f" JOIN runs r ON r.id = u.id AND r.id = ANY($1::bigint[]) AND r.{_UNFINISHED} ORDER BY u.id"
+    " FOR NO KEY UPDATE OF r),"
     " done AS ("
     " UPDATE runs r SET state = u.state, finished_at = clock_timestamp(), lease_until = NULL, error = u.error,"
     " traceback = u.traceback, result = u.result,"
     " duration_ms = coalesce(u.duration_ms, extract(epoch FROM now() - r.started_at) * 1000)"
-    " FROM u WHERE r.id = u.id AND u.current = 'running' AND u.owner = u.node_id"
+    " FROM u WHERE r.id = u.id AND r.scheduled_for = u.tick AND u.current = 'running' AND u.owner = u.node_id"
     " RETURNING r.id, r.job_id, r.scheduled_for, r.attempt, r.exclusive, r.state, u.retry_delay_s),"
     " retried AS ("
     " INSERT INTO runs (job_id, scheduled_for, attempt, trigger, state, due_at, exclusive)"
@@ -296,11 +307,11 @@ LOST_RUNS = (
 # follows the due_at index and stops at the limit.
 EXPIRE_QUEUED = (
     "UPDATE runs r SET state = 'skipped', skip_reason = $2, finished_at = now()"
-    " FROM (SELECT q.id FROM runs q WHERE q.state = 'queued'"
+    " FROM (SELECT q.id, q.scheduled_for FROM runs q WHERE q.state = 'queued'"
     " AND q.due_at < now() - make_interval(secs => (SELECT coalesce(min(misfire_grace_s), 0) FROM jobs))"
     " AND q.due_at + make_interval(secs => (SELECT j.misfire_grace_s FROM jobs j WHERE j.id = q.job_id)) < now()"
     " ORDER BY q.due_at LIMIT $1 FOR NO KEY UPDATE SKIP LOCKED) e"
-    " WHERE r.id = e.id RETURNING r.id"
+    " WHERE r.id = e.id AND r.scheduled_for = e.scheduled_for RETURNING r.id"
 )
 
 

@@ -100,6 +100,12 @@ BEGIN
 END
 $migration$;
 
+-- Unfinished runs (queued, running: finished_at is set with every end state) by id: a statement
+-- on given run ids (a claim, a heartbeat, a finish) looks in every partition, and only this
+-- index, small in every day but the current ones, makes that cost nothing for the days of
+-- finished runs (cronos/store/queries.py).
+CREATE INDEX runs_unfinished_id ON runs (id) WHERE finished_at IS NULL;
+
 CREATE TABLE runs_running_exclusive (
     job_id  bigint NOT NULL REFERENCES jobs (id) ON DELETE CASCADE,
     run_id  bigint NOT NULL,
