@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from cronos.keys import Keys
 from cronos.locks import TickLocks
+from cronos.messages import RunToken
 from cronos.store.runs import Claim, Outcome, RunStore
 from cronos.stream import RunStream
 from executor.batcher import Batcher
@@ -42,9 +43,9 @@ class Deps:
     stream: RunStream
     tick_locks: TickLocks
     health: BackendHealth
-    gate: Gate[int, Claim]  # steps 2-3 at the due instant, with an execution slot
+    gate: Gate[RunToken, Claim]  # steps 2-3 at the due instant, with an execution slot
     locks: Batcher[str, bool]  # step 1
-    claims: Batcher[int, Claim]  # steps 2-3, behind the gate
+    claims: Batcher[RunToken, Claim]  # steps 2-3, behind the gate
     finishes: Batcher[Outcome, bool]  # step 5
     settles: Batcher[Settle, None]  # step 6
     in_flight: dict[int, InFlight] = field(default_factory=dict)  # run id -> its execution (step 4)
@@ -70,8 +71,8 @@ def wire(
     # A tick lock is taken up to the push lead before the run is claimed: its ttl covers both.
     lock_ttl_ms = lead_ms + int(lease_s * 1000)
 
-    async def claim(run_ids: list[int]) -> list[Claim]:
-        return await store.claim(run_ids, node_id, lease_s)
+    async def claim(tokens: list[RunToken]) -> list[Claim]:
+        return await store.claim([t.run_id for t in tokens], node_id, lease_s, [t.scheduled_for_ms for t in tokens])
 
     async def finish(outcomes: list[Outcome]) -> list[bool]:
         written = (await store.finish(outcomes)).written

@@ -127,7 +127,7 @@ async def take_tick_lock(deps: Deps, lock_key: str) -> bool:
 async def claim_run(deps: Deps, token: RunToken, due_ms: int | None) -> Claim:
     """Steps 2-3: at the due instant, with an execution slot, the conditional claim (in one
     statement with every token due then); the job's concurrency policy decides overlaps."""
-    claim = await deps.gate.claim(token.run_id, due_ms)
+    claim = await deps.gate.claim(token, due_ms)
     if claim is Refused.OVERLAP:
         _child(metrics.RUNS_SKIPPED, reason=SKIP_OVERLAP).inc()
         log.info("tick skipped: previous run still running", extra={"event": "run.skipped"})

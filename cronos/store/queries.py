@@ -112,6 +112,15 @@ JOB_EXISTS = "SELECT EXISTS (SELECT 1 FROM jobs WHERE id = $1)"
 # runs by state (the reaper's, the re-push's) can be planned on it.
 _UNFINISHED = "finished_at IS NULL"
 
+
+def _within(lo: int, hi: int, alias: str = "") -> str:
+    """scheduled_for in [$lo, $hi) when the caller knows its runs' ticks (NULL: unbounded): then
+    PostgreSQL looks only in the partitions of those days (pruned when planned, or when a generic
+    plan starts)."""
+    col = f"{alias}scheduled_for"
+    return f"{col} >= coalesce(${lo}::timestamptz, '-infinity') AND {col} < coalesce(${hi}::timestamptz, 'infinity')"
+
+
 # The dispatcher's view of a job. $1: ids (DISPATCH_JOBS_BY_ID); paused/deleted ones come back
 # paused or not at all, and leave the leader's schedule.
 _DISPATCH_JOB = (
@@ -206,15 +215,16 @@ _CLAIMED = (
     " j.webhook_secret"
 )
 
-# Batch claim. $1 run ids, $2 node id, $3 lease seconds. Claims every queued run of the batch
-# except those an exclusive policy must arbitrate (a running exclusive run of the same job, or a
-# second exclusive run of one job in this batch): those stay queued, and STILL_QUEUED finds them
-# for CLAIM_ONE. A concurrent claim can still trip runs_one_running_exclusive (the primary key of
-# runs_running_exclusive, which triggers keep: migration 0009); the caller then arbitrates run by run.
+# Batch claim. $1 run ids, $2 node id, $3 lease seconds, [$4, $5) their ticks or NULL. Claims
+# every queued run of the batch except those an exclusive policy must arbitrate (a running
+# exclusive run of the same job, or a second exclusive run of one job in this batch): those stay
+# queued, and STILL_QUEUED finds them for CLAIM_ONE. A concurrent claim can still trip
+# runs_one_running_exclusive (the primary key of runs_running_exclusive, which triggers keep:
+# migration 0009); the caller then arbitrates run by run.
 CLAIM_BATCH = (
     "WITH batch AS MATERIALIZED ("
     " SELECT id, job_id, exclusive, state, scheduled_for, attempt FROM runs WHERE id = ANY($1::bigint[])"
-    f" AND {_UNFINISHED} ORDER BY id FOR NO KEY UPDATE),"
+    f" AND {_UNFINISHED} AND {_within(4, 5)} ORDER BY id FOR NO KEY UPDATE),"
     " cand AS ("
     " SELECT b.id, b.job_id, b.exclusive, b.scheduled_for,"
     " row_number() OVER (PARTITION BY b.job_id, b.exclusive ORDER BY b.scheduled_for, b.attempt) AS n"
@@ -227,9 +237,10 @@ CLAIM_BATCH = (
     " FROM pick p, jobs j WHERE r.id = p.id AND r.scheduled_for = p.scheduled_for AND j.id = r.job_id"
     " RETURNING " + _CLAIMED
 )
-# The runs of a batch left queued by CLAIM_BATCH (sent only when it did not claim them all).
+# The runs of a batch left queued by CLAIM_BATCH (sent only when it did not claim them all); [$2, $3) as there.
 STILL_QUEUED = (
-    f"WITH batch AS MATERIALIZED (SELECT id, state FROM runs WHERE id = ANY($1::bigint[]) AND {_UNFINISHED})"
+    "WITH batch AS MATERIALIZED (SELECT id, state FROM runs WHERE id = ANY($1::bigint[])"
+    f" AND {_UNFINISHED} AND {_within(2, 3)})"
     " SELECT id FROM batch WHERE state = 'queued' ORDER BY id"
 )
 
@@ -253,9 +264,10 @@ CLAIM_ONE = (
 )
 
 # Heartbeat for every run in flight on a node: extends the leases it still owns, returns their ids.
+# [$4, $5): their ticks, or NULL.
 EXTEND_LEASES = (
     "WITH locked AS MATERIALIZED (SELECT id, node_id, state, scheduled_for FROM runs WHERE id = ANY($1::bigint[])"
-    f" AND {_UNFINISHED} ORDER BY id FOR NO KEY UPDATE)"
+    f" AND {_UNFINISHED} AND {_within(4, 5)} ORDER BY id FOR NO KEY UPDATE)"
     " UPDATE runs r SET lease_until = now() + make_interval(secs => $3)"
     " FROM locked l WHERE r.id = l.id AND r.scheduled_for = l.scheduled_for AND l.node_id = $2"
     " AND l.state = 'running' RETURNING r.id"
@@ -263,12 +275,14 @@ EXTEND_LEASES = (
 
 # Batch finish, one statement, so the outcome and the retry it allows commit together.
 # Each row is written only while `node_id` (the expected owner) still owns the run.
-# retry_delay_s NULL: no retry. The retry copies the tick identity with attempt + 1.
+# retry_delay_s NULL: no retry. The retry copies the tick identity with attempt + 1. [$9, $10): their
+# ticks, or NULL.
 FINISH_RUNS = (
     "WITH u AS MATERIALIZED (SELECT u.*, r.node_id AS owner, r.state AS current, r.scheduled_for AS tick"
     " FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::float8[],"
     " $8::float8[]) AS u(id, node_id, state, error, traceback, result, duration_ms, retry_delay_s)"
-    f" JOIN runs r ON r.id = u.id AND r.id = ANY($1::bigint[]) AND r.{_UNFINISHED} ORDER BY u.id"
+    f" JOIN runs r ON r.id = u.id AND r.id = ANY($1::bigint[]) AND r.{_UNFINISHED} AND {_within(9, 10, 'r.')}"
+    " ORDER BY u.id"
     " FOR NO KEY UPDATE OF r),"
     " done AS ("
     " UPDATE runs r SET state = u.state, finished_at = clock_timestamp(), lease_until = NULL, error = u.error,"
@@ -296,7 +310,7 @@ RUNS_OVERDUE = (
 
 # Reaper (leader, fenced by EPOCH_GUARD).
 LOST_RUNS = (
-    "SELECT r.id, r.node_id, r.attempt, j.kind, j.max_retries, j.retry_backoff_s"
+    "SELECT r.id, r.node_id, r.scheduled_for, r.attempt, j.kind, j.max_retries, j.retry_backoff_s"
     " FROM runs r JOIN jobs j ON j.id = r.job_id"
     " WHERE r.state = 'running' AND r.lease_until < now()"
     " ORDER BY r.lease_until LIMIT $1 FOR UPDATE OF r SKIP LOCKED"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any, Literal
 
@@ -68,6 +68,7 @@ class Outcome(msgspec.Struct, kw_only=True):
     result: str | None = None
     duration_ms: float | None = None  # None: computed from started_at
     retry_delay_s: float | None = None  # None: no retry
+    scheduled_for: datetime | None = None  # the run's tick, when known: the write looks in its day only
 
 
 class FinishResult(msgspec.Struct, kw_only=True):
@@ -81,15 +82,39 @@ class ReapResult(msgspec.Struct, kw_only=True):
     retried: int = 0  # retries queued for the lost ones
 
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+Window = tuple[datetime | None, datetime | None]
+
+
+def window(ticks: Sequence[datetime | None], resolution: timedelta = timedelta(microseconds=1)) -> Window:
+    """[lo, hi) holding every tick (each known to `resolution`), so a statement on these runs
+    looks only in the partitions of their days; (None, None), every partition, when one is unknown."""
+    if not ticks or any(t is None for t in ticks):
+        return None, None
+    known = [t for t in ticks if t is not None]
+    return min(known), max(known) + resolution
+
+
+def window_ms(ticks_ms: Sequence[int] | None) -> Window:
+    """`window` of ticks known to the millisecond (a token's scheduled_for_ms, the floor of its tick)."""
+    if not ticks_ms:
+        return None, None
+    return window([_EPOCH + timedelta(milliseconds=ms) for ms in ticks_ms], timedelta(milliseconds=1))
+
+
 class RunStore:
     def __init__(self, pool: asyncpg.Pool) -> None:
         self._pool = pool
         self.round_trips = 0  # statements sent, for the benchmark's "round trips per run"
 
-    async def claim(self, run_ids: Sequence[int], node_id: str, lease_s: float) -> list[Claim]:
+    async def claim(
+        self, run_ids: Sequence[int], node_id: str, lease_s: float, ticks_ms: Sequence[int] | None = None
+    ) -> list[Claim]:
         """Claim queued runs for `node_id`, applying each job's concurrency policy: one answer
-        per id, in order (an id repeated in the batch gets the run once)."""
+        per id, in order (an id repeated in the batch gets the run once). `ticks_ms`: their
+        tokens' scheduled_for_ms, when known (a claim then reads only their days' partitions)."""
         ids = list(dict.fromkeys(run_ids))
+        within = window_ms(ticks_ms)
         claimed: dict[int, ClaimedRun] = {}
         skipped: set[int] = set()
 
@@ -97,7 +122,7 @@ class RunStore:
             left = [i for i in ids if i not in claimed and i not in skipped]
             with translate_errors():
                 async with self._pool.acquire() as conn:
-                    await self._claim(conn, left, node_id, lease_s, claimed, skipped)
+                    await self._claim(conn, left, node_id, lease_s, within, claimed, skipped)
 
         if ids:
             await retry_contention(attempt, "claim")
@@ -109,18 +134,25 @@ class RunStore:
         return answers
 
     async def _claim(
-        self, conn: Any, ids: list[int], node_id: str, lease_s: float, claimed: dict[int, ClaimedRun], skipped: set[int]
+        self,
+        conn: Any,
+        ids: list[int],
+        node_id: str,
+        lease_s: float,
+        within: Window,
+        claimed: dict[int, ClaimedRun],
+        skipped: set[int],
     ) -> None:
         try:
             self.round_trips += 1
-            rows = await conn.fetch(q.CLAIM_BATCH, ids, node_id, lease_s)
+            rows = await conn.fetch(q.CLAIM_BATCH, ids, node_id, lease_s, *within)
             claimed.update((r["id"], to_struct(r, ClaimedRun)) for r in rows)
             leftover = ids if len(rows) < len(ids) else []
         except asyncpg.UniqueViolationError:
             leftover = ids  # a concurrent claim of the same job: arbitrate run by run
         if leftover:  # repeated tokens, or runs an exclusive policy must arbitrate
             self.round_trips += 1
-            queued = await conn.fetch(q.STILL_QUEUED, [i for i in leftover if i not in claimed])
+            queued = await conn.fetch(q.STILL_QUEUED, [i for i in leftover if i not in claimed], *within)
             for row in queued:
                 await self._claim_one(conn, row["id"], node_id, lease_s, claimed, skipped)
 
@@ -159,15 +191,19 @@ class RunStore:
         """Raises BackendUnavailable while PostgreSQL does not answer."""
         await ping(self._pool)
 
-    async def extend_leases(self, run_ids: Sequence[int], node_id: str, lease_s: float) -> set[int]:
-        """Heartbeat: extend the leases `node_id` still owns; returns those ids."""
+    async def extend_leases(
+        self, run_ids: Sequence[int], node_id: str, lease_s: float, ticks: Sequence[datetime | None] = ()
+    ) -> set[int]:
+        """Heartbeat: extend the leases `node_id` still owns; returns those ids. `ticks`: their
+        scheduled_for, when known."""
         if not run_ids:
             return set()
+        within = window(ticks)
 
         async def attempt() -> list[Any]:
             with translate_errors():
                 self.round_trips += 1
-                return await self._pool.fetch(q.EXTEND_LEASES, list(run_ids), node_id, lease_s)  # type: ignore[no-any-return]
+                return await self._pool.fetch(q.EXTEND_LEASES, list(run_ids), node_id, lease_s, *within)  # type: ignore[no-any-return]
 
         return {r["id"] for r in await retry_contention(attempt, "lease heartbeat")}
 
@@ -195,6 +231,7 @@ class RunStore:
             [o.result for o in outcomes],
             [o.duration_ms for o in outcomes],
             [o.retry_delay_s for o in outcomes],
+            *window([o.scheduled_for for o in outcomes]),
         )
         return FinishResult(written={r["id"] for r in rows}, retried=int(rows[0]["retried"]) if rows else 0)
 
@@ -212,6 +249,7 @@ class RunStore:
                     state="failed",
                     error=FAIL_EXECUTOR_LOST,
                     retry_delay_s=retry.planned_delay_s(r["attempt"], r["max_retries"], r["retry_backoff_s"]),
+                    scheduled_for=r["scheduled_for"],
                 )
                 for r in lost
             ]

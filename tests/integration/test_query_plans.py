@@ -98,17 +98,17 @@ def _nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
 
 def _finish_args(ids: list[int]) -> tuple[Any, ...]:
     n = len(ids)
-    return (ids, ["n"] * n, ["completed"] * n, [None] * n, [None] * n, [None] * n, [1.0] * n, [None] * n)
+    return (ids, ["n"] * n, ["completed"] * n, [None] * n, [None] * n, [None] * n, [1.0] * n, [None] * n, None, None)
 
 
 async def test_batch_statements_read_rows_in_proportion_to_the_batch(pg_pool: asyncpg.Pool, backlog: list[int]) -> None:
     batch = backlog[-BATCH:]
     middle = await pg_pool.fetchrow("SELECT due_at, id FROM runs WHERE id = $1", backlog[len(backlog) // 2])
     statements: dict[str, tuple[str, tuple[Any, ...]]] = {
-        "CLAIM_BATCH": (q.CLAIM_BATCH, (batch, "n", 10.0)),
-        "STILL_QUEUED": (q.STILL_QUEUED, (batch,)),
+        "CLAIM_BATCH": (q.CLAIM_BATCH, (batch, "n", 10.0, None, None)),  # ticks unknown: every partition
+        "STILL_QUEUED": (q.STILL_QUEUED, (batch, None, None)),
         "QUEUED_SKIP": (q.QUEUED_SKIP, (batch, "x")),
-        "EXTEND_LEASES": (q.EXTEND_LEASES, (batch, "n", 10.0)),
+        "EXTEND_LEASES": (q.EXTEND_LEASES, (batch, "n", 10.0, None, None)),
         "FINISH_RUNS": (q.FINISH_RUNS, _finish_args(batch)),
         # a re-push page from the middle of the backlog
         "QUEUED_REPUSH": (q.QUEUED_REPUSH, (2, datetime.now(UTC), middle["due_at"], middle["id"], BATCH)),
@@ -136,3 +136,23 @@ async def test_single_run_and_scan_statements_do_not_read_the_backlog(
     }
     read = {name: await rows_read(pg_pool, sql, *args) for name, (sql, args) in statements.items()}
     assert all(n <= 10 for n in read.values()), {k: v for k, v in read.items() if v > 10}
+
+
+async def test_a_batch_with_known_ticks_reads_only_its_days(pg_pool: asyncpg.Pool, backlog: list[int]) -> None:
+    batch = backlog[-BATCH:]
+    lo, hi = await pg_pool.fetchrow(
+        "SELECT min(scheduled_for), max(scheduled_for) + interval '1 ms' FROM runs WHERE id = ANY($1)", batch
+    )
+    async with pg_pool.acquire() as conn:
+        days = await _partitions(conn)
+        for mode in ("force_custom_plan", "force_generic_plan"):
+            tx = conn.transaction()
+            await tx.start()
+            try:
+                await conn.execute(f"SET LOCAL plan_cache_mode = {mode}")
+                raw = await conn.fetchval("EXPLAIN (ANALYZE, FORMAT JSON) " + q.CLAIM_BATCH, batch, "n", 10.0, lo, hi)
+            finally:
+                await tx.rollback()
+            plan = (json.loads(raw) if isinstance(raw, str) else raw)[0]["Plan"]
+            scanned = {n["Relation Name"] for n in _nodes(plan) if n.get("Relation Name") in days and n["Actual Loops"]}
+            assert len(scanned) == 1, (mode, scanned)
