@@ -234,7 +234,8 @@ CLAIM_BATCH = (
     " SELECT 1 FROM runs_running_exclusive o WHERE o.job_id = c.job_id)))"
     " UPDATE runs r SET state = 'running', node_id = $2, started_at = clock_timestamp(),"
     " lease_until = now() + make_interval(secs => $3)"
-    " FROM pick p, jobs j WHERE r.id = p.id AND r.scheduled_for = p.scheduled_for AND j.id = r.job_id"
+    f" FROM pick p, jobs j WHERE r.id = p.id AND r.scheduled_for = p.scheduled_for AND {_within(4, 5, 'r.')}"
+    " AND j.id = r.job_id"
     " RETURNING " + _CLAIMED
 )
 # The runs of a batch left queued by CLAIM_BATCH (sent only when it did not claim them all); [$2, $3) as there.
@@ -269,7 +270,8 @@ EXTEND_LEASES = (
     "WITH locked AS MATERIALIZED (SELECT id, node_id, state, scheduled_for FROM runs WHERE id = ANY($1::bigint[])"
     f" AND {_UNFINISHED} AND {_within(4, 5)} ORDER BY id FOR NO KEY UPDATE)"
     " UPDATE runs r SET lease_until = now() + make_interval(secs => $3)"
-    " FROM locked l WHERE r.id = l.id AND r.scheduled_for = l.scheduled_for AND l.node_id = $2"
+    f" FROM locked l WHERE r.id = l.id AND r.scheduled_for = l.scheduled_for AND {_within(4, 5, 'r.')}"
+    " AND l.node_id = $2"
     " AND l.state = 'running' RETURNING r.id"
 )
 
@@ -288,7 +290,8 @@ FINISH_RUNS = (
     " UPDATE runs r SET state = u.state, finished_at = clock_timestamp(), lease_until = NULL, error = u.error,"
     " traceback = u.traceback, result = u.result,"
     " duration_ms = coalesce(u.duration_ms, extract(epoch FROM now() - r.started_at) * 1000)"
-    " FROM u WHERE r.id = u.id AND r.scheduled_for = u.tick AND u.current = 'running' AND u.owner = u.node_id"
+    f" FROM u WHERE r.id = u.id AND r.scheduled_for = u.tick AND {_within(9, 10, 'r.')}"
+    " AND u.current = 'running' AND u.owner = u.node_id"
     " RETURNING r.id, r.job_id, r.scheduled_for, r.attempt, r.exclusive, r.state, u.retry_delay_s),"
     " retried AS ("
     " INSERT INTO runs (job_id, scheduled_for, attempt, trigger, state, due_at, exclusive)"
