@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import random
 import statistics
@@ -51,7 +52,7 @@ from cronos.settings import load_settings
 from cronos.store.db import connect
 from cronos.store.epoch import EpochStore
 from cronos.store.partitions import Change, PartitionStore
-from cronos.store.runs import Outcome, RunStore
+from cronos.store.runs import ClaimedRun, Outcome, RunStore
 from dispatcher import retention
 
 DAY = timedelta(days=1)
@@ -134,54 +135,89 @@ async def _load(dsn: str, history: int, days: int, first_job: int, jobs: int) ->
         await conn.close()
 
 
-async def _claims(pool: asyncpg.Pool, job_ids: list[int], rounds: int) -> dict[str, list[float]]:
-    """Per round: claim one queued run of every job in one batch, then finish them in one batch."""
-    store = RunStore(pool)
-    node = f"bench-{uuid.uuid4().hex[:6]}"
-    out: dict[str, list[float]] = {"claim": [], "finish": []}
-    for _ in range(rounds):
-        rows = await pool.fetch(
-            "INSERT INTO runs (job_id, scheduled_for, trigger, state, due_at, exclusive, pushed_epoch)"
-            " SELECT j, clock_timestamp(), 'schedule', 'queued', now(), true, 1 FROM unnest($1::bigint[]) j"
-            " RETURNING id",
-            job_ids,
-        )
-        ids = [r["id"] for r in rows]
+class Side:
+    """One of the two databases measured: its pool, API and figures."""
+
+    def __init__(self, name: str, dsn: str, job_ids: list[int], epoch: int) -> None:
+        self.name, self.dsn, self.job_ids, self.epoch = name, dsn, job_ids, epoch
+        self.port = free_port()
+        self.base_url = f"http://127.0.0.1:{self.port}"
+        self.claim: list[float] = []  # runs/s per round
+        self.finish: list[float] = []
+        self.latency_ms: list[float] = []
+
+    def figures(self) -> dict[str, float]:
+        return {
+            "claim runs/s (median)": statistics.median(self.claim),
+            "finish runs/s (median)": statistics.median(self.finish),
+            "GET /api/jobs/{id}/runs p50 ms": pct(self.latency_ms, 0.50),
+            "GET /api/jobs/{id}/runs p99 ms": pct(self.latency_ms, 0.99),
+        }
+
+
+async def _claim_round(side: Side, pool: asyncpg.Pool) -> None:
+    """Claim one queued run of every job in one batch, then finish them in one batch, as an
+    executor does with a burst of ticks (its tokens' ticks known, as they are)."""
+    node, store = f"bench-{uuid.uuid4().hex[:6]}", RunStore(pool)
+    rows = await pool.fetch(  # the bench writes the runs, as the leader would
+        "INSERT INTO runs (job_id, scheduled_for, trigger, state, due_at, exclusive, pushed_epoch)"
+        " SELECT j, date_trunc('milliseconds', clock_timestamp()), 'schedule', 'queued', now(), true, 1"
+        " FROM unnest($1::bigint[]) j RETURNING id, floor(extract(epoch FROM scheduled_for) * 1000)::bigint AS ms",
+        side.job_ids,
+    )
+    ids = [r["id"] for r in rows]
+    started = time.perf_counter()
+    claimed = [c for c in await store.claim(ids, node, 30.0, [r["ms"] for r in rows]) if isinstance(c, ClaimedRun)]
+    side.claim.append(len(ids) / (time.perf_counter() - started))
+    assert len(claimed) == len(ids), "a run was refused"
+    outcomes = [
+        Outcome(run_id=c.id, node_id=node, state="completed", duration_ms=1.0, scheduled_for=c.scheduled_for)
+        for c in claimed
+    ]
+    started = time.perf_counter()
+    done = await store.finish(outcomes)
+    side.finish.append(len(ids) / (time.perf_counter() - started))
+    assert len(done.written) == len(ids)
+
+
+async def _get_runs(side: Side, session: aiohttp.ClientSession, requests: int, *, keep: bool = True) -> None:
+    for _ in range(requests):
         started = time.perf_counter()
-        claimed = await store.claim(ids, node, 30.0)
-        claim_s = time.perf_counter() - started
-        assert all(not isinstance(c, str) for c in claimed), "a run was refused"
-        started = time.perf_counter()
-        done = await store.finish([Outcome(run_id=i, node_id=node, state="completed", duration_ms=1.0) for i in ids])
-        finish_s = time.perf_counter() - started
-        assert len(done.written) == len(ids)
-        out["claim"].append(len(ids) / claim_s)
-        out["finish"].append(len(ids) / finish_s)
-    return out
+        async with session.get(f"{side.base_url}/api/jobs/{random.choice(side.job_ids)}/runs") as resp:
+            assert resp.status == 200, await resp.text()
+            await resp.read()
+        if keep:
+            side.latency_ms.append((time.perf_counter() - started) * 1000)
 
 
-async def _api_latency(base_url: str, job_ids: list[int], requests: int) -> list[float]:
-    async with aiohttp.ClientSession() as session:
+async def _measure(sides: list[Side], rounds: int, requests: int) -> None:
+    """Round by round, each side in turn (the order alternating): whatever else loads the machine
+    meanwhile weighs on both alike."""
+    pools = [await connect(side.dsn, max_size=4) for side in sides]
+    try:
+        async with aiohttp.ClientSession() as session:
+            for side in sides:
+                await _get_runs(side, session, 200, keep=False)  # warm-up: connections, prepared statements
+                await _claim_round(side, pools[sides.index(side)])
+                side.claim.clear()
+                side.finish.clear()
+            for n in range(rounds):
+                order = list(zip(sides, pools, strict=True))
+                for side, pool in order if n % 2 == 0 else reversed(order):
+                    await _claim_round(side, pool)
+                    await _get_runs(side, session, max(1, requests // rounds))
+    finally:
+        for pool in pools:
+            await pool.close()
 
-        async def one() -> float:
-            started = time.perf_counter()
-            async with session.get(f"{base_url}/api/jobs/{random.choice(job_ids)}/runs") as resp:
-                assert resp.status == 200, await resp.text()
-                await resp.read()
-            return (time.perf_counter() - started) * 1000
 
-        for _ in range(min(200, requests)):  # warm-up: connections, prepared statements
-            await one()
-        return [await one() for _ in range(requests)]
-
-
-def _start_api(dsn: str, redis_url: str, port: int) -> subprocess.Popen[bytes]:
+def _start_api(side: Side, redis_url: str) -> subprocess.Popen[bytes]:
     env = {
         **clean_environ(),
         "PYTHONPATH": os.pathsep.join(filter(None, [package_root(), os.environ.get("PYTHONPATH")])),
-        "DATABASE_URL": dsn,
+        "DATABASE_URL": side.dsn,
         "REDIS_URL": redis_url,
-        "PORT": str(port),
+        "PORT": str(side.port),
         "CRONOS_API_HOST": "127.0.0.1",
         "CRONOS_LOG_LEVEL": "WARNING",
     }
@@ -202,19 +238,20 @@ async def _wait_serving(base_url: str, timeout_s: float = 30.0) -> None:
                 await asyncio.sleep(0.2)
 
 
-async def _measure(dsn: str, base_url: str, job_ids: list[int], args: argparse.Namespace) -> dict[str, float]:
-    pool = await connect(dsn, max_size=4)
+async def _side(name: str, dsn: str, args: argparse.Namespace) -> Side:
+    """Jobs and one empty partition per day on a migrated database."""
+    pool = await connect(dsn, max_size=2)
     try:
-        claims = await _claims(pool, job_ids, args.rounds)
+        epoch = (await EpochStore(pool).take("bench-history")).epoch
+        rows = await pool.fetch(
+            "INSERT INTO jobs (name, cron_expression, payload) SELECT 'bench-' || g, '* * * * * *',"
+            ' \'{"action": "noop"}\' FROM generate_series(1, $1) g RETURNING id',
+            args.jobs,
+        )
     finally:
         await pool.close()
-    latency = await _api_latency(base_url, job_ids, args.requests)
-    return {
-        "claim runs/s (median)": statistics.median(claims["claim"]),
-        "finish runs/s (median)": statistics.median(claims["finish"]),
-        "GET /api/jobs/{id}/runs p50 ms": pct(latency, 0.50),
-        "GET /api/jobs/{id}/runs p99 ms": pct(latency, 0.99),
-    }
+    await _partitions(dsn, args.days, epoch)
+    return Side(name, dsn, [r["id"] for r in rows], epoch)
 
 
 async def _size(dsn: str) -> tuple[int, int]:
@@ -227,50 +264,39 @@ async def _size(dsn: str) -> tuple[int, int]:
 
 async def main(args: argparse.Namespace) -> int:
     settings = load_settings()
-    scratch = Scratch.new(settings.database_url)
-    port = free_port()
-    base_url = f"http://127.0.0.1:{port}"
-    say(f"bench history: {args.history:,} runs over {args.days} days, {args.jobs} jobs, database {scratch.db_name}")
-    async with scratch_database(scratch, keep=args.keep) as dsn:
-        pool = await connect(dsn, max_size=2)
-        epoch = (await EpochStore(pool).take("bench-history")).epoch
-        job_ids = [
-            r["id"]
-            for r in await pool.fetch(
-                "INSERT INTO jobs (name, cron_expression, payload) SELECT 'bench-' || g, '* * * * * *',"
-                ' \'{"action": "noop"}\' FROM generate_series(1, $1) g RETURNING id',
-                args.jobs,
-            )
-        ]
-        await pool.close()
-        await _partitions(dsn, args.days, epoch)
-        api = _start_api(dsn, settings.redis_url, port)
+    empty_db, full_db = Scratch.new(settings.database_url), Scratch.new(settings.database_url)
+    say(f"bench history: {args.history:,} runs over {args.days} days, {args.jobs} jobs")
+    async with contextlib.AsyncExitStack() as stack:
+        empty = await _side("empty", await stack.enter_async_context(scratch_database(empty_db, args.keep)), args)
+        full = await _side("history", await stack.enter_async_context(scratch_database(full_db, args.keep)), args)
+        await _load(full.dsn, args.history, args.days, min(full.job_ids), args.jobs)
+        apis = [_start_api(side, settings.redis_url) for side in (empty, full)]
         try:
-            await _wait_serving(base_url)
-            say("measuring on the empty table")
-            empty = await _measure(dsn, base_url, job_ids, args)
-            await _load(dsn, args.history, args.days, min(job_ids), args.jobs)
-            say("measuring with the history")
-            loaded = await _measure(dsn, base_url, job_ids, args)
+            for side in (empty, full):
+                await _wait_serving(side.base_url)
+            say(f"measuring {empty_db.db_name} (empty) and {full_db.db_name} (history), round by round")
+            await _measure([empty, full], args.rounds, args.requests)
         finally:
-            stop_processes([api])
-        size_before, rows_before = await _size(dsn)
-        pool = await connect(dsn, max_size=2)
+            stop_processes(apis)
+        size_before, rows_before = await _size(full.dsn)
+        pool = await connect(full.dsn, max_size=2)
         started = time.monotonic()
-        todo = await retention.once(PartitionStore(pool), epoch, datetime.now(UTC), RETENTION_S)
+        todo = await retention.once(PartitionStore(pool), full.epoch, datetime.now(UTC), RETENTION_S)
         pass_s = time.monotonic() - started
         await pool.close()
-        size_after, rows_after = await _size(dsn)
+        size_after, rows_after = await _size(full.dsn)
 
     rows: list[list[Any]] = []
     ok = True
-    for name, before in empty.items():
-        after = loaded[name]
+    before_figures, after_figures = empty.figures(), full.figures()
+    for name, before in before_figures.items():
+        after = after_figures[name]
         ratio = after / before
         worse = ratio < 1 - TARGET if "runs/s" in name else ratio > 1 + TARGET
         ok &= not worse
         rows.append([name, f"{before:,.1f}", f"{after:,.1f}", f"{ratio:.2f}", "MISSED" if worse else "ok"])
     print()
+    print(f"{args.rounds} claim/finish rounds of {args.jobs} runs and {args.requests} requests per side")
     print(table(["", "empty", f"{args.history / 1e6:g}M runs", "ratio", f"within {TARGET:.0%}"], rows))
     print(
         f"\nruns on disk: {size_before / 2**30:.2f} GiB ({rows_before:,} runs) before a retention pass of"
