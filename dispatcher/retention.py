@@ -65,19 +65,43 @@ def plan(partitions: Sequence[Partition], now: datetime, retention_s: float) -> 
     return Plan(create=create, drop=drop, purge_before=horizon)
 
 
+# What ends a pass (and the term); any other failure of one change is logged and the pass goes on.
+_FATAL = (BackendUnavailable, NotLeader, LeadershipLost)
+
+
+def _failure(change: str, name: str, exc: Exception) -> dict[str, str]:
+    return {
+        "event": "runs.partition_failed",
+        "change": change,
+        "partition": name,
+        "error": f"{type(exc).__name__}: {exc}",
+    }
+
+
 async def once(store: PartitionStore, epoch: int, now: datetime, retention_s: float) -> Plan:
     """One pass; returns what it set out to do (each change logs its outcome)."""
     todo = plan(await store.list(), now, retention_s)
     for day in todo.create:
-        outcome, moved = await store.create(epoch, day.name, day.lower, day.upper)
-        level = logging.INFO if outcome is Change.DONE else logging.WARNING
+        try:
+            outcome, moved = await store.create(epoch, day.name, day.lower, day.upper)
+        except _FATAL:
+            raise
+        except Exception as exc:
+            log.warning("runs partition change failed", exc_info=True, extra=_failure("create", day.name, exc))
+            continue
         log.log(
-            level,
+            logging.INFO if outcome is Change.DONE else logging.WARNING,
             "runs partition created" if outcome is Change.DONE else "runs partition not created yet",
             extra={"event": f"runs.partition_create_{outcome}", "partition": day.name, "moved": moved, "epoch": epoch},
         )
     for name in todo.drop:
-        outcome = await store.drop(epoch, name)
+        try:
+            outcome = await store.drop(epoch, name)
+        except _FATAL:
+            raise
+        except Exception as exc:
+            log.warning("runs partition change failed", exc_info=True, extra=_failure("drop", name, exc))
+            continue
         log.log(
             logging.INFO if outcome is Change.DONE else logging.WARNING,
             "runs partition dropped" if outcome is Change.DONE else "runs partition past retention kept",
@@ -97,7 +121,7 @@ async def run(term: Term, store: PartitionStore, election: Election, retention_s
     while True:
         try:
             await once(store, election.check(), datetime.now(UTC), retention_s)
-        except (BackendUnavailable, NotLeader, LeadershipLost):
+        except _FATAL:
             raise
         except Exception as exc:
             log.warning(

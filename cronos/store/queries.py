@@ -350,9 +350,10 @@ PARTITIONS = (
 # statements behind it in the lock queue (claims, finishes) wait too.
 PARTITION_LOCK_TIMEOUT = "SET LOCAL lock_timeout = '500ms'"
 # A new day, {name} from [{lower}, {upper}): built apart (no lock on runs while it is empty),
-# handed the rows of its day that waited in the default partition, then attached (attaching
-# takes a SHARE UPDATE EXCLUSIVE lock on runs, which claims and finishes do not wait for, and
-# an exclusive one on the default partition, which is scanned for rows of the day).
+# handed the rows of its day that waited in the default partition, then attached. Attaching
+# takes a SHARE UPDATE EXCLUSIVE lock on runs (claims and finishes go on), but an exclusive one
+# on the default partition (scanned for rows of the day) and, for the foreign key, a SHARE ROW
+# EXCLUSIVE one on jobs: the leader's cursor updates and API job writes wait for it.
 PARTITION_BUILD = 'CREATE TABLE "{name}" (LIKE runs INCLUDING DEFAULTS INCLUDING CONSTRAINTS)'
 PARTITION_TAKE_DEFAULT = (
     "WITH moved AS (DELETE FROM runs_default WHERE scheduled_for >= $1 AND scheduled_for < $2 RETURNING *)"
