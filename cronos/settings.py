@@ -164,7 +164,11 @@ def _text(raw: str) -> str:
 VARIABLES: dict[str, tuple[str, Callable[[str], Any], str]] = {
     "PORT": ("port", _int(1, 65535), "HTTP port of the API"),
     "DATABASE_URL": ("database_url", _url("postgresql", "postgres"), "PostgreSQL DSN"),
-    "REDIS_URL": ("redis_url", _url("redis", "rediss", "unix"), "Redis URL"),
+    "REDIS_URL": (
+        "redis_url",
+        _url("redis", "rediss", "unix", "redis+cluster", "rediss+cluster"),
+        "Redis URL (redis+cluster://host:port: a Redis Cluster, through any of its nodes)",
+    ),
     "CRONOS_NODE_ID": ("node_id", _text, "this process's node id (default host-pid)"),
     "CRONOS_KEY_PREFIX": ("key_prefix", _prefix, "prefix of every Redis key"),
     "CRONOS_LOG_LEVEL": ("log_level", _choice(*_LOG_LEVELS), "DEBUG, INFO, WARNING or ERROR"),

@@ -96,3 +96,8 @@ def test_a_bad_runs_retention_names_the_variable(raw: str) -> None:
 
 def test_runs_retention_defaults_to_thirty_days() -> None:
     assert load_settings({}, env_file=None).runs_retention_s == 30 * 86_400
+
+
+def test_redis_url_may_name_a_cluster() -> None:
+    url = "redis+cluster://10.0.0.5:7000/0"
+    assert load_settings({"REDIS_URL": url}, env_file=None).redis_url == url
