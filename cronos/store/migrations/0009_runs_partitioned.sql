@@ -105,6 +105,9 @@ $migration$;
 -- index, small in every day but the current ones, makes that cost nothing for the days of
 -- finished runs (cronos/store/queries.py).
 CREATE INDEX runs_unfinished_id ON runs (id) WHERE finished_at IS NULL;
+-- What that index relies on, enforced: a run still to run or running has no end time (a writer
+-- that queued a run again without clearing it would hide the run from every claim).
+ALTER TABLE runs ADD CONSTRAINT runs_unfinished_has_no_end CHECK (state NOT IN ('queued', 'running') OR finished_at IS NULL);
 
 CREATE TABLE runs_running_exclusive (
     job_id  bigint NOT NULL REFERENCES jobs (id) ON DELETE CASCADE,
