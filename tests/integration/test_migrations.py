@@ -114,6 +114,9 @@ async def test_partitioning_runs_keeps_every_row_and_every_guarantee(fresh_dsn: 
             job,
         )
         assert new > max(row[0] for row in before)
+        # A queued run has no end time (claims look among unfinished runs only).
+        with pytest.raises(asyncpg.CheckViolationError, match="runs_unfinished_has_no_end"):
+            await conn.execute("UPDATE runs SET finished_at = now() WHERE id = $1", new)
         # G1: the tick identity is unique across the table.
         with pytest.raises(asyncpg.UniqueViolationError):
             await conn.execute(
