@@ -276,16 +276,17 @@ EXTEND_LEASES = (
 )
 
 # Batch finish, one statement, so the outcome and the retry it allows commit together.
-# Each row is written only while `node_id` (the expected owner) still owns the run.
+# Each row is written only while `node_id` (the expected owner) still owns the run. Each run is
+# looked up by its id (LATERAL: no plan can scan the runs to join them with the batch), in the
+# order of $1, which the caller sorts: locks taken in id order.
 # retry_delay_s NULL: no retry. The retry copies the tick identity with attempt + 1. [$9, $10): their
 # ticks, or NULL.
 FINISH_RUNS = (
     "WITH u AS MATERIALIZED (SELECT u.*, r.node_id AS owner, r.state AS current, r.scheduled_for AS tick"
     " FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::float8[],"
-    " $8::float8[]) AS u(id, node_id, state, error, traceback, result, duration_ms, retry_delay_s)"
-    f" JOIN runs r ON r.id = u.id AND r.id = ANY($1::bigint[]) AND r.{_UNFINISHED} AND {_within(9, 10, 'r.')}"
-    " ORDER BY u.id"
-    " FOR NO KEY UPDATE OF r),"
+    " $8::float8[]) AS u(id, node_id, state, error, traceback, result, duration_ms, retry_delay_s),"
+    " LATERAL (SELECT node_id, state, scheduled_for FROM runs r"
+    f" WHERE r.id = u.id AND r.{_UNFINISHED} AND {_within(9, 10, 'r.')} FOR NO KEY UPDATE) r),"
     " done AS ("
     " UPDATE runs r SET state = u.state, finished_at = clock_timestamp(), lease_until = NULL, error = u.error,"
     " traceback = u.traceback, result = u.result,"

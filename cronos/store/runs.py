@@ -220,6 +220,7 @@ class RunStore:
         return await retry_contention(attempt, "finish")
 
     async def _finish(self, conn: Any, outcomes: Sequence[Outcome]) -> FinishResult:
+        outcomes = sorted(outcomes, key=lambda o: o.run_id)  # FINISH_RUNS locks in this order
         self.round_trips += 1
         rows = await conn.fetch(
             q.FINISH_RUNS,

@@ -4,9 +4,10 @@ analyze): PostgreSQL here plans with statistics that say no run is queued while 
 
 Each statement runs under EXPLAIN ANALYZE in a rolled-back transaction, with PostgreSQL's
 generic plan as well as a custom one (a prepared statement switches to the generic plan after
-five executions); the check counts the rows its plan read from `runs` and from its CTEs
-(returned plus filtered out, times loops): a deterministic measure of cost, not a timing.
-A CTE rescanned once per row of another input reads n² rows and fails it.
+five executions); the check counts the rows its plan read from `runs`' partitions, from its
+CTEs and from its unnest() of the batch (returned plus filtered out, times loops): a
+deterministic measure of cost, not a timing. A CTE or a batch rescanned once per row of
+another input reads n² rows and fails it.
 """
 
 from __future__ import annotations
@@ -84,7 +85,7 @@ async def rows_read(pool: asyncpg.Pool, sql: str, *args: Any, prelude: str = "")
             sum(
                 (node.get("Actual Rows", 0) + node.get("Rows Removed by Filter", 0)) * node.get("Actual Loops", 1)
                 for node in _nodes(plan)
-                if node.get("Relation Name") in tables or node.get("Node Type") == "CTE Scan"
+                if node.get("Relation Name") in tables or node.get("Node Type") in ("CTE Scan", "Function Scan")
             )
         )
     return max(read)
@@ -156,3 +157,39 @@ async def test_a_batch_with_known_ticks_reads_only_its_days(pg_pool: asyncpg.Poo
             plan = (json.loads(raw) if isinstance(raw, str) else raw)[0]["Plan"]
             scanned = {n["Relation Name"] for n in _nodes(plan) if n.get("Relation Name") in days and n["Actual Loops"]}
             assert len(scanned) == 1, (mode, scanned)
+
+
+FINISHING = 1000  # runs finished at once: an executor's burst
+
+
+async def test_a_finish_in_a_day_whose_statistics_say_all_is_finished_reads_in_proportion(
+    pg_pool: asyncpg.Pool,
+) -> None:
+    """The day's statistics were taken while every run of it was finished; a batch is running
+    now. With its ticks known, the finish looks in that day only, and still reads the batch once."""
+    async with pg_pool.acquire() as conn:
+        await conn.execute(
+            "INSERT INTO jobs (name, cron_expression) SELECT 'job-' || g, '* * * * * *' FROM generate_series(1, $1::int) g",
+            FINISHING,
+        )
+        await conn.execute(
+            "CREATE TABLE runs_20300101 (LIKE runs INCLUDING DEFAULTS INCLUDING CONSTRAINTS) WITH (autovacuum_enabled = false)"
+        )
+        await conn.execute(
+            "ALTER TABLE runs ATTACH PARTITION runs_20300101 FOR VALUES FROM ('2030-01-01') TO ('2030-01-02')"
+        )
+        for n in range(30):  # 29 batches finished (and analyzed), then one running
+            if n == 29:
+                await conn.execute("ANALYZE runs_20300101")
+            state = "running" if n == 29 else "completed"
+            await conn.execute(
+                "INSERT INTO runs (job_id, scheduled_for, trigger, state, due_at, node_id, finished_at)"
+                " SELECT id, timestamptz '2030-01-01' + $1 * interval '1 s', 'schedule', $2, now(), 'n',"
+                " CASE WHEN $2 = 'completed' THEN now() END FROM jobs",
+                n,
+                state,
+            )
+        batch = [r["id"] for r in await conn.fetch("SELECT id FROM runs WHERE state = 'running' ORDER BY id")]
+    lo, hi = datetime(2030, 1, 1, 0, 0, 29, tzinfo=UTC), datetime(2030, 1, 1, 0, 0, 30, tzinfo=UTC)
+    args = (*_finish_args(batch)[:-2], lo, hi)
+    assert await rows_read(pg_pool, q.FINISH_RUNS, *args) <= 8 * FINISHING
