@@ -169,11 +169,13 @@ async def test_a_finish_in_a_day_whose_statistics_say_all_is_finished_reads_in_p
     now. With its ticks known, the finish looks in that day only, and still reads the batch once."""
     async with pg_pool.acquire() as conn:
         await conn.execute(
-            "INSERT INTO jobs (name, cron_expression) SELECT 'job-' || g, '* * * * * *' FROM generate_series(1, $1::int) g",
+            "INSERT INTO jobs (name, cron_expression)"
+            " SELECT 'job-' || g, '* * * * * *' FROM generate_series(1, $1::int) g",
             FINISHING,
         )
         await conn.execute(
-            "CREATE TABLE runs_20300101 (LIKE runs INCLUDING DEFAULTS INCLUDING CONSTRAINTS) WITH (autovacuum_enabled = false)"
+            "CREATE TABLE runs_20300101 (LIKE runs INCLUDING DEFAULTS INCLUDING CONSTRAINTS)"
+            " WITH (autovacuum_enabled = false)"
         )
         await conn.execute(
             "ALTER TABLE runs ATTACH PARTITION runs_20300101 FOR VALUES FROM ('2030-01-01') TO ('2030-01-02')"
