@@ -68,6 +68,11 @@ class Backends:
                     max_size=10,
                     timeout=CONNECT_TIMEOUT_S,
                     command_timeout=COMMAND_TIMEOUT_S,
+                    # The API's statements are keyed lookups whose best plan does not depend on the
+                    # values: planned once per connection, not per call. A custom plan of a job's
+                    # runs spans every day partition (README "Bounded history"): 3.6 ms to plan
+                    # over 35 days, 1.3 ms to run.
+                    server_settings={"plan_cache_mode": "force_generic_plan"},
                 )
             except (BackendUnavailable, asyncpg.PostgresError) as exc:
                 # connect() translates "not now" (unreachable, starting up, no database yet);

@@ -4,6 +4,11 @@ and pipeline (as `cronos.store.db.translate_errors` does for PostgreSQL).
 
 A reply error (`ResponseError`: NOGROUP, a script error) is not a connection failure and
 passes through unchanged: the module that sent the command knows what it means.
+
+`redis+cluster://host:port` (or `rediss+cluster://`) names a Redis Cluster, reached through
+any of its nodes: redis-py's RedisCluster, which answers the same commands Cronos sends (the
+keys of one command or script share a hash tag: cronos/keys.py). A cluster with no node for
+a slot (a master down, before failover) is unavailable like a server that is down.
 """
 
 from __future__ import annotations
@@ -11,19 +16,31 @@ from __future__ import annotations
 import contextlib
 import socket
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
 import redis.asyncio as aioredis
 from redis.asyncio.client import Pipeline
+from redis.asyncio.cluster import ClusterPipeline, RedisCluster
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialWithJitterBackoff
+from redis.exceptions import ClusterDownError, MasterDownError, SlotNotCoveredError, TryAgainError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from cronos.errors import BackendUnavailable
 
 # "Redis is not there right now": refused, reset, timed out, closed by the server.
-CONNECTION_ERRORS: tuple[type[BaseException], ...] = (RedisConnectionError, RedisTimeoutError, OSError)
+CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
+    RedisConnectionError,
+    RedisTimeoutError,
+    OSError,
+    # A cluster with a slot nobody serves right now (a master down, failover under way).
+    ClusterDownError,
+    MasterDownError,
+    SlotNotCoveredError,
+    TryAgainError,
+)
+CLUSTER_SCHEMES = ("redis+cluster://", "rediss+cluster://")
 
 
 @contextlib.contextmanager
@@ -48,6 +65,34 @@ class Redis(aioredis.Redis):
 
     def pipeline(self, transaction: bool = True, shard_hint: str | None = None) -> Pipeline:
         return _Pipeline(self.connection_pool, self.response_callbacks, transaction, shard_hint)
+
+
+class _ClusterPipeline(ClusterPipeline):
+    async def execute(self, raise_on_error: bool = True, allow_redirections: bool = True) -> list[Any]:
+        with translate_errors():
+            return await super().execute(raise_on_error, allow_redirections)
+
+
+class ClusterRedis(RedisCluster):
+    async def execute_command(self, *args: Any, **kwargs: Any) -> Any:
+        with translate_errors():
+            return await super().execute_command(*args, **kwargs)
+
+    def pipeline(self, transaction: Any | None = None, shard_hint: Any | None = None) -> ClusterPipeline:
+        # redis-py's typing marks an attribute of it abstract that it sets at run time.
+        return _ClusterPipeline(self, transaction)  # type: ignore[abstract]
+
+
+def is_cluster(client: Any) -> bool:
+    return isinstance(client, RedisCluster)
+
+
+async def server_info(client: Redis, key: str) -> dict[str, Any]:
+    """INFO server of the Redis that holds `key` (in a cluster: the master of its slot)."""
+    if isinstance(client, RedisCluster):
+        return cast(dict[str, Any], await client.info("server", target_nodes=client.get_node_from_key(key)))
+    info: dict[str, Any] = await client.info("server")
+    return info
 
 
 # No command waits forever on a server that stopped answering: every read has a socket timeout
@@ -94,6 +139,9 @@ def connect(url: str, **kwargs: Any) -> Redis:
     }
     if url.startswith("unix://"):  # no TCP options on a Unix socket
         del defaults["socket_keepalive"], defaults["socket_keepalive_options"]
+    if url.startswith(CLUSTER_SCHEMES):
+        # Typed as the plain client: Cronos sends a cluster the same commands (see above).
+        return cast(Redis, ClusterRedis.from_url(url.replace("+cluster://", "://", 1), **(defaults | kwargs)))
     client = Redis.from_url(url, **(defaults | kwargs))
     assert isinstance(client, Redis)
     return client

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import re
 import socket
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -42,6 +43,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     catchup_max_per_s: float = 2000.0  # late runs of a catch-up are spread out at this rate
     audit_interval_s: float = 60.0  # the reconciliation auditor checks one window this long
     audit_settle_s: float = 30.0  # ... ending this long ago (settled: written, caught up)
+    runs_retention_s: float = 30 * 86_400  # runs older than this go, a whole day at a time; 0: keep all
     # executor
     executor_concurrency: int = 2000  # runs claimed and executing at once (coroutines: see README)
     executor_prefetch: int = 4000  # tokens in hand at once: held for their due time, executing, recording
@@ -112,6 +114,21 @@ def _url(*schemes: str) -> Callable[[str], str]:
     return parse
 
 
+_AGE = re.compile(r"(\d+(?:\.\d+)?)([hdw]?)")
+_AGE_UNIT_S = {"h": 3600, "d": 86_400, "w": 7 * 86_400}
+
+
+def _retention(raw: str) -> float:
+    """`30d`, `36h`, `2w`, or a number of days; `0` keeps everything. In seconds."""
+    match = _AGE.fullmatch(raw.strip().lower())
+    if match is None:
+        raise ValueError("must be an age such as 30d, 36h or 2w (a bare number: days), or 0 to keep all")
+    seconds = float(match[1]) * _AGE_UNIT_S[match[2] or "d"]
+    if seconds != 0 and not 3600 <= seconds <= 100 * 365 * 86_400:
+        raise ValueError("must be 0 (keep all) or between 1h and 100 years")
+    return seconds
+
+
 def _prefix(raw: str) -> str:
     if not raw or any(c in raw for c in " {}\n"):
         raise ValueError("must be non-empty without spaces or braces")
@@ -161,7 +178,11 @@ def _text(raw: str) -> str:
 VARIABLES: dict[str, tuple[str, Callable[[str], Any], str]] = {
     "PORT": ("port", _int(1, 65535), "HTTP port of the API"),
     "DATABASE_URL": ("database_url", _url("postgresql", "postgres"), "PostgreSQL DSN"),
-    "REDIS_URL": ("redis_url", _url("redis", "rediss", "unix"), "Redis URL"),
+    "REDIS_URL": (
+        "redis_url",
+        _url("redis", "rediss", "unix", "redis+cluster", "rediss+cluster"),
+        "Redis URL (redis+cluster://host:port: a Redis Cluster, through any of its nodes)",
+    ),
     "CRONOS_NODE_ID": ("node_id", _text, "this process's node id (default host-pid)"),
     "CRONOS_KEY_PREFIX": ("key_prefix", _prefix, "prefix of every Redis key"),
     "CRONOS_LOG_LEVEL": ("log_level", _choice(*_LOG_LEVELS), "DEBUG, INFO, WARNING or ERROR"),
@@ -191,6 +212,11 @@ VARIABLES: dict[str, tuple[str, Callable[[str], Any], str]] = {
         "the leader checks every tick of this long a window against the ledger, this often",
     ),
     "CRONOS_AUDIT_SETTLE_S": ("audit_settle_s", _float(0, 86_400), "audited windows end this long ago"),
+    "CRONOS_RUNS_RETENTION": (
+        "runs_retention_s",
+        _retention,
+        "leader drops runs older than this, a whole day at a time (30d, 36h, 2w; 0: keep all)",
+    ),
     "CRONOS_EXECUTOR_CONCURRENCY": ("executor_concurrency", _int(1, 10_000), "runs executing at once per executor"),
     "CRONOS_EXECUTOR_PREFETCH": (
         "executor_prefetch",

@@ -17,6 +17,7 @@ from typing import Any
 import msgspec
 from redis.exceptions import ResponseError
 
+from cronos import redis_client
 from cronos.keys import Keys
 from cronos.locks import TickLocks
 from cronos.messages import TOKEN_FIELD, RunToken, decode_token, encode_token
@@ -125,7 +126,10 @@ class RunStream:
         if not entry_ids and not lock_keys:
             return
         pipe = self._client.pipeline(transaction=False)
-        await locks.queue_release(pipe, lock_keys)
+        if redis_client.is_cluster(self._client):  # a cluster pipeline cannot carry a script
+            await locks.release(lock_keys)
+        else:
+            await locks.queue_release(pipe, lock_keys)
         if entry_ids:
             pipe.xack(self.key, self.group, *entry_ids)
         try:

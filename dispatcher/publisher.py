@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from cronos import metrics
+from cronos import metrics, redis_client
 from cronos.keys import Keys
 from cronos.messages import RunToken
 from cronos.store.ledger import QueuedRun
@@ -59,11 +59,8 @@ class Publisher:
 
     async def data_lost(self) -> str | None:
         """Why Redis no longer holds what we pushed (restart, flush), or None when it does."""
-        pipe = self._client.pipeline(transaction=False)
-        pipe.get(self._keys.redis_marker)
-        pipe.info("server")
-        marker, info = await pipe.execute()
-        run_id = str(info.get("run_id", ""))
+        marker = await self._client.get(self._keys.redis_marker)
+        run_id = await self._server_run_id()
         reason = None
         if marker is None:
             reason = "marker key missing"
@@ -85,5 +82,6 @@ class Publisher:
         return info.length
 
     async def _server_run_id(self) -> str:
-        info = await self._client.info("server")
+        # The server holding the stream (in a cluster, the master of its slot).
+        info = await redis_client.server_info(self._client, self._keys.stream)
         return str(info.get("run_id", ""))

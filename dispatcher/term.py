@@ -1,4 +1,5 @@
-"""One leadership term: renew, listen, tick, reap, housekeep and watch side by side, ended together.
+"""One leadership term: renew, listen, tick, reap, housekeep, watch, audit and retain side by side,
+ended together.
 
 A term ends when any of its loops ends: a refused or late renewal (LeadershipLost), a
 fenced write refused (NotLeader), PostgreSQL or Redis going away (BackendUnavailable,
@@ -29,8 +30,9 @@ from cronos.keys import Keys
 from cronos.redis_client import Redis
 from cronos.settings import Settings
 from cronos.store.ledger import Ledger
+from cronos.store.partitions import PartitionStore
 from cronos.store.runs import RunStore
-from dispatcher import reaper
+from dispatcher import reaper, retention
 from dispatcher.auditor import Auditor
 from dispatcher.election import Election, LeadershipLost
 from dispatcher.housekeeping import Housekeeping
@@ -135,6 +137,7 @@ class Term:
                 Ledger(self._pool), RunStore(self._pool), self._publisher, election.check, settings.overdue_after_ms
             ).run(self),
             "audit": Auditor(self._pool, settings.audit_interval_s, settings.audit_settle_s).run(self),
+            "retain": retention.run(self, PartitionStore(self._pool), election, settings.runs_retention_s),
         }
         try:
             async with asyncio.TaskGroup() as group:

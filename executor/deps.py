@@ -74,8 +74,8 @@ def wire(
     lock_ttl_ms = lead_ms + int(lease_s * 1000)
 
     async def claim(requests: list[ClaimRequest]) -> list[Claim]:
-        waiting = [r.run_id for r in requests if r.waiting]
-        return await store.claim([r.run_id for r in requests], node_id, lease_s, waiting=waiting)
+        ids, ticks_ms = [r.run_id for r in requests], [r.scheduled_for_ms for r in requests]
+        return await store.claim(ids, node_id, lease_s, ticks_ms, waiting=[r.run_id for r in requests if r.waiting])
 
     async def finish(outcomes: list[Outcome]) -> list[bool]:
         written = (await store.finish(outcomes)).written

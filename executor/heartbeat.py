@@ -35,7 +35,9 @@ async def beat(deps: Deps) -> list[int]:
     flights = list(deps.in_flight.values())
     if not flights:
         return []
-    owned = await deps.store.extend_leases([f.run.id for f in flights], deps.node_id, deps.lease_s)
+    owned = await deps.store.extend_leases(
+        [f.run.id for f in flights], deps.node_id, deps.lease_s, [f.run.scheduled_for for f in flights]
+    )
     lost: list[int] = []
     for flight in flights:
         if flight.run.id in owned or not flight.working:

@@ -142,7 +142,7 @@ async def take_tick_lock(deps: Deps, lock_key: str) -> bool:
 async def claim_run(deps: Deps, token: RunToken, due_ms: int | None, *, waiting: bool = False) -> Claim:
     """Steps 2-3: at the due instant, with an execution slot, the conditional claim (in one
     statement with every token due then); the job's concurrency policy decides overlaps."""
-    claim = await deps.gate.claim(ClaimRequest(token.run_id, waiting), due_ms)
+    claim = await deps.gate.claim(ClaimRequest(token.run_id, token.scheduled_for_ms, waiting), due_ms)
     if claim is Refused.OVERLAP or claim is Refused.BUFFER_FULL:
         reason = SKIP_OVERLAP if claim is Refused.OVERLAP else SKIP_BUFFER_FULL
         _child(metrics.RUNS_SKIPPED, reason=reason).inc()

@@ -93,7 +93,14 @@ def outcome_of(
 ) -> Outcome:
     run = flight.run
     if failure is None:
-        return Outcome(run_id=run.id, node_id=node_id, state="completed", result=result, duration_ms=duration_ms)
+        return Outcome(
+            run_id=run.id,
+            node_id=node_id,
+            state="completed",
+            result=result,
+            duration_ms=duration_ms,
+            scheduled_for=run.scheduled_for,
+        )
     trace: str | None = None
     if isinstance(failure, asyncio.CancelledError):
         error = flight.cancel_reason or DRAIN_CANCELLED
@@ -105,6 +112,7 @@ def outcome_of(
     return Outcome(
         run_id=run.id,
         node_id=node_id,
+        scheduled_for=run.scheduled_for,
         state="failed",
         error=error,
         traceback=trace,

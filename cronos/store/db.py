@@ -301,8 +301,9 @@ async def ensure_database(dsn: str) -> bool:
         await admin.close()
 
 
-async def migrate(dsn: str) -> list[int]:
-    """Apply missing migrations; idempotent and safe when several processes run it at once."""
+async def migrate(dsn: str, upto: int | None = None) -> list[int]:
+    """Apply missing migrations (those numbered up to `upto`, if given: tests of a migration on
+    data written before it); idempotent and safe when several processes run it at once."""
     with translate_errors():
         await ensure_database(dsn)
         conn = await connect_one(dsn)
@@ -317,7 +318,7 @@ async def migrate(dsn: str) -> list[int]:
             )
             done = {r["version"] for r in await conn.fetch("SELECT version FROM schema_migrations")}
             for version, name, sql in _migrations():
-                if version in done:
+                if version in done or (upto is not None and version > upto):
                     continue
                 async with conn.transaction():
                     await conn.execute(sql)

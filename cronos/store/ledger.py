@@ -139,6 +139,7 @@ class Ledger:
         """One page, in due order, of every queued run due by `now` past `after`, marked for this
         epoch; and the cursor of the next page."""
         async with fenced(self._pool, epoch) as conn:
+            await conn.execute(q.REPUSH_PLAN)
             rows = await conn.fetch(q.QUEUED_REPUSH, epoch, now, after[0], after[1], limit)
         rows = sorted(rows, key=lambda r: (r["due_at"], r["id"]))
         return [_queued(r) for r in rows], ((rows[-1]["due_at"], rows[-1]["id"]) if rows else after)
@@ -149,6 +150,7 @@ class Ledger:
         """Queued runs pushed but unclaimed `late_s` past due (by PostgreSQL's clock), oldest
         first, but those in `leave_out`; marked pushed by `epoch` (fenced)."""
         async with fenced(self._pool, epoch) as conn:
+            await conn.execute(q.REPUSH_PLAN)
             rows = await conn.fetch(q.QUEUED_OVERDUE_REPUSH, epoch, late_s, list(leave_out), limit)
         return sorted((_queued(r) for r in rows), key=lambda r: (r.due_ms, r.id))
 

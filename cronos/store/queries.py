@@ -136,6 +136,24 @@ RUNS_AHEAD_OF_JOB = (
 
 # --- ledger (dispatcher) ------------------------------------------------------
 
+# Runs are partitioned by scheduled_for (migration 0009). A run looked up by id alone is looked
+# for in every partition; so a statement on given ids looks among the unfinished runs only, as
+# the partial index runs_unfinished_id does (a day of finished runs costs the lookup nothing),
+# and writes the rows it found by id *and* scheduled_for, which leads each write to one
+# partition. A queued or running run is always unfinished: every write of an end state sets
+# finished_at, and nothing else does. The index names no state, so no statement that picks
+# runs by state (the reaper's, the re-push's) can be planned on it.
+_UNFINISHED = "finished_at IS NULL"
+
+
+def _within(lo: int, hi: int, alias: str = "") -> str:
+    """scheduled_for in [$lo, $hi) when the caller knows its runs' ticks (NULL: unbounded): then
+    PostgreSQL looks only in the partitions of those days (pruned when planned, or when a generic
+    plan starts)."""
+    col = f"{alias}scheduled_for"
+    return f"{col} >= coalesce(${lo}::timestamptz, '-infinity') AND {col} < coalesce(${hi}::timestamptz, 'infinity')"
+
+
 # The dispatcher's view of a job. $1: ids (DISPATCH_JOBS_BY_ID); paused/deleted ones come back
 # paused or not at all, and leave the leader's schedule.
 _DISPATCH_JOB = (
@@ -187,9 +205,9 @@ TICKS_WRITE = (
 # Manual triggers and retries (queued by others, never pushed) that are due: mark and return.
 # $1 epoch, $2 now, $3 limit.
 QUEUED_TAKE_DUE = (
-    "WITH pick AS MATERIALIZED (SELECT id FROM runs WHERE state = 'queued' AND pushed_epoch IS NULL"
+    "WITH pick AS MATERIALIZED (SELECT id, scheduled_for FROM runs WHERE state = 'queued' AND pushed_epoch IS NULL"
     " AND due_at <= $2 ORDER BY due_at LIMIT $3 FOR NO KEY UPDATE)"
-    " UPDATE runs r SET pushed_epoch = $1 FROM pick WHERE r.id = pick.id"
+    " UPDATE runs r SET pushed_epoch = $1 FROM pick WHERE r.id = pick.id AND r.scheduled_for = pick.scheduled_for"
     " RETURNING " + _TOKEN_COLS
 )
 QUEUED_NEXT_DUE = "SELECT min(due_at) FROM runs WHERE state = 'queued' AND pushed_epoch IS NULL"
@@ -197,27 +215,32 @@ QUEUED_NEXT_DUE = "SELECT min(due_at) FROM runs WHERE state = 'queued' AND pushe
 # them, before they were due: cronos.store.revisions; a tick refused by the overlap policy):
 # recorded as skipped with reason $2.
 QUEUED_SKIP = (
-    "WITH locked AS MATERIALIZED (SELECT id, state FROM runs WHERE id = ANY($1::bigint[])"
-    " ORDER BY id FOR NO KEY UPDATE)"
+    "WITH locked AS MATERIALIZED (SELECT id, state, scheduled_for FROM runs WHERE id = ANY($1::bigint[])"
+    f" AND {_UNFINISHED} ORDER BY id FOR NO KEY UPDATE)"
     " UPDATE runs r SET state = 'skipped', skip_reason = $2, finished_at = now()"
-    " FROM locked l WHERE r.id = l.id AND l.state = 'queued' RETURNING r.id"
+    " FROM locked l WHERE r.id = l.id AND r.scheduled_for = l.scheduled_for AND l.state = 'queued' RETURNING r.id"
 )
 # Re-push (election, Redis lost its data): every queued run due by $2, in due order, a page of
 # $5 after the keyset ($3 due_at, $4 id) of the last page (runs_queued_due_id reads just the page).
+# Sent first in the re-push's transaction: over partitions, a page in due order must be a merge of
+# each partition's index, not a sort of everything due, which the planner picks whenever stale
+# statistics promise few queued runs (the whole backlog sorted for every page).
+REPUSH_PLAN = "SET LOCAL enable_sort = off"
 QUEUED_REPUSH = (
-    "WITH pick AS MATERIALIZED (SELECT id FROM runs WHERE state = 'queued' AND due_at <= $2"
+    "WITH pick AS MATERIALIZED (SELECT id, scheduled_for FROM runs WHERE state = 'queued' AND due_at <= $2"
     " AND (due_at, id) > ($3::timestamptz, $4::bigint) ORDER BY due_at, id LIMIT $5 FOR NO KEY UPDATE)"
-    " UPDATE runs r SET pushed_epoch = $1 FROM pick WHERE r.id = pick.id"
+    " UPDATE runs r SET pushed_epoch = $1 FROM pick WHERE r.id = pick.id AND r.scheduled_for = pick.scheduled_for"
     " RETURNING " + _TOKEN_COLS + ", r.due_at"
 )
 # The watchdog: queued runs whose token went out (pushed_epoch set) and that nobody has claimed
 # $2 seconds past due, oldest first, leaving out $3 (run ids it re-pushed moments ago) and rows
-# being claimed right now (SKIP LOCKED); a page of $4, marked pushed by epoch $1 (fenced).
+# being claimed right now (SKIP LOCKED); a page of $4, marked pushed by epoch $1 (fenced). Sent
+# after REPUSH_PLAN, for the same reason as QUEUED_REPUSH (a merge of each day's index).
 QUEUED_OVERDUE_REPUSH = (
-    "WITH pick AS MATERIALIZED (SELECT id FROM runs WHERE state = 'queued' AND pushed_epoch IS NOT NULL"
-    " AND due_at < now() - make_interval(secs => $2) AND NOT (id = ANY($3::bigint[]))"
+    "WITH pick AS MATERIALIZED (SELECT id, scheduled_for FROM runs WHERE state = 'queued'"
+    " AND pushed_epoch IS NOT NULL AND due_at < now() - make_interval(secs => $2) AND NOT (id = ANY($3::bigint[]))"
     " ORDER BY due_at, id LIMIT $4 FOR NO KEY UPDATE SKIP LOCKED)"
-    " UPDATE runs r SET pushed_epoch = $1 FROM pick WHERE r.id = pick.id"
+    " UPDATE runs r SET pushed_epoch = $1 FROM pick WHERE r.id = pick.id AND r.scheduled_for = pick.scheduled_for"
     " RETURNING " + _TOKEN_COLS
 )
 # On election: runs an earlier leader meant to push later (jitter, spread catch-up) become
@@ -239,30 +262,33 @@ _CLAIMED = (
     " j.webhook_secret"
 )
 
-# Batch claim. $1 run ids, $2 node id, $3 lease seconds. Claims every queued run of the batch
-# except those an exclusive policy must arbitrate (a running exclusive run of the same job, or a
-# second exclusive run of one job in this batch): those stay queued, and STILL_QUEUED finds them
-# for CLAIM_ONE. A concurrent claim can still trip runs_one_running_exclusive; the caller then
-# arbitrates run by run.
+# Batch claim. $1 run ids, $2 node id, $3 lease seconds, [$4, $5) their ticks or NULL. Claims
+# every queued run of the batch except those an exclusive policy must arbitrate (a running
+# exclusive run of the same job, or a second exclusive run of one job in this batch): those stay
+# queued, and STILL_QUEUED finds them for CLAIM_ONE. A concurrent claim can still trip
+# runs_one_running_exclusive (the primary key of runs_running_exclusive, which triggers keep:
+# migration 0009); the caller then arbitrates run by run.
 CLAIM_BATCH = (
     "WITH batch AS MATERIALIZED ("
     " SELECT id, job_id, exclusive, state, scheduled_for, attempt FROM runs WHERE id = ANY($1::bigint[])"
-    " ORDER BY id FOR NO KEY UPDATE),"
+    f" AND {_UNFINISHED} AND {_within(4, 5)} ORDER BY id FOR NO KEY UPDATE),"
     " cand AS ("
-    " SELECT b.id, b.job_id, b.exclusive,"
+    " SELECT b.id, b.job_id, b.exclusive, b.scheduled_for,"
     " row_number() OVER (PARTITION BY b.job_id, b.exclusive ORDER BY b.scheduled_for, b.attempt) AS n"
     " FROM batch b WHERE b.state = 'queued'),"
     " pick AS ("
-    " SELECT c.id FROM cand c WHERE NOT c.exclusive OR (c.n = 1 AND NOT EXISTS ("
-    " SELECT 1 FROM runs o WHERE o.job_id = c.job_id AND o.state = 'running' AND o.exclusive)))"
+    " SELECT c.id, c.scheduled_for FROM cand c WHERE NOT c.exclusive OR (c.n = 1 AND NOT EXISTS ("
+    " SELECT 1 FROM runs_running_exclusive o WHERE o.job_id = c.job_id)))"
     " UPDATE runs r SET state = 'running', node_id = $2, started_at = clock_timestamp(),"
     " lease_until = now() + make_interval(secs => $3)"
-    " FROM pick p, jobs j WHERE r.id = p.id AND j.id = r.job_id"
+    f" FROM pick p, jobs j WHERE r.id = p.id AND r.scheduled_for = p.scheduled_for AND {_within(4, 5, 'r.')}"
+    " AND j.id = r.job_id"
     " RETURNING " + _CLAIMED
 )
-# The runs of a batch left queued by CLAIM_BATCH (sent only when it did not claim them all).
+# The runs of a batch left queued by CLAIM_BATCH (sent only when it did not claim them all); [$2, $3) as there.
 STILL_QUEUED = (
-    "WITH batch AS MATERIALIZED (SELECT id, state FROM runs WHERE id = ANY($1::bigint[]))"
+    "WITH batch AS MATERIALIZED (SELECT id, state FROM runs WHERE id = ANY($1::bigint[])"
+    f" AND {_UNFINISHED} AND {_within(2, 3)})"
     " SELECT id FROM batch WHERE state = 'queued' ORDER BY id"
 )
 
@@ -270,7 +296,7 @@ STILL_QUEUED = (
 # the caller goes on only while it is queued.
 LOCK_RUN = (
     "SELECT r.id, r.job_id, r.exclusive, r.state, j.concurrency_policy FROM runs r JOIN jobs j ON j.id = r.job_id"
-    " WHERE r.id = $1 FOR NO KEY UPDATE OF r"
+    f" WHERE r.id = $1 AND r.{_UNFINISHED} FOR NO KEY UPDATE OF r"
 )
 # A claim the unique index refused (another exclusive run of the job is running): skip it or
 # let it wait, by policy. `forbid` skips a tick only when its predecessor was already running
@@ -304,30 +330,38 @@ REPLACE_RUNNING = (
 CLAIM_ONE = (
     "UPDATE runs r SET state = 'running', node_id = $2, started_at = clock_timestamp(),"
     " lease_until = now() + make_interval(secs => $3)"
-    " FROM jobs j WHERE r.id = $1 AND j.id = r.job_id RETURNING " + _CLAIMED
+    f" FROM jobs j WHERE r.id = $1 AND r.{_UNFINISHED} AND j.id = r.job_id RETURNING " + _CLAIMED
 )
 
 # Heartbeat for every run in flight on a node: extends the leases it still owns, returns their ids.
+# [$4, $5): their ticks, or NULL.
 EXTEND_LEASES = (
-    "WITH locked AS MATERIALIZED (SELECT id, node_id, state FROM runs WHERE id = ANY($1::bigint[])"
-    " ORDER BY id FOR NO KEY UPDATE)"
+    "WITH locked AS MATERIALIZED (SELECT id, node_id, state, scheduled_for FROM runs WHERE id = ANY($1::bigint[])"
+    f" AND {_UNFINISHED} AND {_within(4, 5)} ORDER BY id FOR NO KEY UPDATE)"
     " UPDATE runs r SET lease_until = now() + make_interval(secs => $3)"
-    " FROM locked l WHERE r.id = l.id AND l.node_id = $2 AND l.state = 'running' RETURNING r.id"
+    f" FROM locked l WHERE r.id = l.id AND r.scheduled_for = l.scheduled_for AND {_within(4, 5, 'r.')}"
+    " AND l.node_id = $2"
+    " AND l.state = 'running' RETURNING r.id"
 )
 
 # Batch finish, one statement, so the outcome and the retry it allows commit together.
-# Each row is written only while `node_id` (the expected owner) still owns the run.
-# retry_delay_s NULL: no retry. The retry copies the tick identity with attempt + 1, and its revision.
+# Each row is written only while `node_id` (the expected owner) still owns the run. Each run is
+# looked up by its id (LATERAL: no plan can scan the runs to join them with the batch), in the
+# order of $1, which the caller sorts: locks taken in id order.
+# retry_delay_s NULL: no retry. The retry copies the tick identity with attempt + 1, and its revision. [$9, $10): their
+# ticks, or NULL.
 FINISH_RUNS = (
-    "WITH u AS MATERIALIZED (SELECT u.*, r.node_id AS owner, r.state AS current"
+    "WITH u AS MATERIALIZED (SELECT u.*, r.node_id AS owner, r.state AS current, r.scheduled_for AS tick"
     " FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::float8[],"
-    " $8::float8[]) AS u(id, node_id, state, error, traceback, result, duration_ms, retry_delay_s)"
-    " JOIN runs r ON r.id = u.id ORDER BY u.id FOR NO KEY UPDATE OF r),"
+    " $8::float8[]) AS u(id, node_id, state, error, traceback, result, duration_ms, retry_delay_s),"
+    " LATERAL (SELECT node_id, state, scheduled_for FROM runs r"
+    f" WHERE r.id = u.id AND r.{_UNFINISHED} AND {_within(9, 10, 'r.')} FOR NO KEY UPDATE) r),"
     " done AS ("
     " UPDATE runs r SET state = u.state, finished_at = clock_timestamp(), lease_until = NULL, error = u.error,"
     " traceback = u.traceback, result = u.result,"
     " duration_ms = coalesce(u.duration_ms, extract(epoch FROM now() - r.started_at) * 1000)"
-    " FROM u WHERE r.id = u.id AND u.current = 'running' AND u.owner = u.node_id"
+    f" FROM u WHERE r.id = u.id AND r.scheduled_for = u.tick AND {_within(9, 10, 'r.')}"
+    " AND u.current = 'running' AND u.owner = u.node_id"
     " RETURNING r.id, r.job_id, r.scheduled_for, r.attempt, r.exclusive, r.state, u.retry_delay_s, r.revision),"
     " retried AS ("
     " INSERT INTO runs (job_id, scheduled_for, attempt, trigger, state, due_at, exclusive, revision)"
@@ -349,7 +383,7 @@ RUNS_OVERDUE = (
 
 # Reaper (leader, fenced by EPOCH_GUARD).
 LOST_RUNS = (
-    "SELECT r.id, r.node_id, r.attempt, j.kind, j.max_retries, j.retry_backoff_s"
+    "SELECT r.id, r.node_id, r.scheduled_for, r.attempt, j.kind, j.max_retries, j.retry_backoff_s"
     " FROM runs r JOIN jobs j ON j.id = r.job_id"
     " WHERE r.state = 'running' AND r.lease_until < now()"
     " ORDER BY r.lease_until LIMIT $1 FOR UPDATE OF r SKIP LOCKED"
@@ -360,11 +394,56 @@ LOST_RUNS = (
 # follows the due_at index and stops at the limit.
 EXPIRE_QUEUED = (
     "UPDATE runs r SET state = 'skipped', skip_reason = $2, finished_at = now()"
-    " FROM (SELECT q.id FROM runs q WHERE q.state = 'queued'"
+    " FROM (SELECT q.id, q.scheduled_for FROM runs q WHERE q.state = 'queued'"
     " AND q.due_at < now() - make_interval(secs => (SELECT coalesce(min(misfire_grace_s), 0) FROM jobs))"
     " AND q.due_at + make_interval(secs => (SELECT j.misfire_grace_s FROM jobs j WHERE j.id = q.job_id)) < now()"
     " ORDER BY q.due_at LIMIT $1 FOR NO KEY UPDATE SKIP LOCKED) e"
-    " WHERE r.id = e.id RETURNING r.id"
+    " WHERE r.id = e.id AND r.scheduled_for = e.scheduled_for RETURNING r.id"
+)
+
+
+# --- runs partitions (leader, cronos.store.partitions) -------------------------
+
+# `runs` is partitioned by scheduled_for, a partition per UTC day (migration 0009), plus the one
+# the migration made of the table before it (everything until a midnight) and a default one.
+# Each partition's bounds, read back from its bound expression: lower NULL for MINVALUE,
+# both NULL for the default partition.
+PARTITIONS = (
+    "SELECT c.relname AS name, b.expr = 'DEFAULT' AS is_default,"
+    " substring(b.expr FROM 'FROM \\(''([^'']+)''\\)')::timestamptz AS lower,"
+    " substring(b.expr FROM 'TO \\(''([^'']+)''\\)')::timestamptz AS upper"
+    " FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid,"
+    " LATERAL (SELECT pg_get_expr(c.relpartbound, c.oid) AS expr) b"
+    " WHERE i.inhparent = 'runs'::regclass ORDER BY upper NULLS LAST"
+)
+# DDL waits this long for a lock, then gives up until the next pass: while it waits, the
+# statements behind it in the lock queue (claims, finishes) wait too.
+PARTITION_LOCK_TIMEOUT = "SET LOCAL lock_timeout = '500ms'"
+# A new day, {name} from [{lower}, {upper}): built apart (no lock on runs while it is empty),
+# handed the rows of its day that waited in the default partition, then attached. Attaching
+# takes a SHARE UPDATE EXCLUSIVE lock on runs (claims and finishes go on), but an exclusive one
+# on the default partition (scanned for rows of the day) and, for the foreign key, a SHARE ROW
+# EXCLUSIVE one on jobs: the leader's cursor updates and API job writes wait for it.
+PARTITION_BUILD = 'CREATE TABLE "{name}" (LIKE runs INCLUDING DEFAULTS INCLUDING CONSTRAINTS)'
+PARTITION_TAKE_DEFAULT = (
+    "WITH moved AS (DELETE FROM runs_default WHERE scheduled_for >= $1 AND scheduled_for < $2 RETURNING *)"
+    ' INSERT INTO "{name}" SELECT * FROM moved'
+)
+PARTITION_ATTACH = "ALTER TABLE runs ATTACH PARTITION \"{name}\" FOR VALUES FROM ('{lower}') TO ('{upper}')"
+# Moving a running exclusive run out of the default partition ended its G3 row (a delete from
+# runs); it is still running in its new partition.
+PARTITION_RUNNING_EXCLUSIVE = (
+    'INSERT INTO runs_running_exclusive (job_id, run_id) SELECT job_id, id FROM "{name}"'
+    " WHERE state = 'running' AND exclusive ON CONFLICT DO NOTHING"
+)
+# A partition to drop must hold no run still to run or running (its partial indexes answer).
+PARTITION_BUSY = "SELECT EXISTS (SELECT 1 FROM \"{name}\" WHERE state IN ('queued', 'running'))"
+PARTITION_DETACH = 'ALTER TABLE runs DETACH PARTITION "{name}"'
+PARTITION_DROP = 'DROP TABLE "{name}"'
+# The default partition's rows past retention (never a queued or running one), $2 at a time.
+DEFAULT_PURGE = (
+    "DELETE FROM runs_default WHERE id IN (SELECT id FROM runs_default WHERE scheduled_for < $1"
+    " AND state NOT IN ('queued', 'running') LIMIT $2)"
 )
 
 

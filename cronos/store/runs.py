@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Collection, Sequence
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any, Literal, NamedTuple
 
@@ -57,9 +57,11 @@ class ClaimedRun(msgspec.Struct, kw_only=True):
 
 
 class ClaimRequest(NamedTuple):
-    """A run to claim; `waiting`: it was answered Refused.WAIT before and asks again."""
+    """A run to claim, its tick (a token's scheduled_for_ms: the claim reads only that day's
+    partition); `waiting`: it was answered Refused.WAIT before and asks again."""
 
     run_id: int
+    scheduled_for_ms: int
     waiting: bool = False
 
 
@@ -86,6 +88,7 @@ class Outcome(msgspec.Struct, kw_only=True):
     result: str | None = None
     duration_ms: float | None = None  # None: computed from started_at
     retry_delay_s: float | None = None  # None: no retry
+    scheduled_for: datetime | None = None  # the run's tick, when known: the write looks in its day only
 
 
 class FinishResult(msgspec.Struct, kw_only=True):
@@ -99,19 +102,47 @@ class ReapResult(msgspec.Struct, kw_only=True):
     retried: int = 0  # retries queued for the lost ones
 
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+Window = tuple[datetime | None, datetime | None]
+
+
+def window(ticks: Sequence[datetime | None], resolution: timedelta = timedelta(microseconds=1)) -> Window:
+    """[lo, hi) holding every tick (each known to `resolution`), so a statement on these runs
+    looks only in the partitions of their days; (None, None), every partition, when one is unknown."""
+    if not ticks or any(t is None for t in ticks):
+        return None, None
+    known = [t for t in ticks if t is not None]
+    return min(known), max(known) + resolution
+
+
+def window_ms(ticks_ms: Sequence[int] | None) -> Window:
+    """`window` of ticks known to the millisecond (a token's scheduled_for_ms, the floor of its tick)."""
+    if not ticks_ms:
+        return None, None
+    return window([_EPOCH + timedelta(milliseconds=ms) for ms in ticks_ms], timedelta(milliseconds=1))
+
+
 class RunStore:
     def __init__(self, pool: asyncpg.Pool) -> None:
         self._pool = pool
         self.round_trips = 0  # statements sent, for the benchmark's "round trips per run"
 
     async def claim(
-        self, run_ids: Sequence[int], node_id: str, lease_s: float, *, waiting: Collection[int] = ()
+        self,
+        run_ids: Sequence[int],
+        node_id: str,
+        lease_s: float,
+        ticks_ms: Sequence[int] | None = None,
+        *,
+        waiting: Collection[int] = (),
     ) -> list[Claim]:
         """Claim queued runs for `node_id`, applying each job's concurrency policy: one answer
-        per id, in order (an id repeated in the batch gets the run once). `waiting` names runs
-        asking again after a Refused.WAIT: each is tried only once no earlier run of its job is
-        still queued and due."""
+        per id, in order (an id repeated in the batch gets the run once). `ticks_ms`: their
+        tokens' scheduled_for_ms, when known (a claim then reads only their days' partitions).
+        `waiting` names runs asking again after a Refused.WAIT: each is tried only once no
+        earlier run of its job is still queued and due."""
         ids = list(dict.fromkeys(run_ids))
+        within = window_ms(ticks_ms)
         claimed: dict[int, ClaimedRun] = {}
         refused: dict[int, Refused] = {}  # skipped by the policy, or left queued to wait
         if waiting:
@@ -125,7 +156,7 @@ class RunStore:
             left = [i for i in ids if i not in claimed and i not in refused]
             with translate_errors():
                 async with self._pool.acquire() as conn:
-                    await self._claim(conn, left, node_id, lease_s, claimed, refused)
+                    await self._claim(conn, left, node_id, lease_s, within, claimed, refused)
 
         if ids:
             await retry_contention(attempt, "claim")
@@ -141,19 +172,20 @@ class RunStore:
         ids: list[int],
         node_id: str,
         lease_s: float,
+        within: Window,
         claimed: dict[int, ClaimedRun],
         refused: dict[int, Refused],
     ) -> None:
         try:
             self.round_trips += 1
-            rows = await conn.fetch(q.CLAIM_BATCH, ids, node_id, lease_s)
+            rows = await conn.fetch(q.CLAIM_BATCH, ids, node_id, lease_s, *within)
             claimed.update((r["id"], to_struct(r, ClaimedRun)) for r in rows)
             leftover = ids if len(rows) < len(ids) else []
         except asyncpg.UniqueViolationError:
             leftover = ids  # a concurrent claim of the same job: arbitrate run by run
         if leftover:  # repeated tokens, or runs an exclusive policy must arbitrate
             self.round_trips += 1
-            queued = await conn.fetch(q.STILL_QUEUED, [i for i in leftover if i not in claimed])
+            queued = await conn.fetch(q.STILL_QUEUED, [i for i in leftover if i not in claimed], *within)
             for row in queued:
                 await self._claim_one(conn, row["id"], node_id, lease_s, claimed, refused)
 
@@ -209,15 +241,19 @@ class RunStore:
         """A ping that measures this node's clock against PostgreSQL's (cronos.clock)."""
         await sync_clock(self._pool, clock)
 
-    async def extend_leases(self, run_ids: Sequence[int], node_id: str, lease_s: float) -> set[int]:
-        """Heartbeat: extend the leases `node_id` still owns; returns those ids."""
+    async def extend_leases(
+        self, run_ids: Sequence[int], node_id: str, lease_s: float, ticks: Sequence[datetime | None] = ()
+    ) -> set[int]:
+        """Heartbeat: extend the leases `node_id` still owns; returns those ids. `ticks`: their
+        scheduled_for, when known."""
         if not run_ids:
             return set()
+        within = window(ticks)
 
         async def attempt() -> list[Any]:
             with translate_errors():
                 self.round_trips += 1
-                return await self._pool.fetch(q.EXTEND_LEASES, list(run_ids), node_id, lease_s)  # type: ignore[no-any-return]
+                return await self._pool.fetch(q.EXTEND_LEASES, list(run_ids), node_id, lease_s, *within)  # type: ignore[no-any-return]
 
         return {r["id"] for r in await retry_contention(attempt, "lease heartbeat")}
 
@@ -234,6 +270,7 @@ class RunStore:
         return await retry_contention(attempt, "finish")
 
     async def _finish(self, conn: Any, outcomes: Sequence[Outcome]) -> FinishResult:
+        outcomes = sorted(outcomes, key=lambda o: o.run_id)  # FINISH_RUNS locks in this order
         self.round_trips += 1
         rows = await conn.fetch(
             q.FINISH_RUNS,
@@ -245,6 +282,7 @@ class RunStore:
             [o.result for o in outcomes],
             [o.duration_ms for o in outcomes],
             [o.retry_delay_s for o in outcomes],
+            *window([o.scheduled_for for o in outcomes]),
         )
         return FinishResult(written={r["id"] for r in rows}, retried=int(rows[0]["retried"]) if rows else 0)
 
@@ -262,6 +300,7 @@ class RunStore:
                     state="failed",
                     error=FAIL_EXECUTOR_LOST,
                     retry_delay_s=retry.planned_delay_s(r["attempt"], r["max_retries"], r["retry_backoff_s"]),
+                    scheduled_for=r["scheduled_for"],
                 )
                 for r in lost
             ]

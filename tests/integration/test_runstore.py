@@ -260,3 +260,25 @@ async def test_overdue_counts_queued_runs_past_due(pg_pool: asyncpg.Pool, store:
     assert await store.overdue(cap=2) == 2
     await store.claim([late[0].run_id], "n", 10)  # started: no longer overdue
     assert await store.overdue() == 2
+
+
+async def test_statements_bounded_by_their_runs_ticks_find_ticks_of_any_precision(
+    pg_pool: asyncpg.Pool, store: RunStore
+) -> None:
+    """Tokens carry scheduled_for to the millisecond (floor); a manual trigger's is now(), to the
+    microsecond: the day-partition bound derived from a token still holds its run."""
+    job, other = await insert_job(pg_pool), await insert_job(pg_pool)
+    manual = await insert_run(pg_pool, job, datetime(2030, 1, 1, 23, 59, 59, 999_999, tzinfo=UTC), trigger="manual")
+    scheduled = await insert_run(pg_pool, other, datetime(2030, 1, 2, tzinfo=UTC))  # the next day's first tick
+    assert manual.scheduled_for_ms % 1000 == 999
+    tokens = [manual, scheduled]
+    claimed = _claimed(await store.claim([t.run_id for t in tokens], "n", 10, [t.scheduled_for_ms for t in tokens]))
+    assert {c.id for c in claimed} == {manual.run_id, scheduled.run_id}
+    assert await store.extend_leases([c.id for c in claimed], "n", 10, [c.scheduled_for for c in claimed]) == {
+        c.id for c in claimed
+    }
+    outcomes = [Outcome(run_id=c.id, node_id="n", state="completed", scheduled_for=c.scheduled_for) for c in claimed]
+    assert (await store.finish(outcomes)).written == {c.id for c in claimed}
+    # A bound that misses a run (a token from another tick) finds nothing: the bound is real.
+    again = await insert_run(pg_pool, job, datetime(2030, 1, 3, tzinfo=UTC))
+    assert await store.claim([again.run_id], "n", 10, [again.scheduled_for_ms - 1]) == [Refused.NOT_QUEUED]

@@ -79,3 +79,25 @@ def test_every_variable_maps_to_a_field() -> None:
 def test_env_example_lists_exactly_the_variables_read() -> None:
     listed = re.findall(r"^(?:# )?([A-Z][A-Z0-9_]*)=", ENV_EXAMPLE.read_text(), re.MULTILINE)
     assert sorted(listed) == sorted(VARIABLES)
+
+
+@pytest.mark.parametrize(
+    ("raw", "seconds"), [("30d", 30 * 86_400), ("30", 30 * 86_400), ("36h", 36 * 3600), ("2w", 14 * 86_400), ("0", 0)]
+)
+def test_runs_retention_takes_an_age_or_zero(raw: str, seconds: float) -> None:
+    assert load_settings({"CRONOS_RUNS_RETENTION": raw}, env_file=None).runs_retention_s == seconds
+
+
+@pytest.mark.parametrize("raw", ["soon", "-1d", "30m", "10s"])
+def test_a_bad_runs_retention_names_the_variable(raw: str) -> None:
+    with pytest.raises(ConfigError, match=r"^CRONOS_RUNS_RETENTION: must"):
+        load_settings({"CRONOS_RUNS_RETENTION": raw}, env_file=None)
+
+
+def test_runs_retention_defaults_to_thirty_days() -> None:
+    assert load_settings({}, env_file=None).runs_retention_s == 30 * 86_400
+
+
+def test_redis_url_may_name_a_cluster() -> None:
+    url = "redis+cluster://10.0.0.5:7000/0"
+    assert load_settings({"REDIS_URL": url}, env_file=None).redis_url == url

@@ -1,0 +1,94 @@
+"""The leader's side of bounded history: the partitions of `runs` (one per UTC day, migration
+0009), created ahead and dropped past retention, each change fenced by the leader's epoch.
+
+DDL takes locks the hot path may queue behind, so each statement waits at most
+PARTITION_LOCK_TIMEOUT for them and the change is left to the next pass when it cannot have
+them (`Change.BUSY`): a maintenance pass never stalls claims for longer than that.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+from enum import StrEnum
+
+import asyncpg
+import msgspec
+
+from cronos.store import queries as q
+from cronos.store.db import to_struct, translate_errors
+from cronos.store.epoch import fenced
+
+log = logging.getLogger("cronos.store.partitions")
+
+
+class Partition(msgspec.Struct, frozen=True, kw_only=True):
+    name: str
+    is_default: bool
+    lower: datetime | None  # None: from the beginning (MINVALUE), or the default partition
+    upper: datetime | None  # None: the default partition
+
+
+class Change(StrEnum):
+    """What became of one partition change: expected outcomes, as values."""
+
+    DONE = "done"
+    BUSY = "busy"  # a lock was not granted within the timeout: try again next pass
+    IN_USE = "in_use"  # still holds a queued or running run: kept
+
+
+class _InUse(Exception):
+    """Rolls back a detach that found a queued or running run after all."""
+
+
+class PartitionStore:
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self._pool = pool
+
+    async def list(self) -> list[Partition]:
+        with translate_errors():
+            rows = await self._pool.fetch(q.PARTITIONS)
+        return [to_struct(r, Partition) for r in rows]
+
+    async def create(self, epoch: int, name: str, lower: datetime, upper: datetime) -> tuple[Change, int]:
+        """Create partition `name` for [lower, upper), taking over the rows of that range the
+        default partition holds; returns the outcome and how many rows moved."""
+        try:
+            async with fenced(self._pool, epoch) as conn:
+                await conn.execute(q.PARTITION_LOCK_TIMEOUT)
+                await conn.execute(q.PARTITION_BUILD.format(name=name))
+                status = await conn.execute(q.PARTITION_TAKE_DEFAULT.format(name=name), lower, upper)
+                await conn.execute(
+                    q.PARTITION_ATTACH.format(name=name, lower=lower.isoformat(), upper=upper.isoformat())
+                )
+                moved = int(status.split()[-1])
+                if moved:
+                    await conn.execute(q.PARTITION_RUNNING_EXCLUSIVE.format(name=name))
+        except asyncpg.LockNotAvailableError:
+            return Change.BUSY, 0
+        return Change.DONE, moved
+
+    async def drop(self, epoch: int, name: str) -> Change:
+        """Drop partition `name` unless it holds a queued or running run."""
+        with translate_errors():
+            if await self._pool.fetchval(q.PARTITION_BUSY.format(name=name)):
+                return Change.IN_USE  # checked first without a lock, to take none in vain
+        try:
+            async with fenced(self._pool, epoch) as conn:
+                await conn.execute(q.PARTITION_LOCK_TIMEOUT)
+                await conn.execute(q.PARTITION_DETACH.format(name=name))
+                # Again under the detach's exclusive lock: nothing can have changed since.
+                if await conn.fetchval(q.PARTITION_BUSY.format(name=name)):
+                    raise _InUse
+                await conn.execute(q.PARTITION_DROP.format(name=name))
+        except _InUse:
+            return Change.IN_USE
+        except asyncpg.LockNotAvailableError:
+            return Change.BUSY
+        return Change.DONE
+
+    async def purge_default(self, epoch: int, before: datetime, limit: int = 10_000) -> int:
+        """Delete up to `limit` finished runs older than `before` from the default partition."""
+        async with fenced(self._pool, epoch) as conn:
+            status = await conn.execute(q.DEFAULT_PURGE, before, limit)
+        return int(status.split()[-1])
