@@ -34,7 +34,7 @@ NOT_WRITTEN = "not written yet"  # due, but after the job's cursor: the leader h
 UNACCOUNTED = "unaccounted"  # an active job's tick the ledger should hold and does not (G2)
 
 _US = timedelta(microseconds=1)
-_STATUSES: dict[str, SegmentStatus] = {"active": "active", "paused": "paused", "deleted": "deleted"}
+_STATUSES: dict[str, SegmentStatus] = {"absent": "absent", "active": "active", "paused": "paused", "deleted": "deleted"}
 _STARTED: frozenset[str] = frozenset({"running", "completed", "failed"})
 
 
