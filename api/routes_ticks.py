@@ -85,7 +85,8 @@ async def job_ticks(request: web.Request) -> web.Response:
     limit = query_limit(request)
     now = utc_now()
     after, until = window(request.query.get("from"), request.query.get("to"), now)
-    store = TickStore(await request.app[BACKENDS].pool())
+    backends = request.app[BACKENDS]
+    store = TickStore(await backends.pool())
     history, cursor = await store.history(job_id, until)
     segs = segments(history)
     if len(plan(segs, after, until, MAX_TICKS + 1)) > MAX_TICKS:
@@ -95,7 +96,9 @@ async def job_ticks(request: web.Request) -> web.Response:
     planned = plan(segs, after, until, limit)
     upto = planned[-1][0] if len(planned) == limit else until
     rows = await store.ledger(job_id, after, upto)
-    ticks = account(planned, rows, segs, now=now, written_until=cursor)
+    retention = backends.settings.runs_retention_s
+    kept_since = now - timedelta(seconds=retention) if retention else None
+    ticks = account(planned, rows, segs, now=now, written_until=cursor, kept_since=kept_since)
     page = ticks[:limit]
     more = len(ticks) > limit or len(planned) == limit
     next_cursor = encode_cursor((page[-1].scheduled_for - _EPOCH) // _US) if more and page else None

@@ -31,6 +31,7 @@ DELETED = "after the job was deleted"
 RUNS_DELETED = "its runs were deleted with the job"
 NOT_DUE = "not yet due"
 NOT_WRITTEN = "not written yet"  # due, but after the job's cursor: the leader has not written it yet
+RETENTION = "past the runs' retention"  # its day of the ledger was dropped (CRONOS_RUNS_RETENTION)
 UNACCOUNTED = "unaccounted"  # an active job's tick the ledger should hold and does not (G2)
 
 _US = timedelta(microseconds=1)
@@ -141,21 +142,23 @@ def account(
     *,
     now: datetime,
     written_until: datetime | None,
+    kept_since: datetime | None = None,
 ) -> list[Tick]:
     """Each planned tick with its outcome, plus the ledger's ticks no segment plans (written ahead
     under an older schedule, then skipped "schedule changed"), ascending. `written_until` is the
     job's cursor (every tick at or before it is in the ledger); None when the job was deleted (its
-    runs went with it)."""
+    runs went with it). Rows of ticks before `kept_since` may have been dropped by retention."""
     by_tick: dict[datetime, list[LedgerRow]] = {}
     for row in rows:
         by_tick.setdefault(row.scheduled_for, []).append(row)
-    ticks = [_tick(t, seg, by_tick.pop(t, []), now, written_until) for t, seg in planned]
+    horizon = (now, written_until, kept_since)
+    ticks = [_tick(t, seg, by_tick.pop(t, []), horizon) for t, seg in planned]
     for t, extra in by_tick.items():  # shown with the revision that planned it, else the one in force then
         planner = {row.revision for row in extra}
         seg = next((s for s in segs if s.revision in planner and s.status != "absent"), None)
         seg = seg or next((s for s in segs if _within(s, t)), None)
         if seg is not None:
-            ticks.append(_tick(t, seg, extra, now, written_until))
+            ticks.append(_tick(t, seg, extra, horizon))
     return sorted(ticks, key=lambda tick: tick.scheduled_for)
 
 
@@ -163,9 +166,12 @@ def _within(seg: Segment, t: datetime) -> bool:
     return (seg.start is None or seg.start < t) and (seg.end is None or t <= seg.end)
 
 
-def _tick(t: datetime, seg: Segment, rows: list[LedgerRow], now: datetime, written_until: datetime | None) -> Tick:
+_Horizon = tuple[datetime, datetime | None, datetime | None]  # now, written_until, kept_since
+
+
+def _tick(t: datetime, seg: Segment, rows: list[LedgerRow], horizon: _Horizon) -> Tick:
     runs = [_run(row) for row in sorted(rows, key=lambda row: row.attempt)]
-    outcome, reason = _outcome(t, seg, rows, now, written_until)
+    outcome, reason = _outcome(t, seg, rows, horizon)
     return Tick(
         scheduled_for=t, outcome=outcome, reason=reason, revision=seg.revision,
         cron_expression=seg.cron_expression, timezone=seg.timezone, runs=runs,
@@ -177,9 +183,8 @@ def _run(row: LedgerRow) -> TickRun:
     return TickRun(id=row.id, attempt=row.attempt, state=row.state, start_delay_s=delay, skip_reason=row.skip_reason)
 
 
-def _outcome(
-    t: datetime, seg: Segment, rows: list[LedgerRow], now: datetime, written_until: datetime | None
-) -> tuple[Outcome, str | None]:
+def _outcome(t: datetime, seg: Segment, rows: list[LedgerRow], horizon: _Horizon) -> tuple[Outcome, str | None]:
+    now, written_until, kept_since = horizon
     if rows:
         if any(row.state in _STARTED for row in rows):
             return "ran", None
@@ -194,6 +199,8 @@ def _outcome(
         return "none", PAUSED
     if t > now:
         return "pending", NOT_DUE
+    if kept_since is not None and t < kept_since:
+        return "none", RETENTION
     if written_until is None:
         return "none", RUNS_DELETED
     if t > written_until:

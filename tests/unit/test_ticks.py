@@ -17,6 +17,7 @@ from cronos.ticks import (
     NOT_DUE,
     NOT_WRITTEN,
     PAUSED,
+    RETENTION,
     RUNS_DELETED,
     UNACCOUNTED,
     LedgerRow,
@@ -128,6 +129,8 @@ def test_a_due_tick_past_the_cursor_is_not_written_yet_and_a_deleted_jobs_runs_a
                                                       ("pending", NOT_WRITTEN)]  # fmt: skip
     ticks = account(planned, [], segs, now=at(3, 30), written_until=None)
     assert {t.reason for t in ticks} == {RUNS_DELETED}
+    ticks = account(planned, [], segs, now=at(3, 30), written_until=at(2), kept_since=at(1, 30))
+    assert [t.reason for t in ticks] == [RETENTION, UNACCOUNTED, NOT_WRITTEN]
 
 
 def test_plan_stops_at_the_limit_and_skips_a_schedule_that_never_was_valid() -> None:
