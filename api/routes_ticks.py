@@ -28,7 +28,7 @@ DEFAULT_WINDOW = timedelta(hours=1)
 MAX_WINDOW = timedelta(days=7)
 MAX_TICKS = 10_000
 _US = timedelta(microseconds=1)
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_EPOCH = datetime(1, 1, 1, tzinfo=UTC)  # cursors count microseconds from here: never negative
 _UTC_ZONE = ZoneInfo("UTC")
 
 
@@ -70,7 +70,13 @@ def window(raw_from: str | None, raw_to: str | None, now: datetime) -> tuple[dat
     return after, until
 
 
-def _cursor(raw: str | None) -> datetime | None:
+def cursor_of(tick: datetime) -> str:
+    """The cursor of a page that ends with `tick`: the next page starts after it."""
+    return encode_cursor((tick - _EPOCH) // _US)
+
+
+def cursor_after(raw: str | None) -> datetime | None:
+    """The instant a `cursor_of` cursor names; None without a cursor."""
     micros = decode_cursor(raw)
     if micros is None:
         return None
@@ -91,7 +97,7 @@ async def job_ticks(request: web.Request) -> web.Response:
     segs = segments(history)
     if len(plan(segs, after, until, MAX_TICKS + 1)) > MAX_TICKS:
         raise InvalidInput("to", f"the window holds more than {MAX_TICKS} ticks of this job: narrow it")
-    if (seen := _cursor(request.query.get("cursor"))) is not None:
+    if (seen := cursor_after(request.query.get("cursor"))) is not None:
         after = max(after, seen)
     planned = plan(segs, after, until, limit)
     upto = planned[-1][0] if len(planned) == limit else until
@@ -101,7 +107,7 @@ async def job_ticks(request: web.Request) -> web.Response:
     ticks = account(planned, rows, segs, now=now, written_until=cursor, kept_since=kept_since)
     page = ticks[:limit]
     more = len(ticks) > limit or len(planned) == limit
-    next_cursor = encode_cursor((page[-1].scheduled_for - _EPOCH) // _US) if more and page else None
+    next_cursor = cursor_of(page[-1].scheduled_for) if more and page else None
     return respond(TickList(items=[annotate(t) for t in page], next_cursor=next_cursor))
 
 

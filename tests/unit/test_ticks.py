@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from api.routes_ticks import MAX_WINDOW, annotate, window
+from api.bodies import encode_cursor
+from api.routes_ticks import MAX_WINDOW, annotate, cursor_after, cursor_of, window
 from cronos.errors import InvalidInput
 from cronos.models import SKIP_JOB_INACTIVE, SKIP_MISFIRED, SKIP_SCHEDULE_CHANGED
 from cronos.ticks import (
@@ -192,3 +193,10 @@ def test_the_window_defaults_to_the_last_hour_and_is_bounded() -> None:
         with pytest.raises(InvalidInput) as caught:
             window(raw_from, raw_to, now)
         assert caught.value.field == name, (raw_from, raw_to)
+
+
+def test_a_cursor_names_its_tick_to_the_microsecond_in_any_year() -> None:
+    for tick in (at(1) + 7 * US, datetime(1960, 2, 29, 23, 59, 59, 999999, tzinfo=UTC), datetime(1, 1, 1, tzinfo=UTC)):
+        assert cursor_after(cursor_of(tick)) == tick
+    assert cursor_after(None) is None
+    assert cursor_after(encode_cursor(2**63 - 1)) == datetime.max.replace(tzinfo=UTC)  # past the calendar: the end
