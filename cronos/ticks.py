@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Any, Literal, Protocol
+from typing import Annotated, Any, Literal, Protocol
 
 import msgspec
 
@@ -76,19 +76,36 @@ class LedgerRow(msgspec.Struct, kw_only=True):
     skip_reason: str | None
 
 
+_DELAY = msgspec.Meta(description="started_at - scheduled_for; null until it starts")
+_OUTCOME = msgspec.Meta(
+    description="ran: a run started; skipped: the ledger skipped it (`reason`); pending: queued, or not due / "
+    "not written yet; none: no run, `reason` says why"
+)
+_REASON = msgspec.Meta(
+    description="why there is no run, or the ledger's skip reason; `unaccounted`: an active job's tick the "
+    "ledger does not hold; null when it ran or is queued"
+)
+_REVISION = msgspec.Meta(
+    description="the job revision whose schedule and status the tick belongs to (for a tick only the ledger "
+    "knows: the one that planned it)"
+)
+
+
 class TickRun(msgspec.Struct, kw_only=True):
+    """One attempt at a tick (GET /api/runs/{id} has the rest)."""
+
     id: int
     attempt: int
     state: RunState
-    start_delay_s: float | None = msgspec.field(default=None)  # started_at - scheduled_for; null until it starts
+    start_delay_s: Annotated[float | None, _DELAY] = None
     skip_reason: str | None = None
 
 
 class Tick(msgspec.Struct, kw_only=True):
     scheduled_for: datetime
-    outcome: Outcome
-    reason: str | None  # why there is no run, or the ledger's skip reason; null when it ran or is queued
-    revision: int  # the job revision whose schedule (and status) the tick belongs to
+    outcome: Annotated[Outcome, _OUTCOME]
+    reason: Annotated[str | None, _REASON]
+    revision: Annotated[int, _REVISION]
     cron_expression: str
     timezone: str
     runs: list[TickRun]
