@@ -18,6 +18,7 @@ from api import (
     routes_jobs,
     routes_runs,
     routes_schedule,
+    routes_ticks,
     routes_tokens,
     routes_ui,
 )
@@ -36,6 +37,7 @@ ROUTES: tuple[Route, ...] = (
     *health.ROUTES,
     *routes_jobs.ROUTES,
     *routes_runs.ROUTES,
+    *routes_ticks.ROUTES,
     *cluster.ROUTES,
     *routes_tokens.ROUTES,
     *jobs_file.ROUTES,

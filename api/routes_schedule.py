@@ -132,8 +132,8 @@ def _count(raw: str | None) -> int:
     return int(raw)
 
 
-def _from(raw: str | None, zone: ZoneInfo) -> datetime:
-    """An RFC 3339 time; without an offset, a wall time in the schedule's zone."""
+def query_time(raw: str | None, zone: ZoneInfo, name: str = "from") -> datetime:
+    """Query parameter `name`: an RFC 3339 time; without an offset, a wall time in `zone`."""
     if raw is None:
         return utc_now()
     try:
@@ -143,7 +143,7 @@ def _from(raw: str | None, zone: ZoneInfo) -> datetime:
         text, leap = _LEAP.subn(r"\g<1>59", raw.upper())
         value = datetime.fromisoformat(text) + leap * _SECOND
     except ValueError:
-        raise InvalidInput("from", "must be an ISO 8601 / RFC 3339 time, e.g. 2026-03-29T00:00:00Z") from None
+        raise InvalidInput(name, "must be an ISO 8601 / RFC 3339 time, e.g. 2026-03-29T00:00:00Z") from None
     return value.replace(tzinfo=zone) if value.tzinfo is None else value
 
 
@@ -155,7 +155,7 @@ async def schedule_preview(request: web.Request) -> web.Response:
         raise invalid_input(exc) from exc
     count = _count(request.query.get("count"))
     schedule = check_schedule(query.cron_expression, query.timezone)
-    after = _from(request.query.get("from"), ZoneInfo(schedule.timezone))
+    after = query_time(request.query.get("from"), ZoneInfo(schedule.timezone))
     return respond(preview(schedule, after, count))
 
 

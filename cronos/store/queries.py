@@ -546,3 +546,21 @@ JOB_OVERVIEW = (
     "  WHERE state IN ('completed', 'failed') ORDER BY id DESC LIMIT $5) f) s ON true"
     " ORDER BY p.id"
 )
+
+# --- tick accountability (API, read only; cronos.store.ticks) ----------------------------------
+
+# A job's revisions up to $2 and its creation, oldest first (changes are partial: the schedule at
+# an instant is every revision before it folded together). $1 job id, $2 the window's end.
+TICK_HISTORY = (
+    f"SELECT {_REVISION} FROM job_revisions WHERE job_id = $1 AND (at <= $2 OR number = 1) ORDER BY number"
+)
+# How far the ledger is written for the job (its cursor); no row: the job was deleted.
+TICK_CURSOR = "SELECT last_scheduled_for FROM jobs WHERE id = $1"
+# The ledger's rows of the job's ticks in ($2, $3]: scheduled runs and their retries (a manual
+# run is no tick). The bounds on scheduled_for prune the day partitions and walk the
+# (job_id, scheduled_for, attempt) unique index.
+TICK_RUNS = (
+    "SELECT id, scheduled_for, attempt, trigger, revision, state, started_at, skip_reason FROM runs"
+    " WHERE job_id = $1 AND scheduled_for > $2 AND scheduled_for <= $3 AND trigger <> 'manual'"
+    " ORDER BY scheduled_for, attempt"
+)

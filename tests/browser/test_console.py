@@ -162,6 +162,15 @@ def test_create_a_job_through_the_form_with_live_preview_and_watch_its_runs(brow
     wait(driver, lambda d: find_all(d, "#chart svg path"), what="the chart")
 
 
+def test_the_job_page_lists_its_ticks_with_their_outcomes(browser: Any, stack: Stack) -> None:
+    driver = browser  # still on the every-second job's page
+    wait(driver, lambda d: [c.text for c in find_all(d, "#ticks td[data-label='Outcome']")].count("ran") >= 3,
+         timeout=30, what="ticks that ran")  # fmt: skip
+    reasons = [c.text for c in find_all(driver, "#ticks td[data-label='Reason']")]
+    assert "before the job existed" in reasons, reasons  # the window reaches back past the creation
+    assert all(a.get_attribute("href").rsplit("/", 2)[-2] == "runs" for a in find_all(driver, "#ticks td a"))
+
+
 def test_pause_and_trigger_from_the_job_page(browser: Any, stack: Stack) -> None:
     driver = browser
     wait(driver, lambda d: find(d, "#toggle").text == "Pause", what="the pause button")

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import asyncpg
@@ -24,6 +24,7 @@ from cronos.store import queries as q
 
 BACKLOG = 20_000
 BATCH = 200
+SECOND = timedelta(seconds=1)
 
 
 @pytest.fixture
@@ -129,6 +130,7 @@ async def test_single_run_and_scan_statements_do_not_read_the_backlog(
 ) -> None:
     now = datetime.now(UTC)
     one = backlog[-1]
+    early = await pg_pool.fetchval("SELECT min(scheduled_for) FROM runs") + 10 * SECOND
     statements: dict[str, tuple[str, tuple[Any, ...]]] = {
         "LOCK_RUN": (q.LOCK_RUN, (one,)),
         "CLAIM_ONE": (q.CLAIM_ONE, (one, "n", 10.0)),
@@ -138,6 +140,8 @@ async def test_single_run_and_scan_statements_do_not_read_the_backlog(
         "LOST_RUNS": (q.LOST_RUNS, (1000,)),
         # an edit's hand-over: the job's ticks written ahead (none), not its 400 queued runs
         "RUNS_AHEAD_OF_JOB": (q.RUNS_AHEAD_OF_JOB, (await pg_pool.fetchval("SELECT min(id) FROM jobs"),)),
+        # GET /api/jobs/{id}/ticks: half a second of one job's ticks (5 rows), not its 400 queued runs
+        "TICK_RUNS": (q.TICK_RUNS, (await pg_pool.fetchval("SELECT min(id) FROM jobs"), early, early + 0.5 * SECOND)),
     }
     read = {name: await rows_read(pg_pool, sql, *args) for name, (sql, args) in statements.items()}
     assert all(n <= 10 for n in read.values()), {k: v for k, v in read.items() if v > 10}

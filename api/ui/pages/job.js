@@ -1,4 +1,5 @@
-// A job: its definition, next 10 fire times, run history with a chart, and its actions.
+// A job: its definition, next 10 fire times, run history with a chart, its recent ticks and their
+// outcomes, and its actions.
 import { ApiError, del, get, post, query } from "../api.js";
 import { flash, showError } from "../feedback.js";
 import { runChart } from "../chart.js";
@@ -20,6 +21,39 @@ export function runsTable(runs) {
     ["Node", (r) => r.node_id ?? "–"],
     ["Note", (r) => r.error ?? r.skip_reason ?? ""],
   ], runs, "No runs yet.");
+}
+
+const TICK_WINDOW_MS = 10 * 60 * 1000; // the ticks section: the last 10 minutes
+const TICKS_SHOWN = 50;
+
+// Every tick of the window with its outcome, newest first: the run(s), or why there is none.
+export function ticksTable(ticks) {
+  return table("Ticks", [
+    ["Tick", (t) => h("span", { title: utc(t.scheduled_for) }, time(t.scheduled_for))],
+    ["Outcome", (t) => badge(t.reason === "unaccounted" ? "unaccounted" : t.outcome)],
+    ["Runs", (t) => t.runs.map((r) => h("a", { href: `#/runs/${r.id}`, title: `attempt ${r.attempt}: ${r.state}` },
+      `#${r.id} `))],
+    ["Start delay", (t) => ms(t.runs.length && t.runs[0].start_delay_s !== null ? t.runs[0].start_delay_s * 1000 : null)],
+    ["Reason", (t) => [t.reason ?? "", t.dst ? h("span", { class: "dst", title: t.dst.detail }, ` ${t.dst.detail}`) : null]],
+    ["Revision", (t) => String(t.revision)],
+  ], ticks, "No tick in the last 10 minutes.");
+}
+
+// The window's ticks come oldest first, a page at a time: keep the newest.
+async function recentTicks(id) {
+  const to = new Date();
+  const from = new Date(to.getTime() - TICK_WINDOW_MS);
+  let items = [];
+  let cursor = null;
+  for (let page = 0; page < 20; page += 1) {
+    const body = await get(`/api/jobs/${id}/ticks${query({
+      from: from.toISOString(), to: to.toISOString(), limit: 500, cursor,
+    })}`);
+    items = items.concat(body.items).slice(-TICKS_SHOWN);
+    cursor = body.next_cursor;
+    if (!cursor) break;
+  }
+  return items.reverse();
 }
 
 function definition(job) {
@@ -53,6 +87,7 @@ export async function jobPage(main, [id], alive) {
   const fires = h("section", { "aria-labelledby": "fires-h" });
   const chart = h("div", { id: "chart" });
   const runs = h("div", { id: "runs", "aria-live": "polite" });
+  const ticks = h("div", { id: "ticks" });
   let job;
   let firstFire = 0; // the list of fire times is read again once its first one has passed
 
@@ -114,11 +149,20 @@ export async function jobPage(main, [id], alive) {
       ["duration", "duration", (r) => r.duration_ms],
     ]));
     replace(runs, runsTable(list.items));
+    try {
+      const recent = await recentTicks(id);
+      if (alive()) replace(ticks, ticksTable(recent));
+    } catch (error) {
+      showError(ticks, error);
+    }
   }
 
   replace(main, head, words, actions,
     h("div", { class: "columns" }, def, fires),
-    h("section", { "aria-labelledby": "runs-h" }, h("h2", { id: "runs-h" }, "Runs"), chart, runs));
+    h("section", { "aria-labelledby": "runs-h" }, h("h2", { id: "runs-h" }, "Runs"), chart, runs),
+    h("section", { "aria-labelledby": "ticks-h" }, h("h2", { id: "ticks-h" }, "Ticks"),
+      h("p", { class: "muted" }, "Every tick of the last 10 minutes, newest first: its run, or why it has none."),
+      ticks));
   await refresh();
   return refresh;
 }

@@ -1,0 +1,127 @@
+"""GET /api/jobs/{id}/ticks: every tick the job's schedule had in a window, and what became of it.
+
+The ticks come from the job's revisions (each with the expression, time zone and status it left),
+their outcomes from the ledger (cronos.ticks, pure); each is annotated with the schedule
+preview's DST note (`dst_note`), so a tick moved by a spring-forward gap or on a repeated wall
+time says so. The window is bounded (MAX_WINDOW, MAX_TICKS) and paged by the last tick shown.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from zoneinfo import ZoneInfo
+
+import msgspec
+from aiohttp import web
+
+from api.bodies import decode_cursor, encode_cursor, path_id, query_limit, respond, utc_now
+from api.routes_schedule import DstNote, dst_note, query_time
+from api.routing import DB_ERRORS, ID, PAGE, Query, Route
+from api.state import BACKENDS
+from cronos.errors import InvalidInput, InvalidSchedule, NotFound
+from cronos.schedule import Schedule
+from cronos.schedule_legacy import stored_schedule
+from cronos.store.ticks import TickStore
+from cronos.ticks import Tick, account, plan, segments
+
+DEFAULT_WINDOW = timedelta(hours=1)
+MAX_WINDOW = timedelta(days=7)
+MAX_TICKS = 10_000
+_US = timedelta(microseconds=1)
+_EPOCH = datetime(1, 1, 1, tzinfo=UTC)  # cursors count microseconds from here: never negative
+_UTC_ZONE = ZoneInfo("UTC")
+
+
+class TickOut(Tick, kw_only=True):
+    dst: DstNote | None = None  # a tick moved by a DST gap, or on a wall time that happens twice
+
+
+class TickList(msgspec.Struct, kw_only=True):
+    """A job's ticks in the window, oldest first: each with its run(s), or why it has none."""
+
+    items: list[TickOut]
+    next_cursor: str | None
+
+
+def annotate(tick: Tick) -> TickOut:
+    """The tick with the DST note the schedule preview gives its instant (none for a legacy row)."""
+    note = None
+    try:
+        schedule, _notice = stored_schedule(tick.cron_expression, tick.timezone)
+        if isinstance(schedule, Schedule):
+            note = dst_note(schedule, ZoneInfo(schedule.timezone), tick.scheduled_for)
+    except (InvalidSchedule, OverflowError):
+        pass
+    return TickOut(**msgspec.structs.asdict(tick), dst=note)
+
+
+def window(raw_from: str | None, raw_to: str | None, now: datetime) -> tuple[datetime, datetime]:
+    """(after, until]: [from, to] from the query, default the last hour, at most MAX_WINDOW long."""
+    until = query_time(raw_to, _UTC_ZONE, "to") if raw_to is not None else now
+    start = query_time(raw_from, _UTC_ZONE, "from") if raw_from is not None else None
+    try:
+        after = (until - DEFAULT_WINDOW if start is None else start) - _US
+    except OverflowError:
+        raise InvalidInput("from" if start is not None else "to", "too far in the past") from None
+    if start is not None and start > until:
+        raise InvalidInput("from", "must not be after `to`")
+    if until - after > MAX_WINDOW + _US:
+        raise InvalidInput("to", f"the window is at most {MAX_WINDOW.days} days long (from `from`)")
+    return after, until
+
+
+def cursor_of(tick: datetime) -> str:
+    """The cursor of a page that ends with `tick`: the next page starts after it."""
+    return encode_cursor((tick - _EPOCH) // _US)
+
+
+def cursor_after(raw: str | None) -> datetime | None:
+    """The instant a `cursor_of` cursor names; None without a cursor."""
+    micros = decode_cursor(raw)
+    if micros is None:
+        return None
+    try:
+        return _EPOCH + timedelta(microseconds=micros)
+    except OverflowError:  # past the calendar: after every tick (an empty page)
+        return datetime.max.replace(tzinfo=UTC)
+
+
+async def job_ticks(request: web.Request) -> web.Response:
+    job_id = path_id(request)
+    limit = query_limit(request)
+    now = utc_now()
+    after, until = window(request.query.get("from"), request.query.get("to"), now)
+    backends = request.app[BACKENDS]
+    store = TickStore(await backends.pool())
+    history, cursor = await store.history(job_id, until)
+    segs = segments(history)
+    if len(plan(segs, after, until, MAX_TICKS + 1)) > MAX_TICKS:
+        raise InvalidInput("to", f"the window holds more than {MAX_TICKS} ticks of this job: narrow it")
+    if (seen := cursor_after(request.query.get("cursor"))) is not None:
+        after = max(after, seen)
+    planned = plan(segs, after, until, limit)
+    upto = planned[-1][0] if len(planned) == limit else until
+    rows = await store.ledger(job_id, after, upto)
+    retention = backends.settings.runs_retention_s
+    kept_since = now - timedelta(seconds=retention) if retention else None
+    ticks = account(planned, rows, segs, now=now, written_until=cursor, kept_since=kept_since)
+    page = ticks[:limit]
+    more = len(ticks) > limit or len(planned) == limit
+    next_cursor = cursor_of(page[-1].scheduled_for) if more and page else None
+    return respond(TickList(items=[annotate(t) for t in page], next_cursor=next_cursor))
+
+
+ROUTES = (
+    Route("GET", f"/api/jobs/{ID}/ticks", job_ticks,
+          "Every tick the job's schedule had in a window (oldest first), computed from its revisions: each "
+          "with its run(s) (state, attempt, start delay) or why there is none (paused, before the job existed, "
+          "deleted, the ledger's skip reason, not yet due, unaccounted), and DST notes",
+          response=TickList, errors=(NotFound, InvalidInput, *DB_ERRORS),
+          query=(
+              Query("from", "ticks at or after this RFC 3339 time (default: an hour before `to`); without an "
+                    "offset, UTC", schema={"type": "string", "format": "date-time"}),
+              Query("to", f"ticks at or before this time (default now); at most {MAX_WINDOW.days} days after "
+                    f"`from` and {MAX_TICKS} ticks", schema={"type": "string", "format": "date-time"}),
+              *PAGE,
+          )),
+)  # fmt: skip

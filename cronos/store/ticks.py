@@ -1,0 +1,38 @@
+"""Reads for tick accountability (GET /api/jobs/{id}/ticks): a job's history and its ledger rows.
+
+The outcome of each tick is computed by the pure cronos.ticks from what these return.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import asyncpg
+
+from cronos.errors import NotFound
+from cronos.store import queries as q
+from cronos.store.db import to_struct, translate_errors
+from cronos.store.revisions import Revision
+from cronos.ticks import LedgerRow
+
+
+class TickStore:
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self._pool = pool
+
+    async def history(self, job_id: int, until: datetime) -> tuple[list[Revision], datetime | None]:
+        """The job's creation and its revisions up to `until`, oldest first, and its cursor (None:
+        deleted). NotFound for an id that never was a job."""
+        with translate_errors():
+            async with self._pool.acquire() as conn:
+                rows = await conn.fetch(q.TICK_HISTORY, job_id, until)
+                cursor: datetime | None = await conn.fetchval(q.TICK_CURSOR, job_id)
+                if not rows and not await conn.fetchval(q.REVISION_JOB_KNOWN, job_id):
+                    raise NotFound(f"job {job_id} not found")
+        return [to_struct(row, Revision) for row in rows], cursor
+
+    async def ledger(self, job_id: int, after: datetime, until: datetime) -> list[LedgerRow]:
+        """The ledger rows of the job's ticks in (after, until], by tick then attempt."""
+        with translate_errors():
+            rows = await self._pool.fetch(q.TICK_RUNS, job_id, after, until)
+        return [to_struct(row, LedgerRow) for row in rows]

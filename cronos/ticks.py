@@ -1,0 +1,225 @@
+"""Tick accountability (issue 14): every tick a job's schedule had in a window, and what became of it.
+
+Pure: the job's revision history, the window, `now` and the ledger rows are parameters. The
+history is cut into segments, one per revision, each with the expression, time zone and status
+that revision left (`segments`); a segment owns the ticks in (its revision's instant, the next
+revision's], as the dispatcher's cursor does (creation, a schedule change and a resume move the
+cursor to the change's instant, so only ticks strictly after it are due). Ticks are computed per
+segment with that segment's schedule (`plan`), then matched with the ledger (`account`): the
+run(s) of a tick, the ledger's skip reason, or why there is no row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import Annotated, Any, Literal, Protocol
+
+import msgspec
+
+from cronos.errors import InvalidSchedule
+from cronos.models import RunState, Trigger
+from cronos.schedule_legacy import stored_schedule
+
+Outcome = Literal["ran", "skipped", "pending", "none"]
+SegmentStatus = Literal["absent", "active", "paused", "deleted"]
+
+# Why a tick has no run (stable strings, like the ledger's skip reasons in cronos.models).
+BEFORE_CREATED = "before the job existed"
+PAUSED = "job paused"
+DELETED = "after the job was deleted"
+RUNS_DELETED = "its runs were deleted with the job"
+NOT_DUE = "not yet due"
+NOT_WRITTEN = "not written yet"  # due, but after the job's cursor: the leader has not written it yet
+RETENTION = "past the runs' retention"  # its day of the ledger was dropped (CRONOS_RUNS_RETENTION)
+UNACCOUNTED = "unaccounted"  # an active job's tick the ledger should hold and does not (G2)
+
+_US = timedelta(microseconds=1)
+_STATUSES: dict[str, SegmentStatus] = {"absent": "absent", "active": "active", "paused": "paused", "deleted": "deleted"}
+_STARTED: frozenset[str] = frozenset({"running", "completed", "failed"})
+
+
+class Change(Protocol):
+    """A revision as the store reads it (cronos.store.revisions.Revision)."""
+
+    @property
+    def number(self) -> int: ...
+    @property
+    def at(self) -> datetime: ...
+    @property
+    def status(self) -> str: ...
+    @property
+    def changes(self) -> Mapping[str, Any]: ...
+
+
+class Segment(msgspec.Struct, frozen=True, kw_only=True):
+    """The ticks in (start, end] follow `revision`'s schedule and status; None: unbounded."""
+
+    start: datetime | None
+    end: datetime | None
+    revision: int
+    status: SegmentStatus
+    cron_expression: str
+    timezone: str
+
+
+class LedgerRow(msgspec.Struct, kw_only=True):
+    """A run of a scheduled tick (attempt 1) or of its retries, as the ledger holds it."""
+
+    id: int
+    scheduled_for: datetime
+    attempt: int
+    trigger: Trigger
+    revision: int | None  # the job revision that planned it; None before migration 0007
+    state: RunState
+    started_at: datetime | None
+    skip_reason: str | None
+
+
+_DELAY = msgspec.Meta(description="started_at - scheduled_for; null until it starts")
+_OUTCOME = msgspec.Meta(
+    description="ran: a run started; skipped: the ledger skipped it (`reason`); pending: queued, or not due / "
+    "not written yet; none: no run, `reason` says why"
+)
+_REASON = msgspec.Meta(
+    description="why there is no run, or the ledger's skip reason; `unaccounted`: an active job's tick the "
+    "ledger does not hold; null when it ran or is queued"
+)
+_REVISION = msgspec.Meta(
+    description="the job revision whose schedule and status the tick belongs to (for a tick only the ledger "
+    "knows: the one that planned it)"
+)
+
+
+class TickRun(msgspec.Struct, kw_only=True):
+    """One attempt at a tick (GET /api/runs/{id} has the rest)."""
+
+    id: int
+    attempt: int
+    state: RunState
+    start_delay_s: Annotated[float | None, _DELAY] = None
+    skip_reason: str | None = None
+
+
+class Tick(msgspec.Struct, kw_only=True):
+    scheduled_for: datetime
+    outcome: Annotated[Outcome, _OUTCOME]
+    reason: Annotated[str | None, _REASON]
+    revision: Annotated[int, _REVISION]
+    cron_expression: str
+    timezone: str
+    runs: list[TickRun]
+
+
+def segments(history: Sequence[Change]) -> list[Segment]:
+    """The history, ascending by number, as segments covering all time: before the creation
+    (`absent`, with the creation's schedule), then one per revision."""
+    out: list[Segment] = []
+    fields: dict[str, Any] = {}
+    for index, change in enumerate(history):
+        fields.update(change.changes)
+        if index == 0:
+            out.append(_segment(None, change.at, change.number, "absent", fields))
+        end = history[index + 1].at if index + 1 < len(history) else None
+        out.append(_segment(change.at, end, change.number, change.status, fields))
+    return out
+
+
+def _segment(
+    start: datetime | None, end: datetime | None, number: int, status: str, fields: Mapping[str, Any]
+) -> Segment:
+    return Segment(
+        start=start, end=end, revision=number, status=_STATUSES.get(status, "active"),
+        cron_expression=str(fields.get("cron_expression", "")), timezone=str(fields.get("timezone", "UTC")),
+    )  # fmt: skip
+
+
+def plan(segs: Iterable[Segment], after: datetime, until: datetime, limit: int) -> list[tuple[datetime, Segment]]:
+    """The ticks t with after < t <= until, ascending, at most `limit`, each with its segment. A
+    segment whose stored schedule never was valid has none (the dispatcher runs none either)."""
+    found: list[tuple[datetime, Segment]] = []
+    for seg in segs:
+        low = after if seg.start is None else max(after, seg.start)
+        high = until if seg.end is None else min(until, seg.end)
+        if low >= high or len(found) >= limit:
+            continue
+        try:
+            schedule, _notice = stored_schedule(seg.cron_expression, seg.timezone)
+            times = schedule.fire_times(low, high, limit - len(found))
+        except (InvalidSchedule, OverflowError):
+            continue
+        found.extend((t, seg) for t in times)
+    return found
+
+
+def account(
+    planned: Sequence[tuple[datetime, Segment]],
+    rows: Iterable[LedgerRow],
+    segs: Sequence[Segment],
+    *,
+    now: datetime,
+    written_until: datetime | None,
+    kept_since: datetime | None = None,
+) -> list[Tick]:
+    """Each planned tick with its outcome, plus the ledger's ticks no segment plans (written ahead
+    under an older schedule, then skipped "schedule changed"), ascending. `written_until` is the
+    job's cursor (every tick at or before it is in the ledger); None when the job was deleted (its
+    runs went with it). Rows of ticks before `kept_since` may have been dropped by retention."""
+    by_tick: dict[datetime, list[LedgerRow]] = {}
+    for row in rows:
+        by_tick.setdefault(row.scheduled_for, []).append(row)
+    horizon = (now, written_until, kept_since)
+    ticks = [_tick(t, seg, by_tick.pop(t, []), horizon) for t, seg in planned]
+    for t, extra in by_tick.items():  # shown with the revision that planned it, else the one in force then
+        planner = {row.revision for row in extra}
+        seg = next((s for s in segs if s.revision in planner and s.status != "absent"), None)
+        seg = seg or next((s for s in segs if _within(s, t)), None)
+        if seg is not None:
+            ticks.append(_tick(t, seg, extra, horizon))
+    return sorted(ticks, key=lambda tick: tick.scheduled_for)
+
+
+def _within(seg: Segment, t: datetime) -> bool:
+    return (seg.start is None or seg.start < t) and (seg.end is None or t <= seg.end)
+
+
+_Horizon = tuple[datetime, datetime | None, datetime | None]  # now, written_until, kept_since
+
+
+def _tick(t: datetime, seg: Segment, rows: list[LedgerRow], horizon: _Horizon) -> Tick:
+    runs = [_run(row) for row in sorted(rows, key=lambda row: row.attempt)]
+    outcome, reason = _outcome(t, seg, rows, horizon)
+    return Tick(
+        scheduled_for=t, outcome=outcome, reason=reason, revision=seg.revision,
+        cron_expression=seg.cron_expression, timezone=seg.timezone, runs=runs,
+    )  # fmt: skip
+
+
+def _run(row: LedgerRow) -> TickRun:
+    delay = None if row.started_at is None else (row.started_at - row.scheduled_for).total_seconds()
+    return TickRun(id=row.id, attempt=row.attempt, state=row.state, start_delay_s=delay, skip_reason=row.skip_reason)
+
+
+def _outcome(t: datetime, seg: Segment, rows: list[LedgerRow], horizon: _Horizon) -> tuple[Outcome, str | None]:
+    now, written_until, kept_since = horizon
+    if rows:
+        if any(row.state in _STARTED for row in rows):
+            return "ran", None
+        if all(row.state == "skipped" for row in rows):
+            return "skipped", max(rows, key=lambda row: row.attempt).skip_reason
+        return "pending", None  # queued: written, not started yet
+    if seg.status == "absent":
+        return "none", BEFORE_CREATED
+    if seg.status == "deleted":
+        return "none", DELETED
+    if seg.status == "paused":
+        return "none", PAUSED
+    if t > now:
+        return "pending", NOT_DUE
+    if kept_since is not None and t < kept_since:
+        return "none", RETENTION
+    if written_until is None:
+        return "none", RUNS_DELETED
+    if t > written_until:
+        return "pending", NOT_WRITTEN
+    return "none", UNACCOUNTED
