@@ -40,8 +40,8 @@ from cronos.errors import InvalidInput
 from cronos.netguard import literal_host_refusal
 from cronos.settings import Settings
 
-BUDGET_S = 90.0  # the whole run (about 25 s here)
-EXAMPLES = 150  # per operation and id: a random one, then one that exists
+BUDGET_S = 150.0  # the whole run (25-75 s here, by the machine's load)
+EXAMPLES = 100  # per operation and id: a random one, then one that exists
 CHECKS = [
     not_a_server_error,
     status_code_conformance,
@@ -87,7 +87,7 @@ def api_in_thread(settings: Settings) -> Iterator[str]:
         loop.close()
 
 
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(200)
 def test_the_api_keeps_the_promises_of_its_openapi_document(settings: Settings) -> None:
     _register_formats()
     # Shell allowed so shell payloads are judged by their schema, not refused by policy.
