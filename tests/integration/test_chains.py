@@ -4,7 +4,6 @@ failed parent run starts nothing; cycles, unknown parents and the deletion of a 
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
@@ -121,7 +120,7 @@ async def test_a_diamond_runs_the_join_after_each_of_its_parents(stack: Stack) -
     await wait_for(lambda: _at_least(stack.ids(a, "completed"), 2), timeout=30, what="two runs of a")
     await stack.pause(a)
     for child in (b, c):
-        await wait_for(lambda: stack.chain_runs_match(child, [a]), timeout=20, what=f"job {child}'s runs")
+        await wait_for(lambda job=child: stack.chain_runs_match(job, [a]), timeout=20, what=f"job {child}'s runs")
     runs = await wait_for(lambda: stack.chain_runs_match(d, [b, c]), timeout=20, what="d's chain runs")
 
     from_b, from_c = await stack.ids(b, "completed"), await stack.ids(c, "completed")
