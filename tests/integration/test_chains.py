@@ -6,16 +6,19 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 import asyncpg
 import pytest
 
 from cronos.settings import Settings
+from cronos.store.runs import ClaimedRun, Outcome, RunStore
 from dispatcher.service import Dispatcher
 from executor.service import Executor
 from tests.cluster.receiver import Receiver
 from tests.integration.api_client import Api, running_api
+from tests.integration.ledger_helpers import insert_job, insert_run, runs_of, tick
 from tests.integration.test_api_revisions import _roles
 from tests.waiting import wait_for
 
@@ -159,3 +162,37 @@ async def test_cycles_unknown_parents_and_deleting_a_parent_are_refused(stack: S
 
 async def _at_least(found: Any, n: int) -> bool:
     return len(await found) >= n
+
+
+async def test_the_finish_queues_chain_runs_in_its_own_statement_once_per_parent_run(pg_pool: asyncpg.Pool) -> None:
+    """Two parents of one child finishing in one batch: two chain runs, a ms apart (distinct lock
+    keys), committed with the outcomes; a repeated finish adds none; a failed chain run's retry keeps
+    its parent run."""
+    store = RunStore(pg_pool)
+    b, c = await insert_job(pg_pool), await insert_job(pg_pool)
+    d = await insert_job(pg_pool, max_retries=1)
+    await pg_pool.execute("UPDATE jobs SET parents = $2 WHERE id = $1", d, [b, c])
+    tokens = [await insert_run(pg_pool, job, tick(1)) for job in (b, c)]
+    claimed = await store.claim([t.run_id for t in tokens], "n1", 30)
+    assert all(isinstance(run, ClaimedRun) for run in claimed)
+    outcomes = [Outcome(run_id=t.run_id, node_id="n1", state="completed") for t in tokens]
+
+    finished = await store.finish(outcomes)
+    assert (finished.written, finished.chained) == ({t.run_id for t in tokens}, 2)
+    assert (await store.finish(outcomes)).chained == 0, "a run finishes once: its children are queued once"
+    runs = sorted(await runs_of(pg_pool, d), key=lambda r: r.scheduled_for)
+    assert [(r.trigger, r.state, r.parent_run_id) for r in runs] == [
+        ("chain", "queued", tokens[0].run_id), ("chain", "queued", tokens[1].run_id),
+    ]  # fmt: skip
+    assert runs[1].scheduled_for - runs[0].scheduled_for >= timedelta(milliseconds=1)
+    ends = {r["id"]: r["finished_at"] for r in await pg_pool.fetch("SELECT id, finished_at FROM runs")}
+    assert runs[0].scheduled_for == ends[tokens[0].run_id] and runs[0].due_at == runs[0].scheduled_for
+
+    first = runs[0]
+    assert isinstance((await store.claim([first.id], "n1", 30))[0], ClaimedRun)
+    failed = Outcome(run_id=first.id, node_id="n1", state="failed", error="boom", retry_delay_s=0)
+    assert (await store.finish([failed])).retried == 1
+    retry = [r for r in await runs_of(pg_pool, d) if r.attempt == 2]
+    assert [(r.trigger, r.parent_run_id, r.scheduled_for) for r in retry] == [
+        ("retry", tokens[0].run_id, first.scheduled_for)
+    ]
