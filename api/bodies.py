@@ -23,7 +23,7 @@ from cronos.errors import InvalidInput, InvalidSchedule, NotFound
 from cronos.models import PAYLOAD_TYPES, Job, Run, RunSummary, check_payload
 from cronos.netguard import literal_host_refusal
 from cronos.redact import redact_payload
-from cronos.schedule import Schedule, parse_schedule
+from cronos.schedule import Schedule, parse_schedule, upcoming
 from cronos.schedule_legacy import stored_schedule
 
 T = TypeVar("T")
@@ -207,12 +207,12 @@ def job_out(job: Job, now: datetime, **extra: Any) -> JobOut:
         schedule, notice = stored_schedule(job.cron_expression, job.timezone)
     except InvalidSchedule as exc:  # never valid: the dispatcher does not run it either
         schedule, notice = None, f"{exc.field}: {exc.message}. The job is not dispatched until its schedule is edited"
-    upcoming = None
+    next_run = None
     if job.status == "active" and schedule is not None:
-        upcoming = schedule.next_after(now)
+        next_run = upcoming(schedule.next_after, now)
     fields = msgspec.structs.asdict(job)
     fields["payload"] = redact_payload(job.kind, job.payload)  # secrets are write-only
-    return JobOut(next_run_at=upcoming, schedule_notice=notice, **fields, **extra)
+    return JobOut(next_run_at=next_run, schedule_notice=notice, **fields, **extra)
 
 
 def run_out(run: Run, *, detail: bool = False) -> RunOut:

@@ -18,6 +18,7 @@ from api.state import BACKENDS
 from cronos.describe import describe
 from cronos.errors import InvalidInput, InvalidSchedule
 from cronos.models import JOB_STATUSES, JobKind, JobStatus, RunState
+from cronos.schedule import upcoming
 from cronos.schedule_legacy import StoredSchedule, stored_schedule
 from cronos.store.overview import RATE_OVER, JobRow, OverviewStore
 
@@ -78,7 +79,7 @@ def overview(row: JobRow, now: datetime) -> JobOverview:
         timezone=row.timezone,
         kind=row.kind,
         status=row.status,
-        next_run_at=schedule.next_after(now) if row.status == "active" and schedule is not None else None,
+        next_run_at=upcoming(schedule.next_after, now) if row.status == "active" and schedule is not None else None,
         last_run=last,
         success_rate=round(row.completed / row.finished, 4) if row.finished else None,
         finished=row.finished,

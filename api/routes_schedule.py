@@ -24,7 +24,7 @@ from api.routing import Query, Route
 from api.schemas import Expression, Timezone
 from cronos.describe import describe
 from cronos.errors import InvalidInput
-from cronos.schedule import Schedule, parse_schedule
+from cronos.schedule import NEVER_AT, Schedule, parse_schedule
 
 DEFAULT_COUNT = 10
 MAX_COUNT = 100
@@ -103,6 +103,8 @@ def preview(schedule: Schedule, after: datetime, count: int) -> Preview:
     for _ in range(count):
         try:
             current = schedule.next_after(current)
+            if current == NEVER_AT:  # @never
+                break
             local = current.astimezone(zone)
             times.append(FireTime(at=current, local=local.isoformat(), dst=dst_note(schedule, zone, current)))
         except OverflowError:  # the calendar ends (year 9999): the list is shorter

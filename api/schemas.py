@@ -24,7 +24,8 @@ Expression = Annotated[
     Meta(
         min_length=1,
         max_length=256,
-        description="5-field cron, 6-field cron with seconds first, or @hourly/@daily/@weekly/@monthly/@yearly",
+        description="5-field cron, 6-field cron with seconds first, @hourly/@daily/@weekly/@monthly/@yearly,"
+        " or @never (no fire time: a job run only by hand or after its parents)",
         examples=["*/5 * * * *"],
         extra_json_schema={"format": "cron", **_NO_NUL},
     ),
@@ -45,6 +46,14 @@ MaxRetries = Annotated[int, Meta(ge=0, le=100)]
 BackoffS = Annotated[float, Meta(ge=0, le=86_400, description="base delay before a retry, doubled per attempt")]
 GraceS = Annotated[float, Meta(ge=0, le=7 * 86_400, description="how late a tick may still start")]
 JitterS = Annotated[float, Meta(ge=0, le=3600, description="random delay added to each tick, up to this")]
+Parents = Annotated[
+    list[Annotated[int, Meta(ge=1, le=2**63 - 1)]],
+    Meta(
+        max_length=100,
+        description="ids of parent jobs: the job also runs after each successful run of each of them "
+        "(trigger `chain`); no cycles. With cron_expression `@never` it runs only after them",
+    ),
+]
 
 
 class JobCreate(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -64,6 +73,7 @@ class JobCreate(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     jitter_s: JitterS = 0.0
     status: JobStatus = "active"
     managed_by: ManagedBy | None = None  # set by `cronos apply`; not a field of a jobs file
+    parents: Parents = []
 
 
 class JobPatch(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -83,6 +93,7 @@ class JobPatch(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     jitter_s: JitterS | UnsetType = UNSET
     status: JobStatus | UnsetType = UNSET
     managed_by: ManagedBy | UnsetType | None = UNSET
+    parents: Parents | UnsetType = UNSET
 
     def changes(self) -> dict[str, Any]:
         return {f: v for f in self.__struct_fields__ if (v := getattr(self, f)) is not UNSET}

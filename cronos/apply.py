@@ -129,9 +129,17 @@ def _update(want: Desired, have: Mapping[str, Any], salt: bytes) -> Action | Non
 
 
 def strays(desired: Sequence[Desired], current: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    """Jobs apply made that no file names any more."""
+    """Jobs apply made that no file names any more, each after the strays that name it as a parent
+    (the API refuses to delete a parent while a child names it)."""
     names = {want.name for want in desired}
-    return [have for have in current if _managed(have) and have["name"] not in names]
+    left = [have for have in current if _managed(have) and have["name"] not in names]
+    ordered: list[Mapping[str, Any]] = []
+    while left:  # parents make no cycle: each round takes at least one job
+        named = {p for have in left for p in have.get("parents", ())}
+        ready = [have for have in left if have["id"] not in named] or left
+        ordered += ready
+        left = [have for have in left if all(have is not r for r in ready)]
+    return ordered
 
 
 def plan(desired: Sequence[Desired], current: Sequence[Mapping[str, Any]], *, prune: bool, salt: bytes) -> list[Action]:

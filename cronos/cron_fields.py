@@ -31,7 +31,11 @@ MACROS = {
     "@daily": "0 0 * * *",
     "@midnight": "0 0 * * *",
     "@hourly": "0 * * * *",
+    # No fire time (a job run by hand or after its parents, Dkron's `@manually`): these fields are
+    # never read, cronos.schedule answers NEVER for it.
+    "@never": "0 0 1 1 *",
 }
+NEVER = "@never"
 _MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
 _DAYS = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")
 

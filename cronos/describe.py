@@ -19,6 +19,7 @@ _MACROS = {
     "@daily": "at 00:00 every day",
     "@midnight": "at 00:00 every day",
     "@hourly": "every hour",
+    "@never": "never on its own (by hand, or after its parent jobs)",
 }
 _MONTHS = (
     "January", "February", "March", "April", "May", "June",

@@ -48,6 +48,14 @@ def _json_object(raw: str) -> dict[str, Any]:
     return value
 
 
+def _id_list(raw: str) -> list[int]:
+    """`3,5` -> [3, 5]; `` (empty) -> [] (no parents)."""
+    parts = [p.strip() for p in raw.split(",") if p.strip()]
+    if not all(p.isascii() and p.isdigit() and len(p) <= 19 for p in parts):
+        raise argparse.ArgumentTypeError("must be job ids separated by commas")
+    return [int(p) for p in parts]
+
+
 def _field_options() -> dict[str, dict[str, Any]]:
     """argparse options per field a client sets, typed from the Job model (payload: a JSON object)."""
     info = msgspec.inspect.type_info(Job)
@@ -59,6 +67,8 @@ def _field_options() -> dict[str, dict[str, Any]]:
         kind = field.type
         if field.name == "payload":
             options[field.name] = {"type": _json_object, "help": "a JSON object"}
+        elif isinstance(kind, msgspec.inspect.ListType):  # parents
+            options[field.name] = {"type": _id_list, "help": f"the job's `{field.name}`: ids, comma-separated"}
         elif isinstance(kind, msgspec.inspect.LiteralType):
             options[field.name] = {"choices": kind.values, "help": f"the job's `{field.name}`"}
         else:

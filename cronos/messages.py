@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import msgspec
 
-from cronos.models import Trigger
-
 TOKEN_VERSION = 1
 TOKEN_FIELD = b"t"
 
@@ -20,7 +18,9 @@ class RunToken(msgspec.Struct, frozen=True, kw_only=True, array_like=False):
     job_id: int
     scheduled_for_ms: int  # UTC epoch milliseconds: the tick's identity together with job_id and attempt
     attempt: int = 1
-    trigger: Trigger = "schedule"
+    # A Trigger, read as any string: a trigger added later (as `chain` was) must not make an
+    # executor one release behind drop the token as malformed.
+    trigger: str = "schedule"
     epoch: int = 0
     # UTC epoch ms when the run may start, set when the token is pushed ahead of it (the
     # leader's push lead): the executor locks at once, then claims at this instant. None

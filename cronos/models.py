@@ -19,7 +19,7 @@ JobStatus = Literal["active", "paused"]
 ConcurrencyPolicy = Literal["forbid", "allow", "replace", "buffer_one", "buffer_all"]
 MisfirePolicy = Literal["run_once", "run_all", "skip"]
 RunState = Literal["queued", "running", "completed", "failed", "skipped"]
-Trigger = Literal["schedule", "manual", "retry"]
+Trigger = Literal["schedule", "manual", "retry", "chain"]  # chain: after a run of a parent job
 
 JOB_STATUSES: tuple[str, ...] = get_args(JobStatus)
 RUN_STATES: tuple[str, ...] = get_args(RunState)
@@ -65,6 +65,8 @@ class Job(msgspec.Struct, kw_only=True):
     created_at: datetime
     updated_at: datetime
     managed_by: ManagedBy | None = None
+    # Chains: the job also runs after each successful run of each of these jobs (cronos.store.chains).
+    parents: list[int] = []
 
 
 # The fields of a job a client sets (the rest the system keeps), in the store's column order.
@@ -83,6 +85,7 @@ JOB_WRITABLE = (
     "jitter_s",
     "status",
     "managed_by",
+    "parents",
 )
 
 
@@ -105,6 +108,9 @@ class RunSummary(msgspec.Struct, kw_only=True):
     error: str | None
     skip_reason: str | None
     created_at: datetime | None
+    parent_run_id: (
+        Annotated[int, msgspec.Meta(description="trigger `chain`: the parent job's run it follows")] | None
+    ) = None
 
 
 class Run(RunSummary, kw_only=True):

@@ -16,13 +16,14 @@ the names the ``tzdata`` package ships, the same on every host.
 from __future__ import annotations
 
 from bisect import bisect_left
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 from importlib import resources
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from cronos.cron_fields import EXPR, CronFields, month_shape, next_table, parse
+from cronos.cron_fields import EXPR, NEVER, CronFields, month_shape, next_table, parse
 from cronos.dst import Segment, fire_times, next_fixed, next_wildcard, require_aware, segment
 from cronos.errors import InvalidSchedule
 
@@ -31,6 +32,9 @@ _UTC_NAMES = frozenset({"UTC", "Etc/UTC"})
 _EMPTY = (datetime.max.replace(tzinfo=UTC), datetime.min.replace(tzinfo=UTC))
 _NO_SEGMENT = Segment(_EMPTY[0], _EMPTY[0], timedelta(0), _EMPTY[0])
 _MONTH_CACHE = 4096  # months remembered per schedule before starting again
+# `@never`'s one "fire time": the last instant of the calendar, so every caller's loop over fire
+# times (planner, auditor, hand-over) simply finds none in its window. `upcoming` says None.
+NEVER_AT = datetime.max.replace(tzinfo=UTC)
 Fields = tuple[int, int, int, int, int, int]  # year, month, day, hour, minute, second
 
 
@@ -60,6 +64,7 @@ class Schedule:
     _zone: ZoneInfo = field(init=False, repr=False, compare=False)
     _fields: CronFields = field(init=False, repr=False, compare=False)
     _utc: bool = field(init=False, repr=False, compare=False)
+    _never: bool = field(init=False, repr=False, compare=False)
     # t[v]: the first matching value >= v, -1 to carry into the next larger unit.
     _seconds: tuple[int, ...] = field(init=False, repr=False, compare=False)
     _minutes: tuple[int, ...] = field(init=False, repr=False, compare=False)
@@ -81,6 +86,7 @@ class Schedule:
         set_(self, "_zone", _zone(self.timezone))
         set_(self, "_fields", parsed)
         set_(self, "_utc", self.timezone in _UTC_NAMES)
+        set_(self, "_never", self.expression.strip(" \t").lower() == NEVER)
         set_(self, "_seconds", next_table(parsed.seconds, 60))
         set_(self, "_minutes", next_table(parsed.minutes, 60))
         set_(self, "_hours", next_table(parsed.hours, 24))
@@ -95,9 +101,18 @@ class Schedule:
         """Vixie's DST class: minute or hour starts with ``*`` (follows real time)."""
         return self._fields.wildcard
 
+    @property
+    def never(self) -> bool:
+        """``@never``: no fire time (the job runs by hand or after its parents)."""
+        return self._never
+
     def next_after(self, after: datetime) -> datetime:
         """The first fire instant strictly after ``after`` (aware, any zone), in UTC; OverflowError
-        when the calendar (year 9999) ends first."""
+        when the calendar (year 9999) ends first. ``@never``: NEVER_AT."""
+        if self._never:
+            if after >= NEVER_AT:
+                raise OverflowError(f"no fire time after {after.isoformat()} before the year 10000")
+            return NEVER_AT
         if after.tzinfo is not UTC:
             require_aware(after, "after")
             after = after.astimezone(UTC)
@@ -192,6 +207,16 @@ class Schedule:
                 self._by_month.clear()
             self._by_month[key] = days
         return days
+
+
+def upcoming(next_after: Callable[[datetime], datetime], now: datetime) -> datetime | None:
+    """The next fire instant after ``now`` (``next_after`` of any schedule), None when there is none
+    (``@never``, or the calendar ends)."""
+    try:
+        found = next_after(now)
+    except OverflowError:
+        return None
+    return None if found >= NEVER_AT else found
 
 
 @lru_cache(maxsize=4096)

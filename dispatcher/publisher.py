@@ -35,7 +35,7 @@ class Publisher:
                 job_id=r.job_id,
                 scheduled_for_ms=r.scheduled_for_ms,
                 attempt=r.attempt,
-                trigger=r.trigger,  # type: ignore[arg-type]  # the ledger only holds valid triggers
+                trigger=r.trigger,
                 epoch=epoch,
                 due_ms=r.due_ms,  # may be ahead (the push lead): the executor claims it then
             )

@@ -32,7 +32,7 @@ from dispatcher.schedule_book import ScheduleBook
 log = logging.getLogger("dispatcher.ticker")
 
 _JOB_OPS = frozenset({"created", "updated", "deleted", "paused", "resumed"})
-_QUEUE_OPS = frozenset({"triggered", "retry"})
+_QUEUE_OPS = frozenset({"triggered", "retry", "chain"})  # queued runs to push when due
 _PAGE = 5000
 _LOAD_CHUNK = 5000
 _RESYNC_SLACK = timedelta(seconds=10)  # a write committed late still has an updated_at after the watermark

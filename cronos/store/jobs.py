@@ -24,8 +24,8 @@ import msgspec
 from cronos.errors import Conflict, NotFound
 from cronos.models import JOB_WRITABLE, Job, ManagedBy, Run
 from cronos.redact import restore_secrets
+from cronos.store import chains, revisions
 from cronos.store import queries as q
-from cronos.store import revisions
 from cronos.store.audit import SYSTEM, record, snapshot
 from cronos.store.db import ping, to_struct, translate_errors
 
@@ -80,8 +80,11 @@ class JobStore:
         Returns the job and its webhook signing secret (for the API to show this once)."""
         with translate_errors():
             async with self._pool.acquire() as conn, conn.transaction():
+                if fields.get("parents"):
+                    await chains.take_turn(conn)
+                    await chains.check_parents(conn, None, fields["parents"])
                 try:
-                    values = {"managed_by": None, **fields}  # only `cronos apply` sets it
+                    values = {"managed_by": None, "parents": [], **fields}  # only `cronos apply` sets managed_by
                     row = await conn.fetchrow(q.JOB_INSERT, *(values[name] for name in WRITABLE))
                 except asyncpg.UniqueViolationError as exc:
                     raise Conflict(f"a job named {fields['name']!r} already exists") from exc
@@ -130,6 +133,8 @@ class JobStore:
             raise NotFound(f"job {job_id} not found")
         with translate_errors():
             async with self._pool.acquire() as conn, conn.transaction():
+                if "parents" in changes:
+                    await chains.take_turn(conn)  # before any row lock: the order every chain write takes
                 current = await _locked(conn, job_id, guard)
                 merged = {name: getattr(current, name) for name in WRITABLE} | dict(changes)
                 if "payload" in changes:
@@ -139,6 +144,8 @@ class JobStore:
                 changed = revisions.changed_fields(current, merged)
                 if not changed:
                     return current
+                if "parents" in changed:
+                    await chains.check_parents(conn, job_id, merged["parents"])
                 new_schedule = any(f in changed for f in revisions.SCHEDULE_FIELDS)
                 resumed = changed.get("status") == "active"
                 values = (merged[n] for n in WRITABLE)
@@ -184,13 +191,15 @@ class JobStore:
         return job
 
     async def delete(self, job_id: int, *, actor: str = SYSTEM, guard: Guard = _allow) -> None:
-        """Delete a job and its runs (ticks written ahead included: none can start); its audit
-        entries and revisions stay (they name the job by id; a new job never reuses an id)."""
+        """Delete a job and its runs (ticks written ahead included: none can start); Conflict while
+        other jobs name it as a parent (cronos.store.chains). Its audit entries and revisions stay
+        (they name the job by id; a new job never reuses an id)."""
         if job_id > MAX_ID:
             raise NotFound(f"job {job_id} not found")
         with translate_errors():
             async with self._pool.acquire() as conn, conn.transaction():
                 current = await _locked(conn, job_id, guard)
+                await chains.refuse_delete_of_parent(conn, job_id)
                 gone = msgspec.structs.replace(current, revision=current.revision + 1)
                 await revisions.record(conn, gone, "deleted", actor, {}, status="deleted")
                 await conn.execute(q.JOB_DELETE, job_id)

@@ -20,7 +20,7 @@ from cronos.models import JOB_WRITABLE
 
 # The channel the API notifies in the same transaction as each job write, and on each
 # manual trigger. Payload: JSON {"op": "...", "job_id": N}; op is one of
-# created, updated, deleted, paused, resumed, triggered.
+# created, updated, deleted, paused, resumed, triggered; and retry, chain (runs queued by a finish).
 JOBS_CHANNEL = "cronos_jobs"
 
 NOTIFY = "SELECT pg_notify('" + JOBS_CHANNEL + "', $1)"
@@ -34,11 +34,11 @@ PING = "SELECT extract(epoch FROM clock_timestamp())::float8"
 _JOB = (
     "id, name, cron_expression, timezone, kind, payload, timeout_s, max_retries, retry_backoff_s,"
     " concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, revision, last_scheduled_for,"
-    " created_at, updated_at, managed_by"
+    " created_at, updated_at, managed_by, parents"
 )
 _RUN = (
     "id, job_id, scheduled_for, attempt, trigger, revision, state, due_at, node_id, epoch, started_at, finished_at,"
-    " lease_until, duration_ms, error, traceback, result, skip_reason, created_at"
+    " lease_until, duration_ms, error, traceback, result, skip_reason, created_at, parent_run_id"
 )
 
 # The cursor starts at creation: only ticks strictly after the job exists are due.
@@ -106,6 +106,21 @@ RUN_LIST_OF_JOB = (
     " AND ($3::bigint IS NULL OR id < $3) ORDER BY id DESC LIMIT $4"
 )
 JOB_EXISTS = "SELECT EXISTS (SELECT 1 FROM jobs WHERE id = $1)"
+
+# --- chains (API, cronos.store.chains) -------------------------------------------
+
+# Changes of parents take turns (a transaction-scoped lock): two changes that each close half a
+# cycle cannot both pass the check. Only writes that set parents take it.
+CHAIN_LOCK = "SELECT pg_advisory_xact_lock(" + str(0x43484149) + ")"  # "CHAI"
+# The parents named ($1), share-locked against their deletion until this write commits; and
+# each one's own parents (the walk towards the roots that finds a cycle).
+CHAIN_PARENTS_LOCK = "SELECT id, parents FROM jobs WHERE id = ANY($1::bigint[]) FOR KEY SHARE"
+CHAIN_PARENTS_OF = "SELECT id, parents FROM jobs WHERE id = ANY($1::bigint[])"
+# Jobs naming $1 as a parent (at most $2), for the refusal of its deletion.
+CHAIN_CHILDREN = (
+    "SELECT id, name FROM jobs WHERE parents @> ARRAY[$1::bigint] AND parents <> '{}'::bigint[] ORDER BY id LIMIT $2"
+)
+CHAIN_NAMES = "SELECT id, name FROM jobs WHERE id = ANY($1::bigint[])"
 
 # --- job revisions (API) ----------------------------------------------------------
 
@@ -344,12 +359,31 @@ EXTEND_LEASES = (
     " AND l.state = 'running' RETURNING r.id"
 )
 
+# Chains: each completed run queues a run of every active job naming its job as a parent, in
+# the finish's statement (a crash between the two cannot lose the child), due at once. Its tick is
+# the parent's finish instant (a ms apart per child when several parents of one child finish in
+# one batch, so their lock keys differ); runs_chain_once makes it one run per (parent run, child),
+# and a tick identity already taken (two parents of one child finishing in the same microsecond
+# in two transactions) fails the finish, which is then retried (RunStore.finish): never dropped.
+# Only jobs with parents are in jobs_parents: without chains this reads nothing.
+_CHAINED = (
+    " chained AS ("
+    " INSERT INTO runs (job_id, scheduled_for, attempt, trigger, state, due_at, exclusive, revision, parent_run_id)"
+    " SELECT c.job_id, c.tick, 1, 'chain', 'queued', c.tick, c.exclusive, c.revision, c.parent_run_id FROM ("
+    " SELECT j.id AS job_id, j.concurrency_policy <> 'allow' AS exclusive, j.revision, d.id AS parent_run_id,"
+    " d.finished_at + (row_number() OVER (PARTITION BY j.id ORDER BY d.id) - 1) * interval '1 millisecond' AS tick"
+    " FROM done d JOIN jobs j ON j.parents @> ARRAY[d.job_id] AND j.parents <> '{}'::bigint[]"
+    " WHERE d.state = 'completed' AND j.status = 'active') c"
+    " ON CONFLICT (parent_run_id, job_id, scheduled_for, attempt) WHERE parent_run_id IS NOT NULL DO NOTHING"
+    " RETURNING job_id),"
+)
+
 # Batch finish, one statement, so the outcome and the retry it allows commit together.
 # Each row is written only while `node_id` (the expected owner) still owns the run. Each run is
 # looked up by its id (LATERAL: no plan can scan the runs to join them with the batch), in the
 # order of $1, which the caller sorts: locks taken in id order.
-# retry_delay_s NULL: no retry. The retry copies the tick identity with attempt + 1, and its revision. [$9, $10): their
-# ticks, or NULL.
+# retry_delay_s NULL: no retry. The retry copies the tick identity with attempt + 1, its revision and
+# its parent run (chains). [$9, $10): their ticks, or NULL.
 FINISH_RUNS = (
     "WITH u AS MATERIALIZED (SELECT u.*, r.node_id AS owner, r.state AS current, r.scheduled_for AS tick"
     " FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::float8[],"
@@ -362,16 +396,19 @@ FINISH_RUNS = (
     " duration_ms = coalesce(u.duration_ms, extract(epoch FROM now() - r.started_at) * 1000)"
     f" FROM u WHERE r.id = u.id AND r.scheduled_for = u.tick AND {_within(9, 10, 'r.')}"
     " AND u.current = 'running' AND u.owner = u.node_id"
-    " RETURNING r.id, r.job_id, r.scheduled_for, r.attempt, r.exclusive, r.state, u.retry_delay_s, r.revision),"
+    " RETURNING r.id, r.job_id, r.scheduled_for, r.attempt, r.exclusive, r.state, u.retry_delay_s, r.revision,"
+    " r.finished_at, r.parent_run_id),"
     " retried AS ("
-    " INSERT INTO runs (job_id, scheduled_for, attempt, trigger, state, due_at, exclusive, revision)"
+    " INSERT INTO runs (job_id, scheduled_for, attempt, trigger, state, due_at, exclusive, revision, parent_run_id)"
     " SELECT d.job_id, d.scheduled_for, d.attempt + 1, 'retry', 'queued',"
-    " now() + make_interval(secs => d.retry_delay_s), d.exclusive, d.revision"
+    " now() + make_interval(secs => d.retry_delay_s), d.exclusive, d.revision, d.parent_run_id"
     " FROM done d WHERE d.state = 'failed' AND d.retry_delay_s IS NOT NULL"
     " ON CONFLICT (job_id, scheduled_for, attempt) DO NOTHING RETURNING job_id),"
-    " woken AS (SELECT pg_notify('" + JOBS_CHANNEL + "', json_build_object('op', 'retry', 'job_id', job_id)::text)"
-    " FROM (SELECT DISTINCT job_id FROM retried) x)"
-    " SELECT d.id, (SELECT count(*) FROM retried) AS retried, (SELECT count(*) FROM woken) AS woken FROM done d"
+    + _CHAINED
+    + f" woken AS (SELECT pg_notify('{JOBS_CHANNEL}', json_build_object('op', op, 'job_id', job_id)::text)"
+    " FROM (SELECT DISTINCT 'retry' AS op, job_id FROM retried UNION SELECT 'chain', job_id FROM chained) x)"
+    " SELECT d.id, (SELECT count(*) FROM retried) AS retried, (SELECT count(*) FROM chained) AS chained,"
+    " (SELECT count(*) FROM woken) AS woken FROM done d"
 )
 
 # The backlog: queued runs more than $1 seconds past due, counted up to $2 (the count reads at

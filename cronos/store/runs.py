@@ -19,6 +19,7 @@ import msgspec
 
 from cronos import metrics, retry
 from cronos.clock import DbClock
+from cronos.errors import Contention
 from cronos.models import (
     FAIL_EXECUTOR_LOST,
     FAIL_REPLACED,
@@ -94,6 +95,7 @@ class Outcome(msgspec.Struct, kw_only=True):
 class FinishResult(msgspec.Struct, kw_only=True):
     written: set[int]  # run ids whose outcome was recorded (the others were not ours any more)
     retried: int
+    chained: int = 0  # runs queued for child jobs (chains) by the completed ones
 
 
 class ReapResult(msgspec.Struct, kw_only=True):
@@ -272,19 +274,28 @@ class RunStore:
     async def _finish(self, conn: Any, outcomes: Sequence[Outcome]) -> FinishResult:
         outcomes = sorted(outcomes, key=lambda o: o.run_id)  # FINISH_RUNS locks in this order
         self.round_trips += 1
-        rows = await conn.fetch(
-            q.FINISH_RUNS,
-            [o.run_id for o in outcomes],
-            [o.node_id for o in outcomes],
-            [o.state for o in outcomes],
-            [o.error for o in outcomes],
-            [o.traceback for o in outcomes],
-            [o.result for o in outcomes],
-            [o.duration_ms for o in outcomes],
-            [o.retry_delay_s for o in outcomes],
-            *window([o.scheduled_for for o in outcomes]),
+        try:
+            rows = await conn.fetch(
+                q.FINISH_RUNS,
+                [o.run_id for o in outcomes],
+                [o.node_id for o in outcomes],
+                [o.state for o in outcomes],
+                [o.error for o in outcomes],
+                [o.traceback for o in outcomes],
+                [o.result for o in outcomes],
+                [o.duration_ms for o in outcomes],
+                [o.retry_delay_s for o in outcomes],
+                *window([o.scheduled_for for o in outcomes]),
+            )
+        except asyncpg.UniqueViolationError as exc:
+            # A chain run's tick taken by another parent's finished in the same microsecond (FINISH_RUNS):
+            # nothing was written; again, with a new finish instant.
+            raise Contention("postgresql", f"chain run tick taken: {exc}") from exc
+        if not rows:
+            return FinishResult(written=set(), retried=0)
+        return FinishResult(
+            written={r["id"] for r in rows}, retried=int(rows[0]["retried"]), chained=int(rows[0]["chained"])
         )
-        return FinishResult(written={r["id"] for r in rows}, retried=int(rows[0]["retried"]) if rows else 0)
 
     async def reap(self, epoch: int, *, limit: int = 1000) -> ReapResult:
         """Leader only, fenced by `epoch`: end runs whose executor is gone, expire stale queued runs.

@@ -103,7 +103,9 @@ async def test_partitioning_runs_keeps_every_row_and_every_guarantee(fresh_dsn: 
     conn = await asyncpg.connect(fresh_dsn)
     try:
         assert await conn.fetchval("SELECT relkind::text FROM pg_class WHERE relname = 'runs'") == "p"
-        assert [tuple(r) for r in await conn.fetch("SELECT * FROM runs ORDER BY id")] == before
+        # Later migrations may add columns (after the old ones): the old ones are unchanged.
+        width = len(before[0])
+        assert [tuple(r)[:width] for r in await conn.fetch("SELECT * FROM runs ORDER BY id")] == before
         # Every old row is in the old table, now the partition of everything before a midnight.
         legacy = await conn.fetchval("SELECT relname FROM pg_class WHERE relname LIKE 'runs_before_%'")
         assert await conn.fetchval(f'SELECT count(*) FROM "{legacy}"') == len(before)

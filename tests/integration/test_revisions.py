@@ -31,6 +31,7 @@ EVERY_SECOND: dict[str, Any] = {
     "misfire_grace_s": 60.0,
     "jitter_s": 0.0,
     "status": "active",
+    "parents": [],
 }
 
 

@@ -101,6 +101,18 @@ def test_changes_become_updates_pauses_resumes_and_only_managed_jobs_are_pruned(
     assert not any(a.step is Step.DELETE for a in plan(_desired(edited), current, prune=False, salt=SALT))
 
 
+def test_pruned_children_are_deleted_before_their_parents() -> None:
+    """The API refuses to delete a job another names in `parents`: a pruned chain goes leaf first."""
+    current = _stored(plan(_desired(), [], prune=False, salt=SALT))
+    ids = [job["id"] for job in current]
+    current[0]["parents"] = [ids[1]]  # reindex runs after hook, cleanup after reindex
+    current[2]["parents"] = [ids[0]]
+    actions = plan([], current, prune=True, salt=SALT)
+    assert [(a.step, a.name) for a in actions] == [
+        (Step.DELETE, "cleanup"), (Step.DELETE, "reindex"), (Step.DELETE, "hook"),
+    ]  # fmt: skip
+
+
 def test_a_changed_secret_is_seen_through_the_digest() -> None:
     current = _stored(plan(_desired(), [], prune=False, salt=SALT))
     actions = plan(_desired(environ={"HOOK_TOKEN": "rotated"}), current, prune=False, salt=SALT)

@@ -26,6 +26,7 @@ def _valid(expression: str) -> None:
         ("@monthly", "at 00:00 on day 1 of the month"),
         ("@YEARLY", "at 00:00 on January 1"),
         ("@midnight", "at 00:00 every day"),
+        ("@never", "never on its own (by hand, or after its parent jobs)"),
         ("*/10 * * * * *", "every 10 seconds"),
         ("* * * * * *", "every second"),
         ("30 * * * * *", "every minute at second 30"),

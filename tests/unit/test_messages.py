@@ -48,3 +48,9 @@ def test_token_is_frozen() -> None:
     token = RunToken(run_id=1, job_id=2, scheduled_for_ms=3)
     with pytest.raises(AttributeError):
         token.run_id = 5  # type: ignore[misc]
+
+
+def test_a_trigger_this_release_does_not_know_still_decodes() -> None:
+    """A newer leader's trigger (as `chain` was new) must not make an older executor drop the token."""
+    raw = msgspec.msgpack.encode({"v": 1, "run_id": 1, "job_id": 2, "scheduled_for_ms": 3, "trigger": "later"})
+    assert decode_token(raw).trigger == "later"

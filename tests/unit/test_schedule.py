@@ -12,7 +12,7 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from cronos.errors import InvalidSchedule
-from cronos.schedule import Schedule, parse_schedule
+from cronos.schedule import NEVER_AT, Schedule, parse_schedule, upcoming
 
 
 def utc(text: str) -> datetime:
@@ -243,3 +243,17 @@ def test_the_end_of_the_calendar_is_an_overflow_in_every_zone() -> None:
         for expression in ("* * * * *", "0 0 29 2 *"):
             with pytest.raises(OverflowError):
                 parse_schedule(expression, zone).next_after(last)
+
+
+@pytest.mark.parametrize("expression", ["@never", "@NEVER", " @never\t"])
+@pytest.mark.parametrize("timezone", ["UTC", "Europe/Paris", "Pacific/Kiritimati"])
+def test_never_has_no_fire_time(expression: str, timezone: str) -> None:
+    """`@never` (a job run by hand or after its parents): no fire time in any window, no next run."""
+    schedule = parse_schedule(expression, timezone)
+    assert schedule.never and not parse_schedule("@yearly", timezone).never
+    assert schedule.fire_times(utc("2026-01-01 00:00"), utc("2030-01-01 00:00")) == []
+    assert upcoming(schedule.next_after, utc("2026-12-31 23:59")) is None
+    assert schedule.next_after(utc("2026-01-01 00:00")) == NEVER_AT
+    with pytest.raises(OverflowError):
+        schedule.next_after(NEVER_AT)
+    assert upcoming(parse_schedule("@yearly", timezone).next_after, utc("2026-06-01 00:00")) is not None
