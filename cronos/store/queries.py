@@ -593,11 +593,11 @@ TICK_HISTORY = (
 )
 # How far the ledger is written for the job (its cursor); no row: the job was deleted.
 TICK_CURSOR = "SELECT last_scheduled_for FROM jobs WHERE id = $1"
-# The ledger's rows of the job's ticks in ($2, $3]: scheduled runs and their retries (a manual
+# The ledger's rows of the job's ticks in ($2, $3]: scheduled runs and their retries (a manual or chain
 # run is no tick). The bounds on scheduled_for prune the day partitions and walk the
 # (job_id, scheduled_for, attempt) unique index.
 TICK_RUNS = (
     "SELECT id, scheduled_for, attempt, trigger, revision, state, started_at, skip_reason FROM runs"
-    " WHERE job_id = $1 AND scheduled_for > $2 AND scheduled_for <= $3 AND trigger <> 'manual'"
+    " WHERE job_id = $1 AND scheduled_for > $2 AND scheduled_for <= $3 AND trigger IN ('schedule', 'retry')"
     " ORDER BY scheduled_for, attempt"
 )
