@@ -12,7 +12,17 @@ from typing import Annotated, Any
 import msgspec
 from msgspec import UNSET, Meta, UnsetType
 
-from cronos.models import ConcurrencyPolicy, Job, JobKind, JobStatus, ManagedBy, MisfirePolicy, RunSummary
+from cronos.models import (
+    DEFAULT_QUEUE,
+    QUEUE_PATTERN,
+    ConcurrencyPolicy,
+    Job,
+    JobKind,
+    JobStatus,
+    ManagedBy,
+    MisfirePolicy,
+    RunSummary,
+)
 from cronos.store.revisions import Revision
 
 # Formats the schema cannot check (a cron expression, a time zone) are named for tools; no text
@@ -45,6 +55,14 @@ MaxRetries = Annotated[int, Meta(ge=0, le=100)]
 BackoffS = Annotated[float, Meta(ge=0, le=86_400, description="base delay before a retry, doubled per attempt")]
 GraceS = Annotated[float, Meta(ge=0, le=7 * 86_400, description="how late a tick may still start")]
 JitterS = Annotated[float, Meta(ge=0, le=3600, description="random delay added to each tick, up to this")]
+Queue = Annotated[
+    str,
+    Meta(
+        pattern=QUEUE_PATTERN,
+        description="the queue whose executors run it (`cronos executor --queue NAME`)",
+        examples=[DEFAULT_QUEUE],
+    ),
+]
 
 
 class JobCreate(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -64,6 +82,7 @@ class JobCreate(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     jitter_s: JitterS = 0.0
     status: JobStatus = "active"
     managed_by: ManagedBy | None = None  # set by `cronos apply`; not a field of a jobs file
+    queue: Queue = DEFAULT_QUEUE
 
 
 class JobPatch(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -83,6 +102,7 @@ class JobPatch(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     jitter_s: JitterS | UnsetType = UNSET
     status: JobStatus | UnsetType = UNSET
     managed_by: ManagedBy | UnsetType | None = UNSET
+    queue: Queue | UnsetType = UNSET
 
     def changes(self) -> dict[str, Any]:
         return {f: v for f in self.__struct_fields__ if (v := getattr(self, f)) is not UNSET}
@@ -173,7 +193,11 @@ class StreamOut(msgspec.Struct, kw_only=True):
 class ClusterOut(msgspec.Struct, kw_only=True):
     leader: LeaderOut
     nodes: list[NodeOut]
-    stream: StreamOut | None
+    stream: Annotated[StreamOut | None, Meta(description="the default queue's stream (as `queues.default`)")]
     database: str
     cache: str
     leader_health: LeaderHealthOut | None = None  # None: no lock holder (or Redis unreachable)
+    queues: Annotated[
+        dict[str, StreamOut],
+        Meta(description="each queue's stream: length, pending, lag (tokens no executor read yet), consumers"),
+    ] = msgspec.field(default_factory=dict)

@@ -32,7 +32,21 @@ SKIP_BUFFER_FULL = "previous run still running, another run already waits for it
 SKIP_JOB_INACTIVE = "job paused or deleted"  # written ahead, then the job stopped before it was due
 SKIP_SCHEDULE_CHANGED = "schedule changed"  # written ahead, then a new schedule without this tick took over
 FAIL_EXECUTOR_LOST = "executor lost"
+# Queues (one Redis stream each): a short name, so it fits a key, a metric label and a CLI list.
+DEFAULT_QUEUE = "default"
+QUEUE_PATTERN = "^[A-Za-z0-9_-]{1,64}$"
 FAIL_REPLACED = "replaced"
+
+
+def parse_queues(text: str) -> tuple[str, ...]:
+    """A comma-separated list of queue names (`a,b`), each checked; duplicates dropped."""
+    names = [part.strip() for part in text.split(",") if part.strip()]
+    if not names:
+        raise InvalidInput("queues", "name at least one queue")
+    for name in names:
+        if not re.fullmatch(QUEUE_PATTERN, name):
+            raise InvalidInput("queues", f"{name!r} is not a queue name (letters, digits, '-', '_'; 64 at most)")
+    return tuple(dict.fromkeys(names))
 
 
 class ManagedBy(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -65,6 +79,7 @@ class Job(msgspec.Struct, kw_only=True):
     created_at: datetime
     updated_at: datetime
     managed_by: ManagedBy | None = None
+    queue: str = DEFAULT_QUEUE
 
 
 # The fields of a job a client sets (the rest the system keeps), in the store's column order.
@@ -83,6 +98,7 @@ JOB_WRITABLE = (
     "jitter_s",
     "status",
     "managed_by",
+    "queue",
 )
 
 

@@ -156,7 +156,7 @@ async def test_stream_scripts_locks_and_presence_work_on_a_cluster(
     ticks = TickLocks(scripts, "c1")
     lock_keys = [keys.tick_lock(t.job_id, t.scheduled_for_ms, t.attempt) for t in tokens]
     assert await ticks.acquire(lock_keys, 10_000) == [True] * 5
-    await stream.settle([d.entry_id for d in got], ticks, lock_keys)
+    await stream.settle([d.ref for d in got], ticks, lock_keys)
     assert (await stream.info()).pending == 0
     assert await client.exists(*lock_keys) == 0
 
