@@ -200,6 +200,8 @@ async def test_a_read_smaller_than_its_queues_takes_turns(redis_client: aioredis
     stream = RunStream(redis_client, keys, queues=queues)
     await stream.ensure_group()
     for n, queue in enumerate(queues):
-        await stream.publish([RunToken(run_id=10 * n + i, job_id=1, scheduled_for_ms=1000 + i) for i in range(3)], queue)
+        await stream.publish(
+            [RunToken(run_id=10 * n + i, job_id=1, scheduled_for_ms=1000 + i) for i in range(3)], queue
+        )
     seen = [d.queue for _ in range(3) for d in await stream.read("c", 1, block_ms=100)]
     assert sorted(seen) == ["a", "b", "c"]  # one entry a read, never more, every queue served
