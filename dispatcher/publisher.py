@@ -92,7 +92,7 @@ class Publisher:
         else:
             for queue in sorted(self._prepared | {DEFAULT_QUEUE}):
                 if not await self.stream.group_exists(queue):
-                    reason = f"stream or group of queue {queue} missing"
+                    reason = "stream or group missing" + ("" if queue == DEFAULT_QUEUE else f" (queue {queue})")
                     break
         if reason is not None:
             await self.prepare()
