@@ -4,75 +4,17 @@ jobs; the unserved queue's runs wait, and /api/cluster and the leader's gauge sh
 
 from __future__ import annotations
 
-import contextlib
-import os
-import signal
-import subprocess
-from collections.abc import Iterator
-from pathlib import Path
-
 import aiohttp
 import asyncpg
 import pytest
 
 from cronos.settings import Settings
-from tests.cluster.servers import cronos_command, free_port
+from tests.cluster.servers import free_port
+from tests.cluster.test_executor_process import Procs, procs  # noqa: F401  (the fixture)
 from tests.integration.api_client import running_api
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.cluster
-
-REPO = Path(__file__).resolve().parents[2]
-
-
-class Procs:
-    def __init__(self, settings: Settings, logdir: Path) -> None:
-        self.settings = settings
-        self.logdir = logdir
-        self.procs: dict[str, subprocess.Popen[bytes]] = {}
-
-    def start(self, name: str, args: list[str], **env: str) -> str:
-        node = f"{self.settings.node_id}-{name}"
-        full = {
-            **{k: v for k, v in os.environ.items() if not k.startswith("CRONOS_")},
-            "DATABASE_URL": self.settings.database_url,
-            "REDIS_URL": self.settings.redis_url,
-            "CRONOS_KEY_PREFIX": self.settings.key_prefix,
-            "CRONOS_NODE_ID": node,
-            "CRONOS_LOG_FORMAT": "json",
-            "PYTHONPATH": str(REPO),
-            **env,
-        }
-        with (self.logdir / f"{name}.log").open("ab") as out:
-            self.procs[name] = subprocess.Popen(
-                [*cronos_command(), *args],
-                env=full,
-                cwd=self.logdir,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-        return node
-
-    def close(self) -> None:
-        for proc in self.procs.values():
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGTERM)
-        for proc in self.procs.values():
-            try:
-                proc.wait(20)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(10)
-
-
-@pytest.fixture
-def procs(settings: Settings, tmp_path: Path) -> Iterator[Procs]:
-    found = Procs(settings, tmp_path)
-    try:
-        yield found
-    finally:
-        found.close()
 
 
 async def _add_job(pool: asyncpg.Pool, name: str, queue: str) -> int:
@@ -88,13 +30,15 @@ async def _add_job(pool: asyncpg.Pool, name: str, queue: str) -> int:
 
 
 async def test_each_executor_pool_runs_only_its_queues_jobs_and_an_unserved_queue_shows_its_lag(
-    pg_pool: asyncpg.Pool, settings: Settings, procs: Procs
+    pg_pool: asyncpg.Pool,
+    settings: Settings,
+    procs: Procs,  # noqa: F811  (the imported fixture)
 ) -> None:
     metrics_port = free_port()
-    procs.start("leader", ["dispatcher"], CRONOS_METRICS_PORT=str(metrics_port))
-    plain = procs.start("exec-default", ["executor"])  # CRONOS_QUEUES unset: `default`
-    gpu = procs.start("exec-gpu", ["executor"], CRONOS_QUEUES="gpu,spare")
-    both = procs.start("exec-cli", ["executor", "--queue", "gpu"], CRONOS_QUEUES="default")  # the flag wins
+    procs.start("leader", "dispatcher", CRONOS_METRICS_PORT=str(metrics_port))
+    plain = procs.start("exec-default", "executor")  # CRONOS_QUEUES unset: `default`
+    gpu = procs.start("exec-gpu", "executor", CRONOS_QUEUES="gpu,spare")
+    both = procs.start("exec-cli", "executor", "--queue", "gpu", CRONOS_QUEUES="default")  # the flag wins
     jobs = {
         "default": await _add_job(pg_pool, "on default", "default"),
         "gpu": await _add_job(pg_pool, "on gpu", "gpu"),
