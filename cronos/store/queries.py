@@ -184,7 +184,8 @@ _TOKEN_COLS = (
 # whose cursor is already there was written before). An existing tick identity is left alone
 # (RETURNING omits it: nothing is pushed twice). Rows are marked pushed by this epoch: the leader
 # pushes them itself, at once or when their (jittered) due time comes. Returns id, job_id,
-# scheduled_for_ms, due_ms, state, and the job's queue (from the jobs just moved: no lookup).
+# scheduled_for_ms, due_ms, state, and the job's queue (by primary key: a join with `moved`, two
+# CTE scans, is planned as a nested loop, n² for n ticks).
 TICKS_WRITE = (
     "WITH t AS (SELECT * FROM unnest($2::bigint[], $3::timestamptz[], $4::timestamptz[], $5::text[],"
     " $6::integer[]) AS t(job_id, scheduled_for, due_at, skip_reason, revision)),"
@@ -193,8 +194,8 @@ TICKS_WRITE = (
     " FROM (SELECT job_id, max(scheduled_for) AS cursor, min(revision) AS revision FROM t GROUP BY job_id) AS c"
     " WHERE jobs.id = c.job_id AND jobs.status = 'active' AND jobs.plan_revision <= c.revision"
     " AND (jobs.last_scheduled_for IS NULL OR jobs.last_scheduled_for < c.cursor)"
-    " RETURNING jobs.id, jobs.concurrency_policy <> 'allow' AS exclusive, jobs.queue),"
-    " ins AS (INSERT INTO runs (job_id, scheduled_for, attempt, trigger, state, due_at, exclusive, epoch,"
+    " RETURNING jobs.id, jobs.concurrency_policy <> 'allow' AS exclusive)"
+    " INSERT INTO runs (job_id, scheduled_for, attempt, trigger, state, due_at, exclusive, epoch,"
     " pushed_epoch, skip_reason, finished_at, revision)"
     " SELECT t.job_id, t.scheduled_for, 1, 'schedule',"
     " CASE WHEN t.skip_reason IS NULL THEN 'queued' ELSE 'skipped' END, t.due_at, m.exclusive, $1::bigint,"
@@ -202,10 +203,8 @@ TICKS_WRITE = (
     " CASE WHEN t.skip_reason IS NULL THEN NULL ELSE now() END, t.revision"
     " FROM t JOIN moved m ON m.id = t.job_id"
     " ON CONFLICT (job_id, scheduled_for, attempt) DO NOTHING"
-    " RETURNING id, job_id, floor(extract(epoch FROM scheduled_for) * 1000)::bigint AS scheduled_for_ms,"
-    " floor(extract(epoch FROM due_at) * 1000)::bigint AS due_ms, state)"
-    " SELECT ins.id, ins.job_id, ins.scheduled_for_ms, ins.due_ms, ins.state, m.queue"
-    " FROM ins JOIN moved m ON m.id = ins.job_id"
+    " RETURNING id, job_id, floor(extract(epoch FROM scheduled_for) * 1000)::bigint,"
+    " floor(extract(epoch FROM due_at) * 1000)::bigint, state, (SELECT j.queue FROM jobs j WHERE j.id = job_id)"
 )
 # Manual triggers and retries (queued by others, never pushed) that are due: mark and return.
 # $1 epoch, $2 now, $3 limit.
