@@ -205,3 +205,20 @@ async def test_a_read_smaller_than_its_queues_takes_turns(redis_client: aioredis
         )
     seen = [d.queue for _ in range(3) for d in await stream.read("c", 1, block_ms=100)]
     assert sorted(seen) == ["a", "b", "c"]  # one entry a read, never more, every queue served
+
+
+async def test_autoclaim_takes_idle_entries_of_every_queue_within_one_count(
+    redis_client: aioredis.Redis, key_prefix: str
+) -> None:
+    keys = Keys(key_prefix)
+    stream = RunStream(redis_client, keys, queues=("default", "gpu"))
+    await stream.ensure_group()
+    for queue in ("default", "gpu"):
+        await stream.publish(_tokens(2), queue)
+    held = await stream.read("dead", 10, block_ms=100)
+    assert sorted(d.queue for d in held) == ["default", "default", "gpu", "gpu"]
+    assert [d.queue for d in await stream.autoclaim("other", min_idle_ms=0, count=3)] == ["default", "default", "gpu"]
+    assert [d.ref for d in await stream.autoclaim("other", min_idle_ms=0, count=10)] == [
+        d.ref for d in held if d.queue == "default"
+    ] + [d.ref for d in held if d.queue == "gpu"]
+    assert (await stream.info("gpu")).consumers == {"dead": 0, "other": 2}
