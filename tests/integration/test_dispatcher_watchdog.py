@@ -117,6 +117,10 @@ async def test_a_lagging_queue_holds_back_only_its_own_runs(leader: Leader) -> N
     assert await publisher.housekeeping() >= 1
     assert REGISTRY.get_sample_value("cronos_stream_lag", {"queue": "edge"}) == 1
     assert REGISTRY.get_sample_value("cronos_stream_lag", {"queue": "default"}) == 0
+    # The job moves to a served queue: its run, stuck on the unserved stream, follows it.
+    await pg_pool.execute("UPDATE jobs SET queue = 'default' WHERE id = $1", unserved)
+    assert await leader.watchdog(3000).once(now=50.0) == 2  # (a new watchdog: `lost` again too)
+    assert sorted(t.run_id for t in await _read(publisher)) == sorted([lost, waiting])
     # Both queues lagging: executors are behind everywhere, nothing is pushed.
     await publisher.stream.publish([RunToken(run_id=0, job_id=served, scheduled_for_ms=0)])
     await pg_pool.execute("UPDATE runs SET pushed_epoch = $2 WHERE id = $1", waiting, leader.epoch)
