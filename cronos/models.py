@@ -32,10 +32,11 @@ SKIP_BUFFER_FULL = "previous run still running, another run already waits for it
 SKIP_JOB_INACTIVE = "job paused or deleted"  # written ahead, then the job stopped before it was due
 SKIP_SCHEDULE_CHANGED = "schedule changed"  # written ahead, then a new schedule without this tick took over
 FAIL_EXECUTOR_LOST = "executor lost"
+FAIL_REPLACED = "replaced"
+
 # Queues (one Redis stream each): a short name, so it fits a key, a metric label and a CLI list.
 DEFAULT_QUEUE = "default"
 QUEUE_PATTERN = "^[A-Za-z0-9_-]{1,64}$"
-FAIL_REPLACED = "replaced"
 
 
 def parse_queues(text: str) -> tuple[str, ...]:
