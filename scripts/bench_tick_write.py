@@ -18,13 +18,12 @@ import os
 import statistics
 import subprocess
 import time
-import uuid
 from datetime import UTC, datetime, timedelta
 
 import asyncpg
 
+from cronos.bench.common import Scratch, scratch_database
 from cronos.store import queries
-from cronos.store.db import migrate
 
 _JOBS = (
     "INSERT INTO jobs (name, cron_expression, payload, last_scheduled_for)"
@@ -45,40 +44,36 @@ def _statement_at(commit: str) -> str:
 async def main(base: str, jobs: int, rounds: int) -> None:
     statements = {base: _statement_at(base), "now": queries.TICKS_WRITE}
     server = os.environ.get("DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
-    admin = server.rsplit("/", 1)[0] + "/postgres"
-    name = f"cronos_bench_ticks_{uuid.uuid4().hex[:8]}"
-    dsn = server.rsplit("/", 1)[0] + f"/{name}"
-    await migrate(dsn)
-    try:
+    async with scratch_database(Scratch.new(server)) as dsn:
         conn = await asyncpg.connect(dsn)
         try:
-            start = datetime(2030, 1, 1, tzinfo=UTC)
-            await conn.execute(_JOBS, start, jobs)
-            ids = [r[0] for r in await conn.fetch("SELECT id FROM jobs ORDER BY id")]
-            took: dict[str, list[float]] = {label: [] for label in statements}
-            second = 0
-            for n in range(rounds + 2):  # the first two rounds warm caches and plans: not counted
-                order = list(statements.items())
-                for label, sql in order if n % 2 else order[::-1]:
-                    second += 1
-                    tick = [start + timedelta(seconds=second)] * len(ids)
-                    began = time.perf_counter()
-                    rows = await conn.fetch(sql, 1, ids, tick, tick, [None] * len(ids), [2**30] * len(ids))
-                    if n >= 2:
-                        took[label].append((time.perf_counter() - began) * 1000)
-                    assert len(rows) == len(ids), (label, len(rows))
+            took = await _rounds(conn, statements, jobs, rounds)
         finally:
             await conn.close()
-        for label, times in took.items():
-            print(f"TICKS_WRITE at {label:>8}: {jobs} ticks, median {statistics.median(times):.1f} ms over {rounds}")
-        ratio = statistics.median(took["now"]) / statistics.median(took[base])
-        print(f"now / {base}: {ratio:.2f}")
-    finally:
-        conn = await asyncpg.connect(admin)
-        try:
-            await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        finally:
-            await conn.close()
+    for label, times in took.items():
+        print(f"TICKS_WRITE at {label:>8}: {jobs} ticks, median {statistics.median(times):.1f} ms over {rounds}")
+    print(f"now / {base}: {statistics.median(took['now']) / statistics.median(took[base]):.2f}")
+
+
+async def _rounds(
+    conn: asyncpg.Connection, statements: dict[str, str], jobs: int, rounds: int
+) -> dict[str, list[float]]:
+    start = datetime(2030, 1, 1, tzinfo=UTC)
+    await conn.execute(_JOBS, start, jobs)
+    ids = [r[0] for r in await conn.fetch("SELECT id FROM jobs ORDER BY id")]
+    took: dict[str, list[float]] = {label: [] for label in statements}
+    second = 0
+    for n in range(rounds + 2):  # the first two rounds warm caches and plans: not counted
+        order = list(statements.items())
+        for label, sql in order if n % 2 else order[::-1]:
+            second += 1
+            tick = [start + timedelta(seconds=second)] * len(ids)
+            began = time.perf_counter()
+            rows = await conn.fetch(sql, 1, ids, tick, tick, [None] * len(ids), [2**30] * len(ids))
+            if n >= 2:
+                took[label].append((time.perf_counter() - began) * 1000)
+            assert len(rows) == len(ids), (label, len(rows))
+    return took
 
 
 if __name__ == "__main__":
