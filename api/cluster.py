@@ -1,4 +1,4 @@
-"""GET /api/cluster: the leader and its epoch, every node's heartbeat, the run stream's backlog.
+"""GET /api/cluster: the leader and its epoch, every node's heartbeat, each queue's stream backlog.
 
 Reads only. Each backend is asked separately, so the view still answers (with nulls)
 when Redis or PostgreSQL is down, and says which.
@@ -17,6 +17,7 @@ from api.routing import Route
 from api.schemas import ClusterOut, LeaderHealthOut, LeaderOut, NodeOut, StreamOut
 from api.state import BACKENDS
 from cronos.errors import BackendUnavailable
+from cronos.models import DEFAULT_QUEUE
 from cronos.presence import nodes
 from cronos.stream import RunStream
 
@@ -37,25 +38,28 @@ def node_out(raw: dict[str, str], now_s: float) -> NodeOut:
     )
 
 
-async def _redis_view(backends: Backends) -> tuple[str | None, list[NodeOut], StreamOut]:
+async def _redis_view(backends: Backends) -> tuple[str | None, list[NodeOut], dict[str, StreamOut]]:
     client, keys = backends.redis, backends.keys
     holder = await backends.redis_call(client.get(keys.leader))
     found = await backends.redis_call(nodes(client, keys))
-    info = await backends.redis_call(RunStream(client, keys).info())
+    stream = RunStream(client, keys)
+    queues: dict[str, StreamOut] = {}
+    for queue in await backends.redis_call(stream.known_queues()):
+        info = await backends.redis_call(stream.info(queue))
+        queues[queue] = StreamOut(length=info.length, pending=info.pending, lag=info.lag, consumers=info.consumers)
     now_s = time.time()
     leader = holder.decode() if isinstance(holder, bytes) else holder
-    stream = StreamOut(length=info.length, pending=info.pending, lag=info.lag, consumers=info.consumers)
-    return leader, [node_out(n, now_s) for n in found], stream
+    return leader, [node_out(n, now_s) for n in found], queues
 
 
 async def cluster(request: web.Request) -> web.Response:
     backends = request.app[BACKENDS]
     leader = LeaderOut()
     node_list: list[NodeOut] = []
-    stream: StreamOut | None = None
+    queues: dict[str, StreamOut] = {}
     cache = database = "connected"
     try:
-        leader.node_id, node_list, stream = await _redis_view(backends)
+        leader.node_id, node_list, queues = await _redis_view(backends)
     except BackendUnavailable:
         cache = "disconnected"
     try:
@@ -64,7 +68,15 @@ async def cluster(request: web.Request) -> web.Response:
         database = "disconnected"
     health = leader_health(leader.node_id, node_list, backends.settings.leader_ttl_ms / 1000)
     return respond(
-        ClusterOut(leader=leader, nodes=node_list, stream=stream, database=database, cache=cache, leader_health=health)
+        ClusterOut(
+            leader=leader,
+            nodes=node_list,
+            stream=queues.get(DEFAULT_QUEUE),
+            queues=queues,
+            database=database,
+            cache=cache,
+            leader_health=health,
+        )
     )
 
 
@@ -95,6 +107,7 @@ def leader_health(holder: str | None, node_list: list[NodeOut], ttl_s: float) ->
 
 
 ROUTES = (
-    Route("GET", "/api/cluster", cluster, "Leader, epoch, nodes and stream backlog (nulls when a backend is down)",
+    Route("GET", "/api/cluster", cluster,
+          "Leader, epoch, nodes and each queue's stream backlog (nulls when a backend is down)",
           response=ClusterOut),
 )  # fmt: skip

@@ -12,7 +12,17 @@ from typing import Annotated, Any
 import msgspec
 from msgspec import UNSET, Meta, UnsetType
 
-from cronos.models import ConcurrencyPolicy, Job, JobKind, JobStatus, ManagedBy, MisfirePolicy, RunSummary
+from cronos.models import (
+    DEFAULT_QUEUE,
+    QUEUE_PATTERN,
+    ConcurrencyPolicy,
+    Job,
+    JobKind,
+    JobStatus,
+    ManagedBy,
+    MisfirePolicy,
+    RunSummary,
+)
 from cronos.store.revisions import Revision
 
 # Formats the schema cannot check (a cron expression, a time zone) are named for tools; no text
@@ -54,6 +64,14 @@ Parents = Annotated[
         "(trigger `chain`); no cycles. With cron_expression `@never` it runs only after them",
     ),
 ]
+Queue = Annotated[
+    str,
+    Meta(
+        pattern=QUEUE_PATTERN,
+        description="the queue whose executors run it (`cronos executor --queue NAME`)",
+        examples=[DEFAULT_QUEUE],
+    ),
+]
 
 
 class JobCreate(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -74,6 +92,7 @@ class JobCreate(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     status: JobStatus = "active"
     managed_by: ManagedBy | None = None  # set by `cronos apply`; not a field of a jobs file
     parents: Parents = []
+    queue: Queue = DEFAULT_QUEUE
 
 
 class JobPatch(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -94,6 +113,7 @@ class JobPatch(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     status: JobStatus | UnsetType = UNSET
     managed_by: ManagedBy | UnsetType | None = UNSET
     parents: Parents | UnsetType = UNSET
+    queue: Queue | UnsetType = UNSET
 
     def changes(self) -> dict[str, Any]:
         return {f: v for f in self.__struct_fields__ if (v := getattr(self, f)) is not UNSET}
@@ -184,7 +204,11 @@ class StreamOut(msgspec.Struct, kw_only=True):
 class ClusterOut(msgspec.Struct, kw_only=True):
     leader: LeaderOut
     nodes: list[NodeOut]
-    stream: StreamOut | None
+    stream: Annotated[StreamOut | None, Meta(description="the default queue's stream (as `queues.default`)")]
     database: str
     cache: str
     leader_health: LeaderHealthOut | None = None  # None: no lock holder (or Redis unreachable)
+    queues: Annotated[
+        dict[str, StreamOut],
+        Meta(description="each queue's stream: length, pending, lag (tokens no executor read yet), consumers"),
+    ] = msgspec.field(default_factory=dict)

@@ -14,9 +14,12 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from cronos.errors import BackendUnavailable, ConfigError, CronosError
+import msgspec
+
+from cronos.errors import BackendUnavailable, ConfigError, CronosError, InvalidInput
 from cronos.lifecycle import Role, serve
 from cronos.logs import bind_global, setup_logging
+from cronos.models import parse_queues
 from cronos.settings import VARIABLES, Settings, load_settings
 
 log = logging.getLogger("cronos.cli")
@@ -55,6 +58,12 @@ def _parser() -> argparse.ArgumentParser:
             default=[],
             metavar="MODULE",
             help="import MODULE to register @cronos.task functions (repeatable)",
+        )
+        role.add_argument(
+            "--queue",
+            dest="queues",
+            metavar="A,B",
+            help="serve only these queues, comma-separated (default: $CRONOS_QUEUES, else `default`)",
         )
     bench = sub.add_parser("bench", help="benchmarks: `cronos bench dispatch|run|e2e|schedule --help`")
     bench.add_argument("which", choices=["dispatch", "run", "e2e", "schedule"])
@@ -128,6 +137,13 @@ async def _main(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def _queues(text: str) -> tuple[str, ...]:
+    try:
+        return parse_queues(text)
+    except InvalidInput as exc:
+        raise ConfigError(f"--queue: {exc.message}") from None
+
+
 def _serve_metrics(port: int) -> None:
     """Expose this process's metrics for Prometheus (the API serves its own on /metrics)."""
     from prometheus_client import start_http_server
@@ -146,6 +162,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         settings = load_settings()
+        if getattr(args, "queues", None) is not None:
+            settings = msgspec.structs.replace(settings, executor_queues=_queues(args.queues))
     except ConfigError as exc:
         print(f"cronos: configuration error: {exc}", file=sys.stderr)
         return 2

@@ -1,13 +1,16 @@
 """Every Redis key name, as a function of the configured prefix.
 
 Hash tags keep together what one command or script touches, so a Redis Cluster works:
-the stream and its marker share `{runs}`; every tick lock shares `{ticks}`, because an
+the stream of every queue, the set of queue names and the marker share `{runs}` (an executor
+serving several queues reads their streams in one XREADGROUP); every tick lock shares `{ticks}`, because an
 executor takes, renews and releases a batch of them in one script call.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from cronos.models import DEFAULT_QUEUE
 
 
 @dataclass(frozen=True, slots=True)
@@ -20,7 +23,19 @@ class Keys:
 
     @property
     def stream(self) -> str:
-        return f"{self.prefix}{{runs}}:stream"
+        """The default queue's run stream: the one stream of old releases, so executors one
+        release behind go on serving it in a rolling deploy."""
+        return self.queue_stream(DEFAULT_QUEUE)
+
+    def queue_stream(self, queue: str) -> str:
+        """The run stream of `queue`."""
+        base = f"{self.prefix}{{runs}}:stream"
+        return base if queue == DEFAULT_QUEUE else f"{base}:{queue}"
+
+    @property
+    def queues(self) -> str:
+        """The set of queue names the leader pushed to (housekeeping, metrics, /api/cluster)."""
+        return f"{self.prefix}{{runs}}:queues"
 
     @property
     def group(self) -> str:

@@ -44,10 +44,15 @@ LOCK_ACQUISITIONS = Counter(
     "cronos_lock_acquisitions_total", "Lock attempts by lock and result", ["lock", "result"], registry=REGISTRY
 )
 RUNS_IN_FLIGHT = Gauge("cronos_runs_in_flight", "Runs executing in this process", registry=REGISTRY)
-STREAM_PENDING = Gauge("cronos_stream_pending", "Tokens delivered but not yet acknowledged", registry=REGISTRY)
-STREAM_LENGTH = Gauge("cronos_stream_length", "Entries in the run stream", registry=REGISTRY)
+STREAM_PENDING = Gauge(
+    "cronos_stream_pending", "Tokens delivered but not yet acknowledged, per queue", ["queue"], registry=REGISTRY
+)
+STREAM_LENGTH = Gauge("cronos_stream_length", "Entries in a queue's run stream (leader)", ["queue"], registry=REGISTRY)
 STREAM_LAG = Gauge(
-    "cronos_stream_lag", "Run tokens on the stream that no executor has read yet (leader)", registry=REGISTRY
+    "cronos_stream_lag",
+    "Run tokens on a queue's stream that no executor has read yet (leader; a queue nobody serves keeps growing)",
+    ["queue"],
+    registry=REGISTRY,
 )
 RUNS_OVERDUE = Gauge(
     "cronos_runs_overdue",

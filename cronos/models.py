@@ -34,6 +34,21 @@ SKIP_SCHEDULE_CHANGED = "schedule changed"  # written ahead, then a new schedule
 FAIL_EXECUTOR_LOST = "executor lost"
 FAIL_REPLACED = "replaced"
 
+# Queues (one Redis stream each): a short name, so it fits a key, a metric label and a CLI list.
+DEFAULT_QUEUE = "default"
+QUEUE_PATTERN = "^[A-Za-z0-9_-]{1,64}$"
+
+
+def parse_queues(text: str) -> tuple[str, ...]:
+    """A comma-separated list of queue names (`a,b`), each checked; duplicates dropped."""
+    names = [part.strip() for part in text.split(",") if part.strip()]
+    if not names:
+        raise InvalidInput("queues", "name at least one queue")
+    for name in names:
+        if not re.fullmatch(QUEUE_PATTERN, name):
+            raise InvalidInput("queues", f"{name!r} is not a queue name (letters, digits, '-', '_'; 64 at most)")
+    return tuple(dict.fromkeys(names))
+
 
 class ManagedBy(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """Set by a tool that keeps the job in step with a file (`cronos apply`, whose --prune deletes
@@ -67,6 +82,7 @@ class Job(msgspec.Struct, kw_only=True):
     managed_by: ManagedBy | None = None
     # Chains: the job also runs after each successful run of each of these jobs (cronos.store.chains).
     parents: list[int] = []
+    queue: str = DEFAULT_QUEUE
 
 
 # The fields of a job a client sets (the rest the system keeps), in the store's column order.
@@ -86,6 +102,7 @@ JOB_WRITABLE = (
     "status",
     "managed_by",
     "parents",
+    "queue",
 )
 
 

@@ -17,7 +17,8 @@ from typing import Any, TypeVar
 import msgspec
 from dotenv import dotenv_values
 
-from cronos.errors import ConfigError
+from cronos.errors import ConfigError, InvalidInput
+from cronos.models import DEFAULT_QUEUE, parse_queues
 
 N = TypeVar("N", int, float)
 
@@ -47,6 +48,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     # executor
     executor_concurrency: int = 2000  # runs claimed and executing at once (coroutines: see README)
     executor_prefetch: int = 4000  # tokens in hand at once: held for their due time, executing, recording
+    executor_queues: tuple[str, ...] = (DEFAULT_QUEUE,)  # the queues (streams) an executor serves
     run_lease_s: float = 10.0
     drain_timeout_s: float = 30.0
     allow_shell: bool = False
@@ -168,6 +170,13 @@ def _token(raw: str) -> str:
     return value
 
 
+def _queues(raw: str) -> tuple[str, ...]:
+    try:
+        return parse_queues(raw)
+    except InvalidInput as exc:
+        raise ValueError(f"must be a comma-separated list of queue names: {exc.message}") from None
+
+
 def _text(raw: str) -> str:
     if not raw.strip():
         raise ValueError("must not be empty")
@@ -222,6 +231,11 @@ VARIABLES: dict[str, tuple[str, Callable[[str], Any], str]] = {
         "executor_prefetch",
         _int(1, 1_000_000),
         "run tokens an executor holds at once (waiting for their due time, executing or being recorded)",
+    ),
+    "CRONOS_QUEUES": (
+        "executor_queues",
+        _queues,
+        "queues an executor serves, comma-separated (`cronos executor --queue` wins); jobs name theirs",
     ),
     "CRONOS_RUN_LEASE_S": ("run_lease_s", _float(0.3, 3600), "run lease, renewed every third"),
     "CRONOS_DRAIN_TIMEOUT_S": ("drain_timeout_s", _float(0, 3600), "graceful drain deadline on SIGTERM"),

@@ -1,7 +1,11 @@
-"""The run stream: one Redis Stream with one consumer group of executors.
+"""The run streams: one Redis Stream per queue, each with one consumer group of executors.
+
+A RunStream serves the queues it was given (an executor's `--queue`; every method that names
+no queue works on the default one). Entry ids are unique within one stream only, so an entry
+is known by (queue, id) wherever streams meet: a delivery carries its queue.
 
 Tokens are appended in batches by a Lua script (one round trip per batch), read with
-XREADGROUP, settled (tick locks released, then XACK) in one pipeline, kept from being
+XREADGROUP (every served queue in one call), settled (tick locks released, then XACK) in one pipeline, kept from being
 reclaimed while their run executes (`touch`), and reclaimed from dead consumers with
 XAUTOCLAIM. Trimming only ever removes entries that every consumer has read and
 acknowledged. A stream or group Redis lost (NOGROUP) is recreated here.
@@ -10,7 +14,8 @@ acknowledged. A stream or group Redis lost (NOGROUP) is recreated here.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,6 +26,7 @@ from cronos import redis_client
 from cronos.keys import Keys
 from cronos.locks import TickLocks
 from cronos.messages import TOKEN_FIELD, RunToken, decode_token, encode_token
+from cronos.models import DEFAULT_QUEUE
 from cronos.scripts import Scripts
 
 BATCH_SIZE = 1000
@@ -28,10 +34,19 @@ BATCH_SIZE = 1000
 log = logging.getLogger("cronos.stream")
 
 
+# An entry's identity across streams: (queue, entry id).
+EntryRef = tuple[str, bytes]
+
+
 @dataclass(frozen=True, slots=True)
 class Delivery:
     entry_id: bytes
     token: RunToken | None  # None: the entry could not be decoded (acknowledge and drop it)
+    queue: str = DEFAULT_QUEUE
+
+    @property
+    def ref(self) -> EntryRef:
+        return (self.queue, self.entry_id)
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,53 +59,90 @@ class StreamInfo:
 
 
 class RunStream:
-    def __init__(self, client: Any, keys: Keys, scripts: Scripts | None = None) -> None:
+    def __init__(
+        self, client: Any, keys: Keys, scripts: Scripts | None = None, queues: Sequence[str] = (DEFAULT_QUEUE,)
+    ) -> None:
         self._client = client
-        self.key = keys.stream
+        self._keys = keys
+        self.queues = tuple(queues)  # those read, reclaimed and created by default
+        self.key = keys.stream  # the default queue's stream
         self.group = keys.group
         self._scripts = scripts or Scripts(client)
+        self._queue_of = {keys.queue_stream(q).encode(): q for q in self.queues}
+        self._turn = 0  # which queues a read too small for all of them asks first
 
-    async def ensure_group(self) -> bool:
-        """Create the stream and group when missing; True when they had to be created."""
-        try:
-            await self._client.xgroup_create(self.key, self.group, id="0", mkstream=True)
-            return True
-        except ResponseError as exc:
-            if "BUSYGROUP" in str(exc):
-                return False
-            raise
+    def stream_key(self, queue: str = DEFAULT_QUEUE) -> str:
+        return self._keys.queue_stream(queue)
+
+    async def ensure_group(self, queue: str | None = None) -> bool:
+        """Create the stream and group of `queue` (default: of every queue served) when missing;
+        True when one had to be created."""
+        created = False
+        for name in (queue,) if queue is not None else self.queues:
+            try:
+                await self._client.xgroup_create(self.stream_key(name), self.group, id="0", mkstream=True)
+                created = True
+            except ResponseError as exc:
+                if "BUSYGROUP" not in str(exc):
+                    raise
+        return created
+
+    async def list_queue(self, queue: str) -> None:
+        """Add `queue` to the names the leader pushed to (a Redis set beside the streams)."""
+        await self._client.sadd(self._keys.queues, queue)
+
+    async def known_queues(self) -> list[str]:
+        """The queues a leader pushed to since Redis last lost its data, the default one first."""
+        names = {_text(m) for m in await self._client.smembers(self._keys.queues)}
+        return [DEFAULT_QUEUE, *sorted(names - {DEFAULT_QUEUE})]
 
     async def _recreate(self) -> None:
-        """Redis lost its data (a restart without persistence): make the stream and group again
+        """Redis lost its data (a restart without persistence): make the streams and groups again
         and read on; the leader notices the loss through its marker and re-pushes queued runs."""
         log.warning("run stream or group missing: recreating it", extra={"event": "stream.group_lost"})
         await self.ensure_group()
 
-    async def group_exists(self) -> bool:
+    async def group_exists(self, queue: str = DEFAULT_QUEUE) -> bool:
         try:
-            groups = await self._client.xinfo_groups(self.key)
+            groups = await self._client.xinfo_groups(self.stream_key(queue))
         except ResponseError:  # no such key
             return False
         return any(_text(g.get("name")) == self.group for g in groups)
 
-    async def publish(self, tokens: Sequence[RunToken]) -> int:
-        """Append tokens in batches of BATCH_SIZE, one script call each; returns how many."""
+    async def publish(self, tokens: Sequence[RunToken], queue: str = DEFAULT_QUEUE) -> int:
+        """Append tokens to `queue`'s stream in batches of BATCH_SIZE, one script call each;
+        returns how many."""
         pushed = 0
+        key = self.stream_key(queue)
         for start in range(0, len(tokens), BATCH_SIZE):
             batch = [encode_token(t) for t in tokens[start : start + BATCH_SIZE]]
-            pushed += int(await self._scripts.append_batch(keys=[self.key], args=[TOKEN_FIELD, *batch]))
+            pushed += int(await self._scripts.append_batch(keys=[key], args=[TOKEN_FIELD, *batch]))
         return pushed
 
+    def _read_plan(self, count: int) -> tuple[list[str], int]:
+        """Which queues one read asks, and how many entries of each: never more than `count` in
+        all (XREADGROUP's COUNT is per stream), every queue its share, turns taken when `count`
+        is below the number of queues."""
+        queues = self.queues
+        if count >= len(queues):
+            return list(queues), count // len(queues)
+        start = self._turn % len(queues)
+        self._turn += count
+        rotated = queues[start:] + queues[:start]
+        return list(rotated[:count]), 1
+
     async def read(self, consumer: str, count: int, block_ms: int | None, *, pending: bool = False) -> list[Delivery]:
-        """New entries (`>`), or with `pending=True` this consumer's own unacknowledged ones."""
+        """New entries (`>`), or with `pending=True` this consumer's own unacknowledged ones, of
+        every queue served, in one XREADGROUP (the streams share a hash tag)."""
         if count <= 0:
             return []
+        queues, each = (list(self.queues), count) if pending else self._read_plan(count)
         try:
             reply = await self._client.xreadgroup(
                 self.group,
                 consumer,
-                {self.key: "0" if pending else ">"},
-                count=count,
+                {self.stream_key(q): "0" if pending else ">" for q in queues},
+                count=each,
                 block=None if pending else block_ms,
             )
         except ResponseError as exc:
@@ -98,40 +150,52 @@ class RunStream:
                 raise
             await self._recreate()
             return []
-        return [_delivery(entry_id, fields) for _stream, entries in reply or [] for entry_id, fields in entries]
+        return [
+            _delivery(entry_id, fields, self._queue(key))
+            for key, entries in reply or []
+            for entry_id, fields in entries
+        ]
 
     async def autoclaim(self, consumer: str, min_idle_ms: int, count: int) -> list[Delivery]:
         """Take over entries idle longer than `min_idle_ms` from any consumer (a dead one)."""
-        if count <= 0:
-            return []
-        try:
-            reply = await self._client.xautoclaim(
-                self.key, self.group, consumer, min_idle_ms, start_id="0-0", count=count
-            )
-        except ResponseError as exc:
-            if not _stream_lost(exc):
-                raise
-            await self._recreate()
-            return []
-        entries = reply[1] if len(reply) > 1 else []
-        return [_delivery(entry_id, fields) for entry_id, fields in entries if fields]
+        claimed: list[Delivery] = []
+        for queue in self.queues:
+            if count - len(claimed) <= 0:
+                break
+            try:
+                reply = await self._client.xautoclaim(
+                    self.stream_key(queue),
+                    self.group,
+                    consumer,
+                    min_idle_ms,
+                    start_id="0-0",
+                    count=count - len(claimed),
+                )
+            except ResponseError as exc:
+                if not _stream_lost(exc):
+                    raise
+                await self._recreate()
+                return claimed
+            entries = reply[1] if len(reply) > 1 else []
+            claimed += [_delivery(entry_id, fields, queue) for entry_id, fields in entries if fields]
+        return claimed
 
-    async def ack(self, entry_ids: Sequence[bytes | str]) -> int:
+    async def ack(self, entry_ids: Sequence[bytes | str], queue: str = DEFAULT_QUEUE) -> int:
         if not entry_ids:
             return 0
-        return int(await self._client.xack(self.key, self.group, *entry_ids))
+        return int(await self._client.xack(self.stream_key(queue), self.group, *entry_ids))
 
-    async def settle(self, entry_ids: Sequence[bytes], locks: TickLocks, lock_keys: Sequence[str]) -> None:
+    async def settle(self, entries: Sequence[EntryRef], locks: TickLocks, lock_keys: Sequence[str]) -> None:
         """Release tick locks (those still ours), then acknowledge entries: one pipeline."""
-        if not entry_ids and not lock_keys:
+        if not entries and not lock_keys:
             return
         pipe = self._client.pipeline(transaction=False)
         if redis_client.is_cluster(self._client):  # a cluster pipeline cannot carry a script
             await locks.release(lock_keys)
         else:
             await locks.queue_release(pipe, lock_keys)
-        if entry_ids:
-            pipe.xack(self.key, self.group, *entry_ids)
+        for queue, ids in _by_queue(entries).items():
+            pipe.xack(self.stream_key(queue), self.group, *ids)
         try:
             await pipe.execute()
         except ResponseError as exc:
@@ -139,30 +203,33 @@ class RunStream:
                 raise
             # Redis lost the stream: nothing is left to acknowledge (the locks went first).
 
-    async def touch(self, consumer: str, entry_ids: Sequence[bytes]) -> None:
+    async def touch(self, consumer: str, entries: Sequence[EntryRef]) -> None:
         """Reset the idle time of entries `consumer` still works on, so no other executor's
         XAUTOCLAIM takes a long run's token."""
-        if not entry_ids:
-            return
-        try:
-            await self._client.xclaim(
-                self.key, self.group, consumer, min_idle_time=0, message_ids=list(entry_ids), justid=True
-            )
-        except ResponseError as exc:
-            if not _stream_lost(exc):
-                raise
+        for queue, ids in _by_queue(entries).items():
+            try:
+                await self._client.xclaim(
+                    self.stream_key(queue), self.group, consumer, min_idle_time=0, message_ids=ids, justid=True
+                )
+            except ResponseError as exc:
+                if not _stream_lost(exc):
+                    raise
 
-    async def info(self) -> StreamInfo:
+    def _queue(self, key: bytes | str) -> str:
+        return self._queue_of[key if isinstance(key, bytes) else key.encode()]
+
+    async def info(self, queue: str = DEFAULT_QUEUE) -> StreamInfo:
+        key = self.stream_key(queue)
         try:
-            length = int(await self._client.xlen(self.key))
-            groups = await self._client.xinfo_groups(self.key)
+            length = int(await self._client.xlen(key))
+            groups = await self._client.xinfo_groups(key)
         except ResponseError:
             return StreamInfo(0, 0, None, {}, None)
         group = next((g for g in groups if _text(g.get("name")) == self.group), None)
         if group is None:
             return StreamInfo(length, 0, None, {}, None)
         try:
-            replies = await self._client.xinfo_consumers(self.key, self.group)
+            replies = await self._client.xinfo_consumers(key, self.group)
         except ResponseError:  # the group went away meanwhile (Redis lost its data)
             replies = []
         consumers = {_text(c.get("name")): int(c.get("pending", 0)) for c in replies}
@@ -175,39 +242,47 @@ class RunStream:
             last_delivered_id=_entry_id(group.get("last-delivered-id")),
         )
 
-    async def trim_acknowledged(self) -> int:
+    async def trim_acknowledged(self, queue: str = DEFAULT_QUEUE) -> int:
         """Drop entries below both the oldest pending entry and the group's read position.
 
         A reply that says nothing (no read position, XPENDING empty because the entries were
         acknowledged meanwhile, the stream gone because Redis lost its data) trims nothing
         this time: the next pass sees a settled stream."""
         try:
-            info = await self.info()
+            key = self.stream_key(queue)
+            info = await self.info(queue)
             floor = info.last_delivered_id
             if floor is None:
                 return 0
             if info.pending:
-                summary = await self._client.xpending(self.key, self.group)
+                summary = await self._client.xpending(key, self.group)
                 oldest = _entry_id(summary.get("min") if isinstance(summary, dict) else None)
                 if oldest is not None:
                     floor = min(floor, oldest, key=_id_key)
             # MINID keeps entries >= floor: the oldest pending (or first unread) entry survives.
             minid = _bump(floor) if not info.pending else floor
-            return int(await self._client.xtrim(self.key, minid=minid, approximate=False))
+            return int(await self._client.xtrim(key, minid=minid, approximate=False))
         except ResponseError as exc:
             if not _stream_lost(exc):
                 raise
             return 0
 
 
-def _delivery(entry_id: bytes, fields: dict[bytes, bytes]) -> Delivery:
+def _delivery(entry_id: bytes, fields: dict[bytes, bytes], queue: str) -> Delivery:
     raw = fields.get(TOKEN_FIELD) if fields else None
     if raw is None:
-        return Delivery(entry_id, None)
+        return Delivery(entry_id, None, queue)
     try:
-        return Delivery(entry_id, decode_token(raw))
+        return Delivery(entry_id, decode_token(raw), queue)
     except (msgspec.DecodeError, msgspec.ValidationError):
-        return Delivery(entry_id, None)
+        return Delivery(entry_id, None, queue)
+
+
+def _by_queue(entries: Iterable[EntryRef]) -> dict[str, list[bytes]]:
+    grouped: dict[str, list[bytes]] = defaultdict(list)
+    for queue, entry_id in entries:
+        grouped[queue].append(entry_id)
+    return grouped
 
 
 def _stream_lost(exc: ResponseError) -> bool:

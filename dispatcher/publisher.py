@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import defaultdict
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from cronos import metrics, redis_client
 from cronos.keys import Keys
 from cronos.messages import RunToken
+from cronos.models import DEFAULT_QUEUE
 from cronos.store.ledger import QueuedRun
 from cronos.stream import RunStream
 
@@ -25,23 +27,29 @@ class Publisher:
         self._clock = clock  # unix time by the clock due times are judged by (PostgreSQL's)
         self.stream = RunStream(client, keys)
         self._run_id: str | None = None
+        self._prepared: set[str] = set()  # queues whose group and name are in Redis (since prepare())
 
     async def publish(self, runs: Sequence[QueuedRun], epoch: int) -> int:
+        """Push each run's token onto the stream of its job's queue."""
         if not runs:
             return 0
-        tokens = [
-            RunToken(
-                run_id=r.id,
-                job_id=r.job_id,
-                scheduled_for_ms=r.scheduled_for_ms,
-                attempt=r.attempt,
-                trigger=r.trigger,
-                epoch=epoch,
-                due_ms=r.due_ms,  # may be ahead (the push lead): the executor claims it then
+        by_queue: dict[str, list[RunToken]] = defaultdict(list)
+        for r in runs:
+            by_queue[r.queue].append(
+                RunToken(
+                    run_id=r.id,
+                    job_id=r.job_id,
+                    scheduled_for_ms=r.scheduled_for_ms,
+                    attempt=r.attempt,
+                    trigger=r.trigger,
+                    epoch=epoch,
+                    due_ms=r.due_ms,  # may be ahead (the push lead): the executor claims it then
+                )
             )
-            for r in runs
-        ]
-        pushed = await self.stream.publish(tokens)
+        pushed = 0
+        for queue, tokens in by_queue.items():
+            await self._prepare_queue(queue)
+            pushed += await self.stream.publish(tokens, queue)
         now_ms = self._clock() * 1000
         metrics.TICKS_DISPATCHED.inc(pushed)
         # A sample of a big batch is enough for the histogram's shape, and costs 1/100th of it.
@@ -51,9 +59,24 @@ class Publisher:
             observe(max(0.0, now_ms - r.due_ms) / 1000)
         return pushed
 
+    async def _prepare_queue(self, queue: str) -> None:
+        """A queue's first push since prepare(): its group exists (so its lag shows while no
+        executor serves it) and its name is listed for housekeeping and /api/cluster."""
+        if queue in self._prepared:
+            return
+        await self.stream.ensure_group(queue)
+        await self.stream.list_queue(queue)
+        self._prepared.add(queue)
+
+    async def queues(self) -> list[str]:
+        """The queues pushed to since Redis last lost its data, the default one first."""
+        return await self.stream.known_queues()
+
     async def prepare(self) -> None:
-        """On election: the group exists, and the marker records which Redis we pushed to."""
-        await self.stream.ensure_group()
+        """On election: the groups exist, and the marker records which Redis we pushed to."""
+        self._prepared.clear()
+        for queue in await self.queues():
+            await self._prepare_queue(queue)
         self._run_id = await self._server_run_id()
         await self._client.set(self._keys.redis_marker, self._run_id)
 
@@ -66,22 +89,33 @@ class Publisher:
             reason = "marker key missing"
         elif self._run_id is not None and run_id != self._run_id:
             reason = "redis run_id changed"
-        elif not await self.stream.group_exists():
-            reason = "stream or group missing"
+        else:
+            for queue in sorted(self._prepared | {DEFAULT_QUEUE}):
+                if not await self.stream.group_exists(queue):
+                    reason = "stream or group missing" + ("" if queue == DEFAULT_QUEUE else f" (queue {queue})")
+                    break
         if reason is not None:
             await self.prepare()
         return reason
 
+    async def lagging(self, queues: Sequence[str]) -> list[str]:
+        """Those of `queues` whose stream holds tokens no executor has read yet."""
+        return [queue for queue in queues if (await self.stream.info(queue)).lag]
+
     async def housekeeping(self) -> int:
-        """Trim acknowledged entries (never pending ones), export the stream gauges; the length."""
-        await self.stream.trim_acknowledged()
-        info = await self.stream.info()
-        metrics.STREAM_LENGTH.set(info.length)
-        metrics.STREAM_PENDING.set(info.pending)
-        metrics.STREAM_LAG.set(info.lag or 0)
-        return info.length
+        """Trim acknowledged entries (never pending ones) and export the gauges of every queue's
+        stream; the longest stream's length."""
+        longest = 0
+        for queue in await self.queues():
+            await self.stream.trim_acknowledged(queue)
+            info = await self.stream.info(queue)
+            metrics.STREAM_LENGTH.labels(queue=queue).set(info.length)
+            metrics.STREAM_PENDING.labels(queue=queue).set(info.pending)
+            metrics.STREAM_LAG.labels(queue=queue).set(info.lag or 0)
+            longest = max(longest, info.length)
+        return longest
 
     async def _server_run_id(self) -> str:
-        # The server holding the stream (in a cluster, the master of its slot).
+        # The server holding the streams (in a cluster, the master of their slot).
         info = await redis_client.server_info(self._client, self._keys.stream)
         return str(info.get("run_id", ""))

@@ -7,8 +7,10 @@ runs more than a second past due) and pushes again every run still queued
 `overdue_after_ms` past due whose token went out. The tick lock and the conditional claim keep
 a repeated token once-only, so a token that was only slow costs a denied lock.
 
-Bounded under overload: while the stream holds tokens no executor has read yet (its lag), the
-overdue runs are a backlog being worked off, not lost tokens, and nothing is pushed; otherwise
+Bounded under overload: while a queue's stream holds tokens no executor has read yet (its lag),
+the overdue runs of that queue are a backlog being worked off (or wait for a pool that serves
+the queue), not lost tokens, and none of them is pushed; the other queues' are (walking past
+the lagging queues' overdue runs, which their misfire grace bounds). Otherwise
 at most BATCH runs a pass, oldest first, and a run pushed again waits twice as long each time
 before the next (its id is left out of the query meanwhile).
 """
@@ -94,10 +96,12 @@ class Watchdog:
         if self.after_s <= 0 or (not overdue and self.after_s >= 1.0):
             self.backoffs.clear()
             return 0
-        if (await self._publisher.stream.info()).lag:
-            return 0  # tokens wait unread in the stream: executors are behind, none is lost
+        queues = await self._publisher.queues()
+        lagging = await self._publisher.lagging(queues)  # tokens wait unread there: none is lost
+        if len(lagging) == len(queues):
+            return 0  # every stream has unread tokens: executors are behind everywhere, none is lost
         epoch = self._epoch()
-        runs = await self._ledger.overdue_pushed(epoch, self.after_s, self.backoffs.waiting(now), BATCH)
+        runs = await self._ledger.overdue_pushed(epoch, self.after_s, self.backoffs.waiting(now), BATCH, lagging)
         self.backoffs.pushed((r.id for r in runs), now)
         if not runs:
             return 0

@@ -20,7 +20,7 @@ from cronos import metrics
 from cronos.aio import wait_any
 from cronos.backoff import RECONNECT_CAP_S, Backoff
 from cronos.errors import BackendUnavailable
-from cronos.stream import Delivery
+from cronos.stream import Delivery, EntryRef
 from executor.deps import Deps
 from executor.pipeline import TokenOutcome, process
 
@@ -40,7 +40,8 @@ class Consumer:
         # Read again once this many are free, not token by token as each one ends: a read per
         # token would cost a round trip each and shrink every later batch to one.
         self._refill = max(1, min(READ_BATCH, prefetch // 10))
-        self._entries: set[bytes] = set()  # entry ids being processed here
+        self._entries: set[EntryRef] = set()  # entries being processed here
+        self._held: Counter[str] = Counter({q: 0 for q in deps.stream.queues})  # of them, per queue
         self._tasks: set[asyncio.Task[TokenOutcome]] = set()
         self._freed = asyncio.Event()
         self.outcomes: Counter[TokenOutcome] = Counter()
@@ -93,7 +94,7 @@ class Consumer:
             self._last_autoclaim = now
             claimed = await self._stream.autoclaim(self._deps.node_id, self.autoclaim_idle_ms, free)
             self.autoclaims += 1
-            claimed = [d for d in claimed if d.entry_id not in self._entries]
+            claimed = [d for d in claimed if d.ref not in self._entries]
             if claimed:
                 log.info("took over idle entries", extra={"event": "stream.autoclaimed", "count": len(claimed)})
                 return claimed
@@ -101,12 +102,14 @@ class Consumer:
 
     def _spawn(self, group: asyncio.TaskGroup, deliveries: list[Delivery]) -> None:
         for delivery in deliveries:
-            if delivery.entry_id in self._entries:
+            if delivery.ref in self._entries:
                 continue  # already being processed here (re-read while pending)
-            self._entries.add(delivery.entry_id)
-            task = group.create_task(self._guarded(delivery), name=f"token:{delivery.entry_id!r}")
+            self._entries.add(delivery.ref)
+            self._held[delivery.queue] += 1
+            task = group.create_task(self._guarded(delivery), name=f"token:{delivery.queue}:{delivery.entry_id!r}")
             self._tasks.add(task)
-        metrics.STREAM_PENDING.set(len(self._entries))
+        for queue, held in self._held.items():
+            metrics.STREAM_PENDING.labels(queue=queue).set(held)
 
     async def _guarded(self, delivery: Delivery) -> TokenOutcome:
         try:
@@ -115,7 +118,9 @@ class Consumer:
             log.exception("token processing failed", extra={"event": "token.error"})
             outcome = TokenOutcome.ERROR
         finally:
-            self._entries.discard(delivery.entry_id)
+            if delivery.ref in self._entries:
+                self._entries.discard(delivery.ref)
+                self._held[delivery.queue] -= 1
             task = asyncio.current_task()
             if task is not None:
                 self._tasks.discard(task)

@@ -13,7 +13,7 @@ from cronos.clock import DbClock
 from cronos.keys import Keys
 from cronos.locks import TickLocks
 from cronos.store.runs import Claim, ClaimRequest, Outcome, RunStore
-from cronos.stream import RunStream
+from cronos.stream import EntryRef, RunStream
 from executor.batcher import Batcher
 from executor.gate import Gate
 from executor.health import BackendHealth
@@ -29,7 +29,7 @@ class Settle:
     (None: leave it pending, for a token this executor gives back unclaimed)."""
 
     lock_key: str | None
-    entry_id: bytes | None
+    entry: EntryRef | None
 
 
 @dataclass(eq=False)
@@ -83,8 +83,8 @@ def wire(
 
     async def settle(items: list[Settle]) -> list[None]:
         lock_keys = [i.lock_key for i in items if i.lock_key is not None]
-        entry_ids = [i.entry_id for i in items if i.entry_id is not None]
-        await stream.settle(entry_ids, tick_locks, lock_keys)
+        entries = [i.entry for i in items if i.entry is not None]
+        await stream.settle(entries, tick_locks, lock_keys)
         return [None] * len(items)
 
     claims = Batcher("claims", claim)

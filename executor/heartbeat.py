@@ -50,7 +50,7 @@ async def beat(deps: Deps) -> list[int]:
     mine = [f for f in flights if f.run.id in owned]
     async with _redis_within(deps.lease_s / 3):
         await deps.tick_locks.renew([f.lock_key for f in mine], int(deps.lease_s * 1000))
-        await deps.stream.touch(deps.node_id, [f.entry_id for f in mine])
+        await deps.stream.touch(deps.node_id, [f.entry for f in mine])
     return lost
 
 
@@ -79,6 +79,7 @@ async def run(deps: Deps, client: Any, concurrency: int, done: asyncio.Event) ->
                     deps.lease_s * 3,
                     in_flight=len(deps.in_flight),
                     concurrency=concurrency,
+                    queues=",".join(deps.stream.queues),
                 )
         except BackendUnavailable as exc:
             log.warning("heartbeat failed: %s", exc, extra={"event": "executor.heartbeat_failed"})

@@ -28,7 +28,7 @@ from cronos.logs import bind
 from cronos.messages import RunToken
 from cronos.models import SKIP_BUFFER_FULL, SKIP_OVERLAP
 from cronos.store.runs import Claim, ClaimRequest, Outcome, Refused
-from cronos.stream import Delivery
+from cronos.stream import Delivery, EntryRef
 from executor.deps import Deps, Settle
 from executor.gate import Withdrawn
 from executor.running import InFlight, run_under_timeout
@@ -59,7 +59,7 @@ async def process(delivery: Delivery, deps: Deps) -> TokenOutcome:
     """Take one token through steps 1-6."""
     token = delivery.token
     if token is None:  # undecodable entry: nothing to run, do not let it block the group
-        await settle(deps, None, delivery.entry_id)
+        await settle(deps, None, delivery.ref)
         return TokenOutcome.MALFORMED
     with bind(
         job_id=token.job_id,
@@ -70,7 +70,7 @@ async def process(delivery: Delivery, deps: Deps) -> TokenOutcome:
     ):
         while True:
             try:
-                return await _process(token, delivery.entry_id, deps)
+                return await _process(token, delivery.ref, deps)
             except BackendUnavailable as exc:
                 # Failed before the claim (lock or claim: the steps after it keep their own
                 # retries). The token stays pending and in hand, and goes through again as soon as
@@ -82,14 +82,14 @@ async def process(delivery: Delivery, deps: Deps) -> TokenOutcome:
                 log.info("token retried", extra={"event": "token.retried"})
 
 
-async def _process(token: RunToken, entry_id: bytes, deps: Deps) -> TokenOutcome:
+async def _process(token: RunToken, entry: EntryRef, deps: Deps) -> TokenOutcome:
     lock_key = deps.keys.tick_lock(token.job_id, token.scheduled_for_ms, token.attempt)
     due_ms = _due_ms(token, deps.clock.time())
     try:
         # Pushed ahead of its due time: locked no earlier than the lock's ttl covers (the lead).
         await deps.gate.until(None if due_ms is None else due_ms - deps.lead_ms)
         if not await take_tick_lock(deps, lock_key):  # step 1
-            await settle(deps, None, entry_id)
+            await settle(deps, None, entry)
             return TokenOutcome.LOCK_DENIED
         claim = await claim_run(deps, token, due_ms)  # steps 2 and 3, holding a slot once it answers
         waited: Backoff | None = None
@@ -105,9 +105,9 @@ async def _process(token: RunToken, entry_id: bytes, deps: Deps) -> TokenOutcome
         return TokenOutcome.GIVEN_BACK
     if isinstance(claim, Refused):
         deps.gate.leave()
-        await settle(deps, lock_key, entry_id)
+        await settle(deps, lock_key, entry)
         return TokenOutcome.NOT_QUEUED if claim is Refused.NOT_QUEUED else TokenOutcome.SKIPPED
-    flight = deps.in_flight[claim.id] = InFlight(claim, lock_key, entry_id)
+    flight = deps.in_flight[claim.id] = InFlight(claim, lock_key, entry)
     try:
         try:
             outcome = await run_under_timeout(flight, deps.env, deps.node_id)  # step 4
@@ -116,7 +116,7 @@ async def _process(token: RunToken, entry_id: bytes, deps: Deps) -> TokenOutcome
         ended = await record(deps, flight, outcome)  # step 5
     finally:
         deps.in_flight.pop(claim.id, None)
-    await settle(deps, lock_key, entry_id)  # step 6
+    await settle(deps, lock_key, entry)  # step 6
     return ended
 
 
@@ -187,13 +187,13 @@ async def record(deps: Deps, flight: InFlight, outcome: Outcome | None) -> Token
     return TokenOutcome.FAILED
 
 
-async def settle(deps: Deps, lock_key: str | None, entry_id: bytes | None) -> None:
+async def settle(deps: Deps, lock_key: str | None, entry: EntryRef | None) -> None:
     """Step 6: release the tick lock (compare-and-delete), then XACK. Retried a little; the
     lock expires on its own and an unacknowledged entry is reclaimed and found finished."""
     backoff: Backoff | None = None
     for attempt in range(5):
         try:
-            await deps.settles.submit(Settle(lock_key, entry_id))
+            await deps.settles.submit(Settle(lock_key, entry))
             return
         except BackendUnavailable as exc:
             if attempt == 4:

@@ -16,6 +16,7 @@ from typing import Any
 
 from cronos import metrics, retry
 from cronos.store.runs import ClaimedRun, Outcome
+from cronos.stream import EntryRef
 from executor import kinds
 
 log = logging.getLogger("cronos.executor")
@@ -32,7 +33,7 @@ class InFlight:
 
     run: ClaimedRun
     lock_key: str
-    entry_id: bytes
+    entry: EntryRef  # (queue, stream entry id)
     task: asyncio.Task[Any] | None = None  # set only while the work runs
     cancel_reason: str | None = None
     lost: bool = False  # ownership went elsewhere: cancel, report nothing

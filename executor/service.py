@@ -74,7 +74,7 @@ class Executor:
         http = guarded_session(settings.http_allow_nets)  # the SSRF guard pins every connection
         self._stack.push_async_callback(http.close)
         scripts = Scripts(client)
-        stream = RunStream(client, keys, scripts)
+        stream = RunStream(client, keys, scripts, queues=settings.executor_queues)  # only these queues' jobs
         await self._until_up("redis", stream.ensure_group)
         store = RunStore(pool)
         # A backend's first claim statement is planned with cold caches (~30 ms here), all of it
@@ -101,7 +101,12 @@ class Executor:
         self.consumer = Consumer(deps, settings.executor_prefetch)
         log.info(
             "executor ready",
-            extra={"event": "executor.ready", "concurrency": settings.executor_concurrency, "imports": self._imports},
+            extra={
+                "event": "executor.ready",
+                "concurrency": settings.executor_concurrency,
+                "imports": self._imports,
+                "queues": list(settings.executor_queues),
+            },
         )
 
     async def _until_up(self, backend: str, attempt: Callable[[], Awaitable[T]]) -> T:

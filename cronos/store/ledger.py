@@ -14,7 +14,7 @@ from typing import Any
 import asyncpg
 import msgspec
 
-from cronos.models import DispatchJob
+from cronos.models import DEFAULT_QUEUE, DispatchJob
 from cronos.store import queries as q
 from cronos.store.db import retry_contention, translate_errors
 from cronos.store.epoch import fenced
@@ -33,6 +33,7 @@ class QueuedRun(msgspec.Struct, frozen=True, array_like=True):
     attempt: int
     trigger: str
     due_ms: int
+    queue: str = DEFAULT_QUEUE  # its job's: the stream its token goes to
 
 
 class TickResult(msgspec.Struct, kw_only=True):
@@ -57,7 +58,7 @@ def _job(row: Any) -> DispatchJob:
 
 
 def _queued(row: Any) -> QueuedRun:
-    return QueuedRun(row[0], row[1], row[2], row[3], row[4], row[5])
+    return QueuedRun(row[0], row[1], row[2], row[3], row[4], row[5], row[6])
 
 
 class Ledger:
@@ -113,7 +114,7 @@ class Ledger:
 
         for row in await retry_contention(attempt, "tick write"):
             if row[4] == "queued":
-                queued.append(QueuedRun(row[0], row[1], row[2], 1, "schedule", row[3]))
+                queued.append(QueuedRun(row[0], row[1], row[2], 1, "schedule", row[3], row[5]))
             else:
                 skipped += 1
         return TickResult(queued=queued, skipped=skipped)
@@ -145,13 +146,14 @@ class Ledger:
         return [_queued(r) for r in rows], ((rows[-1]["due_at"], rows[-1]["id"]) if rows else after)
 
     async def overdue_pushed(
-        self, epoch: int, late_s: float, leave_out: Sequence[int], limit: int = 1000
+        self, epoch: int, late_s: float, leave_out: Sequence[int], limit: int = 1000, queues_out: Sequence[str] = ()
     ) -> list[QueuedRun]:
         """Queued runs pushed but unclaimed `late_s` past due (by PostgreSQL's clock), oldest
-        first, but those in `leave_out`; marked pushed by `epoch` (fenced)."""
+        first, but those in `leave_out` and those of jobs in `queues_out`; marked pushed by
+        `epoch` (fenced)."""
         async with fenced(self._pool, epoch) as conn:
             await conn.execute(q.REPUSH_PLAN)
-            rows = await conn.fetch(q.QUEUED_OVERDUE_REPUSH, epoch, late_s, list(leave_out), limit)
+            rows = await conn.fetch(q.QUEUED_OVERDUE_REPUSH, epoch, late_s, list(leave_out), limit, list(queues_out))
         return sorted((_queued(r) for r in rows), key=lambda r: (r.due_ms, r.id))
 
     async def unmark_future(self, epoch: int, now: datetime) -> int:

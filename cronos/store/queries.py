@@ -34,7 +34,7 @@ PING = "SELECT extract(epoch FROM clock_timestamp())::float8"
 _JOB = (
     "id, name, cron_expression, timezone, kind, payload, timeout_s, max_retries, retry_backoff_s,"
     " concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, revision, last_scheduled_for,"
-    " created_at, updated_at, managed_by, parents"
+    " created_at, updated_at, managed_by, parents, queue"
 )
 _RUN = (
     "id, job_id, scheduled_for, attempt, trigger, revision, state, due_at, node_id, epoch, started_at, finished_at,"
@@ -182,10 +182,13 @@ DISPATCH_JOBS_BY_ID = f"SELECT {_DISPATCH_JOB} FROM jobs WHERE id = ANY($1::bigi
 DISPATCH_JOBS_CHANGED = f"SELECT {_DISPATCH_JOB} FROM jobs WHERE updated_at > $1"
 DISPATCH_ACTIVE_DIGEST = "SELECT count(*), coalesce(sum(id), 0)::bigint, now() FROM jobs WHERE status = 'active'"
 
-# A run as a token needs it; times in UTC epoch ms (floor), the same way on every path.
+# A run as a token needs it; times in UTC epoch ms (floor), the same way on every path. Its queue
+# (the stream it goes to) is its job's now, looked up by primary key per returned row: a run
+# queued before its job moved follows the job (migration 0015).
 _TOKEN_COLS = (
     "r.id, r.job_id, floor(extract(epoch FROM r.scheduled_for) * 1000)::bigint AS scheduled_for_ms,"
-    " r.attempt, r.trigger, floor(extract(epoch FROM r.due_at) * 1000)::bigint AS due_ms"
+    " r.attempt, r.trigger, floor(extract(epoch FROM r.due_at) * 1000)::bigint AS due_ms,"
+    " (SELECT j.queue FROM jobs j WHERE j.id = r.job_id) AS queue"
 )
 
 # Ticks, ledger first (run inside a transaction that holds EPOCH_GUARD), in one statement:
@@ -196,7 +199,8 @@ _TOKEN_COLS = (
 # whose cursor is already there was written before). An existing tick identity is left alone
 # (RETURNING omits it: nothing is pushed twice). Rows are marked pushed by this epoch: the leader
 # pushes them itself, at once or when their (jittered) due time comes. Returns id, job_id,
-# scheduled_for_ms, due_ms, state.
+# scheduled_for_ms, due_ms, state, and the job's queue (by primary key: a join with `moved`, two
+# CTE scans, is planned as a nested loop, n² for n ticks).
 TICKS_WRITE = (
     "WITH t AS (SELECT * FROM unnest($2::bigint[], $3::timestamptz[], $4::timestamptz[], $5::text[],"
     " $6::integer[]) AS t(job_id, scheduled_for, due_at, skip_reason, revision)),"
@@ -215,7 +219,7 @@ TICKS_WRITE = (
     " FROM t JOIN moved m ON m.id = t.job_id"
     " ON CONFLICT (job_id, scheduled_for, attempt) DO NOTHING"
     " RETURNING id, job_id, floor(extract(epoch FROM scheduled_for) * 1000)::bigint,"
-    " floor(extract(epoch FROM due_at) * 1000)::bigint, state"
+    " floor(extract(epoch FROM due_at) * 1000)::bigint, state, (SELECT j.queue FROM jobs j WHERE j.id = job_id)"
 )
 # Manual triggers and retries (queued by others, never pushed) that are due: mark and return.
 # $1 epoch, $2 now, $3 limit.
@@ -249,11 +253,15 @@ QUEUED_REPUSH = (
 )
 # The watchdog: queued runs whose token went out (pushed_epoch set) and that nobody has claimed
 # $2 seconds past due, oldest first, leaving out $3 (run ids it re-pushed moments ago) and rows
-# being claimed right now (SKIP LOCKED); a page of $4, marked pushed by epoch $1 (fenced). Sent
-# after REPUSH_PLAN, for the same reason as QUEUED_REPUSH (a merge of each day's index).
+# being claimed right now (SKIP LOCKED) and runs of jobs in the queues $5 (whose streams hold
+# unread tokens: a backlog, not a loss; their jobs' queues are looked up only when $5 names one);
+# a page of $4, marked pushed by epoch $1 (fenced). Sent after REPUSH_PLAN, for the same reason as
+# QUEUED_REPUSH (a merge of each day's index).
 QUEUED_OVERDUE_REPUSH = (
     "WITH pick AS MATERIALIZED (SELECT id, scheduled_for FROM runs WHERE state = 'queued'"
     " AND pushed_epoch IS NOT NULL AND due_at < now() - make_interval(secs => $2) AND NOT (id = ANY($3::bigint[]))"
+    " AND (cardinality($5::text[]) = 0"
+    " OR NOT (SELECT j.queue FROM jobs j WHERE j.id = runs.job_id) = ANY($5::text[]))"
     " ORDER BY due_at, id LIMIT $4 FOR NO KEY UPDATE SKIP LOCKED)"
     " UPDATE runs r SET pushed_epoch = $1 FROM pick WHERE r.id = pick.id AND r.scheduled_for = pick.scheduled_for"
     " RETURNING " + _TOKEN_COLS
@@ -588,9 +596,7 @@ JOB_OVERVIEW = (
 
 # A job's revisions up to $2 and its creation, oldest first (changes are partial: the schedule at
 # an instant is every revision before it folded together). $1 job id, $2 the window's end.
-TICK_HISTORY = (
-    f"SELECT {_REVISION} FROM job_revisions WHERE job_id = $1 AND (at <= $2 OR number = 1) ORDER BY number"
-)
+TICK_HISTORY = f"SELECT {_REVISION} FROM job_revisions WHERE job_id = $1 AND (at <= $2 OR number = 1) ORDER BY number"
 # How far the ledger is written for the job (its cursor); no row: the job was deleted.
 TICK_CURSOR = "SELECT last_scheduled_for FROM jobs WHERE id = $1"
 # The ledger's rows of the job's ticks in ($2, $3]: scheduled runs and their retries (a manual or chain

@@ -46,7 +46,8 @@ class Procs:
         self.logdir = logdir
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
 
-    def start(self, name: str, **env: str) -> str:
+    def start(self, name: str, *args: str, **env: str) -> str:
+        """Start `cronos executor` (or `cronos *args`) as `name`; its node id."""
         node = f"{self.settings.node_id}-{name}"
         full = {
             **{k: v for k, v in os.environ.items() if not k.startswith("CRONOS_")},
@@ -60,7 +61,7 @@ class Procs:
             "PYTHONPATH": str(REPO),
             **env,
         }
-        argv = [*cronos_command(), "executor", "--import", "tests.cluster.test_executor_process"]
+        argv = [*cronos_command(), *(args or ("executor", "--import", "tests.cluster.test_executor_process"))]
         with (self.logdir / f"{name}.log").open("ab") as out:
             self.procs[name] = subprocess.Popen(
                 argv, env=full, cwd=self.logdir, stdout=out, stderr=subprocess.STDOUT, start_new_session=True

@@ -198,3 +198,47 @@ def test_the_api_requires_tokens_from_its_own_secret() -> None:
     for name in ("cronos-dispatcher", "cronos-executor"):
         for container in _pod_spec(one(MANIFESTS, "Deployment", name))["containers"]:
             assert not {"CRONOS_ADMIN_TOKEN", "CRONOS_METRICS_TOKEN"} & {e["name"] for e in container.get("env", [])}
+
+
+def _pool_manifests() -> list[Manifest]:
+    """The executor pools of other queues, deploy/k8s/pools/<queue>/ (applied after the base)."""
+    found = []
+    for path in sorted((K8S / "pools").glob("*/*.yaml")):
+        if path.name == "kustomization.yaml":
+            continue
+        found += [
+            Manifest(f"pools/{path.parent.name}/{path.name}", doc) for doc in yaml.safe_load_all(path.read_text())
+        ]
+    return found
+
+
+POOLS = _pool_manifests()
+
+
+@pytest.mark.parametrize("manifest", POOLS, ids=lambda m: m.id)
+def test_pool_manifest_is_schema_valid(manifest: Manifest) -> None:
+    _validate(manifest.doc)
+
+
+def test_each_pool_scales_on_the_streams_of_the_queues_it_serves() -> None:
+    """Every ScaledObject, of the base and of each pool, watches exactly the streams of the queues
+    its Deployment serves (CRONOS_QUEUES), and pools do not select each other's pods."""
+    assert POOLS, "deploy/k8s/pools holds at least the example pool"
+    everything = MANIFESTS + POOLS
+    keys = Keys(one(MANIFESTS, "ConfigMap", "cronos-config")["data"]["CRONOS_KEY_PREFIX"])
+    served: dict[str, tuple[str, ...]] = {}
+    for scaled in of_kind(everything, "ScaledObject"):
+        deployment = one(everything, "Deployment", scaled.doc["spec"]["scaleTargetRef"]["name"])
+        env = {e["name"]: e.get("value") for e in _pod_spec(deployment)["containers"][0].get("env", [])}
+        queues = load_settings(environ={"CRONOS_QUEUES": env["CRONOS_QUEUES"]}, env_file=None).executor_queues
+        served[scaled.name] = queues
+        streams = {t["metadata"]["stream"] for t in scaled.doc["spec"]["triggers"]}
+        assert streams == {keys.queue_stream(q) for q in queues}, scaled.name
+        assert all(t["metadata"]["consumerGroup"] == keys.group for t in scaled.doc["spec"]["triggers"])
+        for trigger in scaled.doc["spec"]["triggers"]:
+            one(everything, "TriggerAuthentication", trigger["authenticationRef"]["name"])
+    assert len(served) >= 2 and len({q for qs in served.values() for q in qs}) >= 2
+    selectors = [
+        tuple(sorted(d.doc["spec"]["selector"]["matchLabels"].items())) for d in of_kind(everything, "Deployment")
+    ]
+    assert len(selectors) == len(set(selectors))

@@ -92,6 +92,19 @@ async def test_cron_parser_gaps_are_422(api: Api, pg_pool: asyncpg.Pool) -> None
     assert await pg_pool.fetchval("SELECT count(*) FROM jobs") == 0
 
 
+async def test_a_job_names_its_queue_default_by_default(api: Api, pg_pool: asyncpg.Pool) -> None:
+    created = await api.call("POST", "/api/jobs", json=SEED_JOB)
+    assert created.status == 201 and created.body["queue"] == "default"
+    for bad in ("", "a b", "gpu:1", "x" * 65, "ü", 7):
+        reply = await api.call("POST", "/api/jobs", json={**SEED_JOB, "name": "other", "queue": bad})
+        _problem(reply, 422, "$.queue")
+        reply = await api.call("PATCH", f"/api/jobs/{created.body['id']}", json={"queue": bad})
+        _problem(reply, 422, "$.queue")
+    moved = await api.call("PATCH", f"/api/jobs/{created.body['id']}", json={"queue": "gpu-2_b"})
+    assert moved.status == 200 and moved.body["queue"] == "gpu-2_b"
+    assert await pg_pool.fetchval("SELECT array_agg(queue) FROM jobs") == ["gpu-2_b"]
+
+
 async def test_bodies_must_be_json(api: Api, pg_pool: asyncpg.Pool) -> None:
     body = '{"name": "a", "cron_expression": "* * * * *", "payload": {"action": "x"}}'
     for ctype in ("text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x",

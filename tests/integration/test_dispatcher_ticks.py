@@ -338,3 +338,37 @@ async def test_the_auditor_counts_a_tick_removed_behind_cronos_back(stack: Stack
     assert (result.expected, result.unaccounted) == (12, [(job, removed)])
     assert _sample("cronos_ticks_unaccounted_total") - unaccounted_before == 1
     assert _sample("cronos_ticks_expected_total") - expected_before == 24
+
+
+async def test_every_push_goes_to_the_stream_of_its_jobs_queue(stack: Stack) -> None:
+    """Ticks, manual triggers and the re-push after an election go to the job's queue's stream,
+    and the loss of that stream's group is noticed like the default one's."""
+    plain = await add_job(stack.pool, "*/2 * * * * *")
+    gpu = await add_job(stack.pool, "*/2 * * * * *")
+    await stack.pool.execute("UPDATE jobs SET queue = 'gpu' WHERE id = $1", gpu)
+    ticker = stack.new_ticker()
+    await ticker.run_once(T0 + timedelta(seconds=2.3))
+    gpu_stream = RunStream(stack.redis, stack.keys, queues=("gpu",))
+
+    async def on_gpu() -> list[int]:
+        found = await gpu_stream.read(f"reader-{next(_names)}", 1000, block_ms=None)
+        return [d.token.job_id for d in found if d.token is not None]
+
+    assert [t.job_id for t in await stack.tokens()] == [plain]
+    assert await on_gpu() == [gpu]
+    await JobStore(stack.pool).trigger(gpu)  # a manual run: pushed when due, by the due watcher
+    due = await stack.ledger.take_due(stack.epoch, datetime.now(UTC) + timedelta(seconds=1))
+    assert await stack.publisher.publish(due, stack.epoch) == 1
+    assert await on_gpu() == [gpu] and await stack.tokens() == []
+    runs, _cursor = await stack.ledger.repush(stack.epoch, T0 + timedelta(seconds=3))  # as on an election
+    assert sorted((r.job_id, r.queue) for r in runs) == [
+        (plain, "default"),
+        (gpu, "gpu"),
+        (gpu, "gpu"),
+    ]  # 2 ticks, 1 manual
+    assert await stack.publisher.queues() == ["default", "gpu"]
+
+    assert await stack.publisher.data_lost() is None
+    await stack.redis.xgroup_destroy(stack.keys.queue_stream("gpu"), stack.keys.group)
+    assert await stack.publisher.data_lost() == "stream or group missing (queue gpu)"
+    assert await stack.publisher.data_lost() is None  # made again

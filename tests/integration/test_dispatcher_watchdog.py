@@ -94,3 +94,34 @@ async def test_off_it_only_exports_the_backlog(leader: Leader) -> None:
     assert await leader.watchdog(0).once(now=0.0) == 0
     assert REGISTRY.get_sample_value("cronos_runs_overdue") == 1
     assert await _read(leader.publisher) == []
+
+
+async def test_a_lagging_queue_holds_back_only_its_own_runs(leader: Leader) -> None:
+    """A queue nobody serves (its stream lags for good) does not stop the watchdog for the others;
+    a run lost from the served queue is pushed again onto its own queue's stream."""
+    pg_pool, publisher = leader.pool, leader.publisher
+    served, unserved = await insert_job(pg_pool), await insert_job(pg_pool)
+    await pg_pool.execute("UPDATE jobs SET queue = 'edge' WHERE id = $1", unserved)
+    waiting = await _queued(pg_pool, unserved, late_s=5, pushed_epoch=leader.epoch)
+    (edge_run,) = await Ledger(pg_pool).overdue_pushed(leader.epoch, 0, [])
+    assert edge_run.queue == "edge"  # its job's queue, read when it is pushed
+    await publisher.publish([edge_run], leader.epoch)
+    assert await _read(publisher) == []  # not on the default queue's stream
+    assert (await publisher.stream.info("edge")).lag == 1
+    lost = await _queued(pg_pool, served, late_s=5, pushed_epoch=leader.epoch)
+
+    assert await leader.watchdog(3000).once(now=0.0) == 1
+    assert [t.run_id for t in await _read(publisher)] == [lost]  # not the edge run: it waits for its pool
+    assert (await publisher.stream.info("edge")).lag == 1
+    assert await publisher.queues() == ["default", "edge"]
+    assert await publisher.housekeeping() >= 1
+    assert REGISTRY.get_sample_value("cronos_stream_lag", {"queue": "edge"}) == 1
+    assert REGISTRY.get_sample_value("cronos_stream_lag", {"queue": "default"}) == 0
+    # The job moves to a served queue: its run, stuck on the unserved stream, follows it.
+    await pg_pool.execute("UPDATE jobs SET queue = 'default' WHERE id = $1", unserved)
+    assert await leader.watchdog(3000).once(now=50.0) == 2  # (a new watchdog: `lost` again too)
+    assert sorted(t.run_id for t in await _read(publisher)) == sorted([lost, waiting])
+    # Both queues lagging: executors are behind everywhere, nothing is pushed.
+    await publisher.stream.publish([RunToken(run_id=0, job_id=served, scheduled_for_ms=0)])
+    await pg_pool.execute("UPDATE runs SET pushed_epoch = $2 WHERE id = $1", waiting, leader.epoch)
+    assert await leader.watchdog(3000).once(now=100.0) == 0

@@ -115,9 +115,15 @@ async def test_batch_statements_read_rows_in_proportion_to_the_batch(pg_pool: as
         # a re-push page from the middle of the backlog
         "QUEUED_REPUSH": (q.QUEUED_REPUSH, (2, datetime.now(UTC), middle["due_at"], middle["id"], BATCH)),
         # the watchdog's page, leaving out the oldest runs (pushed again moments ago)
-        "QUEUED_OVERDUE_REPUSH": (q.QUEUED_OVERDUE_REPUSH, (2, 3.0, backlog[:BATCH], BATCH)),
+        "QUEUED_OVERDUE_REPUSH": (q.QUEUED_OVERDUE_REPUSH, (2, 3.0, backlog[:BATCH], BATCH, [])),
+        # ... while another queue's stream lags (its jobs' runs are left out, looked up by job)
+        "QUEUED_OVERDUE_REPUSH_LAGGING": (q.QUEUED_OVERDUE_REPUSH, (2, 3.0, backlog[:BATCH], BATCH, ["gpu"])),
     }
-    preludes = {"QUEUED_REPUSH": q.REPUSH_PLAN, "QUEUED_OVERDUE_REPUSH": q.REPUSH_PLAN}  # what the Ledger sends first
+    preludes = {  # what the Ledger sends first
+        "QUEUED_REPUSH": q.REPUSH_PLAN,
+        "QUEUED_OVERDUE_REPUSH": q.REPUSH_PLAN,
+        "QUEUED_OVERDUE_REPUSH_LAGGING": q.REPUSH_PLAN,
+    }
     read = {
         name: await rows_read(pg_pool, sql, *args, prelude=preludes.get(name, ""))
         for name, (sql, args) in statements.items()

@@ -156,7 +156,7 @@ async def test_stream_scripts_locks_and_presence_work_on_a_cluster(
     ticks = TickLocks(scripts, "c1")
     lock_keys = [keys.tick_lock(t.job_id, t.scheduled_for_ms, t.attempt) for t in tokens]
     assert await ticks.acquire(lock_keys, 10_000) == [True] * 5
-    await stream.settle([d.entry_id for d in got], ticks, lock_keys)
+    await stream.settle([d.ref for d in got], ticks, lock_keys)
     assert (await stream.info()).pending == 0
     assert await client.exists(*lock_keys) == 0
 
@@ -169,6 +169,24 @@ async def test_stream_scripts_locks_and_presence_work_on_a_cluster(
 
     await presence.beat(client, keys, "executor", "n1", 10)
     assert [n["node_id"] for n in await presence.nodes(client, keys)] == ["n1"]
+
+
+async def test_an_executor_reads_the_streams_of_its_queues_in_one_command_on_a_cluster(
+    client: redis_client.Redis, cluster_settings: Settings, redis_cluster: RedisClusterServers
+) -> None:
+    keys = Keys(cluster_settings.key_prefix)
+    assert redis_cluster.owner(keys.queue_stream("gpu")) == redis_cluster.owner(keys.stream)
+    stream = RunStream(client, keys, queues=("default", "gpu"))
+    await stream.ensure_group()
+    await stream.publish([RunToken(run_id=1, job_id=1, scheduled_for_ms=1000)])
+    await stream.publish([RunToken(run_id=2, job_id=2, scheduled_for_ms=1000)], "gpu")
+    await stream.list_queue("gpu")
+    got = await stream.read("c1", 10, 100)
+    assert sorted((d.queue, d.token.run_id) for d in got if d.token) == [("default", 1), ("gpu", 2)]
+    assert await stream.known_queues() == ["default", "gpu"]
+    await stream.touch("c1", [d.ref for d in got])
+    await stream.settle([d.ref for d in got], TickLocks(Scripts(client), "c1"), [])
+    assert (await stream.info("gpu")).pending == (await stream.info()).pending == 0
 
 
 @contextlib.asynccontextmanager

@@ -32,6 +32,7 @@ EVERY_SECOND: dict[str, Any] = {
     "jitter_s": 0.0,
     "status": "active",
     "parents": [],
+    "queue": "default",
 }
 
 

@@ -97,11 +97,11 @@ async def test_settle_releases_own_locks_then_acks(redis_client: aioredis.Redis,
     mine, theirs = f"{key_prefix}mine", f"{key_prefix}theirs"
     await TickLocks(scripts, "other").acquire([theirs], 5000)
     await TickLocks(scripts, "c").acquire([mine], 5000)
-    await stream.settle([delivery.entry_id], TickLocks(scripts, "c"), [mine, theirs])
+    await stream.settle([delivery.ref], TickLocks(scripts, "c"), [mine, theirs])
     assert await redis_client.exists(mine) == 0 and await redis_client.exists(theirs) == 1
     assert (await stream.info()).pending == 0
     await redis_client.delete(keys.stream)  # Redis lost the stream: settling is a no-op, not an error
-    await stream.settle([delivery.entry_id], TickLocks(scripts, "c"), [])
+    await stream.settle([delivery.ref], TickLocks(scripts, "c"), [])
 
 
 async def test_reading_after_redis_lost_the_stream_recreates_the_group(
@@ -170,3 +170,55 @@ async def test_trim_without_a_read_position_or_a_stream_trims_nothing(
     assert await stream.trim_acknowledged() == 0
     await redis_client.delete(keys.stream)  # Redis lost its data
     assert await RunStream(redis_client, keys).trim_acknowledged() == 0
+
+
+async def test_each_queue_is_its_own_stream_and_a_reader_gets_only_its_queues(
+    redis_client: aioredis.Redis, key_prefix: str
+) -> None:
+    keys = Keys(key_prefix)
+    pusher = RunStream(redis_client, keys)
+    for queue, first in (("default", 0), ("gpu", 100), ("edge", 200)):
+        await pusher.ensure_group(queue)
+        await pusher.publish([RunToken(run_id=first + i, job_id=1, scheduled_for_ms=1000 + i) for i in range(5)], queue)
+    both = RunStream(redis_client, keys, queues=("gpu", "edge"))
+    got = await both.read("c", 4, block_ms=100)  # COUNT is per stream: the reader splits its budget
+    assert len(got) == 4
+    assert {d.queue for d in got} == {"gpu", "edge"}
+    assert all((d.token.run_id >= 200) == (d.queue == "edge") for d in got if d.token)
+    rest = await both.read("c", 100, block_ms=100)
+    assert sorted(d.token.run_id for d in got + rest if d.token) == [*range(100, 105), *range(200, 205)]
+    # Entry ids are per stream: acknowledging by (queue, id) touches only that queue.
+    await both.settle([d.ref for d in got + rest if d.queue == "gpu"], TickLocks(Scripts(redis_client), "c"), [])
+    assert (await both.info("gpu")).pending == 0 and (await both.info("edge")).pending == 5
+    default = await pusher.info()
+    assert (default.length, default.lag) == (5, 5)  # nobody serves the default queue here: its lag shows
+
+
+async def test_a_read_smaller_than_its_queues_takes_turns(redis_client: aioredis.Redis, key_prefix: str) -> None:
+    keys = Keys(key_prefix)
+    queues = ("a", "b", "c")
+    stream = RunStream(redis_client, keys, queues=queues)
+    await stream.ensure_group()
+    for n, queue in enumerate(queues):
+        await stream.publish(
+            [RunToken(run_id=10 * n + i, job_id=1, scheduled_for_ms=1000 + i) for i in range(3)], queue
+        )
+    seen = [d.queue for _ in range(3) for d in await stream.read("c", 1, block_ms=100)]
+    assert sorted(seen) == ["a", "b", "c"]  # one entry a read, never more, every queue served
+
+
+async def test_autoclaim_takes_idle_entries_of_every_queue_within_one_count(
+    redis_client: aioredis.Redis, key_prefix: str
+) -> None:
+    keys = Keys(key_prefix)
+    stream = RunStream(redis_client, keys, queues=("default", "gpu"))
+    await stream.ensure_group()
+    for queue in ("default", "gpu"):
+        await stream.publish(_tokens(2), queue)
+    held = await stream.read("dead", 10, block_ms=100)
+    assert sorted(d.queue for d in held) == ["default", "default", "gpu", "gpu"]
+    assert [d.queue for d in await stream.autoclaim("other", min_idle_ms=0, count=3)] == ["default", "default", "gpu"]
+    assert [d.ref for d in await stream.autoclaim("other", min_idle_ms=0, count=10)] == [
+        d.ref for d in held if d.queue == "default"
+    ] + [d.ref for d in held if d.queue == "gpu"]
+    assert (await stream.info("gpu")).consumers == {"dead": 0, "other": 2}

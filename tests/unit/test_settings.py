@@ -101,3 +101,11 @@ def test_runs_retention_defaults_to_thirty_days() -> None:
 def test_redis_url_may_name_a_cluster() -> None:
     url = "redis+cluster://10.0.0.5:7000/0"
     assert load_settings({"REDIS_URL": url}, env_file=None).redis_url == url
+
+
+def test_queues_an_executor_serves(tmp_path: Path) -> None:
+    assert load_settings({}, env_file=None).executor_queues == ("default",)
+    assert load_settings({"CRONOS_QUEUES": " gpu, edge-1 ,gpu"}, env_file=None).executor_queues == ("gpu", "edge-1")
+    for bad in ("", " , ", "a b", "a:b"):
+        with pytest.raises(ConfigError, match="CRONOS_QUEUES"):
+            load_settings({"CRONOS_QUEUES": bad}, env_file=None)

@@ -49,6 +49,8 @@ export async function formPage(main, [id]) {
     concurrency_policy: select("concurrency_policy", value("concurrency_policy", "forbid")),
     misfire_policy: select("misfire_policy", value("misfire_policy", "run_once")),
     status: select("status", value("status", "active")),
+    queue: h("input", { id: "queue", name: "queue", required: true, maxlength: 64, spellcheck: "false",
+      pattern: "[A-Za-z0-9_\\-]+", value: value("queue", "default") }),
   };
   // Secrets come back as "***"; sent back unchanged, the API keeps the stored value.
   controls.payload.value = job ? JSON.stringify(job.payload, null, 2) : PAYLOAD_HINT.task;
@@ -123,7 +125,8 @@ export async function formPage(main, [id]) {
       h("div", { class: "form-grid" },
         NUMBERS.map(([name, label]) => field(name, label, controls[name])),
         field("concurrency_policy", "Concurrency", controls.concurrency_policy),
-        field("misfire_policy", "Misfire", controls.misfire_policy))),
+        field("misfire_policy", "Misfire", controls.misfire_policy),
+        field("queue", "Queue", controls.queue, "Executors started with --queue NAME run it."))),
     h("p", { class: "problem", id: "form-problem", role: "alert" }),
     h("div", { class: "actions" }, save, h("a", { class: "button", href: job ? `#/jobs/${id}` : "#/jobs" }, "Cancel")));
 
@@ -134,7 +137,7 @@ export async function formPage(main, [id]) {
     const payload = checkPayload();
     if (payload === undefined) return controls.payload.focus();
     const body = { payload };
-    for (const name of ["name", "cron_expression", "timezone", "kind", "status", "concurrency_policy", "misfire_policy"]) {
+    for (const name of ["name", "cron_expression", "timezone", "kind", "status", "concurrency_policy", "misfire_policy", "queue"]) {
       body[name] = controls[name].value;
     }
     for (const [name] of NUMBERS) body[name] = Number(controls[name].value);

@@ -66,6 +66,7 @@ function definition(job) {
     ["Timeout", `${job.timeout_s} s`],
     ["Retries", `${job.max_retries} (backoff ${job.retry_backoff_s} s, doubled per attempt)`],
     ["Concurrency", job.concurrency_policy],
+    ["Queue", job.queue],
     ["Misfire", `${job.misfire_policy}, grace ${job.misfire_grace_s} s`],
     ["Jitter", `${job.jitter_s} s`],
     ["Created", utc(job.created_at)],
