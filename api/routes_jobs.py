@@ -17,6 +17,7 @@ from api.bodies import (
     PAGE_PAYLOAD_BYTES,
     JobPolicy,
     check_job,
+    created_past_window,
     decode,
     decode_cursor,
     encode_cursor,
@@ -68,6 +69,8 @@ async def create_job(request: web.Request) -> web.Response:
     fields = msgspec.structs.asdict(body)
     principal, _guard, check = _checker(request)
     check(fields)
+    if fields["status"] == "active" and created_past_window(fields, utc_now()):
+        fields["status"] = "expired"  # nothing left to run: it ends at once, and says so
     job, secret = await (await request.app[BACKENDS].jobs()).create(fields, actor=principal.name)
     # The signing secret of an http job's requests, shown this once (and on rotation).
     extra = {"webhook_secret": secret} if job.kind == "http" else {}

@@ -22,7 +22,7 @@ import asyncpg
 import msgspec
 
 from cronos.errors import Conflict, NotFound
-from cronos.models import JOB_WRITABLE, Job, ManagedBy, Run
+from cronos.models import JOB_WRITABLE, TERMINAL_STATUSES, Job, ManagedBy, Run
 from cronos.redact import restore_secrets
 from cronos.store import queries as q
 from cronos.store import revisions
@@ -171,6 +171,11 @@ class JobStore:
         with translate_errors():
             async with self._pool.acquire() as conn, conn.transaction():
                 current = await _locked(conn, job_id, guard)
+                if current.status in TERMINAL_STATUSES:
+                    raise Conflict(
+                        f"job {job_id} is {current.status}: it cannot be paused or resumed; "
+                        "PATCH its window (start_at, end_at, max_runs, run_at) and status to run it again"
+                    )
                 target = status or ("paused" if current.status == "active" else "active")
                 if target == current.status:
                     return current

@@ -26,6 +26,7 @@ from cronos import metrics
 from cronos.models import JOB_WRITABLE, SKIP_JOB_INACTIVE, SKIP_SCHEDULE_CHANGED, Job
 from cronos.redact import redact_payload
 from cronos.schedule import parse_schedule
+from cronos.schedule_window import job_schedule
 from cronos.store import queries as q
 from cronos.store.db import job_page, to_struct
 
@@ -36,7 +37,7 @@ RevisionStatus = Literal["active", "paused", "deleted"]
 
 # Fields whose change gives the job a new schedule: ticks written ahead under the old one are
 # handed over and the cursor moves to the change instant.
-SCHEDULE_FIELDS = ("cron_expression", "timezone")
+SCHEDULE_FIELDS = ("cron_expression", "timezone", "run_at", "start_at", "end_at")
 
 _TICK = timedelta(microseconds=1)
 MAX_NUMBER = 2**31 - 1  # revision numbers are integers: a page cursor past this means "from the newest"
@@ -91,7 +92,15 @@ async def record(
 
 
 def _fires_at(job: Job, instant: datetime) -> bool:
-    return parse_schedule(job.cron_expression, job.timezone).next_after(instant - _TICK) == instant
+    schedule, _notice = job_schedule(
+        job.cron_expression,
+        job.timezone,
+        run_at=job.run_at,
+        start_at=job.start_at,
+        end_at=job.end_at,
+        parse=lambda expression, zone: (parse_schedule(expression, zone), None),
+    )
+    return schedule.next_after(instant - _TICK) == instant
 
 
 async def hand_over(conn: asyncpg.Connection, job: Job, *, schedule_changed: bool) -> int:

@@ -1,0 +1,112 @@
+"""A job's schedule within its window, and one-off jobs: Schedule-like objects the planner,
+the schedule book and the API use as they use a cron schedule. Pure: no clock, no I/O.
+
+A window fires no tick before `start_at` nor after `end_at` (both inclusive bounds); a one-off
+fires once, at `run_at`. Past its last tick a windowed schedule's `next_after` is `NEVER` (so
+`fire_times` simply stops); `over_at` is the instant the leader may end the job (no tick left),
+and `over_after(t)` says whether a tick at `t` was its last.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any, Protocol
+
+from cronos.dst import fire_times
+from cronos.schedule_legacy import StoredSchedule, stored_schedule
+
+NEVER = datetime.max.replace(tzinfo=UTC)
+_TICK = timedelta(microseconds=1)
+
+
+class NextAfter(Protocol):
+    def next_after(self, after: datetime) -> datetime: ...
+
+
+@dataclass(frozen=True, slots=True)
+class OneOff:
+    """Fires once, at `run_at`."""
+
+    run_at: datetime
+
+    def next_after(self, after: datetime) -> datetime:
+        return self.run_at if after < self.run_at else NEVER
+
+
+@dataclass(frozen=True, slots=True)
+class Windowed:
+    """`base`'s fire times t with start_at <= t <= end_at (None: unbounded on that side)."""
+
+    base: NextAfter
+    start_at: datetime | None = None
+    end_at: datetime | None = None
+
+    @property
+    def one_off(self) -> bool:
+        return isinstance(self.base, OneOff)
+
+    @property
+    def bounded(self) -> bool:
+        return self.one_off or self.end_at is not None
+
+    def next_after(self, after: datetime) -> datetime:
+        if self.start_at is not None and after < self.start_at:
+            after = self.start_at - _TICK
+        try:
+            found = self.base.next_after(after)
+        except OverflowError:  # the calendar ends: no tick left either
+            return NEVER
+        return NEVER if self.end_at is not None and found > self.end_at else found
+
+    def fire_times(self, after: datetime, until: datetime, limit: int | None = None) -> list[datetime]:
+        """Fire instants ``t`` with ``after < t <= until`` within the window, ascending, at most ``limit``."""
+        return fire_times(self.next_after, after, until, limit)
+
+    def over_after(self, tick: datetime) -> bool:
+        """No fire time is left after `tick`: a job whose tick at `tick` is written has ended."""
+        return self.bounded and self.next_after(tick) == NEVER
+
+    def due_after(self, after: datetime) -> datetime:
+        """When the leader next has something to do for a job whose cursor is `after`: its next
+        tick or, none left, `after` itself (it is over already: end it)."""
+        found = self.next_after(after)
+        return after if found == NEVER and self.bounded else found
+
+
+def job_schedule(
+    cron_expression: str | None,
+    timezone: str,
+    *,
+    run_at: datetime | None = None,
+    start_at: datetime | None = None,
+    end_at: datetime | None = None,
+    parse: Callable[[str, str], tuple[Any, str | None]] = stored_schedule,
+) -> tuple[Windowed, str | None]:
+    """A stored job's schedule (a one-off when `run_at` is set) clamped to its window, and the
+    parser's notice for a stored expression it now refuses (cronos.schedule_legacy). Raises
+    InvalidSchedule as `parse` does."""
+    base: NextAfter
+    notice = None
+    if run_at is not None:
+        base = OneOff(run_at)
+    else:
+        assert cron_expression is not None, "a job has a cron expression or a run_at"
+        parsed: StoredSchedule
+        parsed, notice = parse(cron_expression, timezone)
+        base = parsed
+    return Windowed(base, start_at, end_at), notice
+
+
+def window_over(
+    schedule: Windowed, cursor: datetime, now: datetime, runs_left: int | None = None, *, grace_s: float = 0.0
+) -> bool:
+    """A job created (its cursor at `cursor`) at `now` has no tick left to run: created already
+    past its window, or a one-off whose instant passed more than `grace_s` ago."""
+    if runs_left is not None and runs_left <= 0:
+        return True
+    if schedule.one_off:
+        assert isinstance(schedule.base, OneOff)
+        return schedule.base.run_at + timedelta(seconds=grace_s) < now
+    return schedule.bounded and schedule.next_after(cursor) == NEVER
