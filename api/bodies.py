@@ -171,7 +171,8 @@ def check_schedule(expression: str, timezone: str) -> Schedule:
 
 
 def _check_when(fields: dict[str, Any]) -> None:
-    """A cron expression or a one-off's run_at (exactly one), and a window that can hold a tick."""
+    """A cron expression or a one-off's run_at (exactly one). A window clamps whatever it holds: an
+    empty one (end_at before start_at, a run_at outside it) has nothing to run, and the job ends."""
     if (fields["cron_expression"] is None) == (fields.get("run_at") is None):
         raise InvalidInput("$.cron_expression", "give exactly one of cron_expression and run_at (a one-off)")
     if fields["cron_expression"] is not None:
@@ -179,12 +180,6 @@ def _check_when(fields: dict[str, Any]) -> None:
     else:
         _no_nul(fields["timezone"], "$.timezone")
         parse_schedule("* * * * *", fields["timezone"])  # the zone is still checked (InvalidSchedule names it)
-        for name in ("start_at", "end_at", "max_runs"):
-            if fields.get(name) is not None:
-                raise InvalidInput(f"$.{name}", "a one-off (run_at) runs once: no start_at, end_at or max_runs")
-    start, end = fields.get("start_at"), fields.get("end_at")
-    if start is not None and end is not None and end < start:
-        raise InvalidInput("$.end_at", "must not be before start_at")
 
 
 def check_job(fields: dict[str, Any], policy: JobPolicy) -> None:

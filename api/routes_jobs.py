@@ -160,6 +160,7 @@ async def job_revisions(request: web.Request) -> web.Response:
 JOB = f"/api/jobs/{ID}"
 _GONE: Errors = (NotFound, *DB_ERRORS)
 _WRITE: Errors = (*BODY_ERRORS, Conflict, *DB_ERRORS)
+_STATUS: Errors = (NotFound, Conflict, *DB_ERRORS)  # 409: the job ended (completed, expired)
 ROUTES = (
     Route("POST", "/api/jobs", create_job, "Register a job", status=201, body=JobCreate, response=JobOut,
           errors=_WRITE),
@@ -169,11 +170,11 @@ ROUTES = (
     Route("PATCH", JOB, patch_job, "Change some fields (validated like a create; nothing changes on error)",
           body=JobPatch, response=JobOut, errors=(NotFound, *_WRITE)),
     Route("DELETE", JOB, delete_job, "Delete a job and its runs", status=204, errors=_GONE),
-    Route("PATCH", f"{JOB}/toggle", toggle_job, "Pause an active job, resume a paused one", response=JobOut,
-          errors=_GONE),
-    Route("POST", f"{JOB}/pause", pause_job, "Pause a job", response=JobOut, errors=_GONE),
+    Route("PATCH", f"{JOB}/toggle", toggle_job, "Pause an active job, resume a paused one (409: it ended)",
+          response=JobOut, errors=_STATUS),
+    Route("POST", f"{JOB}/pause", pause_job, "Pause a job", response=JobOut, errors=_STATUS),
     Route("POST", f"{JOB}/resume", resume_job, "Resume a job; ticks due while paused are not caught up",
-          response=JobOut, errors=_GONE),
+          response=JobOut, errors=_STATUS),
     Route("POST", f"{JOB}/trigger", trigger_job, "Queue one run now (even when paused)", status=202,
           response=RunOut, errors=_GONE),
     Route("POST", f"{JOB}/rotate-secret", rotate_secret,

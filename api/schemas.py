@@ -107,7 +107,12 @@ class JobPatch(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     catchup_max_per_s: CatchupPerS | UnsetType | None = UNSET
 
     def changes(self) -> dict[str, Any]:
-        return {f: v for f in self.__struct_fields__ if (v := getattr(self, f)) is not UNSET}
+        changed = {f: v for f in self.__struct_fields__ if (v := getattr(self, f)) is not UNSET}
+        # A schedule replaces a one-off's run_at and a run_at a schedule: one field switches the job.
+        for given, other in (("cron_expression", "run_at"), ("run_at", "cron_expression")):
+            if changed.get(given) is not None:
+                changed.setdefault(other, None)
+        return changed
 
 
 class RunOut(RunSummary, kw_only=True):

@@ -19,6 +19,7 @@ from cronos.schedule_legacy import StoredSchedule, stored_schedule
 
 NEVER = datetime.max.replace(tzinfo=UTC)
 _TICK = timedelta(microseconds=1)
+_FIRST = datetime.min.replace(tzinfo=UTC)
 
 
 class NextAfter(Protocol):
@@ -52,7 +53,7 @@ class Windowed:
         return self.one_off or self.end_at is not None
 
     def next_after(self, after: datetime) -> datetime:
-        if self.start_at is not None and after < self.start_at:
+        if self.start_at is not None and after < self.start_at and self.start_at > _FIRST:
             after = self.start_at - _TICK
         try:
             found = self.base.next_after(after)
@@ -87,6 +88,7 @@ def job_schedule(
     """A stored job's schedule (a one-off when `run_at` is set) clamped to its window, and the
     parser's notice for a stored expression it now refuses (cronos.schedule_legacy). Raises
     InvalidSchedule as `parse` does."""
+    run_at, start_at, end_at = _aware(run_at), _aware(start_at), _aware(end_at)
     base: NextAfter
     notice = None
     if run_at is not None:
@@ -99,6 +101,12 @@ def job_schedule(
     return Windowed(base, start_at, end_at), notice
 
 
+def _aware(instant: datetime | None) -> datetime | None:
+    """asyncpg reads PostgreSQL's -infinity/infinity (what it writes for datetime.min/max, so for an
+    instant at 0001-01-01T00:00Z too) as naive datetime.min/max: they are UTC."""
+    return instant.replace(tzinfo=UTC) if instant is not None and instant.tzinfo is None else instant
+
+
 def window_over(
     schedule: Windowed, cursor: datetime, now: datetime, runs_left: int | None = None, *, grace_s: float = 0.0
 ) -> bool:
@@ -106,7 +114,8 @@ def window_over(
     past its window, or a one-off whose instant passed more than `grace_s` ago."""
     if runs_left is not None and runs_left <= 0:
         return True
-    if schedule.one_off:
+    if schedule.one_off:  # late within its grace it still runs; outside its window it never does
         assert isinstance(schedule.base, OneOff)
-        return schedule.base.run_at + timedelta(seconds=grace_s) < now
+        run_at = schedule.base.run_at
+        return run_at < now - timedelta(seconds=grace_s) or schedule.next_after(run_at - _TICK) == NEVER
     return schedule.bounded and schedule.next_after(cursor) == NEVER
