@@ -24,7 +24,7 @@ from cronos.models import PAYLOAD_TYPES, Job, Run, RunSummary, check_payload
 from cronos.netguard import literal_host_refusal
 from cronos.redact import redact_payload
 from cronos.schedule import Schedule, parse_schedule
-from cronos.schedule_window import NEVER, job_schedule, window_over
+from cronos.schedule_window import NEVER, job_schedule, schedule_of, window_over
 
 T = TypeVar("T")
 
@@ -229,9 +229,7 @@ def utc_now() -> datetime:
 def job_out(job: Job, now: datetime, **extra: Any) -> JobOut:
     """The job as the API shows it; `next_run_at` is null while paused."""
     try:  # a stored row the parser now refuses runs on its previous meaning, flagged
-        schedule, notice = job_schedule(
-            job.cron_expression, job.timezone, run_at=job.run_at, start_at=job.start_at, end_at=job.end_at
-        )
+        schedule, notice = schedule_of(job)
     except InvalidSchedule as exc:  # never valid: the dispatcher does not run it either
         schedule, notice = None, f"{exc.field}: {exc.message}. The job is not dispatched until its schedule is edited"
     upcoming = None

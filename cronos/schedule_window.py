@@ -101,6 +101,30 @@ def job_schedule(
     return Windowed(base, start_at, end_at), notice
 
 
+class Timed(Protocol):
+    """What a job says about when it runs (cronos.models.Job and DispatchJob)."""
+
+    @property
+    def cron_expression(self) -> str | None: ...
+    @property
+    def timezone(self) -> str: ...
+    @property
+    def run_at(self) -> datetime | None: ...
+    @property
+    def start_at(self) -> datetime | None: ...
+    @property
+    def end_at(self) -> datetime | None: ...
+
+
+def schedule_of(
+    job: Timed, parse: Callable[[str, str], tuple[Any, str | None]] = stored_schedule
+) -> tuple[Windowed, str | None]:
+    """`job_schedule` of a job."""
+    return job_schedule(
+        job.cron_expression, job.timezone, run_at=job.run_at, start_at=job.start_at, end_at=job.end_at, parse=parse
+    )
+
+
 def _aware(instant: datetime | None) -> datetime | None:
     """asyncpg reads PostgreSQL's -infinity/infinity (what it writes for datetime.min/max, so for an
     instant at 0001-01-01T00:00Z too) as naive datetime.min/max: they are UTC."""

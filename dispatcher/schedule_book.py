@@ -20,7 +20,7 @@ from typing import Any
 from cronos.errors import InvalidSchedule
 from cronos.models import DispatchJob
 from cronos.schedule_legacy import stored_schedule
-from cronos.schedule_window import NEVER, Windowed, job_schedule
+from cronos.schedule_window import NEVER, Windowed, schedule_of
 from dispatcher.planner import CATCH_UP_PER_S, JOB_ROUND_LIMIT, CatchUpPace, TickBatch, TickRound
 
 # (expression, time zone, run_at, start_at, end_at): jobs sharing a schedule and its window.
@@ -144,14 +144,7 @@ class ScheduleBook:
         group = self._groups.get(key)
         if group is None:
             try:
-                schedule, notice = job_schedule(
-                    spec.cron_expression,
-                    spec.timezone,
-                    run_at=spec.run_at,
-                    start_at=spec.start_at,
-                    end_at=spec.end_at,
-                    parse=self._parse,
-                )
+                schedule, notice = schedule_of(spec, self._parse)
             except InvalidSchedule as exc:
                 log.error(
                     "job has an invalid schedule; not dispatched",

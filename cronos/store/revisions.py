@@ -26,7 +26,7 @@ from cronos import metrics
 from cronos.models import JOB_WRITABLE, SKIP_JOB_INACTIVE, SKIP_SCHEDULE_CHANGED, Job
 from cronos.redact import redact_payload
 from cronos.schedule import parse_schedule
-from cronos.schedule_window import job_schedule
+from cronos.schedule_window import schedule_of
 from cronos.store import queries as q
 from cronos.store.db import job_page, to_struct
 
@@ -92,14 +92,7 @@ async def record(
 
 
 def _fires_at(job: Job, instant: datetime) -> bool:
-    schedule, _notice = job_schedule(
-        job.cron_expression,
-        job.timezone,
-        run_at=job.run_at,
-        start_at=job.start_at,
-        end_at=job.end_at,
-        parse=lambda expression, zone: (parse_schedule(expression, zone), None),
-    )
+    schedule, _notice = schedule_of(job, lambda expression, zone: (parse_schedule(expression, zone), None))
     return schedule.next_after(instant - _TICK) == instant
 
 

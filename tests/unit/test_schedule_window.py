@@ -5,29 +5,15 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 from itertools import pairwise
-from typing import Any
 
-from cronos.models import DispatchJob
 from cronos.schedule import parse_schedule
 from cronos.schedule_window import NEVER, OneOff, Windowed, job_schedule, window_over
 from dispatcher.planner import TickBatch
 from dispatcher.schedule_book import ScheduleBook
+from tests.unit.test_planner import _job
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 S = timedelta(seconds=1)
-
-
-def _job(job_id: int, expression: str | None, cursor: datetime, **kw: Any) -> DispatchJob:
-    fields: dict[str, Any] = {
-        "timezone": "UTC",
-        "misfire_policy": "run_all",
-        "misfire_grace_s": 60.0,
-        "jitter_s": 0.0,
-        "concurrency_policy": "forbid",
-        "status": "active",
-    }
-    fields.update(kw)
-    return DispatchJob(id=job_id, cron_expression=expression, cursor=cursor, **fields)
 
 
 def _rounds(book: ScheduleBook, start: datetime, end: datetime) -> list[TickBatch]:
