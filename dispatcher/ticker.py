@@ -246,6 +246,11 @@ class Ticker:
             self.wrote_at = time.time()
             metrics.LEADER_LAST_WRITE.set(self.wrote_at)
             self.book.advance(batch)
+            for job_id in written.ended:
+                log.info(
+                    "job ended",
+                    extra={"event": "job.ended", "job_id": job_id, "status": batch.ended[job_id][0], "epoch": epoch},
+                )
             result.pushed += await self.pusher.publish(written.queued, now, epoch)
             result.queued += len(written.queued)
             result.skipped += written.skipped

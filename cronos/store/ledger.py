@@ -38,6 +38,7 @@ class QueuedRun(msgspec.Struct, frozen=True, array_like=True):
 class TickResult(msgspec.Struct, kw_only=True):
     queued: list[QueuedRun]  # new queued runs, marked pushed by this epoch
     skipped: int  # new skipped ("misfired") runs
+    ended: list[int] = []  # jobs this write ended (completed, expired)
 
 
 def _job(row: Any) -> DispatchJob:
@@ -110,6 +111,7 @@ class Ledger:
         `ended` (id -> terminal status, planning revision) end in the same transaction."""
         queued: list[QueuedRun] = []
         skipped = 0
+        ended_ids: list[int] = []
 
         async def attempt() -> list[Any]:
             # Two writers whose batches share a job (a long catch-up spans batches) may lock its
@@ -118,7 +120,8 @@ class Ledger:
                 rows = await conn.fetch(q.TICKS_WRITE, epoch, job_ids, scheduled_for, due_at, skip_reason, revision)
                 if ended:
                     ids = list(ended)
-                    await conn.execute(q.JOBS_END, ids, [ended[i][0] for i in ids], [ended[i][1] for i in ids])
+                    done = await conn.fetch(q.JOBS_END, ids, [ended[i][0] for i in ids], [ended[i][1] for i in ids])
+                    ended_ids[:] = [r[0] for r in done]
             return rows  # type: ignore[no-any-return]
 
         for row in await retry_contention(attempt, "tick write"):
@@ -126,7 +129,7 @@ class Ledger:
                 queued.append(QueuedRun(row[0], row[1], row[2], 1, "schedule", row[3]))
             else:
                 skipped += 1
-        return TickResult(queued=queued, skipped=skipped)
+        return TickResult(queued=queued, skipped=skipped, ended=ended_ids)
 
     async def take_due(self, epoch: int, now: datetime, limit: int = 5000) -> list[QueuedRun]:
         """Queued runs never pushed (manual triggers, retries, later-due runs) that are due."""
