@@ -209,11 +209,16 @@ TICKS_WRITE = (
 )
 # Jobs whose last tick the leader wrote (window over, max_runs reached, one-off done), in the
 # tick write's fenced transaction: $1 ids, $2 'completed' or 'expired', $3 the revision that
-# planned it. Only an active job whose schedule is still that revision's ends.
+# planned it. Only an active job whose schedule is still that revision's ends; the end is its
+# next revision (kind 'ended'), as a pause is. Returns the ids of the jobs ended.
 JOBS_END = (
-    "UPDATE jobs SET status = e.status, updated_at = now()"
+    "WITH ended AS (UPDATE jobs SET status = e.status, revision = jobs.revision + 1, updated_at = now()"
     " FROM unnest($1::bigint[], $2::text[], $3::integer[]) AS e(id, status, revision)"
-    " WHERE jobs.id = e.id AND jobs.status = 'active' AND jobs.plan_revision <= e.revision RETURNING jobs.id"
+    " WHERE jobs.id = e.id AND jobs.status = 'active' AND jobs.plan_revision <= e.revision"
+    " RETURNING jobs.id, jobs.revision, jobs.status)"
+    " INSERT INTO job_revisions (job_id, number, kind, actor, status, fields, changes)"
+    " SELECT id, revision, 'ended', 'dispatcher', status, ARRAY['status'], jsonb_build_object('status', status)"
+    " FROM ended RETURNING job_id"
 )
 # Manual triggers and retries (queued by others, never pushed) that are due: mark and return.
 # $1 epoch, $2 now, $3 limit.

@@ -32,7 +32,7 @@ from cronos.store.db import job_page, to_struct
 
 log = logging.getLogger("cronos.store.revisions")
 
-RevisionKind = Literal["created", "updated", "paused", "resumed", "deleted"]
+RevisionKind = Literal["created", "updated", "paused", "resumed", "deleted", "ended"]  # ended: by the leader
 RevisionStatus = Literal["active", "paused", "deleted", "completed", "expired"]
 
 # Fields whose change gives the job a new schedule: ticks written ahead under the old one are

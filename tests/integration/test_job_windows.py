@@ -105,6 +105,11 @@ async def test_a_window_runs_exactly_its_ticks_then_the_job_is_completed(stack: 
     assert sorted(datetime.fromisoformat(r["scheduled_for"]) for r in runs) == [start + n * SECOND for n in range(4)]
     assert {r["state"] for r in runs} == {"completed"}
     assert stack.ticks("/window") == [start + n * SECOND for n in range(4)], "nothing before start_at or after end_at"
+    revisions = await stack.api.call("GET", f"/api/jobs/{job['id']}/revisions")
+    newest = revisions.body["items"][0]
+    assert (newest["kind"], newest["actor"], newest["status"], newest["number"]) == (
+        "ended", "dispatcher", "completed", ended["revision"],
+    )  # fmt: skip
     toggle = await stack.api.call("PATCH", f"/api/jobs/{job['id']}/toggle")
     assert toggle.status == 409 and "completed" in toggle.body["detail"], toggle.body
 

@@ -19,3 +19,8 @@ ALTER TABLE jobs ADD CONSTRAINT jobs_status_check CHECK (status IN ('active', 'p
 ALTER TABLE job_revisions DROP CONSTRAINT IF EXISTS job_revisions_status_check;
 ALTER TABLE job_revisions ADD CONSTRAINT job_revisions_status_check
     CHECK (status IN ('active', 'paused', 'deleted', 'completed', 'expired'));
+-- The leader ending a job is a revision too (kind `ended`, actor `dispatcher`): "was the job
+-- still running at instant T" stays the status of its newest revision at or before T.
+ALTER TABLE job_revisions DROP CONSTRAINT IF EXISTS job_revisions_kind_check;
+ALTER TABLE job_revisions ADD CONSTRAINT job_revisions_kind_check
+    CHECK (kind IN ('created', 'updated', 'paused', 'resumed', 'deleted', 'ended'));
