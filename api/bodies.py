@@ -24,7 +24,7 @@ from cronos.models import PAYLOAD_TYPES, Job, Run, RunSummary, check_payload
 from cronos.netguard import literal_host_refusal
 from cronos.redact import redact_payload
 from cronos.schedule import Schedule, parse_schedule, upcoming
-from cronos.schedule_legacy import stored_schedule
+from cronos.schedule_window import job_schedule, schedule_of, window_over
 
 T = TypeVar("T")
 
@@ -170,6 +170,18 @@ def check_schedule(expression: str, timezone: str) -> Schedule:
     return parse_schedule(expression, timezone)  # InvalidSchedule names its field
 
 
+def _check_when(fields: dict[str, Any]) -> None:
+    """A cron expression or a one-off's run_at (exactly one). A window clamps whatever it holds: an
+    empty one (end_at before start_at, a run_at outside it) has nothing to run, and the job ends."""
+    if (fields["cron_expression"] is None) == (fields.get("run_at") is None):
+        raise InvalidInput("$.cron_expression", "give exactly one of cron_expression and run_at (a one-off)")
+    if fields["cron_expression"] is not None:
+        check_schedule(fields["cron_expression"], fields["timezone"])
+    else:
+        _no_nul(fields["timezone"], "$.timezone")
+        parse_schedule("* * * * *", fields["timezone"])  # the zone is still checked (InvalidSchedule names it)
+
+
 def check_job(fields: dict[str, Any], policy: JobPolicy) -> None:
     """Validate the parts of a job msgspec cannot: its schedule, its payload for its kind, the policy."""
     if fields["kind"] == "shell" and not policy.allow_shell:
@@ -184,13 +196,26 @@ def check_job(fields: dict[str, Any], policy: JobPolicy) -> None:
         )
     for name in ("name", "payload"):
         _no_nul(fields[name], f"$.{name}")
-    check_schedule(fields["cron_expression"], fields["timezone"])
+    _check_when(fields)
     try:
         check_payload(fields["kind"], convert(payload, PAYLOAD_TYPES[fields["kind"]]))
     except msgspec.ValidationError as exc:
         raise invalid_input(exc, base="$.payload") from exc
     if fields["kind"] == "http" and (why := literal_host_refusal(payload["url"], policy.allow_nets)) is not None:
         raise InvalidInput("$.payload.url", why)  # names are checked again, resolved, at run time
+
+
+def created_past_window(fields: dict[str, Any], now: datetime) -> bool:
+    """A job created now would have no tick left: its window is over, or a one-off's run_at passed
+    more than its misfire grace ago."""
+    schedule, _notice = job_schedule(
+        fields["cron_expression"],
+        fields["timezone"],
+        run_at=fields.get("run_at"),
+        start_at=fields.get("start_at"),
+        end_at=fields.get("end_at"),
+    )
+    return window_over(schedule, now, now, fields.get("max_runs"), grace_s=fields["misfire_grace_s"])
 
 
 def respond(body: Any, status: int = 200) -> web.Response:
@@ -204,12 +229,12 @@ def utc_now() -> datetime:
 def job_out(job: Job, now: datetime, **extra: Any) -> JobOut:
     """The job as the API shows it; `next_run_at` is null while paused."""
     try:  # a stored row the parser now refuses runs on its previous meaning, flagged
-        schedule, notice = stored_schedule(job.cron_expression, job.timezone)
+        schedule, notice = schedule_of(job)
     except InvalidSchedule as exc:  # never valid: the dispatcher does not run it either
         schedule, notice = None, f"{exc.field}: {exc.message}. The job is not dispatched until its schedule is edited"
     next_run = None
     if job.status == "active" and schedule is not None:
-        next_run = upcoming(schedule.next_after, now)
+        next_run = upcoming(schedule.next_after, min(now, job.last_scheduled_for or now))  # a one-off just past due
     fields = msgspec.structs.asdict(job)
     fields["payload"] = redact_payload(job.kind, job.payload)  # secrets are write-only
     return JobOut(next_run_at=next_run, schedule_notice=notice, **fields, **extra)

@@ -37,7 +37,7 @@ class LastRun(msgspec.Struct, kw_only=True):
 class JobOverview(msgspec.Struct, kw_only=True):
     id: int
     name: str
-    cron_expression: str
+    cron_expression: str | None  # None: a one-off (run_at, on the job's page)
     description: str
     timezone: str
     kind: JobKind
@@ -55,7 +55,9 @@ class JobOverviewList(msgspec.Struct, kw_only=True):
 
 def overview(row: JobRow, now: datetime) -> JobOverview:
     try:  # a stored row keeps its pre-issue-12 meaning until edited (cronos.schedule_legacy)
-        schedule: StoredSchedule | None = stored_schedule(row.cron_expression, row.timezone)[0]
+        schedule: StoredSchedule | None = None
+        if row.cron_expression is not None:
+            schedule = stored_schedule(row.cron_expression, row.timezone)[0]
     except InvalidSchedule:
         schedule = None  # neither meaning accepts the row: nothing fires (the job page says why)
     last = None
@@ -75,7 +77,7 @@ def overview(row: JobRow, now: datetime) -> JobOverview:
         id=row.id,
         name=row.name,
         cron_expression=row.cron_expression,
-        description=describe(row.cron_expression),
+        description="once" if row.cron_expression is None else describe(row.cron_expression),
         timezone=row.timezone,
         kind=row.kind,
         status=row.status,

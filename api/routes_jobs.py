@@ -17,6 +17,7 @@ from api.bodies import (
     PAGE_PAYLOAD_BYTES,
     JobPolicy,
     check_job,
+    created_past_window,
     decode,
     decode_cursor,
     encode_cursor,
@@ -68,6 +69,8 @@ async def create_job(request: web.Request) -> web.Response:
     fields = msgspec.structs.asdict(body)
     principal, _guard, check = _checker(request)
     check(fields)
+    if fields["status"] == "active" and created_past_window(fields, utc_now()):
+        fields["status"] = "expired"  # nothing left to run: it ends at once, and says so
     job, secret = await (await request.app[BACKENDS].jobs()).create(fields, actor=principal.name)
     # The signing secret of an http job's requests, shown this once (and on rotation).
     extra = {"webhook_secret": secret} if job.kind == "http" else {}
@@ -157,6 +160,7 @@ async def job_revisions(request: web.Request) -> web.Response:
 JOB = f"/api/jobs/{ID}"
 _GONE: Errors = (NotFound, *DB_ERRORS)
 _WRITE: Errors = (*BODY_ERRORS, Conflict, *DB_ERRORS)
+_STATUS: Errors = (NotFound, Conflict, *DB_ERRORS)  # 409: the job ended (completed, expired)
 ROUTES = (
     Route("POST", "/api/jobs", create_job, "Register a job", status=201, body=JobCreate, response=JobOut,
           errors=_WRITE),
@@ -167,11 +171,11 @@ ROUTES = (
           body=JobPatch, response=JobOut, errors=(NotFound, *_WRITE)),
     Route("DELETE", JOB, delete_job, "Delete a job and its runs (409 while other jobs name it in `parents`)",
           status=204, errors=(Conflict, *_GONE)),
-    Route("PATCH", f"{JOB}/toggle", toggle_job, "Pause an active job, resume a paused one", response=JobOut,
-          errors=_GONE),
-    Route("POST", f"{JOB}/pause", pause_job, "Pause a job", response=JobOut, errors=_GONE),
+    Route("PATCH", f"{JOB}/toggle", toggle_job, "Pause an active job, resume a paused one (409: it ended)",
+          response=JobOut, errors=_STATUS),
+    Route("POST", f"{JOB}/pause", pause_job, "Pause a job", response=JobOut, errors=_STATUS),
     Route("POST", f"{JOB}/resume", resume_job, "Resume a job; ticks due while paused are not caught up",
-          response=JobOut, errors=_GONE),
+          response=JobOut, errors=_STATUS),
     Route("POST", f"{JOB}/trigger", trigger_job, "Queue one run now (even when paused)", status=202,
           response=RunOut, errors=_GONE),
     Route("POST", f"{JOB}/rotate-secret", rotate_secret,

@@ -18,10 +18,10 @@ from cronos.models import (
     ConcurrencyPolicy,
     Job,
     JobKind,
-    JobStatus,
     ManagedBy,
     MisfirePolicy,
     RunSummary,
+    SettableStatus,
 )
 from cronos.store.revisions import Revision
 
@@ -72,13 +72,25 @@ Queue = Annotated[
         examples=[DEFAULT_QUEUE],
     ),
 ]
+# Windows and one-offs (issue 14): instants with their offset (RFC 3339), as every time the API shows.
+RunAt = Annotated[
+    datetime,
+    Meta(tz=True, description="a one-off: the instant it runs once (instead of cron_expression; exactly one of them)"),
+]
+StartAt = Annotated[datetime, Meta(tz=True, description="no tick before this instant")]
+EndAt = Annotated[datetime, Meta(tz=True, description="no tick after this instant; then the job is completed")]
+MaxRuns = Annotated[int, Meta(ge=1, le=2**31 - 1, description="after this many scheduled runs the job is completed")]
+CatchupPerS = Annotated[
+    float,
+    Meta(gt=0, le=1_000_000, description="late runs of this job's catch-up at most this many a second (null: global)"),
+]
 
 
 class JobCreate(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """The seed body `{name, cron_expression, payload}`; every other field has a default."""
 
     name: Name
-    cron_expression: Expression
+    cron_expression: Expression | None = None  # required unless run_at is given
     payload: Payload
     timezone: Timezone = "UTC"
     kind: JobKind = "task"
@@ -89,17 +101,22 @@ class JobCreate(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     misfire_policy: MisfirePolicy = "run_once"
     misfire_grace_s: GraceS = 60.0
     jitter_s: JitterS = 0.0
-    status: JobStatus = "active"
+    status: SettableStatus = "active"
     managed_by: ManagedBy | None = None  # set by `cronos apply`; not a field of a jobs file
     parents: Parents = []
     queue: Queue = DEFAULT_QUEUE
+    run_at: RunAt | None = None
+    start_at: StartAt | None = None
+    end_at: EndAt | None = None
+    max_runs: MaxRuns | None = None
+    catchup_max_per_s: CatchupPerS | None = None
 
 
 class JobPatch(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """A partial update: only the fields present change; the result is validated like a create."""
 
     name: Name | UnsetType = UNSET
-    cron_expression: Expression | UnsetType = UNSET
+    cron_expression: Expression | UnsetType | None = UNSET
     payload: Payload | UnsetType = UNSET
     timezone: Timezone | UnsetType = UNSET
     kind: JobKind | UnsetType = UNSET
@@ -110,13 +127,23 @@ class JobPatch(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     misfire_policy: MisfirePolicy | UnsetType = UNSET
     misfire_grace_s: GraceS | UnsetType = UNSET
     jitter_s: JitterS | UnsetType = UNSET
-    status: JobStatus | UnsetType = UNSET
+    status: SettableStatus | UnsetType = UNSET
     managed_by: ManagedBy | UnsetType | None = UNSET
     parents: Parents | UnsetType = UNSET
     queue: Queue | UnsetType = UNSET
+    run_at: RunAt | UnsetType | None = UNSET
+    start_at: StartAt | UnsetType | None = UNSET
+    end_at: EndAt | UnsetType | None = UNSET
+    max_runs: MaxRuns | UnsetType | None = UNSET
+    catchup_max_per_s: CatchupPerS | UnsetType | None = UNSET
 
     def changes(self) -> dict[str, Any]:
-        return {f: v for f in self.__struct_fields__ if (v := getattr(self, f)) is not UNSET}
+        changed = {f: v for f in self.__struct_fields__ if (v := getattr(self, f)) is not UNSET}
+        # A schedule replaces a one-off's run_at and a run_at a schedule: one field switches the job.
+        for given, other in (("cron_expression", "run_at"), ("run_at", "cron_expression")):
+            if changed.get(given) is not None:
+                changed.setdefault(other, None)
+        return changed
 
 
 class RunOut(RunSummary, kw_only=True):

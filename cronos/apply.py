@@ -21,11 +21,13 @@ import hashlib
 import hmac
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 import msgspec
 
 from cronos.jobs_file import Desired
+from cronos.models import TERMINAL_STATUSES
 from cronos.redact import redact_payload
 
 TOOL = "cronos-apply"  # managed_by.tool of the jobs apply writes; --prune deletes only these
@@ -111,9 +113,22 @@ def _payload_change(want: Desired, have: Mapping[str, Any]) -> str | None:
     return None
 
 
+_INSTANTS = ("run_at", "start_at", "end_at")
+
+
+def _equal(field: str, want: Any, have: Any) -> bool:
+    """The same value; instants the same instant however their offset is written."""
+    if field in _INSTANTS and isinstance(want, str) and isinstance(have, str):
+        try:
+            return datetime.fromisoformat(want) == datetime.fromisoformat(have)
+        except ValueError:
+            return False  # not an instant: the API says why
+    return bool(want == have)
+
+
 def _update(want: Desired, have: Mapping[str, Any], salt: bytes) -> Action | None:
     skip = ("status", "payload", "managed_by")
-    changed = [f for f, v in want.fields.items() if f not in skip and v != have.get(f)]
+    changed = [f for f, v in want.fields.items() if f not in skip and not _equal(f, v, have.get(f))]
     if (payload := _payload_change(want, have)) is not None:
         changed.append(payload)
     if not _managed(have):
@@ -121,6 +136,8 @@ def _update(want: Desired, have: Mapping[str, Any], salt: bytes) -> Action | Non
     if not changed:
         return None
     body = {f: want.fields[f] for f in changed if f in want.fields}
+    if have["status"] in TERMINAL_STATUSES and want.fields["status"] == "active":
+        body["status"] = "active"  # a changed window (max_runs, run_at) may give an ended job ticks again
     if payload is not None or "kind" in changed:  # a payload is checked against the kind: both or neither
         body.update(kind=want.fields["kind"], payload=want.fields["payload"])
     if payload is not None or "managed_by" in changed:
@@ -155,7 +172,8 @@ def plan(desired: Sequence[Desired], current: Sequence[Mapping[str, Any]], *, pr
         update = _update(want, have, salt)
         if update is not None:
             actions.append(update)
-        if want.fields["status"] != have["status"]:
+        # A job that ended (completed, expired) stays so: its window, max_runs or run_at revive it.
+        if want.fields["status"] != have["status"] and have["status"] not in TERMINAL_STATUSES:
             step = Step.PAUSE if want.fields["status"] == "paused" else Step.RESUME
             actions.append(Action(step, want.name, int(have["id"]), source=want.source))
         elif update is None:

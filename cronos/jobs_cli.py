@@ -24,7 +24,8 @@ from cronos.settings import Settings
 if TYPE_CHECKING:
     SubParsers = argparse._SubParsersAction[argparse.ArgumentParser]
 
-_REQUIRED = ("name", "cron_expression", "payload")  # of a create; everything else has a default
+# Of a create; everything else has a default (and the API wants cron_expression or run_at).
+_REQUIRED = ("name", "payload")
 _RUNS_SHOWN = 20
 
 
@@ -65,6 +66,8 @@ def _field_options() -> dict[str, dict[str, Any]]:
         if field.name not in JOB_WRITABLE or field.name == "managed_by":
             continue
         kind = field.type
+        if isinstance(kind, msgspec.inspect.UnionType):  # an optional field: typed as its value
+            kind = next(t for t in kind.types if not isinstance(t, msgspec.inspect.NoneType))
         if field.name == "payload":
             options[field.name] = {"type": _json_object, "help": "a JSON object"}
         elif isinstance(kind, msgspec.inspect.ListType):  # parents

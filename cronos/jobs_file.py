@@ -137,7 +137,10 @@ def _expand(value: Any, environ: Mapping[str, str], path: str) -> Any:
 
 def _check(fields: Mapping[str, Any]) -> None:
     """The API's checks a schema cannot make: the schedule, and the payload for its kind."""
-    parse_schedule(fields["cron_expression"], fields["timezone"])
+    if (fields.get("cron_expression") is None) == (fields.get("run_at") is None):
+        raise InvalidInput("$.cron_expression", "give exactly one of cron_expression and run_at (a one-off)")
+    if fields.get("cron_expression") is not None:
+        parse_schedule(fields["cron_expression"], fields["timezone"])
     try:
         check_payload(fields["kind"], msgspec.convert(fields["payload"], PAYLOAD_TYPES[fields["kind"]]))
     except msgspec.ValidationError as exc:

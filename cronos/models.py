@@ -15,7 +15,10 @@ import msgspec
 from cronos.errors import InvalidInput
 
 JobKind = Literal["task", "http", "shell"]
-JobStatus = Literal["active", "paused"]
+JobStatus = Literal["active", "paused", "completed", "expired"]
+# What a client may set; `completed` and `expired` are terminal: the leader (or the API) ends a job.
+SettableStatus = Literal["active", "paused"]
+TERMINAL_STATUSES = ("completed", "expired")
 ConcurrencyPolicy = Literal["forbid", "allow", "replace", "buffer_one", "buffer_all"]
 MisfirePolicy = Literal["run_once", "run_all", "skip"]
 RunState = Literal["queued", "running", "completed", "failed", "skipped"]
@@ -63,7 +66,7 @@ class ManagedBy(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 class Job(msgspec.Struct, kw_only=True):
     id: int
     name: str
-    cron_expression: str
+    cron_expression: str | None  # None: a one-off (run_at)
     timezone: str
     kind: JobKind
     payload: dict[str, Any]
@@ -83,6 +86,11 @@ class Job(msgspec.Struct, kw_only=True):
     # Chains: the job also runs after each successful run of each of these jobs (cronos.store.chains).
     parents: list[int] = []
     queue: str = DEFAULT_QUEUE
+    run_at: datetime | None = None
+    start_at: datetime | None = None
+    end_at: datetime | None = None
+    max_runs: int | None = None
+    catchup_max_per_s: float | None = None
 
 
 # The fields of a job a client sets (the rest the system keeps), in the store's column order.
@@ -103,6 +111,11 @@ JOB_WRITABLE = (
     "managed_by",
     "parents",
     "queue",
+    "run_at",
+    "start_at",
+    "end_at",
+    "max_runs",
+    "catchup_max_per_s",
 )
 
 
@@ -144,7 +157,7 @@ class DispatchJob(msgspec.Struct, kw_only=True):
     dispatcher keeps how far the job is written: every tick at or before it is in the ledger."""
 
     id: int
-    cron_expression: str
+    cron_expression: str | None  # None: a one-off at run_at
     timezone: str
     misfire_policy: MisfirePolicy
     misfire_grace_s: float
@@ -154,6 +167,11 @@ class DispatchJob(msgspec.Struct, kw_only=True):
     cursor: datetime  # last_scheduled_for, or created_at when never dispatched
     revision: int = 1  # the job's revision: the ticks written for it record it
     plan_revision: int = 1  # the revision its schedule took effect in: a newer one moves the cursor back to it
+    run_at: datetime | None = None
+    start_at: datetime | None = None
+    end_at: datetime | None = None
+    runs_left: int | None = None  # max_runs less the scheduled runs written; None: no limit
+    catchup_max_per_s: float | None = None
 
 
 # --- payloads, one per kind; the API validates a job's payload against its kind ---

@@ -17,6 +17,7 @@ from typing import Protocol
 
 from cronos.misfire import ON_TIME_S, SKIP_REASON, decide, jitter_s
 from cronos.models import DispatchJob
+from cronos.schedule_window import Windowed
 
 # Ticks one job contributes to one round; a long outage is caught up over several rounds.
 JOB_ROUND_LIMIT = 1000
@@ -39,6 +40,10 @@ class TickBatch:
     skip_reason: list[str | None] = field(default_factory=list)
     revision: list[int] = field(default_factory=list)  # the job revision that planned the tick
     cursors: dict[int, datetime] = field(default_factory=dict)
+    # Jobs whose last tick is here (window over, max_runs reached, one-off done): job id ->
+    # (terminal status, the revision that planned it).
+    ended: dict[int, tuple[str, int]] = field(default_factory=dict)
+    runs: dict[int, int] = field(default_factory=dict)  # queued runs of each job with a max_runs
 
     def __len__(self) -> int:
         return len(self.job_ids)
@@ -52,6 +57,7 @@ class CatchUpPace:
     """
 
     def __init__(self, per_s: float = CATCH_UP_PER_S) -> None:
+        self.per_s = per_s
         self._step = timedelta(seconds=1 / per_s)
         self._next: datetime | None = None
 
@@ -87,9 +93,12 @@ class TickRound:
         batch_rows: int = 2_000,
         job_limit: int = JOB_ROUND_LIMIT,
         pace: CatchUpPace | None = None,
+        job_paces: dict[int, CatchUpPace] | None = None,
     ) -> None:
         self.runs = 0
         self._pace = pace or CatchUpPace()
+        # Per-job paces (DispatchJob.catchup_max_per_s), kept across rounds by the caller.
+        self._job_paces = {} if job_paces is None else job_paces
         self.skips = 0
         self.truncated = False
         self._batches = self._plan(groups, now, max(horizon or now, now), max_rows, batch_rows, job_limit)
@@ -121,6 +130,9 @@ class TickRound:
                     break
                 ticks = schedule.fire_times(cursor, until, job_limit + 1)
                 if not ticks:
+                    if isinstance(schedule, Windowed) and schedule.over_after(cursor):
+                        for job in members:  # due only to be ended: its window holds no tick past the cursor
+                            batch.ended[job.id] = ("expired" if schedule.one_off else "completed", job.revision)
                     continue
                 complete = len(ticks) <= job_limit
                 ticks = ticks[:job_limit]
@@ -134,14 +146,17 @@ class TickRound:
                             for d in decide(job.misfire_policy, ticks, now, job.misfire_grace_s, complete=complete)
                         ]
                         decided[(job.misfire_policy, job.misfire_grace_s)] = reasons
-                    for tick, reason in zip(ticks, reasons, strict=True):
+                    kept, ended = _cut(ticks, reasons, job.runs_left)
+                    ran = 0
+                    for tick, reason in zip(ticks[:kept], reasons, strict=False):
                         due = tick
                         if job.jitter_s > 0:
                             due = tick + timedelta(seconds=jitter_s(job.id, _ms(tick), job.jitter_s))
                         if reason is None:
                             if due < late_before:  # a late run: spread the catch-up out
-                                due = max(due, self._pace.slot(now))
+                                due = self._late_slot(job, due, now)
                             self.runs += 1
+                            ran += 1
                         else:
                             self.skips += 1
                         batch.job_ids.append(job.id)
@@ -149,7 +164,14 @@ class TickRound:
                         batch.due_at.append(due)
                         batch.skip_reason.append(reason)
                         batch.revision.append(job.revision)
-                    batch.cursors[job.id] = ticks[-1]
+                    if kept:
+                        batch.cursors[job.id] = ticks[kept - 1]
+                    if job.runs_left is not None:
+                        batch.runs[job.id] = ran
+                    over = isinstance(schedule, Windowed) and schedule.over_after(ticks[kept - 1] if kept else cursor)
+                    if ended or (complete and over):
+                        one_off = isinstance(schedule, Windowed) and schedule.one_off
+                        batch.ended[job.id] = ("expired" if one_off and not ran else "completed", job.revision)
                     if len(batch) >= batch_rows:
                         yield batch
                         batch = TickBatch()
@@ -158,5 +180,31 @@ class TickRound:
             if self.rows >= max_rows:
                 self.truncated = True
                 break
-        if len(batch) or batch.cursors:
+        if len(batch) or batch.cursors or batch.ended:
             yield batch
+
+    def _late_slot(self, job: DispatchJob, due: datetime, now: datetime) -> datetime:
+        """The due time of a late run: behind the global catch-up pace, and the job's own if it has one."""
+        due = max(due, self._pace.slot(now))
+        if job.catchup_max_per_s is not None:
+            pace = self._job_paces.get(job.id)
+            if pace is None or pace.per_s != job.catchup_max_per_s:
+                pace = self._job_paces[job.id] = CatchUpPace(job.catchup_max_per_s)
+            due = max(due, pace.slot(now))
+        return due
+
+
+def _cut(ticks: list[datetime], reasons: list[str | None], runs_left: int | None) -> tuple[int, bool]:
+    """How many of `ticks` a job with `runs_left` scheduled runs left writes, and whether that
+    ends it (its max_runs reached). Skips do not count as runs."""
+    if runs_left is None:
+        return len(ticks), False
+    if runs_left <= 0:
+        return 0, True
+    runs = 0
+    for index, reason in enumerate(reasons):
+        if reason is None:
+            runs += 1
+            if runs == runs_left:
+                return index + 1, True
+    return len(ticks), False

@@ -20,32 +20,40 @@ from typing import Any
 from cronos.errors import InvalidSchedule
 from cronos.models import DispatchJob
 from cronos.schedule_legacy import stored_schedule
+from cronos.schedule_window import NEVER, Windowed, schedule_of
 from dispatcher.planner import CATCH_UP_PER_S, JOB_ROUND_LIMIT, CatchUpPace, TickBatch, TickRound
 
-Key = tuple[str, str]
+# (expression, time zone, run_at, start_at, end_at): jobs sharing a schedule and its window.
+Key = tuple[str | None, str, datetime | None, datetime | None, datetime | None]
 
 log = logging.getLogger("dispatcher.schedule_book")
 
 
 def _key(spec: DispatchJob) -> Key:
-    return (spec.cron_expression, spec.timezone)
+    return (spec.cron_expression, spec.timezone, spec.run_at, spec.start_at, spec.end_at)
+
+
+def _read(spec: DispatchJob) -> tuple[Any, ...]:
+    return (
+        _key(spec),
+        spec.misfire_policy,
+        spec.misfire_grace_s,
+        spec.jitter_s,
+        spec.revision,
+        spec.runs_left,
+        spec.catchup_max_per_s,
+    )
 
 
 def _same(a: DispatchJob, b: DispatchJob) -> bool:
     """Nothing the planner reads differs, except perhaps the cursor."""
-    return (_key(a), a.misfire_policy, a.misfire_grace_s, a.jitter_s, a.revision) == (
-        _key(b),
-        b.misfire_policy,
-        b.misfire_grace_s,
-        b.jitter_s,
-        b.revision,
-    )
+    return _read(a) == _read(b)
 
 
 class Group:
     __slots__ = ("jobs", "key", "next_due", "schedule")
 
-    def __init__(self, key: Key, schedule: Any) -> None:
+    def __init__(self, key: Key, schedule: Windowed) -> None:
         self.key = key
         self.schedule = schedule
         self.jobs: dict[int, DispatchJob] = {}
@@ -61,6 +69,8 @@ class ScheduleBook:
     ) -> None:
         self._parse = parse
         self._pace = CatchUpPace(catchup_per_s)
+        self._job_paces: dict[int, CatchUpPace] = {}  # jobs with their own catch-up pace
+        self._ended: set[int] = set()  # jobs whose last tick a batch of this round wrote
         self._groups: dict[Key, Group] = {}
         self._jobs: dict[int, DispatchJob] = {}
         self._heap: list[tuple[datetime, int, Key]] = []
@@ -121,6 +131,7 @@ class ScheduleBook:
         if spec is None:
             return None
         self.id_sum -= job_id
+        self._job_paces.pop(job_id, None)
         key = _key(spec)
         group = self._groups[key]
         del group.jobs[job_id]
@@ -133,7 +144,7 @@ class ScheduleBook:
         group = self._groups.get(key)
         if group is None:
             try:
-                schedule, notice = self._parse(spec.cron_expression, spec.timezone)
+                schedule, notice = schedule_of(spec, self._parse)
             except InvalidSchedule as exc:
                 log.error(
                     "job has an invalid schedule; not dispatched",
@@ -183,8 +194,14 @@ class ScheduleBook:
                 batch_rows=batch_rows,
                 job_limit=job_limit,
                 pace=self._pace,
+                job_paces=self._job_paces,
             )
         finally:
+            # Ended jobs leave the book (the ledger made them completed/expired, or they were
+            # paused meanwhile and come back through the change that paused them).
+            ended, self._ended = self._ended, set()
+            for job_id in ended:
+                self._drop(job_id)
             self._settle_keys([g.key for g in groups])
 
     def advance(self, batch: TickBatch) -> None:
@@ -192,7 +209,10 @@ class ScheduleBook:
         for job_id, cursor in batch.cursors.items():
             spec = self._jobs.get(job_id)
             if spec is not None and cursor > spec.cursor:
+                if spec.runs_left is not None:
+                    spec.runs_left -= batch.runs.get(job_id, 0)
                 spec.cursor = cursor
+        self._ended.update(batch.ended)
 
     def _due(self, until: datetime) -> list[Group]:
         found: list[Group] = []
@@ -210,7 +230,9 @@ class ScheduleBook:
             if group is None or not group.jobs:
                 continue
             oldest = min(spec.cursor for spec in group.jobs.values())
-            when = group.schedule.next_after(oldest)
+            when = group.schedule.due_after(oldest)
+            if when == NEVER:
+                continue
             if when != group.next_due:
                 group.next_due = when
                 heapq.heappush(self._heap, (when, next(self._seq), key))

@@ -155,9 +155,14 @@ class Term:
                     # Out of memory, a wrong type on our key: this node cannot lead now. Step down
                     # and campaign again after a backoff, rather than exit.
                     raise BackendUnavailable("redis", f"cannot prepare the run stream: {exc}") from exc
-                for name, work in loops.items():
-                    group.create_task(self._guard(work), name=f"dispatcher:{name}")
-                loops.clear()
+                for name in list(loops):
+                    guard = self._guard(loops[name])
+                    try:
+                        group.create_task(guard, name=f"dispatcher:{name}")
+                    except RuntimeError:  # the group is shutting down (stopped during the start)
+                        guard.close()  # `finally` closes the loops never started
+                        break
+                    del loops[name]
         except BaseExceptionGroup as group_exc:
             leaves = _leaves(group_exc)
             for leaf in leaves:

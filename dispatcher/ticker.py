@@ -196,9 +196,11 @@ class Ticker:
         gone = {*missing, *(j.id for j in jobs if j.status != "active")}
         self.book.apply((j for j in jobs if j.status == "active"), gone)
         # Runs written ahead for jobs now paused or deleted are not pushed: the change that stopped
-        # the job skipped (or deleted) them in its own transaction (cronos.store.revisions).
-        if gone:
-            self.pusher.drop(gone)
+        # the job skipped (or deleted) them in its own transaction (cronos.store.revisions). A job
+        # that ended (completed, expired) keeps its last runs: they are pushed when due.
+        stopped = {*missing, *(j.id for j in jobs if j.status == "paused")}
+        if stopped:
+            self.pusher.drop(stopped)
 
     async def _apply_changes(self) -> None:
         ids = sorted(self._changes)
@@ -231,13 +233,24 @@ class Ticker:
             try:
                 epoch = self._epoch()
                 written = await self._ledger.write_ticks(
-                    epoch, batch.job_ids, batch.scheduled_for, batch.due_at, batch.skip_reason, batch.revision
+                    epoch,
+                    batch.job_ids,
+                    batch.scheduled_for,
+                    batch.due_at,
+                    batch.skip_reason,
+                    batch.revision,
+                    batch.ended,
                 )
             finally:
                 slots.release()
             self.wrote_at = time.time()
             metrics.LEADER_LAST_WRITE.set(self.wrote_at)
             self.book.advance(batch)
+            for job_id in written.ended:
+                log.info(
+                    "job ended",
+                    extra={"event": "job.ended", "job_id": job_id, "status": batch.ended[job_id][0], "epoch": epoch},
+                )
             result.pushed += await self.pusher.publish(written.queued, now, epoch)
             result.queued += len(written.queued)
             result.skipped += written.skipped

@@ -22,7 +22,7 @@ import asyncpg
 import msgspec
 
 from cronos.errors import Conflict, NotFound
-from cronos.models import JOB_WRITABLE, Job, ManagedBy, Run
+from cronos.models import JOB_WRITABLE, TERMINAL_STATUSES, Job, ManagedBy, Run
 from cronos.redact import restore_secrets
 from cronos.store import chains, revisions
 from cronos.store import queries as q
@@ -33,6 +33,8 @@ log = logging.getLogger("cronos.store.jobs")
 
 # The columns a client may set, in JOB_INSERT / JOB_UPDATE parameter order.
 WRITABLE = JOB_WRITABLE
+# Null unless given: apply's marker (only `cronos apply` sets it), windows and one-offs, the pace.
+_NULLABLE = ("managed_by", "run_at", "start_at", "end_at", "max_runs", "catchup_max_per_s")
 
 # bigint ids: anything larger cannot exist (and would make asyncpg raise).
 MAX_ID = 2**63 - 1
@@ -84,16 +86,18 @@ class JobStore:
                     await chains.take_turn(conn)
                     await chains.check_parents(conn, None, fields["parents"])
                 try:
-                    values = {"managed_by": None, "parents": [], **fields}  # only `cronos apply` sets managed_by
+                    values = dict.fromkeys(_NULLABLE) | {"parents": []} | dict(fields)  # fields a caller may leave out
                     row = await conn.fetchrow(q.JOB_INSERT, *(values[name] for name in WRITABLE))
                 except asyncpg.UniqueViolationError as exc:
                     raise Conflict(f"a job named {fields['name']!r} already exists") from exc
                 job = to_struct(row, Job)
                 secret: str = await conn.fetchval(q.JOB_WEBHOOK_SECRET, job.id)
-                # Every field the job was created with (apply's marker only when apply made it).
-                defined = {name: getattr(job, name) for name in WRITABLE}
-                if defined["managed_by"] is None:
-                    del defined["managed_by"]
+                # Every field the job was created with (apply's marker, a window... only when set).
+                defined = {
+                    name: value
+                    for name in WRITABLE
+                    if (value := getattr(job, name)) is not None or name not in _NULLABLE
+                }
                 await revisions.record(conn, job, "created", actor, defined)
                 await record(conn, actor, "job", "created", job_id=job.id, after=snapshot(job))
                 await conn.execute(q.NOTIFY, _notice("created", job.id))
@@ -178,6 +182,11 @@ class JobStore:
         with translate_errors():
             async with self._pool.acquire() as conn, conn.transaction():
                 current = await _locked(conn, job_id, guard)
+                if current.status in TERMINAL_STATUSES:
+                    raise Conflict(
+                        f"job {job_id} is {current.status}: it cannot be paused or resumed; "
+                        "PATCH its window (start_at, end_at, max_runs, run_at) and status to run it again"
+                    )
                 target = status or ("paused" if current.status == "active" else "active")
                 if target == current.status:
                     return current

@@ -7,7 +7,7 @@ ttl, partitioned) writes nothing and gets NotLeader. Rows are columns in, Struct
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -39,6 +39,7 @@ class QueuedRun(msgspec.Struct, frozen=True, array_like=True):
 class TickResult(msgspec.Struct, kw_only=True):
     queued: list[QueuedRun]  # new queued runs, marked pushed by this epoch
     skipped: int  # new skipped ("misfired") runs
+    ended: list[int] = []  # jobs this write ended (completed, expired)
 
 
 def _job(row: Any) -> DispatchJob:
@@ -54,6 +55,11 @@ def _job(row: Any) -> DispatchJob:
         cursor=row[8],
         revision=row[9],
         plan_revision=row[10],
+        run_at=row[11],
+        start_at=row[12],
+        end_at=row[13],
+        runs_left=row[14],
+        catchup_max_per_s=row[15],
     )
 
 
@@ -98,18 +104,25 @@ class Ledger:
         due_at: Sequence[datetime],
         skip_reason: Sequence[str | None],
         revision: Sequence[int],
+        ended: Mapping[int, tuple[str, int]] | None = None,
     ) -> TickResult:
         """Insert ticks (queued or skipped), each with the job revision that planned it, and move
         each job's cursor to its newest one, in one fenced transaction. Jobs no longer active, or
-        whose schedule changed after the revision that planned their ticks, get nothing."""
+        whose schedule changed after the revision that planned their ticks, get nothing. Jobs in
+        `ended` (id -> terminal status, planning revision) end in the same transaction."""
         queued: list[QueuedRun] = []
         skipped = 0
+        ended_ids: list[int] = []
 
         async def attempt() -> list[Any]:
             # Two writers whose batches share a job (a long catch-up spans batches) may lock its
             # row in opposite orders: PostgreSQL rolls one back, and it is written again.
             async with fenced(self._pool, epoch) as conn:
                 rows = await conn.fetch(q.TICKS_WRITE, epoch, job_ids, scheduled_for, due_at, skip_reason, revision)
+                if ended:
+                    ids = list(ended)
+                    done = await conn.fetch(q.JOBS_END, ids, [ended[i][0] for i in ids], [ended[i][1] for i in ids])
+                    ended_ids[:] = [r[0] for r in done]
             return rows  # type: ignore[no-any-return]
 
         for row in await retry_contention(attempt, "tick write"):
@@ -117,7 +130,7 @@ class Ledger:
                 queued.append(QueuedRun(row[0], row[1], row[2], 1, "schedule", row[3], row[5]))
             else:
                 skipped += 1
-        return TickResult(queued=queued, skipped=skipped)
+        return TickResult(queued=queued, skipped=skipped, ended=ended_ids)
 
     async def take_due(self, epoch: int, now: datetime, limit: int = 5000) -> list[QueuedRun]:
         """Queued runs never pushed (manual triggers, retries, later-due runs) that are due."""

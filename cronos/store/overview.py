@@ -18,7 +18,7 @@ RECENT = 200  # ... among its newest this many runs (a bound on each job's read,
 class JobRow(msgspec.Struct, kw_only=True):
     id: int
     name: str
-    cron_expression: str
+    cron_expression: str | None  # None: a one-off
     timezone: str
     kind: JobKind
     status: JobStatus

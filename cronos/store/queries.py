@@ -34,17 +34,20 @@ PING = "SELECT extract(epoch FROM clock_timestamp())::float8"
 _JOB = (
     "id, name, cron_expression, timezone, kind, payload, timeout_s, max_retries, retry_backoff_s,"
     " concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, revision, last_scheduled_for,"
-    " created_at, updated_at, managed_by, parents, queue"
+    " created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs, catchup_max_per_s"
 )
 _RUN = (
     "id, job_id, scheduled_for, attempt, trigger, revision, state, due_at, node_id, epoch, started_at, finished_at,"
     " lease_until, duration_ms, error, traceback, result, skip_reason, created_at, parent_run_id"
 )
 
-# The cursor starts at creation: only ticks strictly after the job exists are due.
+# The cursor starts at creation: only ticks strictly after the job exists are due; a one-off
+# created just after its run_at still has it due (the misfire grace decides; least() skips NULL).
+_RUN_AT = f"${JOB_WRITABLE.index('run_at') + 1}"
 JOB_INSERT = (
     f"INSERT INTO jobs ({', '.join(JOB_WRITABLE)}, last_scheduled_for)"
-    f" VALUES ({', '.join(f'${i}' for i in range(1, len(JOB_WRITABLE) + 1))}, now()) RETURNING {_JOB}"
+    f" VALUES ({', '.join(f'${i}' for i in range(1, len(JOB_WRITABLE) + 1))},"
+    f" least(now(), {_RUN_AT}::timestamptz - interval '1 microsecond')) RETURNING {_JOB}"
 )
 JOB_GET = f"SELECT {_JOB} FROM jobs WHERE id = $1"
 JOB_GET_FOR_UPDATE = f"SELECT {_JOB} FROM jobs WHERE id = $1 FOR UPDATE"
@@ -173,7 +176,8 @@ def _within(lo: int, hi: int, alias: str = "") -> str:
 # paused or not at all, and leave the leader's schedule.
 _DISPATCH_JOB = (
     "id, cron_expression, timezone, misfire_policy, misfire_grace_s, jitter_s, concurrency_policy,"
-    " status, coalesce(last_scheduled_for, created_at) AS cursor, revision, plan_revision"
+    " status, coalesce(last_scheduled_for, created_at) AS cursor, revision, plan_revision,"
+    " run_at, start_at, end_at, max_runs - scheduled_runs AS runs_left, catchup_max_per_s"
 )
 DISPATCH_JOBS_ACTIVE = f"SELECT {_DISPATCH_JOB} FROM jobs WHERE status = 'active'"
 DISPATCH_JOBS_BY_ID = f"SELECT {_DISPATCH_JOB} FROM jobs WHERE id = ANY($1::bigint[])"
@@ -205,8 +209,9 @@ TICKS_WRITE = (
     "WITH t AS (SELECT * FROM unnest($2::bigint[], $3::timestamptz[], $4::timestamptz[], $5::text[],"
     " $6::integer[]) AS t(job_id, scheduled_for, due_at, skip_reason, revision)),"
     " moved AS ("
-    " UPDATE jobs SET last_scheduled_for = c.cursor"
-    " FROM (SELECT job_id, max(scheduled_for) AS cursor, min(revision) AS revision FROM t GROUP BY job_id) AS c"
+    " UPDATE jobs SET last_scheduled_for = c.cursor, scheduled_runs = scheduled_runs + c.runs"
+    " FROM (SELECT job_id, max(scheduled_for) AS cursor, min(revision) AS revision,"
+    " count(*) FILTER (WHERE skip_reason IS NULL) AS runs FROM t GROUP BY job_id) AS c"
     " WHERE jobs.id = c.job_id AND jobs.status = 'active' AND jobs.plan_revision <= c.revision"
     " AND (jobs.last_scheduled_for IS NULL OR jobs.last_scheduled_for < c.cursor)"
     " RETURNING jobs.id, jobs.concurrency_policy <> 'allow' AS exclusive)"
@@ -220,6 +225,19 @@ TICKS_WRITE = (
     " ON CONFLICT (job_id, scheduled_for, attempt) DO NOTHING"
     " RETURNING id, job_id, floor(extract(epoch FROM scheduled_for) * 1000)::bigint,"
     " floor(extract(epoch FROM due_at) * 1000)::bigint, state, (SELECT j.queue FROM jobs j WHERE j.id = job_id)"
+)
+# Jobs whose last tick the leader wrote (window over, max_runs reached, one-off done), in the
+# tick write's fenced transaction: $1 ids, $2 'completed' or 'expired', $3 the revision that
+# planned it. Only an active job whose schedule is still that revision's ends; the end is its
+# next revision (kind 'ended'), as a pause is. Returns the ids of the jobs ended.
+JOBS_END = (
+    "WITH ended AS (UPDATE jobs SET status = e.status, revision = jobs.revision + 1, updated_at = now()"
+    " FROM unnest($1::bigint[], $2::text[], $3::integer[]) AS e(id, status, revision)"
+    " WHERE jobs.id = e.id AND jobs.status = 'active' AND jobs.plan_revision <= e.revision"
+    " RETURNING jobs.id, jobs.revision, jobs.status)"
+    " INSERT INTO job_revisions (job_id, number, kind, actor, status, fields, changes)"
+    " SELECT id, revision, 'ended', 'dispatcher', status, ARRAY['status'], jsonb_build_object('status', status)"
+    " FROM ended RETURNING job_id"
 )
 # Manual triggers and retries (queued by others, never pushed) that are due: mark and return.
 # $1 epoch, $2 now, $3 limit.
@@ -498,6 +516,7 @@ DEFAULT_PURGE = (
 AUDIT_JOBS = (
     "SELECT id, cron_expression, timezone, created_at FROM jobs"
     " WHERE status = 'active' AND created_at < $1 AND updated_at < $1"
+    " AND cron_expression IS NOT NULL AND start_at IS NULL AND end_at IS NULL AND max_runs IS NULL"
 )
 # Their scheduled ticks in ($2, $3] that the ledger holds (any state), first attempts, with
 # the start delay of those that started.

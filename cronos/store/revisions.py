@@ -26,17 +26,18 @@ from cronos import metrics
 from cronos.models import JOB_WRITABLE, SKIP_JOB_INACTIVE, SKIP_SCHEDULE_CHANGED, Job
 from cronos.redact import redact_payload
 from cronos.schedule import parse_schedule
+from cronos.schedule_window import schedule_of
 from cronos.store import queries as q
 from cronos.store.db import job_page, to_struct
 
 log = logging.getLogger("cronos.store.revisions")
 
-RevisionKind = Literal["created", "updated", "paused", "resumed", "deleted"]
-RevisionStatus = Literal["active", "paused", "deleted"]
+RevisionKind = Literal["created", "updated", "paused", "resumed", "deleted", "ended"]  # ended: by the leader
+RevisionStatus = Literal["active", "paused", "deleted", "completed", "expired"]
 
 # Fields whose change gives the job a new schedule: ticks written ahead under the old one are
 # handed over and the cursor moves to the change instant.
-SCHEDULE_FIELDS = ("cron_expression", "timezone")
+SCHEDULE_FIELDS = ("cron_expression", "timezone", "run_at", "start_at", "end_at")
 
 _TICK = timedelta(microseconds=1)
 MAX_NUMBER = 2**31 - 1  # revision numbers are integers: a page cursor past this means "from the newest"
@@ -91,7 +92,8 @@ async def record(
 
 
 def _fires_at(job: Job, instant: datetime) -> bool:
-    return parse_schedule(job.cron_expression, job.timezone).next_after(instant - _TICK) == instant
+    schedule, _notice = schedule_of(job, lambda expression, zone: (parse_schedule(expression, zone), None))
+    return schedule.next_after(instant - _TICK) == instant
 
 
 async def hand_over(conn: asyncpg.Connection, job: Job, *, schedule_changed: bool) -> int:

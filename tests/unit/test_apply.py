@@ -178,3 +178,31 @@ def test_a_name_is_one_job_across_files() -> None:
     one = ("a.yaml", parse("a.yaml", "jobs: [{name: x, cron_expression: '@daily', payload: {action: y}}]"))
     with pytest.raises(ApplyInvalid, match=r"b.yaml: job 'x': the name is also used in a.yaml"):
         desired_jobs([one, ("b.yaml", one[1])], SCHEMA, {})
+
+
+ONE_OFF = """
+jobs:
+  - name: once
+    run_at: 2030-01-01T02:00:00+02:00
+    payload: {action: migrate}
+  - name: window
+    cron_expression: "@hourly"
+    end_at: "2030-01-01T00:00:00Z"
+    payload: {action: reindex}
+"""
+
+
+def test_one_offs_and_windows_compare_as_instants_and_an_ended_job_is_not_resumed() -> None:
+    first = plan(_desired(ONE_OFF), [], prune=False, salt=SALT)
+    assert [a.step for a in first] == [Step.CREATE, Step.CREATE]
+    stored = _stored(first)
+    stored[0]["run_at"] = "2030-01-01T00:00:00Z"  # the API shows the same instant in UTC
+    stored[1]["status"] = "completed"  # the leader ended it
+    assert {a.step for a in plan(_desired(ONE_OFF), stored, prune=False, salt=SALT)} == {Step.UNCHANGED}
+    later = plan(
+        _desired(ONE_OFF.replace("2030-01-01T00:00:00Z", "2031-01-01T00:00:00Z")), stored, prune=False, salt=SALT
+    )
+    update = next(a for a in later if a.step is Step.UPDATE)
+    assert update.body == {"end_at": "2031-01-01T00:00:00Z", "status": "active"}  # a new window revives it
+    with pytest.raises(ApplyInvalid, match=r"job .once.: \$\.cron_expression"):
+        _desired(ONE_OFF.replace("    run_at:", '    cron_expression: "@daily"\n    run_at:'))

@@ -18,7 +18,7 @@ from dispatcher.schedule_book import ScheduleBook
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 
 
-def _job(job_id: int, expression: str, cursor: datetime, **kw: Any) -> DispatchJob:
+def _job(job_id: int, expression: str | None, cursor: datetime, **kw: Any) -> DispatchJob:
     fields: dict[str, Any] = {
         "timezone": "UTC",
         "misfire_policy": "run_all",
