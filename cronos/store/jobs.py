@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
+from datetime import datetime
 from typing import Any
 
 import asyncpg
@@ -239,13 +240,21 @@ class JobStore:
             row = await self._pool.fetchrow(q.RUN_LAST_OF_JOB, job_id)
         return None if row is None else to_struct(row, Run)
 
-    async def runs(self, job_id: int, state: str | None, before_id: int | None, limit: int) -> list[Run]:
-        """A job's runs, newest first; NotFound when the job does not exist."""
+    async def runs(
+        self, job_id: int, state: str | None, before: tuple[datetime | None, int] | None, limit: int
+    ) -> list[Run]:
+        """A job's runs, newest tick first, after `before` (the last run seen: its tick, or None
+        when only its id is known, and its id); NotFound when the job does not exist."""
         if job_id > MAX_ID:
             raise NotFound(f"job {job_id} not found")
         with translate_errors():
             async with self._pool.acquire() as conn:
-                rows = await conn.fetch(q.RUN_LIST_OF_JOB, job_id, state, before_id, limit)
+                tick, before_id = before if before is not None else (None, None)
+                if before is not None and tick is None:
+                    tick = await conn.fetchval(q.RUN_TICK_OF_JOB, before_id, job_id)
+                rows = [] if before is not None and tick is None else (
+                    await conn.fetch(q.RUN_LIST_OF_JOB, job_id, state, tick, before_id, limit)
+                )
                 if not rows and not await conn.fetchval(q.JOB_EXISTS, job_id):
                     raise NotFound(f"job {job_id} not found")
         return [to_struct(row, Run) for row in rows]

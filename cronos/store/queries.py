@@ -100,11 +100,18 @@ RUN_INSERT_MANUAL = (
 )
 RUN_GET = f"SELECT {_RUN} FROM runs WHERE id = $1"
 RUN_LAST_OF_JOB = f"SELECT {_RUN} FROM runs WHERE job_id = $1 ORDER BY id DESC LIMIT 1"
-# Newest first. $2 state filter or NULL, $3 last id seen or NULL, $4 limit.
+# Newest tick first, then newest id (a retry after its first attempt). $2 state filter or NULL,
+# ($3 scheduled_for, $4 id) of the last run seen or NULLs, $5 limit. The order is that of the
+# partitions (by scheduled_for) and of runs_job_tick in each: the scan reads the newest days
+# only, until the page is full, however many days of history there are.
 RUN_LIST_OF_JOB = (
     f"SELECT {_RUN} FROM runs WHERE job_id = $1 AND ($2::text IS NULL OR state = $2)"
-    " AND ($3::bigint IS NULL OR id < $3) ORDER BY id DESC LIMIT $4"
+    " AND scheduled_for <= coalesce($3::timestamptz, 'infinity')"  # a bound the partitions are pruned by
+    " AND (scheduled_for, id) < (coalesce($3::timestamptz, 'infinity'), coalesce($4::bigint, 0))"
+    " ORDER BY scheduled_for DESC, id DESC LIMIT $5"
 )
+# The tick of the run an "id:" cursor names (cursors from before 0018), so the walk goes on in tick order.
+RUN_TICK_OF_JOB = "SELECT scheduled_for FROM runs WHERE id = $1 AND job_id = $2"
 JOB_EXISTS = "SELECT EXISTS (SELECT 1 FROM jobs WHERE id = $1)"
 
 # --- job revisions (API) ----------------------------------------------------------

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import base64
+from datetime import UTC, datetime
+
 import msgspec
 import pytest
 from aiohttp import web
 
 from api.app import ROUTES
-from api.bodies import JobPolicy, check_job, decode_cursor, encode_cursor
+from api.bodies import MAX_ID, JobPolicy, check_job, decode_cursor, decode_run_cursor, encode_cursor, encode_run_cursor
 from api.errors import ERRORS, INTERNAL, MalformedBody, invalid_input, kind_for, kind_of
 from api.openapi import build_spec
 from api.schemas import JobCreate, JobOut, JobPatch, RunOut
@@ -111,6 +114,21 @@ def test_cursor_round_trip_and_garbage() -> None:
         with pytest.raises(InvalidInput) as info:
             decode_cursor(garbage)
         assert info.value.field == "cursor"
+
+
+def test_run_cursor_carries_tick_and_id() -> None:
+    tick = datetime(2026, 3, 29, 1, 30, 0, 123456, tzinfo=UTC)
+    assert decode_run_cursor(encode_run_cursor(tick, 2**62)) == (tick, 2**62)
+    assert decode_run_cursor(encode_cursor(42)) == (None, 42)  # a cursor from before 0018
+    assert decode_run_cursor(None) is None
+    assert len(encode_run_cursor(datetime(9999, 12, 30, tzinfo=UTC), MAX_ID)) <= 60
+    at = base64.urlsafe_b64encode
+    for garbage in (b"at:1", b"at:x:1", b"at:1:-1", b"at:999999999999999999:1", b"job:1"):
+        with pytest.raises(InvalidInput) as info:
+            decode_run_cursor(at(garbage).decode())
+        assert info.value.field == "cursor"
+    with pytest.raises(InvalidInput):  # a run cursor is no cursor of other listings
+        decode_cursor(encode_run_cursor(tick, 1))
 
 
 def test_openapi_is_built_from_the_route_table() -> None:
