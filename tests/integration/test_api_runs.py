@@ -95,6 +95,27 @@ async def test_runs_newest_tick_first_across_days(api: Api, pg_pool: asyncpg.Poo
     assert bad.status == 422 and bad.body["field"] == "cursor"
 
 
+async def test_runs_pages_span_the_store_windows(api: Api, pg_pool: asyncpg.Pool) -> None:
+    """The store looks a day back, then a week, then everything older: pages that end inside
+    one window or span several list every run once, newest tick first."""
+    job = await api.create()
+    now = datetime.now(UTC)
+    hours = [-0.001, 1, 23, 25, 72, 191, 193, 960, 9600]  # ahead, then across a day, a week, older
+    ago = [timedelta(hours=h) for h in hours]
+    ids = [
+        await pg_pool.fetchval(
+            "INSERT INTO runs (job_id, scheduled_for, attempt, trigger, state, due_at)"
+            " VALUES ($1, $2, 1, 'schedule', 'completed', $2) RETURNING id",
+            job["id"],
+            now - back,
+        )
+        for back in reversed(ago)  # oldest first: here the id order is the tick order
+    ][::-1]
+    for limit in (1, 2, 3, 4, 50):
+        assert await api.walk(f"/api/jobs/{job['id']}/runs", limit=limit) == ids, limit
+    assert await api.walk(f"/api/jobs/{job['id']}/runs?state=failed", limit=2) == []
+
+
 async def test_get_one_run_with_details(api: Api, pg_pool: asyncpg.Pool) -> None:
     job = await api.create()
     failed, done = await _insert_runs(pg_pool, job["id"], ["failed", "completed"])
