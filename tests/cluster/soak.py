@@ -67,10 +67,13 @@ def summary(result: MixResult, report: Report, elapsed_s: float) -> str:
 
 
 LATE_S = 5.0  # a tick that started later than this after its due time is reported with its fault
-# A fault is blamed for a late tick when it began before the tick started and was not over (or
-# had recovered less than this long) when the tick fell due: a leader elected after a fault
-# may still be catching up a little after the probe tick marked it recovered.
-BLAME_MARGIN_S = 10.0
+# A late tick is laid to the fault under way when it fell due: begun by then (or this little
+# after: its token went out before it was due) and not over, give or take BLAME_MARGIN_S (a
+# leader elected after a fault catches up a moment after the probe tick marked it recovered).
+# Faults come every 3-6 s, so the latest such one, not any fault before the start (the 30-minute
+# soak of issue 13 first laid ticks to faults begun seconds after they were already late).
+DUE_SLACK_S = 1.0
+BLAME_MARGIN_S = 3.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,12 +91,13 @@ def _fault_over(fault: Injected) -> float:
 
 
 def blame(due: datetime, started: datetime, faults: list[Injected]) -> Injected | None:
-    """The fault a late start is laid to: the latest one begun before the start and not over
-    (within BLAME_MARGIN_S) at the due time; None when no fault was near."""
-    near = [
-        f for f in faults if f.started <= started.timestamp() and _fault_over(f) + BLAME_MARGIN_S >= due.timestamp()
-    ]
-    return max(near, key=lambda f: f.started, default=None)
+    """The fault a late start is laid to: the latest one under way at the due time, else the
+    first one begun between the due time and the start; None when no fault was near."""
+    at, start = due.timestamp(), started.timestamp()
+    under_way = [f for f in faults if f.started <= at + DUE_SLACK_S and _fault_over(f) + BLAME_MARGIN_S >= at]
+    if under_way:
+        return max(under_way, key=lambda f: f.started)
+    return min((f for f in faults if at < f.started <= start), key=lambda f: f.started, default=None)
 
 
 def late_ticks(runs: list[RunRow], window: tuple[datetime, datetime], faults: list[Injected]) -> list[LateTick]:
