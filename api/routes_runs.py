@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from api.bodies import decode_cursor, encode_cursor, path_id, query_choice, query_limit, respond, run_out
+from api.bodies import decode_run_cursor, encode_run_cursor, path_id, query_choice, query_limit, respond, run_out
 from api.routing import DB_ERRORS, ID, PAGE, Query, Route
 from api.schemas import RunList, RunOut
 from api.state import BACKENDS
@@ -15,9 +15,9 @@ from cronos.models import RUN_STATES
 async def list_runs(request: web.Request) -> web.Response:
     state = query_choice(request, "state", RUN_STATES)
     limit = query_limit(request)
-    before = decode_cursor(request.query.get("cursor"))
+    before = decode_run_cursor(request.query.get("cursor"))
     runs = await (await request.app[BACKENDS].jobs()).runs(path_id(request), state, before, limit)
-    cursor = encode_cursor(runs[-1].id) if len(runs) == limit else None
+    cursor = encode_run_cursor(runs[-1].scheduled_for, runs[-1].id) if len(runs) == limit else None
     return respond(RunList(items=[run_out(r) for r in runs], next_cursor=cursor))
 
 

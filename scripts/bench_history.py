@@ -9,7 +9,9 @@ days (each day built apart with generate_series and attached, as a bulk load wou
 * claim and finish throughput: rounds of one queued run per job, claimed in one batch and
   finished in one batch through RunStore, as executors do (median runs/s over the rounds);
 * `GET /api/jobs/{id}/runs` latency from a `cronos api` process (p50/p99 over --requests
-  requests on random jobs, after a warm-up);
+  requests on random jobs, after a warm-up): with history a job's first page fills from its
+  last day's partition; on the empty side a job has fewer runs than a page (those of the
+  rounds), so the store walks all its windows back to the oldest day (see RUN_LIST_OF_JOB);
 
 then the size of runs on disk before and after one retention pass (dispatcher.retention)
 at CRONOS_RUNS_RETENTION's default of 30 days. The target: every figure within 20 % of the

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import asyncpg
@@ -71,6 +72,27 @@ async def _locked(conn: asyncpg.Connection, job_id: int, guard: Guard) -> Job:
     job = _job(await conn.fetchrow(q.JOB_GET_FOR_UPDATE, job_id), job_id)
     guard(job.kind)
     return job
+
+
+# The windows a page of a job's runs is looked for in, newest first: the day before the cursor
+# (or now), then the week before that, then all older days (see RUN_LIST_OF_JOB).
+RUN_WINDOWS = (timedelta(days=1), timedelta(days=7), None)
+
+
+async def _runs_page(
+    conn: asyncpg.Connection, job_id: int, state: str | None, tick: datetime | None, before_id: int | None, limit: int
+) -> list[asyncpg.Record]:
+    """Window by window until the page is full. The windows only spare reading old days: this
+    host's clock (not the one due times are judged by) is good enough to place them."""
+    rows: list[asyncpg.Record] = []
+    newest, last_id, edge = tick, before_id, tick or datetime.now(UTC)
+    for width in RUN_WINDOWS:
+        lo = None if width is None else edge - width
+        rows += await conn.fetch(q.RUN_LIST_OF_JOB, job_id, state, newest, last_id, limit - len(rows), lo)
+        if len(rows) == limit or lo is None:
+            break
+        newest, last_id, edge = lo, 0, lo  # the next window: ticks before this one's oldest
+    return rows
 
 
 class JobStore:
@@ -257,13 +279,23 @@ class JobStore:
             row = await self._pool.fetchrow(q.RUN_LAST_OF_JOB, job_id)
         return None if row is None else to_struct(row, Run)
 
-    async def runs(self, job_id: int, state: str | None, before_id: int | None, limit: int) -> list[Run]:
-        """A job's runs, newest first; NotFound when the job does not exist."""
+    async def runs(
+        self, job_id: int, state: str | None, before: tuple[datetime | None, int] | None, limit: int
+    ) -> list[Run]:
+        """A job's runs, newest tick first, after `before` (the last run seen: its tick, or None
+        when only its id is known, and its id); NotFound when the job does not exist."""
         if job_id > MAX_ID:
             raise NotFound(f"job {job_id} not found")
         with translate_errors():
             async with self._pool.acquire() as conn:
-                rows = await conn.fetch(q.RUN_LIST_OF_JOB, job_id, state, before_id, limit)
+                tick, before_id = before if before is not None else (None, None)
+                if before is not None and tick is None:
+                    tick = await conn.fetchval(q.RUN_TICK_OF_JOB, before_id, job_id)
+                rows = (
+                    []
+                    if before is not None and tick is None
+                    else (await _runs_page(conn, job_id, state, tick, before_id, limit))
+                )
                 if not rows and not await conn.fetchval(q.JOB_EXISTS, job_id):
                     raise NotFound(f"job {job_id} not found")
         return [to_struct(row, Run) for row in rows]

@@ -103,11 +103,21 @@ RUN_INSERT_MANUAL = (
 )
 RUN_GET = f"SELECT {_RUN} FROM runs WHERE id = $1"
 RUN_LAST_OF_JOB = f"SELECT {_RUN} FROM runs WHERE job_id = $1 ORDER BY id DESC LIMIT 1"
-# Newest first. $2 state filter or NULL, $3 last id seen or NULL, $4 limit.
+# Newest tick first, then newest id (a retry after its first attempt). $2 state filter or NULL,
+# ($3 scheduled_for, $4 id) of the last run seen or NULLs, $5 limit, $6 the window's oldest
+# tick or NULL. Partitions are by scheduled_for, so ordered by it a page could be read newest day
+# first and stop once full, but runs_default (which may hold any tick) makes PostgreSQL merge
+# every day's runs_job_tick instead: the store asks for a window of recent days first ($6),
+# which prunes the older days, and looks further back only when the page is not full.
 RUN_LIST_OF_JOB = (
     f"SELECT {_RUN} FROM runs WHERE job_id = $1 AND ($2::text IS NULL OR state = $2)"
-    " AND ($3::bigint IS NULL OR id < $3) ORDER BY id DESC LIMIT $4"
+    " AND scheduled_for >= coalesce($6::timestamptz, '-infinity')"
+    " AND scheduled_for <= coalesce($3::timestamptz, 'infinity')"
+    " AND (scheduled_for, id) < (coalesce($3::timestamptz, 'infinity'), coalesce($4::bigint, 0))"
+    " ORDER BY scheduled_for DESC, id DESC LIMIT $5"
 )
+# The tick of the run an "id:" cursor names (cursors from before 0018), so the walk goes on in tick order.
+RUN_TICK_OF_JOB = "SELECT scheduled_for FROM runs WHERE id = $1 AND job_id = $2"
 JOB_EXISTS = "SELECT EXISTS (SELECT 1 FROM jobs WHERE id = $1)"
 
 # --- chains (API, cronos.store.chains) -------------------------------------------

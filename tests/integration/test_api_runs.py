@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 import asyncpg
 import pytest
 
+from api.bodies import encode_cursor
 from cronos.settings import Settings
 from tests.integration.api_client import Api, running_api
 
@@ -63,6 +64,56 @@ async def test_runs_newest_first_filtered_and_paginated(api: Api, pg_pool: async
     empty = await api.create(name="never ran")
     none = await api.call("GET", f"/api/jobs/{empty['id']}/runs")
     assert none.status == 200 and none.body == {"items": [], "next_cursor": None}
+
+
+async def test_runs_newest_tick_first_across_days(api: Api, pg_pool: asyncpg.Pool) -> None:
+    """Ticks in day partitions, ids not in tick order (a run written late for an older tick, a
+    retry): pages follow (scheduled_for, id) newest first, a cursor carrying both, none lost or
+    repeated; an "id:" cursor from before still continues the walk."""
+    job = await api.create()
+    ticks = [datetime(2026, 1, day, 12, tzinfo=UTC) for day in (3, 1, 2, 5, 4)]
+    ids = {}
+    for n, at in enumerate(ticks):
+        for attempt in (1, 2) if n == 2 else (1,):
+            ids[(at, attempt)] = await pg_pool.fetchval(
+                "INSERT INTO runs (job_id, scheduled_for, attempt, trigger, state, due_at)"
+                " VALUES ($1, $2, $3, 'schedule', 'completed', $2) RETURNING id",
+                job["id"], at, attempt,
+            )  # fmt: skip
+    expected = [ids[key] for key in sorted(ids, reverse=True)]
+    assert expected != sorted(expected, reverse=True)  # the id order would be another one
+    for limit in (1, 2, 5):
+        assert await api.walk(f"/api/jobs/{job['id']}/runs", limit=limit) == expected
+    page = await api.call("GET", f"/api/jobs/{job['id']}/runs?limit=2")
+    assert [r["id"] for r in page.body["items"]] == expected[:2]
+    legacy = encode_cursor(expected[1])
+    rest = await api.call("GET", f"/api/jobs/{job['id']}/runs?limit=50&cursor={legacy}")
+    assert rest.status == 200 and [r["id"] for r in rest.body["items"]] == expected[2:]
+    gone = await api.call("GET", f"/api/jobs/{job['id']}/runs?cursor={encode_cursor(max(expected) + 1000)}")
+    assert gone.status == 200 and gone.body == {"items": [], "next_cursor": None}
+    bad = await api.call("GET", f"/api/jobs/{job['id']}/runs?cursor=dHgx")  # "tx1": too short
+    assert bad.status == 422 and bad.body["field"] == "cursor"
+
+
+async def test_runs_pages_span_the_store_windows(api: Api, pg_pool: asyncpg.Pool) -> None:
+    """The store looks a day back, then a week, then everything older: pages that end inside
+    one window or span several list every run once, newest tick first."""
+    job = await api.create()
+    now = datetime.now(UTC)
+    hours = [-0.001, 1, 23, 25, 72, 191, 193, 960, 9600]  # ahead, then across a day, a week, older
+    ago = [timedelta(hours=h) for h in hours]
+    ids = [
+        await pg_pool.fetchval(
+            "INSERT INTO runs (job_id, scheduled_for, attempt, trigger, state, due_at)"
+            " VALUES ($1, $2, 1, 'schedule', 'completed', $2) RETURNING id",
+            job["id"],
+            now - back,
+        )
+        for back in reversed(ago)  # oldest first: here the id order is the tick order
+    ][::-1]
+    for limit in (1, 2, 3, 4, 50):
+        assert await api.walk(f"/api/jobs/{job['id']}/runs", limit=limit) == ids, limit
+    assert await api.walk(f"/api/jobs/{job['id']}/runs?state=failed", limit=2) == []
 
 
 async def test_get_one_run_with_details(api: Api, pg_pool: asyncpg.Pool) -> None:

@@ -21,6 +21,7 @@ import asyncpg
 import pytest
 
 from cronos.store import queries as q
+from cronos.store.jobs import RUN_WINDOWS
 
 BACKLOG = 20_000
 BATCH = 200
@@ -209,3 +210,54 @@ async def test_a_finish_in_a_day_whose_statistics_say_all_is_finished_reads_in_p
     lo, hi = datetime(2030, 1, 1, 0, 0, 29, tzinfo=UTC), datetime(2030, 1, 1, 0, 0, 30, tzinfo=UTC)
     args = (*_finish_args(batch)[:-2], lo, hi)
     assert await rows_read(pg_pool, q.FINISH_RUNS, *args) <= 8 * FINISHING
+
+
+async def test_a_jobs_runs_page_reads_its_newest_days_only(pg_pool: asyncpg.Pool) -> None:
+    """GET /api/jobs/{id}/runs over 20 days of history (20 runs a day, in day partitions whose
+    ids do not follow the ticks): the first window of a page of 25 (a day), first or from a
+    cursor, reads the days it spans and no older one, with a custom and a generic plan."""
+    async with pg_pool.acquire() as conn:
+        job = await conn.fetchval(
+            "INSERT INTO jobs (name, cron_expression) VALUES ('history', '* * * * *') RETURNING id"
+        )
+        for day in range(1, 21):
+            name = f"runs_203003{day:02d}"
+            await conn.execute(f'CREATE TABLE "{name}" (LIKE runs INCLUDING DEFAULTS INCLUDING CONSTRAINTS)')
+            await conn.execute(
+                f'ALTER TABLE runs ATTACH PARTITION "{name}"'
+                f" FOR VALUES FROM ('2030-03-{day:02d}') TO ('2030-03-{day:02d}'::date + 1)"
+            )
+        await conn.execute(  # the newest days written first: ids against the tick order
+            "INSERT INTO runs (job_id, scheduled_for, trigger, state, due_at)"
+            " SELECT $1, timestamptz '2030-03-21' - g * interval '1 hour' - interval '30 min', 'schedule',"
+            " 'completed', now() FROM generate_series(0, 399) g ORDER BY g",
+            job,
+        )
+        await conn.execute("ANALYZE runs")
+        days = await _partitions(conn)
+        cursor = await conn.fetchrow(
+            "SELECT scheduled_for, id FROM runs WHERE job_id = $1"
+            " ORDER BY scheduled_for DESC, id DESC OFFSET 99 LIMIT 1",
+            job,
+        )
+        windows = [  # the first page's first window (from 2030-03-20 on), a page from a cursor
+            (None, None, datetime(2030, 3, 20, tzinfo=UTC)),
+            (cursor["scheduled_for"], cursor["id"], cursor["scheduled_for"] - RUN_WINDOWS[0]),
+        ]
+        for tick, last_id, lo in windows:
+            for mode in ("force_custom_plan", "force_generic_plan"):
+                tx = conn.transaction()
+                await tx.start()
+                try:
+                    await conn.execute(f"SET LOCAL plan_cache_mode = {mode}")
+                    raw = await conn.fetchval(
+                        "EXPLAIN (ANALYZE, FORMAT JSON) " + q.RUN_LIST_OF_JOB, job, None, tick, last_id, 25, lo
+                    )
+                finally:
+                    await tx.rollback()
+                plan = (json.loads(raw) if isinstance(raw, str) else raw)[0]["Plan"]
+                scans = [n for n in _nodes(plan) if n.get("Relation Name") in days and n.get("Actual Loops")]
+                read = sum(n.get("Actual Rows", 0) + n.get("Rows Removed by Filter", 0) for n in scans)
+                # at most the two days the window touches (a day here is 24 runs, small enough for
+                # a sequential scan of it), never the 18 others
+                assert len(scans) <= 2 and read <= 2 * 24, (mode, tick, [n["Relation Name"] for n in scans], read)

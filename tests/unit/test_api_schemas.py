@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import base64
+from datetime import UTC, datetime
+
 import msgspec
 import pytest
 from aiohttp import web
 
 from api.app import ROUTES
-from api.bodies import JobPolicy, check_job, decode_cursor, encode_cursor
+from api.bodies import MAX_ID, JobPolicy, check_job, decode_cursor, decode_run_cursor, encode_cursor, encode_run_cursor
 from api.errors import ERRORS, INTERNAL, MalformedBody, invalid_input, kind_for, kind_of
-from api.openapi import build_spec
+from api.openapi import CURSOR_SCHEMA, build_spec
 from api.schemas import JobCreate, JobOut, JobPatch, RunOut
 from cronos.errors import BackendUnavailable, Conflict, InvalidInput, InvalidSchedule, NotFound
 from cronos.models import Job, Run, RunSummary
@@ -111,6 +114,27 @@ def test_cursor_round_trip_and_garbage() -> None:
         with pytest.raises(InvalidInput) as info:
             decode_cursor(garbage)
         assert info.value.field == "cursor"
+
+
+def test_run_cursor_carries_tick_and_id() -> None:
+    tick = datetime(2026, 3, 29, 1, 30, 0, 123456, tzinfo=UTC)
+    assert decode_run_cursor(encode_run_cursor(tick, 2**62)) == (tick, 2**62)
+    old = datetime(1969, 12, 31, 23, 59, 59, 999999, tzinfo=UTC)
+    assert decode_run_cursor(encode_run_cursor(old, 1)) == (old, 1)
+    assert decode_run_cursor(encode_cursor(42)) == (None, 42)  # a cursor from before 0018
+    assert decode_run_cursor(None) is None
+    assert len(encode_run_cursor(datetime(9999, 12, 30, tzinfo=UTC), MAX_ID)) <= CURSOR_SCHEMA["maxLength"]
+    for garbage in (
+        b"t" + (2**62).to_bytes(8, "big") + (1).to_bytes(8, "big"),  # far past year 9999
+        b"t" + (1).to_bytes(8, "big") + (2**64 - 1).to_bytes(8, "big"),  # past bigint
+        b"t" + (1).to_bytes(8, "big"),  # cut short
+        b"job:1",
+    ):
+        with pytest.raises(InvalidInput) as info:
+            decode_run_cursor(base64.urlsafe_b64encode(garbage).decode())
+        assert info.value.field == "cursor"
+    with pytest.raises(InvalidInput):  # a run cursor is no cursor of other listings
+        decode_cursor(encode_run_cursor(tick, 1))
 
 
 def test_openapi_is_built_from_the_route_table() -> None:
