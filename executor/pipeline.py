@@ -37,7 +37,7 @@ log = logging.getLogger("cronos.executor")
 
 # A run waiting for its job's running predecessor (buffered overlap, an ordered catch-up)
 # asks again at least this often; it holds no execution slot meanwhile.
-WAIT_POLL_CAP_S = 0.25
+WAIT_POLL_CAP_S = 0.05
 
 
 class TokenOutcome(StrEnum):

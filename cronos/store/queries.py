@@ -350,9 +350,11 @@ LOCK_RUN = (
     f" WHERE r.id = $1 AND r.{_UNFINISHED} FOR NO KEY UPDATE OF r"
 )
 # A claim the unique index refused (another exclusive run of the job is running): skip it or
-# let it wait, by policy. `forbid` skips a tick only when its predecessor was already running
-# at the tick (a real overlap); a predecessor that started after the tick was due is a
-# catch-up ordered before it, so the tick waits. `buffer_one` lets one due run wait at a time.
+# let it wait, by policy. `forbid` skips a tick only on a real overlap: its predecessor was
+# already running at the tick and was itself on time. A predecessor that started after the tick
+# was due, or one whose due time was put off (a paced catch-up run, a retry's backoff: due_at
+# past its tick and jitter), is ordered before this tick, which waits for it; a tick that waited
+# is due on time, so its own successor is judged as usual. `buffer_one` lets one due run wait.
 OVERLAP_DECISION = (
     "SELECT CASE"
     " WHEN j.concurrency_policy = 'buffer_all' THEN 'wait'"
@@ -360,7 +362,8 @@ OVERLAP_DECISION = (
     " SELECT 1 FROM runs w WHERE w.job_id = r.job_id AND w.state = 'queued' AND w.exclusive AND w.due_at <= now()"
     " AND (w.scheduled_for, w.attempt) < (r.scheduled_for, r.attempt)) THEN 'full' ELSE 'wait' END"
     " WHEN EXISTS (SELECT 1 FROM runs o WHERE o.job_id = r.job_id AND o.state = 'running' AND o.exclusive"
-    " AND o.started_at > r.scheduled_for) THEN 'wait'"
+    " AND (o.started_at > r.scheduled_for OR o.due_at > o.scheduled_for + make_interval(secs => j.jitter_s)))"
+    " THEN 'wait'"
     " ELSE 'skip' END"
     " FROM runs r JOIN jobs j ON j.id = r.job_id WHERE r.id = $1"
 )

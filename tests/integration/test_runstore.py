@@ -282,3 +282,18 @@ async def test_statements_bounded_by_their_runs_ticks_find_ticks_of_any_precisio
     # A bound that misses a run (a token from another tick) finds nothing: the bound is real.
     again = await insert_run(pg_pool, job, datetime(2030, 1, 3, tzinfo=UTC))
     assert await store.claim([again.run_id], "n", 10, [again.scheduled_for_ms - 1]) == [Refused.NOT_QUEUED]
+
+
+async def test_forbid_waits_for_a_predecessor_whose_start_was_put_off(pg_pool: asyncpg.Pool, store: RunStore) -> None:
+    # A paced catch-up run (due long after its tick) is still running at the next, on-time tick:
+    # that tick waits for it. A predecessor that was on time makes the next tick a real overlap.
+    job = await insert_job(pg_pool)
+    now = datetime.now(UTC)
+    caught_up = await insert_run(pg_pool, job, now - timedelta(seconds=5), due_at=now - timedelta(seconds=1))
+    on_time = await insert_run(pg_pool, job, now - timedelta(seconds=0.5), due_at=now - timedelta(seconds=0.5))
+    assert isinstance((await store.claim([caught_up.run_id], "a", 10))[0], ClaimedRun)
+    assert await store.claim([on_time.run_id], "b", 10) == [Refused.WAIT]
+    await store.finish([Outcome(run_id=caught_up.run_id, node_id="a", state="completed")])
+    assert isinstance((await store.claim([on_time.run_id], "b", 10))[0], ClaimedRun)
+    later = await insert_run(pg_pool, job, now + timedelta(seconds=30), due_at=now)  # claimed early, on purpose
+    assert await store.claim([later.run_id], "c", 10) == [Refused.OVERLAP]
