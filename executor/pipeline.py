@@ -103,6 +103,12 @@ async def _process(token: RunToken, entry: EntryRef, deps: Deps) -> TokenOutcome
         await settle(deps, lock_key, None)  # compare-and-delete: only if the lock is ours
         log.info("token given back unclaimed", extra={"event": "token.given_back"})
         return TokenOutcome.GIVEN_BACK
+    except BackendUnavailable as exc:
+        if exc.backend == "postgresql":
+            # This node cannot claim now: give the tick lock back, so the token pushed again (the
+            # watchdog) runs on an executor that reaches PostgreSQL instead of being denied.
+            await settle(deps, lock_key, None)
+        raise
     if isinstance(claim, Refused):
         deps.gate.leave()
         await settle(deps, lock_key, entry)

@@ -361,6 +361,8 @@ OVERLAP_DECISION = (
     " WHEN j.concurrency_policy = 'buffer_one' THEN CASE WHEN EXISTS ("
     " SELECT 1 FROM runs w WHERE w.job_id = r.job_id AND w.state = 'queued' AND w.exclusive AND w.due_at <= now()"
     " AND (w.scheduled_for, w.attempt) < (r.scheduled_for, r.attempt)) THEN 'full' ELSE 'wait' END"
+    " WHEN NOT EXISTS (SELECT 1 FROM runs o WHERE o.job_id = r.job_id AND o.state = 'running' AND o.exclusive)"
+    " THEN 'wait'"  # the predecessor ended since the claim was refused: ask again at once
     " WHEN EXISTS (SELECT 1 FROM runs o WHERE o.job_id = r.job_id AND o.state = 'running' AND o.exclusive"
     " AND (o.started_at > r.scheduled_for OR o.due_at > o.scheduled_for + make_interval(secs => j.jitter_s)))"
     " THEN 'wait'"
