@@ -26,8 +26,7 @@ from cronos.backoff import Backoff
 from cronos.errors import BackendUnavailable
 from cronos.logs import bind
 from cronos.messages import RunToken
-from cronos.models import SKIP_BUFFER_FULL, SKIP_OVERLAP
-from cronos.store.runs import Claim, ClaimRequest, Outcome, Refused
+from cronos.store.runs import SKIP_REASONS, Claim, ClaimRequest, Outcome, Refused
 from cronos.stream import Delivery, EntryRef
 from executor.deps import Deps, Settle
 from executor.gate import Withdrawn
@@ -149,8 +148,7 @@ async def claim_run(deps: Deps, token: RunToken, due_ms: int | None, *, waiting:
     """Steps 2-3: at the due instant, with an execution slot, the conditional claim (in one
     statement with every token due then); the job's concurrency policy decides overlaps."""
     claim = await deps.gate.claim(ClaimRequest(token.run_id, token.scheduled_for_ms, waiting), due_ms)
-    if claim is Refused.OVERLAP or claim is Refused.BUFFER_FULL:
-        reason = SKIP_OVERLAP if claim is Refused.OVERLAP else SKIP_BUFFER_FULL
+    if isinstance(claim, Refused) and (reason := SKIP_REASONS.get(claim)) is not None:
         _child(metrics.RUNS_SKIPPED, reason=reason).inc()
         log.info("tick skipped: %s", reason, extra={"event": "run.skipped"})
     elif claim is Refused.NOT_QUEUED:

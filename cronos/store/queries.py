@@ -355,18 +355,19 @@ LOCK_RUN = (
 # was due, or one whose due time was put off (a paced catch-up run, a retry's backoff: due_at
 # past its tick and jitter), is ordered before this tick, which waits for it; a tick that waited
 # is due on time, so its own successor is judged as usual. `buffer_one` lets one due run wait.
+# Answers a Refused value: 'wait', 'buffer_full' or 'skipped'. Under `forbid` only a real overlap
+# skips: an on-time predecessor running since the tick (none running: it ended since the claim
+# was refused, so the run asks again at once).
 OVERLAP_DECISION = (
     "SELECT CASE"
     " WHEN j.concurrency_policy = 'buffer_all' THEN 'wait'"
     " WHEN j.concurrency_policy = 'buffer_one' THEN CASE WHEN EXISTS ("
     " SELECT 1 FROM runs w WHERE w.job_id = r.job_id AND w.state = 'queued' AND w.exclusive AND w.due_at <= now()"
-    " AND (w.scheduled_for, w.attempt) < (r.scheduled_for, r.attempt)) THEN 'full' ELSE 'wait' END"
-    " WHEN NOT EXISTS (SELECT 1 FROM runs o WHERE o.job_id = r.job_id AND o.state = 'running' AND o.exclusive)"
-    " THEN 'wait'"  # the predecessor ended since the claim was refused: ask again at once
+    " AND (w.scheduled_for, w.attempt) < (r.scheduled_for, r.attempt)) THEN 'buffer_full' ELSE 'wait' END"
     " WHEN EXISTS (SELECT 1 FROM runs o WHERE o.job_id = r.job_id AND o.state = 'running' AND o.exclusive"
-    " AND (o.started_at > r.scheduled_for OR o.due_at > o.scheduled_for + make_interval(secs => j.jitter_s)))"
-    " THEN 'wait'"
-    " ELSE 'skip' END"
+    " AND o.started_at <= r.scheduled_for AND o.due_at <= o.scheduled_for + make_interval(secs => j.jitter_s))"
+    " THEN 'skipped'"
+    " ELSE 'wait' END"
     " FROM runs r JOIN jobs j ON j.id = r.job_id WHERE r.id = $1"
 )
 # Waiting runs asking again: those with no earlier run of their job still queued and due (so

@@ -76,6 +76,8 @@ class Refused(StrEnum):
 
 
 Claim = ClaimedRun | Refused
+# The skip reason a run refused by its job's concurrency policy is recorded with.
+SKIP_REASONS: dict[Refused, str] = {Refused.OVERLAP: SKIP_OVERLAP, Refused.BUFFER_FULL: SKIP_BUFFER_FULL}
 
 
 class Outcome(msgspec.Struct, kw_only=True):
@@ -217,14 +219,8 @@ class RunStore:
                     run = await conn.fetchrow(q.CLAIM_ONE, run_id, node_id, lease_s)
             except asyncpg.UniqueViolationError:
                 self.round_trips += 2
-                decision = await conn.fetchval(q.OVERLAP_DECISION, run_id)
-                if decision == "wait":
-                    refused[run_id] = Refused.WAIT
-                    return
-                reason, answer = (
-                    (SKIP_BUFFER_FULL, Refused.BUFFER_FULL) if decision == "full" else (SKIP_OVERLAP, Refused.OVERLAP)
-                )
-                if await conn.fetchrow(q.QUEUED_SKIP, [run_id], reason):
+                answer = Refused(await conn.fetchval(q.OVERLAP_DECISION, run_id))
+                if answer is Refused.WAIT or await conn.fetchrow(q.QUEUED_SKIP, [run_id], SKIP_REASONS[answer]):
                     refused[run_id] = answer
                 return
             if run is not None:
