@@ -22,7 +22,7 @@ from cronos import metrics
 from cronos.misfire import SKIP_REASON
 from cronos.models import DispatchJob
 from cronos.settings import Settings
-from cronos.store.ledger import REPUSH_START, Ledger
+from cronos.store.ledger import REPUSH_START, Ledger, RepushCursor
 from dispatcher.listener import Change
 from dispatcher.planner import CATCH_UP_PER_S, TickBatch
 from dispatcher.publisher import Publisher
@@ -214,12 +214,11 @@ class Ticker:
         horizon = now + self._push_lead
         if unmark:
             await self._ledger.unmark_future(self._epoch(), horizon)
-        pushed, after = 0, REPUSH_START
-        while True:
+        pushed = 0
+        after: RepushCursor | None = REPUSH_START
+        while after is not None:
             runs, after = await self._ledger.repush(self._epoch(), horizon, after, _PAGE)
             pushed += await self._publisher.publish(runs, self._epoch())
-            if len(runs) < _PAGE:
-                break
         self._probe_at = None
         log.info("queued runs re-pushed", extra={"event": "runs.repushed", "count": pushed})
         return pushed

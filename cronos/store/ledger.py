@@ -14,7 +14,9 @@ from typing import Any
 import asyncpg
 import msgspec
 
-from cronos.models import DEFAULT_QUEUE, DispatchJob
+from cronos import metrics
+from cronos.misfire import ON_TIME_S
+from cronos.models import DEFAULT_QUEUE, SKIP_MISFIRED, DispatchJob
 from cronos.store import queries as q
 from cronos.store.db import retry_contention, translate_errors
 from cronos.store.epoch import fenced
@@ -65,6 +67,16 @@ def _job(row: Any) -> DispatchJob:
 
 def _queued(row: Any) -> QueuedRun:
     return QueuedRun(row[0], row[1], row[2], row[3], row[4], row[5], row[6])
+
+
+async def _misfire(conn: Any, rows: Sequence[Any]) -> set[int]:
+    """End the runs of `rows` that their misfire policy does not run any more (QUEUED_MISFIRE);
+    their ids, left out of the push."""
+    if not rows:
+        return set()
+    skipped = {r[0] for r in await conn.fetch(q.QUEUED_MISFIRE, [r["id"] for r in rows], SKIP_MISFIRED, ON_TIME_S)}
+    metrics.RUNS_SKIPPED.labels(reason=SKIP_MISFIRED).inc(len(skipped))
+    return skipped
 
 
 class Ledger:
@@ -149,14 +161,17 @@ class Ledger:
 
     async def repush(
         self, epoch: int, now: datetime, after: RepushCursor = REPUSH_START, limit: int = 5000
-    ) -> tuple[list[QueuedRun], RepushCursor]:
+    ) -> tuple[list[QueuedRun], RepushCursor | None]:
         """One page, in due order, of every queued run due by `now` past `after`, marked for this
-        epoch; and the cursor of the next page."""
+        epoch (but those the misfire policy ends now); and the cursor of the next page, None after
+        the last."""
         async with fenced(self._pool, epoch) as conn:
             await conn.execute(q.REPUSH_PLAN)
             rows = await conn.fetch(q.QUEUED_REPUSH, epoch, now, after[0], after[1], limit)
+            misfired = await _misfire(conn, rows)
         rows = sorted(rows, key=lambda r: (r["due_at"], r["id"]))
-        return [_queued(r) for r in rows], ((rows[-1]["due_at"], rows[-1]["id"]) if rows else after)
+        cursor = (rows[-1]["due_at"], rows[-1]["id"]) if len(rows) == limit else None
+        return [_queued(r) for r in rows if r["id"] not in misfired], cursor
 
     async def overdue_pushed(
         self, epoch: int, late_s: float, leave_out: Sequence[int], limit: int = 1000, queues_out: Sequence[str] = ()
@@ -167,7 +182,8 @@ class Ledger:
         async with fenced(self._pool, epoch) as conn:
             await conn.execute(q.REPUSH_PLAN)
             rows = await conn.fetch(q.QUEUED_OVERDUE_REPUSH, epoch, late_s, list(leave_out), limit, list(queues_out))
-        return sorted((_queued(r) for r in rows), key=lambda r: (r.due_ms, r.id))
+            misfired = await _misfire(conn, rows)
+        return sorted((_queued(r) for r in rows if r["id"] not in misfired), key=lambda r: (r.due_ms, r.id))
 
     async def unmark_future(self, epoch: int, now: datetime) -> int:
         """Hand runs due after `now` that an earlier leader meant to push back to the due watcher."""

@@ -294,6 +294,20 @@ QUEUED_OVERDUE_REPUSH = (
     " UPDATE runs r SET pushed_epoch = $1 FROM pick WHERE r.id = pick.id AND r.scheduled_for = pick.scheduled_for"
     " RETURNING " + _TOKEN_COLS
 )
+# Before a token goes out again (re-push, watchdog): of the runs $1, the scheduled ticks now
+# late beyond their job's misfire grace (at least $3 s) that the policy does not run end skipped
+# $2 ("misfired"): under `skip` every one, under `run_once` all but the job's newest written tick
+# (its cursor), which stands for them. A tick written ahead whose token was lost with Redis' data
+# would otherwise start long after its grace (G7: the policy decides beyond the grace).
+QUEUED_MISFIRE = (
+    "WITH batch AS MATERIALIZED (SELECT id, job_id, state, scheduled_for, due_at FROM runs"
+    f" WHERE id = ANY($1::bigint[]) AND {_UNFINISHED} AND trigger = 'schedule' AND attempt = 1),"
+    " stale AS MATERIALIZED (SELECT b.id, b.scheduled_for FROM batch b JOIN jobs j ON j.id = b.job_id"
+    " WHERE b.state = 'queued' AND b.due_at < now() - make_interval(secs => greatest(j.misfire_grace_s, $3))"
+    " AND (j.misfire_policy = 'skip' OR (j.misfire_policy = 'run_once' AND b.scheduled_for < j.last_scheduled_for)))"
+    " UPDATE runs r SET state = 'skipped', skip_reason = $2, finished_at = now()"
+    " FROM stale s WHERE r.id = s.id AND r.scheduled_for = s.scheduled_for AND r.state = 'queued' RETURNING r.id"
+)
 # On election: runs an earlier leader meant to push later (jitter, spread catch-up) become
 # "never pushed" again, so this leader's due watcher sees them.
 QUEUED_UNMARK_FUTURE = (

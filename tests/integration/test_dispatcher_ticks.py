@@ -372,3 +372,29 @@ async def test_every_push_goes_to_the_stream_of_its_jobs_queue(stack: Stack) -> 
     await stack.redis.xgroup_destroy(stack.keys.queue_stream("gpu"), stack.keys.group)
     assert await stack.publisher.data_lost() == "stream or group missing (queue gpu)"
     assert await stack.publisher.data_lost() is None  # made again
+
+
+async def test_a_repush_ends_ticks_late_beyond_their_grace_per_misfire_policy(stack: Stack) -> None:
+    """Ticks written ahead whose tokens Redis lost are, when pushed again late beyond their grace,
+    decided by the policy (G7): `skip` runs none, `run_once` only the newest, `run_all` every one."""
+    now = datetime.now(UTC).replace(microsecond=0)
+    cursor = now - timedelta(seconds=15)
+    ids = {
+        policy: await add_job(stack.pool, "* * * * * *", cursor=cursor, misfire_policy=policy, misfire_grace_s=5)
+        for policy in ("run_all", "run_once", "skip")
+    }
+    written = await stack.new_ticker().run_once(cursor + timedelta(seconds=3.2))  # on time then
+    assert (written.queued, written.skipped) == (9, 0)
+    new_epoch = (await EpochStore(stack.pool).take("next-leader")).epoch  # its election's re-push, 12 s on
+    runs, more = await stack.ledger.repush(new_epoch, now)
+    assert more is None
+    pushed = {(r.job_id, r.scheduled_for_ms) for r in runs}
+    newest = int((cursor + timedelta(seconds=3)).timestamp() * 1000)
+    for policy, job in ids.items():
+        rows = await stack.runs(job)
+        ms = [int(r["scheduled_for"].timestamp() * 1000) for r in rows]
+        expected_pushed = {"run_all": ms, "run_once": [newest], "skip": []}[policy]
+        assert sorted(m for j, m in pushed if j == job) == expected_pushed, policy
+        skipped = [int(r["scheduled_for"].timestamp() * 1000) for r in rows if r["state"] == "skipped"]
+        assert skipped == [m for m in ms if m not in expected_pushed], policy
+        assert all(r["skip_reason"] == "misfired" for r in rows if r["state"] == "skipped")

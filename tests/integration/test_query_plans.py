@@ -111,6 +111,8 @@ async def test_batch_statements_read_rows_in_proportion_to_the_batch(pg_pool: as
         "CLAIM_BATCH": (q.CLAIM_BATCH, (batch, "n", 10.0, None, None)),  # ticks unknown: every partition
         "STILL_QUEUED": (q.STILL_QUEUED, (batch, None, None)),
         "QUEUED_SKIP": (q.QUEUED_SKIP, (batch, "x")),
+        # a re-push page's stale ticks ended by their misfire policy (the backlog is within its grace)
+        "QUEUED_MISFIRE": (q.QUEUED_MISFIRE, (batch, "misfired", 1.0)),
         "EXTEND_LEASES": (q.EXTEND_LEASES, (batch, "n", 10.0, None, None)),
         "FINISH_RUNS": (q.FINISH_RUNS, _finish_args(batch)),
         # a re-push page from the middle of the backlog
