@@ -8,7 +8,10 @@ reports nothing.
 
 The lease lives in PostgreSQL; the Redis part of a beat is bounded by the beat interval, so
 an executor cut from Redis (a silent partition) still extends its leases every interval and
-its runs are not reaped while it works on them.
+its runs are not reaped while it works on them. The PostgreSQL part is bounded the same way:
+a node whose database stopped answering (a cut link, where a statement only fails after its
+command timeout) reports it to its health at once, so it stops taking tokens it could only
+hold, locked and unclaimed, until the watchdog pushes them again.
 """
 
 from __future__ import annotations
@@ -35,9 +38,10 @@ async def beat(deps: Deps) -> list[int]:
     flights = list(deps.in_flight.values())
     if not flights:
         return []
-    owned = await deps.store.extend_leases(
-        [f.run.id for f in flights], deps.node_id, deps.lease_s, [f.run.scheduled_for for f in flights]
-    )
+    async with _within(deps, "postgresql", deps.lease_s / 3):
+        owned = await deps.store.extend_leases(
+            [f.run.id for f in flights], deps.node_id, deps.lease_s, [f.run.scheduled_for for f in flights]
+        )
     lost: list[int] = []
     for flight in flights:
         if flight.run.id in owned or not flight.working:
@@ -48,19 +52,25 @@ async def beat(deps: Deps) -> list[int]:
         with bind(job_id=flight.run.job_id, run_id=flight.run.id, attempt=flight.run.attempt):
             log.warning("run no longer owned here: cancelling its work", extra={"event": "run.lost"})
     mine = [f for f in flights if f.run.id in owned]
-    async with _redis_within(deps.lease_s / 3):
+    async with _within(deps, "redis", deps.lease_s / 3):
         await deps.tick_locks.renew([f.lock_key for f in mine], int(deps.lease_s * 1000))
         await deps.stream.touch(deps.node_id, [f.entry for f in mine])
     return lost
 
 
 @contextlib.asynccontextmanager
-async def _redis_within(seconds: float) -> AsyncIterator[None]:
+async def _within(deps: Deps, backend: str, seconds: float) -> AsyncIterator[None]:
+    """Bound a beat's calls to `backend`; past the bound the backend is reported to the node's
+    health at that instant (a statement cancelled on a dead link takes a while to give up)."""
+    silent = BackendUnavailable(backend, f"no reply within {seconds:g} s")
+    reported = asyncio.get_running_loop().call_later(seconds, deps.health.report, silent)
     try:
         async with asyncio.timeout(seconds):
             yield
     except TimeoutError:
-        raise BackendUnavailable("redis", f"no reply within {seconds:g} s") from None
+        raise silent from None
+    finally:
+        reported.cancel()
 
 
 async def run(deps: Deps, client: Any, concurrency: int, done: asyncio.Event) -> None:
@@ -68,9 +78,10 @@ async def run(deps: Deps, client: Any, concurrency: int, done: asyncio.Event) ->
     interval = deps.lease_s / 3
     while not done.is_set():
         try:
-            await deps.store.sync_clock(deps.clock)
+            async with _within(deps, "postgresql", interval):
+                await deps.store.sync_clock(deps.clock)
             await beat(deps)
-            async with _redis_within(interval):
+            async with _within(deps, "redis", interval):
                 await presence.beat(
                     client,
                     deps.keys,
@@ -82,6 +93,7 @@ async def run(deps: Deps, client: Any, concurrency: int, done: asyncio.Event) ->
                     queues=",".join(deps.stream.queues),
                 )
         except BackendUnavailable as exc:
+            deps.health.report(exc)  # reading pauses until the backend answers its probe again
             log.warning("heartbeat failed: %s", exc, extra={"event": "executor.heartbeat_failed"})
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(done.wait(), timeout=interval)
