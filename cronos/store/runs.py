@@ -187,11 +187,24 @@ class RunStore:
             leftover = ids if len(rows) < len(ids) else []
         except asyncpg.UniqueViolationError:
             leftover = ids  # a concurrent claim of the same job: arbitrate run by run
-        if leftover:  # repeated tokens, or runs an exclusive policy must arbitrate
-            self.round_trips += 1
-            queued = await conn.fetch(q.STILL_QUEUED, [i for i in leftover if i not in claimed], *within)
-            for row in queued:
+        if not leftover:
+            return
+        # Repeated tokens, or runs an exclusive policy must arbitrate: those whose job runs now are
+        # answered together (a backlog of waiting runs costs a statement, not one per run); the
+        # rest are arbitrated run by run.
+        self.round_trips += 1
+        queued = await conn.fetch(q.STILL_QUEUED, [i for i in leftover if i not in claimed], *within)
+        answered: dict[Refused, list[int]] = {}
+        for row in queued:
+            if row["answer"] is None:
                 await self._claim_one(conn, row["id"], node_id, lease_s, claimed, refused)
+            else:
+                answered.setdefault(Refused(row["answer"]), []).append(row["id"])
+        refused.update((i, Refused.WAIT) for i in answered.pop(Refused.WAIT, []))
+        for answer, run_ids in answered.items():  # skipped by the policy, while still queued
+            self.round_trips += 1
+            skipped = await conn.fetch(q.QUEUED_SKIP, run_ids, SKIP_REASONS[answer])
+            refused.update((r["id"], answer) for r in skipped)
 
     async def _claim_one(
         self,

@@ -134,6 +134,19 @@ async def test_batch_statements_read_rows_in_proportion_to_the_batch(pg_pool: as
     assert all(n <= 8 * BATCH for n in read.values()), {k: v for k, v in read.items() if v > 8 * BATCH}
 
 
+async def test_waiting_runs_read_their_own_jobs_queue_not_the_backlog(
+    pg_pool: asyncpg.Pool, backlog: list[int]
+) -> None:
+    """Waiting runs asking again (WAITERS_TURN): each reads the queued runs of its own job before
+    it, never every queued run: here each job's third queued run, 2 runs back in its queue."""
+    batch = await pg_pool.fetchval(
+        "SELECT array_agg(id) FROM (SELECT id, row_number() OVER (PARTITION BY job_id ORDER BY scheduled_for) AS n"
+        " FROM runs WHERE state = 'queued') q WHERE n = 3"
+    )
+    read = await rows_read(pg_pool, q.WAITERS_TURN, batch)
+    assert read <= 4 * len(batch) < len(backlog), (read, len(batch))
+
+
 async def test_single_run_and_scan_statements_do_not_read_the_backlog(
     pg_pool: asyncpg.Pool, backlog: list[int]
 ) -> None:
