@@ -139,8 +139,10 @@ class Consumer:
     async def drain(self, timeout_s: float) -> int:
         """Wait for in-flight tokens up to `timeout_s` (tokens held for their due time, at most
         the push lead away, start meanwhile); then give back those still held and cancel the
-        work of the rest (they still record their outcome, release and acknowledge). Returns
-        how many runs were cancelled."""
+        work of the rest (they still record their outcome, release and acknowledge). A token
+        still not done after another `timeout_s` is cancelled: its entry stays pending for
+        another executor, and the node exits instead of hanging. Returns how many runs were
+        cancelled."""
         if self._tasks:
             await asyncio.wait(set(self._tasks), timeout=timeout_s)
         if self._tasks and (given := self._deps.gate.withdraw()):
@@ -151,5 +153,17 @@ class Consumer:
             flight.cancel("cancelled: executor shutting down")
             cancelled += 1
         if self._tasks:
-            await asyncio.wait(set(self._tasks))
+            await asyncio.wait(set(self._tasks), timeout=timeout_s)
+        if stuck := set(self._tasks):
+            log.warning(
+                "tokens still in hand after the drain: cancelled, left pending",
+                extra={
+                    "event": "executor.drain_cancelled",
+                    "count": len(stuck),
+                    "tasks": sorted(t.get_name() for t in stuck),
+                },
+            )
+            for task in stuck:
+                task.cancel()
+            await asyncio.wait(stuck)
         return cancelled

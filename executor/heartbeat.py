@@ -8,10 +8,11 @@ reports nothing.
 
 The lease lives in PostgreSQL; the Redis part of a beat is bounded by the beat interval, so
 an executor cut from Redis (a silent partition) still extends its leases every interval and
-its runs are not reaped while it works on them. The PostgreSQL part is bounded the same way:
-a node whose database stopped answering (a cut link, where a statement only fails after its
-command timeout) reports it to its health at once, so it stops taking tokens it could only
-hold, locked and unclaimed, until the watchdog pushes them again.
+its runs are not reaped while it works on them. The PostgreSQL part is watched the same way
+but not given up (a slow answer still extends the leases): a node whose database does not
+answer within the interval (a cut link, where a statement fails only after its command
+timeout) reports it to its health at once, so it stops taking tokens it could only hold,
+locked and unclaimed, until the watchdog pushes them again.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ async def beat(deps: Deps) -> list[int]:
     flights = list(deps.in_flight.values())
     if not flights:
         return []
-    async with _within(deps, "postgresql", deps.lease_s / 3):
+    async with _within(deps, "postgresql", deps.lease_s / 3, cancel=False):  # slow, it may still extend
         owned = await deps.store.extend_leases(
             [f.run.id for f in flights], deps.node_id, deps.lease_s, [f.run.scheduled_for for f in flights]
         )
@@ -59,13 +60,13 @@ async def beat(deps: Deps) -> list[int]:
 
 
 @contextlib.asynccontextmanager
-async def _within(deps: Deps, backend: str, seconds: float) -> AsyncIterator[None]:
-    """Bound a beat's calls to `backend`; past the bound the backend is reported to the node's
-    health at that instant (a statement cancelled on a dead link takes a while to give up)."""
+async def _within(deps: Deps, backend: str, seconds: float, *, cancel: bool = True) -> AsyncIterator[None]:
+    """Watch a beat's calls to `backend`: past `seconds` the backend is reported to the node's
+    health at that instant, and (`cancel`) the calls are given up."""
     silent = BackendUnavailable(backend, f"no reply within {seconds:g} s")
     reported = asyncio.get_running_loop().call_later(seconds, deps.health.report, silent)
     try:
-        async with asyncio.timeout(seconds):
+        async with asyncio.timeout(seconds if cancel else None):
             yield
     except TimeoutError:
         raise silent from None
@@ -78,7 +79,7 @@ async def run(deps: Deps, client: Any, concurrency: int, done: asyncio.Event) ->
     interval = deps.lease_s / 3
     while not done.is_set():
         try:
-            async with _within(deps, "postgresql", interval):
+            async with _within(deps, "postgresql", interval, cancel=False):
                 await deps.store.sync_clock(deps.clock)
             await beat(deps)
             async with _within(deps, "redis", interval):

@@ -395,10 +395,10 @@ OVERLAP_DECISION = "SELECT " + _OVERLAP_ANSWER + " FROM runs r JOIN jobs j ON j.
 # its own job's queued runs in runs_queued_job (LATERAL ... ORDER BY its columns LIMIT 1): a
 # waiting run reads its job's queue, not the backlog. A NOT EXISTS is planned as an anti join
 # that hashes every queued run of every job on every ask, and without the ORDER BY PostgreSQL
-# may walk runs_queued_due_id past every other job's due run.
+# may walk runs_queued_due_id past every other job's due run. A run that ended meanwhile (skipped
+# by an edit's hand-over, say) has its turn: the claim then tells its caller it is not queued.
 WAITERS_TURN = (
-    "WITH r AS MATERIALIZED (SELECT id, job_id, scheduled_for, attempt FROM runs"
-    f" WHERE id = ANY($1::bigint[]) AND {_UNFINISHED})"
+    "WITH r AS MATERIALIZED (SELECT id, job_id, scheduled_for, attempt FROM runs WHERE id = ANY($1::bigint[]))"
     " SELECT r.id FROM r LEFT JOIN LATERAL (SELECT 1 AS earlier FROM runs w WHERE w.job_id = r.job_id"
     " AND w.state = 'queued' AND w.exclusive AND w.due_at <= now()"
     " AND (w.scheduled_for, w.attempt) < (r.scheduled_for, r.attempt)"
