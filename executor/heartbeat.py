@@ -39,7 +39,7 @@ async def beat(deps: Deps) -> list[int]:
     flights = list(deps.in_flight.values())
     if not flights:
         return []
-    async with _within(deps, "postgresql", deps.lease_s / 3, cancel=False):  # slow, it may still extend
+    async with _within(deps, "postgresql", deps.lease_s / 3):
         owned = await deps.store.extend_leases(
             [f.run.id for f in flights], deps.node_id, deps.lease_s, [f.run.scheduled_for for f in flights]
         )
@@ -60,18 +60,21 @@ async def beat(deps: Deps) -> list[int]:
 
 
 @contextlib.asynccontextmanager
-async def _within(deps: Deps, backend: str, seconds: float, *, cancel: bool = True) -> AsyncIterator[None]:
-    """Watch a beat's calls to `backend`: past `seconds` the backend is reported to the node's
-    health at that instant, and (`cancel`) the calls are given up."""
+async def _within(deps: Deps, backend: str, seconds: float) -> AsyncIterator[None]:
+    """Bound a beat's calls to `backend`. PostgreSQL's are only watched: past `seconds` it is
+    reported to the node's health at that instant, and the call goes on (a slow database still
+    extends the leases). Redis' are given up (the consumer's own read notices a Redis outage)."""
     silent = BackendUnavailable(backend, f"no reply within {seconds:g} s")
-    reported = asyncio.get_running_loop().call_later(seconds, deps.health.report, silent)
+    watched = backend == "postgresql"
+    reported = asyncio.get_running_loop().call_later(seconds, deps.health.report, silent) if watched else None
     try:
-        async with asyncio.timeout(seconds if cancel else None):
+        async with asyncio.timeout(None if watched else seconds):
             yield
     except TimeoutError:
         raise silent from None
     finally:
-        reported.cancel()
+        if reported is not None:
+            reported.cancel()
 
 
 async def run(deps: Deps, client: Any, concurrency: int, done: asyncio.Event) -> None:
@@ -79,7 +82,7 @@ async def run(deps: Deps, client: Any, concurrency: int, done: asyncio.Event) ->
     interval = deps.lease_s / 3
     while not done.is_set():
         try:
-            async with _within(deps, "postgresql", interval, cancel=False):
+            async with _within(deps, "postgresql", interval):
                 await deps.store.sync_clock(deps.clock)
             await beat(deps)
             async with _within(deps, "redis", interval):
@@ -94,7 +97,8 @@ async def run(deps: Deps, client: Any, concurrency: int, done: asyncio.Event) ->
                     queues=",".join(deps.stream.queues),
                 )
         except BackendUnavailable as exc:
-            deps.health.report(exc)  # reading pauses until the backend answers its probe again
+            if exc.backend == "postgresql":
+                deps.health.report(exc)  # reading pauses until it answers its probe again
             log.warning("heartbeat failed: %s", exc, extra={"event": "executor.heartbeat_failed"})
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(done.wait(), timeout=interval)
