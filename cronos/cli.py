@@ -17,9 +17,9 @@ from typing import NoReturn
 import msgspec
 
 from cronos.errors import BackendUnavailable, ConfigError, CronosError, InvalidInput
-from cronos.lifecycle import Role, serve
 from cronos.logs import bind_global, setup_logging
 from cronos.models import parse_queues
+from cronos.roles import Role, serve
 from cronos.settings import VARIABLES, Settings, load_settings
 
 log = logging.getLogger("cronos.cli")

@@ -1,54 +1,370 @@
-"""How every role starts and stops.
+"""The run lifecycle: the states of a run, the transitions between them, and every decision.
 
-A role is used as `async with role: await role.run()` and has a synchronous, idempotent
-`stop()`. Signal handlers are installed here, at the process edge, never by a role.
+Pure: no I/O, no clock (`now` is a parameter). The store applies a transition with one
+conditional statement guarded by its from-state (and by the epoch or the owning node where
+`TRANSITIONS` says so); it reads the facts a decision needs, calls a function here, and writes
+what it returns. The Promela model (`tests/model/lifecycle.pml`) names the same states and events.
+
+    queued ──claimed──▶ running ──completed──▶ completed ──▶ chain runs of its child jobs queued
+      │ ▲                │    └──failed──────▶ failed ───(a retry left)──▶ next attempt queued
+      │ │ woken          ├──lost (reaper)──▶ failed "executor lost"
+      │ │                └──replaced───────▶ failed "replaced"
+      ├─waited──▶ waiting (behind its job's running run: no token, no lock, no slot)
+      └─overlapped / misfired / expired / handed_over ──▶ skipped (the reason)
+
+A queued run is in the outbox until the leader pushes its token (`pushed_epoch` set to the
+leader's epoch); election, Redis losing its data and the watchdog only clear that mark again.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import logging
-import signal
+import hashlib
 from collections.abc import Sequence
-from types import TracebackType
-from typing import Protocol, Self
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from enum import StrEnum
 
-log = logging.getLogger("cronos.lifecycle")
-
-
-class Role(Protocol):
-    name: str
-
-    async def __aenter__(self) -> Self: ...
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None: ...
-
-    async def run(self) -> None: ...
-
-    def stop(self) -> None: ...
+from cronos.models import (
+    FAIL_EXECUTOR_LOST,
+    FAIL_REPLACED,
+    SKIP_BUFFER_FULL,
+    SKIP_EXPIRED,
+    SKIP_JOB_INACTIVE,
+    SKIP_MISFIRED,
+    SKIP_OVERLAP,
+    ConcurrencyPolicy,
+    MisfirePolicy,
+)
 
 
-async def serve(roles: Sequence[Role]) -> None:
-    """Run roles side by side until each returns; SIGTERM/SIGINT asks every one to stop."""
-    loop = asyncio.get_running_loop()
+class RunState(StrEnum):
+    QUEUED = "queued"  # runs when due; the outbox pushes its token
+    WAITING = "waiting"  # due, behind a run of its job; woken by that run's end
+    RUNNING = "running"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    SKIPPED = "skipped"  # with its reason
 
-    def on_signal(signum: int) -> None:
-        log.info("stop requested", extra={"event": "process.stopping", "signal": signal.Signals(signum).name})
-        for role in roles:
-            role.stop()
 
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, on_signal, signum)
-    try:
-        async with contextlib.AsyncExitStack() as stack:
-            for role in roles:
-                await stack.enter_async_context(role)
-            async with asyncio.TaskGroup() as group:
-                for role in roles:
-                    group.create_task(role.run(), name=f"role:{role.name}")
-    finally:
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            loop.remove_signal_handler(signum)
+TERMINAL = frozenset({RunState.COMPLETED, RunState.FAILED, RunState.SKIPPED})
+PENDING = frozenset({RunState.QUEUED, RunState.WAITING})  # not started: expiry and misfire apply
+
+
+class Actor(StrEnum):
+    LEADER = "leader"
+    EXECUTOR = "executor"
+    API = "api"
+
+
+class Fence(StrEnum):
+    """What a transition's statement checks besides its from-state."""
+
+    EPOCH = "epoch"  # the writer's leader epoch is still current (EPOCH_GUARD, same transaction)
+    OWNER = "owner"  # the run's node_id is the writer's (a run taken away is not reported)
+    STATE = "state"  # the from-state alone: a repeated event finds the run moved on and does nothing
+    JOB = "job"  # the job's row lock (the API's change of the job)
+
+
+class Event(StrEnum):
+    WRITTEN = "written"  # a tick of the schedule
+    TRIGGERED = "triggered"  # a manual run
+    RETRIED = "retried"  # the next attempt of a failed run
+    CHAINED = "chained"  # a run of a child job after a completed run of a parent
+    PUSHED = "pushed"  # its token went out (stays queued)
+    UNPUSHED = "unpushed"  # back in the outbox: election, Redis lost its data, watchdog
+    CLAIMED = "claimed"
+    WAITED = "waited"
+    WOKEN = "woken"
+    OVERLAPPED = "overlapped"  # the concurrency policy refused it
+    MISFIRED = "misfired"  # late beyond its grace, and the misfire policy does not run it
+    EXPIRED = "expired"  # still pending past its grace
+    HANDED_OVER = "handed_over"  # written ahead; its job was paused or given a schedule without it
+    COMPLETED = "completed"
+    FAILED = "failed"
+    LOST = "lost"  # its lease expired: the executor is gone
+    REPLACED = "replaced"  # `replace`: a newer run of the job took over
+
+
+@dataclass(frozen=True, slots=True)
+class Transition:
+    event: Event
+    sources: frozenset[RunState]  # empty: the run is created by this transition
+    target: RunState
+    actors: frozenset[Actor]
+    fence: Fence
+    reason: str | None = None  # the skip or failure reason it records
+
+
+def _t(
+    event: Event, sources: str, target: RunState, actors: str, fence: Fence, reason: str | None = None
+) -> Transition:
+    return Transition(
+        event,
+        frozenset(RunState(s) for s in sources.split()),
+        target,
+        frozenset(Actor(a) for a in actors.split()),
+        fence,
+        reason,
+    )
+
+
+Q, W, R = RunState.QUEUED, RunState.WAITING, RunState.RUNNING
+TRANSITIONS: tuple[Transition, ...] = (
+    _t(Event.WRITTEN, "", Q, "leader", Fence.EPOCH),
+    _t(Event.TRIGGERED, "", Q, "api", Fence.STATE),
+    _t(Event.RETRIED, "", Q, "executor leader", Fence.OWNER),  # with the failure, in its transaction
+    _t(Event.CHAINED, "", Q, "executor leader", Fence.OWNER),  # with the parent's completion
+    _t(Event.PUSHED, "queued", Q, "leader", Fence.EPOCH),
+    _t(Event.UNPUSHED, "queued", Q, "leader", Fence.EPOCH),
+    _t(Event.CLAIMED, "queued", R, "executor", Fence.STATE),
+    _t(Event.WAITED, "queued", W, "executor", Fence.STATE),
+    _t(Event.WOKEN, "waiting", Q, "executor leader", Fence.STATE),
+    _t(Event.OVERLAPPED, "queued waiting", RunState.SKIPPED, "executor leader", Fence.STATE, SKIP_OVERLAP),
+    _t(Event.MISFIRED, "queued", RunState.SKIPPED, "leader", Fence.EPOCH, SKIP_MISFIRED),
+    _t(Event.EXPIRED, "queued waiting", RunState.SKIPPED, "leader", Fence.EPOCH, SKIP_EXPIRED),
+    _t(Event.HANDED_OVER, "queued", RunState.SKIPPED, "api", Fence.JOB, SKIP_JOB_INACTIVE),
+    _t(Event.COMPLETED, "running", RunState.COMPLETED, "executor", Fence.OWNER),
+    _t(Event.FAILED, "running", RunState.FAILED, "executor", Fence.OWNER),
+    _t(Event.LOST, "running", RunState.FAILED, "leader", Fence.EPOCH, FAIL_EXECUTOR_LOST),
+    _t(Event.REPLACED, "running", RunState.FAILED, "executor", Fence.STATE, FAIL_REPLACED),
+)
+BY_EVENT = {t.event: t for t in TRANSITIONS}
+# OVERLAPPED also records SKIP_BUFFER_FULL (buffer_one), HANDED_OVER also SKIP_SCHEDULE_CHANGED.
+
+
+class IllegalTransition(Exception):
+    pass
+
+
+def transition(event: Event, source: RunState | None) -> Transition:
+    """The transition `event` makes from `source` (None: a new run); IllegalTransition if none."""
+    t = BY_EVENT[event]
+    if (source is None and t.sources) or (source is not None and source not in t.sources):
+        raise IllegalTransition(f"{event} cannot happen to a run that is {source or 'not written yet'}")
+    return t
+
+
+# --- misfire: ticks late beyond their grace -------------------------------------------------
+
+# Lateness up to which a tick counts as on time whatever its grace (a busy loop, a slow commit).
+ON_TIME_S = 1.0
+
+
+def late_beyond_grace(due_at: datetime, now: datetime, grace_s: float) -> bool:
+    return due_at < now - timedelta(seconds=max(grace_s, ON_TIME_S))
+
+
+def misfire(
+    policy: MisfirePolicy, ticks: Sequence[datetime], now: datetime, grace_s: float, *, complete: bool = True
+) -> list[bool]:
+    """Whether each tick (ascending, all <= now) runs. A tick late by at most its grace runs,
+    late, whatever the policy (G7); beyond it `skip` skips each, `run_all` runs each, and
+    `run_once` runs one for the lot: the newest, unless a tick within the grace follows (that
+    one is the run). `complete=False`: more due ticks follow, so none of these is the newest."""
+    runs = []
+    newest = len(ticks) - 1
+    for index, tick in enumerate(ticks):
+        if not late_beyond_grace(tick, now, grace_s) or policy == "run_all":
+            runs.append(True)
+        else:
+            runs.append(policy == "run_once" and complete and index == newest)
+    return runs
+
+
+def stale_tick_runs(policy: MisfirePolicy, *, newest_written: bool) -> bool:
+    """A scheduled tick written earlier, now late beyond its grace, about to be pushed (again):
+    whether it still runs. Under `run_once` only the job's newest written tick stands for the
+    lot (the leader writes its due ticks first, so a catch-up's own newest is newer)."""
+    return policy == "run_all" or (policy == "run_once" and newest_written)
+
+
+def jitter_s(job_id: int, scheduled_for_ms: int, max_jitter_s: float) -> float:
+    """A deterministic delay in [0, max_jitter_s) for a tick: every leader computes the same."""
+    if max_jitter_s <= 0:
+        return 0.0
+    digest = hashlib.blake2b(f"{job_id}:{scheduled_for_ms}".encode(), digest_size=8).digest()
+    return int(int.from_bytes(digest, "big") / 2**64 * max_jitter_s * 1000) / 1000  # whole ms
+
+
+def on_time_at(job_id: int, scheduled_for: datetime, max_jitter_s: float) -> datetime:
+    """When a tick is due if nothing is late: its instant plus its jitter."""
+    return scheduled_for + timedelta(seconds=jitter_s(job_id, int(scheduled_for.timestamp() * 1000), max_jitter_s))
+
+
+# --- overlap: a run of a job that has another running ---------------------------------------
+
+# A run woken at the end of its forbid wait starts up to ON_TIME_S late; a run that started
+# later than this was late for another reason (a failover, an outage, a retry's backoff, a paced
+# catch-up), and the ticks behind it wait for it instead of being skipped.
+LATE_START_S = 2 * ON_TIME_S
+
+
+class Overlap(StrEnum):
+    CLAIM = "claim"
+    WAIT = "wait"
+    SKIP = "skip"  # SKIP_OVERLAP
+    BUFFER_FULL = "buffer_full"  # SKIP_BUFFER_FULL
+    REPLACE = "replace"  # end the running one (FAIL_REPLACED), then claim
+
+
+OVERLAP_REASONS = {Overlap.SKIP: SKIP_OVERLAP, Overlap.BUFFER_FULL: SKIP_BUFFER_FULL}
+
+
+@dataclass(frozen=True, slots=True)
+class Ahead:
+    """The job's run that is running now (its exclusive one)."""
+
+    scheduled_for: datetime
+    started_at: datetime
+    attempt: int = 1
+    on_time: datetime | None = None  # on_time_at() of its tick; None: its tick
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """A queued (or waiting) run asking to start, and its job's facts."""
+
+    policy: ConcurrencyPolicy
+    scheduled_for: datetime
+    attempt: int
+    due_at: datetime
+    running: Ahead | None = None
+    earlier_waiting: int = 0  # runs of the job waiting, with an earlier tick (buffer_one counts them)
+
+
+def exclusive(policy: ConcurrencyPolicy) -> bool:
+    """One running run per job at most (G3 for forbid; the buffers and replace too)."""
+    return policy != "allow"
+
+
+def started_late(ahead: Ahead) -> bool:
+    on_time = ahead.on_time or ahead.scheduled_for
+    return ahead.started_at - on_time > timedelta(seconds=LATE_START_S)
+
+
+def forbid_deadline(run: Candidate, ahead: Ahead) -> datetime | None:
+    """Under `forbid`, until when `run` may wait for the running `ahead` before it is skipped:
+    ON_TIME_S past its own due time. None (it waits until `ahead` ends, within its grace) when
+    `ahead` started late, so a failover or handover costs no tick, or is a later tick's run
+    (`run` is a retry, or was woken after the next tick started)."""
+    if started_late(ahead) or (ahead.scheduled_for, ahead.attempt) > (run.scheduled_for, run.attempt):
+        return None
+    return run.due_at + timedelta(seconds=ON_TIME_S)
+
+
+def overlap(run: Candidate, now: datetime) -> Overlap:
+    """What the job's concurrency policy does with `run` now."""
+    ahead = run.running
+    if ahead is None or not exclusive(run.policy):
+        return Overlap.CLAIM
+    if run.policy == "replace":
+        # The newest tick wins: an older one (a retry, a late token) does not end a newer one.
+        older = (ahead.scheduled_for, ahead.attempt) < (run.scheduled_for, run.attempt)
+        return Overlap.REPLACE if older else Overlap.SKIP
+    if run.policy == "buffer_all":
+        return Overlap.WAIT
+    if run.policy == "buffer_one":
+        return Overlap.WAIT if run.earlier_waiting == 0 else Overlap.BUFFER_FULL
+    deadline = forbid_deadline(run, ahead)
+    return Overlap.WAIT if deadline is None or now < deadline else Overlap.SKIP
+
+
+def after_wait(run: Candidate, ended: Ahead, now: datetime) -> Overlap:
+    """A waiting run whose predecessor `ended` just now: woken (CLAIM), or skipped when under
+    `forbid` its wait ran out before the predecessor ended."""
+    if run.policy == "forbid":
+        deadline = forbid_deadline(run, ended)
+        if deadline is not None and now > deadline:
+            return Overlap.SKIP
+    return Overlap.CLAIM
+
+
+# --- the end of a run: its retry, its children -----------------------------------------------
+
+RETRY_CAP_S = 3600.0
+
+
+def retry_delay_s(attempt: int, max_retries: int, backoff_s: float, cap_s: float = RETRY_CAP_S) -> float | None:
+    """Seconds from the failure of `attempt` (1-based) to attempt + 1, doubling each time up to
+    `cap_s`; None when no retry is left (a job gets `max_retries` retries)."""
+    if attempt > max_retries:
+        return None
+    if backoff_s <= 0:
+        return 0.0
+    exponent = min(max(attempt - 1, 0), 60)  # past 2**60 any positive backoff is over the cap
+    return float(min(cap_s, backoff_s * float(2**exponent)))
+
+
+@dataclass(frozen=True, slots=True)
+class NewRun:
+    """A queued run a transition's follow-up creates."""
+
+    job_id: int
+    scheduled_for: datetime
+    attempt: int
+    trigger: str
+    due_at: datetime
+    revision: int | None
+    parent_run_id: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Ended:
+    """A run that just completed or failed, as its follow-ups need it."""
+
+    id: int
+    job_id: int
+    scheduled_for: datetime
+    attempt: int
+    state: RunState
+    finished_at: datetime
+    revision: int | None
+    parent_run_id: int | None
+    retry_delay_s: float | None = None
+
+
+def retry_of(run: Ended) -> NewRun | None:
+    """A failed run's next attempt: the same tick (and revision and parent), due after its backoff."""
+    if run.state is not RunState.FAILED or run.retry_delay_s is None:
+        return None
+    due = run.finished_at + timedelta(seconds=run.retry_delay_s)
+    return NewRun(run.job_id, run.scheduled_for, run.attempt + 1, "retry", due, run.revision, run.parent_run_id)
+
+
+def chain_runs(ended: Sequence[Ended], children: dict[int, Sequence[tuple[int, int]]]) -> list[NewRun]:
+    """A run of each child job (`children`: parent job id -> (child id, child revision) of the
+    active jobs naming it) for each completed run, due at once. Its tick is the parent's finish
+    instant, a ms apart per parent run of one child here, so their tick identities differ."""
+    made: dict[int, int] = {}
+    runs = []
+    for run in sorted(ended, key=lambda r: r.id):
+        if run.state is not RunState.COMPLETED:
+            continue
+        for child, revision in children.get(run.job_id, ()):
+            tick = run.finished_at + timedelta(milliseconds=made.get(child, 0))
+            made[child] = made.get(child, 0) + 1
+            runs.append(NewRun(child, tick, 1, "chain", tick, revision, run.id))
+    return runs
+
+
+# --- the end of a job -------------------------------------------------------------------------
+
+
+def runs_allowed(runs: Sequence[bool], runs_left: int | None) -> tuple[int, bool]:
+    """Of a job's next ticks (`runs`: whether each runs), how many it writes with `runs_left`
+    scheduled runs left (None: no max_runs), and whether that ends it. Skips do not count."""
+    if runs_left is None:
+        return len(runs), False
+    if runs_left <= 0:
+        return 0, True
+    count = 0
+    for index, runs_ in enumerate(runs):
+        count += runs_
+        if count == runs_left:
+            return index + 1, True
+    return len(runs), False
+
+
+def end_status(*, one_off: bool, ran: int) -> str:
+    """The status of a job that has nothing left to run: a one-off whose tick was skipped expired."""
+    return "expired" if one_off and not ran else "completed"

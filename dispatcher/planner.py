@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Protocol
 
-from cronos.misfire import ON_TIME_S, SKIP_REASON, decide, jitter_s
-from cronos.models import DispatchJob
+from cronos.lifecycle import ON_TIME_S, end_status, jitter_s, misfire, runs_allowed
+from cronos.models import SKIP_MISFIRED, DispatchJob
 from cronos.schedule_window import Windowed
 
 # Ticks one job contributes to one round; a long outage is caught up over several rounds.
@@ -132,7 +132,7 @@ class TickRound:
                 if not ticks:
                     if isinstance(schedule, Windowed) and schedule.over_after(cursor):
                         for job in members:  # due only to be ended: its window holds no tick past the cursor
-                            batch.ended[job.id] = ("expired" if schedule.one_off else "completed", job.revision)
+                            batch.ended[job.id] = (end_status(one_off=schedule.one_off, ran=0), job.revision)
                     continue
                 complete = len(ticks) <= job_limit
                 ticks = ticks[:job_limit]
@@ -142,11 +142,11 @@ class TickRound:
                     reasons = decided.get((job.misfire_policy, job.misfire_grace_s))
                     if reasons is None:
                         reasons = [
-                            None if d == "run" else SKIP_REASON
-                            for d in decide(job.misfire_policy, ticks, now, job.misfire_grace_s, complete=complete)
+                            None if runs else SKIP_MISFIRED
+                            for runs in misfire(job.misfire_policy, ticks, now, job.misfire_grace_s, complete=complete)
                         ]
                         decided[(job.misfire_policy, job.misfire_grace_s)] = reasons
-                    kept, ended = _cut(ticks, reasons, job.runs_left)
+                    kept, ended = runs_allowed([r is None for r in reasons], job.runs_left)
                     ran = 0
                     for tick, reason in zip(ticks[:kept], reasons, strict=False):
                         due = tick
@@ -171,7 +171,7 @@ class TickRound:
                     over = isinstance(schedule, Windowed) and schedule.over_after(ticks[kept - 1] if kept else cursor)
                     if ended or (complete and over):
                         one_off = isinstance(schedule, Windowed) and schedule.one_off
-                        batch.ended[job.id] = ("expired" if one_off and not ran else "completed", job.revision)
+                        batch.ended[job.id] = (end_status(one_off=one_off, ran=ran), job.revision)
                     if len(batch) >= batch_rows:
                         yield batch
                         batch = TickBatch()
@@ -193,18 +193,3 @@ class TickRound:
             due = max(due, pace.slot(now))
         return due
 
-
-def _cut(ticks: list[datetime], reasons: list[str | None], runs_left: int | None) -> tuple[int, bool]:
-    """How many of `ticks` a job with `runs_left` scheduled runs left writes, and whether that
-    ends it (its max_runs reached). Skips do not count as runs."""
-    if runs_left is None:
-        return len(ticks), False
-    if runs_left <= 0:
-        return 0, True
-    runs = 0
-    for index, reason in enumerate(reasons):
-        if reason is None:
-            runs += 1
-            if runs == runs_left:
-                return index + 1, True
-    return len(ticks), False

@@ -19,8 +19,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from cronos import metrics
-from cronos.misfire import SKIP_REASON
-from cronos.models import DispatchJob
+from cronos.models import SKIP_MISFIRED, DispatchJob
 from cronos.settings import Settings
 from cronos.store.ledger import REPUSH_START, Ledger, RepushCursor
 from dispatcher.listener import Change
@@ -265,7 +264,7 @@ class Ticker:
                 raise failed.exceptions[0] from None  # the batches failed for one reason (NotLeader, a backend)
         result.more = ticks.truncated
         if written_any := result.queued + result.skipped:
-            metrics.RUNS_SKIPPED.labels(reason=SKIP_REASON).inc(result.skipped)
+            metrics.RUNS_SKIPPED.labels(reason=SKIP_MISFIRED).inc(result.skipped)
             level = logging.INFO if result.skipped or ticks.truncated else logging.DEBUG
             log.log(
                 level,

@@ -14,7 +14,7 @@ import traceback
 from dataclasses import dataclass
 from typing import Any
 
-from cronos import metrics, retry
+from cronos import lifecycle, metrics
 from cronos.store.runs import ClaimedRun, Outcome
 from cronos.stream import EntryRef
 from executor import kinds
@@ -119,5 +119,5 @@ def outcome_of(
         traceback=trace,
         result=result,
         duration_ms=duration_ms,
-        retry_delay_s=retry.planned_delay_s(run.attempt, run.max_retries, run.retry_backoff_s),
+        retry_delay_s=lifecycle.retry_delay_s(run.attempt, run.max_retries, run.retry_backoff_s),
     )

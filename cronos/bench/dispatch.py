@@ -31,8 +31,8 @@ import redis.asyncio as aioredis
 
 from cronos.bench.common import Scratch, cronos_argv, delete_keys, drop_database, pct, proc_cpu_s, proc_peak_rss
 from cronos.keys import Keys
+from cronos.lifecycle import jitter_s
 from cronos.messages import TOKEN_FIELD, decode_token
-from cronos.misfire import jitter_s
 from cronos.settings import Settings
 from cronos.store.db import migrate
 

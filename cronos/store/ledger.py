@@ -15,7 +15,7 @@ import asyncpg
 import msgspec
 
 from cronos import metrics
-from cronos.misfire import ON_TIME_S
+from cronos.lifecycle import ON_TIME_S
 from cronos.models import DEFAULT_QUEUE, SKIP_MISFIRED, DispatchJob
 from cronos.store import queries as q
 from cronos.store.db import retry_contention, translate_errors

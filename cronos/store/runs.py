@@ -17,7 +17,7 @@ from typing import Any, Literal, NamedTuple
 import asyncpg
 import msgspec
 
-from cronos import metrics, retry
+from cronos import lifecycle, metrics
 from cronos.clock import DbClock
 from cronos.errors import Contention
 from cronos.models import (
@@ -319,7 +319,7 @@ class RunStore:
                     node_id=r["node_id"],
                     state="failed",
                     error=FAIL_EXECUTOR_LOST,
-                    retry_delay_s=retry.planned_delay_s(r["attempt"], r["max_retries"], r["retry_backoff_s"]),
+                    retry_delay_s=lifecycle.retry_delay_s(r["attempt"], r["max_retries"], r["retry_backoff_s"]),
                     scheduled_for=r["scheduled_for"],
                 )
                 for r in lost

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from cronos.misfire import jitter_s
+from cronos.lifecycle import jitter_s
 from cronos.models import DispatchJob
 from cronos.schedule import parse_schedule
 from dispatcher.planner import FireTimes, TickBatch, TickRound

@@ -1,0 +1,289 @@
+"""The run lifecycle (pure): the transition table and each decision, from tables of cases."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from cronos.lifecycle import (
+    BY_EVENT,
+    ON_TIME_S,
+    TERMINAL,
+    TRANSITIONS,
+    Actor,
+    Ahead,
+    Candidate,
+    Ended,
+    Event,
+    Fence,
+    IllegalTransition,
+    NewRun,
+    Overlap,
+    RunState,
+    after_wait,
+    chain_runs,
+    end_status,
+    jitter_s,
+    misfire,
+    on_time_at,
+    overlap,
+    retry_delay_s,
+    retry_of,
+    runs_allowed,
+    stale_tick_runs,
+    transition,
+)
+
+NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+Q, W, R, C, F, S = (RunState(s) for s in ("queued", "waiting", "running", "completed", "failed", "skipped"))
+
+
+def _ago(*seconds: float) -> list[datetime]:
+    return [NOW - timedelta(seconds=s) for s in seconds]
+
+
+def at(seconds: float) -> datetime:
+    return NOW + timedelta(seconds=seconds)
+
+
+# --- the table -----------------------------------------------------------------------------
+
+
+def test_every_event_has_exactly_one_transition_and_nothing_leaves_a_terminal_state() -> None:
+    assert sorted(t.event for t in TRANSITIONS) == sorted(Event)
+    for t in TRANSITIONS:
+        assert not (t.sources & TERMINAL), t
+    # Every non-terminal state can end: no run is stuck by construction.
+    for state in (Q, W, R):
+        reachable = {t.target for t in TRANSITIONS if state in t.sources}
+        assert reachable & TERMINAL, state
+
+
+@pytest.mark.parametrize(
+    ("event", "source", "target", "actor", "fence"),
+    [
+        (Event.WRITTEN, None, Q, Actor.LEADER, Fence.EPOCH),
+        (Event.TRIGGERED, None, Q, Actor.API, Fence.STATE),
+        (Event.RETRIED, None, Q, Actor.EXECUTOR, Fence.OWNER),
+        (Event.CHAINED, None, Q, Actor.EXECUTOR, Fence.OWNER),
+        (Event.PUSHED, Q, Q, Actor.LEADER, Fence.EPOCH),
+        (Event.UNPUSHED, Q, Q, Actor.LEADER, Fence.EPOCH),
+        (Event.CLAIMED, Q, R, Actor.EXECUTOR, Fence.STATE),
+        (Event.WAITED, Q, W, Actor.EXECUTOR, Fence.STATE),
+        (Event.WOKEN, W, Q, Actor.EXECUTOR, Fence.STATE),
+        (Event.OVERLAPPED, W, S, Actor.LEADER, Fence.STATE),
+        (Event.MISFIRED, Q, S, Actor.LEADER, Fence.EPOCH),
+        (Event.EXPIRED, W, S, Actor.LEADER, Fence.EPOCH),
+        (Event.HANDED_OVER, Q, S, Actor.API, Fence.JOB),
+        (Event.COMPLETED, R, C, Actor.EXECUTOR, Fence.OWNER),
+        (Event.FAILED, R, F, Actor.EXECUTOR, Fence.OWNER),
+        (Event.LOST, R, F, Actor.LEADER, Fence.EPOCH),
+        (Event.REPLACED, R, F, Actor.EXECUTOR, Fence.STATE),
+    ],
+)
+def test_the_table_says_who_moves_a_run_and_what_fences_it(
+    event: Event, source: RunState | None, target: RunState, actor: Actor, fence: Fence
+) -> None:
+    t = transition(event, source)
+    assert (t.target, t.fence) == (target, fence)
+    assert actor in t.actors
+
+
+@pytest.mark.parametrize(
+    ("event", "source"),
+    [(Event.CLAIMED, R), (Event.CLAIMED, W), (Event.COMPLETED, Q), (Event.WOKEN, Q), (Event.LOST, W),
+     (Event.MISFIRED, R), (Event.WRITTEN, Q), (Event.CLAIMED, None), (Event.EXPIRED, R)],
+)  # fmt: skip
+def test_an_event_that_cannot_happen_in_a_state_is_refused(event: Event, source: RunState | None) -> None:
+    with pytest.raises(IllegalTransition):
+        transition(event, source)
+
+
+def test_skips_and_failures_record_their_reason() -> None:
+    assert BY_EVENT[Event.OVERLAPPED].reason == "previous run still running"
+    assert BY_EVENT[Event.MISFIRED].reason == "misfired"
+    assert BY_EVENT[Event.EXPIRED].reason == "expired"
+    assert BY_EVENT[Event.LOST].reason == "executor lost"
+    assert BY_EVENT[Event.REPLACED].reason == "replaced"
+
+
+# --- misfire -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("policy", "ages", "grace", "complete", "runs"),
+    [
+        ("skip", (0.5, 0), 0, True, [True, True]),  # on time: every policy runs, even with no grace
+        ("run_once", (0.5, 0), 0, True, [True, True]),
+        ("skip", (50, 40, 3, 2), 60, True, [True] * 4),  # late within the grace is not a misfire (G7)
+        ("skip", (300, 120, 30, 0), 60, True, [False, False, True, True]),
+        ("run_all", (300, 120, 30), 60, True, [True, True, True]),
+        ("run_once", (300, 200, 120), 60, True, [False, False, True]),  # the newest stands for the lot
+        ("run_once", (300, 120, 30), 60, True, [False, False, True]),  # a tick within the grace follows
+        ("run_once", (300, 200), 60, False, [False, False]),  # a later chunk holds the newest
+    ],
+)
+def test_misfire_policy(policy: str, ages: tuple[float, ...], grace: float, complete: bool, runs: list[bool]) -> None:
+    assert misfire(policy, _ago(*ages), NOW, grace, complete=complete) == runs  # type: ignore[arg-type]
+
+
+@given(
+    st.sampled_from(["run_all", "run_once", "skip"]),
+    st.lists(st.integers(min_value=0, max_value=10_000), max_size=50, unique=True),
+    st.floats(min_value=0, max_value=5_000),
+    st.booleans(),
+)
+def test_every_tick_gets_one_decision_and_the_policy_only_touches_misfired_ticks(
+    policy: str, ages: list[int], grace: float, complete: bool
+) -> None:
+    ticks = sorted(_ago(*ages))
+    runs = misfire(policy, ticks, NOW, grace, complete=complete)  # type: ignore[arg-type]
+    assert len(runs) == len(ticks)
+    misfired = [NOW - t > timedelta(seconds=max(grace, ON_TIME_S)) for t in ticks]
+    assert all(r for m, r in zip(misfired, runs, strict=True) if not m)
+    expected = {
+        "run_all": misfired.count(True),
+        "skip": 0,
+        "run_once": int(complete and bool(misfired) and misfired[-1]),
+    }
+    assert sum(r for m, r in zip(misfired, runs, strict=True) if m) == expected[policy]
+
+
+@pytest.mark.parametrize(
+    ("policy", "newest", "runs"),
+    [("skip", True, False), ("run_all", False, True), ("run_once", True, True), ("run_once", False, False)],
+)
+def test_a_stale_tick_pushed_again_follows_the_policy(policy: str, newest: bool, runs: bool) -> None:
+    assert stale_tick_runs(policy, newest_written=newest) is runs  # type: ignore[arg-type]
+
+
+def test_jitter_is_deterministic_bounded_and_spread() -> None:
+    offsets = [jitter_s(7, 1_000 * i, 10.0) for i in range(1000)]
+    assert offsets == [jitter_s(7, 1_000 * i, 10.0) for i in range(1000)]
+    assert all(0 <= o < 10.0 for o in offsets)
+    assert len(set(offsets)) > 900
+    assert 4.0 < sum(offsets) / len(offsets) < 6.0
+    assert jitter_s(7, 1000, 0) == 0.0
+    assert jitter_s(7, 1000, 10.0) != jitter_s(8, 1000, 10.0)
+    assert on_time_at(7, NOW, 10.0) == NOW + timedelta(seconds=jitter_s(7, int(NOW.timestamp() * 1000), 10.0))
+
+
+# --- overlap -------------------------------------------------------------------------------
+
+ON_TIME = Ahead(scheduled_for=at(-1), started_at=at(-1))  # the previous tick, started when due
+LATE = Ahead(scheduled_for=at(-1), started_at=at(3))  # the previous tick, started 4 s late (a failover)
+LATER_TICK = Ahead(scheduled_for=at(5), started_at=at(5))  # the next tick already runs
+RETRY = Ahead(scheduled_for=at(-30), started_at=at(-0.5), attempt=2)  # a retry after its backoff
+
+
+def run(policy: str, *, running: Ahead | None = None, waiting: int = 0, due: float = 0, attempt: int = 1) -> Candidate:
+    return Candidate(policy, at(0), attempt, at(due), running, waiting)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("candidate", "now", "answer"),
+    [
+        (run("forbid"), at(0), Overlap.CLAIM),  # nothing runs
+        (run("allow", running=ON_TIME), at(0), Overlap.CLAIM),
+        (run("forbid", running=ON_TIME), at(0.2), Overlap.WAIT),  # it may end within ON_TIME_S
+        (run("forbid", running=ON_TIME), at(ON_TIME_S), Overlap.SKIP),  # still running past it
+        (run("forbid", running=LATE), at(30), Overlap.WAIT),  # a failover's late start costs no tick
+        (run("forbid", running=RETRY), at(30), Overlap.WAIT),  # nor a retry's backoff
+        (run("forbid", running=LATER_TICK), at(30), Overlap.WAIT),  # a retry behind the next tick
+        (run("forbid", running=ON_TIME, due=5), at(5.5), Overlap.WAIT),  # a paced catch-up run: from its due time
+        (run("buffer_all", running=ON_TIME, waiting=7), at(50), Overlap.WAIT),
+        (run("buffer_one", running=ON_TIME), at(50), Overlap.WAIT),
+        (run("buffer_one", running=ON_TIME, waiting=1), at(0), Overlap.BUFFER_FULL),
+        (run("replace", running=ON_TIME), at(0), Overlap.REPLACE),
+        (run("replace", running=LATER_TICK), at(0), Overlap.SKIP),  # an older tick never ends a newer one
+    ],
+)
+def test_overlap_policy(candidate: Candidate, now: datetime, answer: Overlap) -> None:
+    assert overlap(candidate, now) is answer
+
+
+@pytest.mark.parametrize(
+    ("candidate", "ended_at", "answer"),
+    [
+        (run("forbid", running=ON_TIME), at(0.5), Overlap.CLAIM),  # ended within the wait
+        (run("forbid", running=ON_TIME), at(1.5), Overlap.SKIP),  # ended after it: the tick is skipped
+        (run("forbid", running=LATE), at(60), Overlap.CLAIM),  # it waited for a late start: it runs
+        (run("buffer_all", running=ON_TIME), at(60), Overlap.CLAIM),
+        (run("buffer_one", running=ON_TIME), at(60), Overlap.CLAIM),
+    ],
+)
+def test_a_waiting_run_is_woken_by_its_predecessors_end(
+    candidate: Candidate, ended_at: datetime, answer: Overlap
+) -> None:
+    assert candidate.running is not None
+    assert after_wait(candidate, candidate.running, ended_at) is answer
+
+
+def test_a_woken_run_starts_early_enough_not_to_count_as_late() -> None:
+    # Woken at the end of its wait, it started ON_TIME_S late at most: the tick behind it is judged as usual.
+    woken = Ahead(scheduled_for=at(0), started_at=at(ON_TIME_S))
+    follower = Candidate("forbid", at(1), 1, at(1), woken)
+    assert overlap(follower, at(1 + ON_TIME_S)) is Overlap.SKIP
+
+
+# --- retry, chains, job end ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("attempt", "max_retries", "backoff", "delay"),
+    [(1, 3, 10, 10), (2, 3, 10, 20), (3, 3, 10, 40), (4, 3, 10, None), (1, 0, 10, None), (2, 5, 0, 0.0),
+     (30, 40, 10, 3600), (10_000, 10**6, 1, 3600)],
+)  # fmt: skip
+def test_retry_backoff_doubles_up_to_its_cap_and_the_budget_is_max_retries(
+    attempt: int, max_retries: int, backoff: float, delay: float | None
+) -> None:
+    assert retry_delay_s(attempt, max_retries, backoff) == delay
+
+
+@given(st.floats(0.001, 1e6), st.integers(1, 10**6))
+def test_retry_delay_never_shrinks_nor_passes_the_cap(backoff: float, attempt: int) -> None:
+    first, second = retry_delay_s(attempt, 10**7, backoff), retry_delay_s(attempt + 1, 10**7, backoff)
+    assert first is not None and second is not None
+    assert 0 <= first <= second <= 3600
+
+
+def _ended(state: str, *, run_id: int = 9, job: int = 1, delay: float | None = None) -> Ended:
+    return Ended(run_id, job, at(-5), 1, RunState(state), at(0), 4, None, delay)
+
+
+def test_a_failed_run_with_a_retry_left_gets_its_next_attempt_after_the_backoff() -> None:
+    assert retry_of(_ended("failed", delay=20)) == NewRun(1, at(-5), 2, "retry", at(20), 4, None)
+    assert retry_of(_ended("failed", delay=None)) is None
+    assert retry_of(_ended("completed", delay=20)) is None
+
+
+def test_each_completed_run_queues_one_run_of_each_child_a_ms_apart_per_child() -> None:
+    ended = [
+        _ended("completed", run_id=5, job=1),
+        _ended("completed", run_id=6, job=2),
+        _ended("failed", run_id=7, job=1),
+    ]
+    children = {1: [(10, 3)], 2: [(10, 3), (11, 1)]}
+    assert chain_runs(ended, children) == [
+        NewRun(10, at(0), 1, "chain", at(0), 3, 5),
+        NewRun(10, at(0.001), 1, "chain", at(0.001), 3, 6),  # two parents of job 10 ended together
+        NewRun(11, at(0), 1, "chain", at(0), 1, 6),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("runs", "left", "kept", "ends"),
+    [([True] * 3, None, 3, False), ([True] * 3, 0, 0, True), ([True, False, True, True], 2, 3, True),
+     ([False, False], 1, 2, False), ([True], 1, 1, True)],
+)  # fmt: skip
+def test_max_runs_counts_runs_not_skips(runs: list[bool], left: int | None, kept: int, ends: bool) -> None:
+    assert runs_allowed(runs, left) == (kept, ends)
+
+
+def test_a_one_off_whose_tick_was_skipped_expires_every_other_job_completes() -> None:
+    assert end_status(one_off=True, ran=0) == "expired"
+    assert end_status(one_off=True, ran=1) == "completed"
+    assert end_status(one_off=False, ran=0) == "completed"
