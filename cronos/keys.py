@@ -22,6 +22,11 @@ class Keys:
         return f"{self.prefix}{{leader}}"
 
     @property
+    def leader_released(self) -> str:
+        """A list a leader pushes to as it gives up its lock: a standby blocked on it takes over at once."""
+        return f"{self.prefix}{{leader}}:released"
+
+    @property
     def stream(self) -> str:
         """The default queue's run stream: the one stream of old releases, so executors one
         release behind go on serving it in a rolling deploy."""

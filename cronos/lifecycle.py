@@ -19,7 +19,7 @@ leader's epoch); election, Redis losing its data and the watchdog only clear tha
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -331,7 +331,7 @@ def retry_of(run: Ended) -> NewRun | None:
     return NewRun(run.job_id, run.scheduled_for, run.attempt + 1, "retry", due, run.revision, run.parent_run_id)
 
 
-def chain_runs(ended: Sequence[Ended], children: dict[int, Sequence[tuple[int, int]]]) -> list[NewRun]:
+def chain_runs(ended: Sequence[Ended], children: Mapping[int, Sequence[tuple[int, int]]]) -> list[NewRun]:
     """A run of each child job (`children`: parent job id -> (child id, child revision) of the
     active jobs naming it) for each completed run, due at once. Its tick is the parent's finish
     instant, a ms apart per parent run of one child here, so their tick identities differ."""

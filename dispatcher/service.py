@@ -72,6 +72,38 @@ class Dispatcher:
             async with asyncio.timeout(seconds):
                 await self._stopping.wait()
 
+    async def _standby(self, client: Any, seconds: float) -> None:
+        """Wait to campaign again: `seconds`, or less when the leader hands over (it pushes to
+        `leader_released` as it gives up its lock), or a stop."""
+        released = asyncio.ensure_future(client.blpop([self.keys.leader_released], timeout=seconds))
+        stopping = asyncio.ensure_future(self._stopping.wait())
+        try:
+            await asyncio.wait({released, stopping}, timeout=seconds + 0.5, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for waiter in (released, stopping):
+                waiter.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await released
+        if released.done() and not released.cancelled() and released.exception() is None and released.result():
+            log.info("the leader handed over", extra={"event": "dispatcher.handover_seen"})
+
+    async def _hand_over(self, client: Any, election: Election, term: Term) -> None:
+        """A term ended: a stopping leader first pushes the ticks it wrote but still holds (each
+        token carries its due time), then frees the lock and wakes a standby."""
+        stopping = self._stopping.is_set()
+        reason = "stopped" if stopping else "term ended"
+        with contextlib.suppress(Exception):
+            async with asyncio.timeout(1.0):
+                if stopping and election.leading:
+                    pushed = await term.ticker.outbox.flush(election.check())
+                    log.info("held ticks pushed", extra={"event": "leader.flushed", "count": pushed})
+                await election.resign(reason)
+                async with client.pipeline(transaction=False) as pipe:
+                    pipe.lpush(self.keys.leader_released, self.settings.node_id)
+                    pipe.pexpire(self.keys.leader_released, self.settings.leader_ttl_ms)
+                    await pipe.execute()
+        election.step_down(reason)
+
     async def run(self) -> None:
         # A session is tried again at least every RECONNECT_CAP_S while a backend is away: after
         # a Redis or PostgreSQL outage the cluster is leaderless for at most that (then elects and
@@ -124,7 +156,7 @@ class Dispatcher:
                 epoch = await election.campaign()
                 await beat(client, self.keys, self.settings, election)
                 if epoch is None:
-                    await self._pause(election.renew_interval_s)
+                    await self._standby(client, election.renew_interval_s)
                     continue
                 backoff.reset()
                 self._transition("leading", epoch=epoch)
@@ -142,9 +174,5 @@ class Dispatcher:
                 try:
                     await term.run()
                 finally:
-                    reason = "stopped" if self._stopping.is_set() else "term ended"
-                    with contextlib.suppress(Exception):
-                        async with asyncio.timeout(1.0):
-                            await election.resign(reason)
-                    election.step_down(reason)
+                    await self._hand_over(client, election, term)
                 self._transition("candidate")

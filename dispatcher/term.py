@@ -134,7 +134,12 @@ class Term:
             "reap": reaper.run(self, RunStore(self._pool), election, settings.run_lease_s, self._connected_at),
             "housekeep": housekeeping.run(self),
             "watchdog": Watchdog(
-                Ledger(self._pool), RunStore(self._pool), self._publisher, election.check, settings.overdue_after_ms
+                Ledger(self._pool),
+                RunStore(self._pool),
+                self._publisher,
+                election.check,
+                settings.overdue_after_ms,
+                self.ticker.take_soon,
             ).run(self),
             "audit": Auditor(self._pool, settings.audit_interval_s, settings.audit_settle_s).run(self),
             "retain": retention.run(self, PartitionStore(self._pool), election, settings.runs_retention_s),

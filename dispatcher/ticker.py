@@ -1,12 +1,12 @@
 """The leader's tick loops: read the clock, plan, write the ledger, push, sleep.
 
-Two loops side by side. The writer (`write_once(now)`) applies job changes, re-pushes
-queued runs when asked, and writes every tick due up to `now + LOOKAHEAD_S` in fenced
-batches (ledger first); it pushes at once what is due within the push lead and hands the
-rest to the pusher (dispatcher.pusher), which pushes them `push_lead_ms` before they are
-due. The writer also pushes queued runs others wrote (manual triggers, retries) when due.
-Each loop sleeps until its next instant or a change. Tests drive `run_once(now)` (writer,
-then pusher) with a fake `now`.
+Two loops side by side. The writer (`write_once(now)`) applies job changes, puts every queued
+run back in the outbox when asked (election, Redis lost its data), writes every tick due up to
+`now + LOOKAHEAD_S` in fenced batches (ledger first) and hands them to the outbox
+(dispatcher.outbox), then takes from the ledger's outbox what others queued (manual triggers,
+retries, chain runs, woken runs) or put back, due within the push lead. The outbox's own loop
+pushes the held ticks `push_lead_ms` before they are due. Each loop sleeps until its next instant
+or a change. Tests drive `run_once(now)` (writer, then outbox) with a fake `now`.
 """
 
 from __future__ import annotations
@@ -21,18 +21,17 @@ from datetime import UTC, datetime, timedelta
 from cronos import metrics
 from cronos.models import SKIP_MISFIRED, DispatchJob
 from cronos.settings import Settings
-from cronos.store.ledger import REPUSH_START, Ledger, RepushCursor
+from cronos.store.ledger import Ledger
 from dispatcher.listener import Change
+from dispatcher.outbox import Outbox, sleep_until
 from dispatcher.planner import CATCH_UP_PER_S, TickBatch
 from dispatcher.publisher import Publisher
-from dispatcher.pusher import Pusher, sleep_until
 from dispatcher.schedule_book import ScheduleBook
 
 log = logging.getLogger("dispatcher.ticker")
 
 _JOB_OPS = frozenset({"created", "updated", "deleted", "paused", "resumed"})
-_QUEUE_OPS = frozenset({"triggered", "retry", "chain"})  # queued runs to push when due
-_PAGE = 5000
+_QUEUE_OPS = frozenset({"triggered", "retry", "chain", "woken"})  # queued runs to push when due
 _LOAD_CHUNK = 5000
 _RESYNC_SLACK = timedelta(seconds=10)  # a write committed late still has an updated_at after the watermark
 # Ticks are written to the ledger this far ahead of their time, queued with their due time,
@@ -81,14 +80,12 @@ class Ticker:
         self._batch_rows = batch_rows
         self._lookahead = timedelta(seconds=lookahead_s)
         self.book = ScheduleBook(catchup_per_s=catchup_per_s)
-        self.pusher = Pusher(publisher, epoch, push_lead_ms)
-        self._push_lead = timedelta(milliseconds=push_lead_ms)
+        self.outbox = Outbox(ledger, publisher, epoch, push_lead_ms)
         self.wake = asyncio.Event()  # the writer's: a change, a trigger, a re-push request
         self._changes: set[int] = set()
         self._resync_at: datetime | None = None  # None: resync now
-        self._repush: bool | None = True  # True: election re-push; False: Redis-loss re-push; None: none
-        self._probe_at: datetime | None = None  # None: look for due queued runs now
-        self._queued_next: datetime | None = None
+        self._unmark = True  # every queued run back in the outbox: on election, and when Redis lost its data
+        self._probe_at: datetime | None = None  # None: take from the ledger's outbox now
         self._watermark: datetime | None = None  # resync: changes after this (database time) are reloaded
         self.wrote_at: float | None = None  # unix time of the last tick batch written (the cluster view)
 
@@ -104,21 +101,26 @@ class Ticker:
         self.wake.set()
 
     def request_repush(self) -> None:
-        if self._repush is None:
-            self._repush = False
+        """Redis lost its data: every queued run goes out again."""
+        self._unmark = True
+        self.wake.set()
+
+    def take_soon(self) -> None:
+        """Runs were put back in the outbox (the watchdog) or woken: take them now."""
+        self._probe_at = None
         self.wake.set()
 
     def interrupt(self) -> None:
         """Wake both loops (the term is ending: they check and stop)."""
         self.wake.set()
-        self.pusher.wake.set()
+        self.outbox.wake.set()
 
     # --- one round ---
 
     async def run_once(self, now: datetime) -> Round:
-        """One writer round, then one pusher round: the deterministic entry point for tests."""
+        """One writer round, then one outbox round: the deterministic entry point for tests."""
         result = await self.write_once(now)
-        result.pushed += await self.pusher.push_once(now)
+        result.pushed += await self.outbox.push_once(now)
         return result
 
     async def write_once(self, now: datetime) -> Round:
@@ -128,12 +130,21 @@ class Ticker:
             await self._resync(now)
         if self._changes:
             await self._apply_changes()
-        if self._repush is not None:
-            result.pushed += await self._repush_all(now, unmark=self._repush)
-            self._repush = None
+        unmarked = None
+        if self._unmark:
+            unmarked = await self.outbox.unmark()
+            self._unmark, self._probe_at = False, None
+        # Ticks first, then the outbox: a catch-up's newest misfired tick is written before the
+        # misfire rule judges the older ticks written ahead (under run_once only the newest runs).
         await self._write_due_ticks(now, result)
-        if self._probe_at is None or now >= self._probe_at or (self._queued_next and self._queued_next <= now):
-            result.pushed += await self._push_due_queued(now)
+        take_at = self.outbox.take_at()
+        if self._probe_at is None or now >= self._probe_at or (take_at is not None and take_at <= now):
+            taken = await self.outbox.take(now)
+            result.pushed += taken
+            self._probe_at = now + self._probe_interval
+            if unmarked is not None:
+                fields = {"event": "runs.repushed", "count": taken, "unmarked": unmarked}
+                log.info("queued runs pushed again", extra=fields)
         return result
 
     def next_wake(self, now: datetime) -> datetime:
@@ -142,18 +153,18 @@ class Ticker:
         candidates.append(now if self._probe_at is None else self._probe_at)
         if (due := self.book.next_due()) is not None:
             candidates.append(due - self._lookahead)
-        if self._queued_next is not None:
-            candidates.append(self._queued_next)
+        if (take_at := self.outbox.take_at()) is not None:
+            candidates.append(take_at)
         return min(candidates)
 
     async def run(self, clock: Callable[[], datetime] = utcnow, checkpoint: Callable[[], None] = lambda: None) -> None:
-        """The writer and the pusher, side by side, until cancelled (or `checkpoint` raises).
+        """The writer and the outbox's pusher, side by side, until cancelled (or `checkpoint` raises).
 
         Apart, so that pushing a token at its due time never waits behind a ledger write.
         """
         async with asyncio.TaskGroup() as group:
             group.create_task(self._write_loop(clock, checkpoint), name="dispatcher:write")
-            group.create_task(self.pusher.run(clock, checkpoint), name="dispatcher:push")
+            group.create_task(self.outbox.run(clock, checkpoint), name="dispatcher:push")
 
     async def _write_loop(self, clock: Callable[[], datetime], checkpoint: Callable[[], None]) -> None:
         while True:
@@ -199,28 +210,13 @@ class Ticker:
         # that ended (completed, expired) keeps its last runs: they are pushed when due.
         stopped = {*missing, *(j.id for j in jobs if j.status == "paused")}
         if stopped:
-            self.pusher.drop(stopped)
+            self.outbox.drop(stopped)
 
     async def _apply_changes(self) -> None:
         ids = sorted(self._changes)
         self._changes.clear()
         found = await self._ledger.jobs(ids)
         await self._apply(found, missing=set(ids) - {j.id for j in found})
-
-    async def _repush_all(self, now: datetime, *, unmark: bool) -> int:
-        # Up to the push horizon: a run due within the push lead may have been pushed already
-        # (its token lost with Redis' data), and the pusher holds only those it has not pushed.
-        horizon = now + self._push_lead
-        if unmark:
-            await self._ledger.unmark_future(self._epoch(), horizon)
-        pushed = 0
-        after: RepushCursor | None = REPUSH_START
-        while after is not None:
-            runs, after = await self._ledger.repush(self._epoch(), horizon, after, _PAGE)
-            pushed += await self._publisher.publish(runs, self._epoch())
-        self._probe_at = None
-        log.info("queued runs re-pushed", extra={"event": "runs.repushed", "count": pushed})
-        return pushed
 
     async def _write_due_ticks(self, now: datetime, result: Round) -> None:
         # WRITERS batches are in flight at once: PostgreSQL inserts some while the next is planned
@@ -249,7 +245,7 @@ class Ticker:
                     "job ended",
                     extra={"event": "job.ended", "job_id": job_id, "status": batch.ended[job_id][0], "epoch": epoch},
                 )
-            result.pushed += await self.pusher.publish(written.queued, now, epoch)
+            result.pushed += await self.outbox.hold(written.queued, now, epoch)
             result.queued += len(written.queued)
             result.skipped += written.skipped
 
@@ -271,14 +267,3 @@ class Ticker:
                 "ticks written",
                 extra={"event": "ticks.queued", "count": result.queued, "skipped": result.skipped, "rows": written_any},
             )
-
-    async def _push_due_queued(self, now: datetime) -> int:
-        pushed = 0
-        while True:
-            runs = await self._ledger.take_due(self._epoch(), now, _PAGE)
-            pushed += await self._publisher.publish(runs, self._epoch())
-            if len(runs) < _PAGE:
-                break
-        self._queued_next = await self._ledger.next_due()
-        self._probe_at = now + self._probe_interval
-        return pushed

@@ -1,11 +1,13 @@
-"""The leader's watchdog: a run whose token went out but that nobody claimed is pushed again.
+"""The leader's watchdog: a run whose token went out but that nobody claimed goes back in the outbox.
 
 A token can be lost after its push: an executor read it and died before claiming it, or
 holds it while a backend is away, or Redis lost it in a way the leader did not see. Every
 pass (a second at most) the watchdog exports the backlog as `cronos_runs_overdue` (queued
-runs more than a second past due) and pushes again every run still queued
-`overdue_after_ms` past due whose token went out. The tick lock and the conditional claim keep
-a repeated token once-only, so a token that was only slow costs a denied lock.
+runs more than a second past due), marks every run still queued `overdue_after_ms` past due
+whose token went out as not pushed, so the outbox pushes it again (applying the misfire rule),
+and sweeps the waiting runs (cronos.store.waiters: a forbid wait that ran out, a wait nothing
+will end). The tick lock and the conditional claim keep a repeated token once-only, so a token
+that was only slow costs a denied lock.
 
 Bounded under overload: while a queue's stream holds tokens no executor has read yet (its lag),
 the overdue runs of that queue are a backlog being worked off (or wait for a pool that serves
@@ -71,11 +73,14 @@ class Watchdog:
         publisher: Publisher,
         epoch: Callable[[], int],
         overdue_after_ms: int,
+        take_soon: Callable[[], None] = lambda: None,
     ) -> None:
         self._ledger = ledger
         self._store = store
         self._publisher = publisher
         self._epoch = epoch  # the current epoch, or raises LeadershipLost
+        self._take_soon = take_soon  # the outbox pushes what was put back, now
+        self._stranded: frozenset[int] = frozenset()  # waiting runs the last sweep saw with nothing ahead
         self.after_s = overdue_after_ms / 1000
         self.interval_s = min(PASS_S, self.after_s / 2) if self.after_s > 0 else PASS_S
         self.backoffs = Backoffs(self.after_s)
@@ -89,7 +94,14 @@ class Watchdog:
             metrics.RUNS_OVERDUE.set(0)  # a node that stops leading stops reporting a backlog
 
     async def once(self, now: float) -> int:
-        """One pass at `now` (monotonic); how many runs were pushed again."""
+        """One pass at `now` (monotonic); how many runs were put back in the outbox."""
+        swept = await self._store.sweep_waiters(self._epoch(), self._stranded)
+        self._stranded = swept.stranded
+        if swept.woken:
+            self._take_soon()
+        return await self._overdue(now)
+
+    async def _overdue(self, now: float) -> int:
         overdue = await self._store.overdue()
         metrics.RUNS_OVERDUE.set(overdue)
         # None a second past due: none past a bound of a second or more either.
@@ -101,20 +113,20 @@ class Watchdog:
         if len(lagging) == len(queues):
             return 0  # every stream has unread tokens: executors are behind everywhere, none is lost
         epoch = self._epoch()
-        runs = await self._ledger.overdue_pushed(epoch, self.after_s, self.backoffs.waiting(now), BATCH, lagging)
-        self.backoffs.pushed((r.id for r in runs), now)
-        if not runs:
+        ids = await self._ledger.unmark_overdue(epoch, self.after_s, self.backoffs.waiting(now), BATCH, lagging)
+        self.backoffs.pushed(ids, now)
+        if not ids:
             return 0
-        pushed = await self._publisher.publish(runs, epoch)
-        metrics.WATCHDOG_REPUSHED.inc(pushed)
+        self._take_soon()
+        metrics.WATCHDOG_REPUSHED.inc(len(ids))
         log.warning(
             "overdue runs pushed again",
             extra={
                 "event": "runs.overdue_repushed",
                 "epoch": epoch,
-                "count": len(runs),
-                "run_ids": [r.id for r in runs[:20]],
+                "count": len(ids),
+                "run_ids": ids[:20],
                 "overdue_after_s": self.after_s,
             },
         )
-        return len(runs)
+        return len(ids)

@@ -75,7 +75,7 @@ def wire(
 
     async def claim(requests: list[ClaimRequest]) -> list[Claim]:
         ids, ticks_ms = [r.run_id for r in requests], [r.scheduled_for_ms for r in requests]
-        return await store.claim(ids, node_id, lease_s, ticks_ms, waiting=[r.run_id for r in requests if r.waiting])
+        return await store.claim(ids, node_id, lease_s, ticks_ms)
 
     async def finish(outcomes: list[Outcome]) -> list[bool]:
         written = (await store.finish(outcomes)).written

@@ -34,17 +34,13 @@ from executor.running import InFlight, run_under_timeout
 
 log = logging.getLogger("cronos.executor")
 
-# A run waiting for its job's running predecessor (buffered overlap, an ordered catch-up)
-# asks again at least this often; it holds no execution slot meanwhile.
-WAIT_POLL_CAP_S = 0.05
-
-
 class TokenOutcome(StrEnum):
     """How one token ended on this executor."""
 
     COMPLETED = "completed"
     FAILED = "failed"
     SKIPPED = "skipped"  # the concurrency policy refused the overlap; recorded as skipped
+    WAITING = "waiting"  # now waiting behind its job's running run, which wakes it (a new token then)
     LOCK_DENIED = "lock_denied"  # another executor holds this tick
     NOT_QUEUED = "not_queued"  # already claimed or finished (a repeated token)
     LOST = "lost"  # the run was taken away while it ran: nothing reported
@@ -91,12 +87,6 @@ async def _process(token: RunToken, entry: EntryRef, deps: Deps) -> TokenOutcome
             await settle(deps, None, entry)
             return TokenOutcome.LOCK_DENIED
         claim = await claim_run(deps, token, due_ms)  # steps 2 and 3, holding a slot once it answers
-        waited: Backoff | None = None
-        while claim is Refused.WAIT:  # its predecessor still runs and the policy lets it wait
-            deps.gate.leave()
-            waited = waited or Backoff(base_s=0.02, cap_s=WAIT_POLL_CAP_S)
-            await asyncio.sleep(waited.next_delay())
-            claim = await claim_run(deps, token, None, waiting=True)
     except Withdrawn:
         # The drain deadline came first: given back unclaimed, its entry left pending.
         await settle(deps, lock_key, None)  # compare-and-delete: only if the lock is ours
@@ -108,10 +98,10 @@ async def _process(token: RunToken, entry: EntryRef, deps: Deps) -> TokenOutcome
             # watchdog) runs on an executor that reaches PostgreSQL instead of being denied.
             await settle(deps, lock_key, None)
         raise
-    if isinstance(claim, Refused):
+    if isinstance(claim, Refused):  # a waiting run holds no token, lock or slot: its wake pushes a new token
         deps.gate.leave()
         await settle(deps, lock_key, entry)
-        return TokenOutcome.NOT_QUEUED if claim is Refused.NOT_QUEUED else TokenOutcome.SKIPPED
+        return _REFUSED[claim]
     flight = deps.in_flight[claim.id] = InFlight(claim, lock_key, entry)
     try:
         try:
@@ -144,16 +134,26 @@ async def take_tick_lock(deps: Deps, lock_key: str) -> bool:
     return granted
 
 
-async def claim_run(deps: Deps, token: RunToken, due_ms: int | None, *, waiting: bool = False) -> Claim:
-    """Steps 2-3: at the due instant, with an execution slot, the conditional claim (in one
-    statement with every token due then); the job's concurrency policy decides overlaps."""
-    claim = await deps.gate.claim(ClaimRequest(token.run_id, token.scheduled_for_ms, waiting), due_ms)
+async def claim_run(deps: Deps, token: RunToken, due_ms: int | None) -> Claim:
+    """Steps 2-3: at the due instant, with an execution slot, the conditional claim (batched with
+    every token due then); the job's concurrency policy decides overlaps (cronos.lifecycle)."""
+    claim = await deps.gate.claim(ClaimRequest(token.run_id, token.scheduled_for_ms), due_ms)
     if isinstance(claim, Refused) and (reason := SKIP_REASONS.get(claim)) is not None:
         _child(metrics.RUNS_SKIPPED, reason=reason).inc()
         log.info("tick skipped: %s", reason, extra={"event": "run.skipped"})
+    elif claim is Refused.WAIT:
+        log.info("run waits for its job's running run", extra={"event": "run.waiting"})
     elif claim is Refused.NOT_QUEUED:
         log.debug("run not queued any more", extra={"event": "token.not_queued"})
     return claim
+
+
+_REFUSED = {
+    Refused.NOT_QUEUED: TokenOutcome.NOT_QUEUED,
+    Refused.OVERLAP: TokenOutcome.SKIPPED,
+    Refused.BUFFER_FULL: TokenOutcome.SKIPPED,
+    Refused.WAIT: TokenOutcome.WAITING,
+}
 
 
 async def record(deps: Deps, flight: InFlight, outcome: Outcome | None) -> TokenOutcome:

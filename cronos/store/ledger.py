@@ -8,22 +8,19 @@ ttl, partitioned) writes nothing and gets NotLeader. Rows are columns in, Struct
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import asyncpg
 import msgspec
 
-from cronos import metrics
-from cronos.lifecycle import ON_TIME_S
+from cronos import lifecycle, metrics
 from cronos.models import DEFAULT_QUEUE, SKIP_MISFIRED, DispatchJob
 from cronos.store import queries as q
 from cronos.store.db import retry_contention, translate_errors
 from cronos.store.epoch import fenced
 
-# Where a re-push goes on: the (due_at, id) of the last run pushed.
-RepushCursor = tuple[datetime, int]
-REPUSH_START: RepushCursor = (datetime(1970, 1, 1, tzinfo=UTC), 0)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 class QueuedRun(msgspec.Struct, frozen=True, array_like=True):
@@ -65,18 +62,24 @@ def _job(row: Any) -> DispatchJob:
     )
 
 
-def _queued(row: Any) -> QueuedRun:
-    return QueuedRun(row[0], row[1], row[2], row[3], row[4], row[5], row[6])
+def _ms(instant: datetime) -> int:
+    """Unix ms, the floor, exactly (the same as the ledger's floor(extract(epoch ...) * 1000))."""
+    return (instant - _EPOCH) // timedelta(milliseconds=1)
 
 
-async def _misfire(conn: Any, rows: Sequence[Any]) -> set[int]:
-    """End the runs of `rows` that their misfire policy does not run any more (QUEUED_MISFIRE);
-    their ids, left out of the push."""
-    if not rows:
-        return set()
-    skipped = {r[0] for r in await conn.fetch(q.QUEUED_MISFIRE, [r["id"] for r in rows], SKIP_MISFIRED, ON_TIME_S)}
-    metrics.RUNS_SKIPPED.labels(reason=SKIP_MISFIRED).inc(len(skipped))
-    return skipped
+def _taken(row: Any) -> QueuedRun:
+    tick, due = _ms(row["scheduled_for"]), _ms(row["due_at"])
+    return QueuedRun(row["id"], row["job_id"], tick, row["attempt"], row["trigger"], due, row["queue"])
+
+
+def _stale(row: Any, now: datetime) -> bool:
+    """A scheduled tick, late beyond its grace at `now`, that its misfire policy does not run any more."""
+    if row["trigger"] != "schedule" or row["attempt"] != 1:
+        return False  # manual runs, retries, chain runs: their due time is their own
+    if not lifecycle.late_beyond_grace(row["due_at"], now, row["misfire_grace_s"]):
+        return False
+    newest = row["cursor"] is not None and row["scheduled_for"] >= row["cursor"]
+    return not lifecycle.stale_tick_runs(row["misfire_policy"], newest_written=newest)
 
 
 class Ledger:
@@ -144,49 +147,47 @@ class Ledger:
                 skipped += 1
         return TickResult(queued=queued, skipped=skipped, ended=ended_ids)
 
-    async def take_due(self, epoch: int, now: datetime, limit: int = 5000) -> list[QueuedRun]:
-        """Queued runs never pushed (manual triggers, retries, later-due runs) that are due."""
+    async def take(
+        self, epoch: int, now: datetime, until: datetime | None = None, limit: int = 5000
+    ) -> tuple[list[QueuedRun], int]:
+        """The outbox: queued runs not pushed in this epoch, due by `until` (default `now`), marked
+        pushed by `epoch` (fenced), in due order; but those the misfire rule ends at `now` (skipped
+        "misfired": their count)."""
 
-        async def attempt() -> list[Any]:
+        async def attempt() -> tuple[list[QueuedRun], int]:
             async with fenced(self._pool, epoch) as conn:
-                return await conn.fetch(q.QUEUED_TAKE_DUE, epoch, now, limit)  # type: ignore[no-any-return]
+                await conn.execute(q.OUTBOX_PLAN)
+                rows = await conn.fetch(q.OUTBOX_TAKE, until or now, limit)
+                stale = {r["id"] for r in rows if _stale(r, now)}
+                if stale:
+                    await conn.fetch(q.RUNS_SKIP, sorted(stale), SKIP_MISFIRED)
+                push = sorted((r for r in rows if r["id"] not in stale), key=lambda r: (r["due_at"], r["id"]))
+                if push:
+                    await conn.fetch(q.OUTBOX_MARK, epoch, [r["id"] for r in push])
+            return [_taken(r) for r in push], len(stale)
 
-        return [_queued(r) for r in await retry_contention(attempt, "take due runs")]
+        runs, misfired = await retry_contention(attempt, "outbox")
+        metrics.RUNS_SKIPPED.labels(reason=SKIP_MISFIRED).inc(misfired)
+        return runs, misfired
 
     async def next_due(self) -> datetime | None:
-        """The due time of the oldest queued run nobody pushed yet."""
+        """The due time of the first queued run not pushed (the outbox's next work)."""
         with translate_errors():
-            value = await self._pool.fetchval(q.QUEUED_NEXT_DUE)
+            value = await self._pool.fetchval(q.OUTBOX_NEXT_DUE)
         return value  # type: ignore[no-any-return]
 
-    async def repush(
-        self, epoch: int, now: datetime, after: RepushCursor = REPUSH_START, limit: int = 5000
-    ) -> tuple[list[QueuedRun], RepushCursor | None]:
-        """One page, in due order, of every queued run due by `now` past `after`, marked for this
-        epoch (but those the misfire policy ends now); and the cursor of the next page, None after
-        the last."""
+    async def unmark(self, epoch: int) -> int:
+        """Every queued run back in the outbox (election, Redis lost its data); how many (fenced)."""
         async with fenced(self._pool, epoch) as conn:
-            await conn.execute(q.REPUSH_PLAN)
-            rows = await conn.fetch(q.QUEUED_REPUSH, epoch, now, after[0], after[1], limit)
-            misfired = await _misfire(conn, rows)
-        rows = sorted(rows, key=lambda r: (r["due_at"], r["id"]))
-        cursor = (rows[-1]["due_at"], rows[-1]["id"]) if len(rows) == limit else None
-        return [_queued(r) for r in rows if r["id"] not in misfired], cursor
-
-    async def overdue_pushed(
-        self, epoch: int, late_s: float, leave_out: Sequence[int], limit: int = 1000, queues_out: Sequence[str] = ()
-    ) -> list[QueuedRun]:
-        """Queued runs pushed but unclaimed `late_s` past due (by PostgreSQL's clock), oldest
-        first, but those in `leave_out` and those of jobs in `queues_out`; marked pushed by
-        `epoch` (fenced)."""
-        async with fenced(self._pool, epoch) as conn:
-            await conn.execute(q.REPUSH_PLAN)
-            rows = await conn.fetch(q.QUEUED_OVERDUE_REPUSH, epoch, late_s, list(leave_out), limit, list(queues_out))
-            misfired = await _misfire(conn, rows)
-        return sorted((_queued(r) for r in rows if r["id"] not in misfired), key=lambda r: (r.due_ms, r.id))
-
-    async def unmark_future(self, epoch: int, now: datetime) -> int:
-        """Hand runs due after `now` that an earlier leader meant to push back to the due watcher."""
-        async with fenced(self._pool, epoch) as conn:
-            status = await conn.execute(q.QUEUED_UNMARK_FUTURE, now)
+            status = await conn.execute(q.OUTBOX_UNMARK)
         return int(status.split()[-1])
+
+    async def unmark_overdue(
+        self, epoch: int, late_s: float, leave_out: Sequence[int], limit: int = 1000, queues_out: Sequence[str] = ()
+    ) -> list[int]:
+        """Queued runs pushed but unclaimed `late_s` past due (by PostgreSQL's clock), oldest first,
+        but those in `leave_out` and those of jobs in `queues_out`, back in the outbox (fenced); their ids."""
+        async with fenced(self._pool, epoch) as conn:
+            await conn.execute(q.OUTBOX_PLAN)
+            rows = await conn.fetch(q.OUTBOX_UNMARK_OVERDUE, late_s, list(leave_out), limit, list(queues_out))
+        return [r["id"] for r in rows]

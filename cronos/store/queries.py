@@ -20,10 +20,11 @@ from cronos.models import JOB_WRITABLE
 
 # The channel the API notifies in the same transaction as each job write, and on each
 # manual trigger. Payload: JSON {"op": "...", "job_id": N}; op is one of
-# created, updated, deleted, paused, resumed, triggered; and retry, chain (runs queued by a finish).
+# created, updated, deleted, paused, resumed, triggered; and retry, chain, woken (runs queued by a finish).
 JOBS_CHANNEL = "cronos_jobs"
 
 NOTIFY = "SELECT pg_notify('" + JOBS_CHANNEL + "', $1)"
+NOTIFY_EACH = "SELECT pg_notify('" + JOBS_CHANNEL + "', payload) FROM unnest($1::text[]) AS payload"
 
 # A liveness probe, which also reads PostgreSQL's clock (unix time): the clock due times are
 # judged by (cronos.clock).
@@ -96,8 +97,8 @@ JOB_COUNT_BY_STATUS = "SELECT status, count(*) AS n FROM jobs GROUP BY status"
 # A manual trigger: one queued run due now, even for a paused job. No row: the job is
 # missing, or (vanishingly rare) a run with the same tick identity exists; retry then.
 RUN_INSERT_MANUAL = (
-    "INSERT INTO runs (job_id, scheduled_for, attempt, trigger, state, due_at, exclusive, revision)"
-    " SELECT id, now(), 1, 'manual', 'queued', now(), concurrency_policy <> 'allow', revision"
+    "INSERT INTO runs (job_id, scheduled_for, attempt, trigger, state, due_at, revision)"
+    " SELECT id, now(), 1, 'manual', 'queued', now(), revision"
     " FROM jobs WHERE id = $1"
     f" ON CONFLICT DO NOTHING RETURNING {_RUN}"
 )
@@ -196,15 +197,6 @@ DISPATCH_JOBS_BY_ID = f"SELECT {_DISPATCH_JOB} FROM jobs WHERE id = ANY($1::bigi
 DISPATCH_JOBS_CHANGED = f"SELECT {_DISPATCH_JOB} FROM jobs WHERE updated_at > $1"
 DISPATCH_ACTIVE_DIGEST = "SELECT count(*), coalesce(sum(id), 0)::bigint, now() FROM jobs WHERE status = 'active'"
 
-# A run as a token needs it; times in UTC epoch ms (floor), the same way on every path. Its queue
-# (the stream it goes to) is its job's now, looked up by primary key per returned row: a run
-# queued before its job moved follows the job (migration 0015).
-_TOKEN_COLS = (
-    "r.id, r.job_id, floor(extract(epoch FROM r.scheduled_for) * 1000)::bigint AS scheduled_for_ms,"
-    " r.attempt, r.trigger, floor(extract(epoch FROM r.due_at) * 1000)::bigint AS due_ms,"
-    " (SELECT j.queue FROM jobs j WHERE j.id = r.job_id) AS queue"
-)
-
 # Ticks, ledger first (run inside a transaction that holds EPOCH_GUARD), in one statement:
 # $1 epoch; $2-$6 one array per tick column ($6: the job revision that planned it). Each job's
 # cursor moves to its newest tick here, only forward, only while the job is active and only
@@ -224,11 +216,11 @@ TICKS_WRITE = (
     " count(*) FILTER (WHERE skip_reason IS NULL) AS runs FROM t GROUP BY job_id) AS c"
     " WHERE jobs.id = c.job_id AND jobs.status = 'active' AND jobs.plan_revision <= c.revision"
     " AND (jobs.last_scheduled_for IS NULL OR jobs.last_scheduled_for < c.cursor)"
-    " RETURNING jobs.id, jobs.concurrency_policy <> 'allow' AS exclusive)"
-    " INSERT INTO runs (job_id, scheduled_for, attempt, trigger, state, due_at, exclusive, epoch,"
+    " RETURNING jobs.id)"
+    " INSERT INTO runs (job_id, scheduled_for, attempt, trigger, state, due_at, epoch,"
     " pushed_epoch, skip_reason, finished_at, revision)"
     " SELECT t.job_id, t.scheduled_for, 1, 'schedule',"
-    " CASE WHEN t.skip_reason IS NULL THEN 'queued' ELSE 'skipped' END, t.due_at, m.exclusive, $1::bigint,"
+    " CASE WHEN t.skip_reason IS NULL THEN 'queued' ELSE 'skipped' END, t.due_at, $1::bigint,"
     " CASE WHEN t.skip_reason IS NULL THEN $1::bigint END, t.skip_reason,"
     " CASE WHEN t.skip_reason IS NULL THEN NULL ELSE now() END, t.revision"
     " FROM t JOIN moved m ON m.id = t.job_id"
@@ -249,173 +241,155 @@ JOBS_END = (
     " SELECT id, revision, 'ended', 'dispatcher', status, ARRAY['status'], jsonb_build_object('status', status)"
     " FROM ended RETURNING job_id"
 )
-# Manual triggers and retries (queued by others, never pushed) that are due: mark and return.
-# $1 epoch, $2 now, $3 limit.
-QUEUED_TAKE_DUE = (
-    "WITH pick AS MATERIALIZED (SELECT id, scheduled_for FROM runs WHERE state = 'queued' AND pushed_epoch IS NULL"
-    " AND due_at <= $2 ORDER BY due_at LIMIT $3 FOR NO KEY UPDATE)"
-    " UPDATE runs r SET pushed_epoch = $1 FROM pick WHERE r.id = pick.id AND r.scheduled_for = pick.scheduled_for"
-    " RETURNING " + _TOKEN_COLS
-)
-QUEUED_NEXT_DUE = "SELECT min(due_at) FROM runs WHERE state = 'queued' AND pushed_epoch IS NULL"
-# Queued runs that will not run (written ahead for a job paused, or given a schedule without
-# them, before they were due: cronos.store.revisions; a tick refused by the overlap policy):
-# recorded as skipped with reason $2.
-QUEUED_SKIP = (
-    "WITH locked AS MATERIALIZED (SELECT id, state, scheduled_for FROM runs WHERE id = ANY($1::bigint[])"
-    f" AND {_UNFINISHED} ORDER BY id FOR NO KEY UPDATE)"
-    " UPDATE runs r SET state = 'skipped', skip_reason = $2, finished_at = now()"
-    " FROM locked l WHERE r.id = l.id AND r.scheduled_for = l.scheduled_for AND l.state = 'queued' RETURNING r.id"
-)
-# Re-push (election, Redis lost its data): every queued run due by $2, in due order, a page of
-# $5 after the keyset ($3 due_at, $4 id) of the last page (runs_queued_due_id reads just the page).
-# Sent first in the re-push's transaction: over partitions, a page in due order must be a merge of
+# --- the outbox (leader, cronos.store.ledger; fenced) --------------------------------------
+#
+# Every queued run reaches the stream through here: queued, not pushed in this epoch
+# (pushed_epoch NULL), due within the push lead. Ticks the leader writes itself are marked pushed
+# by its epoch as they are written (TICKS_WRITE) and pushed from its memory; election, Redis
+# losing its data and the watchdog only clear the mark (OUTBOX_UNMARK*), and the runs come back here.
+
+# Sent first in an outbox transaction: over partitions, a page in due order must be a merge of
 # each partition's index, not a sort of everything due, which the planner picks whenever stale
 # statistics promise few queued runs (the whole backlog sorted for every page).
-REPUSH_PLAN = "SET LOCAL enable_sort = off"
-QUEUED_REPUSH = (
-    "WITH pick AS MATERIALIZED (SELECT id, scheduled_for FROM runs WHERE state = 'queued' AND due_at <= $2"
-    " AND (due_at, id) > ($3::timestamptz, $4::bigint) ORDER BY due_at, id LIMIT $5 FOR NO KEY UPDATE)"
-    " UPDATE runs r SET pushed_epoch = $1 FROM pick WHERE r.id = pick.id AND r.scheduled_for = pick.scheduled_for"
-    " RETURNING " + _TOKEN_COLS + ", r.due_at"
-)
-# The watchdog: queued runs whose token went out (pushed_epoch set) and that nobody has claimed
-# $2 seconds past due, oldest first, leaving out $3 (run ids it re-pushed moments ago) and rows
-# being claimed right now (SKIP LOCKED) and runs of jobs in the queues $5 (whose streams hold
-# unread tokens: a backlog, not a loss; their jobs' queues are looked up only when $5 names one);
-# a page of $4, marked pushed by epoch $1 (fenced). Sent after REPUSH_PLAN, for the same reason as
-# QUEUED_REPUSH (a merge of each day's index).
-QUEUED_OVERDUE_REPUSH = (
-    "WITH pick AS MATERIALIZED (SELECT id, scheduled_for FROM runs WHERE state = 'queued'"
-    " AND pushed_epoch IS NOT NULL AND due_at < now() - make_interval(secs => $2) AND NOT (id = ANY($3::bigint[]))"
-    " AND (cardinality($5::text[]) = 0"
-    " OR NOT (SELECT j.queue FROM jobs j WHERE j.id = runs.job_id) = ANY($5::text[]))"
-    " ORDER BY due_at, id LIMIT $4 FOR NO KEY UPDATE SKIP LOCKED)"
-    " UPDATE runs r SET pushed_epoch = $1 FROM pick WHERE r.id = pick.id AND r.scheduled_for = pick.scheduled_for"
-    " RETURNING " + _TOKEN_COLS
-)
-# Before a token goes out again (re-push, watchdog): of the runs $1, the scheduled ticks now
-# late beyond their job's misfire grace (at least $3 s) that the policy does not run end skipped
-# $2 ("misfired"): under `skip` every one, under `run_once` all but the job's newest written tick
-# (its cursor), which stands for them. A tick written ahead whose token was lost with Redis' data
-# would otherwise start long after its grace (G7: the policy decides beyond the grace).
-QUEUED_MISFIRE = (
-    "WITH batch AS MATERIALIZED (SELECT id, job_id, state, scheduled_for, due_at FROM runs"
-    f" WHERE id = ANY($1::bigint[]) AND {_UNFINISHED} AND trigger = 'schedule' AND attempt = 1),"
-    " stale AS MATERIALIZED (SELECT b.id, b.scheduled_for FROM batch b JOIN jobs j ON j.id = b.job_id"
-    " WHERE b.state = 'queued' AND b.due_at < now() - make_interval(secs => greatest(j.misfire_grace_s, $3))"
-    " AND (j.misfire_policy = 'skip' OR (j.misfire_policy = 'run_once' AND b.scheduled_for < j.last_scheduled_for)))"
-    " UPDATE runs r SET state = 'skipped', skip_reason = $2, finished_at = now()"
-    " FROM stale s WHERE r.id = s.id AND r.scheduled_for = s.scheduled_for AND r.state = 'queued' RETURNING r.id"
-)
-# On election: runs an earlier leader meant to push later (jitter, spread catch-up) become
-# "never pushed" again, so this leader's due watcher sees them.
-QUEUED_UNMARK_FUTURE = (
-    "UPDATE runs SET pushed_epoch = NULL WHERE state = 'queued' AND due_at > $1 AND pushed_epoch IS NOT NULL"
-)
+OUTBOX_PLAN = "SET LOCAL enable_sort = off"
+# The runs to push: never pushed in this epoch, due by $1, at most $2, in due order, locked (a run
+# being claimed right now is left for the next pass), with the facts the misfire rule decides on
+# (cronos.lifecycle.stale_tick_runs: the job's policy, grace and cursor, its newest written tick),
+# and its job's queue (the stream its token goes to).
+OUTBOX_TAKE = """
+WITH pick AS MATERIALIZED (
+    SELECT id, job_id, scheduled_for, attempt, trigger, due_at FROM runs
+    WHERE state = 'queued' AND pushed_epoch IS NULL AND due_at <= $1
+    ORDER BY due_at LIMIT $2 FOR NO KEY UPDATE SKIP LOCKED)
+SELECT p.id, p.job_id, p.scheduled_for, p.attempt, p.trigger, p.due_at,
+       j.misfire_policy, j.misfire_grace_s, j.last_scheduled_for AS cursor, j.queue
+FROM pick p JOIN jobs j ON j.id = p.job_id
+"""
+# queued -> queued, pushed by epoch $1 (pushed): the runs $2 (which OUTBOX_TAKE locked).
+OUTBOX_MARK = """
+WITH locked AS MATERIALIZED (
+    SELECT id, state, scheduled_for FROM runs WHERE id = ANY($2::bigint[]) AND finished_at IS NULL
+    ORDER BY id FOR NO KEY UPDATE)
+UPDATE runs r SET pushed_epoch = $1
+FROM locked l WHERE r.id = l.id AND r.scheduled_for = l.scheduled_for AND l.state = 'queued'
+RETURNING r.id
+"""
+# When the outbox has work next: the due time of the first queued run not pushed.
+OUTBOX_NEXT_DUE = "SELECT min(due_at) FROM runs WHERE state = 'queued' AND pushed_epoch IS NULL"
+# queued -> queued, not pushed (unpushed): every queued run (election, Redis lost its data).
+OUTBOX_UNMARK = "UPDATE runs SET pushed_epoch = NULL WHERE state = 'queued' AND pushed_epoch IS NOT NULL"
+# unpushed, the watchdog's: queued runs whose token went out (pushed_epoch set) and that nobody
+# has claimed $1 seconds past due, oldest first, leaving out $2 (run ids it unmarked moments ago)
+# and rows being claimed right now (SKIP LOCKED) and runs of jobs in the queues $4 (whose streams
+# hold unread tokens: a backlog, not a loss; their jobs' queues are looked up only when $4 names
+# one); at most $3. Sent after OUTBOX_PLAN, for the same reason as OUTBOX_TAKE.
+OUTBOX_UNMARK_OVERDUE = """
+WITH pick AS MATERIALIZED (
+    SELECT id, scheduled_for FROM runs
+    WHERE state = 'queued' AND pushed_epoch IS NOT NULL AND due_at < now() - make_interval(secs => $1)
+      AND NOT (id = ANY($2::bigint[]))
+      AND (cardinality($4::text[]) = 0 OR NOT (SELECT j.queue FROM jobs j WHERE j.id = runs.job_id) = ANY($4::text[]))
+    ORDER BY due_at, id LIMIT $3 FOR NO KEY UPDATE SKIP LOCKED)
+UPDATE runs r SET pushed_epoch = NULL FROM pick WHERE r.id = pick.id AND r.scheduled_for = pick.scheduled_for
+RETURNING r.id
+"""
 
 
 # --- runs (executor) ----------------------------------------------------------
+#
+# Each statement applies one transition of cronos.lifecycle, guarded by its from-state; the
+# decisions are made in Python between the facts a statement reads and the one that applies them.
+# Run start and finish times are clock_timestamp(), not now() (the transaction's start): a claim
+# that had to wait for the previous run's finish must not be stamped before it.
 
-# Run start and finish times are clock_timestamp(), not now() (the transaction's start): a
-# claim that had to wait for the previous run's finish must not be stamped before it.
-
-# Columns a claimed run carries to the executor: the run, plus what it needs of its job.
-_CLAIMED = (
-    "r.id, r.job_id, r.scheduled_for, r.attempt, r.trigger, r.epoch, r.started_at, r.exclusive,"
-    " j.name, j.kind, j.payload, j.timeout_s, j.max_retries, j.retry_backoff_s, j.concurrency_policy,"
-    " j.webhook_secret"
-)
-
-# Batch claim. $1 run ids, $2 node id, $3 lease seconds, [$4, $5) their ticks or NULL. Claims
-# every queued run of the batch except those an exclusive policy must arbitrate (a running
-# exclusive run of the same job, or a second exclusive run of one job in this batch): those stay
-# queued, and STILL_QUEUED answers them by policy. A concurrent claim can still trip
-# runs_one_running_exclusive (the primary key of runs_running_exclusive, which triggers keep:
-# migration 0009); the caller then arbitrates run by run.
-CLAIM_BATCH = (
-    "WITH batch AS MATERIALIZED ("
-    " SELECT id, job_id, exclusive, state, scheduled_for, attempt FROM runs WHERE id = ANY($1::bigint[])"
-    f" AND {_UNFINISHED} AND {_within(4, 5)} ORDER BY id FOR NO KEY UPDATE),"
-    " cand AS ("
-    " SELECT b.id, b.job_id, b.exclusive, b.scheduled_for,"
-    " row_number() OVER (PARTITION BY b.job_id, b.exclusive ORDER BY b.scheduled_for, b.attempt) AS n"
-    " FROM batch b WHERE b.state = 'queued'),"
-    " pick AS ("
-    " SELECT c.id, c.scheduled_for FROM cand c WHERE NOT c.exclusive OR (c.n = 1 AND NOT EXISTS ("
-    " SELECT 1 FROM runs_running_exclusive o WHERE o.job_id = c.job_id)))"
-    " UPDATE runs r SET state = 'running', node_id = $2, started_at = clock_timestamp(),"
-    " lease_until = now() + make_interval(secs => $3)"
-    f" FROM pick p, jobs j WHERE r.id = p.id AND r.scheduled_for = p.scheduled_for AND {_within(4, 5, 'r.')}"
-    " AND j.id = r.job_id"
-    " RETURNING " + _CLAIMED
-)
-# What an exclusive policy answers a queued run `r` (of job `j`) while a run of its job is
-# running: 'wait', 'buffer_full' or 'skipped' (a Refused value). `forbid` skips a tick only on a
-# real overlap: its predecessor was already running at the tick and was itself on time. A
-# predecessor that started after the tick was due, or one whose due time was put off (a paced
-# catch-up run, a retry's backoff: due_at past its tick and jitter), is ordered before this
-# tick, which waits for it; a tick that waited is due on time, so its own successor is judged
-# as usual. `buffer_one` lets one due run wait. None running any more (it ended meanwhile):
-# 'wait', and the run asks again at once.
-_OVERLAP_ANSWER = (
-    "CASE"
-    " WHEN j.concurrency_policy = 'buffer_all' THEN 'wait'"
-    " WHEN j.concurrency_policy = 'buffer_one' THEN CASE WHEN EXISTS ("
-    " SELECT 1 FROM runs w WHERE w.job_id = r.job_id AND w.state = 'queued' AND w.exclusive AND w.due_at <= now()"
-    " AND (w.scheduled_for, w.attempt) < (r.scheduled_for, r.attempt)) THEN 'buffer_full' ELSE 'wait' END"
-    " WHEN EXISTS (SELECT 1 FROM runs o WHERE o.job_id = r.job_id AND o.state = 'running' AND o.exclusive"
-    " AND o.started_at <= r.scheduled_for AND o.due_at <= o.scheduled_for + make_interval(secs => j.jitter_s))"
-    " THEN 'skipped'"
-    " ELSE 'wait' END"
-)
-# The runs of a batch left queued by CLAIM_BATCH (sent only when it did not claim them all); [$2, $3)
-# as there. Each with the policy's answer when a run of its exclusive job is running now, so a
-# backlog of waiting runs is answered in this one statement; NULL (arbitrate run by run, CLAIM_ONE):
-# none is running (a concurrent claim tripped the index), or `replace`, or not exclusive.
-STILL_QUEUED = (
-    "WITH batch AS MATERIALIZED (SELECT id, job_id, state, exclusive, scheduled_for, attempt FROM runs"
-    f" WHERE id = ANY($1::bigint[]) AND {_UNFINISHED} AND {_within(2, 3)})"
-    " SELECT r.id, CASE WHEN r.exclusive AND j.concurrency_policy <> 'replace' AND EXISTS ("
-    " SELECT 1 FROM runs_running_exclusive x WHERE x.job_id = r.job_id) THEN " + _OVERLAP_ANSWER + " END AS answer"
-    " FROM batch r JOIN jobs j ON j.id = r.job_id WHERE r.state = 'queued' ORDER BY r.id"
-)
-
-# Per-run arbitration (the rare path). Lock the run and read its state and its job's policy;
-# the caller goes on only while it is queued.
-LOCK_RUN = (
-    "SELECT r.id, r.job_id, r.exclusive, r.state, j.concurrency_policy FROM runs r JOIN jobs j ON j.id = r.job_id"
-    f" WHERE r.id = $1 AND r.{_UNFINISHED} FOR NO KEY UPDATE OF r"
-)
-# A claim the unique index refused (another exclusive run of the job is running): skip it or
-# let it wait, by policy (_OVERLAP_ANSWER).
-OVERLAP_DECISION = "SELECT " + _OVERLAP_ANSWER + " FROM runs r JOIN jobs j ON j.id = r.job_id WHERE r.id = $1"
-# Waiting runs asking again: those with no earlier run of their job still queued and due (so
-# waiting runs start in tick order, not in the order their executors happen to ask). Each probes
-# its own job's queued runs in runs_queued_job (LATERAL ... ORDER BY its columns LIMIT 1): a
-# waiting run reads its job's queue, not the backlog. A NOT EXISTS is planned as an anti join
-# that hashes every queued run of every job on every ask, and without the ORDER BY PostgreSQL
-# may walk runs_queued_due_id past every other job's due run. A run that ended meanwhile (skipped
-# by an edit's hand-over, say) has its turn: the claim then tells its caller it is not queued.
-WAITERS_TURN = (
-    "WITH r AS MATERIALIZED (SELECT id, job_id, scheduled_for, attempt FROM runs WHERE id = ANY($1::bigint[]))"
-    " SELECT r.id FROM r LEFT JOIN LATERAL (SELECT 1 AS earlier FROM runs w WHERE w.job_id = r.job_id"
-    " AND w.state = 'queued' AND w.exclusive AND w.due_at <= now()"
-    " AND (w.scheduled_for, w.attempt) < (r.scheduled_for, r.attempt)"
-    " ORDER BY w.scheduled_for, w.attempt LIMIT 1) e ON true WHERE e.earlier IS NULL"
-)
-# `replace`: end the job's other running exclusive run; its executor sees the loss at its next heartbeat.
-REPLACE_RUNNING = (
-    "UPDATE runs SET state = 'failed', error = $3, finished_at = clock_timestamp(), lease_until = NULL,"
-    " duration_ms = extract(epoch FROM now() - started_at) * 1000"
-    " WHERE job_id = $1 AND id <> $2 AND state = 'running' AND exclusive RETURNING id"
-)
-# The run is locked and queued (LOCK_RUN in the same transaction).
-CLAIM_ONE = (
-    "UPDATE runs r SET state = 'running', node_id = $2, started_at = clock_timestamp(),"
-    " lease_until = now() + make_interval(secs => $3)"
-    f" FROM jobs j WHERE r.id = $1 AND r.{_UNFINISHED} AND j.id = r.job_id RETURNING " + _CLAIMED
-)
+# The facts a claim decides on (cronos.lifecycle.overlap), for the runs $1 with ticks in [$2, $3)
+# (NULL: unknown): each run's state and tick, its job's policy and jitter, the job's running
+# exclusive run if any, and, for buffer_one only, whether one of the job's runs waits with an
+# earlier tick (probed in runs_waiting_job, by its columns: one entry, whatever the job's history);
+# and PostgreSQL's clock. The running run is locked FOR SHARE: its finish (which updates it)
+# waits until a claim that decided to wait for it has committed, so the finish's wake, a later
+# statement, sees that waiting run (no lost wakeup). Found through runs_running_exclusive (one key
+# probe; a lookup by id only when a run of the job is running: the row that table names is running,
+# and a state named here would plan the lookup on runs_running_lease, every running run).
+CLAIM_FACTS = """
+WITH batch AS MATERIALIZED (
+    SELECT id, job_id, state, scheduled_for, attempt, due_at FROM runs
+    WHERE id = ANY($1::bigint[]) AND finished_at IS NULL
+      AND scheduled_for >= coalesce($2::timestamptz, '-infinity')
+        AND scheduled_for < coalesce($3::timestamptz, 'infinity'))
+SELECT b.id, b.job_id, b.state, b.scheduled_for, b.attempt, b.due_at,
+       j.concurrency_policy AS policy, j.jitter_s, clock_timestamp() AS now,
+       o.scheduled_for AS ahead_scheduled_for, o.attempt AS ahead_attempt, o.started_at AS ahead_started_at,
+       CASE WHEN o.id IS NOT NULL AND j.concurrency_policy = 'buffer_one' THEN (
+           SELECT count(*) FROM (SELECT 1 FROM runs w WHERE w.state = 'waiting'
+             AND (w.job_id, w.scheduled_for, w.attempt) < (b.job_id, b.scheduled_for, b.attempt) AND w.job_id = b.job_id
+             ORDER BY w.job_id, w.scheduled_for, w.attempt LIMIT 1) e) ELSE 0 END AS earlier_waiting
+FROM batch b JOIN jobs j ON j.id = b.job_id
+LEFT JOIN LATERAL (
+    SELECT r.id, r.scheduled_for, r.attempt, r.started_at FROM runs r
+    WHERE r.id = (SELECT x.run_id FROM runs_running_exclusive x WHERE x.job_id = b.job_id)
+      AND j.concurrency_policy <> 'allow' AND r.finished_at IS NULL
+    FOR SHARE) o ON true
+ORDER BY b.id
+"""
+# queued -> running (claimed): the runs $1, each `exclusive` as $2 says (its job's policy now;
+# G3's runs_running_exclusive is kept by triggers on that column), by node $3 with a lease of $4
+# seconds; ticks in [$5, $6). Locked in id order, like every statement that locks runs (no
+# deadlock between a claim, a heartbeat and a finish). A claim that would make a second exclusive
+# run of a job running violates runs_one_running_exclusive: the caller reads the facts again.
+CLAIM_RUNS = """
+WITH locked AS MATERIALIZED (
+    SELECT id, state, scheduled_for FROM runs
+    WHERE id = ANY($1::bigint[]) AND finished_at IS NULL
+      AND scheduled_for >= coalesce($5::timestamptz, '-infinity')
+        AND scheduled_for < coalesce($6::timestamptz, 'infinity')
+    ORDER BY id FOR NO KEY UPDATE)
+UPDATE runs r SET state = 'running', exclusive = c.exclusive, node_id = $3, started_at = clock_timestamp(),
+       lease_until = now() + make_interval(secs => $4)
+FROM locked l, unnest($1::bigint[], $2::boolean[]) AS c(id, exclusive), jobs j
+WHERE r.id = l.id AND r.scheduled_for = l.scheduled_for AND l.state = 'queued' AND c.id = l.id AND j.id = r.job_id
+  AND r.scheduled_for >= coalesce($5::timestamptz, '-infinity')
+    AND r.scheduled_for < coalesce($6::timestamptz, 'infinity')
+RETURNING r.id, r.job_id, r.scheduled_for, r.attempt, r.trigger, r.epoch, r.started_at, r.exclusive,
+          j.name, j.kind, j.payload, j.timeout_s, j.max_retries, j.retry_backoff_s, j.concurrency_policy,
+          j.webhook_secret
+"""
+# queued -> waiting (waited): the runs $1; their tokens are acknowledged and their tick locks
+# released, and their predecessor's end wakes them.
+RUNS_WAIT = """
+WITH locked AS MATERIALIZED (
+    SELECT id, state, scheduled_for FROM runs WHERE id = ANY($1::bigint[]) AND finished_at IS NULL
+    ORDER BY id FOR NO KEY UPDATE)
+UPDATE runs r SET state = 'waiting', pushed_epoch = NULL
+FROM locked l WHERE r.id = l.id AND r.scheduled_for = l.scheduled_for AND l.state = 'queued'
+RETURNING r.id
+"""
+# waiting -> queued (woken), back in the outbox (pushed_epoch NULL): the runs $1. Returns their jobs.
+RUNS_WAKE = """
+WITH locked AS MATERIALIZED (
+    SELECT id, state, scheduled_for FROM runs WHERE id = ANY($1::bigint[]) AND finished_at IS NULL
+    ORDER BY id FOR NO KEY UPDATE)
+UPDATE runs r SET state = 'queued', pushed_epoch = NULL
+FROM locked l WHERE r.id = l.id AND r.scheduled_for = l.scheduled_for AND l.state = 'waiting'
+RETURNING r.id, r.job_id
+"""
+# queued or waiting -> skipped with reason $2 (overlapped, misfired, expired, handed_over): the runs $1.
+RUNS_SKIP = """
+WITH locked AS MATERIALIZED (
+    SELECT id, state, scheduled_for FROM runs WHERE id = ANY($1::bigint[]) AND finished_at IS NULL
+    ORDER BY id FOR NO KEY UPDATE)
+UPDATE runs r SET state = 'skipped', skip_reason = $2, finished_at = now()
+FROM locked l WHERE r.id = l.id AND r.scheduled_for = l.scheduled_for AND l.state IN ('queued', 'waiting')
+RETURNING r.id, r.job_id
+"""
+# running -> failed $3 (replaced): job $1's running exclusive runs but $2; each one's executor sees
+# the loss at its next heartbeat.
+REPLACE_RUNNING = """
+UPDATE runs SET state = 'failed', error = $3, finished_at = clock_timestamp(), lease_until = NULL,
+       duration_ms = extract(epoch FROM now() - started_at) * 1000
+WHERE job_id = $1 AND id <> $2 AND state = 'running' AND exclusive
+RETURNING id
+"""
 
 # Heartbeat for every run in flight on a node: extends the leases it still owns, returns their ids.
 # [$4, $5): their ticks, or NULL.
@@ -428,61 +402,66 @@ EXTEND_LEASES = (
     " AND l.state = 'running' RETURNING r.id"
 )
 
-# Chains: each completed run queues a run of every active job naming its job as a parent, in
-# the finish's statement (a crash between the two cannot lose the child), due at once. Its tick is
-# the parent's finish instant (a ms apart per child when several parents of one child finish in
-# one batch, so their lock keys differ); runs_chain_once makes it one run per (parent run, child),
-# and a tick identity already taken (two parents of one child finishing in the same microsecond
-# in two transactions) fails the finish, which is then retried (RunStore.finish): never dropped.
-# Only jobs with parents are in jobs_parents: the batch's children are found once, through it (&&
-# the batch's job ids), not once per finished run (3000 active jobs read per run, 80 ms of a
-# 100 ms finish of 700 runs, when the planner trusted stale statistics); without chains, nothing.
-_CHAINED = (
-    " children AS MATERIALIZED (SELECT id, parents, concurrency_policy, revision FROM jobs"
-    " WHERE parents && ARRAY(SELECT job_id FROM done WHERE state = 'completed') AND parents <> '{}'::bigint[]"
-    " AND status = 'active'),"
-    " chained AS ("
-    " INSERT INTO runs (job_id, scheduled_for, attempt, trigger, state, due_at, exclusive, revision, parent_run_id)"
-    " SELECT c.job_id, c.tick, 1, 'chain', 'queued', c.tick, c.exclusive, c.revision, c.parent_run_id FROM ("
-    " SELECT j.id AS job_id, j.concurrency_policy <> 'allow' AS exclusive, j.revision, d.id AS parent_run_id,"
-    " d.finished_at + (row_number() OVER (PARTITION BY j.id ORDER BY d.id) - 1) * interval '1 millisecond' AS tick"
-    " FROM done d JOIN children j ON j.parents @> ARRAY[d.job_id] WHERE d.state = 'completed') c"
-    " ON CONFLICT (parent_run_id, job_id, scheduled_for, attempt) WHERE parent_run_id IS NOT NULL DO NOTHING"
-    " RETURNING job_id),"
-)
-
-# Batch finish, one statement, so the outcome and the retry it allows commit together.
-# Each row is written only while `node_id` (the expected owner) still owns the run. Each run is
-# looked up by its id (LATERAL: no plan can scan the runs to join them with the batch), in the
-# order of $1, which the caller sorts: locks taken in id order.
-# retry_delay_s NULL: no retry. The retry copies the tick identity with attempt + 1, its revision and
-# its parent run (chains). [$9, $10): their ticks, or NULL.
-FINISH_RUNS = (
-    "WITH u AS MATERIALIZED (SELECT u.*, r.node_id AS owner, r.state AS current, r.scheduled_for AS tick"
-    " FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::float8[],"
-    " $8::float8[]) AS u(id, node_id, state, error, traceback, result, duration_ms, retry_delay_s),"
-    " LATERAL (SELECT node_id, state, scheduled_for FROM runs r"
-    f" WHERE r.id = u.id AND r.{_UNFINISHED} AND {_within(9, 10, 'r.')} FOR NO KEY UPDATE) r),"
-    " done AS ("
-    " UPDATE runs r SET state = u.state, finished_at = clock_timestamp(), lease_until = NULL, error = u.error,"
-    " traceback = u.traceback, result = u.result,"
-    " duration_ms = coalesce(u.duration_ms, extract(epoch FROM now() - r.started_at) * 1000)"
-    f" FROM u WHERE r.id = u.id AND r.scheduled_for = u.tick AND {_within(9, 10, 'r.')}"
-    " AND u.current = 'running' AND u.owner = u.node_id"
-    " RETURNING r.id, r.job_id, r.scheduled_for, r.attempt, r.exclusive, r.state, u.retry_delay_s, r.revision,"
-    " r.finished_at, r.parent_run_id),"
-    " retried AS ("
-    " INSERT INTO runs (job_id, scheduled_for, attempt, trigger, state, due_at, exclusive, revision, parent_run_id)"
-    " SELECT d.job_id, d.scheduled_for, d.attempt + 1, 'retry', 'queued',"
-    " now() + make_interval(secs => d.retry_delay_s), d.exclusive, d.revision, d.parent_run_id"
-    " FROM done d WHERE d.state = 'failed' AND d.retry_delay_s IS NOT NULL"
-    " ON CONFLICT (job_id, scheduled_for, attempt) DO NOTHING RETURNING job_id),"
-    + _CHAINED
-    + f" woken AS (SELECT pg_notify('{JOBS_CHANNEL}', json_build_object('op', op, 'job_id', job_id)::text)"
-    " FROM (SELECT DISTINCT 'retry' AS op, job_id FROM retried UNION SELECT 'chain', job_id FROM chained) x)"
-    " SELECT d.id, (SELECT count(*) FROM retried) AS retried, (SELECT count(*) FROM chained) AS chained,"
-    " (SELECT count(*) FROM woken) AS woken FROM done d"
-)
+# running -> completed | failed (completed, failed, lost): each run of $1 written only while the
+# node $2 (its expected owner) still owns it; $3 the end state, $4 error, $5 traceback, $6 result
+# excerpt, $7 duration (NULL: from started_at); ticks in [$8, $9). Each run is looked up by its id
+# (LATERAL: no plan can scan the runs to join them with the batch), in the order of $1, which the
+# caller sorts (locks in id order). The run's identity and state only: its follow-ups (the retry,
+# chain runs, waking the run waiting behind it) are the caller's, in the same transaction.
+FINISH_RUNS = """
+WITH u AS MATERIALIZED (
+    SELECT u.*, r.node_id AS owner, r.state AS current, r.scheduled_for AS tick
+    FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::float8[])
+         AS u(id, node_id, state, error, traceback, result, duration_ms),
+    LATERAL (SELECT node_id, state, scheduled_for FROM runs r
+             WHERE r.id = u.id AND r.finished_at IS NULL
+               AND r.scheduled_for >= coalesce($8::timestamptz, '-infinity')
+                 AND r.scheduled_for < coalesce($9::timestamptz, 'infinity')
+             FOR NO KEY UPDATE) r)
+UPDATE runs r SET state = u.state, finished_at = clock_timestamp(), lease_until = NULL, error = u.error,
+       traceback = u.traceback, result = u.result,
+       duration_ms = coalesce(u.duration_ms, extract(epoch FROM now() - r.started_at) * 1000)
+FROM u
+WHERE r.id = u.id AND r.scheduled_for = u.tick AND u.current = 'running' AND u.owner = u.node_id
+  AND r.scheduled_for >= coalesce($8::timestamptz, '-infinity')
+    AND r.scheduled_for < coalesce($9::timestamptz, 'infinity')
+RETURNING r.id, r.job_id, r.scheduled_for, r.attempt, r.state, r.exclusive, r.started_at, r.finished_at,
+          r.revision, r.parent_run_id
+"""
+# The facts a finish's follow-ups are decided on (cronos.lifecycle), read after FINISH_RUNS in its
+# transaction (so they see every wait committed before the finish could end its run):
+# kind 'child': (parent job, child job, child revision) for each active job naming one of $1
+# (the jobs of the completed runs) as a parent. Only jobs with parents are in jobs_parents, so
+# without chains this costs nothing.
+# kind 'waiter': the first $3 waiting runs of each of the jobs $2 (whose exclusive runs ended),
+# in tick order, with their job's policy and jitter, while no run of that job is running.
+FOLLOW_UP_FACTS = """
+SELECT 'child' AS kind, p.parent AS job_id, c.id AS child_id, c.revision AS child_revision,
+       NULL::bigint AS run_id, NULL::timestamptz AS scheduled_for, NULL::integer AS attempt,
+       NULL::timestamptz AS due_at, NULL::text AS policy, NULL::float8 AS jitter_s
+FROM jobs c, unnest(c.parents) AS p(parent)
+WHERE c.parents && $1::bigint[] AND c.parents <> '{}'::bigint[] AND c.status = 'active' AND p.parent = ANY($1::bigint[])
+UNION ALL
+SELECT 'waiter', f.job_id, NULL, NULL, w.id, w.scheduled_for, w.attempt, w.due_at, j.concurrency_policy, j.jitter_s
+FROM unnest($2::bigint[]) AS f(job_id)
+JOIN jobs j ON j.id = f.job_id
+CROSS JOIN LATERAL (
+    SELECT id, scheduled_for, attempt, due_at FROM runs
+    WHERE job_id = f.job_id AND state = 'waiting' ORDER BY job_id, scheduled_for, attempt LIMIT $3) w
+WHERE NOT EXISTS (SELECT 1 FROM runs_running_exclusive x WHERE x.job_id = f.job_id)
+"""
+# New queued runs (retried, chained, and the API's triggered): one per row of the arrays $1 job,
+# $2 tick, $3 attempt, $4 trigger, $5 due_at, $6 revision, $7 parent run. A tick identity already
+# taken is left alone (RETURNING omits it: the caller tells a chain run's tick collision from a
+# repeat). Never pushed: the outbox takes them when due.
+RUNS_QUEUE = """
+INSERT INTO runs (job_id, scheduled_for, attempt, trigger, state, due_at, revision, parent_run_id)
+SELECT u.job_id, u.tick, u.attempt, u.trigger, 'queued', u.due_at, u.revision, u.parent_run_id
+FROM unnest($1::bigint[], $2::timestamptz[], $3::integer[], $4::text[], $5::timestamptz[], $6::integer[], $7::bigint[])
+     AS u(job_id, tick, attempt, trigger, due_at, revision, parent_run_id)
+ON CONFLICT DO NOTHING
+RETURNING id, job_id, scheduled_for, attempt, trigger, parent_run_id
+"""
 
 # The backlog: queued runs more than $1 seconds past due, counted up to $2 (the count reads at
 # most that many index entries).
@@ -498,18 +477,45 @@ LOST_RUNS = (
     " WHERE r.state = 'running' AND r.lease_until < now()"
     " ORDER BY r.lease_until LIMIT $1 FOR UPDATE OF r SKIP LOCKED"
 )
-# Queued runs past their job's misfire grace, oldest first. The index range is bounded by the
-# smallest grace of any job, so runs still within every grace (a backlog being worked off) are
-# not read each time; each job's grace is looked up per run (a subquery, not a join) so the scan
-# follows the due_at index and stops at the limit.
-EXPIRE_QUEUED = (
-    "UPDATE runs r SET state = 'skipped', skip_reason = $2, finished_at = now()"
-    " FROM (SELECT q.id, q.scheduled_for FROM runs q WHERE q.state = 'queued'"
-    " AND q.due_at < now() - make_interval(secs => (SELECT coalesce(min(misfire_grace_s), 0) FROM jobs))"
-    " AND q.due_at + make_interval(secs => (SELECT j.misfire_grace_s FROM jobs j WHERE j.id = q.job_id)) < now()"
-    " ORDER BY q.due_at LIMIT $1 FOR NO KEY UPDATE SKIP LOCKED) e"
-    " WHERE r.id = e.id AND r.scheduled_for = e.scheduled_for RETURNING r.id"
-)
+# The leader's sweep of waiting runs (cronos.store.waiters): at most $1 of them, by job in tick
+# order, each with how many of its job's runs wait before it, its job's policy and jitter, and the
+# job's running exclusive run if any; and PostgreSQL's clock.
+WAITERS_SWEEP = """
+SELECT w.id AS run_id, w.job_id, w.scheduled_for, w.attempt, w.due_at, w.earlier,
+       j.concurrency_policy AS policy, j.jitter_s, clock_timestamp() AS now,
+       o.scheduled_for AS ahead_scheduled_for, o.attempt AS ahead_attempt, o.started_at AS ahead_started_at
+FROM (SELECT id, job_id, scheduled_for, attempt, due_at,
+             row_number() OVER (PARTITION BY job_id ORDER BY scheduled_for, attempt) - 1 AS earlier
+      FROM runs WHERE state = 'waiting' ORDER BY job_id, scheduled_for, attempt LIMIT $1) w
+JOIN jobs j ON j.id = w.job_id
+LEFT JOIN LATERAL (
+    SELECT r.scheduled_for, r.attempt, r.started_at FROM runs r
+    WHERE r.id = (SELECT x.run_id FROM runs_running_exclusive x WHERE x.job_id = w.job_id)
+      AND r.finished_at IS NULL) o ON true
+ORDER BY w.job_id, w.scheduled_for, w.attempt
+"""
+# queued or waiting -> skipped $2 (expired): runs still pending past their job's misfire grace,
+# $1 at most, oldest first. The queued ones' index range is bounded by the smallest grace of any
+# job, so runs still within every grace (a backlog being worked off) are not read each time; each
+# job's grace is looked up per run (a subquery, not a join) so the scan follows the due_at index
+# and stops at the limit. Waiting runs are few (one job's backlog behind its running run).
+EXPIRE_PENDING = """
+WITH queued AS MATERIALIZED (
+    SELECT q.id, q.scheduled_for FROM runs q
+    WHERE q.state = 'queued'
+      AND q.due_at < now() - make_interval(secs => (SELECT coalesce(min(misfire_grace_s), 0) FROM jobs))
+      AND q.due_at + make_interval(secs => (SELECT j.misfire_grace_s FROM jobs j WHERE j.id = q.job_id)) < now()
+    ORDER BY q.due_at LIMIT $1 FOR NO KEY UPDATE SKIP LOCKED),
+waiting AS MATERIALIZED (
+    SELECT w.id, w.scheduled_for FROM runs w
+    WHERE w.state = 'waiting'
+      AND w.due_at + make_interval(secs => (SELECT j.misfire_grace_s FROM jobs j WHERE j.id = w.job_id)) < now()
+    ORDER BY w.due_at LIMIT $1 FOR NO KEY UPDATE SKIP LOCKED)
+UPDATE runs r SET state = 'skipped', skip_reason = $2, finished_at = now()
+FROM (SELECT * FROM queued UNION ALL SELECT * FROM waiting) e
+WHERE r.id = e.id AND r.scheduled_for = e.scheduled_for
+RETURNING r.id, r.job_id
+"""
 
 
 # --- runs partitions (leader, cronos.store.partitions) -------------------------
@@ -547,13 +553,13 @@ PARTITION_RUNNING_EXCLUSIVE = (
     " WHERE state = 'running' AND exclusive ON CONFLICT DO NOTHING"
 )
 # A partition to drop must hold no run still to run or running (its partial indexes answer).
-PARTITION_BUSY = "SELECT EXISTS (SELECT 1 FROM \"{name}\" WHERE state IN ('queued', 'running'))"
+PARTITION_BUSY = "SELECT EXISTS (SELECT 1 FROM \"{name}\" WHERE state IN ('queued', 'waiting', 'running'))"
 PARTITION_DETACH = 'ALTER TABLE runs DETACH PARTITION "{name}"'
 PARTITION_DROP = 'DROP TABLE "{name}"'
 # The default partition's rows past retention (never a queued or running one), $2 at a time.
 DEFAULT_PURGE = (
     "DELETE FROM runs_default WHERE id IN (SELECT id FROM runs_default WHERE scheduled_for < $1"
-    " AND state NOT IN ('queued', 'running') LIMIT $2)"
+    " AND state NOT IN ('queued', 'waiting', 'running') LIMIT $2)"
 )
 
 

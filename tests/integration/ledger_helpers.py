@@ -3,7 +3,10 @@ leader would, so executor tests do not depend on the dispatcher."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import itertools
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -11,7 +14,9 @@ import asyncpg
 
 from cronos.messages import RunToken
 from cronos.models import Run
+from cronos.store import queries as q
 from cronos.store.db import to_struct
+from cronos.store.ledger import Ledger
 from cronos.stream import RunStream
 
 _names = itertools.count(1)
@@ -69,6 +74,17 @@ async def insert_run(
         due_at,
     )
     return token_for(row["id"], job_id, scheduled_for, attempt, trigger)
+
+
+def _token(run: Any, epoch: int) -> RunToken:
+    return RunToken(
+        run_id=run.id,
+        job_id=run.job_id,
+        scheduled_for_ms=run.scheduled_for_ms,
+        attempt=run.attempt,
+        trigger=run.trigger,
+        epoch=epoch,
+    )
 
 
 async def insert_runs(pool: asyncpg.Pool, job_ids: list[int], scheduled_for: datetime) -> list[RunToken]:
@@ -136,6 +152,42 @@ class Harness:
 
     async def runs(self, job_id: int) -> list[Run]:
         return await runs_of(self.pool, job_id)
+
+    @contextlib.asynccontextmanager
+    async def outbox(self, epoch: int = 1) -> AsyncIterator[None]:
+        """The leader's outbox, standing in for a dispatcher: the runs a finish queues (a retry, a
+        chain run, a waiting run woken) are pushed when its NOTIFY arrives, as the leader pushes them."""
+        await set_epoch(self.pool, epoch)
+        ledger, notified = Ledger(self.pool), asyncio.Event()
+        listener = await self.pool.acquire()
+
+        def wake(*_: object) -> None:
+            notified.set()
+
+        await listener.add_listener(q.JOBS_CHANNEL, wake)
+
+        async def pump() -> None:
+            while True:
+                notified.clear()
+                now = datetime.now(UTC)
+                runs, _ = await ledger.take(epoch, now, now + timedelta(milliseconds=250))
+                # Without due_ms (claimed when read): the tests' ticks lie in 2030, and an executor never
+                # claims a token carrying a due time before its tick.
+                await self.stream.publish([_token(r, epoch) for r in runs])
+                due = await ledger.next_due()  # a retry's backoff ends without a NOTIFY
+                wait_s = 1.0 if due is None else (due - datetime.now(UTC)).total_seconds() - 0.25
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(notified.wait(), min(1.0, max(0.01, wait_s)))
+
+        task = asyncio.create_task(pump())
+        try:
+            yield
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+            await listener.remove_listener(q.JOBS_CHANNEL, wake)
+            await self.pool.release(listener)
 
     async def state(self, run_id: int) -> str:
         return await run_state(self.pool, run_id)

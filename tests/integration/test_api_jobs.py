@@ -276,17 +276,12 @@ async def test_trigger_queues_a_manual_run_even_when_paused(api: Api, pg_pool: a
     assert (run["job_id"], run["state"], run["trigger"], run["attempt"]) == (job["id"], "queued", "manual", 1)
     assert run["scheduled_for"] == run["due_at"]
     assert t0 - timedelta(seconds=1) < _ts(run["scheduled_for"]) <= datetime.now(UTC)
-    row = await pg_pool.fetchrow("SELECT exclusive, state FROM runs WHERE id = $1", run["id"])
-    assert row["exclusive"] is True and row["state"] == "queued"
+    assert await pg_pool.fetchval("SELECT state FROM runs WHERE id = $1", run["id"]) == "queued"
     second = await api.call("POST", f"/api/jobs/{job['id']}/trigger")
     assert second.status == 202 and second.body["id"] != run["id"]
 
     got = await api.call("GET", f"/api/jobs/{job['id']}")
     assert got.body["last_run"]["id"] == second.body["id"]
-
-    allow = await api.create(name="overlapping", concurrency_policy="allow")
-    run2 = (await api.call("POST", f"/api/jobs/{allow['id']}/trigger")).body
-    assert await pg_pool.fetchval("SELECT exclusive FROM runs WHERE id = $1", run2["id"]) is False
 
 
 async def test_every_write_notifies_in_its_transaction(api: Api, database_url: str) -> None:

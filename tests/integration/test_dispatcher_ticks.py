@@ -257,9 +257,9 @@ async def test_upcoming_ticks_are_written_ahead_and_pushed_a_lead_before_due(sta
     assert (run["scheduled_for"], run["state"]) == (T0 + timedelta(seconds=5), "queued")
     assert await stack.cursor(job) == T0 + timedelta(seconds=5)
     push_at = T0 + timedelta(seconds=5, milliseconds=-lead_ms)
-    assert ticker.pusher.next_push() == push_at
-    assert await ticker.pusher.push_once(push_at - timedelta(milliseconds=1)) == 0
-    assert await ticker.pusher.push_once(push_at) == 1
+    assert ticker.outbox.next_push() == push_at
+    assert await ticker.outbox.push_once(push_at - timedelta(milliseconds=1)) == 0
+    assert await ticker.outbox.push_once(push_at) == 1
     tokens = await stack.tokens()
     assert [(t.run_id, t.scheduled_for_ms, t.due_ms) for t in tokens] == [(run["id"], _ms(T0) + 5000, _ms(T0) + 5000)]
 
@@ -302,7 +302,7 @@ async def test_a_run_written_ahead_is_not_pushed_once_its_job_is_paused(stack: S
     await JobStore(stack.pool).set_status(job, "paused")
     ticker.notify(Change("paused", job))
     await ticker.run_once(T0 + timedelta(seconds=4.5))
-    assert await ticker.pusher.push_once(T0 + timedelta(seconds=5)) == 0
+    assert await ticker.outbox.push_once(T0 + timedelta(seconds=5)) == 0
     assert await stack.tokens() == []
     (run,) = await stack.runs(job)
     assert (run["state"], run["skip_reason"]) == ("skipped", "job paused or deleted")
@@ -357,10 +357,11 @@ async def test_every_push_goes_to_the_stream_of_its_jobs_queue(stack: Stack) -> 
     assert [t.job_id for t in await stack.tokens()] == [plain]
     assert await on_gpu() == [gpu]
     await JobStore(stack.pool).trigger(gpu)  # a manual run: pushed when due, by the due watcher
-    due = await stack.ledger.take_due(stack.epoch, datetime.now(UTC) + timedelta(seconds=1))
+    due, _ = await stack.ledger.take(stack.epoch, datetime.now(UTC), datetime.now(UTC) + timedelta(seconds=1))
     assert await stack.publisher.publish(due, stack.epoch) == 1
     assert await on_gpu() == [gpu] and await stack.tokens() == []
-    runs, _cursor = await stack.ledger.repush(stack.epoch, T0 + timedelta(seconds=3))  # as on an election
+    await stack.ledger.unmark(stack.epoch)  # as on an election
+    runs, _ = await stack.ledger.take(stack.epoch, T0 + timedelta(seconds=3))
     assert sorted((r.job_id, r.queue) for r in runs) == [
         (plain, "default"),
         (gpu, "gpu"),
@@ -386,8 +387,8 @@ async def test_a_repush_ends_ticks_late_beyond_their_grace_per_misfire_policy(st
     written = await stack.new_ticker().run_once(cursor + timedelta(seconds=3.2))  # on time then
     assert (written.queued, written.skipped) == (9, 0)
     new_epoch = (await EpochStore(stack.pool).take("next-leader")).epoch  # its election's re-push, 12 s on
-    runs, more = await stack.ledger.repush(new_epoch, now)
-    assert more is None
+    await stack.ledger.unmark(new_epoch)
+    runs, _ = await stack.ledger.take(new_epoch, now)
     pushed = {(r.job_id, r.scheduled_for_ms) for r in runs}
     newest = int((cursor + timedelta(seconds=3)).timestamp() * 1000)
     for policy, job in ids.items():
@@ -398,3 +399,25 @@ async def test_a_repush_ends_ticks_late_beyond_their_grace_per_misfire_policy(st
         skipped = [int(r["scheduled_for"].timestamp() * 1000) for r in rows if r["state"] == "skipped"]
         assert skipped == [m for m in ms if m not in expected_pushed], policy
         assert all(r["skip_reason"] == "misfired" for r in rows if r["state"] == "skipped")
+
+
+async def test_a_new_leaders_catch_up_and_its_repush_run_one_tick_for_a_misfire_under_run_once(stack: Stack) -> None:
+    """The double run the last release had: ticks written ahead, then Redis lost their tokens and
+    the leader was away past their grace. The new leader first writes its catch-up (whose newest
+    tick runs under run_once), then judges the ticks written ahead: they are older than the job's
+    newest written tick now, so they end misfired. Before, the re-push came first, kept the newest
+    tick written ahead (the newest at that time) and the catch-up ran its own newest too."""
+    now = datetime.now(UTC).replace(microsecond=0)
+    cursor = now - timedelta(seconds=30)
+    job = await add_job(stack.pool, "*/10 * * * * *", cursor=cursor, misfire_policy="run_once", misfire_grace_s=2)
+    ahead = stack.new_ticker()
+    await ahead.run_once(cursor + timedelta(seconds=10.2))  # the tick at +10 s written, on time then
+    assert [r["state"] for r in await stack.runs(job)] == ["queued"]
+    new_epoch = (await EpochStore(stack.pool).take("next-leader")).epoch
+    leader = Ticker(stack.ledger, stack.publisher, lambda: new_epoch, resync_interval_s=3600, lookahead_s=0)
+    await leader.run_once(now + timedelta(seconds=5))  # +20 s and +30 s are due now, all past their grace
+    rows = await stack.runs(job)
+    late = [r for r in rows if r["scheduled_for"] < now + timedelta(seconds=3)]
+    assert [r["state"] for r in late if r["state"] != "skipped"] == ["queued"], "one run for the misfire"
+    assert max(late, key=lambda r: r["scheduled_for"])["state"] == "queued"  # the newest stands for the lot
+    assert {r["skip_reason"] for r in late if r["state"] == "skipped"} == {"misfired"}

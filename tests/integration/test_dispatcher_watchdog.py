@@ -1,5 +1,6 @@
 """The leader's watchdog against real PostgreSQL and Redis: a run whose token went out and that
-nobody claimed is pushed again, once per backoff, never while executors are behind."""
+nobody claimed goes back in the outbox (which pushes it again), once per backoff, never while
+executors are behind."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from cronos.settings import Settings
 from cronos.store.epoch import EpochStore
 from cronos.store.ledger import Ledger
 from cronos.store.runs import RunStore
+from dispatcher.outbox import Outbox
 from dispatcher.publisher import Publisher
 from dispatcher.watchdog import Watchdog
 from tests.integration.ledger_helpers import insert_job, insert_run
@@ -47,6 +49,14 @@ class Leader:
         fence = self.epoch if epoch is None else epoch
         return Watchdog(Ledger(self.pool), RunStore(self.pool), self.publisher, lambda: fence, overdue_after_ms)
 
+    async def pushed(self) -> list[int]:
+        """The outbox's round (what the watchdog's wake starts), then what an executor reads."""
+        await Outbox(Ledger(self.pool), self.publisher, lambda: self.epoch, 0).take(datetime.now(UTC))
+        return [t.run_id for t in await _read(self.publisher)]
+
+    async def pushed_epoch(self, run_id: int) -> int | None:
+        return await self.pool.fetchval("SELECT pushed_epoch FROM runs WHERE id = $1", run_id)  # type: ignore[no-any-return]
+
 
 @pytest.fixture
 async def leader(settings: Settings, pg_pool: asyncpg.Pool, redis_client: aioredis.Redis) -> Leader:
@@ -61,19 +71,19 @@ async def test_a_pushed_run_nobody_claimed_is_pushed_again_with_backoff(leader: 
     watchdog = leader.watchdog(3000)
     job = await insert_job(pg_pool)
     lost = await _queued(pg_pool, job, late_s=5, pushed_epoch=epoch - 1)  # its token is gone
-    await _queued(pg_pool, job, late_s=5, pushed_epoch=None)  # never pushed: the due watcher's
     recent = await _queued(pg_pool, job, late_s=2, pushed_epoch=epoch)  # overdue, not yet past the bound
 
     assert await watchdog.once(now=0.0) == 1
-    assert REGISTRY.get_sample_value("cronos_runs_overdue") == 3
-    assert [t.run_id for t in await _read(publisher)] == [lost]
-    assert await pg_pool.fetchval("SELECT pushed_epoch FROM runs WHERE id = $1", lost) == epoch
-    assert await watchdog.once(now=1.0) == 0  # pushed a moment ago: it waits
+    assert REGISTRY.get_sample_value("cronos_runs_overdue") == 2
+    assert await leader.pushed_epoch(lost) is None  # back in the outbox
+    assert await leader.pushed() == [lost]
+    assert await leader.pushed_epoch(lost) == epoch
+    assert await watchdog.once(now=1.0) == 0  # put back a moment ago: it waits
     assert await watchdog.once(now=3.5) == 1  # then again
-    assert [t.run_id for t in await _read(publisher)] == [lost]
+    assert await leader.pushed() == [lost]
     await pg_pool.execute("UPDATE runs SET due_at = due_at - interval '2 s' WHERE id = $1", recent)  # time passes
     assert await watchdog.once(now=4.0) == 1  # the other one, now past the bound (the lost one waits 6 s)
-    assert [t.run_id for t in await _read(publisher)] == [recent]
+    assert await leader.pushed() == [recent]
 
     # Executors behind (a token nobody has read yet): overdue runs are a backlog, not lost tokens.
     await publisher.stream.publish([RunToken(run_id=0, job_id=job, scheduled_for_ms=0)])
@@ -83,7 +93,7 @@ async def test_a_pushed_run_nobody_claimed_is_pushed_again_with_backoff(leader: 
     (claim,) = await store.claim([lost], "e1", 10)  # claimed at last: not overdue any more
     assert not isinstance(claim, str)
     assert await watchdog.once(now=200.0) == 1
-    assert lost not in [t.run_id for t in await _read(publisher)]
+    assert lost not in await leader.pushed()
 
     with pytest.raises(NotLeader):
         await leader.watchdog(3000, epoch=epoch - 1).once(now=300.0)  # deposed: writes nothing
@@ -103,15 +113,13 @@ async def test_a_lagging_queue_holds_back_only_its_own_runs(leader: Leader) -> N
     served, unserved = await insert_job(pg_pool), await insert_job(pg_pool)
     await pg_pool.execute("UPDATE jobs SET queue = 'edge' WHERE id = $1", unserved)
     waiting = await _queued(pg_pool, unserved, late_s=5, pushed_epoch=leader.epoch)
-    (edge_run,) = await Ledger(pg_pool).overdue_pushed(leader.epoch, 0, [])
-    assert edge_run.queue == "edge"  # its job's queue, read when it is pushed
-    await publisher.publish([edge_run], leader.epoch)
-    assert await _read(publisher) == []  # not on the default queue's stream
+    assert await Ledger(pg_pool).unmark_overdue(leader.epoch, 0, []) == [waiting]
+    assert await leader.pushed() == []  # pushed onto its job's queue's stream, read when it is pushed
     assert (await publisher.stream.info("edge")).lag == 1
     lost = await _queued(pg_pool, served, late_s=5, pushed_epoch=leader.epoch)
 
     assert await leader.watchdog(3000).once(now=0.0) == 1
-    assert [t.run_id for t in await _read(publisher)] == [lost]  # not the edge run: it waits for its pool
+    assert await leader.pushed() == [lost]  # not the edge run: it waits for its pool
     assert (await publisher.stream.info("edge")).lag == 1
     assert await publisher.queues() == ["default", "edge"]
     assert await publisher.housekeeping() >= 1
@@ -120,7 +128,7 @@ async def test_a_lagging_queue_holds_back_only_its_own_runs(leader: Leader) -> N
     # The job moves to a served queue: its run, stuck on the unserved stream, follows it.
     await pg_pool.execute("UPDATE jobs SET queue = 'default' WHERE id = $1", unserved)
     assert await leader.watchdog(3000).once(now=50.0) == 2  # (a new watchdog: `lost` again too)
-    assert sorted(t.run_id for t in await _read(publisher)) == sorted([lost, waiting])
+    assert sorted(await leader.pushed()) == sorted([lost, waiting])
     # Both queues lagging: executors are behind everywhere, nothing is pushed.
     await publisher.stream.publish([RunToken(run_id=0, job_id=served, scheduled_for_ms=0)])
     await pg_pool.execute("UPDATE runs SET pushed_epoch = $2 WHERE id = $1", waiting, leader.epoch)

@@ -142,7 +142,8 @@ async def test_forbid_overlap_ends_skipped_with_reason(harness: Harness, executo
     # a holds one token, busy with the first run: it must not read the second
     async with executor("a", executor_concurrency=1, executor_prefetch=1) as a, running(a), executor("b") as b:
         await wait_for(lambda: _is(harness, first.run_id, "running"), what="first run running")
-        second = await harness.queue(job, 1)
+        # Due 2 s ago behind an on-time run that still runs: it would have waited past ON_TIME_S.
+        second = await harness.queue(job, 1, due_at=datetime.now(UTC) - timedelta(seconds=2))
         assert await b.run_once() == {"skipped": 1}
         RELEASE["forbid"].set()
         await wait_for(lambda: _is(harness, first.run_id, "completed"), what="first run completed")
@@ -158,7 +159,7 @@ async def test_forbid_catch_up_runs_one_after_another_instead_of_skipping(harnes
     now = datetime.now(UTC)
     tokens = [await insert_run(harness.pool, job, now - timedelta(seconds=5 - i)) for i in range(5)]
     await harness.stream.publish(tokens)
-    async with executor("a") as ex, running(ex):
+    async with harness.outbox(), executor("a") as ex, running(ex):
         await wait_for(lambda: _count_state(harness, job, "completed", 5), timeout=20, what="five catch-up runs")
     runs = sorted(await harness.runs(job), key=lambda r: r.scheduled_for)
     assert [r.state for r in runs] == ["completed"] * 5
@@ -172,14 +173,28 @@ async def test_buffer_all_runs_an_overlapping_tick_when_its_predecessor_ends(
 ) -> None:
     job = await harness.job(payload=gate("buffer"), concurrency_policy="buffer_all")
     first = await harness.queue(job, 0)
-    async with executor("a") as ex, running(ex):
+    async with harness.outbox(), executor("a") as ex, running(ex):
         await wait_for(lambda: _is(harness, first.run_id, "running"), what="first run running")
         second = await harness.queue(job, 1)
-        await asyncio.sleep(0)  # the second token is read and waits: queued, not skipped
-        await wait_for(lambda: _pending_is(harness, 2), what="both tokens held by the executor")
-        assert await harness.state(second.run_id) == "queued"
+        # The second run waits, holding no token: its predecessor's end wakes it, and the leader pushes it.
+        await wait_for(lambda: _is(harness, second.run_id, "waiting"), what="the second run waiting")
+        await wait_for(lambda: _pending_is(harness, 1), what="only the running run's token held")
         RELEASE["buffer"].set()
         await wait_for(lambda: _is(harness, second.run_id, "completed"), timeout=10, what="buffered run completed")
+    assert EXECUTIONS[second.run_id] == 1
+
+
+async def test_forbid_runs_a_tick_whose_predecessor_ends_within_its_wait(harness: Harness, executor: Factory) -> None:
+    # The previous run is still running at the next tick (a failover or a handover made it start
+    # late): the tick waits, woken by the end, instead of being skipped.
+    job = await harness.job(payload=gate("forbid_wait"))
+    first = await harness.queue(job, 0)
+    async with harness.outbox(), executor("a") as ex, running(ex):
+        await wait_for(lambda: _is(harness, first.run_id, "running"), what="first run running")
+        second = await harness.queue(job, 1)
+        await wait_for(lambda: _is(harness, second.run_id, "waiting"), what="the second run waiting")
+        RELEASE["forbid_wait"].set()
+        await wait_for(lambda: _is(harness, second.run_id, "completed"), timeout=10, what="the second run completed")
     assert EXECUTIONS[second.run_id] == 1
 
 

@@ -101,31 +101,42 @@ def _nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
 
 def _finish_args(ids: list[int]) -> tuple[Any, ...]:
     n = len(ids)
-    return (ids, ["n"] * n, ["completed"] * n, [None] * n, [None] * n, [None] * n, [1.0] * n, [None] * n, None, None)
+    return (ids, ["n"] * n, ["completed"] * n, [None] * n, [None] * n, [None] * n, [1.0] * n, None, None)
+
+
+async def _new_runs(pool: asyncpg.Pool, ids: list[int]) -> tuple[Any, ...]:
+    """RUNS_QUEUE's arrays for the next attempts of these runs (retries)."""
+    rows = await pool.fetch("SELECT job_id, scheduled_for FROM runs WHERE id = ANY($1) ORDER BY id", ids)
+    n, now = len(rows), datetime.now(UTC)
+    return ([r["job_id"] for r in rows], [r["scheduled_for"] for r in rows], [2] * n, ["retry"] * n, [now] * n,
+            [1] * n, [None] * n)  # fmt: skip
 
 
 async def test_batch_statements_read_rows_in_proportion_to_the_batch(pg_pool: asyncpg.Pool, backlog: list[int]) -> None:
     batch = backlog[-BATCH:]
-    middle = await pg_pool.fetchrow("SELECT due_at, id FROM runs WHERE id = $1", backlog[len(backlog) // 2])
+    jobs = [r["id"] for r in await pg_pool.fetch("SELECT id FROM jobs ORDER BY id")]
     statements: dict[str, tuple[str, tuple[Any, ...]]] = {
-        "CLAIM_BATCH": (q.CLAIM_BATCH, (batch, "n", 10.0, None, None)),  # ticks unknown: every partition
-        "STILL_QUEUED": (q.STILL_QUEUED, (batch, None, None)),
-        "QUEUED_SKIP": (q.QUEUED_SKIP, (batch, "x")),
-        # a re-push page's stale ticks ended by their misfire policy (the backlog is within its grace)
-        "QUEUED_MISFIRE": (q.QUEUED_MISFIRE, (batch, "misfired", 1.0)),
+        "CLAIM_FACTS": (q.CLAIM_FACTS, (batch, None, None)),  # ticks unknown: every partition
+        "CLAIM_RUNS": (q.CLAIM_RUNS, (batch, [False] * BATCH, "n", 10.0, None, None)),  # (two per job: G3 aside)
+        "RUNS_WAIT": (q.RUNS_WAIT, (batch,)),
+        "RUNS_WAKE": (q.RUNS_WAKE, (batch,)),
+        "RUNS_SKIP": (q.RUNS_SKIP, (batch, "x")),
         "EXTEND_LEASES": (q.EXTEND_LEASES, (batch, "n", 10.0, None, None)),
         "FINISH_RUNS": (q.FINISH_RUNS, _finish_args(batch)),
-        # a re-push page from the middle of the backlog
-        "QUEUED_REPUSH": (q.QUEUED_REPUSH, (2, datetime.now(UTC), middle["due_at"], middle["id"], BATCH)),
-        # the watchdog's page, leaving out the oldest runs (pushed again moments ago)
-        "QUEUED_OVERDUE_REPUSH": (q.QUEUED_OVERDUE_REPUSH, (2, 3.0, backlog[:BATCH], BATCH, [])),
+        "FOLLOW_UP_FACTS": (q.FOLLOW_UP_FACTS, (jobs, jobs, 8)),
+        "RUNS_QUEUE": (q.RUNS_QUEUE, await _new_runs(pg_pool, batch)),
+        # the outbox after an election: every queued run back in it, a page taken in due order
+        "OUTBOX_TAKE": (q.OUTBOX_TAKE, (datetime.now(UTC), BATCH)),
+        "OUTBOX_MARK": (q.OUTBOX_MARK, (2, batch)),
+        # the watchdog's page, leaving out the oldest runs (put back moments ago)
+        "OUTBOX_UNMARK_OVERDUE": (q.OUTBOX_UNMARK_OVERDUE, (3.0, backlog[:BATCH], BATCH, [])),
         # ... while another queue's stream lags (its jobs' runs are left out, looked up by job)
-        "QUEUED_OVERDUE_REPUSH_LAGGING": (q.QUEUED_OVERDUE_REPUSH, (2, 3.0, backlog[:BATCH], BATCH, ["gpu"])),
+        "OUTBOX_UNMARK_OVERDUE_LAGGING": (q.OUTBOX_UNMARK_OVERDUE, (3.0, backlog[:BATCH], BATCH, ["gpu"])),
     }
     preludes = {  # what the Ledger sends first
-        "QUEUED_REPUSH": q.REPUSH_PLAN,
-        "QUEUED_OVERDUE_REPUSH": q.REPUSH_PLAN,
-        "QUEUED_OVERDUE_REPUSH_LAGGING": q.REPUSH_PLAN,
+        "OUTBOX_TAKE": q.OUTBOX_PLAN + "; " + q.OUTBOX_UNMARK,
+        "OUTBOX_UNMARK_OVERDUE": q.OUTBOX_PLAN,
+        "OUTBOX_UNMARK_OVERDUE_LAGGING": q.OUTBOX_PLAN,
     }
     read = {
         name: await rows_read(pg_pool, sql, *args, prelude=preludes.get(name, ""))
@@ -134,17 +145,29 @@ async def test_batch_statements_read_rows_in_proportion_to_the_batch(pg_pool: as
     assert all(n <= 8 * BATCH for n in read.values()), {k: v for k, v in read.items() if v > 8 * BATCH}
 
 
-async def test_waiting_runs_read_their_own_jobs_queue_not_the_backlog(
+async def test_waiting_runs_are_read_through_their_own_index_not_the_backlog(
     pg_pool: asyncpg.Pool, backlog: list[int]
 ) -> None:
-    """Waiting runs asking again (WAITERS_TURN): each reads the queued runs of its own job before
-    it, never every queued run: here each job's third queued run, 2 runs back in its queue."""
-    batch = await pg_pool.fetchval(
-        "SELECT array_agg(id) FROM (SELECT id, row_number() OVER (PARTITION BY job_id ORDER BY scheduled_for) AS n"
-        " FROM runs WHERE state = 'queued') q WHERE n = 3"
+    """Each job runs one run and has two waiting behind it (buffer_one): a claim of each job's next
+    run counts its job's waiting runs, a finish reads each job's first waiting runs, the leader's
+    sweep every waiting run once; none of them reads the 20,000 queued runs."""
+    await pg_pool.execute("UPDATE jobs SET concurrency_policy = 'buffer_one'")
+    ranked = await pg_pool.fetch(
+        "SELECT id, n FROM (SELECT id, row_number() OVER (PARTITION BY job_id ORDER BY scheduled_for) AS n"
+        " FROM runs WHERE state = 'queued') q WHERE n <= 4"
     )
-    read = await rows_read(pg_pool, q.WAITERS_TURN, batch)
-    assert read <= 4 * len(batch) < len(backlog), (read, len(batch))
+    by_rank = {n: [r["id"] for r in ranked if r["n"] == n] for n in (1, 2, 3, 4)}
+    await pg_pool.execute(
+        "UPDATE runs SET state = 'running', node_id = 'n', started_at = now() WHERE id = ANY($1)", by_rank[1]
+    )
+    await pg_pool.execute("UPDATE runs SET state = 'waiting' WHERE id = ANY($1)", by_rank[2] + by_rank[3])
+    jobs = [r["id"] for r in await pg_pool.fetch("SELECT id FROM jobs ORDER BY id")]
+    read = {
+        "CLAIM_FACTS": await rows_read(pg_pool, q.CLAIM_FACTS, by_rank[4], None, None),
+        "FOLLOW_UP_FACTS": await rows_read(pg_pool, q.FOLLOW_UP_FACTS, [], jobs, 8),
+        "WAITERS_SWEEP": await rows_read(pg_pool, q.WAITERS_SWEEP, 5000),
+    }
+    assert all(n <= 12 * len(jobs) < len(backlog) for n in read.values()), read
 
 
 async def test_single_run_and_scan_statements_do_not_read_the_backlog(
@@ -154,11 +177,11 @@ async def test_single_run_and_scan_statements_do_not_read_the_backlog(
     one = backlog[-1]
     early = await pg_pool.fetchval("SELECT min(scheduled_for) FROM runs") + 10 * SECOND
     statements: dict[str, tuple[str, tuple[Any, ...]]] = {
-        "LOCK_RUN": (q.LOCK_RUN, (one,)),
-        "CLAIM_ONE": (q.CLAIM_ONE, (one, "n", 10.0)),
-        "QUEUED_TAKE_DUE": (q.QUEUED_TAKE_DUE, (2, now, 5000)),  # the backlog was pushed already
-        "QUEUED_NEXT_DUE": (q.QUEUED_NEXT_DUE, ()),
-        "EXPIRE_QUEUED": (q.EXPIRE_QUEUED, (1000, "expired")),  # the backlog is within its grace
+        "CLAIM_FACTS": (q.CLAIM_FACTS, ([one], None, None)),
+        "OUTBOX_TAKE": (q.OUTBOX_TAKE, (now, 5000)),  # the backlog was pushed already
+        "OUTBOX_NEXT_DUE": (q.OUTBOX_NEXT_DUE, ()),
+        "EXPIRE_PENDING": (q.EXPIRE_PENDING, (1000, "expired")),  # the backlog is within its grace
+        "WAITERS_SWEEP": (q.WAITERS_SWEEP, (5000,)),  # none waits
         "LOST_RUNS": (q.LOST_RUNS, (1000,)),
         # an edit's hand-over: the job's ticks written ahead (none), not its 400 queued runs
         "RUNS_AHEAD_OF_JOB": (q.RUNS_AHEAD_OF_JOB, (await pg_pool.fetchval("SELECT min(id) FROM jobs"),)),
@@ -181,12 +204,27 @@ async def test_a_batch_with_known_ticks_reads_only_its_days(pg_pool: asyncpg.Poo
             await tx.start()
             try:
                 await conn.execute(f"SET LOCAL plan_cache_mode = {mode}")
-                raw = await conn.fetchval("EXPLAIN (ANALYZE, FORMAT JSON) " + q.CLAIM_BATCH, batch, "n", 10.0, lo, hi)
+                plans = [
+                    await conn.fetchval("EXPLAIN (ANALYZE, FORMAT JSON) " + q.CLAIM_FACTS, batch, lo, hi),
+                    await conn.fetchval(
+                        "EXPLAIN (ANALYZE, FORMAT JSON) " + q.CLAIM_RUNS, batch, [False] * len(batch), "n", 10.0, lo, hi
+                    ),
+                ]
             finally:
                 await tx.rollback()
-            plan = (json.loads(raw) if isinstance(raw, str) else raw)[0]["Plan"]
-            scanned = {n["Relation Name"] for n in _nodes(plan) if n.get("Relation Name") in days and n["Actual Loops"]}
-            assert len(scanned) == 1, (mode, scanned)
+            for raw in plans:
+                plan = (json.loads(raw) if isinstance(raw, str) else raw)[0]["Plan"]
+                # The batch's own runs (alias runs); CLAIM_FACTS also looks up a running run of each
+                # job by id (alias r), in no partition while none runs.
+                scanned = {
+                    n["Relation Name"]
+                    for n in _nodes(plan)
+                    if n.get("Relation Name") in days
+                    and n["Actual Loops"]
+                    and not n.get("Alias", "").startswith("r_")
+                    and (n.get("Alias", "").startswith("runs") or n.get("Actual Rows", 0))
+                }
+                assert len(scanned) == 1, (mode, scanned)
 
 
 FINISHING = 1000  # runs finished at once: an executor's burst

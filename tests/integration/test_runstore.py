@@ -32,7 +32,7 @@ async def test_batch_claim_takes_queued_runs_once(pg_pool: asyncpg.Pool, store: 
     second = await store.claim(ids, "node-b", 10)
     assert [c.id for c in _claimed(first)] == ids  # one answer per id, in order
     assert second == [Refused.NOT_QUEUED] * 3
-    assert store.round_trips == 3  # one statement per batch, plus one to see that none is left queued
+    assert store.round_trips == 3  # the facts and the claim for the batch; the facts alone for the repeat
     row = await pg_pool.fetchrow("SELECT node_id, started_at, lease_until FROM runs WHERE id = $1", ids[0])
     assert row["node_id"] == "node-a" and row["lease_until"] > row["started_at"]
     assert _claimed(first)[0].payload == {"action": "noop"} and _claimed(first)[0].kind == "task"
@@ -51,14 +51,33 @@ async def test_concurrent_claims_of_one_run_yield_one_owner(pg_pool: asyncpg.Poo
     assert sum(len(_claimed(r)) for r in results) == 1
 
 
-async def test_forbid_skips_the_overlapping_tick(pg_pool: asyncpg.Pool, store: RunStore) -> None:
+async def _started(pool: asyncpg.Pool, run_id: int, seconds_ago: float) -> None:
+    """Backdate a running run's start (it was claimed `seconds_ago`, when its tick was due)."""
+    await pool.execute(
+        "UPDATE runs SET started_at = now() - make_interval(secs => $2) WHERE id = $1", run_id, seconds_ago
+    )
+
+
+async def test_forbid_waits_for_its_predecessor_until_it_is_late_then_skips(
+    pg_pool: asyncpg.Pool, store: RunStore
+) -> None:
+    # The predecessor started on time 3 s ago and still runs. A tick due now may wait for it (it may
+    # end within ON_TIME_S); a tick due 2 s ago would have waited past that: a real overlap.
     job = await insert_job(pg_pool)
-    old = await insert_run(pg_pool, job, tick(0))
-    new = await insert_run(pg_pool, job, tick(1))
+    now = datetime.now(UTC)
+    old = await insert_run(pg_pool, job, now - timedelta(seconds=3), due_at=now - timedelta(seconds=3))
+    late = await insert_run(pg_pool, job, now - timedelta(seconds=2), due_at=now - timedelta(seconds=2))
+    new = await insert_run(pg_pool, job, now, due_at=now)
     assert len(_claimed(await store.claim([old.run_id], "a", 10))) == 1
-    assert await store.claim([new.run_id], "b", 10) == [Refused.OVERLAP]
+    await _started(pg_pool, old.run_id, 3)
+    assert await store.claim([late.run_id], "b", 10) == [Refused.OVERLAP]
+    assert await store.claim([new.run_id], "b", 10) == [Refused.WAIT]
     runs = await runs_of(pg_pool, job)
-    assert [(r.state, r.skip_reason) for r in runs] == [("running", None), ("skipped", SKIP_OVERLAP)]
+    assert [(r.state, r.skip_reason) for r in runs] == [
+        ("running", None),
+        ("skipped", SKIP_OVERLAP),
+        ("waiting", None),
+    ]
 
 
 async def test_forbid_two_ticks_of_one_job_in_one_batch(pg_pool: asyncpg.Pool, store: RunStore) -> None:
@@ -67,22 +86,23 @@ async def test_forbid_two_ticks_of_one_job_in_one_batch(pg_pool: asyncpg.Pool, s
     a, b = await insert_run(pg_pool, job, tick(0)), await insert_run(pg_pool, job, tick(1))
     c = await insert_run(pg_pool, other, tick(0))
     result = await store.claim([b.run_id, a.run_id, c.run_id], "n", 10)
-    assert result[0] is Refused.OVERLAP  # the older tick wins
+    assert result[0] is Refused.WAIT  # the older tick runs, the other waits for it
     assert [r.id for r in _claimed(result)] == [a.run_id, c.run_id]
 
 
 async def test_forbid_orders_a_catch_up_instead_of_skipping_it(pg_pool: asyncpg.Pool, store: RunStore) -> None:
     # Two ticks both overdue (a failover's catch-up), claimed in one batch: the second waits
-    # for the first instead of being skipped, since the first was not running at its tick.
+    # for the first instead of being skipped, since the first started late, and the first's end wakes it.
     job = await insert_job(pg_pool)
     now = datetime.now(UTC)
     a = await insert_run(pg_pool, job, now - timedelta(seconds=4))
     b = await insert_run(pg_pool, job, now - timedelta(seconds=3))
     first, second = await store.claim([a.run_id, b.run_id], "n", 10)
     assert isinstance(first, ClaimedRun) and second is Refused.WAIT
-    assert await run_state(pg_pool, b.run_id) == "queued"
-    assert await store.claim([b.run_id], "n", 10) == [Refused.WAIT]  # asking again while a runs
-    await store.finish([Outcome(run_id=a.run_id, node_id="n", state="completed")])
+    assert await run_state(pg_pool, b.run_id) == "waiting"
+    assert await store.claim([b.run_id], "n", 10) == [Refused.NOT_QUEUED]  # a repeated token changes nothing
+    done = await store.finish([Outcome(run_id=a.run_id, node_id="n", state="completed")])
+    assert done.woken == 1 and await run_state(pg_pool, b.run_id) == "queued"
     (again,) = await store.claim([b.run_id], "n", 10)
     assert isinstance(again, ClaimedRun)
 
@@ -91,9 +111,11 @@ async def test_buffer_all_waits_for_the_running_predecessor(pg_pool: asyncpg.Poo
     job = await insert_job(pg_pool, concurrency_policy="buffer_all")
     runs = [await insert_run(pg_pool, job, tick(n)) for n in range(3)]
     assert isinstance((await store.claim([runs[0].run_id], "a", 10))[0], ClaimedRun)
-    # A real overlap (the predecessor ran at these ticks): forbid would skip them, buffer_all waits.
     assert await store.claim([runs[1].run_id, runs[2].run_id], "b", 10) == [Refused.WAIT, Refused.WAIT]
-    assert [r.state for r in await runs_of(pg_pool, job)] == ["running", "queued", "queued"]
+    assert [r.state for r in await runs_of(pg_pool, job)] == ["running", "waiting", "waiting"]
+    # Each end wakes the next waiting run, in tick order.
+    await store.finish([Outcome(run_id=runs[0].run_id, node_id="a", state="completed")])
+    assert [r.state for r in await runs_of(pg_pool, job)] == ["completed", "queued", "waiting"]
 
 
 async def test_buffer_one_keeps_one_waiting_run_and_skips_the_rest(pg_pool: asyncpg.Pool, store: RunStore) -> None:
@@ -106,11 +128,20 @@ async def test_buffer_one_keeps_one_waiting_run_and_skips_the_rest(pg_pool: asyn
     rows = await runs_of(pg_pool, job)
     assert [(r.state, r.skip_reason) for r in rows] == [
         ("running", None),
-        ("queued", None),
+        ("waiting", None),
         ("skipped", SKIP_BUFFER_FULL),
     ]
     await store.finish([Outcome(run_id=runs[0].run_id, node_id="a", state="completed")])
     assert isinstance((await store.claim([runs[1].run_id], "b", 10))[0], ClaimedRun)
+
+
+async def test_a_claim_stamps_exclusive_from_its_jobs_policy_now(pg_pool: asyncpg.Pool, store: RunStore) -> None:
+    forbid, allow = await insert_job(pg_pool), await insert_job(pg_pool, concurrency_policy="allow")
+    a, b = await insert_run(pg_pool, forbid, tick(0)), await insert_run(pg_pool, allow, tick(0))
+    await pg_pool.execute("UPDATE runs SET exclusive = NOT exclusive")  # what an insert wrote does not matter
+    claimed = {c.job_id: c.exclusive for c in _claimed(await store.claim([a.run_id, b.run_id], "n", 10))}
+    assert claimed == {forbid: True, allow: False}
+    assert await pg_pool.fetchval("SELECT count(*) FROM runs_running_exclusive") == 1  # G3's row, by the trigger
 
 
 async def test_allow_runs_alongside(pg_pool: asyncpg.Pool, store: RunStore) -> None:
@@ -293,7 +324,8 @@ async def test_forbid_waits_for_a_predecessor_whose_start_was_put_off(pg_pool: a
     on_time = await insert_run(pg_pool, job, now - timedelta(seconds=0.5), due_at=now - timedelta(seconds=0.5))
     assert isinstance((await store.claim([caught_up.run_id], "a", 10))[0], ClaimedRun)
     assert await store.claim([on_time.run_id], "b", 10) == [Refused.WAIT]
-    await store.finish([Outcome(run_id=caught_up.run_id, node_id="a", state="completed")])
+    assert (await store.finish([Outcome(run_id=caught_up.run_id, node_id="a", state="completed")])).woken == 1
     assert isinstance((await store.claim([on_time.run_id], "b", 10))[0], ClaimedRun)
-    later = await insert_run(pg_pool, job, now + timedelta(seconds=30), due_at=now)  # claimed early, on purpose
+    # A tick due 2 s ago behind an on-time predecessor: it would have waited past ON_TIME_S.
+    later = await insert_run(pg_pool, job, now + timedelta(seconds=30), due_at=now - timedelta(seconds=2))
     assert await store.claim([later.run_id], "c", 10) == [Refused.OVERLAP]

@@ -36,6 +36,7 @@ from cronos.lifecycle import (
     stale_tick_runs,
     transition,
 )
+from cronos.models import RUN_STATES
 
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 Q, W, R, C, F, S = (RunState(s) for s in ("queued", "waiting", "running", "completed", "failed", "skipped"))
@@ -287,3 +288,7 @@ def test_a_one_off_whose_tick_was_skipped_expires_every_other_job_completes() ->
     assert end_status(one_off=True, ran=0) == "expired"
     assert end_status(one_off=True, ran=1) == "completed"
     assert end_status(one_off=False, ran=0) == "completed"
+
+
+def test_the_api_states_are_the_lifecycles() -> None:
+    assert tuple(RunState) == RUN_STATES

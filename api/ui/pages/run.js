@@ -36,5 +36,5 @@ export async function runPage(main, [id], alive) {
     return run;
   }
   const run = await refresh();
-  return run.state === "queued" || run.state === "running" ? refresh : null;
+  return ["queued", "waiting", "running"].includes(run.state) ? refresh : null;
 }

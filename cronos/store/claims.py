@@ -1,0 +1,171 @@
+"""Steps 2-3 of a token: claim its run. Read the facts (CLAIM_FACTS), let cronos.lifecycle decide
+for each run (claim, wait, skip, replace), apply each decision with its own conditional statement.
+
+The common case costs two statements and no transaction: when every run of the batch is simply
+claimed, CLAIM_RUNS applies that, and PostgreSQL's runs_one_running_exclusive refuses a claim that
+a concurrent one made stale (G3). Anything else (a run of the job is running, two runs of one job
+in the batch) is decided again inside a transaction whose facts lock the running runs FOR SHARE,
+so a run that waits is committed as waiting before its predecessor's finish can look for waiters.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import Any, NamedTuple
+
+import asyncpg
+import msgspec
+
+from cronos import lifecycle
+from cronos.errors import Contention
+from cronos.lifecycle import OVERLAP_REASONS, Ahead, Candidate, Overlap
+from cronos.models import FAIL_REPLACED, ConcurrencyPolicy, JobKind
+from cronos.store import queries as q
+from cronos.store.db import to_struct
+
+Window = tuple[datetime | None, datetime | None]
+
+
+class ClaimedRun(msgspec.Struct, kw_only=True):
+    """A run this node now owns, with what the executor needs of its job."""
+
+    id: int
+    job_id: int
+    scheduled_for: datetime
+    attempt: int
+    trigger: str
+    epoch: int | None
+    started_at: datetime
+    exclusive: bool
+    name: str
+    kind: JobKind
+    payload: dict[str, Any]
+    timeout_s: float
+    max_retries: int
+    retry_backoff_s: float
+    concurrency_policy: ConcurrencyPolicy
+    webhook_secret: str  # signs http runs' requests (Standard Webhooks)
+
+
+class ClaimRequest(NamedTuple):
+    """A run to claim and its tick (a token's scheduled_for_ms: the claim reads that day only)."""
+
+    run_id: int
+    scheduled_for_ms: int
+
+
+class Refused(StrEnum):
+    """Why a run was not claimed: expected outcomes, answered as values."""
+
+    NOT_QUEUED = "not_queued"  # already claimed, waiting, finished or gone (a repeated token)
+    OVERLAP = "skipped"  # ended skipped SKIP_OVERLAP: the job's previous run is still running
+    BUFFER_FULL = "buffer_full"  # ended skipped SKIP_BUFFER_FULL (buffer_one: another run waits)
+    WAIT = "wait"  # now waiting: its predecessor's end wakes it (a token of its own then)
+
+
+Claim = ClaimedRun | Refused
+REFUSALS = {Overlap.SKIP: Refused.OVERLAP, Overlap.BUFFER_FULL: Refused.BUFFER_FULL, Overlap.WAIT: Refused.WAIT}
+# The skip reason a run refused by its job's concurrency policy is recorded with.
+SKIP_REASONS: dict[Refused, str] = {Refused.OVERLAP: OVERLAP_REASONS[Overlap.SKIP]} | {
+    Refused.BUFFER_FULL: OVERLAP_REASONS[Overlap.BUFFER_FULL]
+}
+
+
+@dataclass
+class ClaimPlan:
+    """What the lifecycle decided for each run of a batch."""
+
+    claim: dict[int, bool] = field(default_factory=dict)  # run id -> exclusive
+    refused: dict[int, Refused] = field(default_factory=dict)
+    replace: dict[int, int] = field(default_factory=dict)  # job id -> the run that replaces its running one
+
+    @property
+    def simple(self) -> bool:
+        """Only claims and repeated tokens: nothing to lock, wait or skip."""
+        return not self.replace and all(r is Refused.NOT_QUEUED for r in self.refused.values())
+
+
+def plan_claims(rows: Sequence[asyncpg.Record], ids: Sequence[int]) -> ClaimPlan:
+    """Decide every run of CLAIM_FACTS' rows; runs of one job in tick order, each seeing the ones
+    claimed before it as running (the newest first under `replace`: it supersedes the others)."""
+    plan = ClaimPlan()
+    found = {r["id"] for r in rows}
+    plan.refused.update((i, Refused.NOT_QUEUED) for i in ids if i not in found)
+    by_job: dict[int, list[asyncpg.Record]] = defaultdict(list)
+    for row in rows:
+        if row["state"] != "queued":
+            plan.refused[row["id"]] = Refused.NOT_QUEUED
+        else:
+            by_job[row["job_id"]].append(row)
+    for job_id, runs in by_job.items():
+        policy = runs[0]["policy"]
+        runs.sort(key=lambda r: (r["scheduled_for"], r["attempt"]), reverse=policy == "replace")
+        first = runs[0]
+        ahead = None
+        if first["ahead_started_at"] is not None:
+            tick = first["ahead_scheduled_for"]
+            on_time = lifecycle.on_time_at(job_id, tick, first["jitter_s"])
+            ahead = Ahead(tick, first["ahead_started_at"], first["ahead_attempt"], on_time)
+        waiting = int(first["earlier_waiting"] or 0)
+        for run in runs:
+            candidate = Candidate(policy, run["scheduled_for"], run["attempt"], run["due_at"], ahead, waiting)
+            decision = lifecycle.overlap(candidate, run["now"])
+            if decision is Overlap.CLAIM or decision is Overlap.REPLACE:
+                plan.claim[run["id"]] = lifecycle.exclusive(policy)
+                if decision is Overlap.REPLACE:
+                    plan.replace[job_id] = run["id"]
+                if lifecycle.exclusive(policy):
+                    on_time = lifecycle.on_time_at(job_id, run["scheduled_for"], run["jitter_s"])
+                    ahead = Ahead(run["scheduled_for"], run["now"], run["attempt"], on_time)
+            else:
+                plan.refused[run["id"]] = REFUSALS[decision]
+                waiting += decision is Overlap.WAIT
+    return plan
+
+
+async def claim(
+    pool: asyncpg.Pool, ids: Sequence[int], node_id: str, lease_s: float, within: Window
+) -> tuple[dict[int, ClaimedRun], dict[int, Refused], int]:
+    """One claim attempt of `ids` (unique); the claimed runs, the refused ones, and the statements
+    sent. Raises Contention when a concurrent claim made the decision stale (try again)."""
+    rows = await pool.fetch(q.CLAIM_FACTS, ids, *within)
+    plan = plan_claims(rows, ids)
+    if plan.simple:
+        try:
+            return await _claim_runs(pool, plan, node_id, lease_s, within), plan.refused, 1 + bool(plan.claim)
+        except asyncpg.UniqueViolationError:
+            pass  # a concurrent claim of one of these jobs: decide again, under locks
+    async with pool.acquire() as conn, conn.transaction():
+        plan = plan_claims(await conn.fetch(q.CLAIM_FACTS, ids, *within), ids)  # locks the running runs
+        sent = 2
+        for job_id, run_id in plan.replace.items():
+            await conn.fetch(q.REPLACE_RUNNING, job_id, run_id, FAIL_REPLACED)
+            sent += 1
+        try:
+            claimed = await _claim_runs(conn, plan, node_id, lease_s, within)
+        except asyncpg.UniqueViolationError as exc:
+            raise Contention("postgresql", f"claimed concurrently: {exc}") from exc
+        waiting = [i for i, r in plan.refused.items() if r is Refused.WAIT]
+        if waiting:
+            await conn.fetch(q.RUNS_WAIT, waiting)
+            sent += 1
+        for refusal, reason in SKIP_REASONS.items():
+            skipped = [i for i, r in plan.refused.items() if r is refusal]
+            if skipped:
+                await conn.fetch(q.RUNS_SKIP, skipped, reason)
+                sent += 1
+        return claimed, plan.refused, sent + bool(plan.claim)
+
+
+async def _claim_runs(
+    conn: asyncpg.Pool | asyncpg.Connection, plan: ClaimPlan, node_id: str, lease_s: float, within: Window
+) -> dict[int, ClaimedRun]:
+    if not plan.claim:
+        return {}
+    ids = sorted(plan.claim)
+    rows = await conn.fetch(q.CLAIM_RUNS, ids, [plan.claim[i] for i in ids], node_id, lease_s, *within)
+    return {r["id"]: to_struct(r, ClaimedRun) for r in rows}

@@ -1,0 +1,142 @@
+"""Step 5 of a token, and the reaper's: record how runs ended, then write their follow-ups.
+
+FINISH_RUNS records the outcomes alone (completed, failed, lost: the owner-guarded transition).
+In the same transaction, FOLLOW_UP_FACTS (a later statement: it sees every wait committed before
+the finish could end its run) reads what the follow-ups are decided on, cronos.lifecycle decides
+them, and each is written by its own statement: the next attempts and the chain runs (RUNS_QUEUE),
+the runs waiting behind an ended one (RUNS_WAKE, or RUNS_SKIP when a forbid wait ran out), and a
+NOTIFY so the leader's outbox pushes the new queued runs at once.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections import defaultdict
+from collections.abc import Collection, Sequence
+from datetime import datetime, timedelta
+from typing import Any, Literal
+
+import msgspec
+
+from cronos import lifecycle
+from cronos.lifecycle import Ahead, Ended, NewRun, RunState
+from cronos.store import queries as q
+from cronos.store.waiters import WAITERS_PER_JOB, wake_behind
+
+CHAIN_TICK_TRIES = 5
+
+
+class Outcome(msgspec.Struct, kw_only=True):
+    """The end of one run, written only while `node_id` still owns it."""
+
+    run_id: int
+    node_id: str
+    state: Literal["completed", "failed"]
+    error: str | None = None
+    traceback: str | None = None
+    result: str | None = None
+    duration_ms: float | None = None  # None: computed from started_at
+    retry_delay_s: float | None = None  # None: no retry
+    scheduled_for: datetime | None = None  # the run's tick, when known: the write looks in its day only
+
+
+class FinishResult(msgspec.Struct, kw_only=True):
+    written: set[int]  # run ids whose outcome was recorded (the others were not ours any more)
+    retried: int = 0
+    chained: int = 0  # runs queued for child jobs (chains) by the completed ones
+    woken: int = 0  # waiting runs woken by the ends
+
+
+async def finish(
+    conn: Any, outcomes: Sequence[Outcome], within: tuple[datetime | None, datetime | None]
+) -> FinishResult:
+    """In the caller's transaction: the outcomes (sorted by run id: locks in id order), then their follow-ups."""
+    if not outcomes:
+        return FinishResult(written=set())
+    outcomes = sorted(outcomes, key=lambda o: o.run_id)
+    rows = await conn.fetch(
+        q.FINISH_RUNS,
+        [o.run_id for o in outcomes],
+        [o.node_id for o in outcomes],
+        [o.state for o in outcomes],
+        [o.error for o in outcomes],
+        [o.traceback for o in outcomes],
+        [o.result for o in outcomes],
+        [o.duration_ms for o in outcomes],
+        *within,
+    )
+    if not rows:
+        return FinishResult(written=set())
+    delays = {o.run_id: o.retry_delay_s for o in outcomes}
+    ended = [_ended(r, delays.get(r["id"])) for r in rows]
+    exclusive = {r["job_id"]: r for r in rows if r["exclusive"]}
+    completed = sorted({e.job_id for e in ended if e.state is RunState.COMPLETED})
+    facts = await conn.fetch(q.FOLLOW_UP_FACTS, completed, sorted(exclusive), WAITERS_PER_JOB)
+    children: dict[int, list[tuple[int, int]]] = defaultdict(list)
+    waiters: dict[int, list[Any]] = defaultdict(list)
+    for f in facts:
+        if f["kind"] == "child":
+            children[f["job_id"]].append((f["child_id"], f["child_revision"]))
+        else:
+            waiters[f["job_id"]].append(f)
+    retries = [r for r in map(lifecycle.retry_of, ended) if r is not None]
+    result = FinishResult(written={e.id for e in ended}, retried=len(retries))
+    if retries:
+        await conn.fetch(q.RUNS_QUEUE, *_columns(retries))
+    chains = lifecycle.chain_runs(ended, children)
+    result.chained = await _queue_chains(conn, chains)
+    ahead = {
+        job: Ahead(r["scheduled_for"], r["started_at"] or r["finished_at"], r["attempt"])
+        for job, r in exclusive.items()
+    }
+    woken = await wake_behind(conn, waiters, ahead, rows[0]["finished_at"])
+    result.woken = len(woken)
+    ops = [("retry", r.job_id) for r in retries] + [("chain", r.job_id) for r in chains]
+    ops += [("woken", job) for job in woken]
+    await notify(conn, ops)
+    return result
+
+
+def _ended(row: Any, retry_delay_s: float | None) -> Ended:
+    state = RunState(row["state"])
+    return Ended(
+        row["id"], row["job_id"], row["scheduled_for"], row["attempt"], state, row["finished_at"],
+        row["revision"], row["parent_run_id"], retry_delay_s,
+    )  # fmt: skip
+
+
+async def _queue_chains(conn: Any, runs: list[NewRun]) -> int:
+    """Write chain runs; a tick taken by another parent's chain run of the same child (finished
+    in the same ms, in another transaction) moves a ms on, here, without failing the finish."""
+    queued = 0
+    for _ in range(CHAIN_TICK_TRIES):
+        if not runs:
+            break
+        written = {(r["job_id"], r["parent_run_id"]) for r in await conn.fetch(q.RUNS_QUEUE, *_columns(runs))}
+        queued += len(written)
+        step = timedelta(milliseconds=len(runs))
+        runs = [
+            dataclasses.replace(r, scheduled_for=r.scheduled_for + step, due_at=r.due_at + step)
+            for r in runs
+            if (r.job_id, r.parent_run_id) not in written
+        ]
+    return queued
+
+
+async def notify(conn: Any, ops: Collection[tuple[str, int]]) -> None:
+    """Tell the leader (at commit) which jobs have new queued runs to push: one statement."""
+    if ops:
+        await conn.execute(q.NOTIFY_EACH, [json.dumps({"op": op, "job_id": job}) for op, job in sorted(set(ops))])
+
+
+def _columns(runs: Sequence[NewRun]) -> list[list[Any]]:
+    return [
+        [r.job_id for r in runs],
+        [r.scheduled_for for r in runs],
+        [r.attempt for r in runs],
+        [r.trigger for r in runs],
+        [r.due_at for r in runs],
+        [r.revision for r in runs],
+        [r.parent_run_id for r in runs],
+    ]
