@@ -172,6 +172,7 @@ class DispatchJob(msgspec.Struct, kw_only=True):
     end_at: datetime | None = None
     runs_left: int | None = None  # max_runs less the scheduled runs written; None: no limit
     catchup_max_per_s: float | None = None
+    queue: str = DEFAULT_QUEUE  # the stream its tokens go to
 
 
 # --- payloads, one per kind; the API validates a job's payload against its kind ---

@@ -16,7 +16,7 @@ import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import asyncpg
 
@@ -25,9 +25,7 @@ from cronos.errors import InvalidInput
 from cronos.schedule_legacy import stored_schedule
 from cronos.store import queries as q
 from cronos.store.db import translate_errors
-
-if TYPE_CHECKING:
-    from dispatcher.term import Term
+from dispatcher.lifetime import Lifetime
 
 log = logging.getLogger("dispatcher.auditor")
 
@@ -84,7 +82,7 @@ class Auditor:
         self._settle = timedelta(seconds=settle_s)
         self._audited_to: datetime | None = None
 
-    async def run(self, term: Term) -> None:
+    async def run(self, term: Lifetime) -> None:
         while True:
             await term.sleep(self._interval.total_seconds())
             try:

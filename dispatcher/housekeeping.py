@@ -10,16 +10,13 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING
 
 from cronos.backoff import Backoff
 from cronos.errors import BackendUnavailable
 from cronos.settings import Settings
+from dispatcher.lifetime import Lifetime
 from dispatcher.publisher import Publisher
 from dispatcher.ticker import Ticker
-
-if TYPE_CHECKING:
-    from dispatcher.term import Term
 
 log = logging.getLogger("dispatcher.housekeeping")
 
@@ -40,7 +37,7 @@ class Housekeeping:
         self._over_bound = False
         self._failing = False
 
-    async def run(self, term: Term) -> None:
+    async def run(self, term: Lifetime) -> None:
         backoff = Backoff(base_s=RETRY_BASE_S, cap_s=self.interval_s)
         delay = self.interval_s
         while True:

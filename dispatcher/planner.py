@@ -44,6 +44,7 @@ class TickBatch:
     # (terminal status, the revision that planned it).
     ended: dict[int, tuple[str, int]] = field(default_factory=dict)
     runs: dict[int, int] = field(default_factory=dict)  # queued runs of each job with a max_runs
+    queues: dict[int, str] = field(default_factory=dict)  # each job's queue (the stream its tokens go to)
 
     def __len__(self) -> int:
         return len(self.job_ids)
@@ -166,6 +167,7 @@ class TickRound:
                         batch.revision.append(job.revision)
                     if kept:
                         batch.cursors[job.id] = ticks[kept - 1]
+                        batch.queues[job.id] = job.queue
                     if job.runs_left is not None:
                         batch.runs[job.id] = ran
                     over = isinstance(schedule, Windowed) and schedule.over_after(ticks[kept - 1] if kept else cursor)

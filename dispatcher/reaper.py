@@ -9,18 +9,15 @@ heartbeat again first.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
 
 from cronos.store.runs import RunStore
 from dispatcher.election import Election
-
-if TYPE_CHECKING:
-    from dispatcher.term import Term
+from dispatcher.lifetime import Lifetime
 
 REAP_BATCH = 1000
 
 
-async def run(term: Term, store: RunStore, election: Election, lease_s: float, connected_at: float) -> None:
+async def run(term: Lifetime, store: RunStore, election: Election, lease_s: float, connected_at: float) -> None:
     """Reap every half lease until the term ends; `connected_at` is when PostgreSQL was reached (monotonic)."""
     await term.sleep(max(0.0, connected_at + lease_s - time.monotonic()))
     while True:

@@ -14,16 +14,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING
 
 import msgspec
 
 from cronos.errors import BackendUnavailable, NotLeader
 from cronos.store.partitions import Change, Partition, PartitionStore
 from dispatcher.election import Election, LeadershipLost
-
-if TYPE_CHECKING:
-    from dispatcher.term import Term
+from dispatcher.lifetime import Lifetime
 
 log = logging.getLogger("dispatcher.retention")
 
@@ -114,7 +111,7 @@ async def once(store: PartitionStore, epoch: int, now: datetime, retention_s: fl
     return todo
 
 
-async def run(term: Term, store: PartitionStore, election: Election, retention_s: float) -> None:
+async def run(term: Lifetime, store: PartitionStore, election: Election, retention_s: float) -> None:
     """A pass at the start of the term, then every INTERVAL_S. A pass that fails for another
     reason than a lost backend or leadership is logged and tried again: history upkeep never
     takes the leader down."""

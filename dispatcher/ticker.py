@@ -234,6 +234,8 @@ class Ticker:
                     batch.skip_reason,
                     batch.revision,
                     batch.ended,
+                    queues=batch.queues,
+                    counted=batch.runs.keys(),
                 )
             finally:
                 slots.release()

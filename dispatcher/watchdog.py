@@ -22,15 +22,12 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING
 
 from cronos import metrics
 from cronos.store.ledger import Ledger
 from cronos.store.runs import RunStore
+from dispatcher.lifetime import Lifetime
 from dispatcher.publisher import Publisher
-
-if TYPE_CHECKING:
-    from dispatcher.term import Term
 
 log = logging.getLogger("dispatcher.watchdog")
 
@@ -85,7 +82,7 @@ class Watchdog:
         self.interval_s = min(PASS_S, self.after_s / 2) if self.after_s > 0 else PASS_S
         self.backoffs = Backoffs(self.after_s)
 
-    async def run(self, term: Term) -> None:
+    async def run(self, term: Lifetime) -> None:
         try:
             while True:
                 await term.sleep(self.interval_s)

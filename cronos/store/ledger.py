@@ -7,7 +7,8 @@ ttl, partitioned) writes nothing and gets NotLeader. Rows are columns in, Struct
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections import Counter
+from collections.abc import Collection, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -17,7 +18,7 @@ import msgspec
 from cronos import lifecycle, metrics
 from cronos.models import DEFAULT_QUEUE, SKIP_MISFIRED, DispatchJob
 from cronos.store import queries as q
-from cronos.store.db import retry_contention, translate_errors
+from cronos.store.db import retry_contention, to_struct, translate_errors
 from cronos.store.epoch import fenced
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -42,24 +43,7 @@ class TickResult(msgspec.Struct, kw_only=True):
 
 
 def _job(row: Any) -> DispatchJob:
-    return DispatchJob(
-        id=row[0],
-        cron_expression=row[1],
-        timezone=row[2],
-        misfire_policy=row[3],
-        misfire_grace_s=row[4],
-        jitter_s=row[5],
-        concurrency_policy=row[6],
-        status=row[7],
-        cursor=row[8],
-        revision=row[9],
-        plan_revision=row[10],
-        run_at=row[11],
-        start_at=row[12],
-        end_at=row[13],
-        runs_left=row[14],
-        catchup_max_per_s=row[15],
-    )
+    return to_struct(row, DispatchJob)
 
 
 def _ms(instant: datetime) -> int:
@@ -120,13 +104,16 @@ class Ledger:
         skip_reason: Sequence[str | None],
         revision: Sequence[int],
         ended: Mapping[int, tuple[str, int]] | None = None,
+        *,
+        queues: Mapping[int, str] | None = None,
+        counted: Collection[int] = (),
     ) -> TickResult:
         """Insert ticks (queued or skipped), each with the job revision that planned it, and move
         each job's cursor to its newest one, in one fenced transaction. Jobs no longer active, or
-        whose schedule changed after the revision that planned their ticks, get nothing. Jobs in
-        `ended` (id -> terminal status, planning revision) end in the same transaction."""
-        queued: list[QueuedRun] = []
-        skipped = 0
+        whose schedule changed after the revision that planned their ticks, get nothing. In the
+        same transaction: the queued runs of the jobs in `counted` (those with a max_runs) are
+        counted, and the jobs in `ended` (id -> terminal status, planning revision) end. `queues`:
+        each job's queue (the stream its tokens go to), default otherwise."""
         ended_ids: list[int] = []
 
         async def attempt() -> list[Any]:
@@ -134,18 +121,31 @@ class Ledger:
             # row in opposite orders: PostgreSQL rolls one back, and it is written again.
             async with fenced(self._pool, epoch) as conn:
                 rows = await conn.fetch(q.TICKS_WRITE, epoch, job_ids, scheduled_for, due_at, skip_reason, revision)
+                runs = Counter(r["job_id"] for r in rows if r["state"] == "queued" and r["job_id"] in counted)
+                if runs:
+                    await conn.execute(q.JOBS_COUNT_RUNS, list(runs), list(runs.values()))
                 if ended:
                     ids = list(ended)
                     done = await conn.fetch(q.JOBS_END, ids, [ended[i][0] for i in ids], [ended[i][1] for i in ids])
                     ended_ids[:] = [r[0] for r in done]
             return rows  # type: ignore[no-any-return]
 
-        for row in await retry_contention(attempt, "tick write"):
-            if row[4] == "queued":
-                queued.append(QueuedRun(row[0], row[1], row[2], 1, "schedule", row[3], row[5]))
-            else:
-                skipped += 1
-        return TickResult(queued=queued, skipped=skipped, ended=ended_ids)
+        rows = await retry_contention(attempt, "tick write")
+        queue_of = queues or {}
+        queued = [
+            QueuedRun(
+                r["id"],
+                r["job_id"],
+                r["scheduled_for_ms"],
+                1,
+                "schedule",
+                r["due_ms"],
+                queue_of.get(r["job_id"], DEFAULT_QUEUE),
+            )
+            for r in rows
+            if r["state"] == "queued"
+        ]
+        return TickResult(queued=queued, skipped=len(rows) - len(queued), ended=ended_ids)
 
     async def take(
         self, epoch: int, now: datetime, until: datetime | None = None, limit: int = 5000

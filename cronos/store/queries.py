@@ -188,7 +188,7 @@ def _within(lo: int, hi: int, alias: str = "") -> str:
 _DISPATCH_JOB = (
     "id, cron_expression, timezone, misfire_policy, misfire_grace_s, jitter_s, concurrency_policy,"
     " status, coalesce(last_scheduled_for, created_at) AS cursor, revision, plan_revision,"
-    " run_at, start_at, end_at, max_runs - scheduled_runs AS runs_left, catchup_max_per_s"
+    " run_at, start_at, end_at, max_runs - scheduled_runs AS runs_left, catchup_max_per_s, queue"
 )
 DISPATCH_JOBS_ACTIVE = f"SELECT {_DISPATCH_JOB} FROM jobs WHERE status = 'active'"
 DISPATCH_JOBS_BY_ID = f"SELECT {_DISPATCH_JOB} FROM jobs WHERE id = ANY($1::bigint[])"
@@ -197,37 +197,42 @@ DISPATCH_JOBS_BY_ID = f"SELECT {_DISPATCH_JOB} FROM jobs WHERE id = ANY($1::bigi
 DISPATCH_JOBS_CHANGED = f"SELECT {_DISPATCH_JOB} FROM jobs WHERE updated_at > $1"
 DISPATCH_ACTIVE_DIGEST = "SELECT count(*), coalesce(sum(id), 0)::bigint, now() FROM jobs WHERE status = 'active'"
 
-# Ticks, ledger first (run inside a transaction that holds EPOCH_GUARD), in one statement:
-# $1 epoch; $2-$6 one array per tick column ($6: the job revision that planned it). Each job's
-# cursor moves to its newest tick here, only forward, only while the job is active and only
-# when the ticks were planned under its current schedule (plan_revision); only those jobs get
-# their ticks written (a job paused, deleted or given a new schedule meanwhile gets none; one
-# whose cursor is already there was written before). An existing tick identity is left alone
-# (RETURNING omits it: nothing is pushed twice). Rows are marked pushed by this epoch: the leader
-# pushes them itself, at once or when their (jittered) due time comes. Returns id, job_id,
-# scheduled_for_ms, due_ms, state, and the job's queue (by primary key: a join with `moved`, two
-# CTE scans, is planned as a nested loop, n² for n ticks).
-TICKS_WRITE = (
-    "WITH t AS (SELECT * FROM unnest($2::bigint[], $3::timestamptz[], $4::timestamptz[], $5::text[],"
-    " $6::integer[]) AS t(job_id, scheduled_for, due_at, skip_reason, revision)),"
-    " moved AS ("
-    " UPDATE jobs SET last_scheduled_for = c.cursor, scheduled_runs = scheduled_runs + c.runs"
-    " FROM (SELECT job_id, max(scheduled_for) AS cursor, min(revision) AS revision,"
-    " count(*) FILTER (WHERE skip_reason IS NULL) AS runs FROM t GROUP BY job_id) AS c"
-    " WHERE jobs.id = c.job_id AND jobs.status = 'active' AND jobs.plan_revision <= c.revision"
-    " AND (jobs.last_scheduled_for IS NULL OR jobs.last_scheduled_for < c.cursor)"
-    " RETURNING jobs.id)"
-    " INSERT INTO runs (job_id, scheduled_for, attempt, trigger, state, due_at, epoch,"
-    " pushed_epoch, skip_reason, finished_at, revision)"
-    " SELECT t.job_id, t.scheduled_for, 1, 'schedule',"
-    " CASE WHEN t.skip_reason IS NULL THEN 'queued' ELSE 'skipped' END, t.due_at, $1::bigint,"
-    " CASE WHEN t.skip_reason IS NULL THEN $1::bigint END, t.skip_reason,"
-    " CASE WHEN t.skip_reason IS NULL THEN NULL ELSE now() END, t.revision"
-    " FROM t JOIN moved m ON m.id = t.job_id"
-    " ON CONFLICT (job_id, scheduled_for, attempt) DO NOTHING"
-    " RETURNING id, job_id, floor(extract(epoch FROM scheduled_for) * 1000)::bigint,"
-    " floor(extract(epoch FROM due_at) * 1000)::bigint, state, (SELECT j.queue FROM jobs j WHERE j.id = job_id)"
-)
+# Ticks, ledger first (written: run inside a transaction that holds EPOCH_GUARD), in one
+# statement: $1 epoch; $2-$6 one array per tick column ($6: the job revision that planned it).
+# Each job's cursor moves to its newest tick here, only forward, and only while the job is active
+# and its schedule is still the one that planned the ticks (plan_revision: the fence of a schedule
+# change, as the epoch is the leader's); only those jobs get their ticks written (a job paused,
+# deleted or given a new schedule meanwhile gets none; one whose cursor is already there was
+# written before). An existing tick identity is left alone (RETURNING omits it: nothing is pushed
+# twice). Rows are marked pushed by this epoch: the leader's outbox pushes them itself, at once or
+# when their (jittered) due time comes. The run's identity and state only: max_runs' count
+# (JOBS_COUNT_RUNS) and the end of a job (JOBS_END) follow from what it returns.
+TICKS_WRITE = """
+WITH t AS (
+    SELECT * FROM unnest($2::bigint[], $3::timestamptz[], $4::timestamptz[], $5::text[], $6::integer[])
+        AS t(job_id, scheduled_for, due_at, skip_reason, revision)),
+moved AS (
+    UPDATE jobs SET last_scheduled_for = c.cursor
+    FROM (SELECT job_id, max(scheduled_for) AS cursor, min(revision) AS revision FROM t GROUP BY job_id) AS c
+    WHERE jobs.id = c.job_id AND jobs.status = 'active' AND jobs.plan_revision <= c.revision
+      AND (jobs.last_scheduled_for IS NULL OR jobs.last_scheduled_for < c.cursor)
+    RETURNING jobs.id)
+INSERT INTO runs (job_id, scheduled_for, attempt, trigger, state, due_at, epoch, pushed_epoch, skip_reason, finished_at,
+                  revision)
+SELECT t.job_id, t.scheduled_for, 1, 'schedule', CASE WHEN t.skip_reason IS NULL THEN 'queued' ELSE 'skipped' END,
+       t.due_at, $1::bigint, CASE WHEN t.skip_reason IS NULL THEN $1::bigint END, t.skip_reason,
+       CASE WHEN t.skip_reason IS NULL THEN NULL ELSE now() END, t.revision
+FROM t JOIN moved m ON m.id = t.job_id
+ON CONFLICT (job_id, scheduled_for, attempt) DO NOTHING
+RETURNING id, job_id, floor(extract(epoch FROM scheduled_for) * 1000)::bigint AS scheduled_for_ms,
+          floor(extract(epoch FROM due_at) * 1000)::bigint AS due_ms, state
+"""
+# max_runs: the scheduled runs a tick write queued for jobs $1, $2 of them each (skips do not count).
+JOBS_COUNT_RUNS = """
+UPDATE jobs SET scheduled_runs = scheduled_runs + c.runs
+FROM unnest($1::bigint[], $2::integer[]) AS c(id, runs)
+WHERE jobs.id = c.id
+"""
 # Jobs whose last tick the leader wrote (window over, max_runs reached, one-off done), in the
 # tick write's fenced transaction: $1 ids, $2 'completed' or 'expired', $3 the revision that
 # planned it. Only an active job whose schedule is still that revision's ends; the end is its
