@@ -193,10 +193,11 @@ def on_time_at(job_id: int, scheduled_for: datetime, max_jitter_s: float) -> dat
 
 # --- overlap: a run of a job that has another running ---------------------------------------
 
-# A run woken at the end of its forbid wait starts up to ON_TIME_S late; a run that started
-# later than this was late for another reason (a failover, an outage, a retry's backoff, a paced
-# catch-up), and the ticks behind it wait for it instead of being skipped.
-LATE_START_S = 2 * ON_TIME_S
+# A run woken at the end of its forbid wait starts up to 2 * ON_TIME_S late (its wait, stretched
+# by its predecessor's own lateness: `forbid_deadline`); one that started later than this was late
+# for another reason (a failover, an outage, a retry's backoff, a paced catch-up), and the ticks
+# behind it wait for it instead of being skipped.
+LATE_START_S = 3 * ON_TIME_S
 
 
 class Overlap(StrEnum):
@@ -237,19 +238,26 @@ def exclusive(policy: ConcurrencyPolicy) -> bool:
     return policy != "allow"
 
 
+def lateness(ahead: Ahead) -> timedelta:
+    """How much later than its tick (and jitter) a run started."""
+    return ahead.started_at - (ahead.on_time or ahead.scheduled_for)
+
+
 def started_late(ahead: Ahead) -> bool:
-    on_time = ahead.on_time or ahead.scheduled_for
-    return ahead.started_at - on_time > timedelta(seconds=LATE_START_S)
+    return lateness(ahead) > timedelta(seconds=LATE_START_S)
 
 
 def forbid_deadline(run: Candidate, ahead: Ahead) -> datetime | None:
     """Under `forbid`, until when `run` may wait for the running `ahead` before it is skipped:
-    ON_TIME_S past its own due time. None (it waits until `ahead` ends, within its grace) when
-    `ahead` started late, so a failover or handover costs no tick, or is a later tick's run
-    (`run` is a retry, or was woken after the next tick started)."""
+    ON_TIME_S past its own due time, plus as much as `ahead` started late, up to ON_TIME_S more
+    (a predecessor that started a second late ends a second late: a cold executor costs no tick).
+    None (it waits until `ahead` ends, within its grace) when `ahead` started late beyond that,
+    so a failover or handover costs no tick, or is a later tick's run (`run` is a retry, or was
+    woken after the next tick started)."""
     if started_late(ahead) or (ahead.scheduled_for, ahead.attempt) > (run.scheduled_for, run.attempt):
         return None
-    return run.due_at + timedelta(seconds=ON_TIME_S)
+    extra = min(max(lateness(ahead), timedelta(0)), timedelta(seconds=ON_TIME_S))
+    return run.due_at + timedelta(seconds=ON_TIME_S) + extra
 
 
 def overlap(run: Candidate, now: datetime) -> Overlap:

@@ -8,7 +8,7 @@ import logging
 import random
 import re
 import socket
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from importlib import resources
 from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
@@ -239,6 +239,11 @@ async def connect_one(dsn: str, *, timeout: float = CONNECT_TIMEOUT_S, **kwargs:
         conn = await asyncpg.connect(dsn, timeout=timeout, connection_class=Connection, **kwargs)
     await _init_connection(conn)
     return conn
+
+
+def columns(items: Sequence[Any], fields: Sequence[str]) -> list[list[Any]]:
+    """One array per field of `items`, in `fields`' order: a batch as a statement's unnest() takes it."""
+    return [[getattr(item, name) for item in items] for name in fields]
 
 
 def to_struct(row: Mapping[str, Any] | asyncpg.Record, cls: type[T]) -> T:

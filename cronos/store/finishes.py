@@ -22,6 +22,7 @@ import msgspec
 from cronos import lifecycle
 from cronos.lifecycle import Ahead, Ended, NewRun, RunState
 from cronos.store import queries as q
+from cronos.store.db import columns
 from cronos.store.waiters import WAITERS_PER_JOB, wake_behind
 
 CHAIN_TICK_TRIES = 5
@@ -55,17 +56,7 @@ async def finish(
     if not outcomes:
         return FinishResult(written=set())
     outcomes = sorted(outcomes, key=lambda o: o.run_id)
-    rows = await conn.fetch(
-        q.FINISH_RUNS,
-        [o.run_id for o in outcomes],
-        [o.node_id for o in outcomes],
-        [o.state for o in outcomes],
-        [o.error for o in outcomes],
-        [o.traceback for o in outcomes],
-        [o.result for o in outcomes],
-        [o.duration_ms for o in outcomes],
-        *within,
-    )
+    rows = await conn.fetch(q.FINISH_RUNS, *columns(outcomes, _OUTCOME), *within)
     if not rows:
         return FinishResult(written=set())
     delays = {o.run_id: o.retry_delay_s for o in outcomes}
@@ -130,13 +121,9 @@ async def notify(conn: Any, ops: Collection[tuple[str, int]]) -> None:
         await conn.execute(q.NOTIFY_EACH, [json.dumps({"op": op, "job_id": job}) for op, job in sorted(set(ops))])
 
 
+_OUTCOME = ("run_id", "node_id", "state", "error", "traceback", "result", "duration_ms")  # FINISH_RUNS' arrays
+_NEW_RUN = ("job_id", "scheduled_for", "attempt", "trigger", "due_at", "revision", "parent_run_id")  # RUNS_QUEUE's
+
+
 def _columns(runs: Sequence[NewRun]) -> list[list[Any]]:
-    return [
-        [r.job_id for r in runs],
-        [r.scheduled_for for r in runs],
-        [r.attempt for r in runs],
-        [r.trigger for r in runs],
-        [r.due_at for r in runs],
-        [r.revision for r in runs],
-        [r.parent_run_id for r in runs],
-    ]
+    return columns(runs, _NEW_RUN)

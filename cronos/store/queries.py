@@ -1,6 +1,8 @@
 """Every SQL statement Cronos runs, as a named constant. Run only by the store classes.
 
-Sections: jobs (API), ledger (dispatcher), runs (executor), leader epoch.
+Sections: jobs (API), ledger and outbox (dispatcher), runs (executor), leader epoch, and the
+API's reads. Each statement is written out as PostgreSQL runs it (grep for a clause and find it),
+and each transition of cronos.lifecycle is one statement guarded by its from-state.
 
 Plans that do not depend on fresh statistics. The runs table grows by up to thousands of
 rows a second, faster than autovacuum's analyze, and a backlog of queued runs can appear
@@ -16,15 +18,13 @@ stale-statistics backlog.
 
 from __future__ import annotations
 
-from cronos.models import JOB_WRITABLE
-
 # The channel the API notifies in the same transaction as each job write, and on each
 # manual trigger. Payload: JSON {"op": "...", "job_id": N}; op is one of
 # created, updated, deleted, paused, resumed, triggered; and retry, chain, woken (runs queued by a finish).
 JOBS_CHANNEL = "cronos_jobs"
 
-NOTIFY = "SELECT pg_notify('" + JOBS_CHANNEL + "', $1)"
-NOTIFY_EACH = "SELECT pg_notify('" + JOBS_CHANNEL + "', payload) FROM unnest($1::text[]) AS payload"
+NOTIFY = "SELECT pg_notify('cronos_jobs', $1)"
+NOTIFY_EACH = "SELECT pg_notify('cronos_jobs', payload) FROM unnest($1::text[]) AS payload"
 
 # A liveness probe, which also reads PostgreSQL's clock (unix time): the clock due times are
 # judged by (cronos.clock).
@@ -32,91 +32,135 @@ PING = "SELECT extract(epoch FROM clock_timestamp())::float8"
 
 # --- jobs (API) ---------------------------------------------------------------
 
-_JOB = (
-    "id, name, cron_expression, timezone, kind, payload, timeout_s, max_retries, retry_backoff_s,"
-    " concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, revision, last_scheduled_for,"
-    " created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs, catchup_max_per_s"
-)
-_RUN = (
-    "id, job_id, scheduled_for, attempt, trigger, revision, state, due_at, node_id, epoch, started_at, finished_at,"
-    " lease_until, duration_ms, error, traceback, result, skip_reason, created_at, parent_run_id"
-)
 
 # The cursor starts at creation: only ticks strictly after the job exists are due; a one-off
 # created just after its run_at still has it due (the misfire grace decides; least() skips NULL).
-_RUN_AT = f"${JOB_WRITABLE.index('run_at') + 1}"
-JOB_INSERT = (
-    f"INSERT INTO jobs ({', '.join(JOB_WRITABLE)}, last_scheduled_for)"
-    f" VALUES ({', '.join(f'${i}' for i in range(1, len(JOB_WRITABLE) + 1))},"
-    f" least(now(), {_RUN_AT}::timestamptz - interval '1 microsecond')) RETURNING {_JOB}"
-)
-JOB_GET = f"SELECT {_JOB} FROM jobs WHERE id = $1"
-JOB_GET_FOR_UPDATE = f"SELECT {_JOB} FROM jobs WHERE id = $1 FOR UPDATE"
+JOB_INSERT = """
+INSERT INTO jobs (name, cron_expression, timezone, kind, payload, timeout_s, max_retries, retry_backoff_s,
+    concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, managed_by, parents, queue, run_at,
+    start_at, end_at, max_runs, catchup_max_per_s, last_scheduled_for)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21,
+    least(now(), $17::timestamptz - interval '1 microsecond'))
+RETURNING id, name, cron_expression, timezone, kind, payload, timeout_s, max_retries, retry_backoff_s,
+    concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, revision, last_scheduled_for,
+    created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs, catchup_max_per_s
+"""
+JOB_GET = """
+SELECT id, name, cron_expression, timezone, kind, payload, timeout_s, max_retries, retry_backoff_s,
+    concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, revision, last_scheduled_for,
+    created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs, catchup_max_per_s
+FROM jobs
+WHERE id = $1
+"""
+JOB_GET_FOR_UPDATE = """
+SELECT id, name, cron_expression, timezone, kind, payload, timeout_s, max_retries, retry_backoff_s,
+    concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, revision, last_scheduled_for,
+    created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs, catchup_max_per_s
+FROM jobs
+WHERE id = $1 FOR UPDATE
+"""
 # $1 status filter or NULL, $2 last id seen (0 for the first page), $3 limit.
 # A page of jobs by id: at most $3 rows, and cut once the payloads before a row reach $4 bytes
 # of JSON (a page holds at least one job), so a page of big payloads stays small; `fetched` says
 # how many rows the page had before the cut (more than returned: the client pages on).
-JOB_LIST = (
-    f"WITH page AS (SELECT {_JOB}, octet_length(payload::text) AS size FROM jobs"
-    " WHERE ($1::text IS NULL OR status = $1) AND id > $2 ORDER BY id LIMIT $3),"
-    " sized AS (SELECT *, sum(size) OVER (ORDER BY id) - size AS before FROM page)"
-    f" SELECT {_JOB}, (SELECT count(*) FROM page) AS fetched FROM sized WHERE before < $4 ORDER BY id"
-)
-# $2.. the writable fields (JOB_WRITABLE's order), then the new revision number; then true when
+JOB_LIST = """
+WITH page AS (SELECT id, name, cron_expression, timezone, kind, payload, timeout_s, max_retries,
+    retry_backoff_s, concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, revision,
+    last_scheduled_for, created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs,
+    catchup_max_per_s, octet_length(payload::text) AS size FROM jobs WHERE ($1::text IS NULL OR status = $1)
+    AND id > $2 ORDER BY id LIMIT $3), sized AS (SELECT *, sum(size) OVER (ORDER BY id) - size AS before
+    FROM page)
+SELECT id, name, cron_expression, timezone, kind, payload, timeout_s, max_retries, retry_backoff_s,
+    concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, revision, last_scheduled_for,
+    created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs, catchup_max_per_s,
+    (SELECT count(*) FROM page) AS fetched
+FROM sized
+WHERE before < $4
+ORDER BY id
+"""
+# $2.. the writable fields (cronos.models.JOB_WRITABLE's order: tests/unit/test_queries.py), then
+# the new revision number; then true when
 # the schedule changed: the cursor moves to the change instant, backwards too (ticks written ahead
 # under the old schedule were just handed over: cronos.store.revisions), and ticks planned under
 # an older revision can no longer be written; then true on a resume: the cursor moves past the
 # paused time (greatest() ignores NULL), so that time is not caught up.
-_REV, _NEW_SCHEDULE, _RESUMED = (f"${len(JOB_WRITABLE) + n}" for n in (2, 3, 4))
-JOB_UPDATE = (
-    "UPDATE jobs SET "
-    + ", ".join(f"{name} = ${i}" for i, name in enumerate(JOB_WRITABLE, 2))
-    + f", revision = {_REV}, plan_revision = CASE WHEN {_NEW_SCHEDULE}::boolean THEN {_REV} ELSE plan_revision END,"
-    f" last_scheduled_for = CASE WHEN {_NEW_SCHEDULE}::boolean THEN now()"
-    f" WHEN {_RESUMED}::boolean THEN greatest(last_scheduled_for, now()) ELSE last_scheduled_for END,"
-    " updated_at = now()"
-    f" WHERE id = $1 RETURNING {_JOB}"
-)
+JOB_UPDATE = """
+UPDATE jobs
+SET name = $2, cron_expression = $3, timezone = $4, kind = $5, payload = $6, timeout_s = $7, max_retries = $8,
+    retry_backoff_s = $9, concurrency_policy = $10, misfire_policy = $11, misfire_grace_s = $12, jitter_s = $13,
+    status = $14, managed_by = $15, parents = $16, queue = $17, run_at = $18, start_at = $19, end_at = $20,
+    max_runs = $21, catchup_max_per_s = $22, revision = $23,
+    plan_revision = CASE WHEN $24::boolean THEN $23 ELSE plan_revision END,
+    last_scheduled_for = CASE WHEN $24::boolean THEN now() WHEN $25::boolean THEN greatest(last_scheduled_for,
+    now()) ELSE last_scheduled_for END, updated_at = now()
+WHERE id = $1
+RETURNING id, name, cron_expression, timezone, kind, payload, timeout_s, max_retries, retry_backoff_s,
+    concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, revision, last_scheduled_for,
+    created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs, catchup_max_per_s
+"""
 # $2 'active' or 'paused' (a change: the caller read the row locked), $3 the new revision number.
 # In SET, `status` is the old value, so a resume moves the cursor past the paused time.
-JOB_SET_STATUS = (
-    "UPDATE jobs SET status = $2, revision = $3,"
-    " last_scheduled_for = CASE WHEN status = 'paused' AND $2 = 'active'"
-    " THEN greatest(last_scheduled_for, now()) ELSE last_scheduled_for END,"
-    " updated_at = now()"
-    f" WHERE id = $1 RETURNING {_JOB}"
-)
+JOB_SET_STATUS = """
+UPDATE jobs
+SET status = $2, revision = $3, last_scheduled_for = CASE WHEN status = 'paused'
+  AND $2 = 'active' THEN greatest(last_scheduled_for, now()) ELSE last_scheduled_for END, updated_at = now()
+WHERE id = $1
+RETURNING id, name, cron_expression, timezone, kind, payload, timeout_s, max_retries, retry_backoff_s,
+    concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, revision, last_scheduled_for,
+    created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs, catchup_max_per_s
+"""
 # The signing secret, only where the API shows it: after a create, and on rotation.
 JOB_WEBHOOK_SECRET = "SELECT webhook_secret FROM jobs WHERE id = $1"
-JOB_ROTATE_WEBHOOK_SECRET = (
-    "UPDATE jobs SET webhook_secret = cronos_new_webhook_secret(), updated_at = now() WHERE id = $1"
-    " RETURNING webhook_secret"
-)
+JOB_ROTATE_WEBHOOK_SECRET = """
+UPDATE jobs
+SET webhook_secret = cronos_new_webhook_secret(), updated_at = now()
+WHERE id = $1
+RETURNING webhook_secret
+"""
 JOB_DELETE = "DELETE FROM jobs WHERE id = $1 RETURNING id"
 JOB_COUNT_BY_STATUS = "SELECT status, count(*) AS n FROM jobs GROUP BY status"
 # A manual trigger: one queued run due now, even for a paused job. No row: the job is
 # missing, or (vanishingly rare) a run with the same tick identity exists; retry then.
-RUN_INSERT_MANUAL = (
-    "INSERT INTO runs (job_id, scheduled_for, attempt, trigger, state, due_at, revision)"
-    " SELECT id, now(), 1, 'manual', 'queued', now(), revision"
-    " FROM jobs WHERE id = $1"
-    f" ON CONFLICT DO NOTHING RETURNING {_RUN}"
-)
-RUN_GET = f"SELECT {_RUN} FROM runs WHERE id = $1"
-RUN_LAST_OF_JOB = f"SELECT {_RUN} FROM runs WHERE job_id = $1 ORDER BY id DESC LIMIT 1"
+RUN_INSERT_MANUAL = """
+INSERT INTO runs (job_id, scheduled_for, attempt, trigger, state, due_at, revision)
+SELECT id, now(), 1, 'manual', 'queued', now(), revision
+FROM jobs
+WHERE id = $1
+ON CONFLICT DO NOTHING
+RETURNING id, job_id, scheduled_for, attempt, trigger, revision, state, due_at, node_id, epoch, started_at,
+    finished_at, lease_until, duration_ms, error, traceback, result, skip_reason, created_at, parent_run_id
+"""
+RUN_GET = """
+SELECT id, job_id, scheduled_for, attempt, trigger, revision, state, due_at, node_id, epoch, started_at,
+    finished_at, lease_until, duration_ms, error, traceback, result, skip_reason, created_at, parent_run_id
+FROM runs
+WHERE id = $1
+"""
+RUN_LAST_OF_JOB = """
+SELECT id, job_id, scheduled_for, attempt, trigger, revision, state, due_at, node_id, epoch, started_at,
+    finished_at, lease_until, duration_ms, error, traceback, result, skip_reason, created_at, parent_run_id
+FROM runs
+WHERE job_id = $1
+ORDER BY id DESC
+LIMIT 1
+"""
 # Newest tick first, then newest id (a retry after its first attempt). $2 state filter or NULL,
 # ($3 scheduled_for, $4 id) of the last run seen or NULLs, $5 limit, $6 the window's oldest
 # tick or NULL. Partitions are by scheduled_for, so ordered by it a page could be read newest day
 # first and stop once full, but runs_default (which may hold any tick) makes PostgreSQL merge
 # every day's runs_job_tick instead: the store asks for a window of recent days first ($6),
 # which prunes the older days, and looks further back only when the page is not full.
-RUN_LIST_OF_JOB = (
-    f"SELECT {_RUN} FROM runs WHERE job_id = $1 AND ($2::text IS NULL OR state = $2)"
-    " AND scheduled_for >= coalesce($6::timestamptz, '-infinity')"
-    " AND scheduled_for <= coalesce($3::timestamptz, 'infinity')"
-    " AND (scheduled_for, id) < (coalesce($3::timestamptz, 'infinity'), coalesce($4::bigint, 0))"
-    " ORDER BY scheduled_for DESC, id DESC LIMIT $5"
-)
+RUN_LIST_OF_JOB = """
+SELECT id, job_id, scheduled_for, attempt, trigger, revision, state, due_at, node_id, epoch, started_at,
+    finished_at, lease_until, duration_ms, error, traceback, result, skip_reason, created_at, parent_run_id
+FROM runs
+WHERE job_id = $1 AND ($2::text IS NULL OR state = $2) AND scheduled_for >= coalesce($6::timestamptz,
+    '-infinity')
+  AND scheduled_for <= coalesce($3::timestamptz, 'infinity') AND (scheduled_for,
+      id) < (coalesce($3::timestamptz, 'infinity'), coalesce($4::bigint, 0))
+ORDER BY scheduled_for DESC, id DESC
+LIMIT $5
+"""
 # The tick of the run an "id:" cursor names (cursors from before 0018), so the walk goes on in tick order.
 RUN_TICK_OF_JOB = "SELECT scheduled_for FROM runs WHERE id = $1 AND job_id = $2"
 JOB_EXISTS = "SELECT EXISTS (SELECT 1 FROM jobs WHERE id = $1)"
@@ -125,43 +169,53 @@ JOB_EXISTS = "SELECT EXISTS (SELECT 1 FROM jobs WHERE id = $1)"
 
 # Changes of parents take turns (a transaction-scoped lock): two changes that each close half a
 # cycle cannot both pass the check. Only writes that set parents take it.
-CHAIN_LOCK = "SELECT pg_advisory_xact_lock(" + str(0x43484149) + ")"  # "CHAI"
+CHAIN_LOCK = "SELECT pg_advisory_xact_lock(1128808777)"
 # The parents named ($1), share-locked against their deletion until this write commits; and
 # each one's own parents (the walk towards the roots that finds a cycle).
 CHAIN_PARENTS_LOCK = "SELECT id, parents FROM jobs WHERE id = ANY($1::bigint[]) FOR KEY SHARE"
 CHAIN_PARENTS_OF = "SELECT id, parents FROM jobs WHERE id = ANY($1::bigint[])"
 # Jobs naming $1 as a parent (at most $2), for the refusal of its deletion.
-CHAIN_CHILDREN = (
-    "SELECT id, name FROM jobs WHERE parents @> ARRAY[$1::bigint] AND parents <> '{}'::bigint[] ORDER BY id LIMIT $2"
-)
+CHAIN_CHILDREN = """
+SELECT id, name
+FROM jobs
+WHERE parents @> ARRAY[$1::bigint] AND parents <> '{}'::bigint[]
+ORDER BY id
+LIMIT $2
+"""
 CHAIN_NAMES = "SELECT id, name FROM jobs WHERE id = ANY($1::bigint[])"
 
 # --- job revisions (API) ----------------------------------------------------------
 
-_REVISION = "job_id, number, kind, at, actor, status, fields, changes"
 # $1 job id, $2 number, $3 kind, $4 actor, $5 status after it, $6 field names, $7 their new values
 # (secrets redacted). Run in the transaction of the change it records.
-REVISION_INSERT = (
-    "INSERT INTO job_revisions (job_id, number, kind, actor, status, fields, changes)"
-    f" VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING {_REVISION}"
-)
+REVISION_INSERT = """
+INSERT INTO job_revisions (job_id, number, kind, actor, status, fields, changes)
+VALUES ($1, $2, $3, $4, $5, $6, $7)
+RETURNING job_id, number, kind, at, actor, status, fields, changes
+"""
 # Newest first. $1 job id, $2 last number seen or NULL, $3 limit.
-REVISIONS_OF_JOB = (
-    f"SELECT {_REVISION} FROM job_revisions WHERE job_id = $1 AND ($2::integer IS NULL OR number < $2)"
-    " ORDER BY number DESC LIMIT $3"
-)
-REVISION_JOB_KNOWN = (
-    "SELECT EXISTS (SELECT 1 FROM jobs WHERE id = $1) OR EXISTS (SELECT 1 FROM job_revisions WHERE job_id = $1)"
-)
+REVISIONS_OF_JOB = """
+SELECT job_id, number, kind, at, actor, status, fields, changes
+FROM job_revisions
+WHERE job_id = $1 AND ($2::integer IS NULL OR number < $2)
+ORDER BY number DESC
+LIMIT $3
+"""
+REVISION_JOB_KNOWN = """
+SELECT EXISTS (SELECT 1 FROM jobs WHERE id = $1) OR EXISTS (SELECT 1 FROM job_revisions WHERE job_id = $1)
+"""
 # The hand-over: a job's ticks written ahead (due after this transaction's now(), still queued),
 # locked in id order like every statement that locks runs. Found by tick identity (the order asks
 # for its index: not the job's whole history, nor the queued runs of every job), naming no state.
-RUNS_AHEAD_OF_JOB = (
-    "WITH locked AS MATERIALIZED (SELECT id, scheduled_for, trigger, state FROM runs"
-    " WHERE id = ANY(ARRAY(SELECT id FROM runs WHERE job_id = $1 AND scheduled_for > now() AND attempt = 1"
-    " ORDER BY job_id, scheduled_for)) ORDER BY id FOR NO KEY UPDATE)"
-    " SELECT id, scheduled_for FROM locked WHERE trigger = 'schedule' AND state = 'queued' ORDER BY id"
-)
+RUNS_AHEAD_OF_JOB = """
+WITH locked AS MATERIALIZED (SELECT id, scheduled_for, trigger, state FROM runs WHERE id = ANY(ARRAY(SELECT id
+    FROM runs WHERE job_id = $1 AND scheduled_for > now() AND attempt = 1 ORDER BY job_id, scheduled_for))
+    ORDER BY id FOR NO KEY UPDATE)
+SELECT id, scheduled_for
+FROM locked
+WHERE trigger = 'schedule' AND state = 'queued'
+ORDER BY id
+"""
 
 # --- ledger (dispatcher) ------------------------------------------------------
 
@@ -172,29 +226,33 @@ RUNS_AHEAD_OF_JOB = (
 # partition. A queued or running run is always unfinished: every write of an end state sets
 # finished_at, and nothing else does. The index names no state, so no statement that picks
 # runs by state (the reaper's, the re-push's) can be planned on it.
-_UNFINISHED = "finished_at IS NULL"
-
-
-def _within(lo: int, hi: int, alias: str = "") -> str:
-    """scheduled_for in [$lo, $hi) when the caller knows its runs' ticks (NULL: unbounded): then
-    PostgreSQL looks only in the partitions of those days (pruned when planned, or when a generic
-    plan starts)."""
-    col = f"{alias}scheduled_for"
-    return f"{col} >= coalesce(${lo}::timestamptz, '-infinity') AND {col} < coalesce(${hi}::timestamptz, 'infinity')"
 
 
 # The dispatcher's view of a job. $1: ids (DISPATCH_JOBS_BY_ID); paused/deleted ones come back
 # paused or not at all, and leave the leader's schedule.
-_DISPATCH_JOB = (
-    "id, cron_expression, timezone, misfire_policy, misfire_grace_s, jitter_s, concurrency_policy,"
-    " status, coalesce(last_scheduled_for, created_at) AS cursor, revision, plan_revision,"
-    " run_at, start_at, end_at, max_runs - scheduled_runs AS runs_left, catchup_max_per_s, queue"
-)
-DISPATCH_JOBS_ACTIVE = f"SELECT {_DISPATCH_JOB} FROM jobs WHERE status = 'active'"
-DISPATCH_JOBS_BY_ID = f"SELECT {_DISPATCH_JOB} FROM jobs WHERE id = ANY($1::bigint[])"
+DISPATCH_JOBS_ACTIVE = """
+SELECT id, cron_expression, timezone, misfire_policy, misfire_grace_s, jitter_s, concurrency_policy, status,
+    coalesce(last_scheduled_for, created_at) AS cursor, revision, plan_revision, run_at, start_at, end_at,
+    max_runs - scheduled_runs AS runs_left, catchup_max_per_s, queue
+FROM jobs
+WHERE status = 'active'
+"""
+DISPATCH_JOBS_BY_ID = """
+SELECT id, cron_expression, timezone, misfire_policy, misfire_grace_s, jitter_s, concurrency_policy, status,
+    coalesce(last_scheduled_for, created_at) AS cursor, revision, plan_revision, run_at, start_at, end_at,
+    max_runs - scheduled_runs AS runs_left, catchup_max_per_s, queue
+FROM jobs
+WHERE id = ANY($1::bigint[])
+"""
 # The periodic resync (a safety net for lost notifications): what changed since $1 (every API
 # write sets updated_at), and a digest of the active set that reveals deletions.
-DISPATCH_JOBS_CHANGED = f"SELECT {_DISPATCH_JOB} FROM jobs WHERE updated_at > $1"
+DISPATCH_JOBS_CHANGED = """
+SELECT id, cron_expression, timezone, misfire_policy, misfire_grace_s, jitter_s, concurrency_policy, status,
+    coalesce(last_scheduled_for, created_at) AS cursor, revision, plan_revision, run_at, start_at, end_at,
+    max_runs - scheduled_runs AS runs_left, catchup_max_per_s, queue
+FROM jobs
+WHERE updated_at > $1
+"""
 DISPATCH_ACTIVE_DIGEST = "SELECT count(*), coalesce(sum(id), 0)::bigint, now() FROM jobs WHERE status = 'active'"
 
 # Ticks, ledger first (written: run inside a transaction that holds EPOCH_GUARD), in one
@@ -237,15 +295,16 @@ WHERE jobs.id = c.id
 # tick write's fenced transaction: $1 ids, $2 'completed' or 'expired', $3 the revision that
 # planned it. Only an active job whose schedule is still that revision's ends; the end is its
 # next revision (kind 'ended'), as a pause is. Returns the ids of the jobs ended.
-JOBS_END = (
-    "WITH ended AS (UPDATE jobs SET status = e.status, revision = jobs.revision + 1, updated_at = now()"
-    " FROM unnest($1::bigint[], $2::text[], $3::integer[]) AS e(id, status, revision)"
-    " WHERE jobs.id = e.id AND jobs.status = 'active' AND jobs.plan_revision <= e.revision"
-    " RETURNING jobs.id, jobs.revision, jobs.status)"
-    " INSERT INTO job_revisions (job_id, number, kind, actor, status, fields, changes)"
-    " SELECT id, revision, 'ended', 'dispatcher', status, ARRAY['status'], jsonb_build_object('status', status)"
-    " FROM ended RETURNING job_id"
-)
+JOBS_END = """
+WITH ended AS (UPDATE jobs SET status = e.status, revision = jobs.revision + 1, updated_at = now()
+    FROM unnest($1::bigint[], $2::text[], $3::integer[]) AS e(id, status, revision) WHERE jobs.id = e.id
+    AND jobs.status = 'active' AND jobs.plan_revision <= e.revision RETURNING jobs.id, jobs.revision,
+    jobs.status)
+INSERT INTO job_revisions (job_id, number, kind, actor, status, fields, changes)
+SELECT id, revision, 'ended', 'dispatcher', status, ARRAY['status'], jsonb_build_object('status', status)
+FROM ended
+RETURNING job_id
+"""
 # --- the outbox (leader, cronos.store.ledger; fenced) --------------------------------------
 #
 # Every queued run reaches the stream through here: queued, not pushed in this epoch
@@ -398,14 +457,19 @@ RETURNING id
 
 # Heartbeat for every run in flight on a node: extends the leases it still owns, returns their ids.
 # [$4, $5): their ticks, or NULL.
-EXTEND_LEASES = (
-    "WITH locked AS MATERIALIZED (SELECT id, node_id, state, scheduled_for FROM runs WHERE id = ANY($1::bigint[])"
-    f" AND {_UNFINISHED} AND {_within(4, 5)} ORDER BY id FOR NO KEY UPDATE)"
-    " UPDATE runs r SET lease_until = now() + make_interval(secs => $3)"
-    f" FROM locked l WHERE r.id = l.id AND r.scheduled_for = l.scheduled_for AND {_within(4, 5, 'r.')}"
-    " AND l.node_id = $2"
-    " AND l.state = 'running' RETURNING r.id"
-)
+EXTEND_LEASES = """
+WITH locked AS MATERIALIZED (SELECT id, node_id, state, scheduled_for FROM runs WHERE id = ANY($1::bigint[])
+    AND finished_at IS NULL AND scheduled_for >= coalesce($4::timestamptz, '-infinity')
+    AND scheduled_for < coalesce($5::timestamptz, 'infinity') ORDER BY id FOR NO KEY UPDATE)
+UPDATE runs r
+SET lease_until = now() + make_interval(secs => $3)
+FROM locked l
+WHERE r.id = l.id AND r.scheduled_for = l.scheduled_for AND r.scheduled_for >= coalesce($4::timestamptz,
+    '-infinity')
+  AND r.scheduled_for < coalesce($5::timestamptz, 'infinity')
+  AND l.node_id = $2 AND l.state = 'running'
+RETURNING r.id
+"""
 
 # running -> completed | failed (completed, failed, lost): each run of $1 written only while the
 # node $2 (its expected owner) still owns it; $3 the end state, $4 error, $5 traceback, $6 result
@@ -470,18 +534,22 @@ RETURNING id, job_id, scheduled_for, attempt, trigger, parent_run_id
 
 # The backlog: queued runs more than $1 seconds past due, counted up to $2 (the count reads at
 # most that many index entries).
-RUNS_OVERDUE = (
-    "SELECT count(*) FROM (SELECT 1 FROM runs WHERE state = 'queued'"
-    " AND due_at < now() - make_interval(secs => $1) LIMIT $2) AS overdue"
-)
+RUNS_OVERDUE = """
+SELECT count(*)
+FROM (SELECT 1 FROM runs WHERE state = 'queued'
+    AND due_at < now() - make_interval(secs => $1) LIMIT $2) AS overdue
+"""
 
 # Reaper (leader, fenced by EPOCH_GUARD).
-LOST_RUNS = (
-    "SELECT r.id, r.node_id, r.scheduled_for, r.attempt, j.kind, j.max_retries, j.retry_backoff_s"
-    " FROM runs r JOIN jobs j ON j.id = r.job_id"
-    " WHERE r.state = 'running' AND r.lease_until < now()"
-    " ORDER BY r.lease_until LIMIT $1 FOR UPDATE OF r SKIP LOCKED"
-)
+LOST_RUNS = """
+SELECT r.id, r.node_id, r.scheduled_for, r.attempt, j.kind, j.max_retries, j.retry_backoff_s
+FROM runs r
+JOIN jobs j ON j.id = r.job_id
+WHERE r.state = 'running' AND r.lease_until < now()
+ORDER BY r.lease_until
+LIMIT $1 FOR
+UPDATE OF r SKIP LOCKED
+"""
 # The leader's sweep of waiting runs (cronos.store.waiters): at most $1 of them, by job in tick
 # order, each with how many of its job's runs wait before it, its job's policy and jitter, and the
 # job's running exclusive run if any; and PostgreSQL's clock.
@@ -529,14 +597,15 @@ RETURNING r.id, r.job_id
 # the migration made of the table before it (everything until a midnight) and a default one.
 # Each partition's bounds, read back from its bound expression: lower NULL for MINVALUE,
 # both NULL for the default partition.
-PARTITIONS = (
-    "SELECT c.relname AS name, b.expr = 'DEFAULT' AS is_default,"
-    " substring(b.expr FROM 'FROM \\(''([^'']+)''\\)')::timestamptz AS lower,"
-    " substring(b.expr FROM 'TO \\(''([^'']+)''\\)')::timestamptz AS upper"
-    " FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid,"
-    " LATERAL (SELECT pg_get_expr(c.relpartbound, c.oid) AS expr) b"
-    " WHERE i.inhparent = 'runs'::regclass ORDER BY upper NULLS LAST"
-)
+PARTITIONS = r"""
+SELECT c.relname AS name, b.expr = 'DEFAULT' AS is_default, substring(b.expr
+    FROM 'FROM \(''([^'']+)''\)')::timestamptz AS lower, substring(b.expr
+    FROM 'TO \(''([^'']+)''\)')::timestamptz AS upper
+FROM pg_inherits i
+JOIN pg_class c ON c.oid = i.inhrelid, LATERAL (SELECT pg_get_expr(c.relpartbound, c.oid) AS expr) b
+WHERE i.inhparent = 'runs'::regclass
+ORDER BY upper NULLS LAST
+"""
 # DDL waits this long for a lock, then gives up until the next pass: while it waits, the
 # statements behind it in the lock queue (claims, finishes) wait too.
 PARTITION_LOCK_TIMEOUT = "SET LOCAL lock_timeout = '500ms'"
@@ -546,43 +615,53 @@ PARTITION_LOCK_TIMEOUT = "SET LOCAL lock_timeout = '500ms'"
 # on the default partition (scanned for rows of the day) and, for the foreign key, a SHARE ROW
 # EXCLUSIVE one on jobs: the leader's cursor updates and API job writes wait for it.
 PARTITION_BUILD = 'CREATE TABLE "{name}" (LIKE runs INCLUDING DEFAULTS INCLUDING CONSTRAINTS)'
-PARTITION_TAKE_DEFAULT = (
-    "WITH moved AS (DELETE FROM runs_default WHERE scheduled_for >= $1 AND scheduled_for < $2 RETURNING *)"
-    ' INSERT INTO "{name}" SELECT * FROM moved'
-)
+PARTITION_TAKE_DEFAULT = """
+WITH moved AS (DELETE FROM runs_default WHERE scheduled_for >= $1 AND scheduled_for < $2 RETURNING *)
+INSERT INTO "{name}"
+SELECT *
+FROM moved
+"""
 PARTITION_ATTACH = "ALTER TABLE runs ATTACH PARTITION \"{name}\" FOR VALUES FROM ('{lower}') TO ('{upper}')"
 # Moving a running exclusive run out of the default partition ended its G3 row (a delete from
 # runs); it is still running in its new partition.
-PARTITION_RUNNING_EXCLUSIVE = (
-    'INSERT INTO runs_running_exclusive (job_id, run_id) SELECT job_id, id FROM "{name}"'
-    " WHERE state = 'running' AND exclusive ON CONFLICT DO NOTHING"
-)
+PARTITION_RUNNING_EXCLUSIVE = """
+INSERT INTO runs_running_exclusive (job_id, run_id)
+SELECT job_id, id
+FROM "{name}"
+WHERE state = 'running' AND exclusive
+ON CONFLICT DO NOTHING
+"""
 # A partition to drop must hold no run still to run or running (its partial indexes answer).
 PARTITION_BUSY = "SELECT EXISTS (SELECT 1 FROM \"{name}\" WHERE state IN ('queued', 'waiting', 'running'))"
 PARTITION_DETACH = 'ALTER TABLE runs DETACH PARTITION "{name}"'
 PARTITION_DROP = 'DROP TABLE "{name}"'
 # The default partition's rows past retention (never a queued or running one), $2 at a time.
-DEFAULT_PURGE = (
-    "DELETE FROM runs_default WHERE id IN (SELECT id FROM runs_default WHERE scheduled_for < $1"
-    " AND state NOT IN ('queued', 'waiting', 'running') LIMIT $2)"
-)
+DEFAULT_PURGE = """
+DELETE
+FROM runs_default
+WHERE id IN (SELECT id FROM runs_default WHERE scheduled_for < $1 AND state NOT IN ('queued', 'waiting',
+    'running') LIMIT $2)
+"""
 
 
 # --- reconciliation auditor (dispatcher/auditor.py) ----------------------------
 
 # Jobs active through a window starting at $1: created and last changed before it.
-AUDIT_JOBS = (
-    "SELECT id, cron_expression, timezone, created_at FROM jobs"
-    " WHERE status = 'active' AND created_at < $1 AND updated_at < $1"
-    " AND cron_expression IS NOT NULL AND start_at IS NULL AND end_at IS NULL AND max_runs IS NULL"
-)
+AUDIT_JOBS = """
+SELECT id, cron_expression, timezone, created_at
+FROM jobs
+WHERE status = 'active' AND created_at < $1 AND updated_at < $1
+  AND cron_expression IS NOT NULL AND start_at IS NULL AND end_at IS NULL
+  AND max_runs IS NULL
+"""
 # Their scheduled ticks in ($2, $3] that the ledger holds (any state), first attempts, with
 # the start delay of those that started.
-AUDIT_TICKS = (
-    "SELECT job_id, scheduled_for, extract(epoch FROM started_at - scheduled_for)::float8 AS start_delay_s"
-    " FROM runs WHERE job_id = ANY($1::bigint[]) AND scheduled_for > $2 AND scheduled_for <= $3"
-    " AND attempt = 1 AND trigger = 'schedule'"
-)
+AUDIT_TICKS = """
+SELECT job_id, scheduled_for, extract(epoch FROM started_at - scheduled_for)::float8 AS start_delay_s
+FROM runs
+WHERE job_id = ANY($1::bigint[]) AND scheduled_for > $2 AND scheduled_for <= $3
+  AND attempt = 1 AND trigger = 'schedule'
+"""
 
 
 # --- leader epoch -------------------------------------------------------------
@@ -590,58 +669,83 @@ AUDIT_TICKS = (
 # Held FOR SHARE by every fenced write: an election (which updates the row) waits for the
 # write to commit, and a write after an election sees the new epoch and does nothing.
 EPOCH_GUARD = "SELECT epoch FROM leader_epoch WHERE id = 1 FOR SHARE"
-EPOCH_TAKE = (
-    "UPDATE leader_epoch SET epoch = epoch + 1, holder = $1, elected_at = now() WHERE id = 1"
-    " RETURNING epoch, elected_at"
-)
+EPOCH_TAKE = """
+UPDATE leader_epoch
+SET epoch = epoch + 1, holder = $1, elected_at = now()
+WHERE id = 1
+RETURNING epoch, elected_at
+"""
 EPOCH_LOG = "INSERT INTO leader_log (epoch, holder, elected_at) VALUES ($1, $2, $3)"
 EPOCH_CURRENT = "SELECT epoch, holder, elected_at FROM leader_epoch WHERE id = 1"
 
 # --- API tokens ----------------------------------------------------------------
 
-_TOKEN = "id, name, scopes, created_at, last_used_at, expires_at, revoked_at"
 
 # $1 name, $2 SHA-256 of the token, $3 scopes, $4 expires_at or NULL. A live token of the
 # same name makes it a unique violation.
-TOKEN_INSERT = (
-    f"INSERT INTO api_tokens (name, token_hash, scopes, expires_at) VALUES ($1, $2, $3, $4) RETURNING {_TOKEN}"
-)
+TOKEN_INSERT = """
+INSERT INTO api_tokens (name, token_hash, scopes, expires_at)
+VALUES ($1, $2, $3, $4)
+RETURNING id, name, scopes, created_at, last_used_at, expires_at, revoked_at
+"""
 # Authentication: $1 SHA-256 of the presented token. The caller compares the hash again in
 # constant time and reads revoked_at / expires_at itself (to say why a token is refused).
-TOKEN_BY_HASH = f"SELECT {_TOKEN}, token_hash, now() AS now FROM api_tokens WHERE token_hash = $1"
+TOKEN_BY_HASH = """
+SELECT id, name, scopes, created_at, last_used_at, expires_at, revoked_at, token_hash, now() AS now
+FROM api_tokens
+WHERE token_hash = $1
+"""
 # last_used_at moves at most once a minute per token: not a write per request.
-TOKEN_TOUCH = (
-    "UPDATE api_tokens SET last_used_at = now() WHERE id = $1"
-    " AND (last_used_at IS NULL OR last_used_at < now() - interval '60 seconds')"
-)
+TOKEN_TOUCH = """
+UPDATE api_tokens
+SET last_used_at = now()
+WHERE id = $1 AND (last_used_at IS NULL OR last_used_at < now() - interval '60 seconds')
+"""
 # Protected mode ends when any token can be used.
-TOKEN_USABLE_EXISTS = (
-    "SELECT EXISTS (SELECT 1 FROM api_tokens WHERE revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now()))"
-)
-TOKEN_LIST = f"SELECT {_TOKEN} FROM api_tokens WHERE revoked_at IS NULL ORDER BY name"
-TOKEN_REVOKE = f"UPDATE api_tokens SET revoked_at = now() WHERE name = $1 AND revoked_at IS NULL RETURNING {_TOKEN}"
+TOKEN_USABLE_EXISTS = """
+SELECT EXISTS (SELECT 1 FROM api_tokens WHERE revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now()))
+"""
+TOKEN_LIST = """
+SELECT id, name, scopes, created_at, last_used_at, expires_at, revoked_at
+FROM api_tokens
+WHERE revoked_at IS NULL
+ORDER BY name
+"""
+TOKEN_REVOKE = """
+UPDATE api_tokens
+SET revoked_at = now()
+WHERE name = $1 AND revoked_at IS NULL
+RETURNING id, name, scopes, created_at, last_used_at, expires_at, revoked_at
+"""
 
 # --- audit trail ---------------------------------------------------------------
 
-_AUDIT = "id, at, actor, subject, action, job_id, token_name, before, after, detail"
 
 # $1 actor, $2 subject ('job' | 'token'), $3 action, $4 job id, $5 token name, $6 before,
 # $7 after, $8 detail (jsonb or NULL each). Run in the transaction of the change it records.
-AUDIT_INSERT = (
-    "INSERT INTO audit_log (actor, subject, action, job_id, token_name, before, after, detail)"
-    " VALUES ($1, $2, $3, $4, $5, $6, $7, $8)"
-)
+AUDIT_INSERT = """
+INSERT INTO audit_log (actor, subject, action, job_id, token_name, before, after, detail)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+"""
 # Newest first. $1 job id, $2 last id seen or NULL, $3 limit.
-AUDIT_OF_JOB = (
-    f"SELECT {_AUDIT} FROM audit_log WHERE job_id = $1 AND ($2::bigint IS NULL OR id < $2) ORDER BY id DESC LIMIT $3"
-)
-AUDIT_JOB_KNOWN = (
-    "SELECT EXISTS (SELECT 1 FROM jobs WHERE id = $1) OR EXISTS (SELECT 1 FROM audit_log WHERE job_id = $1)"
-)
+AUDIT_OF_JOB = """
+SELECT id, at, actor, subject, action, job_id, token_name, before, after, detail
+FROM audit_log
+WHERE job_id = $1 AND ($2::bigint IS NULL OR id < $2)
+ORDER BY id DESC
+LIMIT $3
+"""
+AUDIT_JOB_KNOWN = """
+SELECT EXISTS (SELECT 1 FROM jobs WHERE id = $1) OR EXISTS (SELECT 1 FROM audit_log WHERE job_id = $1)
+"""
 # Newest first. $1 subject, $2 last id seen or NULL, $3 limit.
-AUDIT_OF_SUBJECT = (
-    f"SELECT {_AUDIT} FROM audit_log WHERE subject = $1 AND ($2::bigint IS NULL OR id < $2) ORDER BY id DESC LIMIT $3"
-)
+AUDIT_OF_SUBJECT = """
+SELECT id, at, actor, subject, action, job_id, token_name, before, after, detail
+FROM audit_log
+WHERE subject = $1 AND ($2::bigint IS NULL OR id < $2)
+ORDER BY id DESC
+LIMIT $3
+"""
 
 # --- console (API, read only) ---------------------------------------------------------
 
@@ -651,36 +755,44 @@ AUDIT_OF_SUBJECT = (
 # 10,000 jobs and millions of runs, whatever their states. $1 status or NULL, $2 ILIKE pattern on
 # the name or NULL (escaped by the caller), $3 last id seen (0 first), $4 page size, $5 finished
 # runs the rate is over.
-JOB_OVERVIEW = (
-    "WITH page AS (SELECT id, name, cron_expression, timezone, kind, status FROM jobs"
-    " WHERE ($1::text IS NULL OR status = $1) AND ($2::text IS NULL OR name ILIKE $2) AND id > $3"
-    " ORDER BY id LIMIT $4)"
-    " SELECT p.id, p.name, p.cron_expression, p.timezone, p.kind, p.status,"
-    " l.id AS run_id, l.state AS run_state, l.scheduled_for AS run_scheduled_for, l.due_at AS run_due_at,"
-    " l.started_at AS run_started_at, l.duration_ms AS run_duration_ms,"
-    " s.completed, s.finished"
-    " FROM page p"
-    " LEFT JOIN LATERAL (SELECT * FROM (SELECT id, state, scheduled_for, due_at, started_at, duration_ms"
-    "  FROM runs WHERE job_id = p.id ORDER BY id DESC LIMIT $6) recent"
-    "  WHERE state <> 'queued' ORDER BY id DESC LIMIT 1) l ON true"
-    " LEFT JOIN LATERAL (SELECT count(*) FILTER (WHERE state = 'completed') AS completed, count(*) AS finished"
-    "  FROM (SELECT state FROM (SELECT id, state FROM runs WHERE job_id = p.id ORDER BY id DESC LIMIT $6) recent"
-    "  WHERE state IN ('completed', 'failed') ORDER BY id DESC LIMIT $5) f) s ON true"
-    " ORDER BY p.id"
-)
+JOB_OVERVIEW = """
+WITH page AS (SELECT id, name, cron_expression, timezone, kind, status FROM jobs
+    WHERE ($1::text IS NULL OR status = $1) AND ($2::text IS NULL OR name ILIKE $2) AND id > $3
+    ORDER BY id LIMIT $4)
+SELECT p.id, p.name, p.cron_expression, p.timezone, p.kind, p.status, l.id AS run_id, l.state AS run_state,
+    l.scheduled_for AS run_scheduled_for, l.due_at AS run_due_at, l.started_at AS run_started_at,
+    l.duration_ms AS run_duration_ms, s.completed, s.finished
+FROM page p
+LEFT
+JOIN LATERAL (SELECT * FROM (SELECT id, state, scheduled_for, due_at, started_at, duration_ms  FROM runs
+    WHERE job_id = p.id ORDER BY id DESC LIMIT $6) recent  WHERE state <> 'queued'
+    ORDER BY id DESC LIMIT 1) l ON true
+LEFT
+JOIN LATERAL (SELECT count(*) FILTER (WHERE state = 'completed') AS completed, count(*) AS finished
+    FROM (SELECT state FROM (SELECT id, state FROM runs WHERE job_id = p.id ORDER BY id DESC LIMIT $6) recent
+    WHERE state IN ('completed', 'failed') ORDER BY id DESC LIMIT $5) f) s ON true
+ORDER BY p.id
+"""
 
 # --- tick accountability (API, read only; cronos.store.ticks) ----------------------------------
 
 # A job's revisions up to $2 and its creation, oldest first (changes are partial: the schedule at
 # an instant is every revision before it folded together). $1 job id, $2 the window's end.
-TICK_HISTORY = f"SELECT {_REVISION} FROM job_revisions WHERE job_id = $1 AND (at <= $2 OR number = 1) ORDER BY number"
+TICK_HISTORY = """
+SELECT job_id, number, kind, at, actor, status, fields, changes
+FROM job_revisions
+WHERE job_id = $1 AND (at <= $2 OR number = 1)
+ORDER BY number
+"""
 # How far the ledger is written for the job (its cursor); no row: the job was deleted.
 TICK_CURSOR = "SELECT last_scheduled_for FROM jobs WHERE id = $1"
 # The ledger's rows of the job's ticks in ($2, $3]: scheduled runs and their retries (a manual or chain
 # run is no tick). The bounds on scheduled_for prune the day partitions and walk the
 # (job_id, scheduled_for, attempt) unique index.
-TICK_RUNS = (
-    "SELECT id, scheduled_for, attempt, trigger, revision, state, started_at, skip_reason FROM runs"
-    " WHERE job_id = $1 AND scheduled_for > $2 AND scheduled_for <= $3 AND trigger IN ('schedule', 'retry')"
-    " ORDER BY scheduled_for, attempt"
-)
+TICK_RUNS = """
+SELECT id, scheduled_for, attempt, trigger, revision, state, started_at, skip_reason
+FROM runs
+WHERE job_id = $1 AND scheduled_for > $2 AND scheduled_for <= $3
+  AND trigger IN ('schedule', 'retry')
+ORDER BY scheduled_for, attempt
+"""

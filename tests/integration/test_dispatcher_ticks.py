@@ -408,6 +408,7 @@ async def test_a_new_leaders_catch_up_and_its_repush_run_one_tick_for_a_misfire_
     newest written tick now, so they end misfired. Before, the re-push came first, kept the newest
     tick written ahead (the newest at that time) and the catch-up ran its own newest too."""
     now = datetime.now(UTC).replace(microsecond=0)
+    now -= timedelta(seconds=now.second % 10)  # on a tick of the job's (*/10 s) schedule
     cursor = now - timedelta(seconds=30)
     job = await add_job(stack.pool, "*/10 * * * * *", cursor=cursor, misfire_policy="run_once", misfire_grace_s=2)
     ahead = stack.new_ticker()

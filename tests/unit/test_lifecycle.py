@@ -175,7 +175,7 @@ def test_jitter_is_deterministic_bounded_and_spread() -> None:
 # --- overlap -------------------------------------------------------------------------------
 
 ON_TIME = Ahead(scheduled_for=at(-1), started_at=at(-1))  # the previous tick, started when due
-LATE = Ahead(scheduled_for=at(-1), started_at=at(3))  # the previous tick, started 4 s late (a failover)
+LATE = Ahead(scheduled_for=at(-1), started_at=at(4))  # the previous tick, started 5 s late (a failover)
 LATER_TICK = Ahead(scheduled_for=at(5), started_at=at(5))  # the next tick already runs
 RETRY = Ahead(scheduled_for=at(-30), started_at=at(-0.5), attempt=2)  # a retry after its backoff
 
@@ -224,10 +224,21 @@ def test_a_waiting_run_is_woken_by_its_predecessors_end(
 
 
 def test_a_woken_run_starts_early_enough_not_to_count_as_late() -> None:
-    # Woken at the end of its wait, it started ON_TIME_S late at most: the tick behind it is judged as usual.
-    woken = Ahead(scheduled_for=at(0), started_at=at(ON_TIME_S))
+    # Woken at the end of its wait, it started 2 * ON_TIME_S late at most: the tick behind it waits
+    # a second more for it (it will end that much later), then is skipped; no wait without bound.
+    woken = Ahead(scheduled_for=at(0), started_at=at(2 * ON_TIME_S))
     follower = Candidate("forbid", at(1), 1, at(1), woken)
-    assert overlap(follower, at(1 + ON_TIME_S)) is Overlap.SKIP
+    assert overlap(follower, at(1 + 1.5 * ON_TIME_S)) is Overlap.WAIT
+    assert overlap(follower, at(1 + 2 * ON_TIME_S)) is Overlap.SKIP
+
+
+def test_a_predecessor_started_a_little_late_stretches_the_wait_by_as_much() -> None:
+    # A cold executor started the previous run 1.9 s late: it ends 1.9 s late, and the next tick
+    # waits for it up to ON_TIME_S plus at most ON_TIME_S more (seen at a cluster's start-up).
+    cold = Ahead(scheduled_for=at(-1), started_at=at(0.9))
+    assert overlap(Candidate("forbid", at(0), 1, at(0), cold), at(1.5)) is Overlap.WAIT
+    assert after_wait(Candidate("forbid", at(0), 1, at(0), cold), cold, at(1.9)) is Overlap.CLAIM
+    assert after_wait(Candidate("forbid", at(0), 1, at(0), cold), cold, at(2.1)) is Overlap.SKIP
 
 
 # --- retry, chains, job end ------------------------------------------------------------------

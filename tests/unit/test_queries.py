@@ -1,0 +1,36 @@
+"""The statements are written out literally: what they share must still agree."""
+
+from __future__ import annotations
+
+import ast
+import re
+
+from cronos.models import JOB_WRITABLE
+from cronos.store import queries as q
+
+
+def test_job_writes_take_the_writable_fields_in_their_order() -> None:
+    inserted = re.search(r"INSERT INTO jobs \(([^)]*)\)", q.JOB_INSERT)
+    assert inserted is not None
+    assert [c.strip() for c in inserted.group(1).split(",")] == [*JOB_WRITABLE, "last_scheduled_for"]
+    assert f"least(now(), ${JOB_WRITABLE.index('run_at') + 1}::timestamptz" in " ".join(q.JOB_INSERT.split())
+    assigned = re.findall(r"(\w+) = \$(\d+)", q.JOB_UPDATE)
+    assert assigned[: len(JOB_WRITABLE)] == [(name, str(i)) for i, name in enumerate(JOB_WRITABLE, 2)]
+
+
+def test_every_notification_goes_to_the_jobs_channel() -> None:
+    for name in ("NOTIFY", "NOTIFY_EACH"):
+        assert f"pg_notify('{q.JOBS_CHANNEL}'" in getattr(q, name)
+
+
+def test_every_statement_is_written_out_not_built_from_fragments() -> None:
+    with open(q.__file__) as source:
+        tree = ast.parse(source.read())
+    built = [
+        target.id
+        for node in tree.body
+        if isinstance(node, ast.Assign)
+        for target in node.targets
+        if isinstance(target, ast.Name) and not isinstance(node.value, ast.Constant)
+    ]
+    assert built == []
