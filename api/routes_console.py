@@ -13,9 +13,9 @@ import msgspec
 from aiohttp import web
 
 from api.bodies import decode_cursor, encode_cursor, query_choice, query_limit, respond, utc_now
+from api.describe import describe
 from api.routing import DB_ERRORS, PAGE, Query, Route
 from api.state import BACKENDS
-from cronos.describe import describe
 from cronos.errors import InvalidInput, InvalidSchedule
 from cronos.models import JOB_STATUSES, JobKind, JobStatus, RunState
 from cronos.schedule import upcoming

@@ -19,10 +19,10 @@ import msgspec
 from aiohttp import web
 
 from api.bodies import check_schedule, convert, respond, utc_now
+from api.describe import describe
 from api.errors import invalid_input
 from api.routing import Query, Route
 from api.schemas import Expression, Timezone
-from cronos.describe import describe
 from cronos.errors import InvalidInput
 from cronos.schedule import NEVER_AT, Schedule, parse_schedule
 

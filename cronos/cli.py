@@ -69,8 +69,8 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("which", choices=["dispatch", "run", "e2e", "schedule"])
     bench.add_argument("rest", nargs=argparse.REMAINDER)
     _token_parser(sub)
-    from cronos.apply_cli import add_command as add_apply
-    from cronos.jobs_cli import add_commands as add_jobs
+    from cronos.client.apply_cli import add_command as add_apply
+    from cronos.client.jobs_cli import add_commands as add_jobs
 
     add_jobs(sub, _OneLineParser)
     add_apply(sub)
@@ -123,7 +123,7 @@ async def _main(args: argparse.Namespace, settings: Settings) -> int:
     from cronos.store.db import migrate
 
     if args.command == "token":
-        from cronos.token_cli import run_token_command
+        from cronos.client.token_cli import run_token_command
 
         return await run_token_command(args, settings)
     if args.command in ("migrate", "dev"):
@@ -175,12 +175,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     bind_global(node_id=settings.node_id)
     try:
         if args.command == "bench":
-            from cronos.bench import main as bench
-
+            try:
+                from cronos.bench import main as bench
+            except ModuleNotFoundError as exc:  # an installed wheel: the benchmarks are not in it
+                raise ConfigError("the benchmarks run from a source checkout of Cronos (make setup)") from exc
             return bench(args.which, settings, args.rest)
         if args.command in _CLIENT_COMMANDS:  # synchronous REST API calls
-            from cronos.apply_cli import run_apply
-            from cronos.jobs_cli import run_command
+            from cronos.client.apply_cli import run_apply
+            from cronos.client.jobs_cli import run_command
 
             return run_apply(args, settings) if args.command == "apply" else run_command(args, settings)
         return asyncio.run(_main(args, settings))

@@ -59,7 +59,7 @@ class ManagedBy(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 
     tool: Annotated[str, msgspec.Meta(min_length=1, max_length=100, pattern="^[ -~]+$")]
     # The API shows secrets as `***`: apply stores a salted scrypt of the payload it sent, secrets
-    # included, to see later whether the file's secrets still are the stored ones (cronos.apply).
+    # included, to see later whether the file's secrets still are the stored ones (cronos.client.apply).
     secrets_digest: Annotated[str, msgspec.Meta(max_length=300, pattern="^[!-~]+$")] | None = None
 
 

@@ -17,12 +17,12 @@ import msgspec
 from multidict import CIMultiDict
 from yarl import URL
 
-from cronos import webhooks
 from cronos.models import HttpPayload, explain
 from cronos.netguard import host_literal_refusal
 from cronos.redact import is_sensitive, redact_url
 from cronos.store.runs import ClaimedRun
 from cronos.tasks import idempotency_key
+from executor import webhooks
 from executor.http_client import PREFIX, guard_refusal
 from executor.kinds.base import Env, RunFailed, excerpt
 

@@ -1,4 +1,4 @@
-"""cronos.api_client against small real HTTP servers: what the CLI does with answers that are not the API's."""
+"""cronos.client.api_client against small real HTTP servers: what the CLI does with answers that are not the API's."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from cronos.api_client import ApiClient, ApiError, ApiUnreachable
+from cronos.client.api_client import ApiClient, ApiError, ApiUnreachable
 from tests.cluster.servers import free_port
 
 SEEN: list[str | None] = []

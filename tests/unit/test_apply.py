@@ -1,4 +1,4 @@
-"""cronos.jobs_file and cronos.apply: jobs files to validated jobs, and desired vs current jobs to a plan (pure)."""
+"""Jobs files to validated jobs, and desired vs current jobs to a plan (cronos.client; pure)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import jsonschema
 import pytest
 
 from api.jobs_file import jobs_file_schema
-from cronos.apply import TOOL, Action, Step, describe, digest, digest_matches, plan, summary
-from cronos.jobs_file import ApplyInvalid, Desired, desired_jobs, parse
+from cronos.client.apply import TOOL, Action, Step, describe, digest, digest_matches, plan, summary
+from cronos.client.jobs_file import ApplyInvalid, Desired, desired_jobs, parse
 from cronos.redact import redact_payload
 
 SCHEMA = jobs_file_schema()

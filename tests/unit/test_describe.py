@@ -1,10 +1,10 @@
-"""Plain words for cron expressions (cronos.describe): the common forms, and the generic fallback."""
+"""Plain words for cron expressions (api.describe): the common forms, and the generic fallback."""
 
 from __future__ import annotations
 
 import pytest
 
-from cronos.describe import describe
+from api.describe import describe
 from cronos.schedule import parse_schedule
 
 

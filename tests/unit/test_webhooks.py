@@ -11,7 +11,7 @@ import pytest
 from standardwebhooks import Webhook
 from standardwebhooks.webhooks import WebhookVerificationError
 
-from cronos.webhooks import message_id, sign, signature_headers
+from executor.webhooks import message_id, sign, signature_headers
 
 SECRET = "whsec_" + base64.b64encode(os.urandom(32)).decode()
 BODY = b'{"event": "tick", "n": 1}'

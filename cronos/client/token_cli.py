@@ -12,8 +12,8 @@ import argparse
 import re
 from datetime import UTC, datetime, timedelta
 
-from cronos.cli_output import table as cli_table
-from cronos.cli_output import when as _when
+from cronos.client.cli_output import table as cli_table
+from cronos.client.cli_output import when as _when
 from cronos.errors import InvalidInput
 from cronos.settings import Settings
 from cronos.store.audit import CLI

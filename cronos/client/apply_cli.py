@@ -1,4 +1,4 @@
-"""`cronos apply -f FILE|DIR [--dry-run] [--prune]`: the I/O around cronos.apply.
+"""`cronos apply -f FILE|DIR [--dry-run] [--prune]`: the I/O around cronos.client.apply.
 
 Reads the files (a folder: its *.yaml, *.yml and *.json, by name), fetches the jobs-file
 schema and the current jobs from the API, prints the plan one line per job, and (without
@@ -14,14 +14,14 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from cronos.api_client import ApiClient, ApiError
-from cronos.apply import Action, Step, describe, plan, strays, summary
-from cronos.jobs_cli import client
-from cronos.jobs_file import ApplyInvalid, desired_jobs, parse
+from cronos.client.api_client import ApiClient, ApiError
+from cronos.client.apply import Action, Step, describe, plan, strays, summary
+from cronos.client.jobs_cli import client
+from cronos.client.jobs_file import ApplyInvalid, desired_jobs, parse
 from cronos.settings import Settings
 
 if TYPE_CHECKING:
-    from cronos.jobs_cli import SubParsers
+    from cronos.client.jobs_cli import SubParsers
 
 SCHEMA_PATH = "/api/jobs-file.schema.json"
 _SUFFIXES = (".yaml", ".yml", ".json")

@@ -1,7 +1,7 @@
 """Jobs as code: what `cronos apply` must do to make the cluster's jobs match the jobs files.
 
-Pure: no I/O. The files' jobs (cronos.jobs_file) and the API's current jobs become a plan of
-actions; cronos.apply_cli reads, calls and prints.
+Pure: no I/O. The files' jobs (cronos.client.jobs_file) and the API's current jobs become a plan of
+actions; cronos.client.apply_cli reads, calls and prints.
 
 Identity is the `name`. A field the file leaves out has the API's default, so the job
 matches the file, not the file plus older edits. `status` pauses or resumes.
@@ -26,7 +26,7 @@ from typing import Any
 
 import msgspec
 
-from cronos.jobs_file import Desired
+from cronos.client.jobs_file import Desired
 from cronos.models import TERMINAL_STATUSES
 from cronos.redact import redact_payload
 

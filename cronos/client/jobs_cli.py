@@ -1,6 +1,6 @@
 """`cronos jobs ...` and `cronos runs ...`: the REST API from the command line.
 
-Every command is one or a few calls of cronos.api_client against CRONOS_API_URL with
+Every command is one or a few calls of cronos.client.api_client against CRONOS_API_URL with
 CRONOS_API_TOKEN. People get an aligned table or `field  value` lines; `--json` prints the
 API's JSON for scripts (a list command prints the array of every item). A failure is one
 line on stderr (main prints the CronosError) and a non-zero exit.
@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from cronos.api_client import ApiClient
-from cronos.cli_output import table, when
+from cronos.client.api_client import ApiClient
+from cronos.client.cli_output import table, when
 from cronos.errors import CronosError, NotFound
 from cronos.models import JOB_STATUSES, JOB_WRITABLE, RUN_STATES, Job
 from cronos.settings import Settings
