@@ -1,4 +1,4 @@
-"""cronos/webhooks.py: signatures verified by `standardwebhooks`, the specification's own library."""
+"""executor/webhooks.py: signatures verified by `standardwebhooks`, the specification's own library."""
 
 from __future__ import annotations
 
