@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -303,3 +304,16 @@ def test_a_one_off_whose_tick_was_skipped_expires_every_other_job_completes() ->
 
 def test_the_api_states_are_the_lifecycles() -> None:
     assert tuple(RunState) == RUN_STATES
+
+
+def test_the_documented_table_is_the_lifecycles() -> None:
+    doc = (Path(__file__).parents[2] / "docs" / "lifecycle.md").read_text()
+    rows = [line for line in doc.splitlines() if line.startswith("| `")]
+    expected = []
+    for t in TRANSITIONS:
+        sources = ", ".join(sorted(s.value for s in t.sources)) or "(new run)"
+        actors = ", ".join(sorted(a.value for a in t.actors))
+        expected.append(
+            f"| `{t.event.value}` | {sources} | {t.target.value} | {actors} | {t.fence.value} | {t.reason or ''} |"
+        )
+    assert rows == expected
