@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated
 
 import msgspec
 from msgspec import UNSET, Meta, UnsetType
 
+from cronos.store.audit import AuditFields
 from cronos.store.tokens import NAME_RE, NAME_RULE, Scope
 
 TokenName = Annotated[str, Meta(pattern=f"^{NAME_RE.pattern}$", description=NAME_RULE)]
@@ -41,19 +42,9 @@ class TokenList(msgspec.Struct, kw_only=True):
     items: list[TokenOut]
 
 
-class AuditOut(msgspec.Struct, kw_only=True):
+class AuditOut(AuditFields, kw_only=True):
     """Who (`actor`: a token's name, `local`, `admin-token` or `cli`) did what, when; a job's
     fields before and after the change, secrets shown as `***`."""
-
-    id: int
-    at: datetime
-    actor: str
-    action: str
-    job_id: int | None
-    token_name: str | None
-    before: dict[str, Any] | None
-    after: dict[str, Any] | None
-    detail: dict[str, Any] | None
 
 
 class AuditList(msgspec.Struct, kw_only=True):

@@ -48,20 +48,41 @@ def _zone(name: object) -> ZoneInfo:
     # Only tzdata's names: `right/UTC`, `posix/...` or `localtime` exist on some hosts only.
     if not isinstance(name, str) or name not in tzdata_zones():
         raise InvalidSchedule(_TZ, f"unknown time zone {name!r} (IANA names as the tzdata package ships them)")
+    return load_zone(name)
+
+
+def load_zone(name: str) -> ZoneInfo:
+    """The zone of a name its caller accepts; InvalidSchedule when it does not load after all."""
     try:
         return ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError, OSError):  # pragma: no cover - tzdata lists it
+    except (ZoneInfoNotFoundError, ValueError, OSError):
         raise InvalidSchedule(_TZ, f"unknown time zone {name!r}") from None
 
 
 @dataclass(frozen=True, slots=True)
-class Schedule:
-    """A validated cron schedule in one time zone; build it with :func:`parse_schedule`."""
+class ZonedSchedule:
+    """What every meaning of a stored schedule has: an expression in one time zone, its fire times
+    found by its `next_after` (remembering its last answer)."""
 
     expression: str
     timezone: str = "UTC"
     has_seconds: bool = False
     _zone: ZoneInfo = field(init=False, repr=False, compare=False)
+    _memo: tuple[datetime, datetime] = field(init=False, repr=False, compare=False)  # last (after, answer)
+
+    def next_after(self, after: datetime) -> datetime:
+        """The first fire instant strictly after ``after`` (aware, any zone), in UTC."""
+        raise NotImplementedError
+
+    def fire_times(self, after: datetime, until: datetime, limit: int | None = None) -> list[datetime]:
+        """Fire instants ``t`` with ``after < t <= until``, ascending, UTC, at most ``limit``."""
+        return fire_times(self.next_after, after, until, limit)
+
+
+@dataclass(frozen=True, slots=True)
+class Schedule(ZonedSchedule):
+    """A validated cron schedule in one time zone; build it with :func:`parse_schedule`."""
+
     _fields: CronFields = field(init=False, repr=False, compare=False)
     _utc: bool = field(init=False, repr=False, compare=False)
     _never: bool = field(init=False, repr=False, compare=False)
@@ -73,7 +94,6 @@ class Schedule:
     # matching days per (year << 4 | month), and per month shape (length, weekday of the 1st)
     _by_month: dict[int, tuple[int, ...]] = field(init=False, repr=False, compare=False)
     _by_shape: dict[tuple[int, int], tuple[int, ...]] = field(init=False, repr=False, compare=False)
-    _memo: tuple[datetime, datetime] = field(init=False, repr=False, compare=False)  # last (after, answer)
     _segment: Segment = field(init=False, repr=False, compare=False)  # the last stretch of one offset
 
     def __post_init__(self) -> None:
@@ -149,10 +169,6 @@ class Schedule:
         y, mo, d, h, mi, s = self._after(after + seg.offset)  # UTC-tagged, but its fields are the wall time
         found = datetime(y, mo, d, h, mi, s, tzinfo=UTC) - seg.offset
         return found if found < seg.end else None
-
-    def fire_times(self, after: datetime, until: datetime, limit: int | None = None) -> list[datetime]:
-        """Fire instants ``t`` with ``after < t <= until``, ascending, UTC, at most ``limit``."""
-        return fire_times(self.next_after, after, until, limit)
 
     def _next_wall(self, wall: datetime) -> datetime:
         """The first matching naive wall time strictly after ``wall``."""

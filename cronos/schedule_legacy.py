@@ -39,14 +39,14 @@ import threading
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import lru_cache
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from zoneinfo import ZoneInfo
 
 from croniter import CroniterBadDateError, CroniterError, croniter
 
 from cronos.cron_fields import EXPR, MACROS, MAX_LENGTH
-from cronos.dst import fire_times, next_fixed, next_wildcard, require_aware
+from cronos.dst import next_fixed, next_wildcard, require_aware
 from cronos.errors import InvalidSchedule
-from cronos.schedule import Schedule, parse_schedule
+from cronos.schedule import Schedule, ZonedSchedule, load_zone, parse_schedule
 
 _EXPR = EXPR
 _TZ = "$.timezone"
@@ -140,25 +140,17 @@ def _compile(expression: str) -> tuple[croniter[datetime], bool]:
 def _zone(name: object) -> ZoneInfo:
     if not isinstance(name, str) or not name or name in _HOST_ZONES:
         raise InvalidSchedule(_TZ, f"unknown time zone {name!r}")
-    try:
-        return ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError, OSError):
-        raise InvalidSchedule(_TZ, f"unknown time zone {name!r}") from None
+    return load_zone(name)
 
 
 @dataclass(frozen=True, slots=True)
-class LegacySchedule:
+class LegacySchedule(ZonedSchedule):
     """A validated cron schedule in one time zone; build it with :func:`parse_schedule`."""
 
-    expression: str
-    timezone: str = "UTC"
-    has_seconds: bool = False
-    _zone: ZoneInfo = field(init=False, repr=False, compare=False)
     _cron: croniter[datetime] = field(init=False, repr=False, compare=False)
     _every_hour: bool = field(init=False, repr=False, compare=False)
     # croniter keeps per-call state, so calls are serialised; _memo is the last answer.
     _lock: threading.Lock = field(init=False, repr=False, compare=False)
-    _memo: tuple[datetime, datetime] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.expression, str):
@@ -184,10 +176,6 @@ class LegacySchedule:
             result = self._next_elapsed(after) if self._every_hour else self._next_wall_clock(after)
             object.__setattr__(self, "_memo", (after, result))
         return result
-
-    def fire_times(self, after: datetime, until: datetime, limit: int | None = None) -> list[datetime]:
-        """Fire instants ``t`` with ``after < t <= until``, ascending, UTC, at most ``limit``."""
-        return fire_times(self.next_after, after, until, limit)
 
     def _next_wall(self, wall: datetime) -> datetime:
         """The first matching naive wall time strictly after ``wall``."""

@@ -20,6 +20,20 @@ log = logging.getLogger("dispatcher.publisher")
 LAG_SAMPLES = 64  # lag observations per published batch at most (every token in batches up to 127)
 
 
+def token_of(run: QueuedRun, epoch: int, *, due_ms: int | None) -> RunToken:
+    """The token of a queued run, pushed in `epoch`; `due_ms` may be ahead (the push lead): the
+    executor claims it then (None: when it reads it)."""
+    return RunToken(
+        run_id=run.id,
+        job_id=run.job_id,
+        scheduled_for_ms=run.scheduled_for_ms,
+        attempt=run.attempt,
+        trigger=run.trigger,
+        epoch=epoch,
+        due_ms=due_ms,
+    )
+
+
 class Publisher:
     def __init__(self, client: Any, keys: Keys, clock: Callable[[], float] = time.time) -> None:
         self._client = client
@@ -35,17 +49,7 @@ class Publisher:
             return 0
         by_queue: dict[str, list[RunToken]] = defaultdict(list)
         for r in runs:
-            by_queue[r.queue].append(
-                RunToken(
-                    run_id=r.id,
-                    job_id=r.job_id,
-                    scheduled_for_ms=r.scheduled_for_ms,
-                    attempt=r.attempt,
-                    trigger=r.trigger,
-                    epoch=epoch,
-                    due_ms=r.due_ms,  # may be ahead (the push lead): the executor claims it then
-                )
-            )
+            by_queue[r.queue].append(token_of(r, epoch, due_ms=r.due_ms))
         pushed = 0
         for queue, tokens in by_queue.items():
             await self._prepare_queue(queue)

@@ -6,7 +6,7 @@ straight line and still costs one round trip per batch (see `executor.batcher`).
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, field
+from dataclasses import InitVar, dataclass, field
 from typing import TYPE_CHECKING
 
 from cronos.clock import DbClock
@@ -32,8 +32,10 @@ class Settle:
     entry: EntryRef | None
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, kw_only=True)
 class Deps:
+    """What the executor opened (given), and the gate and batchers derived from it (here, once)."""
+
     node_id: str
     keys: Keys
     lease_s: float
@@ -44,64 +46,40 @@ class Deps:
     tick_locks: TickLocks
     health: BackendHealth
     clock: DbClock  # PostgreSQL's: tokens are held and claimed by it
-    gate: Gate[ClaimRequest, Claim]  # steps 2-3 at the due instant, with an execution slot
-    locks: Batcher[str, bool]  # step 1
-    claims: Batcher[ClaimRequest, Claim]  # steps 2-3, behind the gate
-    finishes: Batcher[Outcome, bool]  # step 5
-    settles: Batcher[Settle, None]  # step 6
+    concurrency: InitVar[int]  # execution slots: the gate's
+    gate: Gate[ClaimRequest, Claim] = field(init=False)  # steps 2-3 at the due instant, with an execution slot
+    locks: Batcher[str, bool] = field(init=False)  # step 1
+    claims: Batcher[ClaimRequest, Claim] = field(init=False)  # steps 2-3, behind the gate
+    finishes: Batcher[Outcome, bool] = field(init=False)  # step 5
+    settles: Batcher[Settle, None] = field(init=False)  # step 6
     in_flight: dict[int, InFlight] = field(default_factory=dict)  # run id -> its execution (step 4)
+
+    def __post_init__(self, concurrency: int) -> None:
+        # A tick lock is taken up to the push lead before the run is claimed: its ttl covers both.
+        lock_ttl_ms = self.lead_ms + int(self.lease_s * 1000)
+        self.claims = Batcher("claims", self._claim)
+        self.gate = Gate(self.claims, concurrency, self.clock.time)
+        self.locks = Batcher("locks", functools.partial(self.tick_locks.acquire, ttl_ms=lock_ttl_ms))
+        self.finishes = Batcher("finishes", self._finish)
+        self.settles = Batcher("settles", self._settle)
 
     @property
     def batchers(self) -> list[Batcher[object, object]]:
         return [self.locks, self.claims, self.finishes, self.settles]  # type: ignore[list-item]
 
-
-def wire(
-    *,
-    node_id: str,
-    keys: Keys,
-    lease_s: float,
-    lead_ms: int,
-    env: Env,
-    store: RunStore,
-    stream: RunStream,
-    tick_locks: TickLocks,
-    health: BackendHealth,
-    clock: DbClock,
-    concurrency: int,
-) -> Deps:
-    # A tick lock is taken up to the push lead before the run is claimed: its ttl covers both.
-    lock_ttl_ms = lead_ms + int(lease_s * 1000)
-
-    async def claim(requests: list[ClaimRequest]) -> list[Claim]:
+    async def _claim(self, requests: list[ClaimRequest]) -> list[Claim]:
         ids, ticks_ms = [r.run_id for r in requests], [r.scheduled_for_ms for r in requests]
-        return await store.claim(ids, node_id, lease_s, ticks_ms)
+        return await self.store.claim(ids, self.node_id, self.lease_s, ticks_ms)
 
-    async def finish(outcomes: list[Outcome]) -> list[bool]:
-        written = (await store.finish(outcomes)).written
+    async def _finish(self, outcomes: list[Outcome]) -> list[bool]:
+        written = (await self.store.finish(outcomes)).written
         return [o.run_id in written for o in outcomes]
 
-    async def settle(items: list[Settle]) -> list[None]:
+    async def _settle(self, items: list[Settle]) -> list[None]:
         lock_keys = [i.lock_key for i in items if i.lock_key is not None]
         entries = [i.entry for i in items if i.entry is not None]
-        await stream.settle(entries, tick_locks, lock_keys)
+        await self.stream.settle(entries, self.tick_locks, lock_keys)
         return [None] * len(items)
 
-    claims = Batcher("claims", claim)
-    return Deps(
-        node_id=node_id,
-        keys=keys,
-        lease_s=lease_s,
-        lead_ms=lead_ms,
-        env=env,
-        store=store,
-        stream=stream,
-        tick_locks=tick_locks,
-        health=health,
-        clock=clock,
-        gate=Gate(claims, concurrency, clock.time),
-        locks=Batcher("locks", functools.partial(tick_locks.acquire, ttl_ms=lock_ttl_ms)),
-        claims=claims,
-        finishes=Batcher("finishes", finish),
-        settles=Batcher("settles", settle),
-    )
+
+wire = Deps  # executor.service wires its Deps by this name, from keyword arguments

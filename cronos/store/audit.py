@@ -31,17 +31,22 @@ RESERVED_ACTORS = frozenset({LOCAL, ADMIN_TOKEN, CLI, SYSTEM})
 _SNAPSHOT = ("id", *JOB_WRITABLE)
 
 
-class AuditEntry(msgspec.Struct, kw_only=True):
+class AuditFields(msgspec.Struct, kw_only=True):
+    """An entry but for its subject (which the API's routes imply): what the API shows of it."""
+
     id: int
     at: datetime
     actor: str
-    subject: Subject
     action: str
     job_id: int | None
     token_name: str | None
     before: dict[str, Any] | None
     after: dict[str, Any] | None
     detail: dict[str, Any] | None
+
+
+class AuditEntry(AuditFields, kw_only=True):
+    subject: Subject
 
 
 def snapshot(job: Job) -> dict[str, Any]:

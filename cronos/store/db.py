@@ -224,9 +224,7 @@ async def connect(
             max_size=max_size,
             init=_init_connection,
             command_timeout=command_timeout,
-            timeout=timeout,
-            connection_class=Connection,
-            **kwargs,
+            **_connection_options(timeout, kwargs),
         )
     assert pool is not None
     return pool
@@ -236,9 +234,15 @@ async def connect_one(dsn: str, *, timeout: float = CONNECT_TIMEOUT_S, **kwargs:
     """One connection (dead-peer detection on; statements unbounded unless `command_timeout` is
     given: migrations may legitimately run long)."""
     with translate_errors():
-        conn = await asyncpg.connect(dsn, timeout=timeout, connection_class=Connection, **kwargs)
+        conn = await asyncpg.connect(dsn, **_connection_options(timeout, kwargs))
     await _init_connection(conn)
     return conn
+
+
+def _connection_options(timeout: float, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The caller's options, and what every connection Cronos opens gets, pooled or alone: a bound
+    on the connect and the Connection class (dead-peer detection, a cancel that gives up)."""
+    return {**kwargs, "timeout": timeout, "connection_class": Connection}
 
 
 def columns(items: Sequence[Any], fields: Sequence[str]) -> list[list[Any]]:

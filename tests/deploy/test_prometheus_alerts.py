@@ -67,6 +67,18 @@ def _overdue_case(leader_overdue: str, former_overdue: str, expected: list[dict[
     }
 
 
+def _leader_case(series: str, values: str, alert: str, evals: list[tuple[str, str | None]]) -> dict[str, Any]:
+    """One series of the leader's, and `alert` at each (eval time, the $value it fires with; None: silent)."""
+    return {
+        "interval": "1m",
+        "input_series": [{"series": f"{series}{{{D1}}}", "values": values}],
+        "alert_rule_test": [
+            {"eval_time": at, "alertname": alert, "exp_alerts": [] if value is None else _expected(alert, value)}
+            for at, value in evals
+        ],
+    }
+
+
 @needs_promtool
 def test_promtool_accepts_the_rules() -> None:
     assert PROMTOOL is not None
@@ -79,18 +91,7 @@ def test_a_backlog_on_the_leader_alerts_and_a_former_leaders_stale_count_does_no
     tests = [
         _overdue_case("5x10", "0x10", _expected("CronosRunsOverdue", "5")),
         _overdue_case("0x10", "7x10", []),  # only the dispatcher that no longer leads says 7
-        {
-            "interval": "1m",
-            "input_series": [{"series": f"cronos_watchdog_repushed_total{{{D1}}}", "values": "0+3x30"}],
-            "alert_rule_test": [
-                {"eval_time": "5m", "alertname": "CronosTokensLost", "exp_alerts": []},
-                {
-                    "eval_time": "25m",
-                    "alertname": "CronosTokensLost",
-                    "exp_alerts": _expected("CronosTokensLost", "30"),
-                },
-            ],
-        },
+        _leader_case("cronos_watchdog_repushed_total", "0+3x30", "CronosTokensLost", [("5m", None), ("25m", "30")]),
     ]
     done = _promtool_test(tmp_path, tests)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -106,19 +107,9 @@ def test_the_rule_test_can_fail(tmp_path: Path) -> None:
 @needs_promtool
 def test_an_unaccounted_tick_alerts_until_it_leaves_the_window(tmp_path: Path) -> None:
     assert "cronos_ticks_unaccounted_total" in _rules()["CronosTicksUnaccounted"]["expr"]
-    case = {
-        "interval": "1m",
-        "input_series": [{"series": f"cronos_ticks_unaccounted_total{{{D1}}}", "values": "0 0 0 1x30"}],
-        "alert_rule_test": [
-            {"eval_time": "2m", "alertname": "CronosTicksUnaccounted", "exp_alerts": []},
-            {
-                "eval_time": "5m",
-                "alertname": "CronosTicksUnaccounted",
-                "exp_alerts": _expected("CronosTicksUnaccounted", "1"),
-            },
-            {"eval_time": "25m", "alertname": "CronosTicksUnaccounted", "exp_alerts": []},  # 15 min without a new one
-        ],
-    }
+    # Silent again at 25m: 15 minutes without a new one.
+    evals = [("2m", None), ("5m", "1"), ("25m", None)]
+    case = _leader_case("cronos_ticks_unaccounted_total", "0 0 0 1x30", "CronosTicksUnaccounted", evals)
     done = _promtool_test(tmp_path, [case])
     assert done.returncode == 0, done.stdout + done.stderr
     silent = {**case, "alert_rule_test": [{**case["alert_rule_test"][1], "exp_alerts": []}]}

@@ -18,6 +18,7 @@ from cronos.store import queries as q
 from cronos.store.db import to_struct
 from cronos.store.ledger import Ledger
 from cronos.stream import RunStream
+from dispatcher.publisher import token_of
 
 _names = itertools.count(1)
 BASE = datetime(2030, 1, 1, tzinfo=UTC)
@@ -74,28 +75,6 @@ async def insert_run(
         due_at,
     )
     return token_for(row["id"], job_id, scheduled_for, attempt, trigger)
-
-
-def _token(run: Any, epoch: int) -> RunToken:
-    return RunToken(
-        run_id=run.id,
-        job_id=run.job_id,
-        scheduled_for_ms=run.scheduled_for_ms,
-        attempt=run.attempt,
-        trigger=run.trigger,
-        epoch=epoch,
-    )
-
-
-async def insert_runs(pool: asyncpg.Pool, job_ids: list[int], scheduled_for: datetime) -> list[RunToken]:
-    """Many queued runs in one statement (benchmarks and volume tests)."""
-    rows = await pool.fetch(
-        "INSERT INTO runs (job_id, scheduled_for, attempt, trigger, state, due_at, exclusive)"
-        " SELECT j, $2, 1, 'schedule', 'queued', $2, true FROM unnest($1::bigint[]) j RETURNING id, job_id",
-        job_ids,
-        scheduled_for,
-    )
-    return [token_for(r["id"], r["job_id"], scheduled_for, 1, "schedule") for r in rows]
 
 
 def token_for(
@@ -173,7 +152,7 @@ class Harness:
                 runs, _ = await ledger.take(epoch, now, now + timedelta(milliseconds=250))
                 # Without due_ms (claimed when read): the tests' ticks lie in 2030, and an executor never
                 # claims a token carrying a due time before its tick.
-                await self.stream.publish([_token(r, epoch) for r in runs])
+                await self.stream.publish([token_of(r, epoch, due_ms=None) for r in runs])
                 due = await ledger.next_due()  # a retry's backoff ends without a NOTIFY
                 wait_s = 1.0 if due is None else (due - datetime.now(UTC)).total_seconds() - 0.25
                 with contextlib.suppress(TimeoutError):

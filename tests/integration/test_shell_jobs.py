@@ -7,6 +7,7 @@ import contextlib
 import os
 import time
 import tracemalloc
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -63,16 +64,7 @@ async def test_cancelled_shell_run_kills_its_process_group(
         await ex.run_once()
     (run,) = await harness.runs(job)
     assert (run.state, run.error) == ("failed", "timed out after 0.5 s")
-    grandchild = int(pidfile.read_text())
-
-    async def gone() -> bool:
-        try:
-            os.kill(grandchild, 0)
-        except ProcessLookupError:
-            return True
-        return _zombie(grandchild)
-
-    await wait_for(gone, timeout=5, what="the grandchild `sleep` to be killed")
+    await _wait_gone(int(pidfile.read_text()), "the grandchild `sleep`")
 
 
 def _zombie(pid: int) -> bool:
@@ -163,68 +155,77 @@ _ESCAPE = "setsid sh -c 'echo $$ > {pidfile}; exec sleep 40'"
 async def test_timeout_ends_the_run_at_once_and_kills_an_escaped_grandchild(
     harness: Harness, settings: Settings, tmp_path: Path, redirect: str
 ) -> None:
-    pidfile, childfile = tmp_path / "grandchild.pid", tmp_path / "child.pid"
-    script = f"echo $$ > {childfile}; {_ESCAPE.format(pidfile=pidfile)}{redirect} & sleep 45"
-    job = await harness.job(kind="shell", payload={"argv": ["sh", "-c", script]}, timeout_s=1)
-    await harness.queue(job)
-    pipes = _open_pipes()
-    async with Executor(_shell_settings(settings)) as ex:
-        started = time.monotonic()
-        await ex.run_once()
-        took = time.monotonic() - started
-    (run,) = await harness.runs(job)
+    escape = await _Escape.queue(harness, tmp_path, f"{redirect} & sleep 45", timeout_s=1)
+    took = await _timed_run_once(settings)
+    (run,) = await harness.runs(escape.job)
     assert (run.state, run.error) == ("failed", "timed out after 1 s")
     # The work's own time (kill and reap included) is the precise measure; run_once adds claiming and recording.
     assert run.duration_ms is not None and run.duration_ms < 2000, f"the work took {run.duration_ms} ms"
     assert took < 4, f"run_once took {took:.2f} s"
-    await _wait_gone(int(pidfile.read_text()), "the escaped grandchild")
-    await _wait_reaped(int(childfile.read_text()))
-    assert _open_pipes() == pipes, "pipes left open"
+    await escape.cleaned_up("the escaped grandchild")
 
 
 async def test_child_exit_ends_the_run_though_a_grandchild_holds_the_pipes(
     harness: Harness, settings: Settings, tmp_path: Path
 ) -> None:
-    pidfile, childfile = tmp_path / "grandchild.pid", tmp_path / "child.pid"
-    script = f"echo $$ > {childfile}; {_ESCAPE.format(pidfile=pidfile)} & echo done"
-    job = await harness.job(kind="shell", payload={"argv": ["sh", "-c", script]}, timeout_s=30)
-    await harness.queue(job)
-    pipes = _open_pipes()
-    async with Executor(_shell_settings(settings)) as ex:
-        started = time.monotonic()
-        await ex.run_once()
-        took = time.monotonic() - started
-    (run,) = await harness.runs(job)
+    escape = await _Escape.queue(harness, tmp_path, " & echo done", timeout_s=30)
+    took = await _timed_run_once(settings)
+    (run,) = await harness.runs(escape.job)
     assert (run.state, run.result) == ("completed", "exit 0\nstdout:\ndone\n\nstderr:\n")
     assert run.duration_ms is not None and run.duration_ms < (shell.PIPE_GRACE_S + 1) * 1000, run.duration_ms
     assert took < 4, f"run_once took {took:.2f} s"
-    await _wait_gone(int(pidfile.read_text()), "the grandchild holding the pipes")
-    await _wait_reaped(int(childfile.read_text()))
-    assert _open_pipes() == pipes, "pipes left open"
+    await escape.cleaned_up("the grandchild holding the pipes")
 
 
 async def test_drain_kills_a_running_shell_run_and_its_escaped_grandchild(
     harness: Harness, settings: Settings, tmp_path: Path
 ) -> None:
-    pidfile, childfile = tmp_path / "grandchild.pid", tmp_path / "child.pid"
-    script = f"echo $$ > {childfile}; {_ESCAPE.format(pidfile=pidfile)} & sleep 45"
-    job = await harness.job(kind="shell", payload={"argv": ["sh", "-c", script]}, timeout_s=30)
-    await harness.queue(job)
-    pipes = _open_pipes()
+    escape = await _Escape.queue(harness, tmp_path, " & sleep 45", timeout_s=30)
     async with Executor(msgspec.structs.replace(_shell_settings(settings), drain_timeout_s=0.3)) as ex:
         task = asyncio.create_task(ex.run())
 
         async def escaped() -> bool:
-            return bool(_read(pidfile))
+            return bool(_read(escape.pidfile))
 
         await wait_for(escaped, timeout=5, what="the grandchild to escape")
         ex.stop()
         await asyncio.wait_for(task, 5)
-    (run,) = await harness.runs(job)
+    (run,) = await harness.runs(escape.job)
     assert (run.state, run.error) == ("failed", "cancelled: executor shutting down")
-    await _wait_gone(int(_read(pidfile)), "the escaped grandchild")
-    await _wait_reaped(int(_read(childfile)))
-    assert _open_pipes() == pipes, "pipes left open"
+    await escape.cleaned_up("the escaped grandchild")
+
+
+@dataclass(frozen=True, slots=True)
+class _Escape:
+    """A queued shell job whose child (pid in `childfile`) starts a grandchild that escapes into its
+    own session (pid in `pidfile`), then goes on with `tail`; and the pipes open before it ran."""
+
+    job: int
+    pidfile: Path
+    childfile: Path
+    pipes: int
+
+    @classmethod
+    async def queue(cls, harness: Harness, tmp_path: Path, tail: str, timeout_s: float) -> _Escape:
+        pidfile, childfile = tmp_path / "grandchild.pid", tmp_path / "child.pid"
+        script = f"echo $$ > {childfile}; {_ESCAPE.format(pidfile=pidfile)}{tail}"
+        job = await harness.job(kind="shell", payload={"argv": ["sh", "-c", script]}, timeout_s=timeout_s)
+        await harness.queue(job)
+        return cls(job, pidfile, childfile, _open_pipes())
+
+    async def cleaned_up(self, grandchild: str) -> None:
+        """The grandchild killed, the child reaped, no pipe left open."""
+        await _wait_gone(int(_read(self.pidfile)), grandchild)
+        await _wait_reaped(int(_read(self.childfile)))
+        assert _open_pipes() == self.pipes, "pipes left open"
+
+
+async def _timed_run_once(settings: Settings) -> float:
+    """Seconds one run_once of a shell-enabled executor took."""
+    async with Executor(_shell_settings(settings)) as ex:
+        started = time.monotonic()
+        await ex.run_once()
+        return time.monotonic() - started
 
 
 def _read(path: Path) -> str:
