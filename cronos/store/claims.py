@@ -110,8 +110,9 @@ def plan_claims(rows: Sequence[asyncpg.Record], ids: Sequence[int]) -> ClaimPlan
             tick = first["ahead_scheduled_for"]
             on_time = lifecycle.on_time_at(job_id, tick, first["jitter_s"])
             ahead = Ahead(tick, first["ahead_started_at"], first["ahead_attempt"], on_time)
-        waiting = int(first["earlier_waiting"] or 0)
+        made_wait = 0  # runs of this batch decided to wait (buffer_one counts them)
         for run in runs:
+            waiting = int(run["earlier_waiting"] or 0) + made_wait
             candidate = Candidate(policy, run["scheduled_for"], run["attempt"], run["due_at"], ahead, waiting)
             decision = lifecycle.overlap(candidate, run["now"])
             if decision is Overlap.CLAIM or decision is Overlap.REPLACE:
@@ -123,7 +124,7 @@ def plan_claims(rows: Sequence[asyncpg.Record], ids: Sequence[int]) -> ClaimPlan
                     ahead = Ahead(run["scheduled_for"], run["now"], run["attempt"], on_time)
             else:
                 plan.refused[run["id"]] = REFUSALS[decision]
-                waiting += decision is Overlap.WAIT
+                made_wait += decision is Overlap.WAIT
     return plan
 
 

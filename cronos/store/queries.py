@@ -384,7 +384,7 @@ WITH batch AS MATERIALIZED (
 SELECT b.id, b.job_id, b.state, b.scheduled_for, b.attempt, b.due_at,
        j.concurrency_policy AS policy, j.jitter_s, clock_timestamp() AS now,
        o.scheduled_for AS ahead_scheduled_for, o.attempt AS ahead_attempt, o.started_at AS ahead_started_at,
-       CASE WHEN o.id IS NOT NULL AND j.concurrency_policy = 'buffer_one' THEN (
+       CASE WHEN j.concurrency_policy = 'buffer_one' THEN (
            SELECT count(*) FROM (SELECT 1 FROM runs w WHERE w.state = 'waiting'
              AND (w.job_id, w.scheduled_for, w.attempt) < (b.job_id, b.scheduled_for, b.attempt) AND w.job_id = b.job_id
              ORDER BY w.job_id, w.scheduled_for, w.attempt LIMIT 1) e) ELSE 0 END AS earlier_waiting
