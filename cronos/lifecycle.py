@@ -121,7 +121,7 @@ TRANSITIONS: tuple[Transition, ...] = (
     _t(Event.WOKEN, "waiting", Q, "executor leader", Fence.STATE),
     _t(Event.OVERLAPPED, "queued waiting", RunState.SKIPPED, "executor leader", Fence.STATE, SKIP_OVERLAP),
     _t(Event.MISFIRED, "queued", RunState.SKIPPED, "leader", Fence.EPOCH, SKIP_MISFIRED),
-    _t(Event.EXPIRED, "queued waiting", RunState.SKIPPED, "leader", Fence.EPOCH, SKIP_EXPIRED),
+    _t(Event.EXPIRED, "queued waiting", RunState.SKIPPED, "leader executor", Fence.STATE, SKIP_EXPIRED),
     _t(Event.HANDED_OVER, "queued", RunState.SKIPPED, "api", Fence.JOB, SKIP_JOB_INACTIVE),
     _t(Event.COMPLETED, "running", RunState.COMPLETED, "executor", Fence.OWNER),
     _t(Event.FAILED, "running", RunState.FAILED, "executor", Fence.OWNER),
@@ -152,6 +152,12 @@ ON_TIME_S = 1.0
 
 def late_beyond_grace(due_at: datetime, now: datetime, grace_s: float) -> bool:
     return due_at < now - timedelta(seconds=max(grace_s, ON_TIME_S))
+
+
+def expired(due_at: datetime, now: datetime, grace_s: float) -> bool:
+    """A run still pending past its misfire grace never starts: the reaper's pass ends it, and so
+    does a claim that comes later (a token held through an outage by a paused executor)."""
+    return due_at + timedelta(seconds=grace_s) < now
 
 
 def misfire(

@@ -153,6 +153,7 @@ _REFUSED = {
     Refused.OVERLAP: TokenOutcome.SKIPPED,
     Refused.BUFFER_FULL: TokenOutcome.SKIPPED,
     Refused.WAIT: TokenOutcome.WAITING,
+    Refused.EXPIRED: TokenOutcome.SKIPPED,
 }
 
 

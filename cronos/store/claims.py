@@ -23,7 +23,7 @@ import msgspec
 from cronos import lifecycle
 from cronos.errors import Contention
 from cronos.lifecycle import OVERLAP_REASONS, Ahead, Candidate, Overlap
-from cronos.models import FAIL_REPLACED, ConcurrencyPolicy, JobKind
+from cronos.models import FAIL_REPLACED, SKIP_EXPIRED, ConcurrencyPolicy, JobKind
 from cronos.store import queries as q
 from cronos.store.db import to_struct
 
@@ -65,13 +65,16 @@ class Refused(StrEnum):
     OVERLAP = "skipped"  # ended skipped SKIP_OVERLAP: the job's previous run is still running
     BUFFER_FULL = "buffer_full"  # ended skipped SKIP_BUFFER_FULL (buffer_one: another run waits)
     WAIT = "wait"  # now waiting: its predecessor's end wakes it (a token of its own then)
+    EXPIRED = "expired"  # ended skipped SKIP_EXPIRED: claimed past its misfire grace (a token held through an outage)
 
 
 Claim = ClaimedRun | Refused
 REFUSALS = {Overlap.SKIP: Refused.OVERLAP, Overlap.BUFFER_FULL: Refused.BUFFER_FULL, Overlap.WAIT: Refused.WAIT}
 # The skip reason a run refused by its job's concurrency policy is recorded with.
-SKIP_REASONS: dict[Refused, str] = {Refused.OVERLAP: OVERLAP_REASONS[Overlap.SKIP]} | {
-    Refused.BUFFER_FULL: OVERLAP_REASONS[Overlap.BUFFER_FULL]
+SKIP_REASONS: dict[Refused, str] = {
+    Refused.OVERLAP: OVERLAP_REASONS[Overlap.SKIP],
+    Refused.BUFFER_FULL: OVERLAP_REASONS[Overlap.BUFFER_FULL],
+    Refused.EXPIRED: SKIP_EXPIRED,
 }
 
 
@@ -99,6 +102,8 @@ def plan_claims(rows: Sequence[asyncpg.Record], ids: Sequence[int]) -> ClaimPlan
     for row in rows:
         if row["state"] != "queued":
             plan.refused[row["id"]] = Refused.NOT_QUEUED
+        elif lifecycle.expired(row["due_at"], row["now"], row["misfire_grace_s"]):
+            plan.refused[row["id"]] = Refused.EXPIRED
         else:
             by_job[row["job_id"]].append(row)
     for job_id, runs in by_job.items():

@@ -367,7 +367,8 @@ RETURNING r.id
 # that had to wait for the previous run's finish must not be stamped before it.
 
 # The facts a claim decides on (cronos.lifecycle.overlap), for the runs $1 with ticks in [$2, $3)
-# (NULL: unknown): each run's state and tick, its job's policy and jitter, the job's running
+# (NULL: unknown): each run's state, tick and due time, its job's policy, jitter and misfire grace
+# (a run claimed past its grace expires instead: lifecycle.expired), the job's running
 # exclusive run if any, and, for buffer_one only, whether one of the job's runs waits with an
 # earlier tick (probed in runs_waiting_job, by its columns: one entry, whatever the job's history);
 # and PostgreSQL's clock. The running run is locked FOR SHARE: its finish (which updates it)
@@ -382,7 +383,7 @@ WITH batch AS MATERIALIZED (
       AND scheduled_for >= coalesce($2::timestamptz, '-infinity')
         AND scheduled_for < coalesce($3::timestamptz, 'infinity'))
 SELECT b.id, b.job_id, b.state, b.scheduled_for, b.attempt, b.due_at,
-       j.concurrency_policy AS policy, j.jitter_s, clock_timestamp() AS now,
+       j.concurrency_policy AS policy, j.jitter_s, j.misfire_grace_s, clock_timestamp() AS now,
        o.scheduled_for AS ahead_scheduled_for, o.attempt AS ahead_attempt, o.started_at AS ahead_started_at,
        CASE WHEN j.concurrency_policy = 'buffer_one' THEN (
            SELECT count(*) FROM (SELECT 1 FROM runs w WHERE w.state = 'waiting'

@@ -329,3 +329,16 @@ async def test_forbid_waits_for_a_predecessor_whose_start_was_put_off(pg_pool: a
     # A tick due 2 s ago behind an on-time predecessor: it would have waited past ON_TIME_S.
     later = await insert_run(pg_pool, job, now + timedelta(seconds=30), due_at=now - timedelta(seconds=2))
     assert await store.claim([later.run_id], "c", 10) == [Refused.OVERLAP]
+
+
+async def test_a_claim_past_the_misfire_grace_expires_the_run_instead(pg_pool: asyncpg.Pool, store: RunStore) -> None:
+    # A token held through an outage by a paused executor reaches the claim long after its tick:
+    # the misfire policy already ran another tick for it, so this one must not start (the
+    # protocol model found it: tests/model, STALE_IN_FLIGHT).
+    job = await insert_job(pg_pool, misfire_grace_s=60)
+    now = datetime.now(UTC)
+    stale = await insert_run(pg_pool, job, now - timedelta(seconds=90), due_at=now - timedelta(seconds=90))
+    fresh = await insert_run(pg_pool, job, now - timedelta(seconds=30), due_at=now - timedelta(seconds=30))
+    assert await store.claim([stale.run_id], "n", 10) == [Refused.EXPIRED]
+    assert [(r.state, r.skip_reason) for r in await runs_of(pg_pool, job)][0] == ("skipped", SKIP_EXPIRED)
+    assert isinstance((await store.claim([fresh.run_id], "n", 10))[0], ClaimedRun)  # late within the grace: runs

@@ -78,7 +78,7 @@ def test_every_event_has_exactly_one_transition_and_nothing_leaves_a_terminal_st
         (Event.WOKEN, W, Q, Actor.EXECUTOR, Fence.STATE),
         (Event.OVERLAPPED, W, S, Actor.LEADER, Fence.STATE),
         (Event.MISFIRED, Q, S, Actor.LEADER, Fence.EPOCH),
-        (Event.EXPIRED, W, S, Actor.LEADER, Fence.EPOCH),
+        (Event.EXPIRED, W, S, Actor.LEADER, Fence.STATE),
         (Event.HANDED_OVER, Q, S, Actor.API, Fence.JOB),
         (Event.COMPLETED, R, C, Actor.EXECUTOR, Fence.OWNER),
         (Event.FAILED, R, F, Actor.EXECUTOR, Fence.OWNER),
