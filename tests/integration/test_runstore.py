@@ -340,5 +340,6 @@ async def test_a_claim_past_the_misfire_grace_expires_the_run_instead(pg_pool: a
     stale = await insert_run(pg_pool, job, now - timedelta(seconds=90), due_at=now - timedelta(seconds=90))
     fresh = await insert_run(pg_pool, job, now - timedelta(seconds=30), due_at=now - timedelta(seconds=30))
     assert await store.claim([stale.run_id], "n", 10) == [Refused.EXPIRED]
-    assert [(r.state, r.skip_reason) for r in await runs_of(pg_pool, job)][0] == ("skipped", SKIP_EXPIRED)
+    first, _ = await runs_of(pg_pool, job)
+    assert (first.state, first.skip_reason) == ("skipped", SKIP_EXPIRED)
     assert isinstance((await store.claim([fresh.run_id], "n", 10))[0], ClaimedRun)  # late within the grace: runs
