@@ -155,9 +155,10 @@ def late_beyond_grace(due_at: datetime, now: datetime, grace_s: float) -> bool:
 
 
 def expired(due_at: datetime, now: datetime, grace_s: float) -> bool:
-    """A run still pending past its misfire grace never starts: the reaper's pass ends it, and so
-    does a claim that comes later (a token held through an outage by a paused executor)."""
-    return due_at + timedelta(seconds=grace_s) < now
+    """A run still pending past its misfire grace (at least ON_TIME_S) never starts: the reaper's
+    pass ends it, and so does a claim that comes later (a token held through an outage by a paused
+    executor). A stale tick its misfire policy keeps is due anew when it is pushed again."""
+    return late_beyond_grace(due_at, now, grace_s)
 
 
 def misfire(

@@ -1,11 +1,12 @@
 """Steps 2-3 of a token: claim its run. Read the facts (CLAIM_FACTS), let cronos.lifecycle decide
-for each run (claim, wait, skip, replace), apply each decision with its own conditional statement.
+for each run (claim, wait, skip, replace, expire), apply each decision with its own conditional
+statement: the common case (every run simply claimed) costs two statements and no transaction,
+and PostgreSQL's runs_one_running_exclusive refuses a claim that a concurrent one made stale (G3).
 
-The common case costs two statements and no transaction: when every run of the batch is simply
-claimed, CLAIM_RUNS applies that, and PostgreSQL's runs_one_running_exclusive refuses a claim that
-a concurrent one made stale (G3). Anything else (a run of the job is running, two runs of one job
-in the batch) is decided again inside a transaction whose facts lock the running runs FOR SHARE,
-so a run that waits is committed as waiting before its predecessor's finish can look for waiters.
+No lost wakeup: a run recorded waiting behind a running run is woken by that run's finish, whose
+wake reads (a later statement of its transaction) every wait committed before; a wait committed
+after that read finds, when it looks again (`waiters.wake_free`, which blocks on the finish's
+uncommitted end), that nothing runs any more, and wakes itself.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from cronos.errors import Contention
 from cronos.lifecycle import OVERLAP_REASONS, Ahead, Candidate, Overlap
 from cronos.models import FAIL_REPLACED, SKIP_EXPIRED, ConcurrencyPolicy, JobKind
 from cronos.store import queries as q
+from cronos.store import waiters
 from cronos.store.db import to_struct
 
 Window = tuple[datetime | None, datetime | None]
@@ -86,11 +88,6 @@ class ClaimPlan:
     refused: dict[int, Refused] = field(default_factory=dict)
     replace: dict[int, int] = field(default_factory=dict)  # job id -> the run that replaces its running one
 
-    @property
-    def simple(self) -> bool:
-        """Only claims and repeated tokens: nothing to lock, wait or skip."""
-        return not self.replace and all(r is Refused.NOT_QUEUED for r in self.refused.values())
-
 
 def plan_claims(rows: Sequence[asyncpg.Record], ids: Sequence[int]) -> ClaimPlan:
     """Decide every run of CLAIM_FACTS' rows; runs of one job in tick order, each seeing the ones
@@ -140,31 +137,27 @@ async def claim(
     sent. Raises Contention when a concurrent claim made the decision stale (try again)."""
     rows = await pool.fetch(q.CLAIM_FACTS, ids, *within)
     plan = plan_claims(rows, ids)
-    if plan.simple:
-        try:
-            return await _claim_runs(pool, plan, node_id, lease_s, within), plan.refused, 1 + bool(plan.claim)
-        except asyncpg.UniqueViolationError:
-            pass  # a concurrent claim of one of these jobs: decide again, under locks
-    async with pool.acquire() as conn, conn.transaction():
-        plan = plan_claims(await conn.fetch(q.CLAIM_FACTS, ids, *within), ids)  # locks the running runs
-        sent = 2
-        for job_id, run_id in plan.replace.items():
-            await conn.fetch(q.REPLACE_RUNNING, job_id, run_id, FAIL_REPLACED)
+    sent = 1
+    for job_id, run_id in plan.replace.items():  # first: the claim would find them running
+        await pool.fetch(q.REPLACE_RUNNING, job_id, run_id, FAIL_REPLACED)
+        sent += 1
+    try:
+        claimed = await _claim_runs(pool, plan, node_id, lease_s, within)
+    except asyncpg.UniqueViolationError as exc:  # another run of one of these jobs was claimed meanwhile
+        raise Contention("postgresql", f"claimed concurrently: {exc}") from exc
+    sent += bool(plan.claim)
+    waiting = [i for i, r in plan.refused.items() if r is Refused.WAIT]
+    if waiting:
+        jobs = sorted({r["job_id"] for r in await pool.fetch(q.RUNS_WAIT, waiting)})
+        # The run they wait for may have ended before they were recorded waiting, its finish
+        # finding no one to wake: look again, after any finish of those jobs has committed.
+        sent += 2 + len(await waiters.wake_free(pool, jobs))
+    for refusal, reason in SKIP_REASONS.items():
+        skipped = [i for i, r in plan.refused.items() if r is refusal]
+        if skipped:
+            await pool.fetch(q.RUNS_SKIP, skipped, reason)
             sent += 1
-        try:
-            claimed = await _claim_runs(conn, plan, node_id, lease_s, within)
-        except asyncpg.UniqueViolationError as exc:
-            raise Contention("postgresql", f"claimed concurrently: {exc}") from exc
-        waiting = [i for i, r in plan.refused.items() if r is Refused.WAIT]
-        if waiting:
-            await conn.fetch(q.RUNS_WAIT, waiting)
-            sent += 1
-        for refusal, reason in SKIP_REASONS.items():
-            skipped = [i for i, r in plan.refused.items() if r is refusal]
-            if skipped:
-                await conn.fetch(q.RUNS_SKIP, skipped, reason)
-                sent += 1
-        return claimed, plan.refused, sent + bool(plan.claim)
+    return claimed, plan.refused, sent
 
 
 async def _claim_runs(

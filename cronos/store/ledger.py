@@ -51,9 +51,15 @@ def _ms(instant: datetime) -> int:
     return (instant - _EPOCH) // timedelta(milliseconds=1)
 
 
-def _taken(row: Any) -> QueuedRun:
-    tick, due = _ms(row["scheduled_for"]), _ms(row["due_at"])
+def _taken(row: Any, due_anew: datetime | None = None) -> QueuedRun:
+    tick, due = _ms(row["scheduled_for"]), _ms(due_anew or row["due_at"])
     return QueuedRun(row["id"], row["job_id"], tick, row["attempt"], row["trigger"], due, row["queue"])
+
+
+def _kept_late(row: Any, now: datetime) -> bool:
+    """A scheduled tick late beyond its grace that its misfire policy runs: due anew, now."""
+    late = lifecycle.late_beyond_grace(row["due_at"], now, row["misfire_grace_s"])
+    return late and row["trigger"] == "schedule" and row["attempt"] == 1
 
 
 def _stale(row: Any, now: datetime) -> bool:
@@ -162,9 +168,10 @@ class Ledger:
                 if stale:
                     await conn.fetch(q.RUNS_SKIP, sorted(stale), SKIP_MISFIRED)
                 push = sorted((r for r in rows if r["id"] not in stale), key=lambda r: (r["due_at"], r["id"]))
+                kept = {r["id"] for r in push if _kept_late(r, now)}
                 if push:
-                    await conn.fetch(q.OUTBOX_MARK, epoch, [r["id"] for r in push])
-            return [_taken(r) for r in push], len(stale)
+                    await conn.fetch(q.OUTBOX_MARK, epoch, [r["id"] for r in push], sorted(kept), now)
+            return [_taken(r, now if r["id"] in kept else None) for r in push], len(stale)
 
         runs, misfired = await retry_contention(attempt, "outbox")
         metrics.RUNS_SKIPPED.labels(reason=SKIP_MISFIRED).inc(misfired)

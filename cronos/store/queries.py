@@ -329,12 +329,13 @@ SELECT p.id, p.job_id, p.scheduled_for, p.attempt, p.trigger, p.due_at,
        j.misfire_policy, j.misfire_grace_s, j.last_scheduled_for AS cursor, j.queue
 FROM pick p JOIN jobs j ON j.id = p.job_id
 """
-# queued -> queued, pushed by epoch $1 (pushed): the runs $2 (which OUTBOX_TAKE locked).
+# queued -> queued, pushed by epoch $1 (pushed): the runs $2 (which OUTBOX_TAKE locked); those of
+# $3 (stale ticks their misfire policy keeps) due anew at $4, so no claim or reaper expires them.
 OUTBOX_MARK = """
 WITH locked AS MATERIALIZED (
     SELECT id, state, scheduled_for FROM runs WHERE id = ANY($2::bigint[]) AND finished_at IS NULL
     ORDER BY id FOR NO KEY UPDATE)
-UPDATE runs r SET pushed_epoch = $1
+UPDATE runs r SET pushed_epoch = $1, due_at = CASE WHEN r.id = ANY($3::bigint[]) THEN $4 ELSE r.due_at END
 FROM locked l WHERE r.id = l.id AND r.scheduled_for = l.scheduled_for AND l.state = 'queued'
 RETURNING r.id
 """
@@ -371,9 +372,10 @@ RETURNING r.id
 # (a run claimed past its grace expires instead: lifecycle.expired), the job's running
 # exclusive run if any, and, for buffer_one only, whether one of the job's runs waits with an
 # earlier tick (probed in runs_waiting_job, by its columns: one entry, whatever the job's history);
-# and PostgreSQL's clock. The running run is locked FOR SHARE: its finish (which updates it)
-# waits until a claim that decided to wait for it has committed, so the finish's wake, a later
-# statement, sees that waiting run (no lost wakeup). Found through runs_running_exclusive (one key
+# and PostgreSQL's clock. Nothing is locked (a claim holds no lock a finish or a heartbeat could
+# wait for): a wait is checked again after it is recorded (RUNNING_JOBS_LOCKED, cronos.store.claims).
+# The running run is found through runs_running_exclusive (LIMIT 1: a probe per run, which the
+# planner cannot flatten into a join that reads every unfinished run; one key
 # probe; a lookup by id only when a run of the job is running: the row that table names is running,
 # and a state named here would plan the lookup on runs_running_lease, every running run).
 CLAIM_FACTS = """
@@ -394,7 +396,7 @@ LEFT JOIN LATERAL (
     SELECT r.id, r.scheduled_for, r.attempt, r.started_at FROM runs r
     WHERE r.id = (SELECT x.run_id FROM runs_running_exclusive x WHERE x.job_id = b.job_id)
       AND j.concurrency_policy <> 'allow' AND r.finished_at IS NULL
-    FOR SHARE) o ON true
+    LIMIT 1) o ON true
 ORDER BY b.id
 """
 # queued -> running (claimed): the runs $1, each `exclusive` as $2 says (its job's policy now;
@@ -420,14 +422,19 @@ RETURNING r.id, r.job_id, r.scheduled_for, r.attempt, r.trigger, r.epoch, r.star
           j.webhook_secret
 """
 # queued -> waiting (waited): the runs $1; their tokens are acknowledged and their tick locks
-# released, and their predecessor's end wakes them.
+# released, and their predecessor's end wakes them. Returns their jobs.
 RUNS_WAIT = """
 WITH locked AS MATERIALIZED (
     SELECT id, state, scheduled_for FROM runs WHERE id = ANY($1::bigint[]) AND finished_at IS NULL
     ORDER BY id FOR NO KEY UPDATE)
 UPDATE runs r SET state = 'waiting', pushed_epoch = NULL
 FROM locked l WHERE r.id = l.id AND r.scheduled_for = l.scheduled_for AND l.state = 'queued'
-RETURNING r.id
+RETURNING r.id, r.job_id
+"""
+# Which of the jobs $1 have a run running now, each job's G3 row locked FOR SHARE: a finish
+# of the job that has not committed yet (it deletes that row) is waited for, then not counted.
+RUNNING_JOBS_LOCKED = """
+SELECT job_id FROM runs_running_exclusive WHERE job_id = ANY($1::bigint[]) ORDER BY job_id FOR SHARE
 """
 # waiting -> queued (woken), back in the outbox (pushed_epoch NULL): the runs $1. Returns their jobs.
 RUNS_WAKE = """
@@ -565,10 +572,11 @@ JOIN jobs j ON j.id = w.job_id
 LEFT JOIN LATERAL (
     SELECT r.scheduled_for, r.attempt, r.started_at FROM runs r
     WHERE r.id = (SELECT x.run_id FROM runs_running_exclusive x WHERE x.job_id = w.job_id)
-      AND r.finished_at IS NULL) o ON true
+      AND r.finished_at IS NULL
+    LIMIT 1) o ON true
 ORDER BY w.job_id, w.scheduled_for, w.attempt
 """
-# queued or waiting -> skipped $2 (expired): runs still pending past their job's misfire grace,
+# queued or waiting -> skipped $2 (expired): runs still pending past their job's misfire grace (at least 1 s),
 # $1 at most, oldest first. The queued ones' index range is bounded by the smallest grace of any
 # job, so runs still within every grace (a backlog being worked off) are not read each time; each
 # job's grace is looked up per run (a subquery, not a join) so the scan follows the due_at index
@@ -577,13 +585,15 @@ EXPIRE_PENDING = """
 WITH queued AS MATERIALIZED (
     SELECT q.id, q.scheduled_for FROM runs q
     WHERE q.state = 'queued'
-      AND q.due_at < now() - make_interval(secs => (SELECT coalesce(min(misfire_grace_s), 0) FROM jobs))
-      AND q.due_at + make_interval(secs => (SELECT j.misfire_grace_s FROM jobs j WHERE j.id = q.job_id)) < now()
+      AND q.due_at < now() - make_interval(secs => (SELECT greatest(coalesce(min(misfire_grace_s), 0), 1) FROM jobs))
+      AND q.due_at + make_interval(secs => (SELECT greatest(j.misfire_grace_s, 1) FROM jobs j WHERE j.id = q.job_id))
+          < now()
     ORDER BY q.due_at LIMIT $1 FOR NO KEY UPDATE SKIP LOCKED),
 waiting AS MATERIALIZED (
     SELECT w.id, w.scheduled_for FROM runs w
     WHERE w.state = 'waiting'
-      AND w.due_at + make_interval(secs => (SELECT j.misfire_grace_s FROM jobs j WHERE j.id = w.job_id)) < now()
+      AND w.due_at + make_interval(secs => (SELECT greatest(j.misfire_grace_s, 1) FROM jobs j WHERE j.id = w.job_id))
+          < now()
     ORDER BY w.due_at LIMIT $1 FOR NO KEY UPDATE SKIP LOCKED)
 UPDATE runs r SET state = 'skipped', skip_reason = $2, finished_at = now()
 FROM (SELECT * FROM queued UNION ALL SELECT * FROM waiting) e

@@ -10,8 +10,9 @@ doubled.
 
 from __future__ import annotations
 
-from collections.abc import Set
-from datetime import datetime
+import json
+from collections.abc import Sequence, Set
+from datetime import UTC, datetime
 from typing import Any
 
 import msgspec
@@ -55,6 +56,25 @@ async def wake_behind(conn: Any, waiters: dict[int, list[Any]], ahead: dict[int,
     return sorted({r["job_id"] for r in await conn.fetch(q.RUNS_WAKE, wake)})
 
 
+async def wake_free(conn: Any, job_ids: Sequence[int]) -> list[int]:
+    """Of these jobs (whose runs were just recorded waiting), those with no run running now get
+    their first waiting run woken, and the leader told; the jobs woken. The read of what runs
+    locks each job's runs_running_exclusive row FOR SHARE, so it waits for a finish (which deletes
+    that row) to commit: a finish that ran before the wait was recorded cannot be missed."""
+    if not job_ids:
+        return []
+    running = {r["job_id"] for r in await conn.fetch(q.RUNNING_JOBS_LOCKED, list(job_ids))}
+    free = [job for job in job_ids if job not in running]
+    if not free:
+        return []
+    heads: dict[int, list[Any]] = {}
+    for row in await conn.fetch(q.FOLLOW_UP_FACTS, [], free, 1):
+        heads.setdefault(row["job_id"], []).append(row)
+    woken = await wake_behind(conn, heads, {}, datetime.now(UTC))
+    await notify_woken(conn, woken)
+    return woken
+
+
 def _ahead(row: Any) -> Ahead | None:
     if row["ahead_started_at"] is None:
         return None
@@ -89,3 +109,8 @@ async def sweep(conn: Any, seen_stranded: Set[int]) -> SweepResult:
     if wake:
         result.woken = len(await conn.fetch(q.RUNS_WAKE, wake))
     return result
+
+
+async def notify_woken(conn: Any, job_ids: Sequence[int]) -> None:
+    if job_ids:
+        await conn.execute(q.NOTIFY_EACH, [json.dumps({"op": "woken", "job_id": job}) for job in job_ids])

@@ -399,6 +399,8 @@ async def test_a_repush_ends_ticks_late_beyond_their_grace_per_misfire_policy(st
         skipped = [int(r["scheduled_for"].timestamp() * 1000) for r in rows if r["state"] == "skipped"]
         assert skipped == [m for m in ms if m not in expected_pushed], policy
         assert all(r["skip_reason"] == "misfired" for r in rows if r["state"] == "skipped")
+        # Those it keeps are due anew, now: neither a claim nor the reaper expires them.
+        assert all(r["due_at"] >= now for r in rows if r["state"] == "queued"), policy
 
 
 async def test_a_new_leaders_catch_up_and_its_repush_run_one_tick_for_a_misfire_under_run_once(stack: Stack) -> None:

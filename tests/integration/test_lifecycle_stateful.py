@@ -158,18 +158,20 @@ def _wake(run: MRun) -> None:
     run.state, run.pushed = Q, None
 
 
-
-
 def predict_claim(m: Model, keys: list[Key], node: str, at: datetime) -> list[Any]:
     """RunStore.claim(keys' ids): per job, its queued runs in tick order (the newest first under
     replace), each decided by lifecycle.overlap seeing the ones claimed before it as running."""
     decided: dict[Key, Any] = {}
     batch: dict[int, list[Key]] = defaultdict(list)
     for key in dict.fromkeys(keys):
-        if m.runs[key].state is Q:
-            batch[key[0]].append(key)
-        else:
+        run = m.runs[key]
+        if run.state is not Q:
             decided[key] = Refused.NOT_QUEUED
+        elif run.due_at is not None and lifecycle.expired(run.due_at, at, GRACE_S):
+            _skip(run, SKIP_EXPIRED)  # a token held past the run's grace (lifecycle.expired)
+            decided[key] = Refused.EXPIRED
+        else:
+            batch[key[0]].append(key)
     for job_id, queued in batch.items():
         job = m.jobs[job_id]
         queued.sort(key=lambda k: k[1:], reverse=job.policy == "replace")
@@ -201,6 +203,15 @@ def predict_claim(m: Model, keys: list[Key], node: str, at: datetime) -> list[An
         answers.append(Refused.NOT_QUEUED if key in seen else decided[key])
         seen.add(key)
     return answers
+
+
+def look_again(m: Model, job_id: int) -> None:
+    """A claim that recorded a wait looks again (waiters.wake_free): if nothing of the job runs
+    now, the job's first waiting run is woken."""
+    if not m.running_exclusive(job_id):
+        waiting = m.keys(job_id, W)
+        if waiting:
+            _wake(m.runs[waiting[0]])
 
 
 FinishOutcome = tuple[Key, str, str, str | None, float | None]  # run, node, end state, error, retry delay
@@ -267,9 +278,10 @@ def predict_reap(m: Model, at: datetime) -> tuple[int, int, int]:
 
 def predict_take(m: Model, at: datetime) -> tuple[list[int], int]:
     """Ledger.take: queued runs not pushed in this epoch, but the scheduled ticks late beyond their
-    grace that their misfire policy no longer runs (lifecycle.stale_tick_runs), marked pushed."""
+    grace that their misfire policy no longer runs (lifecycle.stale_tick_runs), marked pushed; the
+    late ones it still runs due anew at `at`."""
     rows = [k for k, r in m.runs.items() if r.state is Q and r.pushed is None]
-    stale = set()
+    stale, kept = set(), set()
     for key in rows:
         run, job = m.runs[key], m.jobs[key[0]]
         assert run.due_at is not None and run.due_at <= UNTIL
@@ -277,11 +289,15 @@ def predict_take(m: Model, at: datetime) -> tuple[list[int], int]:
             newest = job.cursor is not None and key[1] >= job.cursor
             if not lifecycle.stale_tick_runs(job.misfire_policy, newest_written=newest):  # type: ignore[arg-type]
                 stale.add(key)
+            else:
+                kept.add(key)
     for key in stale:
         _skip(m.runs[key], SKIP_MISFIRED)
     push = sorted((k for k in rows if k not in stale), key=lambda k: (m.runs[k].due_at, m.runs[k].id))
     for key in push:
         m.runs[key].pushed = m.epoch
+        if key in kept:  # a stale tick its misfire policy runs is due anew: no claim expires it
+            m.runs[key].due_at = at
     return [m.runs[k].id for k in push], len(stale)  # type: ignore[misc]
 
 
@@ -590,6 +606,29 @@ def _same(expected: Any, actual: Any) -> bool:
     return bool(expected == actual)
 
 
+def wait_recorded_after_the_end(
+    m: Model, ended: list[FinishOutcome], queued: Key, node: str, at: datetime
+) -> list[tuple[Model, list[Any]]]:
+    """An end racing a claim of its job, beyond the serializations: the claim read the run still
+    running (its end not committed) and decided to wait; the wait is recorded before the end's look
+    for waiters or after it; then the claim looks again. (What the end and the claim return.)"""
+    options = []
+    for recorded_first in (True, False):
+        n = m.copy()
+        decided = n.copy()
+        answers = predict_claim(decided, [queued], node, at)
+        if answers != [Refused.WAIT]:
+            return []
+        if recorded_first:
+            n.runs[queued].state, n.runs[queued].pushed = W, None
+        finished = predict_finish(n, ended, at)
+        if not recorded_first and n.runs[queued].state is Q:
+            n.runs[queued].state, n.runs[queued].pushed = W, None
+        look_again(n, queued[0])
+        options.append((n, [finished, answers]))
+    return options
+
+
 Predict = Callable[[Model, datetime], Any]
 Normal = Callable[[Any, Snapshot], Any]
 _names = itertools.count(1)
@@ -632,9 +671,11 @@ class LifecycleMachine(RuleBasedStateMachine):
         predicts: list[Predict],
         normals: list[Normal] | None = None,
         same: Callable[[list[Any], list[Any]], bool] = _same,
+        extra: Callable[[datetime], list[tuple[Model, list[Any]]]] | None = None,
     ) -> list[Any]:
         """Run `calls` at once; then the database and each result must be what `predicts` say of the
-        model, applied in some order (one of the serializations), at some instant of the calls."""
+        model, applied in some order (one of the serializations), at some instant of the calls, or
+        one of the `extra` outcomes (of statements of one call interleaved with another's)."""
 
         async def guarded(call: Callable[[], Awaitable[Any]]) -> Any:
             try:
@@ -660,6 +701,8 @@ class LifecycleMachine(RuleBasedStateMachine):
                 for i in order:
                     expected[i] = predicts[i](m, at)
                 options.append((m, expected))
+        for at in (t0, t1):
+            options.extend(extra(at) if extra else [])
         self.settle(label, actor, options, actual, after, same, steps=len(calls))
         return list(results)
 
@@ -1047,6 +1090,7 @@ class LifecycleMachine(RuleBasedStateMachine):
             ],
             [lambda m, at: predict_finish(m, ended, at), lambda m, at: predict_claim(m, [queued], claimer, at)],
             [_finished, _claims],
+            extra=lambda at: wait_recorded_after_the_end(self.m, ended, queued, claimer, at),
         )
         self.record_claims(answers[1], [queued])
 

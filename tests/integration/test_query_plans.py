@@ -127,7 +127,7 @@ async def test_batch_statements_read_rows_in_proportion_to_the_batch(pg_pool: as
         "RUNS_QUEUE": (q.RUNS_QUEUE, await _new_runs(pg_pool, batch)),
         # the outbox after an election: every queued run back in it, a page taken in due order
         "OUTBOX_TAKE": (q.OUTBOX_TAKE, (datetime.now(UTC), BATCH)),
-        "OUTBOX_MARK": (q.OUTBOX_MARK, (2, batch)),
+        "OUTBOX_MARK": (q.OUTBOX_MARK, (2, batch, batch[:10], datetime.now(UTC))),
         # the watchdog's page, leaving out the oldest runs (put back moments ago)
         "OUTBOX_UNMARK_OVERDUE": (q.OUTBOX_UNMARK_OVERDUE, (3.0, backlog[:BATCH], BATCH, [])),
         # ... while another queue's stream lags (its jobs' runs are left out, looked up by job)

@@ -9,6 +9,7 @@ import asyncpg
 import pytest
 
 from cronos.errors import NotLeader
+from cronos.messages import RunToken
 from cronos.models import FAIL_EXECUTOR_LOST, FAIL_REPLACED, SKIP_BUFFER_FULL, SKIP_EXPIRED, SKIP_OVERLAP
 from cronos.store.db import retry_contention, translate_errors
 from cronos.store.runs import Claim, ClaimedRun, Outcome, Refused, RunStore
@@ -144,21 +145,24 @@ async def test_a_claim_stamps_exclusive_from_its_jobs_policy_now(pg_pool: asyncp
     assert await pg_pool.fetchval("SELECT count(*) FROM runs_running_exclusive") == 1  # G3's row, by the trigger
 
 
-async def test_allow_runs_alongside(pg_pool: asyncpg.Pool, store: RunStore) -> None:
-    job = await insert_job(pg_pool, concurrency_policy="allow")
+async def _claim_both(pg_pool: asyncpg.Pool, store: RunStore, policy: str) -> tuple[int, RunToken]:
+    """Ticks 0 and 1 of a job under `policy`, claimed by n1 then n2; the second claim must win.
+    The job, and the first run's token."""
+    job = await insert_job(pg_pool, concurrency_policy=policy)
     a, b = await insert_run(pg_pool, job, tick(0)), await insert_run(pg_pool, job, tick(1))
     await store.claim([a.run_id], "n1", 10)
     result = await store.claim([b.run_id], "n2", 10)
     assert [r.id for r in _claimed(result)] == [b.run_id]
+    return job, a
+
+
+async def test_allow_runs_alongside(pg_pool: asyncpg.Pool, store: RunStore) -> None:
+    job, _ = await _claim_both(pg_pool, store, "allow")
     assert [r.state for r in await runs_of(pg_pool, job)] == ["running", "running"]
 
 
 async def test_replace_fails_the_older_run(pg_pool: asyncpg.Pool, store: RunStore) -> None:
-    job = await insert_job(pg_pool, concurrency_policy="replace")
-    a, b = await insert_run(pg_pool, job, tick(0)), await insert_run(pg_pool, job, tick(1))
-    await store.claim([a.run_id], "n1", 10)
-    result = await store.claim([b.run_id], "n2", 10)
-    assert [r.id for r in _claimed(result)] == [b.run_id]
+    job, a = await _claim_both(pg_pool, store, "replace")
     runs = await runs_of(pg_pool, job)
     assert [(r.state, r.error) for r in runs] == [("failed", FAIL_REPLACED), ("running", None)]
     # the replaced run's executor can no longer extend or finish it
@@ -343,3 +347,39 @@ async def test_a_claim_past_the_misfire_grace_expires_the_run_instead(pg_pool: a
     first, _ = await runs_of(pg_pool, job)
     assert (first.state, first.skip_reason) == ("skipped", SKIP_EXPIRED)
     assert isinstance((await store.claim([fresh.run_id], "n", 10))[0], ClaimedRun)  # late within the grace: runs
+
+
+async def test_claims_finishes_and_heartbeats_at_once_neither_deadlock_nor_lose_a_wakeup(
+    pg_pool: asyncpg.Pool, store: RunStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Claims of runs that must wait, the finishes of the runs they wait for and the heartbeats of
+    those runs, all at once over many jobs, the batches' runs in opposite orders: every run that
+    waited is woken, by the end or by the claim's look again (waiters.wake_free), none is left
+    waiting with nothing running ahead, and no statement deadlocks (a claim locks nothing)."""
+    await set_epoch(pg_pool, 1)
+    jobs = [await insert_job(pg_pool, concurrency_policy="buffer_all") for _ in range(40)]
+    for round_ in range(4):
+        first = [await insert_run(pg_pool, j, tick(2 * round_)) for j in jobs]
+        # written in the other order: the waiting runs' ids run against their predecessors'
+        second = [await insert_run(pg_pool, j, tick(2 * round_ + 1)) for j in reversed(jobs)]
+        running = [r.id for r in _claimed(await store.claim([t.run_id for t in first], "n1", 60))]
+        assert len(running) == len(jobs)
+        waiting = [t.run_id for t in second]
+        ends = [Outcome(run_id=i, node_id="n1", state="completed") for i in running]
+        answers = await asyncio.gather(
+            *(store.claim(waiting[k : k + 10], "n2", 60) for k in range(0, len(waiting), 10)),
+            *(store.finish(ends[k : k + 10]) for k in range(0, len(ends), 10)),
+            *(store.extend_leases(running[::-1][k : k + 10], "n1", 60) for k in range(0, len(running), 10)),
+        )
+        states = await pg_pool.fetch("SELECT id, state FROM runs WHERE id = ANY($1::bigint[])", waiting)
+        assert {r["state"] for r in states} <= {"queued", "running"}, sorted((r["id"], r["state"]) for r in states)
+        # the woken runs run, and they and those claimed at once end: the next round starts afresh
+        woken = [r["id"] for r in states if r["state"] == "queued"]
+        claimed = [r.id for r in _claimed(await store.claim(woken, "n3", 60))]
+        assert len(claimed) == len(woken)
+        at_once = [r.id for batch in answers[: len(waiting) // 10] for r in _claimed(batch)]
+        ends = [Outcome(run_id=i, node_id="n3", state="completed") for i in claimed]
+        ends += [Outcome(run_id=i, node_id="n2", state="completed") for i in at_once]
+        assert sorted((await store.finish(ends)).written) == sorted(claimed + at_once)
+    deadlocks = [r.getMessage() for r in caplog.records if "deadlock" in r.getMessage()]
+    assert not deadlocks, deadlocks
