@@ -21,6 +21,9 @@ import pytest
 
 from cronos.lifecycle import TRANSITIONS, Event, RunState
 
+# A verification takes 3-45 s here; the suite's 60 s would cut the largest short on a slower machine.
+pytestmark = pytest.mark.timeout(600)
+
 MODEL = Path(__file__).with_name("lifecycle.pml")
 MAX_DEPTH = 20_000  # the deepest search is ~650 steps; pan must report it was not cut short
 
