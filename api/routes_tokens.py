@@ -18,13 +18,8 @@ from cronos.store.tokens import TokenInfo, TokenStore
 
 
 def token_out(token: TokenInfo) -> TokenOut:
-    return TokenOut(
-        name=token.name,
-        scopes=token.scopes,
-        created_at=token.created_at,
-        last_used_at=token.last_used_at,
-        expires_at=token.expires_at,
-    )
+    """The token's fields that TokenOut names (not its id, nor when it was revoked)."""
+    return msgspec.convert(token, TokenOut, from_attributes=True)
 
 
 def audit_out(entry: AuditEntry) -> AuditOut:

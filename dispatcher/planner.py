@@ -194,4 +194,3 @@ class TickRound:
                 pace = self._job_paces[job.id] = CatchUpPace(job.catchup_max_per_s)
             due = max(due, pace.slot(now))
         return due
-

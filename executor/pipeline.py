@@ -34,6 +34,7 @@ from executor.running import InFlight, run_under_timeout
 
 log = logging.getLogger("cronos.executor")
 
+
 class TokenOutcome(StrEnum):
     """How one token ended on this executor."""
 

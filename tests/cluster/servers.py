@@ -95,13 +95,16 @@ class PgServer:
         self.port = port or free_port()
         self.bin = pg_bin()
 
+    def dsn_of(self, database: str) -> str:
+        return f"postgresql://postgres@127.0.0.1:{self.port}/{database}"
+
     @property
     def dsn(self) -> str:
-        return f"postgresql://postgres@127.0.0.1:{self.port}/{DB_NAME}"
+        return self.dsn_of(DB_NAME)
 
     @property
     def admin_dsn(self) -> str:
-        return f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+        return self.dsn_of("postgres")
 
     def init(self) -> None:
         self.root.mkdir(parents=True, exist_ok=True)

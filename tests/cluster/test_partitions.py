@@ -24,8 +24,11 @@ from tests.cluster.checker import RunRow
 from tests.cluster.faults import SLACK_S, Injected, measure_recovery, recovery_bound_s
 from tests.cluster.harness import Cluster
 from tests.cluster.ledger import fetch_runs, load
+from tests.cluster.node import Node
+from tests.cluster.proxy import Proxy
 from tests.cluster.scenario import (
     LONG_S,
+    Workload,
     add_workload,
     assert_ok,
     current_epoch,
@@ -97,18 +100,27 @@ async def test_the_leader_cut_from_redis_gives_way_within_ttl(make_cluster: Make
     await _leader_cut_from(make_cluster, "redis")
 
 
-async def test_an_executor_cut_from_postgresql_loses_its_run_which_runs_again_elsewhere(
-    make_cluster: MakeCluster,
-) -> None:
-    cluster = make_cluster(dispatchers=1, executors=2, proxied=(("e1", "postgresql"), ("e2", "postgresql")))
+async def _executor_cut_from(
+    make_cluster: MakeCluster, backend: str
+) -> tuple[Cluster, Workload, datetime, RunRow, Node, Proxy, float]:
+    """Two executors, both proxied to `backend`: the one running the long job is cut from it
+    mid-run. The cluster, its workload, the checked window's start, the run, the executor cut
+    off, its proxy and the instant of the cut."""
+    cluster = make_cluster(dispatchers=1, executors=2, proxied=(("e1", backend), ("e2", backend)))
     workload = await add_workload(cluster, http=False, retry=False)
     start = await wait_ready(cluster, workload)
     live = await long_run_in_flight(cluster, workload)
     victim = cluster.nodes[live.node_id or ""]
-    other = next(n for n in cluster.role("executor") if n is not victim)
-    proxy = cluster.proxy(victim, "postgresql")
+    proxy = cluster.proxy(victim, backend)
     proxy.drop()
-    at = cluster.mark(f"drop {victim.name} -> postgresql")
+    return cluster, workload, start, live, victim, proxy, cluster.mark(f"drop {victim.name} -> {backend}")
+
+
+async def test_an_executor_cut_from_postgresql_loses_its_run_which_runs_again_elsewhere(
+    make_cluster: MakeCluster,
+) -> None:
+    cluster, workload, start, live, victim, proxy, at = await _executor_cut_from(make_cluster, "postgresql")
+    other = next(n for n in cluster.role("executor") if n is not victim)
     bound = recovery_bound_s("kill_executor", cluster.ttl_ms, cluster.lease_s)  # 2 x lease + slack
     row = await wait_run(cluster, live.id, bound + 2)
     lost_s = (row.finished_at - datetime.fromtimestamp(at, UTC)).total_seconds() if row.finished_at else None
@@ -151,14 +163,7 @@ async def _attempt(cluster: Cluster, row: RunRow, attempt: int, timeout: float) 
 async def test_an_executor_cut_from_redis_finishes_what_it_holds_and_others_take_the_rest(
     make_cluster: MakeCluster,
 ) -> None:
-    cluster = make_cluster(dispatchers=1, executors=2, proxied=(("e1", "redis"), ("e2", "redis")))
-    workload = await add_workload(cluster, http=False, retry=False)
-    start = await wait_ready(cluster, workload)
-    live = await long_run_in_flight(cluster, workload)
-    victim = cluster.nodes[live.node_id or ""]
-    proxy = cluster.proxy(victim, "redis")
-    proxy.drop()
-    at = cluster.mark(f"drop {victim.name} -> redis")
+    cluster, workload, start, live, victim, proxy, at = await _executor_cut_from(make_cluster, "redis")
     # Its leases live in PostgreSQL: the run it holds is not reaped, it completes there.
     row = await wait_run(cluster, live.id, LONG_S + 2 * cluster.lease_s + 2)
     assert row.state == "completed" and row.node_id == victim.name, row

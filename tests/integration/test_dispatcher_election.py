@@ -51,35 +51,40 @@ async def test_one_winner_increasing_epochs_and_a_logged_handover(
     assert (current.epoch, current.holder) == (second, "b")
 
 
-async def test_a_leader_stops_acting_once_its_lease_is_too_old(
-    settings: Settings, pg_pool: asyncpg.Pool, redis_client: aioredis.Redis
-) -> None:
-    clock = FakeClock()
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+async def leader(settings: Settings, pg_pool: asyncpg.Pool, redis_client: aioredis.Redis, clock: FakeClock) -> Election:
+    """Candidate "a", elected."""
     a = _candidate(redis_client, pg_pool, settings, "a", clock)
     assert await a.campaign() is not None
+    return a
+
+
+async def test_a_leader_stops_acting_once_its_lease_is_too_old(leader: Election, clock: FakeClock) -> None:
     clock.now += 0.5
-    await a.renew()
+    await leader.renew()
     clock.now += 0.79  # ttl 1 s minus a 0.2 s margin: still (just) valid
-    assert a.leading
+    assert leader.leading
     clock.now += 0.02
-    assert not a.leading  # no I/O needed to know it
+    assert not leader.leading  # no I/O needed to know it
     with pytest.raises(LeadershipLost):
-        a.check()
+        leader.check()
     with pytest.raises(LeadershipLost):
-        await a.renew()
+        await leader.renew()
 
 
 async def test_renewal_fails_when_another_node_holds_the_lock(
-    settings: Settings, pg_pool: asyncpg.Pool, redis_client: aioredis.Redis
+    settings: Settings, redis_client: aioredis.Redis, leader: Election
 ) -> None:
-    clock = FakeClock()
-    a = _candidate(redis_client, pg_pool, settings, "a", clock)
-    assert await a.campaign() is not None
     await redis_client.set(Keys(settings.key_prefix).leader, "b")  # the lock expired and b took it
     with pytest.raises(LeadershipLost, match="another node"):
-        await a.renew()
-    a.step_down("lost")
-    await a.resign()  # compare-and-delete leaves b's lock alone
+        await leader.renew()
+    leader.step_down("lost")
+    await leader.resign()  # compare-and-delete leaves b's lock alone
     assert await redis_client.get(Keys(settings.key_prefix).leader) == b"b"
 
 

@@ -8,21 +8,12 @@ from typing import Any
 
 import msgspec
 import pytest
-import redis.asyncio as aioredis
 from aiohttp import web
 
-from cronos.keys import Keys
 from cronos.settings import Settings
-from cronos.stream import RunStream
 from executor.service import Executor
+from tests.integration.http_server import serve
 from tests.integration.ledger_helpers import Harness
-
-
-@pytest.fixture
-async def harness(pg_pool: Any, redis_client: aioredis.Redis, settings: Settings) -> Harness:
-    stream = RunStream(redis_client, Keys(settings.key_prefix))
-    await stream.ensure_group()
-    return Harness(pg_pool, stream)
 
 
 class Target:
@@ -43,13 +34,7 @@ async def target() -> AsyncIterator[Target]:
             raise web.HTTPFound("/ok")
         return web.Response(status=201, text="x" * 10_000 if request.path == "/big" else "created")
 
-    app = web.Application()
-    app.router.add_route("*", "/{tail:.*}", handle)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    runner, port = await serve(handle, "127.0.0.1")
     found.url = f"http://127.0.0.1:{port}"
     try:
         yield found

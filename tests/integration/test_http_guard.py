@@ -11,25 +11,16 @@ from typing import Any
 import aiohttp
 import msgspec
 import pytest
-import redis.asyncio as aioredis
 from aiohttp import web
 from standardwebhooks import Webhook
 
-from cronos.keys import Keys
 from cronos.settings import Settings
-from cronos.stream import RunStream
 from executor.http_client import guard_refusal, guarded_session
 from executor.service import Executor
+from tests.integration.http_server import serve
 from tests.integration.ledger_helpers import Harness
 
 TAIL = "; allow it with CRONOS_HTTP_ALLOW_NETS"
-
-
-@pytest.fixture
-async def harness(pg_pool: Any, redis_client: aioredis.Redis, settings: Settings) -> Harness:
-    stream = RunStream(redis_client, Keys(settings.key_prefix))
-    await stream.ensure_group()
-    return Harness(pg_pool, stream)
 
 
 class Receiver:
@@ -56,13 +47,7 @@ async def _serve(host: str, found: Receiver) -> web.AppRunner:
             return web.Response(status=503, text="down")
         return web.Response(status=200, text="ok")
 
-    app = web.Application()
-    app.router.add_route("*", "/{tail:.*}", handle)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, host, 0)
-    await site.start()
-    found.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    runner, found.port = await serve(handle, host)
     return runner
 
 

@@ -9,26 +9,16 @@ import time
 import tracemalloc
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import msgspec
 import pytest
-import redis.asyncio as aioredis
 
-from cronos.keys import Keys
+from cronos.models import Run
 from cronos.settings import Settings
-from cronos.stream import RunStream
 from executor.kinds import shell
 from executor.service import Executor
 from tests.integration.ledger_helpers import Harness
 from tests.waiting import wait_for
-
-
-@pytest.fixture
-async def harness(pg_pool: Any, redis_client: aioredis.Redis, settings: Settings) -> Harness:
-    stream = RunStream(redis_client, Keys(settings.key_prefix))
-    await stream.ensure_group()
-    return Harness(pg_pool, stream)
 
 
 async def test_shell_is_refused_by_default(harness: Harness, settings: Settings) -> None:
@@ -155,9 +145,7 @@ _ESCAPE = "setsid sh -c 'echo $$ > {pidfile}; exec sleep 40'"
 async def test_timeout_ends_the_run_at_once_and_kills_an_escaped_grandchild(
     harness: Harness, settings: Settings, tmp_path: Path, redirect: str
 ) -> None:
-    escape = await _Escape.queue(harness, tmp_path, f"{redirect} & sleep 45", timeout_s=1)
-    took = await _timed_run_once(settings)
-    (run,) = await harness.runs(escape.job)
+    escape, run, took = await _run_escape_once(harness, settings, tmp_path, f"{redirect} & sleep 45", timeout_s=1)
     assert (run.state, run.error) == ("failed", "timed out after 1 s")
     # The work's own time (kill and reap included) is the precise measure; run_once adds claiming and recording.
     assert run.duration_ms is not None and run.duration_ms < 2000, f"the work took {run.duration_ms} ms"
@@ -168,9 +156,7 @@ async def test_timeout_ends_the_run_at_once_and_kills_an_escaped_grandchild(
 async def test_child_exit_ends_the_run_though_a_grandchild_holds_the_pipes(
     harness: Harness, settings: Settings, tmp_path: Path
 ) -> None:
-    escape = await _Escape.queue(harness, tmp_path, " & echo done", timeout_s=30)
-    took = await _timed_run_once(settings)
-    (run,) = await harness.runs(escape.job)
+    escape, run, took = await _run_escape_once(harness, settings, tmp_path, " & echo done", timeout_s=30)
     assert (run.state, run.result) == ("completed", "exit 0\nstdout:\ndone\n\nstderr:\n")
     assert run.duration_ms is not None and run.duration_ms < (shell.PIPE_GRACE_S + 1) * 1000, run.duration_ms
     assert took < 4, f"run_once took {took:.2f} s"
@@ -220,12 +206,18 @@ class _Escape:
         assert _open_pipes() == self.pipes, "pipes left open"
 
 
-async def _timed_run_once(settings: Settings) -> float:
-    """Seconds one run_once of a shell-enabled executor took."""
+async def _run_escape_once(
+    harness: Harness, settings: Settings, tmp_path: Path, tail: str, timeout_s: float
+) -> tuple[_Escape, Run, float]:
+    """An _Escape job through one run_once of a shell-enabled executor: the job, its run, and the
+    seconds run_once took."""
+    escape = await _Escape.queue(harness, tmp_path, tail, timeout_s)
     async with Executor(_shell_settings(settings)) as ex:
         started = time.monotonic()
         await ex.run_once()
-        return time.monotonic() - started
+        took = time.monotonic() - started
+    (run,) = await harness.runs(escape.job)
+    return escape, run, took
 
 
 def _read(path: Path) -> str:

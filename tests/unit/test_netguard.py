@@ -14,49 +14,44 @@ from cronos.netguard import address_refusal, host_literal_refusal, literal_host_
 TAIL = "; allow it with CRONOS_HTTP_ALLOW_NETS"
 
 
-@pytest.mark.parametrize(
-    ("address", "why"),
-    [
-        ("127.0.0.1", "loopback (127.0.0.0/8)"),
-        ("127.255.0.9", "loopback (127.0.0.0/8)"),
-        ("10.255.255.1", "private (10.0.0.0/8)"),
-        ("172.31.0.1", "private (172.16.0.0/12)"),
-        ("192.168.1.1", "private (192.168.0.0/16)"),
-        ("169.254.169.254", "link-local (169.254.0.0/16)"),
-        ("100.64.0.1", "shared address space, CGNAT (100.64.0.0/10)"),
-        ("224.0.0.251", "multicast (224.0.0.0/4)"),
-        ("0.0.0.0", "unspecified, 'this network' (0.0.0.0/8)"),
-        ("240.0.0.1", "reserved (240.0.0.0/4)"),
-        ("255.255.255.255", "broadcast (255.255.255.255/32)"),
-        ("192.0.0.8", "reserved for IETF protocol assignments (192.0.0.0/24)"),
-        ("192.0.2.1", "reserved for documentation (192.0.2.0/24)"),
-        ("198.18.0.1", "reserved for benchmarking (198.18.0.0/15)"),
-        ("198.51.100.7", "reserved for documentation (198.51.100.0/24)"),
-        ("203.0.113.7", "reserved for documentation (203.0.113.0/24)"),
-        ("::1", "loopback (::1/128)"),
-        ("::", "unspecified (::/128)"),
-        ("fd00::1", "private, unique local (fc00::/7)"),
-        ("fe80::1", "link-local (fe80::/10)"),
-        ("ff02::1", "multicast (ff00::/8)"),
-        ("2001:db8::1", "reserved for documentation (2001:db8::/32)"),
-        ("100::1", "discard-only (100::/64)"),
-        ("4000::1", "outside global unicast (2000::/3)"),
-    ],
-)
-def test_refused_ranges_are_named(address: str, why: str) -> None:
-    assert address_refusal(ipaddress.ip_address(address), ()) == f"{address} is {why}{TAIL}"
+# Refused ranges are named.
+RANGES = [
+    ("127.0.0.1", "loopback (127.0.0.0/8)"),
+    ("127.255.0.9", "loopback (127.0.0.0/8)"),
+    ("10.255.255.1", "private (10.0.0.0/8)"),
+    ("172.31.0.1", "private (172.16.0.0/12)"),
+    ("192.168.1.1", "private (192.168.0.0/16)"),
+    ("169.254.169.254", "link-local (169.254.0.0/16)"),
+    ("100.64.0.1", "shared address space, CGNAT (100.64.0.0/10)"),
+    ("224.0.0.251", "multicast (224.0.0.0/4)"),
+    ("0.0.0.0", "unspecified, 'this network' (0.0.0.0/8)"),
+    ("240.0.0.1", "reserved (240.0.0.0/4)"),
+    ("255.255.255.255", "broadcast (255.255.255.255/32)"),
+    ("192.0.0.8", "reserved for IETF protocol assignments (192.0.0.0/24)"),
+    ("192.0.2.1", "reserved for documentation (192.0.2.0/24)"),
+    ("198.18.0.1", "reserved for benchmarking (198.18.0.0/15)"),
+    ("198.51.100.7", "reserved for documentation (198.51.100.0/24)"),
+    ("203.0.113.7", "reserved for documentation (203.0.113.0/24)"),
+    ("::1", "loopback (::1/128)"),
+    ("::", "unspecified (::/128)"),
+    ("fd00::1", "private, unique local (fc00::/7)"),
+    ("fe80::1", "link-local (fe80::/10)"),
+    ("ff02::1", "multicast (ff00::/8)"),
+    ("2001:db8::1", "reserved for documentation (2001:db8::/32)"),
+    ("100::1", "discard-only (100::/64)"),
+    ("4000::1", "outside global unicast (2000::/3)"),
+]
+# IPv6 forms are judged by the IPv4 address inside.
+IPV4_INSIDE = [
+    ("::ffff:7f00:1", "IPv4-mapped (::ffff:0:0/96) for 127.0.0.1, which is loopback (127.0.0.0/8)"),
+    ("64:ff9b::a9fe:a9fe", "NAT64 (64:ff9b::/96) for 169.254.169.254, which is link-local (169.254.0.0/16)"),
+    ("2002:a00:1::", "6to4 (2002::/16) for 10.0.0.1, which is private (10.0.0.0/8)"),
+    ("::a00:1", "IPv4-compatible (::/96) for 10.0.0.1, which is private (10.0.0.0/8)"),
+]
 
 
-@pytest.mark.parametrize(
-    ("address", "why"),
-    [
-        ("::ffff:7f00:1", "IPv4-mapped (::ffff:0:0/96) for 127.0.0.1, which is loopback (127.0.0.0/8)"),
-        ("64:ff9b::a9fe:a9fe", "NAT64 (64:ff9b::/96) for 169.254.169.254, which is link-local (169.254.0.0/16)"),
-        ("2002:a00:1::", "6to4 (2002::/16) for 10.0.0.1, which is private (10.0.0.0/8)"),
-        ("::a00:1", "IPv4-compatible (::/96) for 10.0.0.1, which is private (10.0.0.0/8)"),
-    ],
-)
-def test_ipv6_forms_are_judged_by_the_ipv4_inside(address: str, why: str) -> None:
+@pytest.mark.parametrize(("address", "why"), RANGES + IPV4_INSIDE)
+def test_refusals_name_the_range(address: str, why: str) -> None:
     assert address_refusal(ipaddress.ip_address(address), ()) == f"{address} is {why}{TAIL}"
 
 
