@@ -137,7 +137,11 @@ async def test_postgresql_outage_keeps_the_result_and_writes_it_once(
             try:
                 await wait_for(lambda: _equal(harness.state(token.run_id), "running"), what="run started")
                 proxy.cut()  # the run ends while PostgreSQL is unreachable
-                await asyncio.sleep(1.5)
+
+                async def deferred() -> bool:
+                    return any(getattr(r, "event", None) == "run.record_deferred" for r in caplog.records)
+
+                await wait_for(deferred, timeout=15, what="the result's write deferred")
                 assert await harness.state(token.run_id) == "running"
                 proxy.restore()
                 await wait_for(
@@ -148,7 +152,6 @@ async def test_postgresql_outage_keeps_the_result_and_writes_it_once(
                 await asyncio.wait_for(task, 10)
     (run,) = await harness.runs(job)
     assert run.state == "completed" and run.result == '{"slept_s":0.5}'
-    assert any(getattr(r, "event", None) == "run.record_deferred" for r in caplog.records)  # it did wait
 
 
 async def _equal(probe: Any, expected: Any) -> bool:
@@ -179,7 +182,7 @@ async def test_redis_losing_the_stream_and_group_does_not_stop_the_executor(
 
 @pytest.mark.parametrize("backend", ["postgresql", "redis"])
 async def test_executor_starts_waiting_for_a_backend_that_is_not_up_yet(
-    harness: Harness, settings: Settings, backend: str
+    harness: Harness, settings: Settings, backend: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     job = await harness.job(payload={"action": "noop"})
     await harness.queue(job)
@@ -189,7 +192,12 @@ async def test_executor_starts_waiting_for_a_backend_that_is_not_up_yet(
         proxy.cut()
         executor = Executor(msgspec.structs.replace(settings, **{field: proxy_url}))
         entering = asyncio.create_task(executor.__aenter__())
-        await asyncio.sleep(0.6)
+
+        async def waiting() -> bool:
+            return any(getattr(r, "event", None) == "backend.waiting" and getattr(r, "backend", None) == backend
+                       for r in caplog.records)  # fmt: skip
+
+        await wait_for(waiting, timeout=10, what=f"the executor waiting for {backend}")
         assert not entering.done()  # still waiting, not crashed
         proxy.restore()
         ex = await asyncio.wait_for(entering, 10)

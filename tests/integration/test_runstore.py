@@ -211,12 +211,17 @@ async def test_extend_leases_only_for_the_owner(pg_pool: asyncpg.Pool, store: Ru
     assert lease.total_seconds() > 50
 
 
+async def _lease_ran_out(pool: asyncpg.Pool, run_id: int) -> None:
+    """The run's executor stopped heartbeating a while ago: its lease is over."""
+    await pool.execute("UPDATE runs SET lease_until = now() - interval '1 second' WHERE id = $1", run_id)
+
+
 async def test_reap_is_fenced_by_the_epoch(pg_pool: asyncpg.Pool, store: RunStore) -> None:
     await set_epoch(pg_pool, 7)
     job = await insert_job(pg_pool)
     t = await insert_run(pg_pool, job, tick(0))
-    await store.claim([t.run_id], "dead", 0.001)
-    await asyncio.sleep(0.01)
+    await store.claim([t.run_id], "dead", 60)
+    await _lease_ran_out(pg_pool, t.run_id)
     with pytest.raises(NotLeader):
         await store.reap(6)
     assert await run_state(pg_pool, t.run_id) == "running"  # a deposed leader wrote nothing
@@ -228,9 +233,9 @@ async def test_reap_ends_lost_runs_and_queues_their_retry(pg_pool: asyncpg.Pool,
     alive_job = await insert_job(pg_pool)
     t = await insert_run(pg_pool, job, tick(0))
     alive = await insert_run(pg_pool, alive_job, tick(0))
-    await store.claim([t.run_id], "dead", 0.001)
+    await store.claim([t.run_id], "dead", 60)
     await store.claim([alive.run_id], "alive", 60)
-    await asyncio.sleep(0.01)
+    await _lease_ran_out(pg_pool, t.run_id)
     result = await store.reap(3)
     assert (result.lost, result.retried, result.expired) == (1, 1, 0)
     lost, retry = await runs_of(pg_pool, job)
@@ -238,8 +243,8 @@ async def test_reap_ends_lost_runs_and_queues_their_retry(pg_pool: asyncpg.Pool,
     assert (retry.state, retry.attempt) == ("queued", 2)
     assert await run_state(pg_pool, alive.run_id) == "running"
     # the retry fails too: no retry left, so the reaper queues nothing more
-    await store.claim([retry.id], "dead2", 0.001)
-    await asyncio.sleep(0.01)
+    await store.claim([retry.id], "dead2", 60)
+    await _lease_ran_out(pg_pool, retry.id)
     assert (await store.reap(3)).retried == 0
     # the lost executor waking up writes nothing
     assert (await store.finish([Outcome(run_id=t.run_id, node_id="dead", state="completed")])).written == set()
