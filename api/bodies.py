@@ -20,8 +20,9 @@ from aiohttp import web
 from api.errors import MalformedBody, invalid_input
 from api.schemas import JobOut, RunOut
 from cronos.errors import InvalidInput, InvalidSchedule, NotFound
-from cronos.models import PAYLOAD_TYPES, Job, Run, RunSummary, check_payload
+from cronos.models import Job, Run, RunSummary
 from cronos.netguard import literal_host_refusal
+from cronos.payloads import PAYLOAD_TYPES, check_payload
 from cronos.redact import redact_payload
 from cronos.schedule import Schedule, parse_schedule, upcoming
 from cronos.schedule_window import job_schedule, schedule_of, window_over

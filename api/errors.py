@@ -16,7 +16,7 @@ from aiohttp import web
 
 from cronos.errors import BackendUnavailable, Conflict, CronosError, InvalidInput, NotFound
 from cronos.logs import mask_secrets
-from cronos.models import explain
+from cronos.payloads import explain
 
 log = logging.getLogger("cronos.api")
 

@@ -15,7 +15,8 @@ from aiohttp import web
 from api.openapi import kind_variants
 from api.routing import Route
 from api.schemas import JobCreate
-from cronos.models import PAYLOAD_TYPES, ManagedBy
+from cronos.models import ManagedBy
+from cronos.payloads import PAYLOAD_TYPES
 
 PATH = "/api/jobs-file.schema.json"
 _DEFS = "#/$defs/{name}"

@@ -16,7 +16,7 @@ from aiohttp import web
 from api.bodies import MAX_ID
 from api.errors import PROBLEM_JSON, Problem, kind_for
 from api.routing import Errors, Route, scope_of
-from cronos.models import PAYLOAD_TYPES
+from cronos.payloads import PAYLOAD_TYPES
 
 _PARAM = re.compile(r"\{(\w+)(?::[^}]*)?\}")
 _REF = "#/components/schemas/{name}"

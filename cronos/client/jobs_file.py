@@ -19,7 +19,7 @@ import msgspec
 import yaml
 
 from cronos.errors import CronosError, InvalidInput
-from cronos.models import PATTERN_MEANINGS, PAYLOAD_TYPES, check_payload, explain
+from cronos.payloads import PATTERN_MEANINGS, PAYLOAD_TYPES, check_payload, explain
 from cronos.schedule import parse_schedule
 
 _VAR = re.compile(r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)\}")

@@ -17,8 +17,8 @@ import msgspec
 from multidict import CIMultiDict
 from yarl import URL
 
-from cronos.models import HttpPayload, explain
 from cronos.netguard import host_literal_refusal
+from cronos.payloads import HttpPayload, explain
 from cronos.redact import is_sensitive, redact_url
 from cronos.store.runs import ClaimedRun
 from cronos.tasks import idempotency_key

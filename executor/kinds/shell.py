@@ -34,7 +34,7 @@ from collections.abc import Mapping
 
 import msgspec
 
-from cronos.models import ShellPayload
+from cronos.payloads import ShellPayload
 from cronos.store.runs import ClaimedRun
 from executor.kinds import leftovers
 from executor.kinds.base import Capture, Env, RunFailed
