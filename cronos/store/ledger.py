@@ -99,7 +99,7 @@ class Ledger:
         with translate_errors():
             row = await self._pool.fetchrow(q.DISPATCH_ACTIVE_DIGEST)
         assert row is not None
-        return int(row[0]), int(row[1]), row[2]
+        return int(row["jobs"]), int(row["id_sum"]), row["now"]
 
     async def write_ticks(
         self,
@@ -133,7 +133,7 @@ class Ledger:
                 if ended:
                     ids = list(ended)
                     done = await conn.fetch(q.JOBS_END, ids, [ended[i][0] for i in ids], [ended[i][1] for i in ids])
-                    ended_ids[:] = [r[0] for r in done]
+                    ended_ids[:] = [r["job_id"] for r in done]
             return rows  # type: ignore[no-any-return]
 
         rows = await retry_contention(attempt, "tick write")

@@ -253,7 +253,9 @@ SELECT id, cron_expression, timezone, misfire_policy, misfire_grace_s, jitter_s,
 FROM jobs
 WHERE updated_at > $1
 """
-DISPATCH_ACTIVE_DIGEST = "SELECT count(*), coalesce(sum(id), 0)::bigint, now() FROM jobs WHERE status = 'active'"
+DISPATCH_ACTIVE_DIGEST = (
+    "SELECT count(*) AS jobs, coalesce(sum(id), 0)::bigint AS id_sum, now() AS now FROM jobs WHERE status = 'active'"
+)
 
 # Ticks, ledger first (written: run inside a transaction that holds EPOCH_GUARD), in one
 # statement: $1 epoch; $2-$6 one array per tick column ($6: the job revision that planned it).
