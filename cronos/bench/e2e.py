@@ -52,12 +52,12 @@ PROGRESS = (
     "SELECT count(*) FILTER (WHERE state = 'completed' AND scheduled_for > $1) AS completed,"
     " count(*) FILTER (WHERE state = 'queued' AND scheduled_for > $1) AS queued,"
     " count(*) FILTER (WHERE state = 'running' AND scheduled_for > $1) AS running,"
-    " count(*) FILTER (WHERE state NOT IN ('queued', 'running')) AS ended"
+    " count(*) FILTER (WHERE state NOT IN ('queued', 'waiting', 'running')) AS ended"
     " FROM runs"
 )
 # $1, $2: the window's bounds; runs of its ticks not finished yet, and all of them.
 UNSETTLED = (
-    "SELECT count(*) FILTER (WHERE state IN ('queued', 'running')) AS open, count(*) AS total"
+    "SELECT count(*) FILTER (WHERE state IN ('queued', 'waiting', 'running')) AS open, count(*) AS total"
     " FROM runs WHERE scheduled_for > $1 AND scheduled_for <= $2"
 )
 

@@ -106,10 +106,10 @@ async def load(dsn: str) -> Ledger:
 
 
 async def open_runs(dsn: str, until: datetime) -> list[RunRow]:
-    """Runs due by `until` that are still queued or running."""
+    """Runs due by `until` that are still queued, waiting or running."""
 
     async def work(conn: asyncpg.Connection) -> list[RunRow]:
-        sql = f"SELECT {_RUN_COLUMNS} FROM runs WHERE state IN ('queued', 'running') AND due_at <= $1 ORDER BY id"
+        sql = f"SELECT {_RUN_COLUMNS} FROM runs WHERE finished_at IS NULL AND due_at <= $1 ORDER BY id"  # not ended
         return [RunRow(**dict(r)) for r in await conn.fetch(sql, until)]
 
     return await with_db(dsn, work)

@@ -12,6 +12,7 @@ from typing import Any
 import asyncpg
 import pytest
 
+from cronos.lifecycle import PENDING, RunState
 from cronos.settings import Settings
 from cronos.store.runs import ClaimedRun, Outcome, RunStore
 from dispatcher.service import Dispatcher
@@ -23,6 +24,8 @@ from tests.integration.test_api_revisions import _roles
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.timeout(120)
+
+PENDING_OR_RUNNING = {s.value for s in PENDING | {RunState.RUNNING}}  # not ended yet
 
 
 @dataclass
@@ -47,7 +50,7 @@ class Stack:
 
     async def settled(self, job_id: int) -> bool:
         """No run of the job is queued or running."""
-        return not any(r["state"] in ("queued", "running") for r in await self.runs(job_id))
+        return not any(r["state"] in PENDING_OR_RUNNING for r in await self.runs(job_id))
 
     async def pause(self, job_id: int) -> None:
         reply = await self.api.call("POST", f"/api/jobs/{job_id}/pause")
@@ -58,7 +61,7 @@ class Stack:
         """The child's runs once there is one per completed parent run and all have ended."""
         expected = set().union(*[await self.ids(p, "completed") for p in parents])
         runs = await self.runs(child)
-        done = [r for r in runs if r["state"] not in ("queued", "running")]
+        done = [r for r in runs if r["state"] not in PENDING_OR_RUNNING]
         return runs if len(done) == len(runs) and len(runs) >= len(expected) > 0 else None
 
 

@@ -244,7 +244,7 @@ async def test_a_leader_and_an_executor_run_ticks_through_a_cluster_and_survive_
         async def settled() -> bool:
             left = await pg_pool.fetchval(
                 "SELECT count(*) FROM runs WHERE job_id = $1 AND scheduled_for <= $2"
-                " AND state IN ('queued', 'running')",
+                " AND state IN ('queued', 'waiting', 'running')",
                 job,
                 cutoff,
             )
