@@ -4,19 +4,19 @@
     cronos bench e2e --jobs 1000 --duration 60 --autovacuum off
     cronos bench e2e --jobs 1000 --env CRONOS_EXECUTOR_CONCURRENCY=64 --env CRONOS_LOG_LEVEL=WARNING
 
-Starts `cronos api`, one `cronos dispatcher` and K `cronos executor` processes with the
-default settings (plus only what --env sets) on a fresh database and Redis key prefix,
-registers N jobs firing every second (`POST /api/jobs`, action `bench.count`: a no-op that
-counts its executions in Redis), waits --warmup seconds, then measures --duration seconds.
-The window is (warm-up end, warm-up end + duration]: every job's whole-second ticks in it
-are expected. After the window it waits (up to --settle s) for those ticks to finish,
-stops the roles and prints executions / expected, start delay (started_at - scheduled_for)
-p50/p99/max, missed and duplicate ticks (ledger and counter), runs/s, CPU seconds in the
-window of each role, of the PostgreSQL backends connected to the database (sampled every
-second, so a short-lived autovacuum worker may be missed) and of redis-server (which may
-serve others too), each role's peak RSS and the final run state counts. Exits 1 when a
-tick was missed or duplicated. The database, keys and role logs are removed after
-unless --keep (role logs are kept when the benchmark fails).
+Starts `cronos api`, one `cronos dispatcher` and K `cronos executor` processes with the default
+settings (plus only what --env sets) on a fresh database and Redis key prefix, registers N jobs
+firing every second (`POST /api/jobs`, action `bench.count`: a no-op that counts its executions
+in Redis), waits --warmup seconds, then measures --duration seconds. The window is (warm-up
+end, warm-up end + duration]: every job's whole-second ticks in it are expected. After the
+window it waits (up to --settle s) for those ticks to finish, stops the roles and prints
+executions / expected, start delay p50/p99/max (the task's code started - the tick, as the user
+sees it; and the ledger's started_at - scheduled_for), missed and duplicate ticks (ledger and
+counter), runs/s, CPU seconds in the window of each role, of the PostgreSQL backends connected
+to the database (sampled every second, so a short-lived autovacuum worker may be missed) and of
+redis-server (which may serve others too), each role's peak RSS and the final run state counts.
+Exits 1 when a tick was missed or duplicated. The database, keys and role logs are removed
+after unless --keep (role logs are kept when the benchmark fails).
 """
 
 from __future__ import annotations
