@@ -164,10 +164,10 @@ class Cluster:
             return None
         return self.nodes.get(holder.decode() if isinstance(holder, bytes) else str(holder))
 
-    def health(self) -> int:
-        """GET /health of the API: its status code (0 when it does not answer)."""
+    def health(self, port: int | None = None) -> int:
+        """GET /health of the API (at `port`, default the cluster's): its status code (0 when it does not answer)."""
         try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.api_port}/health", timeout=2) as response:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port or self.api_port}/health", timeout=2) as response:
                 return int(response.status)
         except urllib.error.HTTPError as exc:
             return exc.code

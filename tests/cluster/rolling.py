@@ -24,10 +24,11 @@ import redis.asyncio as aioredis
 from tests.cluster.harness import Cluster
 from tests.cluster.ledger import with_db
 from tests.cluster.node import Node
+from tests.cluster.servers import free_port
 from tests.waiting import wait_for
 
 # The event a role logs once it is up, before it beats its presence.
-UP_EVENT = {"dispatcher": "dispatcher.candidate", "executor": "executor.ready"}
+UP_EVENT = {"dispatcher": "dispatcher.candidate", "executor": "executor.ready", "api": "api.listening"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +74,8 @@ def start_replacement(cluster: Cluster, old: Node, name: str) -> Node:
     """Start a node like `old` (same role, command and settings) under the node id `name`."""
     assert name not in cluster.nodes, f"{name} is already a node of the cluster"
     env = {**old.env, "CRONOS_NODE_ID": name}
+    if old.role == "api":  # beside the old one, as behind a load balancer
+        env["PORT"] = str(free_port())
     node = Node(old.role, name, list(old.argv), env, old.cwd, old.logfile.with_name(f"{name}.log"))
     cluster.nodes[name] = node
     node.start()
@@ -101,9 +104,13 @@ async def wait_up(cluster: Cluster, node: Node, timeout: float = 30.0) -> float:
         )
         if UP_EVENT[node.role] not in node.events():
             return False
+        if node.role == "api":
+            return await asyncio.to_thread(cluster.health, int(node.env["PORT"])) == 200
         return bool(await presence(cluster, node.role, node.name))
 
     await wait_for(up, timeout=timeout, interval=0.05, what=f"{node.name} to be up")
+    if node.role == "api":
+        cluster.api_port = int(node.env["PORT"])  # clients move to the new one
     return cluster.mark(f"{node.name} up")
 
 

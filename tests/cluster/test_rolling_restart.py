@@ -1,9 +1,10 @@
 """A rolling restart of every process at default settings loses, doubles, skips and delays no tick.
 
-Two dispatchers and two executors run 50 every-second jobs (every policy at its default: forbid,
-run_once, 60 s grace; half of them take 50 ms). Each node in turn (the dispatchers, the leader
-first, then the executors) gets a replacement under a new node id; once the replacement is up
-(a dispatcher standing by as a candidate, an executor serving) the old node is sent SIGTERM and
+Two dispatchers, two executors and the API run 50 every-second jobs (every policy at its default:
+forbid, run_once, 60 s grace; half of them take 50 ms). Each node in turn (the dispatchers, the
+leader first, then the executors, then the API) gets a replacement under a new node id; once the
+replacement is up (a dispatcher standing by as a candidate, an executor serving, the API
+answering /health on its own port, as behind a load balancer) the old node is sent SIGTERM and
 exits. A stopping leader pushes the ticks it wrote before it frees its lock and wakes a standby
 (`{leader}:released`), which takes over at once; a stopping executor drains. Over the whole
 window, from before the first restart to a few seconds after the last exit: every tick of every
@@ -174,7 +175,7 @@ def _log_excerpt(cluster: Cluster, steps: list[Step], window: tuple[datetime, da
 async def test_a_rolling_restart_of_every_process_at_defaults_loses_no_tick(
     make_cluster: MakeCluster, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    cluster = make_cluster(dispatchers=2, executors=2, extra_env=DEFAULT_ENV, **DEFAULTS)
+    cluster = make_cluster(dispatchers=2, executors=2, api=True, extra_env=DEFAULT_ENV, **DEFAULTS)
     jobs = [
         await insert_job(
             cluster.dsn, f"every-second-{i}", "* * * * * *", payload={"action": "sleep", "seconds": 0.05 * (i % 2)}
@@ -194,6 +195,7 @@ async def test_a_rolling_restart_of_every_process_at_defaults_loses_no_tick(
     executors = sorted(cluster.role("executor"), key=lambda n: n.name)
     plan = [(node, f"d{i}") for i, node in enumerate(dispatchers, len(dispatchers) + 1)]
     plan += [(node, f"e{i}") for i, node in enumerate(executors, len(executors) + 1)]
+    plan += [(node, "api2") for node in cluster.role("api")]
     steps: list[Step] = []
     for i, (old, name) in enumerate(plan):
         if i:
@@ -247,6 +249,8 @@ async def test_a_rolling_restart_of_every_process_at_defaults_loses_no_tick(
 
     assert expected and len(steps) == len(plan), detail
     assert all(s.exit_code == 0 for s in steps), "an old node did not exit cleanly\n" + detail
+    api_rolled = [s.role for s in steps].count("api") == 1
+    assert api_rolled and cluster.health() == 200, "the new API does not answer\n" + detail
     dispatcher_steps = [s for s in steps if s.role == "dispatcher"]
     assert any(s.was_leader for s in dispatcher_steps), "no leader was restarted\n" + detail
     assert all(s.elected is not None for s in dispatcher_steps if s.was_leader), "no new leader\n" + detail
