@@ -284,6 +284,14 @@ def overlap(run: Candidate, now: datetime) -> Overlap:
     return Overlap.WAIT if deadline is None or now < deadline else Overlap.SKIP
 
 
+def claims_at_once(policy: ConcurrencyPolicy, *, running: bool, expired_: bool, of_job_in_batch: int) -> bool:
+    """A queued run that is claimed whatever its other facts: within its grace, its job's only run
+    in the claim's batch, and nothing of its job running (or the job allows overlap): `overlap`
+    then answers CLAIM. The store claims these in one statement (CLAIM_FREE), the others after
+    reading their facts."""
+    return not expired_ and of_job_in_batch == 1 and (not running or not exclusive(policy))
+
+
 def after_wait(run: Candidate, ended: Ahead, now: datetime) -> Overlap:
     """A waiting run whose predecessor `ended` just now: woken (CLAIM), or skipped when under
     `forbid` its wait ran out before the predecessor ended."""

@@ -1,7 +1,9 @@
-"""Steps 2-3 of a token: claim its run. Read the facts (CLAIM_FACTS), let cronos.lifecycle decide
-for each run (claim, wait, skip, replace, expire), apply each decision with its own conditional
-statement: the common case (every run simply claimed) costs two statements and no transaction,
-and PostgreSQL's runs_one_running_exclusive refuses a claim that a concurrent one made stale (G3).
+"""Steps 2-3 of a token: claim its run. The common case costs one statement: CLAIM_FREE claims
+the runs that cronos.lifecycle.claims_at_once says are claimed whatever else holds (nothing of
+the job running, within the grace, alone in the batch). For the others, read the facts
+(CLAIM_FACTS), let cronos.lifecycle decide for each (claim, wait, skip, replace, expire), and
+apply each decision with its own conditional statement; no transaction: PostgreSQL's
+runs_one_running_exclusive refuses a claim that a concurrent one made stale (G3).
 
 No lost wakeup: a run recorded waiting behind a running run is woken by that run's finish, whose
 wake reads (a later statement of its transaction) every wait committed before; a wait committed
@@ -131,10 +133,30 @@ def plan_claims(rows: Sequence[asyncpg.Record], ids: Sequence[int]) -> ClaimPlan
 
 
 async def claim(
-    pool: asyncpg.Pool, ids: Sequence[int], node_id: str, lease_s: float, within: Window
-) -> tuple[dict[int, ClaimedRun], dict[int, Refused], int]:
-    """One claim attempt of `ids` (unique); the claimed runs, the refused ones, and the statements
-    sent. Raises Contention when a concurrent claim made the decision stale (try again)."""
+    pool: asyncpg.Pool, ids: Sequence[int], node_id: str, lease_s: float, within: Window,
+    claimed: dict[int, ClaimedRun],
+) -> tuple[dict[int, Refused], int]:  # fmt: skip
+    """One claim attempt of `ids` (unique): the runs claimed go into `claimed` as each statement
+    commits (an attempt that raises keeps them); the refused ones, and the statements sent.
+    Raises Contention when a concurrent claim made the decision stale (try again, without the
+    runs already claimed)."""
+    try:  # the common case, in one statement (lifecycle.claims_at_once)
+        rows = await pool.fetch(q.CLAIM_FREE, ids, node_id, lease_s, *within)
+    except asyncpg.UniqueViolationError as exc:  # another run of one of these jobs was claimed meanwhile
+        raise Contention("postgresql", f"claimed concurrently: {exc}") from exc
+    claimed.update((r["id"], to_struct(r, ClaimedRun)) for r in rows)
+    left = [i for i in ids if i not in claimed]
+    if not left:
+        return {}, 1
+    refused, sent = await _claim_deciding(pool, left, node_id, lease_s, within, claimed)
+    return refused, sent + 1
+
+
+async def _claim_deciding(
+    pool: asyncpg.Pool, ids: Sequence[int], node_id: str, lease_s: float, within: Window,
+    claimed: dict[int, ClaimedRun],
+) -> tuple[dict[int, Refused], int]:  # fmt: skip
+    """The runs that statement left: their facts, each decided by the lifecycle, then applied."""
     rows = await pool.fetch(q.CLAIM_FACTS, ids, *within)
     plan = plan_claims(rows, ids)
     sent = 1
@@ -142,7 +164,7 @@ async def claim(
         await pool.fetch(q.REPLACE_RUNNING, job_id, run_id, FAIL_REPLACED)
         sent += 1
     try:
-        claimed = await _claim_runs(pool, plan, node_id, lease_s, within)
+        claimed.update(await _claim_runs(pool, plan, node_id, lease_s, within))
     except asyncpg.UniqueViolationError as exc:  # another run of one of these jobs was claimed meanwhile
         raise Contention("postgresql", f"claimed concurrently: {exc}") from exc
     sent += bool(plan.claim)
@@ -157,7 +179,7 @@ async def claim(
         if skipped:
             await pool.fetch(q.RUNS_SKIP, skipped, reason)
             sent += 1
-    return claimed, plan.refused, sent
+    return plan.refused, sent
 
 
 async def _claim_runs(

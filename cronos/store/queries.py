@@ -401,6 +401,43 @@ LEFT JOIN LATERAL (
     LIMIT 1) o ON true
 ORDER BY b.id
 """
+# queued -> running (claimed), in one statement, the runs of $1 whose claim needs no other fact
+# (lifecycle.claims_at_once): still queued, within their misfire grace (at least 1 s), the only run
+# of their job in the batch, and their job allows overlap or has no run running. By node $2 with a
+# lease of $3 seconds; ticks in [$4, $5); each `exclusive` as its job's policy is now (read in this
+# statement). The batch is read by id alone (a state named there would plan the read on a state's
+# partial index: every queued run). Locked in id order. The others are decided from CLAIM_FACTS.
+# A run of the job claimed concurrently makes the statement violate runs_one_running_exclusive:
+# the caller tries again.
+CLAIM_FREE = """
+WITH batch AS MATERIALIZED (
+    SELECT id, job_id, state, scheduled_for, due_at, count(*) OVER (PARTITION BY job_id) AS of_job FROM runs
+    WHERE id = ANY($1::bigint[]) AND finished_at IS NULL
+      AND scheduled_for >= coalesce($4::timestamptz, '-infinity')
+        AND scheduled_for < coalesce($5::timestamptz, 'infinity')),
+free AS MATERIALIZED (
+    SELECT b.id
+    FROM batch b JOIN jobs j ON j.id = b.job_id
+    WHERE b.of_job = 1 AND b.state = 'queued'
+      AND b.due_at + make_interval(secs => greatest(j.misfire_grace_s, 1)) >= clock_timestamp()
+      AND (j.concurrency_policy = 'allow'
+           OR NOT EXISTS (SELECT 1 FROM runs_running_exclusive x WHERE x.job_id = b.job_id))),
+locked AS MATERIALIZED (
+    SELECT id, state, scheduled_for FROM runs
+    WHERE id = ANY(ARRAY(SELECT f.id FROM free f)) AND finished_at IS NULL
+      AND scheduled_for >= coalesce($4::timestamptz, '-infinity')
+        AND scheduled_for < coalesce($5::timestamptz, 'infinity')
+    ORDER BY id FOR NO KEY UPDATE)
+UPDATE runs r SET state = 'running', exclusive = j.concurrency_policy <> 'allow', node_id = $2,
+       started_at = clock_timestamp(), lease_until = now() + make_interval(secs => $3)
+FROM locked l, jobs j
+WHERE r.id = l.id AND r.scheduled_for = l.scheduled_for AND l.state = 'queued' AND j.id = r.job_id
+  AND r.scheduled_for >= coalesce($4::timestamptz, '-infinity')
+    AND r.scheduled_for < coalesce($5::timestamptz, 'infinity')
+RETURNING r.id, r.job_id, r.scheduled_for, r.attempt, r.trigger, r.epoch, r.started_at, r.exclusive,
+          j.name, j.kind, j.payload, j.timeout_s, j.max_retries, j.retry_backoff_s, j.concurrency_policy,
+          j.webhook_secret
+"""
 # queued -> running (claimed): the runs $1, each `exclusive` as $2 says (its job's policy now;
 # G3's runs_running_exclusive is kept by triggers on that column), by node $3 with a lease of $4
 # seconds; ticks in [$5, $6). Locked in id order, like every statement that locks runs (no

@@ -72,11 +72,14 @@ class RunStore:
         ids = list(dict.fromkeys(run_ids))
         within = window_ms(ticks_ms)
 
-        async def attempt() -> tuple[dict[int, ClaimedRun], dict[int, Refused], int]:
-            with translate_errors():
-                return await claims.claim(self._pool, ids, node_id, lease_s, within)
+        claimed: dict[int, ClaimedRun] = {}  # kept across attempts: what a statement claimed stays claimed
 
-        claimed, refused, sent = await retry_contention(attempt, "claim")
+        async def attempt() -> tuple[dict[int, Refused], int]:
+            with translate_errors():
+                left = [i for i in ids if i not in claimed]
+                return await claims.claim(self._pool, left, node_id, lease_s, within, claimed)
+
+        refused, sent = await retry_contention(attempt, "claim")
         self.round_trips += sent
         answers: list[Claim] = []
         for run_id in run_ids:

@@ -9,8 +9,10 @@ import asyncpg
 import pytest
 
 from cronos.errors import NotLeader
+from cronos.lifecycle import claims_at_once
 from cronos.messages import RunToken
 from cronos.models import FAIL_EXECUTOR_LOST, FAIL_REPLACED, SKIP_BUFFER_FULL, SKIP_EXPIRED, SKIP_OVERLAP
+from cronos.store import queries as q
 from cronos.store.db import retry_contention, translate_errors
 from cronos.store.runs import Claim, ClaimedRun, Outcome, Refused, RunStore
 from tests.integration.ledger_helpers import insert_job, insert_run, run_state, runs_of, set_epoch, tick
@@ -33,7 +35,7 @@ async def test_batch_claim_takes_queued_runs_once(pg_pool: asyncpg.Pool, store: 
     second = await store.claim(ids, "node-b", 10)
     assert [c.id for c in _claimed(first)] == ids  # one answer per id, in order
     assert second == [Refused.NOT_QUEUED] * 3
-    assert store.round_trips == 3  # the facts and the claim for the batch; the facts alone for the repeat
+    assert store.round_trips == 3  # one statement claims the batch; the repeat: that one, then the facts
     row = await pg_pool.fetchrow("SELECT node_id, started_at, lease_until FROM runs WHERE id = $1", ids[0])
     assert row["node_id"] == "node-a" and row["lease_until"] > row["started_at"]
     assert _claimed(first)[0].payload == {"action": "noop"} and _claimed(first)[0].kind == "task"
@@ -388,3 +390,29 @@ async def test_claims_finishes_and_heartbeats_at_once_neither_deadlock_nor_lose_
         assert sorted((await store.finish(ends)).written) == sorted(claimed + at_once)
     deadlocks = [r.getMessage() for r in caplog.records if "deadlock" in r.getMessage()]
     assert not deadlocks, deadlocks
+
+
+async def test_the_one_statement_claim_takes_exactly_the_runs_the_lifecycle_claims_at_once(
+    pg_pool: asyncpg.Pool, store: RunStore
+) -> None:
+    """CLAIM_FREE against lifecycle.claims_at_once, case by case: each policy, with a run of the
+    job running or not, past its grace or not, alone in the batch or with another run of its job."""
+    expected, batch = set(), []
+    for policy in ("forbid", "allow", "replace", "buffer_one", "buffer_all"):
+        for running in (False, True):
+            for expired in (False, True):
+                for twice in (False, True):
+                    job = await insert_job(pg_pool, concurrency_policy=policy, misfire_grace_s=60)
+                    if running:
+                        ahead = await insert_run(pg_pool, job, tick(0))
+                        assert _claimed(await store.claim([ahead.run_id], "other", 60))
+                    due = datetime.now(UTC) - timedelta(seconds=120 if expired else 0)
+                    runs = [await insert_run(pg_pool, job, tick(n), due_at=due) for n in range(1, 2 + twice)]
+                    batch += [r.run_id for r in runs]
+                    if claims_at_once(policy, running=running, expired_=expired, of_job_in_batch=len(runs)):  # type: ignore[arg-type]
+                        expected.update(r.run_id for r in runs)
+    rows = await pg_pool.fetch(q.CLAIM_FREE, batch, "n", 60.0, None, None)
+    assert {r["id"] for r in rows} == expected
+    exclusive = {r["id"]: r["exclusive"] for r in rows}
+    assert len(expected) == 6  # alone, within its grace: nothing running (each policy), or running under allow
+    assert sum(not e for e in exclusive.values()) == 2  # the allow jobs' runs: not exclusive (G3 leaves them)

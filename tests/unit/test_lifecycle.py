@@ -26,6 +26,7 @@ from cronos.lifecycle import (
     RunState,
     after_wait,
     chain_runs,
+    claims_at_once,
     end_status,
     jitter_s,
     misfire,
@@ -183,6 +184,28 @@ RETRY = Ahead(scheduled_for=at(-30), started_at=at(-0.5), attempt=2)  # a retry 
 
 def run(policy: str, *, running: Ahead | None = None, waiting: int = 0, due: float = 0, attempt: int = 1) -> Candidate:
     return Candidate(policy, at(0), attempt, at(due), running, waiting)  # type: ignore[arg-type]
+
+
+@given(
+    policy=st.sampled_from(("forbid", "allow", "replace", "buffer_one", "buffer_all")),
+    ahead=st.sampled_from((None, ON_TIME, LATE, RETRY, LATER_TICK)),
+    waiting=st.integers(0, 3),
+    now_s=st.floats(-5, 50),
+)
+def test_a_run_claimed_at_once_is_one_overlap_claims(
+    policy: str, ahead: Ahead | None, waiting: int, now_s: float
+) -> None:
+    """The store's one-statement claim takes only runs the lifecycle claims whatever else holds."""
+    if claims_at_once(policy, running=ahead is not None, expired_=False, of_job_in_batch=1):  # type: ignore[arg-type]
+        assert overlap(run(policy, running=ahead, waiting=waiting), at(now_s)) is Overlap.CLAIM
+
+
+def test_a_claim_at_once_needs_its_grace_and_its_jobs_only_run_of_the_batch() -> None:
+    assert claims_at_once("forbid", running=False, expired_=False, of_job_in_batch=1)
+    assert claims_at_once("allow", running=True, expired_=False, of_job_in_batch=1)
+    assert not claims_at_once("forbid", running=True, expired_=False, of_job_in_batch=1)
+    assert not claims_at_once("forbid", running=False, expired_=True, of_job_in_batch=1)
+    assert not claims_at_once("allow", running=False, expired_=False, of_job_in_batch=2)
 
 
 @pytest.mark.parametrize(
