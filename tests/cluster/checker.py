@@ -15,7 +15,7 @@ from datetime import datetime
 from tests.cluster.receiver import Delivery
 from tests.cluster.ticks import expected_ticks
 
-OPEN = ("queued", "running")
+OPEN = ("queued", "waiting", "running")  # not ended
 Interval = tuple[datetime, datetime | None]  # [entered running, left running); None: still running
 # A queued run past its misfire grace is expired by a periodic pass of the leader, so a claim
 # may still win for a moment after the grace: a start later than grace + this is a violation.

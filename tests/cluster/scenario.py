@@ -83,8 +83,10 @@ async def probe_started(cluster: Cluster, workload: Workload, since: datetime, t
 
 
 def settle_timeout_s(cluster: Cluster) -> float:
-    """How long open runs may take to end once faults stop: a long run, its lease, a retry."""
-    return LONG_S + 3 * cluster.lease_s + cluster.ttl_ms / 1000 + 5.0
+    """How long open runs may take to end once faults stop: a long run, its lease, a retry; and
+    a waiting run of the long job, which a fault's late start made wait for its predecessor (up
+    to its misfire grace: then it runs, or ends expired)."""
+    return GRACE_S + LONG_S + 3 * cluster.lease_s + cluster.ttl_ms / 1000 + 5.0
 
 
 async def verify(
