@@ -11,9 +11,8 @@ NOTIFY so the leader's outbox pushes the new queued runs at once.
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections import defaultdict
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
@@ -23,7 +22,7 @@ from cronos import lifecycle
 from cronos.lifecycle import Ahead, Ended, NewRun, RunState
 from cronos.store import queries as q
 from cronos.store.db import columns
-from cronos.store.waiters import WAITERS_PER_JOB, wake_behind
+from cronos.store.waiters import WAITERS_PER_JOB, notify, wake_behind
 
 CHAIN_TICK_TRIES = 5
 
@@ -113,12 +112,6 @@ async def _queue_chains(conn: Any, runs: list[NewRun]) -> int:
             if (r.job_id, r.parent_run_id) not in written
         ]
     return queued
-
-
-async def notify(conn: Any, ops: Collection[tuple[str, int]]) -> None:
-    """Tell the leader (at commit) which jobs have new queued runs to push: one statement."""
-    if ops:
-        await conn.execute(q.NOTIFY_EACH, [json.dumps({"op": op, "job_id": job}) for op, job in sorted(set(ops))])
 
 
 _OUTCOME = ("run_id", "node_id", "state", "error", "traceback", "result", "duration_ms")  # FINISH_RUNS' arrays

@@ -56,17 +56,17 @@ def _taken(row: Any, due_anew: datetime | None = None) -> QueuedRun:
     return QueuedRun(row["id"], row["job_id"], tick, row["attempt"], row["trigger"], due, row["queue"])
 
 
-def _kept_late(row: Any, now: datetime) -> bool:
-    """A scheduled tick late beyond its grace that its misfire policy runs: due anew, now."""
-    late = lifecycle.late_beyond_grace(row["due_at"], now, row["misfire_grace_s"])
-    return late and row["trigger"] == "schedule" and row["attempt"] == 1
+def _late_tick(row: Any, now: datetime) -> bool:
+    """A scheduled tick late beyond its grace at `now` (manual runs, retries and chain runs: their
+    due time is their own): the misfire rule decides it, and one it keeps is due anew, now."""
+    if row["trigger"] != "schedule" or row["attempt"] != 1:
+        return False
+    return lifecycle.late_beyond_grace(row["due_at"], now, row["misfire_grace_s"])
 
 
 def _stale(row: Any, now: datetime) -> bool:
-    """A scheduled tick, late beyond its grace at `now`, that its misfire policy does not run any more."""
-    if row["trigger"] != "schedule" or row["attempt"] != 1:
-        return False  # manual runs, retries, chain runs: their due time is their own
-    if not lifecycle.late_beyond_grace(row["due_at"], now, row["misfire_grace_s"]):
+    """A late tick (`_late_tick`) that its misfire policy does not run any more."""
+    if not _late_tick(row, now):
         return False
     newest = row["cursor"] is not None and row["scheduled_for"] >= row["cursor"]
     return not lifecycle.stale_tick_runs(row["misfire_policy"], newest_written=newest)
@@ -168,7 +168,7 @@ class Ledger:
                 if stale:
                     await conn.fetch(q.RUNS_SKIP, sorted(stale), SKIP_MISFIRED)
                 push = sorted((r for r in rows if r["id"] not in stale), key=lambda r: (r["due_at"], r["id"]))
-                kept = {r["id"] for r in push if _kept_late(r, now)}
+                kept = {r["id"] for r in push if _late_tick(r, now)}
                 if push:
                     await conn.fetch(q.OUTBOX_MARK, epoch, [r["id"] for r in push], sorted(kept), now)
             return [_taken(r, now if r["id"] in kept else None) for r in push], len(stale)

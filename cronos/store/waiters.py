@@ -11,7 +11,7 @@ doubled.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence, Set
+from collections.abc import Collection, Sequence, Set
 from datetime import UTC, datetime
 from typing import Any
 
@@ -71,7 +71,7 @@ async def wake_free(conn: Any, job_ids: Sequence[int]) -> list[int]:
     for row in await conn.fetch(q.FOLLOW_UP_FACTS, [], free, 1):
         heads.setdefault(row["job_id"], []).append(row)
     woken = await wake_behind(conn, heads, {}, datetime.now(UTC))
-    await notify_woken(conn, woken)
+    await notify(conn, [("woken", job) for job in woken])
     return woken
 
 
@@ -111,6 +111,7 @@ async def sweep(conn: Any, seen_stranded: Set[int]) -> SweepResult:
     return result
 
 
-async def notify_woken(conn: Any, job_ids: Sequence[int]) -> None:
-    if job_ids:
-        await conn.execute(q.NOTIFY_EACH, [json.dumps({"op": "woken", "job_id": job}) for job in job_ids])
+async def notify(conn: Any, ops: Collection[tuple[str, int]]) -> None:
+    """Tell the leader (at commit) which jobs have new queued runs to push: one statement."""
+    if ops:
+        await conn.execute(q.NOTIFY_EACH, [json.dumps({"op": op, "job_id": job}) for op, job in sorted(set(ops))])
