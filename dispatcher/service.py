@@ -40,8 +40,12 @@ log = logging.getLogger("dispatcher.service")
 class Dispatcher:
     name = "dispatcher"
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, *, reconnect: Backoff | None = None) -> None:
         self.settings = settings
+        # A session is tried again at least every RECONNECT_CAP_S while a backend is away: after
+        # a Redis or PostgreSQL outage the cluster is leaderless for at most that (then elects and
+        # re-pushes), not for a long backoff (issue 13). Tests pass a faster one.
+        self._reconnect = reconnect or Backoff(base_s=0.1, cap_s=RECONNECT_CAP_S)
         self.keys = Keys(settings.key_prefix)
         self._stopping = asyncio.Event()
         self._state = "starting"
@@ -105,10 +109,7 @@ class Dispatcher:
         election.step_down(reason)
 
     async def run(self) -> None:
-        # A session is tried again at least every RECONNECT_CAP_S while a backend is away: after
-        # a Redis or PostgreSQL outage the cluster is leaderless for at most that (then elects and
-        # re-pushes), not for a long backoff (issue 13).
-        backoff = Backoff(base_s=0.1, cap_s=RECONNECT_CAP_S)
+        backoff = self._reconnect
         while not self._stopping.is_set():
             try:
                 await self._session(backoff)

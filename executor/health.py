@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Mapping
+from functools import partial
 
 from cronos import metrics
 from cronos.aio import wait_any
@@ -22,11 +23,13 @@ log = logging.getLogger("cronos.executor.health")
 
 Probe = Callable[[], Awaitable[object]]
 PROBE_BASE_S = 0.05
+probe_backoff = partial(Backoff, base_s=PROBE_BASE_S, cap_s=RECONNECT_CAP_S)
 
 
 class BackendHealth:
-    def __init__(self, probes: Mapping[str, Probe]) -> None:
+    def __init__(self, probes: Mapping[str, Probe], backoff: Callable[[], Backoff] = probe_backoff) -> None:
         self._probes = probes
+        self._backoff = backoff  # one per outage (tests pass a faster one)
         self._failed: set[str] = set()
         self._probing = {backend: asyncio.Lock() for backend in probes}
         self._closed = asyncio.Event()  # the drain gave up: nothing waits for a backend any more
@@ -61,7 +64,7 @@ class BackendHealth:
 
     async def _until_up(self, backend: str, stopping: asyncio.Event | None) -> bool:
         ends = [self._closed] if stopping is None else [self._closed, stopping]
-        backoff = Backoff(base_s=PROBE_BASE_S, cap_s=RECONNECT_CAP_S)
+        backoff = self._backoff()
         logged = False
         while True:
             if any(event.is_set() for event in ends):

@@ -32,7 +32,7 @@ from cronos.stream import RunStream
 from executor import heartbeat, kinds
 from executor.consumer import Consumer
 from executor.deps import Deps, wire
-from executor.health import BackendHealth
+from executor.health import BackendHealth, probe_backoff
 from executor.http_client import guarded_session
 
 log = logging.getLogger("cronos.executor")
@@ -42,8 +42,11 @@ T = TypeVar("T")
 class Executor:
     name = "executor"
 
-    def __init__(self, settings: Settings, imports: Sequence[str] = ()) -> None:
+    def __init__(
+        self, settings: Settings, imports: Sequence[str] = (), *, probe_backoff: Callable[[], Backoff] = probe_backoff
+    ) -> None:
         self.settings = settings
+        self._probe_backoff = probe_backoff  # while a backend is away (tests pass a faster one)
         self.node_id = settings.node_id
         self._imports = list(imports)
         self._stack = contextlib.AsyncExitStack()
@@ -82,7 +85,7 @@ class Executor:
         await self._until_up("postgresql", lambda: store.claim([0], self.node_id, settings.run_lease_s))
         clock = DbClock()  # due times are judged by PostgreSQL's clock, measured at start and every heartbeat
         await self._until_up("postgresql", lambda: store.sync_clock(clock))
-        health = BackendHealth({"redis": client.ping, "postgresql": store.ping})
+        health = BackendHealth({"redis": client.ping, "postgresql": store.ping}, self._probe_backoff)
         deps = self.deps = wire(
             node_id=self.node_id,
             keys=keys,

@@ -13,6 +13,7 @@ import msgspec
 import pytest
 
 from cronos import redis_client
+from cronos.backoff import Backoff
 from cronos.errors import BackendUnavailable
 from cronos.settings import Settings
 from dispatcher.service import Dispatcher
@@ -189,3 +190,28 @@ async def _logged(caplog: pytest.LogCaptureFixture, event: str) -> bool:
 
 async def _refused(proxy: Proxy, count: int) -> bool:
     return proxy.refused >= count
+
+
+async def test_a_dispatcher_outlives_an_outage_of_more_than_1024_reconnects(settings: Settings) -> None:
+    """Issue 22: the reconnect backoff computed `base * 2**attempts`, an OverflowError at attempt
+    1,024 that ended the role (a dispatcher whose PostgreSQL was away exited after 6.5 min). With
+    a fast backoff, the same 1,024+ failed sessions in seconds: the role is still there, and
+    leads again once PostgreSQL answers."""
+    reconnect = Backoff(base_s=1e-4, cap_s=1e-4)
+    async with proxied(settings.database_url, 5432) as (proxy, via):
+        proxy.cut()
+        d = Dispatcher(msgspec.structs.replace(settings, database_url=via), reconnect=reconnect)
+        task = asyncio.create_task(d.run())
+        try:
+            await wait_for(lambda: _refused_or_ended(proxy, 1100, task), timeout=40, what="1,100 failed sessions")
+            assert not task.done(), f"the role ended: {task.exception()!r}"
+            proxy.restore()
+            await wait_for(lambda: _leading(d), timeout=10, what="leading once PostgreSQL answers")
+            assert not task.done()
+        finally:
+            d.stop()
+            await asyncio.wait_for(asyncio.gather(task, return_exceptions=True), timeout=10)
+
+
+async def _refused_or_ended(proxy: Proxy, count: int, task: asyncio.Task[None]) -> bool:
+    return proxy.refused >= count or task.done()

@@ -18,6 +18,7 @@ import msgspec
 import pytest
 import redis.asyncio as aioredis
 
+from cronos.backoff import Backoff
 from cronos.keys import Keys
 from cronos.settings import Settings
 from cronos.stream import RunStream
@@ -32,6 +33,7 @@ class Proxy:
     def __init__(self, host: str, port: int) -> None:
         self.target = (host, port)
         self.open = True
+        self.refused = 0  # connections attempted while cut
         self._pipes: set[asyncio.Task[None]] = set()
         self._writers: set[asyncio.StreamWriter] = set()
         self.server: asyncio.Server | None = None
@@ -42,6 +44,7 @@ class Proxy:
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         if not self.open:
+            self.refused += 1
             writer.close()
             return
         up_reader, up_writer = await asyncio.open_connection(*self.target)
@@ -152,6 +155,35 @@ async def test_postgresql_outage_keeps_the_result_and_writes_it_once(
                 await asyncio.wait_for(task, 10)
     (run,) = await harness.runs(job)
     assert run.state == "completed" and run.result == '{"slept_s":0.5}'
+
+
+async def test_an_executor_outlives_a_postgresql_outage_of_more_than_1024_probes(
+    harness: Harness, settings: Settings, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 22: the health loop's backoff computed `base * 2**attempts`, an OverflowError at the
+    1,025th probe that ended the executor. With a fast probe backoff, 1,100 failed probes in
+    seconds: the role is still there, and runs work once PostgreSQL answers."""
+    job = await harness.job(payload={"action": "noop"}, concurrency_policy="allow")
+    async with proxied(settings.database_url) as (proxy, url):
+        own = msgspec.structs.replace(settings, database_url=url)
+        async with Executor(own, probe_backoff=lambda: Backoff(base_s=1e-4, cap_s=1e-4)) as ex:
+            task = asyncio.create_task(ex.run())
+            try:
+                proxy.cut()
+                await wait_for(lambda: _logged(caplog, "backend.waiting"), timeout=10, what="probing PostgreSQL")
+
+                async def probed_or_ended() -> bool:
+                    return proxy.refused >= 1100 or task.done()
+
+                await wait_for(probed_or_ended, timeout=40, what="1,100 failed probes")
+                assert not task.done(), f"the role ended: {task.exception()!r}"
+                proxy.restore()
+                await harness.queue(job, 0)
+                await wait_for(lambda: _equal(_states(harness, job), ["completed"]), timeout=10, what="a run")
+                assert not task.done()
+            finally:
+                ex.stop()
+                await asyncio.wait_for(asyncio.gather(task, return_exceptions=True), 10)
 
 
 async def _equal(probe: Any, expected: Any) -> bool:
