@@ -38,6 +38,7 @@ from cronos.errors import Conflict, InvalidInput, NotFound
 from cronos.models import JOB_STATUSES
 from cronos.store.audit import AuditStore
 from cronos.store.jobs import Check, Guard
+from cronos.store.queues import QueueStore
 from cronos.store.revisions import MAX_NUMBER, RevisionStore
 
 
@@ -64,11 +65,18 @@ def _checker(request: web.Request) -> tuple[Principal, Guard, Check]:
     return principal, guard, check
 
 
+async def _check_queue_cap(request: web.Request, queue: str, job_id: int | None) -> None:
+    """A job that would name one queue more than CRONOS_MAX_QUEUES: 422 on $.queue (issue 22)."""
+    backends = request.app[BACKENDS]
+    await QueueStore(await backends.pool()).check_cap(queue, job_id, backends.settings.max_queues)
+
+
 async def create_job(request: web.Request) -> web.Response:
     body = await decode(request, JobCreate)
     fields = msgspec.structs.asdict(body)
     principal, _guard, check = _checker(request)
     check(fields)
+    await _check_queue_cap(request, fields["queue"], None)
     if fields["status"] == "active" and created_past_window(fields, utc_now()):
         fields["status"] = "expired"  # nothing left to run: it ends at once, and says so
     job, secret = await (await request.app[BACKENDS].jobs()).create(fields, actor=principal.name)
@@ -98,8 +106,11 @@ async def patch_job(request: web.Request) -> web.Response:
     job_id = path_id(request)
     patch = await decode(request, JobPatch)
     principal, guard, check = _checker(request)
+    changes = patch.changes()
+    if "queue" in changes:
+        await _check_queue_cap(request, changes["queue"], job_id)
     store = await request.app[BACKENDS].jobs()
-    job = await store.update(job_id, patch.changes(), check, actor=principal.name, guard=guard)
+    job = await store.update(job_id, changes, check, actor=principal.name, guard=guard)
     return respond(job_out(job, utc_now()))
 
 

@@ -7,6 +7,8 @@ All roles in one process (as `cronos dev` runs them) share this registry, so one
 
 from __future__ import annotations
 
+import contextlib
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 REGISTRY = CollectorRegistry(auto_describe=True)
@@ -54,6 +56,16 @@ STREAM_LAG = Gauge(
     ["queue"],
     registry=REGISTRY,
 )
+QUEUE_GAUGES = (STREAM_LENGTH, STREAM_PENDING, STREAM_LAG)  # the series a queue has (one each)
+
+
+def forget_queue(queue: str) -> None:
+    """Remove a dropped queue's series: a gone queue is no series, not a stale one."""
+    for gauge in QUEUE_GAUGES:
+        with contextlib.suppress(KeyError):  # never exported in this process
+            gauge.remove(queue)
+
+
 RUNS_OVERDUE = Gauge(
     "cronos_runs_overdue",
     "Queued runs more than a second past their due time: the backlog executors have not started (leader;"

@@ -74,6 +74,24 @@ end
 return #ARGV - 1
 """
 
+# KEYS[1] a queue's stream, KEYS[2] the set of queue names; ARGV[1] the queue, ARGV[2] the group.
+# Deletes the stream and unlists the queue, only while the stream holds no entry (none unread) and
+# its group none pending: a token pushed meanwhile keeps it. 1 if dropped.
+DROP_QUEUE_IF_EMPTY = """
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  if redis.call('XLEN', KEYS[1]) > 0 then
+    return 0
+  end
+  local ok, pending = pcall(redis.call, 'XPENDING', KEYS[1], ARGV[2])
+  if ok and tonumber(pending[1]) > 0 then
+    return 0
+  end
+  redis.call('DEL', KEYS[1])
+end
+redis.call('SREM', KEYS[2], ARGV[1])
+return 1
+"""
+
 
 class Scripts:
     """The scripts registered on one client; EVALSHA with automatic reload."""
@@ -85,3 +103,4 @@ class Scripts:
         self.renew_many_if_owner = client.register_script(RENEW_MANY_IF_OWNER)
         self.acquire_many_nx = client.register_script(ACQUIRE_MANY_NX)
         self.append_batch = client.register_script(APPEND_BATCH)
+        self.drop_queue_if_empty = client.register_script(DROP_QUEUE_IF_EMPTY)

@@ -96,6 +96,15 @@ class RunStream:
         names = {_text(m) for m in await self._client.smembers(self._keys.queues)}
         return [DEFAULT_QUEUE, *sorted(names - {DEFAULT_QUEUE})]
 
+    async def drop_if_empty(self, queue: str) -> bool:
+        """Delete `queue`'s stream and unlist it, if it holds no entry and none is pending (one
+        script: a token pushed meanwhile keeps it); True if dropped. The leader's, for a queue no
+        job names; the default queue is never dropped."""
+        if queue == DEFAULT_QUEUE:
+            return False
+        keys = [self.stream_key(queue), self._keys.queues]
+        return bool(await self._scripts.drop_queue_if_empty(keys=keys, args=[queue, self.group]))
+
     async def _recreate(self) -> None:
         """Redis lost its data (a restart without persistence): make the streams and groups again
         and read on; the leader notices the loss through its marker and re-pushes queued runs."""

@@ -1,5 +1,6 @@
 """The leader's Redis housekeeping, beside the publisher: notice Redis data loss (then re-push
-the queued runs), trim acknowledged stream entries, warn while the stream is over its bound.
+the queued runs), trim acknowledged stream entries, drop the queues no job names once their
+stream is empty, warn while the stream is over its bound.
 
 Housekeeping never takes the leader down: a reply it did not expect, or Redis not answering,
 is logged and the pass is retried after a short backoff. Whether this node may still lead is
@@ -14,6 +15,7 @@ import time
 from cronos.backoff import Backoff
 from cronos.errors import BackendUnavailable
 from cronos.settings import Settings
+from cronos.store.queues import QueueStore
 from dispatcher.lifetime import Lifetime
 from dispatcher.publisher import Publisher
 from dispatcher.ticker import Ticker
@@ -26,9 +28,10 @@ RETRY_BASE_S = 0.2  # a failed pass is tried again this soon, backing off to the
 
 
 class Housekeeping:
-    def __init__(self, publisher: Publisher, ticker: Ticker, settings: Settings) -> None:
+    def __init__(self, publisher: Publisher, ticker: Ticker, settings: Settings, queues: QueueStore) -> None:
         self._publisher = publisher
         self._ticker = ticker
+        self._queues = queues
         self._maxlen = settings.stream_maxlen
         # Data loss is checked every LOSS_CHECK_S (a GET and an INFO): the tokens Redis lost are
         # pushed again within that of Redis answering, not at the next renewal or trim.
@@ -71,12 +74,17 @@ class Housekeeping:
             self._ticker.request_repush()
         if time.monotonic() - self._trimmed_at >= TRIM_INTERVAL_S:
             self._trimmed_at = time.monotonic()
-            length = await self._publisher.housekeeping()
-            over = length > self._maxlen
-            if over != self._over_bound:  # acknowledged entries are trimmed; unread ones never are
-                self._over_bound = over
-                log.log(
-                    logging.WARNING if over else logging.INFO,
-                    "run stream over its bound: executors are behind" if over else "run stream back within bound",
-                    extra={"event": "stream.over_bound" if over else "stream.within_bound", "length": length},
-                )
+            await self.tidy()
+
+    async def tidy(self) -> None:
+        """One pass over the queues: trim, drop those no job names whose stream is empty, export
+        the gauges, say when the longest stream crosses its bound."""
+        length = await self._publisher.housekeeping(await self._queues.named())
+        over = length > self._maxlen
+        if over != self._over_bound:  # acknowledged entries are trimmed; unread ones never are
+            self._over_bound = over
+            log.log(
+                logging.WARNING if over else logging.INFO,
+                "run stream over its bound: executors are behind" if over else "run stream back within bound",
+                extra={"event": "stream.over_bound" if over else "stream.within_bound", "length": length},
+            )

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 from cronos import metrics, redis_client
@@ -42,6 +43,10 @@ class Publisher:
         self.stream = RunStream(client, keys)
         self._run_id: str | None = None
         self._prepared: set[str] = set()  # queues whose group and name are in Redis (since prepare())
+        # Held while a queue is prepared and pushed to, and while one is dropped: a drop never
+        # falls between a push's group creation and its XADD (which would make a stream without
+        # a group).
+        self._queues_lock = asyncio.Lock()
 
     async def publish(self, runs: Sequence[QueuedRun], epoch: int) -> int:
         """Push each run's token onto the stream of its job's queue."""
@@ -51,9 +56,10 @@ class Publisher:
         for r in runs:
             by_queue[r.queue].append(token_of(r, epoch, due_ms=r.due_ms))
         pushed = 0
-        for queue, tokens in by_queue.items():
-            await self._prepare_queue(queue)
-            pushed += await self.stream.publish(tokens, queue)
+        async with self._queues_lock:
+            for queue, tokens in by_queue.items():
+                await self._prepare_queue(queue)
+                pushed += await self.stream.publish(tokens, queue)
         now_ms = self._clock() * 1000
         metrics.TICKS_DISPATCHED.inc(pushed)
         # A sample of a big batch is enough for the histogram's shape, and costs 1/100th of it.
@@ -106,18 +112,34 @@ class Publisher:
         """Those of `queues` whose stream holds tokens no executor has read yet."""
         return [queue for queue in queues if (await self.stream.info(queue)).lag]
 
-    async def housekeeping(self) -> int:
-        """Trim acknowledged entries (never pending ones) and export the gauges of every queue's
-        stream; the longest stream's length."""
+    async def housekeeping(self, named: Collection[str]) -> int:
+        """Trim acknowledged entries (never pending ones), drop the queues no job names (`named`)
+        once their stream is empty, and export the gauges of every other queue's stream; the
+        longest stream's length."""
         longest = 0
         for queue in await self.queues():
             await self.stream.trim_acknowledged(queue)
+            if queue not in named and await self._drop(queue):
+                continue
             info = await self.stream.info(queue)
             metrics.STREAM_LENGTH.labels(queue=queue).set(info.length)
             metrics.STREAM_PENDING.labels(queue=queue).set(info.pending)
             metrics.STREAM_LAG.labels(queue=queue).set(info.lag or 0)
             longest = max(longest, info.length)
         return longest
+
+    async def _drop(self, queue: str) -> bool:
+        """Drop `queue` (its stream, its name, its series) if its stream is empty; True if dropped.
+        A queue left behind by deleted jobs otherwise costs every pass, /api/cluster and /metrics
+        forever (issue 22: 1,000 of them, a quarter of a core idle). A job naming it later makes
+        it again with its first push."""
+        async with self._queues_lock:
+            if not await self.stream.drop_if_empty(queue):
+                return False
+            self._prepared.discard(queue)
+        metrics.forget_queue(queue)
+        log.info("queue dropped: no job names it", extra={"event": "queue.dropped", "queue": queue})
+        return True
 
     async def _server_run_id(self) -> str:
         # The server holding the streams (in a cluster, the master of their slot).

@@ -31,6 +31,7 @@ from cronos.redis_client import Redis
 from cronos.settings import Settings
 from cronos.store.ledger import Ledger
 from cronos.store.partitions import PartitionStore
+from cronos.store.queues import QueueStore
 from cronos.store.runs import RunStore
 from dispatcher import reaper, retention
 from dispatcher.auditor import Auditor
@@ -125,7 +126,7 @@ class Term:
             on_ping=election.db_ok,
             clock=self._clock,
         )
-        housekeeping = Housekeeping(self._publisher, self.ticker, settings)
+        housekeeping = Housekeeping(self._publisher, self.ticker, settings, QueueStore(self._pool))
         loops = {
             "renew": self._renew(),
             "listen": listener.run(),

@@ -119,6 +119,23 @@ RETURNING webhook_secret
 """
 JOB_DELETE = "DELETE FROM jobs WHERE id = $1 RETURNING id"
 JOB_COUNT_BY_STATUS = "SELECT status, count(*) AS n FROM jobs GROUP BY status"
+# The queues jobs name, each once: a skip scan of the jobs_queue index (one probe per queue, not a
+# read of every job), for the leader's dropping of idle queues and the cap on their number.
+QUEUES_NAMED = """
+WITH RECURSIVE named (queue) AS (
+    (SELECT queue FROM jobs ORDER BY queue LIMIT 1)
+    UNION ALL
+    SELECT (SELECT j.queue FROM jobs j WHERE j.queue > named.queue ORDER BY j.queue LIMIT 1)
+    FROM named
+    WHERE named.queue IS NOT NULL
+)
+SELECT queue FROM named WHERE queue IS NOT NULL
+"""
+# Job $1's queue when no other job names it (the queue goes if the job leaves it); no row otherwise.
+QUEUE_NAMED_ONLY_BY = """
+SELECT j.queue FROM jobs j
+WHERE j.id = $1 AND NOT EXISTS (SELECT 1 FROM jobs o WHERE o.queue = j.queue AND o.id <> j.id)
+"""
 # A manual trigger: one queued run due now, even for a paused job. No row: the job is
 # missing, or (vanishingly rare) a run with the same tick identity exists; retry then.
 RUN_INSERT_MANUAL = """

@@ -26,7 +26,7 @@ class _Publisher:
             raise failure
         return None
 
-    async def housekeeping(self) -> int:
+    async def housekeeping(self, named: object) -> int:
         return 0
 
 
@@ -53,7 +53,7 @@ async def test_failures_of_every_kind_are_logged_and_retried_sooner_than_the_int
         None,
     ]
     publisher = _Publisher(failures)
-    housekeeping = Housekeeping(publisher, object(), Settings())  # type: ignore[arg-type]
+    housekeeping = Housekeeping(publisher, object(), Settings(), object())  # type: ignore[arg-type]
     term = _Term(passes=4)
     caplog.set_level(logging.WARNING)
     with pytest.raises(asyncio.CancelledError):
