@@ -44,8 +44,8 @@ async def _redis_view(backends: Backends) -> tuple[str | None, list[NodeOut], di
     found = await backends.redis_call(nodes(client, keys))
     stream = RunStream(client, keys)
     queues: dict[str, StreamOut] = {}
-    for queue in await backends.redis_call(stream.known_queues()):
-        info = await backends.redis_call(stream.info(queue))
+    infos = await backends.redis_call(stream.infos(await backends.redis_call(stream.known_queues())))
+    for queue, info in infos.items():
         queues[queue] = StreamOut(length=info.length, pending=info.pending, lag=info.lag, consumers=info.consumers)
     now_s = time.time()
     leader = holder.decode() if isinstance(holder, bytes) else holder

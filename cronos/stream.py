@@ -234,22 +234,41 @@ class RunStream:
             groups = await self._client.xinfo_groups(key)
         except ResponseError:
             return StreamInfo(0, 0, None, {}, None)
-        group = next((g for g in groups if _text(g.get("name")) == self.group), None)
+        group = self._group_of(groups)
         if group is None:
             return StreamInfo(length, 0, None, {}, None)
         try:
             replies = await self._client.xinfo_consumers(key, self.group)
         except ResponseError:  # the group went away meanwhile (Redis lost its data)
             replies = []
-        consumers = {_text(c.get("name")): int(c.get("pending", 0)) for c in replies}
-        lag = group.get("lag")
-        return StreamInfo(
-            length=length,
-            pending=int(group.get("pending", 0)),
-            lag=int(lag) if lag is not None else None,
-            consumers=consumers,
-            last_delivered_id=_entry_id(group.get("last-delivered-id")),
-        )
+        return _stream_info(length, group, replies)
+
+    async def infos(self, queues: Sequence[str]) -> dict[str, StreamInfo]:
+        """`info` of each of `queues` in two pipelined round trips, not three per queue (/api/cluster)."""
+        pipe = self._client.pipeline(transaction=False)
+        for queue in queues:
+            pipe.xlen(self.stream_key(queue))
+            pipe.xinfo_groups(self.stream_key(queue))
+        replies = await pipe.execute(raise_on_error=False)
+        found: dict[str, tuple[int, dict[str, Any]]] = {}
+        infos = {queue: StreamInfo(0, 0, None, {}, None) for queue in queues}
+        for queue, length, groups in zip(queues, replies[::2], replies[1::2], strict=True):
+            if isinstance(length, ResponseError) or isinstance(groups, ResponseError):
+                continue  # no such stream
+            if (group := self._group_of(groups)) is None:
+                infos[queue] = StreamInfo(int(length), 0, None, {}, None)
+            else:
+                found[queue] = (int(length), group)
+        pipe = self._client.pipeline(transaction=False)
+        for queue in found:
+            pipe.xinfo_consumers(self.stream_key(queue), self.group)
+        consumers = await pipe.execute(raise_on_error=False) if found else []
+        for (queue, (length, group)), replies in zip(found.items(), consumers, strict=True):
+            infos[queue] = _stream_info(length, group, [] if isinstance(replies, ResponseError) else replies)
+        return infos
+
+    def _group_of(self, groups: Iterable[dict[str, Any]]) -> dict[str, Any] | None:
+        return next((g for g in groups if _text(g.get("name")) == self.group), None)
 
     async def trim_acknowledged(self, queue: str = DEFAULT_QUEUE) -> int:
         """Drop entries below both the oldest pending entry and the group's read position.
@@ -275,6 +294,17 @@ class RunStream:
             if not _stream_lost(exc):
                 raise
             return 0
+
+
+def _stream_info(length: int, group: dict[str, Any], consumers: Iterable[dict[str, Any]]) -> StreamInfo:
+    lag = group.get("lag")
+    return StreamInfo(
+        length=length,
+        pending=int(group.get("pending", 0)),
+        lag=int(lag) if lag is not None else None,
+        consumers={_text(c.get("name")): int(c.get("pending", 0)) for c in consumers},
+        last_delivered_id=_entry_id(group.get("last-delivered-id")),
+    )
 
 
 def _delivery(entry_id: bytes, fields: dict[bytes, bytes], queue: str) -> Delivery:

@@ -159,6 +159,16 @@ async def test_stream_scripts_locks_and_presence_work_on_a_cluster(
     await stream.settle([d.ref for d in got], ticks, lock_keys)
     assert (await stream.info()).pending == 0
     assert await client.exists(*lock_keys) == 0
+    # /api/cluster's pipelined reads, and the leader's drop of an idle queue (one script, slot {runs}).
+    assert await stream.infos(["default", "absent"]) == {
+        "default": await stream.info(),
+        "absent": await stream.info("absent"),
+    }
+    await stream.ensure_group("idle")
+    await stream.list_queue("idle")
+    assert await stream.known_queues() == ["default", "idle"]
+    assert await stream.drop_if_empty("idle") and not await stream.drop_if_empty("default")
+    assert await stream.known_queues() == ["default"] and not await client.exists(keys.queue_stream("idle"))
 
     leader = OwnedLock(client, scripts, keys.leader, "n1", 5000)
     other = OwnedLock(client, scripts, keys.leader, "n2", 5000)
