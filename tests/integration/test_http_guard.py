@@ -148,6 +148,30 @@ async def test_loopback_literals_refused(
     assert receiver.requests == []
 
 
+@pytest.mark.parametrize("host", ["[::ffff:127.0.0.1]", "[::ffff:7f00:1]"])
+async def test_an_ipv6_allow_list_does_not_open_ipv4_loopback(
+    harness: Harness, settings: Settings, receiver: Receiver, host: str
+) -> None:
+    """Issue 22 item 8: `::/0` allowed every IPv6 address, IPv4-mapped ones too, so the receiver
+    on 127.0.0.1 was reached through [::ffff:127.0.0.1]. The IPv4 inside is judged as IPv4."""
+    open_v6 = msgspec.structs.replace(settings, http_allow_nets=("192.0.2.0/24", "::/0"))
+    _, run = await _run(harness, open_v6, {"url": f"http://{host}:{receiver.port}/hook"})
+    assert run.state == "failed" and run.error is not None
+    assert run.error.startswith("refused by the SSRF guard: "), run.error
+    assert "IPv4-mapped (::ffff:0:0/96) for 127.0.0.1, which is loopback (127.0.0.0/8)" in run.error
+    assert receiver.requests == []
+
+
+async def test_the_session_under_an_ipv6_allow_list_refuses_a_mapped_loopback(receiver: Receiver) -> None:
+    """The connect-time check alone (the kind's literal check left out): the socket factory."""
+    async with guarded_session(("::/0",)) as session:
+        with pytest.raises(aiohttp.ClientError) as caught:
+            await session.get(f"http://[::ffff:127.0.0.1]:{receiver.port}/")
+        refused = guard_refusal(caught.value)
+        assert refused is not None and "for 127.0.0.1, which is loopback (127.0.0.0/8)" in refused.reason
+    assert receiver.requests == []
+
+
 async def test_the_session_itself_connects_only_to_allowed_addresses(receiver: Receiver) -> None:
     """Without the kind's literal check: the resolver (names) and the socket factory (literals)."""
     async with guarded_session(()) as session:
