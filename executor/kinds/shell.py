@@ -29,21 +29,35 @@ ms, only in those cases). Then the pipes are closed and the child reaped (REAP_W
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
 import os
-from collections.abc import Mapping
+import pwd
+import signal
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
 
 import msgspec
 
+from cronos.errors import ConfigError
 from cronos.payloads import ShellPayload
+from cronos.settings import Settings
 from cronos.store.runs import ClaimedRun
 from executor.kinds import leftovers
 from executor.kinds.base import Capture, Env, RunFailed
+from executor.kinds.launcher import prctl
+
+log = logging.getLogger("cronos.executor")
 
 SAFE_PATH = "/usr/local/bin:/usr/bin:/bin"
 LANG = "C.UTF-8"
 PIPE_GRACE_S = 0.5  # after the child exits, how long a process still holding its pipes may write
 REAP_WAIT_S = 2.0  # after SIGKILL, how long to wait for the child's exit before closing anyway
 STDOUT, STDERR = 1, 2
+PR_SET_DUMPABLE = 4
+LAUNCHER = str(Path(__file__).with_name("launcher.py"))
 HOME = os.path.expanduser("~")  # the executor's user's home (from HOME, else the password database)
 
 
@@ -64,6 +78,55 @@ def child_env(env: Mapping[str, str], home: str) -> dict[str, str]:
     return {"PATH": SAFE_PATH, "HOME": home, "LANG": LANG, **env}
 
 
+@dataclass(frozen=True, slots=True)
+class RunAs:
+    """The user shell jobs run as (CRONOS_SHELL_USER)."""
+
+    uid: int
+    gid: int
+    groups: tuple[int, ...]
+    home: str
+
+
+def run_as(name: str) -> RunAs | None:
+    """The user `name` names; None when it is empty or the executor's own user (no switch)."""
+    if not name:
+        return None
+    try:
+        entry = pwd.getpwnam(name)
+    except KeyError:
+        raise RunFailed(f"CRONOS_SHELL_USER {name!r} is not a user on this host") from None
+    if entry.pw_uid == os.geteuid():
+        return None
+    return RunAs(entry.pw_uid, entry.pw_gid, tuple(os.getgrouplist(name, entry.pw_gid)), entry.pw_dir)
+
+
+def prepare(settings: Settings) -> None:
+    """At the executor's start, when shell jobs are allowed. The executor becomes non-dumpable: a
+    process of its user (a shell job) can then neither read /proc/<executor>/environ nor ptrace it;
+    root still can, so a root executor should name CRONOS_SHELL_USER (a warning says so)."""
+    if not settings.allow_shell:
+        return
+    try:
+        user = run_as(settings.shell_user)
+    except RunFailed as exc:
+        raise ConfigError(exc.message) from None
+    if user is not None and os.geteuid() != 0:
+        raise ConfigError(f"CRONOS_SHELL_USER: only a root executor can run jobs as {settings.shell_user!r}")
+    prctl(PR_SET_DUMPABLE, 0)
+    if user is None and os.geteuid() == 0:
+        log.warning(
+            "shell jobs run as root: they can read the executor's secrets in /proc; set CRONOS_SHELL_USER",
+            extra={"event": "executor.shell_as_root"},
+        )
+
+
+def launcher_argv(argv: Sequence[str], status_fd: int, parent: int, user: RunAs | None) -> list[str]:
+    """The launcher's command line (see executor.kinds.launcher). Pure."""
+    ids = [str(user.uid), str(user.gid), ",".join(map(str, user.groups))] if user else ["-1", "-1", ""]
+    return [sys.executable, "-I", "-S", LAUNCHER, str(status_fd), str(PIPE_GRACE_S), str(parent), *ids, "--", *argv]
+
+
 async def run(run: ClaimedRun, env: Env) -> str | None:
     if not env.settings.allow_shell:
         raise RunFailed("shell jobs are disabled on this executor (set CRONOS_ALLOW_SHELL=1 to allow them)")
@@ -74,32 +137,52 @@ async def run(run: ClaimedRun, env: Env) -> str | None:
     refusal = env_refusal(payload.env)
     if refusal is not None:
         raise RunFailed(refusal)
+    user = run_as(env.settings.shell_user)
     loop = asyncio.get_running_loop()
     limit = env.settings.result_max_bytes
+    status_r, status_w = os.pipe()
     try:
-        transport, child = await loop.subprocess_exec(
-            lambda: _Child(loop, limit),
-            *payload.argv,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            cwd=payload.cwd,
-            env=child_env(payload.env, HOME),
-            start_new_session=True,
-        )
-    except (OSError, ValueError) as exc:  # ValueError: a NUL in argv or cwd
-        raise RunFailed(f"could not start {payload.argv[0]!r}: {exc}") from exc
-    try:
-        await child.exited
-        await asyncio.wait([child.drained], timeout=PIPE_GRACE_S)
+        try:
+            transport, child = await loop.subprocess_exec(
+                lambda: _Child(loop, limit),
+                *launcher_argv(payload.argv, status_w, os.getpid(), user),
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                cwd=payload.cwd,
+                env=child_env(payload.env, user.home if user else HOME),  # the launcher's too: $PPID's
+                start_new_session=True,
+                pass_fds=(status_w,),
+            )
+        except (OSError, ValueError) as exc:  # ValueError: a NUL in argv or cwd
+            raise RunFailed(f"could not start {payload.argv[0]!r}: {exc}") from exc
+        finally:
+            os.close(status_w)
+        try:
+            await child.exited
+            await asyncio.wait([child.drained], timeout=PIPE_GRACE_S)
+        finally:
+            await _end(transport, child)
+        status = _status(status_r)
     finally:
-        await _end(transport, child)
-    code = transport.get_returncode()
+        os.close(status_r)
+    if status.startswith("error "):
+        raise RunFailed(f"could not start {payload.argv[0]!r}: {status.removeprefix('error ')}")
+    code = int(status.removeprefix("exit ")) if status.startswith("exit ") else transport.get_returncode()
     stdout, stderr = (child.output[fd].excerpt() for fd in (STDOUT, STDERR))
     result = f"exit {code}\nstdout:\n{stdout}\nstderr:\n{stderr}"
     if code != 0:
         raise RunFailed(f"exit code {code}", result=result)
     return result
+
+
+def _status(fd: int) -> str:
+    """The launcher's one line (written before it exited); empty when it was killed first."""
+    os.set_blocking(fd, False)
+    try:
+        return os.read(fd, 65536).decode(errors="replace").strip()
+    except BlockingIOError:
+        return ""
 
 
 class _Child(asyncio.SubprocessProtocol):
@@ -126,7 +209,11 @@ class _Child(asyncio.SubprocessProtocol):
 
 async def _end(transport: asyncio.SubprocessTransport, child: _Child) -> None:
     """Kill what is left, close the pipes, reap the child (see the module docstring)."""
-    running = transport.get_returncode() is None
+    running = not child.exited.done()
+    if running:  # SIGTERM: the launcher kills and reaps every process of the run, then exits
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(transport.get_pid(), signal.SIGTERM)
+        await asyncio.wait([child.exited], timeout=REAP_WAIT_S)
     held = [inode for inode in (_open_pipe_inode(transport, fd) for fd in (STDOUT, STDERR)) if inode]
     leftovers.kill_leftovers(transport.get_pid(), held, thorough=running or bool(held))
     for fd in (STDOUT, STDERR):  # the readers stop now, even if an unkillable process holds the pipes
@@ -134,7 +221,7 @@ async def _end(transport: asyncio.SubprocessTransport, child: _Child) -> None:
         if pipe is not None:
             pipe.close()
     try:
-        if running:  # close() before the exit is reported would reap behind the child watcher's back
+        if not child.exited.done():  # close() before the exit is reported would reap behind the child watcher's back
             await asyncio.wait([child.exited], timeout=REAP_WAIT_S)
     finally:
         transport.close()
