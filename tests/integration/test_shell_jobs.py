@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import os
 import signal
+import sys
 import time
 import tracemalloc
 from dataclasses import dataclass
@@ -400,3 +401,54 @@ async def test_a_job_run_as_the_shell_user_cannot_read_the_executors_environment
     for leaked in (secret, token, settings.database_url, "EXECUTOR_ONLY_SECRET", "DATABASE_URL"):
         assert leaked not in run.result, f"{leaked} read by the job: {run.result}"
     assert run.result.count("Permission denied") == 2, run.result  # both were tried
+
+
+# --- the launcher in between keeps what the executor reported -----------------------------------
+
+
+async def test_a_command_that_cannot_start_or_dies_of_a_signal_is_reported_as_before(
+    harness: Harness, settings: Settings
+) -> None:
+    missing = await harness.job(kind="shell", payload={"argv": ["no-such-program-x"]})
+    killed = await harness.job(kind="shell", payload={"argv": ["sh", "-c", "echo bye; kill -9 $$"]})
+    for job in (missing, killed):
+        await harness.queue(job)
+    async with Executor(_shell_settings(settings)) as ex:
+        await ex.run_once()
+    (run,) = await harness.runs(missing)
+    assert (run.state, run.error) == (
+        "failed",
+        "could not start 'no-such-program-x': [Errno 2] No such file or directory: 'no-such-program-x'",
+    )
+    (run,) = await harness.runs(killed)
+    assert (run.state, run.error, run.result) == ("failed", "exit code -9", "exit -9\nstdout:\nbye\n\nstderr:\n")
+
+
+_DIES = """
+import os, subprocess, sys, time
+from executor.kinds import shell
+status_r, status_w = os.pipe()
+argv = ["sh", "-c", f"echo $$ > {sys.argv[1]}; exec sleep 300"]
+subprocess.Popen(shell.launcher_argv(argv, status_w, os.getpid(), None), pass_fds=(status_w,), start_new_session=True)
+time.sleep(300)
+"""
+
+
+async def test_the_executors_death_ends_its_shell_runs(tmp_path: Path) -> None:
+    """kill -9 of the executor: its launchers get SIGTERM (PR_SET_PDEATHSIG) and kill their runs,
+    which would otherwise run on unowned while the run is retried elsewhere."""
+    pidfile = tmp_path / "job.pid"
+    executor = await asyncio.create_subprocess_exec(sys.executable, "-c", _DIES, str(pidfile))
+    try:
+
+        async def started() -> str:
+            return _read(pidfile)
+
+        job = int(await wait_for(started, timeout=10, what="the job to start"))
+        executor.kill()
+        await executor.wait()
+        await _wait_gone(job, "the orphaned run's process")
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            executor.kill()
+        _kill_if_sleeping(pidfile)
