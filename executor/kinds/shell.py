@@ -1,29 +1,41 @@
 """`shell` runs: an argv list (never a shell string), off unless the operator allows it.
 
 Environment. The child never sees the executor's environment (it holds DATABASE_URL and
-the like). It gets `PATH=/usr/local/bin:/usr/bin:/bin`, `HOME` (the home of the user the
-executor runs as), `LANG=C.UTF-8` (whatever the executor's locale: output reads the same
-on every node), then the job's own `env` on top (which may change HOME and LANG). A job's
-env may not set PATH (it also picks the program argv[0] names), LD_* or PYTHON*, nor use
-a name that is empty or holds `=` or NUL, nor a value with NUL: the API refuses such a
-job, and one stored before that check fails here naming the key, before anything starts.
+the like). It gets `PATH=/usr/local/bin:/usr/bin:/bin`, `HOME` (the home of the user it
+runs as), `LANG=C.UTF-8` (whatever the executor's locale: output reads the same on every
+node), then the job's own `env` on top (which may change HOME and LANG). A job's env may
+not set PATH (it also picks the program argv[0] names), LD_* or PYTHON*, nor use a name
+that is empty or holds `=` or NUL, nor a value with NUL: the API refuses such a job, and
+one stored before that check fails here naming the key, before anything starts.
+
+User. The executor's own, unless CRONOS_SHELL_USER names another (the executor must then
+run as root). A job of the executor's user could read /proc/<executor>/environ, so the
+executor makes itself non-dumpable (`prepare`): then only root can, and a root executor
+without a shell user logs a warning at start.
+
+Launcher. The child is started through `executor.kinds.launcher`, with the child's
+environment: the job's parent, /proc/$PPID/environ, holds nothing of the executor's. The
+launcher is a child subreaper: what the command orphans (`setsid -f`, a daemon's double
+fork) stays its descendant, and it kills every descendant before it exits.
 
 Output. stdout and stderr are read as they arrive, at the pipe's pace (the child never
 blocks on a full pipe), and each is kept only as far as the stored excerpt needs: its
 first and last result_max_bytes / 2 (`Capture`); what lies between is counted and
 dropped, so the executor's memory stays flat whatever the child prints.
 
-Ending. The child leads its own session and process group. The run ends when the child
-exits and its pipes reach end of file. A process left holding the pipes after the child
-exited (a background grandchild, or one that escaped the group with `setsid`) gets
-PIPE_GRACE_S (0.5 s) to finish writing, then the run ends anyway, by the child's exit
-code. At a timeout, a drain or lost ownership the run ends at once (no SIGTERM first: a
-run past its deadline has had its time). However the run ends, what is left of its
-processes is sent SIGKILL, so a job cannot leave a process behind (a daemon belongs to
-a service manager): its process group always and, when the child was still running or
-the pipes still held, everything `leftovers` finds in /proc (its session, its
-descendants, whoever holds its pipes: escaped grandchildren included; a scan of a few
-ms, only in those cases). Then the pipes are closed and the child reaped (REAP_WAIT_S).
+Ending. The launcher leads its own session and process group, the command in it. The run
+ends when the launcher exits and its pipes reach end of file. After the command exits,
+what it left running (a background writer, one that escaped with `setsid`) gets
+PIPE_GRACE_S (0.5 s) to finish, then the launcher SIGKILLs it and the run ends, by the
+command's exit code. At a timeout, a drain or lost ownership the run ends at once: the
+launcher gets SIGTERM and SIGKILLs every process of the run (no SIGTERM to them first: a
+run past its deadline has had its time); and so when the executor dies (PR_SET_PDEATHSIG).
+So a job cannot leave a process behind (a daemon belongs to a service manager). Should the
+launcher be gone or stuck (a job of the executor's own user can kill it), the executor
+SIGKILLs its process group and, when the launcher was still running or the pipes still
+held, everything `leftovers` finds in /proc (its session, its descendants, whoever holds
+its pipes; a scan of a few ms, only in those cases). Then the pipes are closed and the
+launcher reaped (REAP_WAIT_S).
 """
 
 from __future__ import annotations
