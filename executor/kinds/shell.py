@@ -221,13 +221,15 @@ class _Child(asyncio.SubprocessProtocol):
 
 async def _end(transport: asyncio.SubprocessTransport, child: _Child) -> None:
     """Kill what is left, close the pipes, reap the child (see the module docstring)."""
-    running = not child.exited.done()
-    if running:  # SIGTERM: the launcher kills and reaps every process of the run, then exits
+    if not child.exited.done():  # SIGTERM: the launcher kills and reaps every process of the run, then exits
         with contextlib.suppress(ProcessLookupError):
             os.kill(transport.get_pid(), signal.SIGTERM)
         await asyncio.wait([child.exited], timeout=REAP_WAIT_S)
+        if child.exited.done():  # the pipes end with it, unless a process it lost holds them
+            await asyncio.wait([child.drained], timeout=PIPE_GRACE_S)
+    stuck = not child.exited.done()  # the launcher's pid is still its own: a scan by it is safe
     held = [inode for inode in (_open_pipe_inode(transport, fd) for fd in (STDOUT, STDERR)) if inode]
-    leftovers.kill_leftovers(transport.get_pid(), held, thorough=running or bool(held))
+    leftovers.kill_leftovers(transport.get_pid(), held, thorough=stuck or bool(held))
     for fd in (STDOUT, STDERR):  # the readers stop now, even if an unkillable process holds the pipes
         pipe = transport.get_pipe_transport(fd)
         if pipe is not None:

@@ -452,3 +452,22 @@ async def test_the_executors_death_ends_its_shell_runs(tmp_path: Path) -> None:
         with contextlib.suppress(ProcessLookupError):
             executor.kill()
         _kill_if_sleeping(pidfile)
+
+
+async def test_a_job_that_kills_its_launcher_still_leaves_nothing(
+    harness: Harness, settings: Settings, tmp_path: Path
+) -> None:
+    """The second line: a job of the executor's own user can SIGKILL its launcher; what it left
+    holding the pipes is then found by the executor's /proc scan (its session, the pipes)."""
+    pidfile = tmp_path / "left.pid"
+    script = f"sh -c 'echo $$ > {pidfile}; exec sleep 300' & {_UNTIL.format(pidfile=pidfile)}; kill -9 $PPID; wait"
+    job = await harness.job(kind="shell", payload={"argv": ["sh", "-c", script]}, timeout_s=20)
+    await harness.queue(job)
+    try:
+        async with Executor(_shell_settings(settings)) as ex:
+            await ex.run_once()
+        (run,) = await harness.runs(job)
+        assert (run.state, run.error) == ("failed", "exit code -9")  # the launcher's own end, reported
+        await _wait_gone(int(_read(pidfile)), "the process left by a job that killed its launcher")
+    finally:
+        _kill_if_sleeping(pidfile)
