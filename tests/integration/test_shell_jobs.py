@@ -298,7 +298,7 @@ def _escape_argv(how: str, pidfile: Path) -> list[str]:
         "setsid-f": ["sh", "-c", f"{setsid_f}; {until}"],
         "setsid-f-let-go-of-the-pipes": ["sh", "-c", f"{setsid_f} >/dev/null 2>&1; {until}"],
         "setsid-f-then-timeout": ["sh", "-c", f"{setsid_f} >/dev/null 2>&1; {until}; exec sleep 30"],
-        "python-double-fork-setsid": ["python3", "-c", _DOUBLE_FORK, str(pidfile)],
+        "python-double-fork-setsid": [sys.executable, "-c", _DOUBLE_FORK, str(pidfile)],
     }[how]
 
 
