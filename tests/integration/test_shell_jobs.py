@@ -364,7 +364,9 @@ async def test_a_job_run_as_the_shell_user_cannot_read_the_executors_environment
     harness: Harness, settings: Settings, tmp_path: Path
 ) -> None:
     """A real `cronos executor` process, secrets in its environment, CRONOS_SHELL_USER=nobody: the job
-    reads neither its parent's (the launcher's) environment nor the executor's, given its pid."""
+    reads neither its parent's (the launcher's) environment nor the executor's, given its pid.
+    (A non-root executor and a job of its own user: the executor is non-dumpable, `prepare`; the
+    unit test checks the flag, the kernel does the rest.)"""
     secret = f"executor-only-{os.urandom(8).hex()}"
     token = f"admin-token-{os.urandom(16).hex()}"
     env = {
@@ -374,10 +376,10 @@ async def test_a_job_run_as_the_shell_user_cannot_read_the_executors_environment
         "CRONOS_KEY_PREFIX": settings.key_prefix,
         "CRONOS_NODE_ID": f"{settings.node_id}-env",
         "CRONOS_ALLOW_SHELL": "1",
-        "CRONOS_SHELL_USER": "nobody",
         "CRONOS_ADMIN_TOKEN": token,
         "CRONOS_LOG_FORMAT": "json",
         "EXECUTOR_ONLY_SECRET": secret,
+        "CRONOS_SHELL_USER": "nobody",
     }
     log = tmp_path / "executor.log"
     with log.open("wb") as out:
