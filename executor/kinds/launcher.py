@@ -8,9 +8,9 @@ standard library alone (`-I -S`: no site-packages, no PYTHON* variable read), ru
 
 It makes itself a child subreaper (Linux, prctl PR_SET_CHILD_SUBREAPER): whatever the command
 starts and orphans -- `setsid -f`, a daemon's double fork -- is re-parented to it instead of to
-init, so every process of the run stays its descendant. It starts the command (as UID:GID with
-GROUPS when they are not -1: CRONOS_SHELL_USER; the launcher keeps its own user, so the job
-cannot signal it), waits for it, gives what the command left running GRACE_S to finish
+init, so every process of the run stays its descendant. It starts the command in a process
+group of its own, in the launcher's session (as UID:GID with GROUPS when they are not -1:
+CRONOS_SHELL_USER; the launcher keeps its own user, so the job cannot signal it), waits for it, gives what the command left running GRACE_S to finish
 (PIPE_GRACE_S: a background writer), then SIGKILLs every descendant and reaps it. SIGTERM (the
 executor's timeout, cancel or drain) and the executor's death (PR_SET_PDEATHSIG) skip straight
 to the kill. It exits after the last descendant is gone.
@@ -124,7 +124,8 @@ def main(args: list[str]) -> int:
             raise _Stop
         user = {} if int(uid) < 0 else {"user": int(uid), "group": int(gid), "extra_groups": _ints(groups)}
         try:
-            child = subprocess.Popen(argv, **user)  # type: ignore[call-overload]
+            # Its own process group, as before the launcher: `kill -$$` and `kill 0` end the command, not us.
+            child = subprocess.Popen(argv, process_group=0, **user)  # type: ignore[call-overload]
         except (OSError, ValueError, subprocess.SubprocessError) as exc:
             line = f"error {exc}"
         else:

@@ -23,7 +23,8 @@ blocks on a full pipe), and each is kept only as far as the stored excerpt needs
 first and last result_max_bytes / 2 (`Capture`); what lies between is counted and
 dropped, so the executor's memory stays flat whatever the child prints.
 
-Ending. The launcher leads its own session and process group, the command in it. The run
+Ending. The launcher leads its own session and process group; the command leads a process
+group of its own in that session (so `kill -$$` and `kill 0` in a script end the command). The run
 ends when the launcher exits and its pipes reach end of file. After the command exits,
 what it left running (a background writer, one that escaped with `setsid`) gets
 PIPE_GRACE_S (0.5 s) to finish, then the launcher SIGKILLs it and the run ends, by the

@@ -473,3 +473,18 @@ async def test_a_job_that_kills_its_launcher_still_leaves_nothing(
         await _wait_gone(int(_read(pidfile)), "the process left by a job that killed its launcher")
     finally:
         _kill_if_sleeping(pidfile)
+
+
+async def test_the_command_still_leads_its_own_process_group(harness: Harness, settings: Settings) -> None:
+    """`kill -$$` (a script ending its own group) and `kill 0` keep working, and end the command alone."""
+    jobs = [
+        await harness.job(kind="shell", payload={"argv": ["sh", "-c", f"{kill}; sleep 5"]}, timeout_s=10)
+        for kill in ("kill -TERM -$$", "kill -TERM 0")
+    ]
+    for job in jobs:
+        await harness.queue(job)
+    async with Executor(_shell_settings(settings)) as ex:
+        await ex.run_once()
+    for job in jobs:
+        (run,) = await harness.runs(job)
+        assert (run.state, run.error) == ("failed", "exit code -15"), (job, run.result)
