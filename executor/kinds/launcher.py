@@ -10,10 +10,11 @@ It makes itself a child subreaper (Linux, prctl PR_SET_CHILD_SUBREAPER): whateve
 starts and orphans -- `setsid -f`, a daemon's double fork -- is re-parented to it instead of to
 init, so every process of the run stays its descendant. It starts the command in a process
 group of its own, in the launcher's session (as UID:GID with GROUPS when they are not -1:
-CRONOS_SHELL_USER; the launcher keeps its own user, so the job cannot signal it), waits for it, gives what the command left running GRACE_S to finish
-(PIPE_GRACE_S: a background writer), then SIGKILLs every descendant and reaps it. SIGTERM (the
-executor's timeout, cancel or drain) and the executor's death (PR_SET_PDEATHSIG) skip straight
-to the kill. It exits after the last descendant is gone.
+CRONOS_SHELL_USER; the launcher keeps its own user, so the job cannot signal it), waits for it,
+gives what the command left running GRACE_S to finish (PIPE_GRACE_S: a background writer),
+then SIGKILLs every descendant and reaps it. SIGTERM (the executor's timeout, cancel or drain)
+and the executor's death (PR_SET_PDEATHSIG) skip straight to the kill. It exits after the last
+descendant is gone.
 
 What it has to say goes to STATUS_FD, one line: `exit N` (the command's exit code, -signal
 when a signal ended it, as asyncio reports it), or `error MESSAGE` when the command could not
@@ -26,9 +27,9 @@ import contextlib
 import ctypes
 import os
 import signal
-import subprocess
 import sys
 import time
+import warnings  # noqa: F401  os.execvp imports it: here, before the user switch (the stdlib may be unreadable to that user)
 
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
@@ -96,6 +97,40 @@ def kill_all(me: int) -> None:
         time.sleep(POLL_S)
 
 
+def spawn(argv: list[str], ids: tuple[int, int, list[int]] | None) -> int:
+    """fork and exec `argv` (PATH from this environment) in a process group of its own (so a
+    script's `kill -$$` and `kill 0` end the command, not the launcher), as `ids` (uid, gid,
+    groups) when given. Its pid; an OSError worded as subprocess words it when exec failed.
+    (Not subprocess: its import alone doubled the launcher's start time and private memory.)"""
+    errors_r, errors_w = os.pipe()  # close-on-exec: end of file and nothing else once exec worked
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(errors_r)
+            os.setpgid(0, 0)
+            for signum in (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGTERM):  # exec keeps what Python ignores
+                signal.signal(signum, signal.SIG_DFL)
+            if ids is not None:
+                uid, gid, groups = ids
+                os.setgroups(groups)
+                os.setgid(gid)
+                os.setuid(uid)
+            os.execvp(argv[0], argv)
+        except Exception as exc:  # noqa: BLE001  whatever it is, the parent must hear of it
+            reason = f"[Errno {exc.errno}] {exc.strerror}" if isinstance(exc, OSError) else repr(exc)
+            with contextlib.suppress(OSError):
+                os.write(errors_w, reason.encode(errors="replace"))
+        finally:
+            os._exit(127)
+    os.close(errors_w)
+    with os.fdopen(errors_r, "rb") as errors:
+        reason = errors.read().decode(errors="replace")
+    if reason:
+        os.waitpid(pid, 0)
+        raise OSError(f"{reason}: {argv[0]!r}")
+    return pid
+
+
 def _wait(pid: int) -> int:
     """Reap children (orphans re-parented here too) until `pid` ends; its exit code."""
     while True:
@@ -122,15 +157,14 @@ def main(args: list[str]) -> int:
     try:
         if os.getppid() != int(parent):  # the executor died before PDEATHSIG was set
             raise _Stop
-        user = {} if int(uid) < 0 else {"user": int(uid), "group": int(gid), "extra_groups": _ints(groups)}
+        os.set_inheritable(int(status_fd), False)  # the command does not get it
+        ids = None if int(uid) < 0 else (int(uid), int(gid), _ints(groups))
         try:
-            # Its own process group, as before the launcher: `kill -$$` and `kill 0` end the command, not us.
-            child = subprocess.Popen(argv, process_group=0, **user)  # type: ignore[call-overload]
-        except (OSError, ValueError, subprocess.SubprocessError) as exc:
+            child = spawn(argv, ids)
+        except OSError as exc:
             line = f"error {exc}"
         else:
-            child.returncode = code = _wait(child.pid)  # reaped here: Popen must not wait for it again
-            line = f"exit {code}"
+            line = f"exit {_wait(child)}"
             _linger(float(grace))
     except _Stop:
         pass

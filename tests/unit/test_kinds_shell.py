@@ -16,7 +16,7 @@ import pytest
 from cronos.errors import ConfigError
 from cronos.settings import Settings, load_settings
 from executor.kinds.base import RunFailed
-from executor.kinds.launcher import descendants
+from executor.kinds.launcher import descendants, spawn
 from executor.kinds.leftovers import select
 from executor.kinds.shell import (
     LAUNCHER,
@@ -135,3 +135,21 @@ def test_launcher_finds_every_descendant_in_proc() -> None:
         finally:
             os.kill(grandchild, signal.SIGKILL)
             parent.kill()
+
+
+@pytest.mark.parametrize("program", ["no-such-program-x", "/etc", "/etc/passwd", "./no/such"])
+def test_launcher_spawn_words_an_exec_failure_as_subprocess_does(program: str) -> None:
+    with pytest.raises(OSError) as ours:
+        spawn([program], None)
+    with pytest.raises(OSError) as theirs:
+        subprocess.Popen([program])
+    assert str(ours.value) == str(theirs.value)
+
+
+def test_launcher_spawn_starts_the_command_in_a_process_group_of_its_own() -> None:
+    pid = spawn(["sleep", "30"], None)
+    try:
+        assert os.getpgid(pid) == pid != os.getpgid(0)
+    finally:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
