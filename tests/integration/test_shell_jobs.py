@@ -462,8 +462,10 @@ async def test_a_job_that_kills_its_launcher_still_leaves_nothing(
     """The second line: a job of the executor's own user can SIGKILL its launcher; what it left
     holding the pipes is then found by the executor's /proc scan (its session, the pipes)."""
     pidfile = tmp_path / "left.pid"
-    script = f"sh -c 'echo $$ > {pidfile}; exec sleep 300' & {_UNTIL.format(pidfile=pidfile)}; kill -9 $PPID; wait"
-    job = await harness.job(kind="shell", payload={"argv": ["sh", "-c", script]}, timeout_s=20)
+    # Never the executor (this process) should the launcher be gone: the job would then hang to its timeout.
+    kill = f'[ "$PPID" != {os.getpid()} ] && kill -9 $PPID'
+    script = f"sh -c 'echo $$ > {pidfile}; exec sleep 300' & {_UNTIL.format(pidfile=pidfile)}; {kill}; wait"
+    job = await harness.job(kind="shell", payload={"argv": ["sh", "-c", script]}, timeout_s=5)
     await harness.queue(job)
     try:
         async with Executor(_shell_settings(settings)) as ex:
