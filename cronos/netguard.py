@@ -7,7 +7,9 @@ written as an address -- in any form the C library accepts (`2852039166`, `0177.
 a job is saved. Other names pass there; they are judged after resolution at run time.
 
 A refusal is one line naming the address, the range it falls in and how to allow it.
-IPv6 forms that carry an IPv4 address (mapped, compatible, NAT64, 6to4) are judged by it.
+IPv6 forms that carry an IPv4 address (mapped, translated, NAT64, 6to4; compatible and
+Teredo too) are judged by it, by the IPv4 rules and the IPv4 entries of the allow-list only:
+`::/0` in the allow-list does not open `::ffff:127.0.0.1`.
 """
 
 from __future__ import annotations
@@ -68,6 +70,7 @@ _TRANSLATED = ipaddress.IPv6Network("::ffff:0:0:0/96")
 _COMPATIBLE = ipaddress.IPv6Network("::/96")
 _NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
 _SIX_TO_FOUR = ipaddress.IPv6Network("2002::/16")
+_TEREDO = ipaddress.IPv6Network("2001::/32")
 
 
 @functools.lru_cache(maxsize=16)
@@ -80,40 +83,48 @@ def _allowed(address: Address, nets: tuple[Network, ...]) -> bool:
     return any(net.version == address.version and address in net for net in nets)
 
 
-def _embedded(address: ipaddress.IPv6Address) -> tuple[str, ipaddress.IPv4Address] | None:
-    """The IPv4 address an IPv6 form carries, and the form's name with its prefix."""
+def _embedded(address: ipaddress.IPv6Address) -> tuple[str, tuple[ipaddress.IPv4Address, ...], bool] | None:
+    """The IPv4 addresses an IPv6 form carries, the form's name with its prefix, and whether
+    the IPv4 addresses are all there is to judge (the form reaches them and nothing else)."""
     low32 = ipaddress.IPv4Address(int(address) & 0xFFFF_FFFF)
     if address in _MAPPED:
-        return f"IPv4-mapped ({_MAPPED})", low32
+        return f"IPv4-mapped ({_MAPPED})", (low32,), True
     if address in _TRANSLATED:
-        return f"IPv4-translated ({_TRANSLATED})", low32
+        return f"IPv4-translated ({_TRANSLATED})", (low32,), True
     if address in _NAT64:
-        return f"NAT64 ({_NAT64})", low32
+        return f"NAT64 ({_NAT64})", (low32,), True
     if address in _SIX_TO_FOUR:
-        return f"6to4 ({_SIX_TO_FOUR})", ipaddress.IPv4Address((int(address) >> 80) & 0xFFFF_FFFF)
+        return f"6to4 ({_SIX_TO_FOUR})", (ipaddress.IPv4Address((int(address) >> 80) & 0xFFFF_FFFF),), True
+    if address in _TEREDO and address.teredo is not None:  # a tunnel to the client, through the server
+        server, client = address.teredo
+        return f"Teredo ({_TEREDO})", (client, server), False
     if address in _COMPATIBLE and int(address) > 1:  # not :: or ::1, which have rules of their own
-        return f"IPv4-compatible ({_COMPATIBLE})", low32
+        return f"IPv4-compatible ({_COMPATIBLE})", (low32,), False
     return None
 
 
 def _rule(address: Address, nets: tuple[Network, ...]) -> str | None:
     """Why `address` is refused ("link-local (169.254.0.0/16)"), or None when it may be reached."""
-    if _allowed(address, nets):
-        return None
     if isinstance(address, ipaddress.IPv6Address):
         if address.scope_id is not None:  # fe80::1%eth0: the zone does not change the range
             address = ipaddress.IPv6Address(int(address))
+        # Before the allow-list: an IPv6 entry (::/0) must not open the IPv4 ranges through
+        # ::ffff:127.0.0.1. The IPv4 address inside is judged by the IPv4 rules and entries only.
         embedded = _embedded(address)
         if embedded is not None:
-            form, inner = embedded
-            why = _rule(inner, nets)
-            if why is not None:
-                return f"{form} for {inner}, which is {why}"
-            # Deprecated, and no stack routes it to `inner` anyway: nothing to reach there.
-            return f"{form}, deprecated" if form.startswith("IPv4-compatible") else None
-        rules: tuple[tuple[Network, str], ...] = _V6_RULES
-    else:
-        rules = _V4_RULES
+            form, inners, only = embedded
+            for inner in inners:
+                why = _rule(inner, nets)
+                if why is not None:
+                    return f"{form} for {inner}, which is {why}"
+            if only:
+                return None
+            if not _allowed(address, nets) and form.startswith("IPv4-compatible"):
+                # Deprecated, and no stack routes it to `inner` anyway: nothing to reach there.
+                return f"{form}, deprecated"
+    if _allowed(address, nets):
+        return None
+    rules = _V6_RULES if isinstance(address, ipaddress.IPv6Address) else _V4_RULES
     for net, name in rules:
         if address in net:
             return f"{name} ({net})"

@@ -52,6 +52,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     run_lease_s: float = 10.0
     drain_timeout_s: float = 30.0
     allow_shell: bool = False
+    shell_user: str = ""  # shell jobs run as this user (the executor must be root); empty: the executor's
     result_max_bytes: int = 4096
     # observability
     metrics_port: int = 0
@@ -171,6 +172,13 @@ def _token(raw: str) -> str:
     return value
 
 
+def _user(raw: str) -> str:
+    value = raw.strip()
+    if any(c.isspace() or not c.isprintable() or c in ":/" for c in value):
+        raise ValueError("must be a user name (or empty: the executor's own user)")
+    return value
+
+
 def _queues(raw: str) -> tuple[str, ...]:
     try:
         return parse_queues(raw)
@@ -241,6 +249,11 @@ VARIABLES: dict[str, tuple[str, Callable[[str], Any], str]] = {
     "CRONOS_RUN_LEASE_S": ("run_lease_s", _float(0.3, 3600), "run lease, renewed every third"),
     "CRONOS_DRAIN_TIMEOUT_S": ("drain_timeout_s", _float(0, 3600), "graceful drain deadline on SIGTERM"),
     "CRONOS_ALLOW_SHELL": ("allow_shell", _bool, "allow `shell` jobs on this executor"),
+    "CRONOS_SHELL_USER": (
+        "shell_user",
+        _user,
+        "run `shell` jobs as this user (needs a root executor; empty: the executor's user, who can read its secrets)",
+    ),
     "CRONOS_RESULT_MAX_BYTES": ("result_max_bytes", _int(0, 1_048_576), "bound of a stored result excerpt"),
     "CRONOS_METRICS_PORT": ("metrics_port", _int(0, 65535), "port for /metrics of dispatcher/executor (0: off)"),
     "CRONOS_API_HOST": ("api_host", _host, "address the API listens on"),

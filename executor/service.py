@@ -34,6 +34,7 @@ from executor.consumer import Consumer
 from executor.deps import Deps, wire
 from executor.health import BackendHealth, probe_backoff
 from executor.http_client import guarded_session
+from executor.kinds import shell
 
 log = logging.getLogger("cronos.executor")
 T = TypeVar("T")
@@ -69,6 +70,7 @@ class Executor:
             except ImportError as exc:
                 raise ConfigError(f"--import {module}: {exc}") from exc
         settings = self.settings
+        shell.prepare(settings)  # non-dumpable; a warning when shell jobs would run as root
         keys = Keys(settings.key_prefix)
         pool = await self._until_up("postgresql", lambda: connect(settings.database_url, min_size=1, max_size=6))
         self._stack.push_async_callback(pool.close)

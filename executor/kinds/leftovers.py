@@ -1,8 +1,10 @@
-"""What is left of a shell run's processes when the run ends, and killing it.
+"""What is left of a shell run's processes when the run ends, and killing it: the second line
+of defence, behind the launcher (a subreaper that kills its descendants, `launcher`), for
+when the launcher itself was killed or is stuck.
 
-A shell run's child leads its own session and process group. Its processes are:
+A shell run's launcher leads its own session and process group. Its processes are:
 - every process of that session (its group, and groups a job-control shell made in it);
-- every descendant of the child, found by parent pid (this reaches a grandchild that left
+- every descendant of the launcher, found by parent pid (this reaches a grandchild that left
   the session with `setsid` as long as its parent lives: once the parent exits, the
   orphan is re-parented and only the next rule can find it);
 - every process holding one of the run's output pipes (a pipe's two ends share one
@@ -12,9 +14,11 @@ A shell run's child leads its own session and process group. Its processes are:
 
 They are found in /proc (Linux); elsewhere only the process group is killed. An escaped
 process that let go of the pipes and whose parent is gone cannot be told apart from any
-other process of the user: containing those needs a cgroup (systemd-run --scope, a
-container). Pids are read then signalled, so a pid reused in between could be hit: the
-window is a few ms, and only processes of the executor's own user can be signalled.
+other process of the user: the launcher's subreaper keeps those its descendants, unless
+the job killed the launcher (possible when it runs as the executor's user: CRONOS_SHELL_USER
+prevents it); a cgroup (systemd-run --scope, a container) contains even that. Pids are
+read then signalled, so a pid reused in between could be hit: the window is a few ms, and
+only processes of the executor's own user can be signalled.
 """
 
 from __future__ import annotations

@@ -4,6 +4,7 @@ and a real receiver on loopback (the tests' settings allow 127.0.0.0/8; some tes
 from __future__ import annotations
 
 import asyncio
+import socket
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -12,10 +13,11 @@ import aiohttp
 import msgspec
 import pytest
 from aiohttp import web
+from aiohttp.abc import AbstractResolver, ResolveResult
 from standardwebhooks import Webhook
 
 from cronos.settings import Settings
-from executor.http_client import guard_refusal, guarded_session
+from executor.http_client import GuardedResolver, guard_refusal, guarded_session, guarded_socket_factory
 from executor.service import Executor
 from tests.integration.http_server import serve
 from tests.integration.ledger_helpers import Harness
@@ -148,6 +150,30 @@ async def test_loopback_literals_refused(
     assert receiver.requests == []
 
 
+@pytest.mark.parametrize("host", ["[::ffff:127.0.0.1]", "[::ffff:7f00:1]"])
+async def test_an_ipv6_allow_list_does_not_open_ipv4_loopback(
+    harness: Harness, settings: Settings, receiver: Receiver, host: str
+) -> None:
+    """Issue 22 item 8: `::/0` allowed every IPv6 address, IPv4-mapped ones too, so the receiver
+    on 127.0.0.1 was reached through [::ffff:127.0.0.1]. The IPv4 inside is judged as IPv4."""
+    open_v6 = msgspec.structs.replace(settings, http_allow_nets=("192.0.2.0/24", "::/0"))
+    _, run = await _run(harness, open_v6, {"url": f"http://{host}:{receiver.port}/hook"})
+    assert run.state == "failed" and run.error is not None
+    assert run.error.startswith("refused by the SSRF guard: "), run.error
+    assert "IPv4-mapped (::ffff:0:0/96) for 127.0.0.1, which is loopback (127.0.0.0/8)" in run.error
+    assert receiver.requests == []
+
+
+async def test_the_session_under_an_ipv6_allow_list_refuses_a_mapped_loopback(receiver: Receiver) -> None:
+    """The connect-time check alone (the kind's literal check left out): the socket factory."""
+    async with guarded_session(("::/0",)) as session:
+        with pytest.raises(aiohttp.ClientError) as caught:
+            await session.get(f"http://[::ffff:127.0.0.1]:{receiver.port}/")
+        refused = guard_refusal(caught.value)
+        assert refused is not None and "for 127.0.0.1, which is loopback (127.0.0.0/8)" in refused.reason
+    assert receiver.requests == []
+
+
 async def test_the_session_itself_connects_only_to_allowed_addresses(receiver: Receiver) -> None:
     """Without the kind's literal check: the resolver (names) and the socket factory (literals)."""
     async with guarded_session(()) as session:
@@ -157,6 +183,43 @@ async def test_the_session_itself_connects_only_to_allowed_addresses(receiver: R
             refused = guard_refusal(caught.value)
             assert refused is not None and "is loopback (127.0.0.0/8)" in refused.reason
     assert receiver.requests == []
+
+
+class _MappedHosts(AbstractResolver):
+    """A hosts file of one line: every name is ::ffff:127.0.0.1 (DNS answering an IPv4-mapped address)."""
+
+    async def resolve(
+        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
+    ) -> list[ResolveResult]:
+        mapped = "::ffff:127.0.0.1"
+        return [ResolveResult(hostname=host, host=mapped, port=port, family=socket.AF_INET6, proto=0, flags=0)]
+
+    async def close(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize(("allow", "reached"), [(("::/0",), False), (("127.0.0.0/8",), True)])
+async def test_a_name_resolving_to_a_mapped_loopback_is_judged_as_ipv4(
+    receiver: Receiver, allow: tuple[str, ...], reached: bool
+) -> None:
+    """The resolver's check: `::/0` does not let a name that resolves to ::ffff:127.0.0.1 through;
+    127.0.0.0/8 does (the control: that address does reach the receiver)."""
+    connector = aiohttp.TCPConnector(
+        resolver=GuardedResolver(allow, _MappedHosts()), socket_factory=guarded_socket_factory(allow)
+    )
+    async with aiohttp.ClientSession(connector=connector) as session:
+        url = f"http://mapped.example:{receiver.port}/"
+        if reached:
+            async with session.get(url) as response:
+                assert response.status == 200
+        else:
+            with pytest.raises(aiohttp.ClientError) as caught:
+                await session.get(url)
+            refused = guard_refusal(caught.value)
+            assert refused is not None and refused.reason.startswith(
+                "mapped.example -> ::ffff:7f00:1 is IPv4-mapped (::ffff:0:0/96) for 127.0.0.1, which is loopback"
+            ), refused.reason
+    assert receiver.paths() == (["/"] if reached else [])
 
 
 # --- redirects -----------------------------------------------------------------------------

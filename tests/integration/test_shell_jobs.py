@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import signal
+import sys
 import time
 import tracemalloc
 from dataclasses import dataclass
@@ -17,6 +19,7 @@ from cronos.models import Run
 from cronos.settings import Settings
 from executor.kinds import shell
 from executor.service import Executor
+from tests.cluster.servers import cronos_command
 from tests.integration.ledger_helpers import Harness
 from tests.waiting import wait_for
 
@@ -260,3 +263,230 @@ async def _wait_reaped(pid: int) -> None:
         return not _listed(pid)
 
     await wait_for(reaped, timeout=5, what=f"the child {pid} to be reaped")
+
+
+# --- issue 22, item 11: nothing survives a shell run --------------------------------------
+
+# The job's own processes wait for the escaped one to write its pid (`until`), so the file is there
+# whenever the job ended; the escaped process then sleeps for good.
+_UNTIL = "until [ -s {pidfile} ]; do sleep 0.01; done"
+_SETSID_F = "setsid -f sh -c 'echo $$ > {pidfile}.tmp; mv {pidfile}.tmp {pidfile}; exec sleep 300'"
+_DOUBLE_FORK = """
+import os, sys, time
+pidfile = sys.argv[1]
+if os.fork():  # the job's own process: waits for the daemon's pid, then exits
+    while not os.path.exists(pidfile):
+        time.sleep(0.01)
+    sys.exit(0)
+os.setsid()
+if os.fork():
+    os._exit(0)
+null = os.open(os.devnull, os.O_RDWR)  # a daemon lets go of the run's pipes
+for fd in (0, 1, 2):
+    os.dup2(null, fd)
+with open(pidfile + ".tmp", "w") as out:
+    out.write(str(os.getpid()))
+os.rename(pidfile + ".tmp", pidfile)
+time.sleep(300)
+"""
+
+
+def _escape_argv(how: str, pidfile: Path) -> list[str]:
+    setsid_f = _SETSID_F.format(pidfile=pidfile)
+    until = _UNTIL.format(pidfile=pidfile)
+    return {
+        "setsid-f": ["sh", "-c", f"{setsid_f}; {until}"],
+        "setsid-f-let-go-of-the-pipes": ["sh", "-c", f"{setsid_f} >/dev/null 2>&1; {until}"],
+        "setsid-f-then-timeout": ["sh", "-c", f"{setsid_f} >/dev/null 2>&1; {until}; exec sleep 30"],
+        "python-double-fork-setsid": [sys.executable, "-c", _DOUBLE_FORK, str(pidfile)],
+    }[how]
+
+
+@pytest.mark.parametrize(
+    "how", ["setsid-f", "setsid-f-let-go-of-the-pipes", "setsid-f-then-timeout", "python-double-fork-setsid"]
+)
+async def test_no_process_survives_a_shell_run(harness: Harness, settings: Settings, tmp_path: Path, how: str) -> None:
+    """A process that left the run's session and lost its parent (setsid -f, a daemon's double fork),
+    and let go of the pipes, was out of reach of the executor's /proc scan: it outlived the run."""
+    pidfile = tmp_path / "escaped.pid"
+    timeout_s = 1 if how.endswith("timeout") else 20
+    job = await harness.job(kind="shell", payload={"argv": _escape_argv(how, pidfile)}, timeout_s=timeout_s)
+    await harness.queue(job)
+    try:
+        async with Executor(_shell_settings(settings)) as ex:
+            await ex.run_once()
+        (run,) = await harness.runs(job)
+        if how.endswith("timeout"):
+            assert (run.state, run.error) == ("failed", "timed out after 1 s")
+        else:
+            assert run.state == "completed", (run.error, run.result)
+        assert _read(pidfile), "the escaped process never started"
+        await _wait_gone(int(_read(pidfile)), f"the process escaped by {how}")
+    finally:
+        _kill_if_sleeping(pidfile)
+
+
+def _kill_if_sleeping(pidfile: Path) -> None:
+    """A leaked `sleep 300` (or the python daemon) of a failed test is not left behind."""
+    pid = _read(pidfile)
+    if not pid:
+        return
+    with contextlib.suppress(OSError):
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        if b"sleep\x00300" in cmdline or _DOUBLE_FORK.encode() in cmdline:
+            os.kill(int(pid), signal.SIGKILL)
+
+
+# --- issue 22, item 11: a shell run cannot read the executor's environment ---------------------
+
+_ENVIRONS = 'for f in /proc/$PPID/environ /proc/$1/environ; do echo "== $f"; tr "\\0" "\\n" < "$f"; done'
+
+
+async def test_the_jobs_parent_holds_only_the_jobs_environment(harness: Harness, settings: Settings) -> None:
+    """The job's parent was the executor: /proc/$PPID/environ gave DATABASE_URL and the tokens away.
+    Now it is the launcher, started with the job's environment and nothing else."""
+    argv = ["sh", "-c", 'tr "\\0" "\\n" < /proc/$PPID/environ']
+    job = await harness.job(kind="shell", payload={"argv": argv, "env": {"GREETING": "hi"}})
+    await harness.queue(job)
+    async with Executor(_shell_settings(settings)) as ex:
+        await ex.run_once()
+    (run,) = await harness.runs(job)
+    assert run.state == "completed" and run.result is not None, (run.error, run.result)
+    stdout = run.result.split("\nstdout:\n", 1)[1].split("\nstderr:\n", 1)[0]
+    assert dict(line.split("=", 1) for line in stdout.splitlines() if line) == shell.child_env(
+        {"GREETING": "hi"}, os.environ["HOME"]
+    )
+
+
+@pytest.mark.cluster
+@pytest.mark.skipif(os.geteuid() != 0, reason="switching to another user needs root")
+async def test_a_job_run_as_the_shell_user_cannot_read_the_executors_environment(
+    harness: Harness, settings: Settings, tmp_path: Path
+) -> None:
+    """A real `cronos executor` process, secrets in its environment, CRONOS_SHELL_USER=nobody: the job
+    reads neither its parent's (the launcher's) environment nor the executor's, given its pid.
+    (A non-root executor and a job of its own user: the executor is non-dumpable, `prepare`; the
+    unit test checks the flag, the kernel does the rest.)"""
+    secret = f"executor-only-{os.urandom(8).hex()}"
+    token = f"admin-token-{os.urandom(16).hex()}"
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("CRONOS_")},
+        "DATABASE_URL": settings.database_url,
+        "REDIS_URL": settings.redis_url,
+        "CRONOS_KEY_PREFIX": settings.key_prefix,
+        "CRONOS_NODE_ID": f"{settings.node_id}-env",
+        "CRONOS_ALLOW_SHELL": "1",
+        "CRONOS_ADMIN_TOKEN": token,
+        "CRONOS_LOG_FORMAT": "json",
+        "EXECUTOR_ONLY_SECRET": secret,
+        "CRONOS_SHELL_USER": "nobody",
+    }
+    log = tmp_path / "executor.log"
+    with log.open("wb") as out:
+        proc = await asyncio.create_subprocess_exec(
+            *cronos_command(), "executor", env=env, cwd=tmp_path, stdout=out, stderr=asyncio.subprocess.STDOUT
+        )
+    try:
+        argv = ["sh", "-c", _ENVIRONS, "sh", str(proc.pid)]
+        job = await harness.job(kind="shell", payload={"argv": argv, "cwd": "/"})
+        await harness.queue(job)
+
+        async def ended() -> Run | None:
+            runs = await harness.runs(job)
+            return runs[0] if runs and runs[0].state in ("completed", "failed") else None
+
+        run = await wait_for(ended, timeout=30, what=f"the run to end (executor log: {log})")
+    finally:
+        proc.terminate()
+        await asyncio.wait_for(proc.wait(), 10)
+    assert run.result is not None, (run.error, log.read_text())
+    for leaked in (secret, token, settings.database_url, "EXECUTOR_ONLY_SECRET", "DATABASE_URL"):
+        assert leaked not in run.result, f"{leaked} read by the job: {run.result}"
+    assert run.result.count("Permission denied") == 2, run.result  # both were tried
+
+
+# --- the launcher in between keeps what the executor reported -----------------------------------
+
+
+async def test_a_command_that_cannot_start_or_dies_of_a_signal_is_reported_as_before(
+    harness: Harness, settings: Settings
+) -> None:
+    missing = await harness.job(kind="shell", payload={"argv": ["no-such-program-x"]})
+    killed = await harness.job(kind="shell", payload={"argv": ["sh", "-c", "echo bye; kill -9 $$"]})
+    for job in (missing, killed):
+        await harness.queue(job)
+    async with Executor(_shell_settings(settings)) as ex:
+        await ex.run_once()
+    (run,) = await harness.runs(missing)
+    assert (run.state, run.error) == (
+        "failed",
+        "could not start 'no-such-program-x': [Errno 2] No such file or directory: 'no-such-program-x'",
+    )
+    (run,) = await harness.runs(killed)
+    assert (run.state, run.error, run.result) == ("failed", "exit code -9", "exit -9\nstdout:\nbye\n\nstderr:\n")
+
+
+_DIES = """
+import os, subprocess, sys, time
+from executor.kinds import shell
+status_r, status_w = os.pipe()
+argv = ["sh", "-c", f"echo $$ > {sys.argv[1]}; exec sleep 300"]
+subprocess.Popen(shell.launcher_argv(argv, status_w, os.getpid(), None), pass_fds=(status_w,), start_new_session=True)
+time.sleep(300)
+"""
+
+
+async def test_the_executors_death_ends_its_shell_runs(tmp_path: Path) -> None:
+    """kill -9 of the executor: its launchers get SIGTERM (PR_SET_PDEATHSIG) and kill their runs,
+    which would otherwise run on unowned while the run is retried elsewhere."""
+    pidfile = tmp_path / "job.pid"
+    executor = await asyncio.create_subprocess_exec(sys.executable, "-c", _DIES, str(pidfile))
+    try:
+
+        async def started() -> str:
+            return _read(pidfile)
+
+        job = int(await wait_for(started, timeout=10, what="the job to start"))
+        executor.kill()
+        await executor.wait()
+        await _wait_gone(job, "the orphaned run's process")
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            executor.kill()
+        _kill_if_sleeping(pidfile)
+
+
+async def test_a_job_that_kills_its_launcher_still_leaves_nothing(
+    harness: Harness, settings: Settings, tmp_path: Path
+) -> None:
+    """The second line: a job of the executor's own user can SIGKILL its launcher; what it left
+    holding the pipes is then found by the executor's /proc scan (its session, the pipes)."""
+    pidfile = tmp_path / "left.pid"
+    # Never the executor (this process) should the launcher be gone: the job would then hang to its timeout.
+    kill = f'[ "$PPID" != {os.getpid()} ] && kill -9 $PPID'
+    script = f"sh -c 'echo $$ > {pidfile}; exec sleep 300' & {_UNTIL.format(pidfile=pidfile)}; {kill}; wait"
+    job = await harness.job(kind="shell", payload={"argv": ["sh", "-c", script]}, timeout_s=5)
+    await harness.queue(job)
+    try:
+        async with Executor(_shell_settings(settings)) as ex:
+            await ex.run_once()
+        (run,) = await harness.runs(job)
+        assert (run.state, run.error) == ("failed", "exit code -9")  # the launcher's own end, reported
+        await _wait_gone(int(_read(pidfile)), "the process left by a job that killed its launcher")
+    finally:
+        _kill_if_sleeping(pidfile)
+
+
+async def test_the_command_still_leads_its_own_process_group(harness: Harness, settings: Settings) -> None:
+    """`kill -$$` (a script ending its own group) and `kill 0` keep working, and end the command alone."""
+    jobs = [
+        await harness.job(kind="shell", payload={"argv": ["sh", "-c", f"{kill}; sleep 5"]}, timeout_s=10)
+        for kill in ("kill -TERM -$$", "kill -TERM 0")
+    ]
+    for job in jobs:
+        await harness.queue(job)
+    async with Executor(_shell_settings(settings)) as ex:
+        await ex.run_once()
+    for job in jobs:
+        (run,) = await harness.runs(job)
+        assert (run.state, run.error) == ("failed", "exit code -15"), (job, run.result)

@@ -174,3 +174,70 @@ def test_host_literal_refusal_judges_literals(host: str, why: str) -> None:
 @pytest.mark.parametrize("host", ["localhost", "example.com", "8.8.8.8"])
 def test_host_literal_refusal_leaves_names_to_the_resolver(host: str) -> None:
     assert host_literal_refusal(host, ()) is None
+
+
+# --- an IPv6 allow-list does not open the IPv4 ranges (issue 22, item 8) --------------------
+
+EVERY_IPV6 = ("127.0.0.0/8", "::/0")  # loopback IPv4 for the tests' receivers, and any IPv6 address
+
+# Each of these reaches (or names) an IPv4 address: it is judged by that address and the IPv4
+# entries of the allow-list only, whatever the IPv6 entries say.
+EMBEDDED_UNDER_EVERY_IPV6 = [
+    ("::ffff:169.254.169.254", "IPv4-mapped (::ffff:0:0/96) for 169.254.169.254, which is link-local"),
+    ("::ffff:10.0.0.1", "IPv4-mapped (::ffff:0:0/96) for 10.0.0.1, which is private"),
+    ("::ffff:0:a00:1", "IPv4-translated (::ffff:0:0:0/96) for 10.0.0.1, which is private"),
+    ("64:ff9b::a9fe:a9fe", "NAT64 (64:ff9b::/96) for 169.254.169.254, which is link-local"),
+    ("2002:a9fe:a9fe::1", "6to4 (2002::/16) for 169.254.169.254, which is link-local"),
+    ("::a9fe:a9fe", "IPv4-compatible (::/96) for 169.254.169.254, which is link-local"),
+    # Teredo: the client's address is stored inverted (~10.0.0.1 = f5ff:fffe), the server's plain.
+    ("2001:0:808:808::f5ff:fffe", "Teredo (2001::/32) for 10.0.0.1, which is private"),
+    ("2001:0:a9fe:a9fe::f7f7:f7f7", "Teredo (2001::/32) for 169.254.169.254, which is link-local"),
+]
+
+
+@pytest.mark.parametrize(("address", "why"), EMBEDDED_UNDER_EVERY_IPV6)
+def test_embedded_ipv4_is_judged_by_the_ipv4_rules_under_an_ipv6_allow_list(address: str, why: str) -> None:
+    got = address_refusal(ipaddress.ip_address(address), EVERY_IPV6)
+    assert got is not None and why in got and got.endswith(TAIL), got
+
+
+@pytest.mark.parametrize("allow", [EVERY_IPV6, ("::ffff:0:0/96",), ("::ffff:169.254.169.254/128",), ("2002::/16",)])
+def test_no_ipv6_entry_allows_an_embedded_ipv4_address(allow: tuple[str, ...]) -> None:
+    for address in ("::ffff:169.254.169.254", "2002:a9fe:a9fe::"):
+        assert address_refusal(ipaddress.ip_address(address), allow) is not None, (address, allow)
+
+
+@pytest.mark.parametrize("address", ["::ffff:127.0.0.1", "::ffff:7f00:1", "64:ff9b::7f00:1", "2002:7f00:1::"])
+def test_embedded_ipv4_is_allowed_by_the_ipv4_entries(address: str) -> None:
+    assert address_refusal(ipaddress.ip_address(address), ("127.0.0.0/8",)) is None
+
+
+def test_compatible_and_teredo_forms_also_need_their_own_ipv6_entry() -> None:
+    """Deprecated or tunnelled: the IPv4 entries alone do not open them (the IPv6 rules still apply)."""
+    ipv4_only = ("127.0.0.0/8", "8.8.8.0/24")
+    for address in ("::127.0.0.1", "2001:0:808:808::f7f7:f7f7"):
+        assert address_refusal(ipaddress.ip_address(address), ipv4_only) is not None, address
+        assert address_refusal(ipaddress.ip_address(address), EVERY_IPV6) is None, address
+
+
+def test_an_ipv6_allow_list_still_allows_ipv6() -> None:
+    for address in ("::1", "fd00::1", "fe80::1", "2001:0:808:808::f7f7:f7f7"):  # Teredo for 8.8.8.8 both ways
+        assert address_refusal(ipaddress.ip_address(address), EVERY_IPV6) is None, address
+    assert address_refusal(ipaddress.ip_address("2001:0:808:808::f7f7:f7f7"), ()) is not None  # not by default
+
+
+@pytest.mark.parametrize(
+    ("url", "why"),
+    [
+        ("http://[::ffff:127.0.0.1]:9300/", "for 127.0.0.1, which is loopback"),
+        ("http://[::ffff:7f00:1]:9300/", "for 127.0.0.1, which is loopback"),
+        ("http://[::ffff:169.254.169.254]/", "for 169.254.169.254, which is link-local"),
+        ("http://[64:ff9b::a9fe:a9fe]/", "for 169.254.169.254, which is link-local"),
+    ],
+)
+def test_literal_embedded_ipv4_refused_under_an_ipv6_allow_list(url: str, why: str) -> None:
+    closed = ("::/0",)
+    got = literal_host_refusal(url, closed)
+    assert got is not None and why in got, got
+    host = url.split("[", 1)[1].split("]", 1)[0]
+    assert host_literal_refusal(host, closed) == got
