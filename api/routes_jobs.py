@@ -2,7 +2,8 @@
 and revisions.
 
 Reads need scope read; writes scope write, and admin for a job that is or becomes shell
-(api.auth.shell_guard, checked under the job's row lock). Each write is audited as its caller.
+(api.auth.shell_guard, checked under the job's row lock) and for a trigger whose chain runs a
+shell job. Each write is audited as its caller.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import Any
 import msgspec
 from aiohttp import web
 
-from api.auth import Principal, principal_of, shell_guard
+from api.auth import Principal, forbidden, principal_of, shell_guard
 from api.bodies import (
     PAGE_PAYLOAD_BYTES,
     JobPolicy,
@@ -37,6 +38,7 @@ from api.state import BACKENDS
 from cronos.errors import Conflict, InvalidInput, NotFound
 from cronos.models import JOB_STATUSES
 from cronos.store.audit import AuditStore
+from cronos.store.chains import shell_descendant
 from cronos.store.jobs import Check, Guard
 from cronos.store.revisions import MAX_NUMBER, RevisionStore
 
@@ -130,7 +132,14 @@ async def resume_job(request: web.Request) -> web.Response:
 
 async def trigger_job(request: web.Request) -> web.Response:
     principal, guard, _check = _checker(request)
-    run = await (await request.app[BACKENDS].jobs()).trigger(path_id(request), actor=principal.name, guard=guard)
+    job_id = path_id(request)
+    if not principal.admin:
+        # A trigger runs the job's chain after it: a shell job down the chain needs admin as its
+        # own trigger would (an admin making it a child of a task job grants no one its runs on demand).
+        shell = await shell_descendant(await request.app[BACKENDS].pool(), job_id)
+        if shell is not None:
+            raise forbidden(principal, "admin", f"a trigger of job {job_id} (its chain runs shell job {shell[0]})")
+    run = await (await request.app[BACKENDS].jobs()).trigger(job_id, actor=principal.name, guard=guard)
     return respond(run_out(run), status=202)
 
 

@@ -190,6 +190,27 @@ async def test_each_scope_boundary_is_a_403_naming_the_scope(settings: Settings,
         assert (await api.call("DELETE", f"/api/jobs/{sid}", token=admin)).status == 204
 
 
+async def test_a_write_token_cannot_run_a_shell_job_through_its_chain(
+    settings: Settings, pg_pool: asyncpg.Pool
+) -> None:
+    writer = await _token(pg_pool, "writer", "write")
+    admin = await _token(pg_pool, "boss", "admin")
+    async with running_api(_with(settings, allow_shell=True)) as api:
+        top = (await api.call("POST", "/api/jobs", json={**SEED_JOB, "name": "top"}, token=writer)).body["id"]
+        mid = await api.call("POST", "/api/jobs", json={**SEED_JOB, "name": "mid", "parents": [top]}, token=writer)
+        assert (await api.call("POST", f"/api/jobs/{top}/trigger", token=writer)).status == 202  # no shell below
+        # An admin hangs a shell job under the task chain: a grandchild of `top`.
+        shell = await api.call("POST", "/api/jobs", json={**SHELL_JOB, "parents": [mid.body["id"]]}, token=admin)
+        assert shell.status == 201, shell.body
+        for job in (top, mid.body["id"]):
+            refused = await api.call("POST", f"/api/jobs/{job}/trigger", token=writer)
+            _forbidden(refused, "admin")
+            assert f"shell job {shell.body['id']}" in refused.body["detail"], refused.body
+        assert (await api.call("POST", f"/api/jobs/{top}/trigger", token=admin)).status == 202
+    triggers = await pg_pool.fetchval("SELECT count(*) FROM runs WHERE job_id = $1", top)
+    assert triggers == 2  # the writer's first trigger and the admin's, none refused ran
+
+
 async def test_shell_jobs_stay_refused_when_the_cluster_does_not_allow_them(
     settings: Settings, pg_pool: asyncpg.Pool
 ) -> None:
