@@ -30,6 +30,7 @@ from api.bodies import (
     run_out,
     utc_now,
 )
+from api.names import job_name
 from api.routes_tokens import audit_page
 from api.routing import BODY_ERRORS, DB_ERRORS, ID, PAGE, Errors, Query, Route
 from api.schemas import JobCreate, JobList, JobOut, JobPatch, RevisionList, RunOut
@@ -69,6 +70,7 @@ def _checker(request: web.Request) -> tuple[Principal, Guard, Check]:
 async def create_job(request: web.Request) -> web.Response:
     body = await decode(request, JobCreate)
     fields = msgspec.structs.asdict(body)
+    fields["name"] = job_name(fields["name"])
     principal, _guard, check = _checker(request)
     check(fields)
     if fields["status"] == "active" and created_past_window(fields, utc_now()):
@@ -99,9 +101,12 @@ async def get_job(request: web.Request) -> web.Response:
 async def patch_job(request: web.Request) -> web.Response:
     job_id = path_id(request)
     patch = await decode(request, JobPatch)
+    changes = patch.changes()
+    if "name" in changes:
+        changes["name"] = job_name(changes["name"])
     principal, guard, check = _checker(request)
     store = await request.app[BACKENDS].jobs()
-    job = await store.update(job_id, patch.changes(), check, actor=principal.name, guard=guard)
+    job = await store.update(job_id, changes, check, actor=principal.name, guard=guard)
     return respond(job_out(job, utc_now()))
 
 
