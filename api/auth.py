@@ -298,9 +298,17 @@ def shell_guard(principal: Principal) -> Callable[[str], None]:
 SERVER = "Cronos"
 
 
+_JSON_TYPES = frozenset({"application/json", PROBLEM_JSON})
+
+
 async def hide_server(request: web.Request, response: web.StreamResponse) -> None:
-    """on_response_prepare: no library or Python version in `Server`, on every response."""
+    """on_response_prepare: no library or Python version in `Server`, on every response; a JSON
+    body (data or problem) is never sniffed as another type nor kept by a cache (it may hold a
+    job's fields, a run's result or a token shown once)."""
     response.headers["Server"] = SERVER
+    if response.content_type in _JSON_TYPES:
+        response.headers["X-Content-Type-Options"] = "nosniff"
+        response.headers.setdefault("Cache-Control", "no-store")
 
 
 def hide_server_default() -> None:

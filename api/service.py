@@ -13,7 +13,7 @@ from typing import Self
 
 from aiohttp import web
 
-from api.app import ACCESS_LOG, AccessLogger, create_app
+from api.app import ACCESS_LOG, SERVER_LOG, AccessLogger, create_app
 from api.auth import check_listen_host, listen_host, mode_of
 from cronos.errors import ConfigError
 from cronos.settings import Settings
@@ -38,6 +38,7 @@ class ApiService:
             self.app,
             access_log_class=AccessLogger,
             access_log=ACCESS_LOG,
+            logger=SERVER_LOG,  # a malformed request: one INFO line (api.app.MalformedRequests)
             handle_signals=False,
             shutdown_timeout=5.0,
             # aiohttp has no header-read timeout: a client trickling its headers is cut only by
