@@ -8,28 +8,32 @@ names a create or a PATCH gives (a stored name is not refused when other fields 
 
 from __future__ import annotations
 
+import re
 import unicodedata
 
 from cronos.errors import InvalidInput
 
 FIELD = "$.name"
 MAX_LENGTH = 200  # api.schemas.Name and the column's CHECK
-# Bidi embeddings, overrides and isolates, the marks, and the Arabic letter mark.
-BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f\u061c")
-
-
-def _invisible(char: str) -> bool:
-    return char.isspace() or unicodedata.category(char) == "Cf"  # spaces, zero-width and format characters
+# Regex classes, shared by the check below and the OpenAPI document's pattern (api.schemas.Name),
+# which read alike in Python and ECMA-262. Bidi: embeddings and overrides, isolates, the marks and
+# the Arabic letter mark; control: C0, DEL and C1 (NUL, which PostgreSQL cannot store, included).
+_BIDI = r"\u202a-\u202e\u2066-\u2069\u200e\u200f\u061c"
+_CONTROL = r"\x00-\x1f\x7f-\x9f"
+# Spaces and characters that show nothing: a name of only these is blank.
+_INVISIBLE = r" \xa0\xad\u1680\u180e\u2000-\u200d\u2028\u2029\u202f\u205f-\u2064\u3000\ufeff"
+PATTERN = f"^[^{_CONTROL}{_BIDI}]*[^{_CONTROL}{_BIDI}{_INVISIBLE}][^{_CONTROL}{_BIDI}]*$"
+_BIDI_RE = re.compile(f"[{_BIDI}]")
+_CONTROL_RE = re.compile(f"[{_CONTROL}]")
+_VISIBLE_RE = re.compile(f"[^{_INVISIBLE}]")
 
 
 def job_name(name: str, field: str = FIELD) -> str:
-    """The name normalised (NFC), or InvalidInput naming `field`."""
-    for char in name:
-        if char in BIDI_CONTROLS:
-            raise InvalidInput(field, f"must not contain bidirectional control characters (U+{ord(char):04X})")
-        if unicodedata.category(char) == "Cc":
-            raise InvalidInput(field, f"must not contain control characters (U+{ord(char):04X})")
-    if all(_invisible(char) for char in name):
+    """The name normalised (NFC), or InvalidInput naming `field`; what PATTERN admits."""
+    for rule, why in ((_BIDI_RE, "bidirectional control"), (_CONTROL_RE, "control")):
+        if (found := rule.search(name)) is not None:
+            raise InvalidInput(field, f"must not contain {why} characters (U+{ord(found[0]):04X})")
+    if _VISIBLE_RE.search(name) is None:
         raise InvalidInput(field, "must not be blank (only spaces or invisible characters)")
     normal = unicodedata.normalize("NFC", name)
     if len(normal) > MAX_LENGTH:
