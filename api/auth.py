@@ -196,8 +196,8 @@ def mode_of(settings: Settings) -> tuple[int, str]:
         return logging.INFO, "auth auto with CRONOS_ADMIN_TOKEN: every request but the public routes needs a token"
     return logging.WARNING, (
         "protected mode possible (CRONOS_AUTH=auto): until a token is first created (or after "
-        "`cronos token reopen-local`), loopback clients act as admin without a token; set CRONOS_AUTH=required "
-        "to always require one"
+        "`cronos token reopen-local`), loopback clients act as admin without a token (behind a reverse proxy on "
+        "this host, every client would); set CRONOS_AUTH=required to always require one"
     )
 
 
