@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 
 from aiohttp import web
 from aiohttp.abc import AbstractAccessLogger
+from aiohttp.http_exceptions import HttpProcessingError
 from aiohttp.web import BaseRequest
 
 from api import (
@@ -70,6 +71,30 @@ class AccessLogger(AbstractAccessLogger):
 
 
 ACCESS_LOG = logging.getLogger("cronos.api.access")
+
+
+class MalformedRequests(logging.Filter):
+    """aiohttp logs each request its parser refuses (and answers with a 400 itself) at ERROR with
+    a traceback: anyone could flood the logs with them. One INFO line each instead, no traceback;
+    any other error (a handler's 500) keeps its level and traceback."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        if not isinstance(exc, HttpProcessingError):
+            return True
+        remote = record.args[0] if isinstance(record.args, tuple) and record.args else None
+        level = min(record.levelno, logging.INFO)  # aiohttp logs a first-request bad method at DEBUG
+        record.levelno, record.levelname = level, logging.getLevelName(level)
+        record.msg, record.args = "malformed request refused", ()
+        record.exc_info, record.exc_text = None, None
+        record.event, record.remote = "http.malformed", remote
+        record.status, record.reason = exc.code, str(exc.message)[:200]
+        return SERVER_LOG.isEnabledFor(level)
+
+
+# aiohttp's connection-level errors (its `logger`): a request it could not parse, a handler's crash.
+SERVER_LOG = logging.getLogger("cronos.api.server")
+SERVER_LOG.addFilter(MalformedRequests())
 
 
 def create_app(settings: Settings) -> web.Application:

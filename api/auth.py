@@ -6,10 +6,12 @@ holds the route's scope (api.routing.scope_of) before the handler runs:
 - `Authorization: Bearer <token>`: CRONOS_ADMIN_TOKEN (scope admin, actor `admin-token`),
   CRONOS_METRICS_TOKEN (GET /metrics only), or a stored token, looked up on every request
   (no cache: a revocation holds at once on every replica). Bad, expired, revoked: 401.
-- No token, CRONOS_AUTH=auto, and no usable token exists anywhere (protected mode, like
-  Redis's): a client whose peer address AND Host header are loopback acts as admin (actor
-  `local`); anyone else gets a 403 that says how to create a token. Once a token exists,
-  every request needs one. CRONOS_AUTH=required: always a token.
+- No token, CRONOS_AUTH=auto, and no token ever created (protected mode, like Redis's): a
+  client whose peer address AND Host header are loopback acts as admin (actor `local`);
+  anyone else gets a 403 that says how to create a token. Once a token has been created,
+  every request needs one, even after the last one expires or is revoked, until the operator
+  runs `cronos token reopen-local`. CRONOS_AUTH=required: always a token. In protected mode
+  the API listens only on loopback (`listen_host`, `check_listen_host`).
 - A non-GET request whose `Origin` is not the API's own is refused (a web page must not be
   able to drive the API through a browser on the operator's machine).
 - Routes of scope `public` need no token: /health, /openapi.json, and the console's page `/`
@@ -34,6 +36,8 @@ from aiohttp import web, web_response
 from api.errors import PROBLEM_JSON, Handler, Problem
 from api.routing import Scope
 from api.state import BACKENDS, ROUTE_SCOPES
+from cronos.errors import ConfigError
+from cronos.settings import Settings
 from cronos.store import audit
 from cronos.store.tokens import Refusal, TokenInfo, TokenStore, effective
 
@@ -158,6 +162,45 @@ def _equal(given: str, expected: str) -> bool:
     return bool(expected) and hmac.compare_digest(given.encode(), expected.encode())
 
 
+def local_admin_possible(settings: Settings) -> bool:
+    """Protected mode may serve loopback clients as admin: CRONOS_AUTH=auto, no admin token."""
+    return settings.auth == "auto" and not settings.admin_token
+
+
+def listen_host(settings: Settings) -> str:
+    """CRONOS_API_HOST, else loopback where protected mode is possible, every interface where
+    each request needs a token (containers and pods, which set CRONOS_AUTH=required)."""
+    return settings.api_host or ("127.0.0.1" if local_admin_possible(settings) else "0.0.0.0")
+
+
+def loopback_only(host: str) -> bool:
+    """A listen address that accepts only this machine: `localhost` or a loopback address."""
+    return host.strip().lower() in ("localhost", "localhost.") or is_loopback_peer(host.strip("[]"))
+
+
+def check_listen_host(settings: Settings, host: str) -> None:
+    """Refuse to serve protected mode beyond loopback: a proxy or NAT on the host would make
+    every network client look local, and any of them would act as admin (issue 22)."""
+    if local_admin_possible(settings) and not loopback_only(host):
+        raise ConfigError(
+            f"CRONOS_API_HOST={host} is not loopback-only, and with CRONOS_AUTH=auto loopback clients act as admin "
+            "while no token exists: set CRONOS_AUTH=required (tokens always needed) or CRONOS_API_HOST=127.0.0.1"
+        )
+
+
+def mode_of(settings: Settings) -> tuple[int, str]:
+    """The startup log line's level and text: which authentication mode is in force."""
+    if settings.auth == "required":
+        return logging.INFO, "auth required: every request but the public routes needs a token"
+    if settings.admin_token:
+        return logging.INFO, "auth auto with CRONOS_ADMIN_TOKEN: every request but the public routes needs a token"
+    return logging.WARNING, (
+        "protected mode possible (CRONOS_AUTH=auto): until a token is first created (or after "
+        "`cronos token reopen-local`), loopback clients act as admin without a token (behind a reverse proxy on "
+        "this host, every client would); set CRONOS_AUTH=required to always require one"
+    )
+
+
 # --- the middleware ---------------------------------------------------------------------------
 
 
@@ -183,8 +226,8 @@ async def _without_token(request: web.Request) -> Principal:
     settings = backends.settings
     if settings.auth == "required" or settings.admin_token:
         raise unauthorized(f"missing bearer token; {HOW_TO}")
-    if await TokenStore(await backends.pool()).usable_exists():
-        raise unauthorized(f"missing bearer token (a token exists, so loopback clients need one too); {HOW_TO}")
+    if not await TokenStore(await backends.pool()).local_admin_open():
+        raise unauthorized(f"missing bearer token (a token was created, so loopback clients need one too); {HOW_TO}")
     peer = request.transport.get_extra_info("peername") if request.transport is not None else None
     address = peer[0] if isinstance(peer, tuple) and peer else None
     if is_loopback_peer(address) and is_loopback_host(request.headers.get("Host")):
@@ -255,9 +298,17 @@ def shell_guard(principal: Principal) -> Callable[[str], None]:
 SERVER = "Cronos"
 
 
+_JSON_TYPES = frozenset({"application/json", PROBLEM_JSON})
+
+
 async def hide_server(request: web.Request, response: web.StreamResponse) -> None:
-    """on_response_prepare: no library or Python version in `Server`, on every response."""
+    """on_response_prepare: no library or Python version in `Server`, on every response; a JSON
+    body (data or problem) is never sniffed as another type nor kept by a cache (it may hold a
+    job's fields, a run's result or a token shown once)."""
     response.headers["Server"] = SERVER
+    if response.content_type in _JSON_TYPES:
+        response.headers["X-Content-Type-Options"] = "nosniff"
+        response.headers.setdefault("Cache-Control", "no-store")
 
 
 def hide_server_default() -> None:

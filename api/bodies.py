@@ -58,9 +58,33 @@ async def decode(request: web.Request, cls: type[T]) -> T:
     except RecursionError:  # msgspec decodes nested values recursively: far past MAX_DEPTH
         raise InvalidInput(_deep_field(raw), f"nested deeper than {MAX_DEPTH} levels") from None
     try:
-        return convert(value, cls)
+        body = convert(value, cls)
     except msgspec.ValidationError as exc:
         raise invalid_input(exc) from exc
+    _check_instants(body, "$")
+    return body
+
+
+def check_instant(value: datetime, field: str) -> datetime:
+    """An instant the API can compute with: years 1-9999 in UTC, else a 422 naming `field`.
+    msgspec and fromisoformat accept `9999-12-31T23:59:59-14:00`, which has no UTC datetime."""
+    try:
+        value.astimezone(UTC)
+    except (OverflowError, ValueError):
+        raise InvalidInput(field, "must be between 0001-01-01T00:00:00Z and 9999-12-31T23:59:59Z") from None
+    return value
+
+
+def _check_instants(value: Any, path: str) -> None:
+    """check_instant on every datetime of a decoded body (its fields, nested Structs, lists)."""
+    if isinstance(value, datetime):
+        check_instant(value, path)
+    elif isinstance(value, msgspec.Struct):
+        for name in value.__struct_fields__:
+            _check_instants(getattr(value, name), f"{path}.{name}")
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            _check_instants(item, f"{path}[{index}]")
 
 
 _FLOAT_FOR_INT = re.compile(r"Expected `[^`]*\bint\b[^`]*`, got `float` - at `\$(?P<path>[^`]*)`")

@@ -188,6 +188,7 @@ def build_spec(routes: Sequence[Route], version: str) -> dict[str, Any]:
         op["responses"] = dict(sorted(responses.items()))
         paths.setdefault(path, {})[route.method.lower()] = op
 
+    _add_links(paths)
     return {
         "openapi": "3.1.0",
         "info": {
@@ -210,6 +211,21 @@ def build_spec(routes: Sequence[Route], version: str) -> dict[str, Any]:
             },
         },
     }
+
+
+# Where an id in a response leads (OpenAPI links; schemathesis' stateful mode follows them): a created
+# job's id to every operation on that job, a queued run's id to that run.
+_LINKS = (("/api/jobs", "post", "/api/jobs/{id}"), ("/api/jobs/{id}/trigger", "post", "/api/runs/{id}"))
+
+
+def _add_links(paths: dict[str, dict[str, Any]]) -> None:
+    for source, method, prefix in _LINKS:
+        op = paths.get(source, {}).get(method)
+        if op is None:
+            continue
+        targets = [o["operationId"] for path, ops in paths.items() if path.startswith(prefix) for o in ops.values()]
+        ok = next(r for status, r in op["responses"].items() if status.startswith("2"))
+        ok["links"] = {t: {"operationId": t, "parameters": {"id": "$response.body#/id"}} for t in sorted(targets)}
 
 
 def openapi_handler(routes: Sequence[Route], version: str) -> Route:

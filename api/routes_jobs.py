@@ -2,7 +2,8 @@
 and revisions.
 
 Reads need scope read; writes scope write, and admin for a job that is or becomes shell
-(api.auth.shell_guard, checked under the job's row lock). Each write is audited as its caller.
+(api.auth.shell_guard, checked under the job's row lock) and for a trigger whose chain runs a
+shell job. Each write is audited as its caller.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import Any
 import msgspec
 from aiohttp import web
 
-from api.auth import Principal, principal_of, shell_guard
+from api.auth import Principal, forbidden, principal_of, shell_guard
 from api.bodies import (
     PAGE_PAYLOAD_BYTES,
     JobPolicy,
@@ -29,6 +30,7 @@ from api.bodies import (
     run_out,
     utc_now,
 )
+from api.names import job_name
 from api.routes_tokens import audit_page
 from api.routing import BODY_ERRORS, DB_ERRORS, ID, PAGE, Errors, Query, Route
 from api.schemas import JobCreate, JobList, JobOut, JobPatch, RevisionList, RunOut
@@ -37,6 +39,7 @@ from api.state import BACKENDS
 from cronos.errors import Conflict, InvalidInput, NotFound
 from cronos.models import JOB_STATUSES
 from cronos.store.audit import AuditStore
+from cronos.store.chains import shell_descendant
 from cronos.store.jobs import Check, Guard
 from cronos.store.queues import QueueStore
 from cronos.store.revisions import MAX_NUMBER, RevisionStore
@@ -74,6 +77,7 @@ async def _check_queue_cap(request: web.Request, queue: str, job_id: int | None)
 async def create_job(request: web.Request) -> web.Response:
     body = await decode(request, JobCreate)
     fields = msgspec.structs.asdict(body)
+    fields["name"] = job_name(fields["name"])
     principal, _guard, check = _checker(request)
     check(fields)
     await _check_queue_cap(request, fields["queue"], None)
@@ -105,6 +109,9 @@ async def get_job(request: web.Request) -> web.Response:
 async def patch_job(request: web.Request) -> web.Response:
     job_id = path_id(request)
     patch = await decode(request, JobPatch)
+    changes = patch.changes()
+    if "name" in changes:
+        changes["name"] = job_name(changes["name"])
     principal, guard, check = _checker(request)
     changes = patch.changes()
     if "queue" in changes:
@@ -141,7 +148,14 @@ async def resume_job(request: web.Request) -> web.Response:
 
 async def trigger_job(request: web.Request) -> web.Response:
     principal, guard, _check = _checker(request)
-    run = await (await request.app[BACKENDS].jobs()).trigger(path_id(request), actor=principal.name, guard=guard)
+    job_id = path_id(request)
+    if not principal.admin:
+        # A trigger runs the job's chain after it: a shell job down the chain needs admin as its
+        # own trigger would (an admin making it a child of a task job grants no one its runs on demand).
+        shell = await shell_descendant(await request.app[BACKENDS].pool(), job_id)
+        if shell is not None:
+            raise forbidden(principal, "admin", f"a trigger of job {job_id} (its chain runs shell job {shell[0]})")
+    run = await (await request.app[BACKENDS].jobs()).trigger(job_id, actor=principal.name, guard=guard)
     return respond(run_out(run), status=202)
 
 

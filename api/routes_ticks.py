@@ -14,7 +14,7 @@ from zoneinfo import ZoneInfo
 import msgspec
 from aiohttp import web
 
-from api.bodies import decode_cursor, encode_cursor, path_id, query_limit, respond, utc_now
+from api.bodies import check_instant, decode_cursor, encode_cursor, path_id, query_limit, respond, utc_now
 from api.routes_schedule import DstNote, dst_note, query_time
 from api.routing import DB_ERRORS, ID, PAGE, Query, Route
 from api.state import BACKENDS
@@ -57,8 +57,8 @@ def annotate(tick: Tick) -> TickOut:
 
 def window(raw_from: str | None, raw_to: str | None, now: datetime) -> tuple[datetime, datetime]:
     """(after, until]: [from, to] from the query, default the last hour, at most MAX_WINDOW long."""
-    until = query_time(raw_to, _UTC_ZONE, "to") if raw_to is not None else now
-    start = query_time(raw_from, _UTC_ZONE, "from") if raw_from is not None else None
+    until = check_instant(query_time(raw_to, _UTC_ZONE, "to"), "to") if raw_to is not None else now
+    start = check_instant(query_time(raw_from, _UTC_ZONE, "from"), "from") if raw_from is not None else None
     try:
         after = (until - DEFAULT_WINDOW if start is None else start) - _US
     except OverflowError:

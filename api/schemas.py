@@ -12,6 +12,7 @@ from typing import Annotated, Any
 import msgspec
 from msgspec import UNSET, Meta, UnsetType
 
+from api.names import PATTERN as NAME_PATTERN
 from cronos.models import (
     DEFAULT_QUEUE,
     QUEUE_PATTERN,
@@ -28,7 +29,15 @@ from cronos.store.revisions import Revision
 # Formats the schema cannot check (a cron expression, a time zone) are named for tools; no text
 # may hold NUL (PostgreSQL cannot store it).
 _NO_NUL = {"pattern": "^[^\\x00]*$"}
-Name = Annotated[str, Meta(min_length=1, max_length=200, description="unique job name", extra_json_schema=_NO_NUL)]
+Name = Annotated[
+    str,
+    Meta(
+        min_length=1,
+        max_length=200,
+        description="unique job name (stored NFC-normalised); not blank, no control or bidirectional characters",
+        extra_json_schema={"pattern": NAME_PATTERN},
+    ),
+]
 Expression = Annotated[
     str,
     Meta(

@@ -1,6 +1,6 @@
 """ApiService: the API as a Role (`async with ApiService(settings) as svc: await svc.run()`).
 
-It listens on settings.api_host:settings.port (port 0: an ephemeral port, then `svc.port`
+It listens on api.auth.listen_host(settings):settings.port (port 0: an ephemeral port, then `svc.port`
 says which) and answers even while PostgreSQL or Redis is down: connections are opened lazily.
 """
 
@@ -13,7 +13,8 @@ from typing import Self
 
 from aiohttp import web
 
-from api.app import ACCESS_LOG, AccessLogger, create_app
+from api.app import ACCESS_LOG, SERVER_LOG, AccessLogger, create_app
+from api.auth import check_listen_host, listen_host, mode_of
 from cronos.errors import ConfigError
 from cronos.settings import Settings
 from cronos.store.db import mask_dsn
@@ -29,13 +30,15 @@ class ApiService:
 
     def __init__(self, settings: Settings, *, host: str | None = None) -> None:
         self.settings = settings
-        self.host = settings.api_host if host is None else host
+        self.host = listen_host(settings) if host is None else host
+        check_listen_host(settings, self.host)  # before anything listens: one line, exit 1
         self.port = settings.port
         self.app = create_app(settings)
         self._runner = web.AppRunner(
             self.app,
             access_log_class=AccessLogger,
             access_log=ACCESS_LOG,
+            logger=SERVER_LOG,  # a malformed request: one INFO line (api.app.MalformedRequests)
             handle_signals=False,
             shutdown_timeout=5.0,
             # aiohttp has no header-read timeout: a client trickling its headers is cut only by
@@ -67,6 +70,8 @@ class ApiService:
                 "redis": mask_dsn(self.settings.redis_url),
             },
         )
+        level, mode = mode_of(self.settings)
+        log.log(level, mode, extra={"event": "api.auth_mode", "auth": self.settings.auth, "host": self.host})
         return self
 
     async def run(self) -> None:

@@ -87,7 +87,7 @@ class _OneLineParser(argparse.ArgumentParser):
 def _token_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     token = sub.add_parser(
         "token",
-        help="API tokens: create (shown once), list, revoke; talks to PostgreSQL ($DATABASE_URL) directly",
+        help="API tokens: create (shown once), list, revoke, reopen-local; straight in PostgreSQL ($DATABASE_URL)",
     )
     actions = token.add_subparsers(dest="action", required=True, metavar="ACTION", parser_class=_OneLineParser)
     create = actions.add_parser("create", help="create a token; its text is the last line of the output")
@@ -100,6 +100,11 @@ def _token_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     actions.add_parser("list", help="live tokens: name, scopes, created, last used, expires")
     revoke = actions.add_parser("revoke", help="revoke a token (refused at once by every API)")
     revoke.add_argument("name")
+    actions.add_parser(
+        "reopen-local",
+        help="protected mode again: with no usable token, loopback clients act as admin (audited; "
+        "once a token was created it never comes back by itself)",
+    )
 
 
 def _roles(command: str, settings: Settings, imports: Sequence[str]) -> list[Role]:

@@ -57,7 +57,9 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     # observability
     metrics_port: int = 0
     # security (README "Security")
-    api_host: str = "0.0.0.0"  # every interface: a container or pod serves the network
+    # empty: 127.0.0.1 while protected mode is possible, else 0.0.0.0 (api.auth.listen_host);
+    # protected mode refuses to listen beyond loopback
+    api_host: str = ""
     auth: str = "auto"  # auto: protected mode (loopback only) while no token exists; required: always a token
     admin_token: str = ""  # deployments: a token from a secret, accepted with scope admin (stored hashed)
     metrics_token: str = ""  # set: GET /metrics wants this bearer token (or a read token)
@@ -152,8 +154,8 @@ def _networks(raw: str) -> tuple[str, ...]:
 
 
 def _host(raw: str) -> str:
-    value = raw.strip()
-    if not value or any(c.isspace() for c in value):
+    value = raw.strip()  # empty: chosen by the auth mode (api.auth.listen_host)
+    if any(c.isspace() for c in value):
         raise ValueError("must be an address or host name to listen on, such as 0.0.0.0 or 127.0.0.1")
     return value
 
@@ -256,8 +258,17 @@ VARIABLES: dict[str, tuple[str, Callable[[str], Any], str]] = {
     ),
     "CRONOS_RESULT_MAX_BYTES": ("result_max_bytes", _int(0, 1_048_576), "bound of a stored result excerpt"),
     "CRONOS_METRICS_PORT": ("metrics_port", _int(0, 65535), "port for /metrics of dispatcher/executor (0: off)"),
-    "CRONOS_API_HOST": ("api_host", _host, "address the API listens on"),
-    "CRONOS_AUTH": ("auth", _choice("auto", "required"), "auto (loopback-only until a token exists) or required"),
+    "CRONOS_API_HOST": (
+        "api_host",
+        _host,
+        "address the API listens on (empty: 127.0.0.1 with CRONOS_AUTH=auto, 0.0.0.0 with required); "
+        "auto refuses any but loopback",
+    ),
+    "CRONOS_AUTH": (
+        "auth",
+        _choice("auto", "required"),
+        "auto (loopback-only until a token is first created) or required",
+    ),
     "CRONOS_ADMIN_TOKEN": ("admin_token", _secret, "an admin token from a secret, for deployments (empty: none)"),
     "CRONOS_METRICS_TOKEN": ("metrics_token", _secret, "bearer token for GET /metrics (empty: a read token)"),
     "CRONOS_HTTP_ALLOW_NETS": ("http_allow_nets", _networks, "CIDRs http jobs may reach despite the SSRF guard"),

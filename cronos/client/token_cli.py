@@ -1,9 +1,11 @@
-"""`cronos token create|list|revoke`: API tokens managed on the server, straight in PostgreSQL.
+"""`cronos token create|list|revoke|reopen-local`: API tokens managed on the server, straight in
+PostgreSQL.
 
-For the first token (the API is in protected mode until one exists) and for operators
-with database access. `create` prints the token alone on its last line of stdout, so
-`TOKEN=$(cronos token create --name ci --scope write | tail -1)` captures it. Errors are
-one line on stderr (main prints them) and a non-zero exit.
+For the first token (the API is in protected mode until one is created) and for operators
+with database access; `reopen-local` is the only way back to protected mode once a token was
+created (the last one expiring or revoked does not reopen it). `create` prints the token alone
+on its last line of stdout, so `TOKEN=$(cronos token create --name ci --scope write | tail -1)`
+captures it. Errors are one line on stderr (main prints them) and a non-zero exit.
 """
 
 from __future__ import annotations
@@ -61,9 +63,13 @@ async def run_token_command(args: argparse.Namespace, settings: Settings) -> int
             print(text)
         elif args.action == "list":
             print(table(await store.list_tokens()))
-        else:
+        elif args.action == "revoke":
             await store.revoke(args.name, actor=CLI)
             print(f"Revoked token {args.name!r}.")
+        else:
+            reopened = await store.reopen_local(actor=CLI)
+            state = "Protected mode reopened" if reopened else "Protected mode was already open"
+            print(f"{state}: while no token exists, clients on this machine (loopback) act as admin without one.")
     finally:
         await pool.close()
     return 0

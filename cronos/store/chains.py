@@ -3,7 +3,8 @@
 A job names parent jobs by id; it runs after each successful run of each of them (the run is
 queued by the parent's finish: queries.FINISH_RUNS). Here, before the write: every parent must
 exist (and is share-locked so it cannot be deleted before the write commits), and the parents
-must not close a cycle (the cycle is spelled out in the 422). Changes of parents take turns
+must not close a cycle (the cycle is spelled out in the 422). A trigger's caller may need to know
+the shell jobs its run would set off down the chain (`shell_descendant`). Changes of parents take turns
 (queries.CHAIN_LOCK), so two concurrent writes cannot close one cycle between them. A job that
 other jobs name as a parent cannot be deleted (409 naming them), as in Dkron: remove it from
 their parents first.
@@ -17,6 +18,7 @@ import asyncpg
 
 from cronos.errors import Conflict, InvalidInput
 from cronos.store import queries as q
+from cronos.store.db import translate_errors
 
 FIELD = "$.parents"
 _CHILDREN_SHOWN = 10
@@ -83,3 +85,11 @@ async def refuse_delete_of_parent(conn: asyncpg.Connection, job_id: int) -> None
     if children:
         named = ", ".join(f"{r['id']} ({r['name']})" for r in children)
         raise Conflict(f"job {job_id} is a parent of job(s) {named}: remove it from their `parents` first")
+
+
+async def shell_descendant(db: asyncpg.Pool | asyncpg.Connection, job_id: int) -> tuple[int, str] | None:
+    """The first shell job (id, name) among `job_id`'s chain descendants at any depth, or None:
+    a run of `job_id` that succeeds sets them off."""
+    with translate_errors():
+        row = await db.fetchrow(q.CHAIN_SHELL_DESCENDANT, job_id)
+    return None if row is None else (row["id"], row["name"])

@@ -200,6 +200,16 @@ ORDER BY id
 LIMIT $2
 """
 CHAIN_NAMES = "SELECT id, name FROM jobs WHERE id = ANY($1::bigint[])"
+# The first shell job among $1's chain descendants (children, their children, ...): a trigger of
+# $1 runs them after its success, so it needs the scope a shell job's trigger needs.
+CHAIN_SHELL_DESCENDANT = """
+WITH RECURSIVE below (id) AS (
+    SELECT id FROM jobs WHERE parents @> ARRAY[$1::bigint] AND parents <> '{}'::bigint[]
+    UNION
+    SELECT j.id FROM jobs j JOIN below b ON j.parents @> ARRAY[b.id] AND j.parents <> '{}'::bigint[]
+)
+SELECT j.id, j.name FROM jobs j JOIN below USING (id) WHERE j.kind = 'shell' ORDER BY j.id LIMIT 1
+"""
 
 # --- job revisions (API) ----------------------------------------------------------
 
@@ -771,6 +781,21 @@ WHERE id = $1 AND (last_used_at IS NULL OR last_used_at < now() - interval '60 s
 # Protected mode ends when any token can be used.
 TOKEN_USABLE_EXISTS = """
 SELECT EXISTS (SELECT 1 FROM api_tokens WHERE revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now()))
+"""
+# Loopback clients may act as admin: protected mode was never closed (or was reopened by the
+# operator) and no token can be used. A missing row (no migration 0020 yet) counts as closed.
+TOKEN_LOCAL_ADMIN_OPEN = """
+SELECT coalesce((SELECT NOT closed FROM api_protected_mode), false)
+   AND NOT EXISTS (SELECT 1 FROM api_tokens
+                   WHERE revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now()))
+"""
+# Run in the transaction that creates a token: protected mode never comes back by itself.
+PROTECTED_MODE_CLOSE = "UPDATE api_protected_mode SET closed = true, changed_at = now() WHERE NOT closed"
+# Taken first by the reopen, so a token created meanwhile is seen by its check (or closes after it).
+PROTECTED_MODE_LOCK = "SELECT closed FROM api_protected_mode FOR UPDATE"
+# The operator's `cronos token reopen-local`: true when it was closed.
+PROTECTED_MODE_REOPEN = """
+UPDATE api_protected_mode SET closed = false, changed_at = now() WHERE closed RETURNING true
 """
 TOKEN_LIST = """
 SELECT id, name, scopes, created_at, last_used_at, expires_at, revoked_at

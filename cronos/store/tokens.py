@@ -4,6 +4,10 @@ A token is `cronos_` + base64url of 32 random bytes (256 bits), shown once at cr
 stored only as its SHA-256: a database dump lets nobody call the API. Lookups hash the
 presented text and compare in constant time; nothing is cached, so a revocation holds at
 once on every API replica. Each creation and revocation is audited in its transaction.
+
+Protected mode (loopback clients act as admin while no token exists) fails closed: the first
+token's creation closes it in its own transaction, and only the operator reopens it
+(`reopen_local`, audited); a last token expiring or revoked does not.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ Scope = Literal["read", "write", "admin"]
 SCOPES: tuple[str, ...] = get_args(Scope)
 PREFIX = "cronos_"
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+REOPENED = "protected-mode-reopened"  # the audit action of reopen_local
 NAME_RULE = "1-100 letters, digits, '.', '_' or '-', starting with a letter or digit"
 
 # Each scope and those it implies: admin holds write, write holds read.
@@ -114,6 +119,7 @@ class TokenStore:
                 except asyncpg.UniqueViolationError as exc:
                     raise Conflict(f"a token named {name!r} already exists") from exc
                 info = to_struct(row, TokenInfo)
+                await conn.execute(q.PROTECTED_MODE_CLOSE)
                 after = msgspec.to_builtins(_audit_view(info))
                 await audit.record(conn, actor, "token", "created", token_name=name, after=after)
         return info, text
@@ -151,6 +157,21 @@ class TokenStore:
                 await self._db.execute(q.TOKEN_TOUCH, info.id)
         return info
 
-    async def usable_exists(self) -> bool:
+    async def local_admin_open(self) -> bool:
+        """Protected mode holds: never closed by a token (or reopened), and no token usable."""
         with translate_errors():
-            return bool(await self._db.fetchval(q.TOKEN_USABLE_EXISTS))
+            return bool(await self._db.fetchval(q.TOKEN_LOCAL_ADMIN_OPEN))
+
+    async def reopen_local(self, *, actor: str) -> bool:
+        """The operator's explicit return to protected mode; False when it was not closed.
+        Conflict while a token is usable (it would keep loopback clients out until it ends,
+        then open by itself: the very thing this refuses)."""
+        with translate_errors():
+            async with self._db.acquire() as conn, conn.transaction():
+                await conn.execute(q.PROTECTED_MODE_LOCK)
+                if await conn.fetchval(q.TOKEN_USABLE_EXISTS):
+                    raise Conflict("usable tokens exist: revoke them first (`cronos token list`, `... revoke NAME`)")
+                reopened = bool(await conn.fetchval(q.PROTECTED_MODE_REOPEN))
+                if reopened:
+                    await audit.record(conn, actor, "token", REOPENED)
+        return reopened

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -78,3 +79,33 @@ async def test_api_process_starts_while_postgres_is_down(tmp_path: Path, key_pre
         if proc.poll() is None:
             proc.kill()
             proc.communicate()
+
+
+def test_api_process_refuses_protected_mode_beyond_loopback(tmp_path: Path, database_url: str) -> None:
+    proc = _start(tmp_path, PORT=str(free_port()), DATABASE_URL=database_url, CRONOS_API_HOST="0.0.0.0")
+    out, err = proc.communicate(timeout=20)
+    assert proc.returncode == 1, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("cronos: CRONOS_API_HOST=0.0.0.0 is not loopback-only"), err
+    assert "CRONOS_AUTH=required" in lines[0] and "CRONOS_API_HOST=127.0.0.1" in lines[0] and out == ""
+
+
+@pytest.mark.parametrize(
+    ("env", "host", "level"),
+    [({}, "127.0.0.1", "warning"), ({"CRONOS_AUTH": "required"}, "0.0.0.0", "info")],
+)
+async def test_api_process_says_which_auth_mode_is_in_force(
+    tmp_path: Path, database_url: str, env: dict[str, str], host: str, level: str
+) -> None:
+    port = free_port()
+    proc = _start(tmp_path, PORT=str(port), DATABASE_URL=database_url, **env)
+    try:
+        await wait_for(lambda: _get(f"http://127.0.0.1:{port}/health"), timeout=20, what="/health")
+        proc.send_signal(signal.SIGTERM)
+        _out, err = proc.communicate(timeout=10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    modes = [json.loads(line) for line in err.splitlines() if '"event":"api.auth_mode"' in line]
+    assert [(m["level"], m["host"]) for m in modes] == [(level, host)], err

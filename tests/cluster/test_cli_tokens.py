@@ -1,4 +1,4 @@
-"""`cronos token create|list|revoke` as a real process, the token then used against a live API."""
+"""`cronos token create|list|revoke|reopen-local` as a real process, the token then used against a live API."""
 
 from __future__ import annotations
 
@@ -51,9 +51,16 @@ async def test_cli_creates_lists_and_revokes_a_token_used_by_the_api(
         revoked = _token(["revoke", "ci"], tmp_path, database_url)
         assert revoked.returncode == 0, revoked.stderr
         assert (await api.call("GET", "/api/jobs", token=token)).status == 401
+        # No usable token left, yet protected mode stays closed: only the operator reopens it.
+        assert (await api.call("GET", "/api/jobs/1/history", token=None)).status == 401
+        reopened = _token(["reopen-local"], tmp_path, database_url)
+        assert reopened.returncode == 0 and "Protected mode reopened" in reopened.stdout, reopened.stderr
         history = await api.call("GET", "/api/jobs/1/history", token=None)
-        assert history.status == 200  # no usable token left: loopback is served again
+        assert history.status == 200  # loopback is served again
         assert history.body["items"][0]["actor"] == "ci"
+        tokens = await api.call("GET", "/api/tokens/history", token=None)
+        latest = tokens.body["items"][0]
+        assert (latest["action"], latest["actor"]) == ("protected-mode-reopened", "cli")
 
 
 def test_cli_bad_input_is_one_line_and_a_non_zero_exit(tmp_path: Path, database_url: str) -> None:

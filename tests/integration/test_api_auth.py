@@ -10,6 +10,8 @@ from typing import Any
 import asyncpg
 import pytest
 
+from api.auth import listen_host
+from cronos.errors import ConfigError, Conflict
 from cronos.settings import Settings
 from cronos.store.tokens import TokenStore
 from tests.integration.api_client import SEED_JOB, Api, Reply, running_api
@@ -75,24 +77,61 @@ async def test_protected_mode_serves_loopback_clients_with_a_loopback_host(setti
         assert history.body["items"][0]["actor"] == "local"
 
 
-async def test_a_network_client_is_refused_until_a_token_exists_and_is_sent(
-    settings: Settings, pg_pool: asyncpg.Pool
-) -> None:
+async def test_protected_mode_refuses_to_listen_beyond_loopback(settings: Settings) -> None:
+    for host in ("0.0.0.0", "::", "192.0.2.7", "cronos.internal"):
+        with pytest.raises(ConfigError, match=r"set CRONOS_AUTH=required .* or CRONOS_API_HOST=127\.0\.0\.1"):
+            async with running_api(settings, host=host):
+                pass
+    for host in ("127.0.0.1", "::1", "localhost"):
+        async with running_api(settings, host=host) as api:
+            assert (await api.call("GET", "/api/jobs")).status == 200
+    assert listen_host(settings) == "127.0.0.1"  # the default where protected mode is possible
+    assert listen_host(_with(settings, auth="required")) == "0.0.0.0"  # containers and pods
+
+
+async def test_a_network_client_needs_a_token_when_auth_is_required(settings: Settings, pg_pool: asyncpg.Pool) -> None:
     address = _non_loopback_address()
     if address is None:
         pytest.skip("this machine has no non-loopback IPv4 address to call the API from")
-    async with running_api(settings, host="0.0.0.0") as local:
+    async with running_api(_with(settings, auth="required"), host="0.0.0.0") as local:
         remote = Api(local.service, local.session, f"http://{address}:{local.service.port}")
-        refused = await remote.call("GET", "/api/jobs")
-        assert refused.status == 403 and HOW_TO in refused.body["detail"], refused.body
-        assert (await local.call("GET", "/api/jobs")).status == 200  # loopback: still served
-
+        _unauthorized(await remote.call("GET", "/api/jobs"), "missing bearer token")
+        _unauthorized(await local.call("GET", "/api/jobs"), "missing bearer token")  # loopback too
         token = await _token(pg_pool, "ops", "read")
         assert (await remote.call("GET", "/api/jobs", token=token)).status == 200
-        _unauthorized(await remote.call("GET", "/api/jobs"), "missing bearer token")
-        # Once a token exists, loopback needs one too.
-        _unauthorized(await local.call("GET", "/api/jobs"), "missing bearer token")
         assert (await local.call("GET", "/api/jobs", token=token)).status == 200
+
+
+async def test_protected_mode_never_returns_when_the_last_token_expires_or_is_revoked(
+    settings: Settings, pg_pool: asyncpg.Pool
+) -> None:
+    async with running_api(settings) as api:
+        assert (await api.call("GET", "/api/jobs")).status == 200  # protected mode: loopback is admin
+        created = await api.call("POST", "/api/tokens", json={"name": "ci", "scopes": ["admin"]})
+        assert created.status == 201, created.body
+        _unauthorized(await api.call("GET", "/api/jobs"), "missing bearer token")
+        assert (await api.call("DELETE", "/api/tokens/ci", token=created.body["token"])).status == 204
+        _unauthorized(await api.call("GET", "/api/jobs"), "missing bearer token")  # revoked: still closed
+        await _token(pg_pool, "brief", "read", expires_at=datetime.now(UTC) - timedelta(seconds=1))
+        await _token(pg_pool, "later", "read", expires_at=datetime.now(UTC) + timedelta(hours=1))
+        await pg_pool.execute("UPDATE api_tokens SET expires_at = now() - interval '1 second'")  # all expire
+        _unauthorized(await api.call("GET", "/api/jobs"), "missing bearer token")  # expired: still closed
+        assert (await api.call("POST", "/api/tokens", json={"name": "x", "scopes": ["admin"]})).status == 401
+
+        # Only the operator reopens it (audited), and never while a token can be used.
+        live = await _token(pg_pool, "live", "read")
+        with pytest.raises(Conflict, match="usable tokens exist"):
+            await TokenStore(pg_pool).reopen_local(actor="cli")
+        await TokenStore(pg_pool).revoke("live", actor="cli")
+        assert await TokenStore(pg_pool).reopen_local(actor="cli") is True
+        assert await TokenStore(pg_pool).reopen_local(actor="cli") is False  # already open
+        assert (await api.call("GET", "/api/jobs")).status == 200
+        _unauthorized(await api.call("GET", "/api/jobs", token=live), "token revoked")
+        history = await api.call("GET", "/api/tokens/history")
+        assert [(e["action"], e["actor"]) for e in history.body["items"][:2]] == [
+            ("protected-mode-reopened", "cli"),
+            ("revoked", "cli"),
+        ]
 
 
 async def test_missing_bad_expired_and_revoked_tokens_are_401(settings: Settings, pg_pool: asyncpg.Pool) -> None:
@@ -149,6 +188,27 @@ async def test_each_scope_boundary_is_a_403_naming_the_scope(settings: Settings,
         assert (await api.call("GET", f"/api/jobs/{sid}", token=reader)).body["status"] == "active"  # untouched
         assert (await api.call("POST", "/api/tokens", json=new, token=admin)).status == 201
         assert (await api.call("DELETE", f"/api/jobs/{sid}", token=admin)).status == 204
+
+
+async def test_a_write_token_cannot_run_a_shell_job_through_its_chain(
+    settings: Settings, pg_pool: asyncpg.Pool
+) -> None:
+    writer = await _token(pg_pool, "writer", "write")
+    admin = await _token(pg_pool, "boss", "admin")
+    async with running_api(_with(settings, allow_shell=True)) as api:
+        top = (await api.call("POST", "/api/jobs", json={**SEED_JOB, "name": "top"}, token=writer)).body["id"]
+        mid = await api.call("POST", "/api/jobs", json={**SEED_JOB, "name": "mid", "parents": [top]}, token=writer)
+        assert (await api.call("POST", f"/api/jobs/{top}/trigger", token=writer)).status == 202  # no shell below
+        # An admin hangs a shell job under the task chain: a grandchild of `top`.
+        shell = await api.call("POST", "/api/jobs", json={**SHELL_JOB, "parents": [mid.body["id"]]}, token=admin)
+        assert shell.status == 201, shell.body
+        for job in (top, mid.body["id"]):
+            refused = await api.call("POST", f"/api/jobs/{job}/trigger", token=writer)
+            _forbidden(refused, "admin")
+            assert f"shell job {shell.body['id']}" in refused.body["detail"], refused.body
+        assert (await api.call("POST", f"/api/jobs/{top}/trigger", token=admin)).status == 202
+    triggers = await pg_pool.fetchval("SELECT count(*) FROM runs WHERE job_id = $1", top)
+    assert triggers == 2  # the writer's first trigger and the admin's, none refused ran
 
 
 async def test_shell_jobs_stay_refused_when_the_cluster_does_not_allow_them(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -241,3 +242,96 @@ async def test_secrets_are_write_only(api: Api, pg_pool: asyncpg.Pool) -> None:
     # The PATCH that sent *** back kept every stored value.
     stored = await pg_pool.fetchval("SELECT payload::text FROM jobs WHERE id = $1", job_id)
     assert all(leak in stored for leak in LEAKS)
+
+
+PAST_9999 = "9999-12-31T23:59:59-14:00"  # year 10000 in UTC
+BEFORE_1 = "0001-01-01T00:00:00+14:00"  # year 0 in UTC
+
+
+async def test_instants_outside_years_1_to_9999_in_utc_are_422_naming_the_field(api: Api) -> None:
+    for field, value in (("run_at", PAST_9999), ("start_at", BEFORE_1), ("end_at", PAST_9999)):
+        body = {**SEED_JOB, field: value} | ({"cron_expression": None} if field == "run_at" else {})
+        _problem(await api.call("POST", "/api/jobs", json=body), 422, f"$.{field}")
+    job = await api.create()
+    for field in ("run_at", "start_at", "end_at"):
+        _problem(await api.call("PATCH", f"/api/jobs/{job['id']}", json={field: BEFORE_1}), 422, f"$.{field}")
+    token = {"name": "t", "scopes": ["read"], "expires_at": PAST_9999}
+    _problem(await api.call("POST", "/api/tokens", json=token), 422, "$.expires_at")
+    for name, value in (("from", BEFORE_1), ("to", PAST_9999)):
+        reply = await api.call("GET", f"/api/jobs/{job['id']}/ticks?{name}={value.replace('+', '%2B')}")
+        _problem(reply, 422, name)
+    # The edges themselves are instants like any other.
+    edge = await api.call("PATCH", f"/api/jobs/{job['id']}", json={"end_at": "9999-12-31T23:59:59Z"})
+    assert edge.status == 200, edge.body
+
+
+@pytest.mark.parametrize(
+    ("name", "why"),
+    [
+        ("   ", "blank"),
+        ("\u3000 \u200b\u00a0", "blank"),
+        ("invoice\u202egpj.exe", "bidirectional"),
+        ("a\u2066b", "bidirectional"),
+        ("a\u200fb", "bidirectional"),
+        ("a\u061cb", "bidirectional"),
+        ("bell\u0007", "control"),
+        ("line\nbreak", "control"),
+    ],
+)
+async def test_blank_bidi_and_control_names_are_422(api: Api, name: str, why: str) -> None:
+    _problem(await api.call("POST", "/api/jobs", json={**SEED_JOB, "name": name}), 422, "$.name")
+    job = await api.create()
+    refused = await api.call("PATCH", f"/api/jobs/{job['id']}", json={"name": name})
+    _problem(refused, 422, "$.name")
+    assert why in refused.body["detail"]
+
+
+async def test_names_are_nfc_so_an_nfd_twin_is_a_conflict(api: Api) -> None:
+    nfd = "Cafe\u0301 reports"
+    made = await api.create(name=nfd)
+    assert made["name"] == "Caf\u00e9 reports"  # stored and shown as NFC
+    twin = await api.call("POST", "/api/jobs", json={**SEED_JOB, "name": "Caf\u00e9 reports"})
+    assert twin.status == 409, twin.body
+    other = await api.create(name="other")
+    renamed = await api.call("PATCH", f"/api/jobs/{other['id']}", json={"name": nfd})
+    assert renamed.status == 409, renamed.body
+
+
+async def test_json_responses_are_neither_sniffed_nor_cached(api: Api) -> None:
+    replies = [
+        await api.call("GET", "/health"),
+        await api.call("GET", "/openapi.json"),
+        await api.call("POST", "/api/jobs", json=SEED_JOB),  # 201
+        await api.call("GET", "/api/jobs"),
+        await api.call("GET", "/api/jobs/999"),  # a problem body
+        await api.call("POST", "/api/jobs", json={"name": ""}),  # a 422 problem body
+        await api.call("GET", "/api/jobs", headers={"Host": "evil.example"}),  # auth's 403 problem body
+    ]
+    assert [r.status for r in replies] == [200, 200, 201, 200, 404, 422, 403]
+    for reply in replies:
+        assert reply.headers["X-Content-Type-Options"] == "nosniff", reply.headers
+        assert reply.headers["Cache-Control"] == "no-store", reply.headers
+
+
+async def test_a_malformed_request_is_one_info_line_without_a_traceback(
+    api: Api, caplog: pytest.LogCaptureFixture
+) -> None:
+    garbage = (
+        b"GET /health HTTP/1.1\r\nHost: localhost\r\nBad Header\r\n\r\n",
+        b"GET /health HTTP/1.1\r\nHost: localhost\r\nContent-Length: x\r\n\r\n",
+        b"GET /h\x00 HTTP/1.1\r\n\r\n",
+    )
+    with caplog.at_level(logging.DEBUG):
+        for raw in garbage:
+            reader, writer = await asyncio.open_connection("127.0.0.1", api.service.port)
+            writer.write(raw)
+            answer = await reader.read(4096)  # aiohttp logs before it answers
+            writer.close()
+            assert b" 400 " in answer.split(b"\r\n")[0], answer
+    # aiohttp's own line for each (it was an ERROR with a traceback); the access log's aside.
+    records = [r for r in caplog.records if r.name != "cronos.api.access" and r.name.startswith(("aiohttp", "cronos"))]
+    assert len(records) == len(garbage), [(r.name, r.getMessage()) for r in records]
+    for record in records:
+        assert record.levelno == logging.INFO and record.exc_info is None and record.exc_text is None
+        assert getattr(record, "event", None) == "http.malformed" and getattr(record, "status", None) == 400
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]

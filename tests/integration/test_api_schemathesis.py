@@ -87,6 +87,41 @@ def api_in_thread(settings: Settings) -> Iterator[str]:
         loop.close()
 
 
+def _schema(base: str, live: Settings) -> Any:
+    """The document the API serves, with the data no schema can describe left out."""
+    schema = schemathesis.openapi.from_url(f"{base}/openapi.json")
+    # Our token, not made-up ones: a 401 is accepted by the checks, so it would test nothing.
+    # NUL is refused in every text of a job (documented where the document can say it); payload
+    # parts of any shape (`body`, a task's inputs) cannot say it, so none is generated.
+    schema.config.generation.update(with_security_parameters=False, allow_x00=False)
+
+    @schema.hook
+    def filter_body(ctx: schemathesis.HookContext, body: Any) -> bool:
+        # The SSRF guard's refusals depend on CRONOS_HTTP_ALLOW_NETS, which no schema can
+        # know (the url's description says it); test_api_input covers them.
+        if isinstance(body, dict) and "expires_at" in body:
+            return False  # "in the future" depends on the clock; test_api_auth covers it
+        if isinstance(body, dict) and body.get("parents"):
+            return False  # which jobs exist (and make no cycle) depends on the data; test_chains covers it
+        payload = body.get("payload") if isinstance(body, dict) else None
+        url = payload.get("url") if isinstance(payload, dict) else None
+        return not isinstance(url, str) or literal_host_refusal(url, live.http_allow_nets) is None
+
+    @schema.hook
+    def filter_query(ctx: schemathesis.HookContext, query: Any) -> bool:
+        # A ticks window's bounds (`from` not after `to`, at most 7 days) relate two parameters
+        # and the clock, which no schema can say; test_api_ticks covers them.
+        if ctx.operation is None or not ctx.operation.path.endswith("/ticks") or not isinstance(query, dict):
+            return True
+        try:
+            window(query.get("from"), query.get("to"), datetime.now(UTC))
+        except InvalidInput:
+            return False
+        return True
+
+    return schema
+
+
 @pytest.mark.timeout(200)
 def test_the_api_keeps_the_promises_of_its_openapi_document(settings: Settings) -> None:
     _register_formats()
@@ -96,36 +131,7 @@ def test_the_api_keeps_the_promises_of_its_openapi_document(settings: Settings) 
         created = requests.post(f"{base}/api/tokens", json={"name": "schemathesis", "scopes": ["admin"]}, timeout=10)
         assert created.status_code == 201, created.text
         auth = {"Authorization": f"Bearer {created.json()['token']}"}
-        schema = schemathesis.openapi.from_url(f"{base}/openapi.json")
-        # Our token, not made-up ones: a 401 is accepted by the checks, so it would test nothing.
-        # NUL is refused in every text of a job (documented where the document can say it); payload
-        # parts of any shape (`body`, a task's inputs) cannot say it, so none is generated.
-        schema.config.generation.update(with_security_parameters=False, allow_x00=False)
-
-        @schema.hook
-        def filter_body(ctx: schemathesis.HookContext, body: Any) -> bool:
-            # The SSRF guard's refusals depend on CRONOS_HTTP_ALLOW_NETS, which no schema can
-            # know (the url's description says it); test_api_input covers them.
-            if isinstance(body, dict) and "expires_at" in body:
-                return False  # "in the future" depends on the clock; test_api_auth covers it
-            if isinstance(body, dict) and body.get("parents"):
-                return False  # which jobs exist (and make no cycle) depends on the data; test_chains covers it
-            payload = body.get("payload") if isinstance(body, dict) else None
-            url = payload.get("url") if isinstance(payload, dict) else None
-            return not isinstance(url, str) or literal_host_refusal(url, live.http_allow_nets) is None
-
-        @schema.hook
-        def filter_query(ctx: schemathesis.HookContext, query: Any) -> bool:
-            # A ticks window's bounds (`from` not after `to`, at most 7 days) relate two parameters
-            # and the clock, which no schema can say; test_api_ticks covers them.
-            if ctx.operation is None or not ctx.operation.path.endswith("/ticks") or not isinstance(query, dict):
-                return True
-            try:
-                window(query.get("from"), query.get("to"), datetime.now(UTC))
-            except InvalidInput:
-                return False
-            return True
-
+        schema = _schema(base, live)
         operations = [result.ok() for result in schema.get_all_operations()]
         assert len(operations) >= 20
         # Ids that exist, so operations on one job or run get past 404 too; deletes go last.
@@ -169,3 +175,57 @@ def test_the_api_keeps_the_promises_of_its_openapi_document(settings: Settings) 
                               ("GET /api/tokens/history", 200)):  # fmt: skip
         assert statuses[operation, status] > 0, (operation, status, statuses)
     assert not any(status == 401 for _operation, status in statuses), statuses
+
+
+ADMIN_TOKEN = "stateful-admin-" + "s" * 32
+STATEFUL_SUITES = 6  # seeds
+STATEFUL_EXAMPLES = 40  # scenarios per suite (~1,650 calls, ~15 s here)
+STATEFUL_STEPS = 12  # calls per scenario at most
+
+
+@pytest.mark.timeout(200)
+def test_stateful_sequences_of_calls_find_no_server_error(settings: Settings) -> None:
+    """schemathesis' stateful mode: sequences of calls where one's response feeds the next (a job
+    created, then changed, triggered, its runs read, deleted), bounded so it stays well under a minute.
+    The document's links (api.openapi._LINKS: a created job's id, a queued run's id) and those
+    schemathesis infers from the responses' schemas say which response feeds which call."""
+    _register_formats()
+    # CRONOS_ADMIN_TOKEN: a sequence may revoke any stored token (the links lead there), not this one.
+    live = msgspec.structs.replace(settings, allow_shell=True, admin_token=ADMIN_TOKEN)
+    with api_in_thread(live) as base:
+        auth = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+        schema = _schema(base, live)
+        schema.config.phases.stateful.max_steps = STATEFUL_STEPS
+        statuses: Counter[tuple[str, int]] = Counter()
+        errors: list[str] = []
+
+        class Workflow(schema.as_state_machine()):  # type: ignore[misc]
+            def get_call_kwargs(self, case: schemathesis.Case) -> dict[str, Any]:
+                return {"base_url": base, "headers": auth}
+
+            def validate_response(self, response: Any, case: schemathesis.Case, **kwargs: Any) -> None:
+                # Collected, not raised: a sequence replayed against the live (changed) data would
+                # not draw the same steps again, which hypothesis reports as flaky, not the 5xx.
+                statuses[case.operation.label, response.status_code] += 1
+                if response.status_code >= 500:
+                    errors.append(f"{case.operation.label} -> {response.status_code}: {case.as_curl_command()}")
+
+        settings_ = hypothesis.settings(
+            max_examples=STATEFUL_EXAMPLES,
+            stateful_step_count=STATEFUL_STEPS,
+            deadline=None,
+            database=None,
+            suppress_health_check=list(hypothesis.HealthCheck),
+            phases=[hypothesis.Phase.generate],
+        )
+        # Seeded suites, as schemathesis' own runner does: a suite ends early when hypothesis finds it
+        # cannot replay a sequence (the API's data changed under it: FlakyStrategyDefinition); every
+        # call made until then was checked, and the next suite goes on.
+        for seed in range(STATEFUL_SUITES):
+            with contextlib.suppress(hypothesis.errors.Flaky):
+                hypothesis.seed(seed)(Workflow).run(settings=settings_)
+    print(sorted(statuses.items()))
+    assert not errors, "\n".join(errors)
+    # Sequences happened: a job created, then used by id by a later call.
+    assert statuses["POST /api/jobs", 201] > 0, statuses
+    assert sum(n for (label, status), n in statuses.items() if "{id}" in label and status < 400) > 0, statuses

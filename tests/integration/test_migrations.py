@@ -138,3 +138,17 @@ async def test_partitioning_runs_keeps_every_row_and_every_guarantee(fresh_dsn: 
         assert await conn.fetchval("SELECT count(*) FROM runs_running_exclusive") == 0
     finally:
         await conn.close()
+
+
+async def test_tokens_made_before_the_upgrade_keep_protected_mode_closed(fresh_dsn: str) -> None:
+    await migrate(fresh_dsn, upto=19)
+    conn = await asyncpg.connect(fresh_dsn)
+    try:
+        await conn.execute(
+            "INSERT INTO api_tokens (name, token_hash, scopes, revoked_at) VALUES ('old', $1, '{read}', now())",
+            b"h" * 32,
+        )
+        await migrate(fresh_dsn)
+        assert await conn.fetchval("SELECT closed FROM api_protected_mode") is True
+    finally:
+        await conn.close()
