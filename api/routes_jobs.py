@@ -113,7 +113,6 @@ async def patch_job(request: web.Request) -> web.Response:
     if "name" in changes:
         changes["name"] = job_name(changes["name"])
     principal, guard, check = _checker(request)
-    changes = patch.changes()
     if "queue" in changes:
         await _check_queue_cap(request, changes["queue"], job_id)
     store = await request.app[BACKENDS].jobs()
