@@ -74,6 +74,17 @@ async def _check_queue_cap(request: web.Request, queue: str, job_id: int | None)
     await QueueStore(await backends.pool()).check_cap(queue, job_id, backends.settings.max_queues)
 
 
+async def _guard_shell_chain(request: web.Request, principal: Principal, job_id: int, action: str) -> None:
+    """A job whose chain runs a shell job is the shell job's trigger: only admin may run it on
+    demand (a trigger) or change when and how often it runs (a PATCH). An admin making a shell
+    job the child of a task job grants no one else its runs."""
+    if principal.admin:
+        return
+    shell = await shell_descendant(await request.app[BACKENDS].pool(), job_id)
+    if shell is not None:
+        raise forbidden(principal, "admin", f"{action} of job {job_id} (its chain runs shell job {shell[0]})")
+
+
 async def create_job(request: web.Request) -> web.Response:
     body = await decode(request, JobCreate)
     fields = msgspec.structs.asdict(body)
@@ -113,6 +124,7 @@ async def patch_job(request: web.Request) -> web.Response:
     if "name" in changes:
         changes["name"] = job_name(changes["name"])
     principal, guard, check = _checker(request)
+    await _guard_shell_chain(request, principal, job_id, "a change")
     if "queue" in changes:
         await _check_queue_cap(request, changes["queue"], job_id)
     store = await request.app[BACKENDS].jobs()
@@ -148,12 +160,7 @@ async def resume_job(request: web.Request) -> web.Response:
 async def trigger_job(request: web.Request) -> web.Response:
     principal, guard, _check = _checker(request)
     job_id = path_id(request)
-    if not principal.admin:
-        # A trigger runs the job's chain after it: a shell job down the chain needs admin as its
-        # own trigger would (an admin making it a child of a task job grants no one its runs on demand).
-        shell = await shell_descendant(await request.app[BACKENDS].pool(), job_id)
-        if shell is not None:
-            raise forbidden(principal, "admin", f"a trigger of job {job_id} (its chain runs shell job {shell[0]})")
+    await _guard_shell_chain(request, principal, job_id, "a trigger")
     run = await (await request.app[BACKENDS].jobs()).trigger(job_id, actor=principal.name, guard=guard)
     return respond(run_out(run), status=202)
 

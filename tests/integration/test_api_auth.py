@@ -190,7 +190,7 @@ async def test_each_scope_boundary_is_a_403_naming_the_scope(settings: Settings,
         assert (await api.call("DELETE", f"/api/jobs/{sid}", token=admin)).status == 204
 
 
-async def test_a_write_token_cannot_run_a_shell_job_through_its_chain(
+async def test_a_write_token_cannot_run_a_shell_job_through_its_chain_or_reschedule_its_parent(
     settings: Settings, pg_pool: asyncpg.Pool
 ) -> None:
     writer = await _token(pg_pool, "writer", "write")
@@ -206,6 +206,15 @@ async def test_a_write_token_cannot_run_a_shell_job_through_its_chain(
             refused = await api.call("POST", f"/api/jobs/{job}/trigger", token=writer)
             _forbidden(refused, "admin")
             assert f"shell job {shell.body['id']}" in refused.body["detail"], refused.body
+        # Nor make it run more often: a change of a job up the chain needs admin too.
+        every_second = await api.call(
+            "PATCH", f"/api/jobs/{top}", json={"cron_expression": "* * * * * *"}, token=writer
+        )
+        _forbidden(every_second, "admin")
+        assert f"shell job {shell.body['id']}" in every_second.body["detail"], every_second.body
+        assert (await api.call("GET", f"/api/jobs/{top}", token=writer)).body["cron_expression"] == SEED_JOB[
+            "cron_expression"
+        ]
         assert (await api.call("POST", f"/api/jobs/{top}/trigger", token=admin)).status == 202
     triggers = await pg_pool.fetchval("SELECT count(*) FROM runs WHERE job_id = $1", top)
     assert triggers == 2  # the writer's first trigger and the admin's, none refused ran
