@@ -9,6 +9,7 @@ one-off could not be saved (422 on $.cron_expression).
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -94,16 +95,17 @@ def test_every_shape_of_job_saved_untouched_writes_nothing(browser: Any, stack: 
         _open_edit(driver, stack, job)
         if body.get("managed_by"):
             assert "cronos apply" in text(driver, "#managed-by") and "reverts" in text(driver, "#managed-by")
+            _screenshot(driver, "form-managed")
         else:
             assert not driver.find_elements("id", "managed-by")
         if job["kind"] == "http":
-            assert SECRET not in driver.page_source and '"Authorization": "***"' in find(driver, "#payload").get_attribute(
-                "value"
-            )
+            shown = find(driver, "#payload").get_attribute("value")
+            assert SECRET not in driver.page_source and '"Authorization": "***"' in shown
         if job["name"] == "f-complex":
             _screenshot(driver, "form-complex")
         find(driver, "#save").click()
-        wait(driver, lambda d: d.current_url.endswith(f"#/jobs/{job['id']}"), what=f"{job['name']} saved")
+        page = f"#/jobs/{job['id']}"
+        wait(driver, lambda d, page=page: d.current_url.endswith(page), what=f"{job['name']} saved")
         revisions = call(stack, "GET", f"/api/jobs/{job['id']}/revisions")["items"]
         assert [(r["number"], r["changes"]) for r in revisions] == [(1, revisions[-1]["changes"])], job["name"]
         assert _kept(call(stack, "GET", f"/api/jobs/{job['id']}")) == before, job["name"]
@@ -120,6 +122,7 @@ def test_an_edit_of_one_field_sends_and_records_that_field_alone(browser: Any, s
         ("f-buffer-all", "#jitter_s", "1.5", "jitter_s", 1.5),
     ):
         job = jobs[name]
+        before = _kept(call(stack, "GET", f"/api/jobs/{job['id']}"))
         _open_edit(driver, stack, job)
         find(driver, control).clear()
         find(driver, control).send_keys(typed)
@@ -127,8 +130,8 @@ def test_an_edit_of_one_field_sends_and_records_that_field_alone(browser: Any, s
         assert [(w["method"], w["body"]) for w in _writes(driver)] == [("PATCH", f'{{"{field}":{typed}}}')]
         newest = call(stack, "GET", f"/api/jobs/{job['id']}/revisions")["items"][0]
         assert (newest["number"], newest["fields"], newest["changes"]) == (2, [field], {field: value}), newest
-        after = call(stack, "GET", f"/api/jobs/{job['id']}")
-        assert _kept(after) | {field: value} == _kept(after) and after["concurrency_policy"] == job["concurrency_policy"]
+        after = _kept(call(stack, "GET", f"/api/jobs/{job['id']}"))
+        assert {k: after[k] for k in JOB_WRITABLE} == {k: before[k] for k in JOB_WRITABLE} | {field: value}
 
 
 def test_a_one_off_becomes_a_schedule_and_back(browser: Any, stack: Stack) -> None:
@@ -137,9 +140,8 @@ def test_a_one_off_becomes_a_schedule_and_back(browser: Any, stack: Stack) -> No
     driver = browser
     job = next(j for j in call(stack, "GET", "/api/jobs?limit=100")["items"] if j["name"] == "f-one-off")
     _open_edit(driver, stack, job)
-    assert find(driver, "#run_at").get_attribute("value") == job["run_at"] and not find(driver, "#run_at").get_attribute(
-        "hidden"
-    )
+    assert find(driver, "#run_at").get_attribute("value") == job["run_at"]
+    assert find(driver, "#field-run_at").is_displayed() and not find(driver, "#field-cron_expression").is_displayed()
     Select(find(driver, "#schedule_type")).select_by_value("cron")
     cron = find(driver, "#cron_expression")
     cron.clear()
@@ -157,6 +159,38 @@ def test_a_one_off_becomes_a_schedule_and_back(browser: Any, stack: Stack) -> No
     _save(driver, stack, stored, "Saved: cron_expression, run_at")
     stored = call(stack, "GET", f"/api/jobs/{job['id']}")
     assert (stored["cron_expression"], stored["run_at"], stored["revision"]) == (None, "2032-01-01T00:00:00Z", 3)
+
+
+def test_create_through_the_form_sends_every_field(browser: Any, stack: Stack) -> None:
+    from selenium.webdriver.support.ui import Select
+
+    driver = browser
+    parent = next(j for j in call(stack, "GET", "/api/jobs?limit=100")["items"] if j["name"] == "f-parent")
+    go(driver, stack, "#/new")
+    wait(driver, lambda d: find(d, "#name"), what="the form").send_keys("f-created-once")
+    driver.execute_script(_SPY)
+    Select(find(driver, "#schedule_type")).select_by_value("run_at")
+    find(driver, "#save").click()  # no instant yet: said where, nothing sent
+    wait(driver, lambda d: "needs the instant" in text(d, "#run_at-problem"), what="the missing instant")
+    find(driver, "#run_at").send_keys("2033-03-03T03:03:00+01:00")
+    wait(driver, lambda d: text(d, "#description") == "once, at 2033-03-03 02:03:00 UTC", what="the one-off's words")
+    find(driver, "#policies summary").click()
+    Select(find(driver, "#concurrency_policy")).select_by_value("buffer_all")
+    find(driver, "#queue").clear()
+    find(driver, "#queue").send_keys("reports")
+    find(driver, "#window summary").click()
+    for control, typed in (("#max_runs", "4"), ("#catchup_max_per_s", "1.5"), ("#parents", f" {parent['id']} ,")):
+        find(driver, control).send_keys(typed)
+    find(driver, "#save").click()
+    wait(driver, lambda d: text(d, "h1") == "f-created-once" and "Created" in text(d, "#status"), what="the job page")
+    (write,) = _writes(driver)
+    assert write["method"] == "POST" and set(json.loads(write["body"])) == set(JOB_WRITABLE) - {"managed_by"}
+    job = next(j for j in call(stack, "GET", "/api/jobs?limit=100")["items"] if j["name"] == "f-created-once")
+    assert {k: job[k] for k in ("cron_expression", "run_at", "concurrency_policy", "queue", "max_runs",
+                                "catchup_max_per_s", "parents", "start_at")} == {
+        "cron_expression": None, "run_at": "2033-03-03T02:03:00Z", "concurrency_policy": "buffer_all",
+        "queue": "reports", "max_runs": 4, "catchup_max_per_s": 1.5, "parents": [parent["id"]], "start_at": None,
+    }  # fmt: skip
 
 
 def _screenshot(driver: Any, name: str) -> None:

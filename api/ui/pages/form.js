@@ -17,11 +17,11 @@ const CHOICES = {
 const LABELS = {
   schedule_type: { cron: "Repeating (cron)", run_at: "Once (run_at)" },
   concurrency_policy: {
-    forbid: "forbid: skip a tick while a run is going",
-    allow: "allow: runs may overlap",
-    replace: "replace: cancel the running one",
-    buffer_one: "buffer_one: one waits its turn",
-    buffer_all: "buffer_all: every tick waits its turn",
+    forbid: "forbid (skip while one runs)",
+    allow: "allow (side by side)",
+    replace: "replace (end the running one)",
+    buffer_one: "buffer_one (one waits)",
+    buffer_all: "buffer_all (every tick waits)",
   },
 };
 // [name, label, default on create, step, hint]; an empty optional field is null (unset).
@@ -33,19 +33,20 @@ const NUMBERS = [
   ["jitter_s", "Jitter (s)", 0, "any"],
 ];
 const OPTIONAL_NUMBERS = [
-  ["max_runs", "Max runs", "1", "After this many scheduled runs the job is completed; empty: no limit."],
-  ["catchup_max_per_s", "Catch-up pace (runs/s)", "any", "Late runs of its catch-up at most this many a second; empty: the cluster's."],
+  ["max_runs", "Max runs", "1", "After this many scheduled runs the job is completed.", "no limit"],
+  ["catchup_max_per_s", "Catch-up pace (runs/s)", "any", "Late runs of its catch-up at most this many a second.",
+    "the cluster's pace"],
 ];
+const INSTANT_EXAMPLE = "2026-12-24T18:00:00Z";
 const INSTANTS = [
-  ["start_at", "Window start", "No tick before this instant; empty: none."],
-  ["end_at", "Window end", "No tick after it (then the job is completed); empty: none."],
+  ["start_at", "Window start", `No tick before this instant (RFC 3339, e.g. ${INSTANT_EXAMPLE}).`],
+  ["end_at", "Window end", "No tick after this one; then the job is completed."],
 ];
 const PAYLOAD_HINT = {
   task: '{"action": "reindex", "target": "users"}',
   http: '{"url": "https://example.com/hook", "method": "POST"}',
   shell: '{"argv": ["echo", "hello"]}',
 };
-const INSTANT_EXAMPLE = "2026-12-24T18:00:00Z";
 
 function field(name, label, control, hint) {
   return h("div", { class: "field", id: `field-${name}` },
@@ -98,12 +99,11 @@ export async function formPage(main, [id]) {
   for (const [name, , fallback, step] of NUMBERS) {
     controls[name] = h("input", { id: name, name, type: "number", min: 0, step, value: value(name, fallback) });
   }
-  for (const [name, , step] of OPTIONAL_NUMBERS) {
-    controls[name] = h("input", { id: name, name, type: "number", min: 0, step, value: value(name, null) ?? "" });
+  for (const [name, , step, , unset] of OPTIONAL_NUMBERS) {
+    controls[name] = h("input", { id: name, name, type: "number", min: 0, step, value: value(name, null) ?? "",
+      placeholder: unset });
   }
-  for (const [name] of INSTANTS) {
-    controls[name] = text(name, value(name, null), { placeholder: INSTANT_EXAMPLE });
-  }
+  for (const [name] of INSTANTS) controls[name] = text(name, value(name, null), { placeholder: "none" });
   const preview = h("div", { id: "preview", class: "preview", "aria-live": "polite" });
   const save = h("button", { type: "submit", class: "primary", id: "save" }, job ? "Save changes" : "Create job");
 
@@ -137,7 +137,10 @@ export async function formPage(main, [id]) {
       problem("timezone", null);
       replace(preview, h("p", { class: "lead", id: "description" }, data.description),
         h("ol", { class: "fires" }, data.fire_times.map((t) => h("li", {}, utc(t.at), " ",
-          local(t.local) ? h("span", { class: "muted" }, ` (${local(t.local)})`) : null, t.dst ? h("span", { class: "dst" }, ` ${t.dst.detail}`) : null))));
+          local(t.local) ? h("span", { class: "muted" }, ` (${local(t.local)})`) : null, t.dst ? h("span", { class: "dst" }, ` ${t.dst.detail}`) : null))),
+        controls.start_at.value || controls.end_at.value || controls.max_runs.value
+          ? h("p", { class: "muted small" }, "The cron's own fire times: the window and max runs below keep only those within them.")
+          : null);
     } catch (error) {
       if (mine !== asked) return;
       const name = error.field === "$.timezone" ? "timezone" : "cron_expression";
@@ -175,6 +178,7 @@ export async function formPage(main, [id]) {
   controls.cron_expression.addEventListener("input", later);
   controls.run_at.addEventListener("input", later);
   controls.timezone.addEventListener("input", later);
+  for (const name of ["start_at", "end_at", "max_runs"]) controls[name].addEventListener("input", later); // the note
   controls.schedule_type.addEventListener("change", showScheduleType);
   controls.payload.addEventListener("input", checkPayload);
   controls.kind.addEventListener("change", () => {
@@ -220,6 +224,10 @@ export async function formPage(main, [id]) {
       controls.parents.closest("details").open = true;
       return controls.parents.focus();
     }
+    if (oneOff() && !controls.run_at.value.trim()) {
+      problem("run_at", "a one-off needs the instant it runs at");
+      return controls.run_at.focus();
+    }
     const body = { payload, parents };
     for (const name of ["name", "timezone", "kind", "status", "concurrency_policy", "misfire_policy", "queue"]) {
       body[name] = controls[name].value;
@@ -249,7 +257,8 @@ export async function formPage(main, [id]) {
       flash(job ? `Saved: ${Object.keys(changes).sort().join(", ")}` : "Created");
       location.hash = `#/jobs/${saved.id}`;
     } catch (error) {
-      const name = error instanceof ApiError && error.field ? error.field.replace(/^\$\./, "").split(/[.[]/)[0] : "form";
+      let name = error instanceof ApiError && error.field ? error.field.replace(/^\$\./, "").split(/[.[]/)[0] : "form";
+      if (name in fields && fields[name].hidden) name = oneOff() ? "run_at" : "cron_expression"; // the one shown
       if (!problem(name, error.message)) problem("form", error.message);
       controls[name]?.closest("details")?.setAttribute("open", ""); // a policy field: show it
       (controls[name] ?? save).focus();
