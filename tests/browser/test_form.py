@@ -17,6 +17,7 @@ import pytest
 from cronos.models import JOB_WRITABLE
 from tests.browser.conftest import ARTIFACTS, Stack
 from tests.browser.test_console import call, find, go, text, wait
+from tests.waiting import block_until
 
 pytestmark = [pytest.mark.cluster, pytest.mark.browser, pytest.mark.timeout(120)]
 
@@ -33,6 +34,13 @@ if (!window.spied) {
   };
   window.spied = true;
 }
+"""
+
+# Labels whose control is not theirs alone (an id the page uses twice: the form's status was once).
+_LABELS = """
+return [...document.querySelectorAll('#job-form label')]
+  .filter((l) => document.querySelectorAll('#' + CSS.escape(l.htmlFor)).length !== 1 || !l.control)
+  .map((l) => l.htmlFor);
 """
 
 
@@ -102,6 +110,7 @@ def test_every_shape_of_job_saved_untouched_writes_nothing(browser: Any, stack: 
             shown = find(driver, "#payload").get_attribute("value")
             assert SECRET not in driver.page_source and '"Authorization": "***"' in shown
         if job["name"] == "f-complex":
+            assert driver.execute_script(_LABELS) == []
             _screenshot(driver, "form-complex")
         find(driver, "#save").click()
         page = f"#/jobs/{job['id']}"
@@ -111,6 +120,27 @@ def test_every_shape_of_job_saved_untouched_writes_nothing(browser: Any, stack: 
         assert _kept(call(stack, "GET", f"/api/jobs/{job['id']}")) == before, job["name"]
         assert _writes(driver) == [], job["name"]  # not even a PATCH the API finds empty
         assert text(driver, "#status") == "Nothing changed"
+
+
+def test_an_ended_job_saved_untouched_keeps_its_status(browser: Any, stack: Stack) -> None:
+    """A window that closed before the job was made ends it; its status (not one a client may set) is
+    shown and not sent back."""
+    driver = browser
+    job = call(stack, "POST", "/api/jobs", {"name": "f-ended", "cron_expression": "@hourly", "payload": OK,
+                                            "end_at": "2020-01-01T00:00:00Z"})  # fmt: skip
+    ended = block_until(lambda: _ended(stack, job["id"]), timeout=20, what="the job ended by its window")
+    before = _kept(ended)
+    _open_edit(driver, stack, job)
+    assert find(driver, "#job-status").get_attribute("value") == ended["status"]
+    assert find(driver, f"#job-status option[value='{ended['status']}']").get_attribute("disabled") is not None
+    find(driver, "#save").click()
+    wait(driver, lambda d: d.current_url.endswith(f"#/jobs/{job['id']}"), what="the job page")
+    assert _writes(driver) == [] and _kept(call(stack, "GET", f"/api/jobs/{job['id']}")) == before
+
+
+def _ended(stack: Stack, job_id: int) -> dict[str, Any] | None:
+    job: dict[str, Any] = call(stack, "GET", f"/api/jobs/{job_id}")
+    return job if job["status"] in ("completed", "expired") else None
 
 
 def test_an_edit_of_one_field_sends_and_records_that_field_alone(browser: Any, stack: Stack) -> None:

@@ -50,14 +50,14 @@ const PAYLOAD_HINT = {
 
 function field(name, label, control, hint) {
   return h("div", { class: "field", id: `field-${name}` },
-    h("label", { for: name }, label), control,
+    h("label", { for: control.id }, label), control,
     hint ? h("p", { class: "hint muted small", id: `${name}-hint` }, hint) : null,
     h("p", { class: "problem", id: `${name}-problem`, role: "alert" }));
 }
 
-function select(name, value) {
+function select(name, value, id = name) {
   const choices = CHOICES[name].includes(value) ? CHOICES[name] : [...CHOICES[name], value];
-  return h("select", { id: name, name }, choices.map((v) => h("option", {
+  return h("select", { id, name }, choices.map((v) => h("option", {
     value: v, selected: v === value, disabled: !CHOICES[name].includes(v), // e.g. a completed job's status
   }, LABELS[name]?.[v] ?? v)));
 }
@@ -89,7 +89,7 @@ export async function formPage(main, [id]) {
     payload: h("textarea", { id: "payload", name: "payload", rows: 6, spellcheck: "false" }),
     concurrency_policy: select("concurrency_policy", value("concurrency_policy", "forbid")),
     misfire_policy: select("misfire_policy", value("misfire_policy", "run_once")),
-    status: select("status", value("status", "active")),
+    status: select("status", value("status", "active"), "job-status"), // the page's own #status is the flash line
     queue: text("queue", value("queue", "default"), { required: true, maxlength: 64, pattern: "[A-Za-z0-9_\\-]+" }),
     parents: text("parents", value("parents", []).join(", "), { placeholder: "e.g. 12, 40", inputmode: "numeric" }),
   };
