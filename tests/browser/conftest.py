@@ -67,6 +67,7 @@ def stack(services: Services, tmp_path_factory: pytest.TempPathFactory) -> Itera
         "CRONOS_NODE_ID": node,
         "CRONOS_LOG_FORMAT": "json",
         "CRONOS_LEADER_TTL_MS": "1500",
+        "CRONOS_ALLOW_SHELL": "true",  # the edit form's tests open a shell job (none of them runs it)
         "PYTHONPATH": str(REPO),  # for --import tests.browser.tasks
     }
     with log.open("ab") as out:

@@ -1,21 +1,46 @@
 // Create or edit a job, with live checks: the schedule through the preview API as you type
 // (the same check the API makes on save), the payload as JSON; the API's 422 marks its field.
+// Every writable field of a job is here; an edit sends only what differs from the job as loaded
+// (api/ui/edits.js), so a save that changes nothing writes nothing.
 import { ApiError, get, patch, post, query } from "../api.js";
+import { changedFields, parseIds, parseNumber } from "../edits.js";
 import { flash } from "../feedback.js";
 import { h, local, replace, utc } from "../dom.js";
 
 const CHOICES = {
   kind: ["task", "http", "shell"],
-  concurrency_policy: ["forbid", "allow", "replace"],
+  schedule_type: ["cron", "run_at"],
+  concurrency_policy: ["forbid", "allow", "replace", "buffer_one", "buffer_all"],
   misfire_policy: ["run_once", "run_all", "skip"],
   status: ["active", "paused"],
 };
+const LABELS = {
+  schedule_type: { cron: "Repeating (cron)", run_at: "Once (run_at)" },
+  concurrency_policy: {
+    forbid: "forbid (skip while one runs)",
+    allow: "allow (side by side)",
+    replace: "replace (end the running one)",
+    buffer_one: "buffer_one (one waits)",
+    buffer_all: "buffer_all (every tick waits)",
+  },
+};
+// [name, label, default on create, step, hint]; an empty optional field is null (unset).
 const NUMBERS = [
   ["timeout_s", "Timeout (s)", 300, "any"],
   ["max_retries", "Max retries", 0, "1"],
-  ["retry_backoff_s", "Retry backoff (s)", 10, "any"],
-  ["misfire_grace_s", "Misfire grace (s)", 60, "any"],
+  ["retry_backoff_s", "Retry backoff (s)", 10, "any", "Doubled per attempt."],
+  ["misfire_grace_s", "Misfire grace (s)", 60, "any", "How late a tick may still start."],
   ["jitter_s", "Jitter (s)", 0, "any"],
+];
+const OPTIONAL_NUMBERS = [
+  ["max_runs", "Max runs", "1", "After this many scheduled runs the job is completed.", "no limit"],
+  ["catchup_max_per_s", "Catch-up pace (runs/s)", "any", "Late runs of its catch-up at most this many a second.",
+    "the cluster's pace"],
+];
+const INSTANT_EXAMPLE = "2026-12-24T18:00:00Z";
+const INSTANTS = [
+  ["start_at", "Window start", `No tick before this instant (RFC 3339, e.g. ${INSTANT_EXAMPLE}).`],
+  ["end_at", "Window end", "No tick after this one; then the job is completed."],
 ];
 const PAYLOAD_HINT = {
   task: '{"action": "reindex", "target": "users"}',
@@ -25,52 +50,84 @@ const PAYLOAD_HINT = {
 
 function field(name, label, control, hint) {
   return h("div", { class: "field", id: `field-${name}` },
-    h("label", { for: name }, label), control,
+    h("label", { for: control.id }, label), control,
     hint ? h("p", { class: "hint muted small", id: `${name}-hint` }, hint) : null,
     h("p", { class: "problem", id: `${name}-problem`, role: "alert" }));
 }
 
-function select(name, value) {
-  return h("select", { id: name, name }, CHOICES[name].map((v) => h("option", { value: v, selected: v === value }, v)));
+function select(name, value, id = name) {
+  const choices = CHOICES[name].includes(value) ? CHOICES[name] : [...CHOICES[name], value];
+  return h("select", { id, name }, choices.map((v) => h("option", {
+    value: v, selected: v === value, disabled: !CHOICES[name].includes(v), // e.g. a completed job's status
+  }, LABELS[name]?.[v] ?? v)));
+}
+
+function text(name, value, attrs = {}) {
+  return h("input", { id: name, name, spellcheck: "false", autocomplete: "off", value: value ?? "", ...attrs });
+}
+
+/** Who owns the job: `cronos apply` puts it back as its file says, console edits included. */
+function managedNotice(owner) {
+  return h("div", { class: "notice", id: "managed-by", role: "note" },
+    h("strong", {}, `Managed by ${owner.tool}. `),
+    "This job is kept in step with a jobs file by ", h("code", {}, "cronos apply"),
+    ": its next apply reverts any change made here. Change the jobs file instead.");
 }
 
 export async function formPage(main, [id]) {
   const job = id ? await get(`/api/jobs/${id}`) : null;
   const value = (name, fallback) => (job ? job[name] : fallback);
+  const once = job ? job.cron_expression === null : false;
   const controls = {
-    name: h("input", { id: "name", name: "name", required: true, maxlength: 200, value: value("name", "") }),
-    cron_expression: h("input", { id: "cron_expression", name: "cron_expression", required: true, maxlength: 256,
-      spellcheck: "false", autocomplete: "off", value: value("cron_expression", "*/5 * * * *"),
-      "aria-describedby": "preview" }),
-    timezone: h("input", { id: "timezone", name: "timezone", required: true, maxlength: 64, spellcheck: "false",
-      value: value("timezone", "UTC") }),
+    name: text("name", value("name", ""), { required: true, maxlength: 200, spellcheck: null, autocomplete: null }),
+    schedule_type: select("schedule_type", once ? "run_at" : "cron"),
+    cron_expression: text("cron_expression", value("cron_expression", "*/5 * * * *"),
+      { maxlength: 256, "aria-describedby": "preview" }),
+    run_at: text("run_at", value("run_at", ""), { placeholder: INSTANT_EXAMPLE, "aria-describedby": "run_at-hint" }),
+    timezone: text("timezone", value("timezone", "UTC"), { required: true, maxlength: 64 }),
     kind: select("kind", value("kind", "task")),
     payload: h("textarea", { id: "payload", name: "payload", rows: 6, spellcheck: "false" }),
     concurrency_policy: select("concurrency_policy", value("concurrency_policy", "forbid")),
     misfire_policy: select("misfire_policy", value("misfire_policy", "run_once")),
-    status: select("status", value("status", "active")),
-    queue: h("input", { id: "queue", name: "queue", required: true, maxlength: 64, spellcheck: "false",
-      pattern: "[A-Za-z0-9_\\-]+", value: value("queue", "default") }),
+    status: select("status", value("status", "active"), "job-status"), // the page's own #status is the flash line
+    queue: text("queue", value("queue", "default"), { required: true, maxlength: 64, pattern: "[A-Za-z0-9_\\-]+" }),
+    parents: text("parents", value("parents", []).join(", "), { placeholder: "e.g. 12, 40", inputmode: "numeric" }),
   };
-  // Secrets come back as "***"; sent back unchanged, the API keeps the stored value.
+  // Secrets come back as "***"; sent back unchanged, the API keeps the stored value (and an
+  // untouched payload is not sent at all).
   controls.payload.value = job ? JSON.stringify(job.payload, null, 2) : PAYLOAD_HINT.task;
   for (const [name, , fallback, step] of NUMBERS) {
     controls[name] = h("input", { id: name, name, type: "number", min: 0, step, value: value(name, fallback) });
   }
+  for (const [name, , step, , unset] of OPTIONAL_NUMBERS) {
+    controls[name] = h("input", { id: name, name, type: "number", min: 0, step, value: value(name, null) ?? "",
+      placeholder: unset });
+  }
+  for (const [name] of INSTANTS) controls[name] = text(name, value(name, null), { placeholder: "none" });
   const preview = h("div", { id: "preview", class: "preview", "aria-live": "polite" });
   const save = h("button", { type: "submit", class: "primary", id: "save" }, job ? "Save changes" : "Create job");
 
-  function problem(name, text) {
+  function problem(name, message) {
     const where = document.getElementById(`${name}-problem`);
     if (!where) return false;
-    where.textContent = text ?? "";
-    controls[name]?.setAttribute("aria-invalid", text ? "true" : "false");
+    where.textContent = message ?? "";
+    controls[name]?.setAttribute("aria-invalid", message ? "true" : "false");
     return true;
   }
+
+  const oneOff = () => controls.schedule_type.value === "run_at";
 
   let asked = 0;
   async function checkSchedule() {
     const mine = ++asked;
+    if (oneOff()) {
+      problem("cron_expression", null);
+      const at = Date.parse(controls.run_at.value);
+      replace(preview, Number.isNaN(at)
+        ? h("p", { class: "muted" }, `Runs once at an instant with its offset, e.g. ${INSTANT_EXAMPLE}.`)
+        : h("p", { class: "lead", id: "description" }, `once, at ${utc(new Date(at).toISOString())}`));
+      return;
+    }
     try {
       const data = await get(`/api/schedule/preview${query({
         cron_expression: controls.cron_expression.value, timezone: controls.timezone.value, count: 5,
@@ -80,7 +137,10 @@ export async function formPage(main, [id]) {
       problem("timezone", null);
       replace(preview, h("p", { class: "lead", id: "description" }, data.description),
         h("ol", { class: "fires" }, data.fire_times.map((t) => h("li", {}, utc(t.at), " ",
-          local(t.local) ? h("span", { class: "muted" }, ` (${local(t.local)})`) : null, t.dst ? h("span", { class: "dst" }, ` ${t.dst.detail}`) : null))));
+          local(t.local) ? h("span", { class: "muted" }, ` (${local(t.local)})`) : null, t.dst ? h("span", { class: "dst" }, ` ${t.dst.detail}`) : null))),
+        controls.start_at.value || controls.end_at.value || controls.max_runs.value
+          ? h("p", { class: "muted small" }, "The cron's own fire times: the window and max runs below keep only those within them.")
+          : null);
     } catch (error) {
       if (mine !== asked) return;
       const name = error.field === "$.timezone" ? "timezone" : "cron_expression";
@@ -101,53 +161,104 @@ export async function formPage(main, [id]) {
     }
   }
 
+  const fields = {
+    cron_expression: field("cron_expression", "Schedule (cron)", controls.cron_expression,
+      "5 fields, 6 with seconds first, @hourly, @daily, …, or @never (runs only by hand or after its parents)"),
+    run_at: field("run_at", "Run at", controls.run_at, "An instant with its offset (RFC 3339), e.g. " +
+      `${INSTANT_EXAMPLE}; the job runs once then.`),
+  };
+  function showScheduleType() {
+    fields.cron_expression.hidden = oneOff();
+    fields.run_at.hidden = !oneOff();
+    checkSchedule();
+  }
+
   let typing;
   const later = () => { clearTimeout(typing); typing = setTimeout(checkSchedule, 250); };
   controls.cron_expression.addEventListener("input", later);
+  controls.run_at.addEventListener("input", later);
   controls.timezone.addEventListener("input", later);
+  for (const name of ["start_at", "end_at", "max_runs"]) controls[name].addEventListener("input", later); // the note
+  controls.schedule_type.addEventListener("change", showScheduleType);
   controls.payload.addEventListener("input", checkPayload);
   controls.kind.addEventListener("change", () => {
     if (!job) controls.payload.value = PAYLOAD_HINT[controls.kind.value];
     checkPayload();
   });
 
+  const open = job ? true : undefined; // editing: every field of the job in sight
   const form = h("form", { id: "job-form", novalidate: true },
+    job?.managed_by ? managedNotice(job.managed_by) : null,
     h("div", { class: "form-grid" },
       field("name", "Name", controls.name),
-      field("cron_expression", "Schedule (cron)", controls.cron_expression,
-        "5 fields, 6 with seconds first, or @hourly, @daily, …"),
-      field("timezone", "Time zone (IANA)", controls.timezone),
       field("kind", "Kind", controls.kind),
-      field("status", "Status", controls.status)),
+      field("status", "Status", controls.status),
+      field("schedule_type", "Runs", controls.schedule_type),
+      fields.cron_expression,
+      fields.run_at,
+      field("timezone", "Time zone (IANA)", controls.timezone)),
     h("section", { class: "preview-box", "aria-label": "Schedule preview" }, preview),
     field("payload", "Payload (JSON)", controls.payload, "Secrets show as *** and are kept when sent back unchanged."),
-    h("details", {}, h("summary", {}, "Policies"),
+    h("details", { id: "policies", open }, h("summary", {}, "Policies"),
       h("div", { class: "form-grid" },
-        NUMBERS.map(([name, label]) => field(name, label, controls[name])),
-        field("concurrency_policy", "Concurrency", controls.concurrency_policy),
+        NUMBERS.map(([name, label, , , hint]) => field(name, label, controls[name], hint)),
+        field("concurrency_policy", "Overlap (concurrency)", controls.concurrency_policy),
         field("misfire_policy", "Misfire", controls.misfire_policy),
         field("queue", "Queue", controls.queue, "Executors started with --queue NAME run it."))),
+    h("details", { id: "window", open }, h("summary", {}, "Window, limits and parents"),
+      h("div", { class: "form-grid" },
+        INSTANTS.map(([name, label, hint]) => field(name, label, controls[name], hint)),
+        OPTIONAL_NUMBERS.map(([name, label, , hint]) => field(name, label, controls[name], hint)),
+        field("parents", "Parents (job ids)", controls.parents,
+          "It also runs after each successful run of each of these jobs."))),
     h("p", { class: "problem", id: "form-problem", role: "alert" }),
     h("div", { class: "actions" }, save, h("a", { class: "button", href: job ? `#/jobs/${id}` : "#/jobs" }, "Cancel")));
+
+  /** Every field as the API takes it; undefined (with the field marked) when one cannot be read. */
+  function values() {
+    const payload = checkPayload(); // as loaded when untouched: then equal to job.payload, not sent
+    if (payload === undefined) return controls.payload.focus();
+    const parents = parseIds(controls.parents.value);
+    if (parents === undefined) {
+      problem("parents", "job ids (whole numbers from 1), separated by commas");
+      controls.parents.closest("details").open = true;
+      return controls.parents.focus();
+    }
+    if (oneOff() && !controls.run_at.value.trim()) {
+      problem("run_at", "a one-off needs the instant it runs at");
+      return controls.run_at.focus();
+    }
+    const body = { payload, parents };
+    for (const name of ["name", "timezone", "kind", "status", "concurrency_policy", "misfire_policy", "queue"]) {
+      body[name] = controls[name].value;
+    }
+    body.cron_expression = oneOff() ? null : controls.cron_expression.value;
+    body.run_at = oneOff() ? controls.run_at.value.trim() || null : null;
+    for (const [name] of [...NUMBERS, ...OPTIONAL_NUMBERS]) body[name] = parseNumber(controls[name].value);
+    for (const [name] of INSTANTS) body[name] = controls[name].value.trim() || null;
+    return body;
+  }
 
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
     for (const name of Object.keys(controls)) problem(name, null);
     problem("form", null);
-    const payload = checkPayload();
-    if (payload === undefined) return controls.payload.focus();
-    const body = { payload };
-    for (const name of ["name", "cron_expression", "timezone", "kind", "status", "concurrency_policy", "misfire_policy", "queue"]) {
-      body[name] = controls[name].value;
+    const body = values();
+    if (body === undefined) return;
+    const changes = job ? changedFields(job, body) : body;
+    if (job && !Object.keys(changes).length) {
+      flash("Nothing changed");
+      location.hash = `#/jobs/${id}`;
+      return;
     }
-    for (const [name] of NUMBERS) body[name] = Number(controls[name].value);
     save.disabled = true;
     try {
-      const saved = job ? await patch(`/api/jobs/${id}`, body) : await post("/api/jobs", body);
-      flash(job ? "Saved" : "Created");
+      const saved = job ? await patch(`/api/jobs/${id}`, changes) : await post("/api/jobs", body);
+      flash(job ? `Saved: ${Object.keys(changes).sort().join(", ")}` : "Created");
       location.hash = `#/jobs/${saved.id}`;
     } catch (error) {
-      const name = error instanceof ApiError && error.field ? error.field.replace(/^\$\./, "").split(/[.[]/)[0] : "form";
+      let name = error instanceof ApiError && error.field ? error.field.replace(/^\$\./, "").split(/[.[]/)[0] : "form";
+      if (name in fields && fields[name].hidden) name = oneOff() ? "run_at" : "cron_expression"; // the one shown
       if (!problem(name, error.message)) problem("form", error.message);
       controls[name]?.closest("details")?.setAttribute("open", ""); // a policy field: show it
       (controls[name] ?? save).focus();
@@ -157,7 +268,7 @@ export async function formPage(main, [id]) {
   });
 
   replace(main, h("h1", {}, job ? `Edit ${job.name}` : "New job"), form);
-  checkSchedule();
+  showScheduleType();
   controls.name.focus();
   return null;
 }
