@@ -11,11 +11,13 @@ import sys
 from cronos.errors import ConfigError
 from cronos.settings import Settings, load_settings
 
+EXAMPLES = "cronos.example_tasks"
 # The README's first job (its `reindex` action is cronos/example_tasks.py's).
 FIRST_JOB = (
     '{"name": "Sync Database Indexes", "cron_expression": "*/5 * * * *", '
     '"payload": {"action": "reindex", "target": "users"}}'
 )
+OWN_JOB = '{"name": "my-job", "cron_expression": "*/5 * * * *", "payload": {"action": "NAME-OF-YOUR-TASK"}}'
 
 
 def banner(port: int, tasks: list[str]) -> str:
@@ -26,7 +28,7 @@ Cronos is starting (migrate, then API + dispatcher + executor in one process; Ct
   console:  {url}/
   try:      curl -s {url}/health
             curl -s -XPOST {url}/api/jobs -H 'content-type: application/json' \\
-              -d '{FIRST_JOB}'
+              -d '{FIRST_JOB if EXAMPLES in tasks else OWN_JOB}'
   tasks:    {loaded} (your own: make run TASKS=myapp.tasks, with myapp/ in this folder or on PYTHONPATH)
   CLI:      .venv/bin/cronos --help   (e.g. .venv/bin/cronos jobs list)
 """

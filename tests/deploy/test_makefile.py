@@ -53,3 +53,4 @@ def test_the_banner_names_the_console_a_first_curl_and_the_cli(tmp_path: Path) -
     assert shown["tasks:"].startswith("myapp.tasks (your own: make run TASKS=myapp.tasks")
     assert shown["CLI:"].startswith(".venv/bin/cronos --help")
     assert "curl -s -XPOST http://localhost:4012/api/jobs" in done.stdout
+    assert '"payload": {"action": "NAME-OF-YOUR-TASK"}' in done.stdout  # reindex is the example tasks'
