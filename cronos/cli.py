@@ -111,7 +111,7 @@ def _import_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     formats = source.add_subparsers(dest="format", required=True, metavar="FORMAT", parser_class=_OneLineParser)
     crontab = formats.add_parser(
         "crontab",
-        help="a crontab (as `crontab -l` prints it): each line a `shell` job; @reboot and bad lines refused",
+        help="a crontab (as `crontab -l` prints it): each entry a `shell` job; @reboot left out, a bad line refused",
     )
     crontab.add_argument("file", metavar="FILE", help="the crontab file, or - for stdin")
     crontab.add_argument(
