@@ -115,6 +115,10 @@ def _import_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     )
     crontab.add_argument("file", metavar="FILE", help="the crontab file, or - for stdin")
     crontab.add_argument(
+        "--system", action="store_true",
+        help="/etc/crontab's and /etc/cron.d's format: a user name before each command (noted, not kept)",
+    )  # fmt: skip
+    crontab.add_argument(
         "--timeout-s", type=float, default=3600.0, metavar="SECONDS",
         help="each job's timeout_s (cron has none; the API's default is 300): default 3600",
     )  # fmt: skip

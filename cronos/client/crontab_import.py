@@ -218,8 +218,12 @@ def _entry(line: str) -> tuple[str, str] | None:
     return (" ".join(entry.groups()[:5]), entry[6]) if entry else None
 
 
-def convert(text: str, source: str = "crontab", *, timeout_s: float = 3600.0) -> tuple[str, list[str]]:
-    """(the jobs file, warnings for stderr) of a crontab's text; CrontabInvalid naming the line."""
+def convert(
+    text: str, source: str = "crontab", *, timeout_s: float = 3600.0, system: bool = False
+) -> tuple[str, list[str]]:
+    """(the jobs file, warnings for stderr) of a crontab's text; CrontabInvalid naming the line.
+    `system`: /etc/crontab or /etc/cron.d's format, a user name between the schedule and the command
+    (noted with the job: Cronos runs every shell job as one user, CRONOS_SHELL_USER)."""
     state = _State()
     blocks: list[str] = []
     notes: list[str] = []
@@ -244,6 +248,11 @@ def convert(text: str, source: str = "crontab", *, timeout_s: float = 3600.0) ->
                     "or NAME=value)"
                 )
             schedule, command = entry
+            user = ""
+            if system:
+                user, _, command = re.sub(r"\s", " ", command.strip(), count=1).partition(" ")
+                if not command.strip():
+                    raise CrontabInvalid(f"{where}: the entry has no user and command (a system crontab's format)")
             if schedule.lower() == "@reboot":
                 warning = f"line {number}: @reboot is left out: nothing boots in Cronos; start it with your service"
                 notes.append(f"{warning} (systemd ExecStartPre=, an init container)")
@@ -273,6 +282,8 @@ def convert(text: str, source: str = "crontab", *, timeout_s: float = 3600.0) ->
         }
         dumped = yaml.safe_dump([_escape(job)], sort_keys=False, allow_unicode=True, width=1_000_000)
         comment = f"  # line {number}: {line.strip()}\n"
+        if user:
+            comment += f"  # cron ran it as {user}; Cronos runs shell jobs as CRONOS_SHELL_USER\n"
         blocks.append(comment + "".join(f"  {row}\n" for row in dumped.splitlines()))
     if not blocks:
         raise CrontabInvalid(f"{source}: no crontab entry to convert")

@@ -28,7 +28,7 @@ def run_import(args: argparse.Namespace) -> int:
     source, text = _read(args.file)
     if not 0 < args.timeout_s <= 86_400:
         raise CrontabInvalid("--timeout-s: must be more than 0 and at most 86400 (the API's limit)")
-    jobs_file, warnings = convert(text, source, timeout_s=args.timeout_s)
+    jobs_file, warnings = convert(text, source, timeout_s=args.timeout_s, system=args.system)
     sys.stdout.write(jobs_file)
     for warning in warnings:
         print(f"cronos: {warning}", file=sys.stderr)

@@ -138,3 +138,15 @@ def test_bad_input_names_the_line(text: str, message: str) -> None:
     with pytest.raises(CrontabInvalid) as caught:
         convert(text, "crontab")
     assert str(caught.value).startswith(message) and "\n" not in str(caught.value)
+
+
+def test_a_system_crontab_has_a_user_before_the_command() -> None:
+    text = "17 * * * *\troot\tcd / && run-parts --report /etc/cron.hourly\n@daily backup /usr/local/bin/backup\n"
+    converted, _ = convert(text, "/etc/crontab", system=True)
+    assert [j["payload"]["argv"] for j in jobs_of(converted)] == [
+        ["/bin/sh", "-c", "cd / && run-parts --report /etc/cron.hourly"],
+        ["/usr/local/bin/backup"],
+    ]
+    assert "# cron ran it as backup; Cronos runs shell jobs as CRONOS_SHELL_USER" in converted
+    with pytest.raises(CrontabInvalid, match=r"^/etc/crontab: line 1: the entry has no user and command"):
+        convert("25 6 * * * root\n", "/etc/crontab", system=True)
