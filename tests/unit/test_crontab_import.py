@@ -150,3 +150,12 @@ def test_a_system_crontab_has_a_user_before_the_command() -> None:
     assert "# cron ran it as backup; Cronos runs shell jobs as CRONOS_SHELL_USER" in converted
     with pytest.raises(CrontabInvalid, match=r"^/etc/crontab: line 1: the entry has no user and command"):
         convert("25 6 * * * root\n", "/etc/crontab", system=True)
+
+
+def test_multi_line_and_unusual_text_survives_the_yaml() -> None:
+    """A stdin of several lines, quotes, `#`, `${...}`, `:` and non-ASCII reach the job unchanged."""
+    made = jobs("NOTE=a: 'b' # c ${D} é\n@daily mail -s \"x: y\" root%line one%  indented%%end\n")
+    assert made[0]["payload"] == {
+        "argv": ["/bin/sh", "-c", "printf %s 'line one\n  indented\n\nend\n' | mail -s \"x: y\" root"],
+        "env": {"NOTE": "a: 'b' # c ${D} é"},
+    }
