@@ -2,6 +2,10 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+# `make run TASKS=myapp.tasks,myapp.reports`: the modules whose @cronos.task functions the executor
+# loads (found in this folder, or on PYTHONPATH).
+TASKS ?= cronos.example_tasks
+comma := ,
 
 .PHONY: setup services run test test-fast lint bench clean
 
@@ -10,10 +14,15 @@ $(BIN)/cronos: pyproject.toml
 	  echo "setup: Cronos needs Python 3.11 or newer as '$(PYTHON)': install it (Debian/Ubuntu: apt-get install python3 python3-venv) or run make PYTHON=python3.12 ..." >&2; exit 1; }
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test]'
+	$(BIN)/pip install --quiet -e .
 	touch $(BIN)/cronos
 
-setup: $(BIN)/cronos
+# The test toolchain (pytest, ruff, mypy, browsers' driver...): for `make test` and `make lint` only.
+$(VENV)/.test-extras: $(BIN)/cronos
+	$(BIN)/pip install --quiet -e '.[test]'
+	touch $@
+
+setup: $(VENV)/.test-extras
 
 services:
 	./scripts/services.sh
@@ -21,8 +30,10 @@ services:
 # A working cluster: PostgreSQL and Redis answering (already, or started with docker compose, or
 # started locally; scripts/services.sh), then migrate and API + dispatcher + executor.
 # Services first: on a machine without them, one line says what to install before any set-up.
-run: services setup
-	$(BIN)/cronos dev --import cronos.example_tasks
+# The runtime only (pip install -e .): the test toolchain is `make setup`'s.
+run: services $(BIN)/cronos
+	@$(BIN)/python scripts/run_banner.py $(subst $(comma), ,$(TASKS))
+	$(BIN)/cronos dev $(foreach module,$(subst $(comma), ,$(TASKS)),--import $(module))
 
 # Lint, types, import contracts, then the whole test suite against real PostgreSQL and Redis.
 test: setup services lint

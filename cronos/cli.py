@@ -74,6 +74,7 @@ def _parser() -> argparse.ArgumentParser:
 
     add_jobs(sub, _OneLineParser)
     add_apply(sub)
+    _import_parser(sub)
     return parser
 
 
@@ -105,6 +106,35 @@ def _token_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         help="protected mode again: with no usable token, loopback clients act as admin (audited; "
         "once a token was created it never comes back by itself)",
     )
+
+
+def _import_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    source = sub.add_parser(
+        "import",
+        help="convert another scheduler's jobs into a jobs file for `cronos apply` (printed on stdout)",
+    )
+    formats = source.add_subparsers(dest="format", required=True, metavar="FORMAT", parser_class=_OneLineParser)
+    crontab = formats.add_parser(
+        "crontab",
+        help="a crontab (as `crontab -l` prints it): each entry a `shell` job; @reboot left out, a bad line refused",
+    )
+    crontab.add_argument("file", metavar="FILE", help="the crontab file, or - for stdin")
+    crontab.add_argument(
+        "--system", action="store_true",
+        help="/etc/crontab's and /etc/cron.d's format: a user name before each command (noted, not kept)",
+    )  # fmt: skip
+    crontab.add_argument(
+        "--timeout-s", type=float, default=3600.0, metavar="SECONDS",
+        help="each job's timeout_s (cron has none; the API's default is 300): default 3600",
+    )  # fmt: skip
+
+
+def _import_path() -> None:
+    """`--import myapp.tasks` finds `myapp` in the current folder, as `python -m` and other runners do:
+    the `cronos` script's own folder (the venv's bin) is sys.path[0], not the folder it runs from."""
+    here = os.getcwd()
+    if here not in sys.path and "" not in sys.path:
+        sys.path.insert(0, here)
 
 
 def _roles(command: str, settings: Settings, imports: Sequence[str]) -> list[Role]:
@@ -161,6 +191,8 @@ def _serve_metrics(port: int) -> None:
 
 # Clients of the REST API ($CRONOS_API_URL), not roles: no database, no event loop.
 _CLIENT_COMMANDS = ("jobs", "runs", "apply")
+# Converters: no API, no database; their stdout is the result.
+_OFFLINE_COMMANDS = ("import",)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -174,7 +206,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     # A benchmark prints a table: its own INFO lines would break it up (warnings still show).
     # So would `token`'s (its migration lines): its stdout is for scripts, stderr one line on error.
-    quiet = args.command in ("bench", "token", *_CLIENT_COMMANDS) and settings.log_level == "INFO"
+    quiet = args.command in ("bench", "token", *_CLIENT_COMMANDS, *_OFFLINE_COMMANDS) and settings.log_level == "INFO"
     level = "WARNING" if quiet else settings.log_level
     setup_logging(level, settings.log_format)
     bind_global(node_id=settings.node_id)
@@ -190,6 +222,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             from cronos.client.jobs_cli import run_command
 
             return run_apply(args, settings) if args.command == "apply" else run_command(args, settings)
+        if args.command == "import":
+            from cronos.client.import_cli import run_import
+
+            return run_import(args)
+        if getattr(args, "imports", None):
+            _import_path()
         return asyncio.run(_main(args, settings))
     except BackendUnavailable as exc:
         print(f"cronos: {exc}", file=sys.stderr)
