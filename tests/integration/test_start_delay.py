@@ -23,6 +23,7 @@ import msgspec
 import pytest
 import redis.asyncio as aioredis
 
+import cronos
 from cronos import metrics
 from cronos.cli import _parser
 from cronos.client.jobs_cli import run_command
@@ -31,11 +32,16 @@ from cronos.settings import Settings
 from cronos.stream import RunStream
 from executor.service import Executor
 from tests.integration.api_client import Api, running_api
-from tests.integration.ledger_helpers import insert_run
+from tests.integration.ledger_helpers import Harness, insert_job, insert_run
 from tests.waiting import wait_for
 
 HELD_BACK = timedelta(seconds=1.5)
 LATE = timedelta(seconds=0.3)  # the token pushed this long after the run is due
+
+
+@cronos.task("test.delay.nap", replace=True)
+async def _nap(payload: dict[str, Any], ctx: cronos.RunContext) -> None:
+    await asyncio.sleep(payload["seconds"])
 
 
 @pytest.fixture
@@ -137,3 +143,33 @@ def _histograms() -> dict[str, Any]:
 
 def _q(instant: datetime) -> str:
     return quote(instant.isoformat())
+
+
+async def test_the_wait_behind_a_predecessor_is_waited_not_held_back(
+    api: Api, settings: Settings, harness: Harness
+) -> None:
+    # buffer_all: the second tick's run waits behind the first (which naps 1 s), is woken by its
+    # end and pushed by the leader's outbox. Its start delay is all waited; nothing was held back.
+    job = await insert_job(
+        harness.pool, payload={"action": "test.delay.nap", "seconds": 1.0}, concurrency_policy="buffer_all"
+    )
+    now = datetime.now(UTC)
+    first = await insert_run(harness.pool, job, now, due_at=now)
+    second = await insert_run(harness.pool, job, now + timedelta(seconds=0.1), due_at=now + timedelta(seconds=0.1))
+    await harness.stream.publish([first, second])
+    waited_before = _sum(metrics.RUN_WAITED)
+    async with harness.outbox(), Executor(settings) as executor:
+        task = asyncio.create_task(executor.run())
+        try:
+            await wait_for(lambda: _ended(harness.pool, second.run_id), timeout=15, what="the second run completed")
+        finally:
+            executor.stop()
+            await asyncio.wait_for(task, 10)
+    waited_sum = _sum(metrics.RUN_WAITED) - waited_before
+
+    run, ahead = [(await api.call("GET", f"/api/runs/{i}")).body for i in (second.run_id, first.run_id)]
+    assert datetime.fromisoformat(run["started_at"]) >= datetime.fromisoformat(ahead["finished_at"])
+    assert run["held_back_ms"] == 0.0
+    assert run["waited_ms"] == run["start_delay_ms"] and run["waited_ms"] >= 800, run
+    # The metric holds the two runs' waits: the first's few ms and the second's.
+    assert run["waited_ms"] / 1000 <= waited_sum <= run["waited_ms"] / 1000 + 0.5
