@@ -19,6 +19,7 @@ from aiohttp import web
 
 from api.errors import MalformedBody, invalid_input
 from api.schemas import JobOut, RunOut
+from cronos import delays
 from cronos.errors import InvalidInput, InvalidSchedule, NotFound
 from cronos.models import Job, Run, RunSummary
 from cronos.netguard import literal_host_refusal
@@ -267,7 +268,12 @@ def job_out(job: Job, now: datetime, **extra: Any) -> JobOut:
 
 def run_out(run: Run, *, detail: bool = False) -> RunOut:
     """The run as the API shows it; its traceback and result only in `detail` (they can be long)."""
-    fields = {name: getattr(run, name) for name in RunSummary.__struct_fields__}
+    fields: dict[str, Any] = {name: getattr(run, name) for name in RunSummary.__struct_fields__}
+    fields.update(
+        start_delay_ms=delays.ms(delays.start_delay_s(run.scheduled_for, run.started_at)),
+        held_back_ms=delays.ms(delays.held_back_s(run.scheduled_for, run.due_at)),
+        waited_ms=delays.ms(delays.waited_s(run.due_at, run.started_at)),
+    )
     if detail:
         return RunOut(**fields, traceback=run.traceback, result=run.result)
     return RunOut(**fields)

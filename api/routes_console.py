@@ -1,13 +1,15 @@
 """GET /api/jobs/overview: what the console's jobs page shows, one call per page.
 
-Per job: its schedule in words, zone, next fire time, last run's state and start delay,
-success rate over its last finished runs. No payload (the page does not show it, and it
+Per job: its schedule in words, zone, next fire time, last run's state and start delay (from
+its tick, with the held-back and waited parts beside it: cronos.delays), success rate over its
+last finished runs. No payload (the page does not show it, and it
 may be large). Paged by id like GET /api/jobs, so a page costs the same with 10,000 jobs.
 """
 
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Annotated
 
 import msgspec
 from aiohttp import web
@@ -15,7 +17,9 @@ from aiohttp import web
 from api.bodies import decode_cursor, encode_cursor, query_choice, query_limit, respond, utc_now
 from api.describe import describe
 from api.routing import DB_ERRORS, PAGE, Query, Route
+from api.schemas import HELD_BACK_MS, START_DELAY_MS, WAITED_MS
 from api.state import BACKENDS
+from cronos import delays
 from cronos.errors import InvalidInput, InvalidSchedule
 from cronos.models import JOB_STATUSES, JobKind, JobStatus, RunState
 from cronos.schedule import upcoming
@@ -30,7 +34,9 @@ class LastRun(msgspec.Struct, kw_only=True):
     state: RunState
     scheduled_for: datetime
     started_at: datetime | None
-    start_delay_ms: float | None  # started_at - due_at: how late after it was due it started
+    start_delay_ms: Annotated[float | None, START_DELAY_MS]
+    held_back_ms: Annotated[float | None, HELD_BACK_MS]
+    waited_ms: Annotated[float | None, WAITED_MS]
     duration_ms: float | None
 
 
@@ -62,15 +68,15 @@ def overview(row: JobRow, now: datetime) -> JobOverview:
         schedule = None  # neither meaning accepts the row: nothing fires (the job page says why)
     last = None
     if row.run_id is not None and row.run_state is not None and row.run_scheduled_for is not None:
-        delay = None
-        if row.run_started_at is not None and row.run_due_at is not None:
-            delay = round((row.run_started_at - row.run_due_at).total_seconds() * 1000, 3)
+        tick, due, started = row.run_scheduled_for, row.run_due_at, row.run_started_at
         last = LastRun(
             id=row.run_id,
             state=row.run_state,
-            scheduled_for=row.run_scheduled_for,
-            started_at=row.run_started_at,
-            start_delay_ms=delay,
+            scheduled_for=tick,
+            started_at=started,
+            start_delay_ms=delays.ms(delays.start_delay_s(tick, started)),
+            held_back_ms=None if due is None else delays.ms(delays.held_back_s(tick, due)),
+            waited_ms=None if due is None else delays.ms(delays.waited_s(due, started)),
             duration_ms=row.run_duration_ms,
         )
     return JobOverview(

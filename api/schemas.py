@@ -155,9 +155,22 @@ class JobPatch(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
         return changed
 
 
+# One start delay everywhere (cronos.delays): from the scheduled tick, with its two parts beside it.
+START_DELAY_MS = Meta(description="started_at - scheduled_for (the tick), ms: the start delay; null until it starts")
+HELD_BACK_MS = Meta(
+    description="due_at - scheduled_for, ms: held back on purpose (retry backoff, catch-up pace, jitter)"
+)
+WAITED_MS = Meta(
+    description="started_at - due_at, ms: waited once due (behind a predecessor, for an executor); null until it starts"
+)
+
+
 class RunOut(RunSummary, kw_only=True):
     """A run; `traceback` and `result` (they can be long) only on GET /api/runs/{id}."""
 
+    start_delay_ms: Annotated[float | None, START_DELAY_MS]
+    held_back_ms: Annotated[float, HELD_BACK_MS]
+    waited_ms: Annotated[float | None, WAITED_MS]
     traceback: str | UnsetType | None = UNSET
     result: str | UnsetType | None = UNSET
 

@@ -39,8 +39,24 @@ RUNS = Counter("cronos_runs_total", "Runs ended, by final state and kind", ["sta
 RUN_DURATION = Histogram(
     "cronos_run_duration_seconds", "Wall time of finished runs", ["kind"], buckets=_DURATION_BUCKETS, registry=REGISTRY
 )
+# The start delay and its two parts, as the API shows them (cronos.delays).
 RUN_START_DELAY = Histogram(
-    "cronos_run_start_delay_seconds", "started_at minus scheduled_for", buckets=_LAG_BUCKETS, registry=REGISTRY
+    "cronos_run_start_delay_seconds",
+    "Start delay: started_at minus scheduled_for (the tick), whatever held the run",
+    buckets=_LAG_BUCKETS,
+    registry=REGISTRY,
+)
+RUN_HELD_BACK = Histogram(
+    "cronos_run_held_back_seconds",
+    "Of the start delay, held back on purpose: due_at minus scheduled_for (retry backoff, catch-up pace, jitter)",
+    buckets=_LAG_BUCKETS,
+    registry=REGISTRY,
+)
+RUN_WAITED = Histogram(
+    "cronos_run_waited_seconds",
+    "Of the start delay, waited once due: started_at minus due_at (behind a predecessor, for an executor)",
+    buckets=_LAG_BUCKETS,
+    registry=REGISTRY,
 )
 LOCK_ACQUISITIONS = Counter(
     "cronos_lock_acquisitions_total", "Lock attempts by lock and result", ["lock", "result"], registry=REGISTRY

@@ -17,6 +17,7 @@ from typing import Annotated, Any, Literal, Protocol
 
 import msgspec
 
+from cronos import delays
 from cronos.errors import InvalidSchedule
 from cronos.models import RunState, Trigger
 from cronos.schedule_legacy import stored_schedule
@@ -74,9 +75,16 @@ class LedgerRow(msgspec.Struct, kw_only=True):
     state: RunState
     started_at: datetime | None
     skip_reason: str | None
+    due_at: datetime | None = None  # None: a row read without it
 
 
-_DELAY = msgspec.Meta(description="started_at - scheduled_for; null until it starts")
+_DELAY = msgspec.Meta(description="started_at - scheduled_for: the start delay (cronos.delays); null until it starts")
+_HELD_BACK = msgspec.Meta(
+    description="due_at - scheduled_for: held back on purpose (retry backoff, catch-up pace, jitter)"
+)
+_WAITED = msgspec.Meta(
+    description="started_at - due_at: waited once due (behind a predecessor, for an executor); null until it starts"
+)
 _OUTCOME = msgspec.Meta(
     description="ran: a run started; skipped: the ledger skipped it (`reason`); pending: queued, or not due / "
     "not written yet; none: no run, `reason` says why"
@@ -98,6 +106,8 @@ class TickRun(msgspec.Struct, kw_only=True):
     attempt: int
     state: RunState
     start_delay_s: Annotated[float | None, _DELAY] = None
+    held_back_s: Annotated[float | None, _HELD_BACK] = None
+    waited_s: Annotated[float | None, _WAITED] = None
     skip_reason: str | None = None
 
 
@@ -196,8 +206,13 @@ def _tick(t: datetime, seg: Segment, rows: list[LedgerRow], horizon: _Horizon) -
 
 
 def _run(row: LedgerRow) -> TickRun:
-    delay = None if row.started_at is None else (row.started_at - row.scheduled_for).total_seconds()
-    return TickRun(id=row.id, attempt=row.attempt, state=row.state, start_delay_s=delay, skip_reason=row.skip_reason)
+    due, started = row.due_at, row.started_at
+    return TickRun(
+        id=row.id, attempt=row.attempt, state=row.state, skip_reason=row.skip_reason,
+        start_delay_s=delays.start_delay_s(row.scheduled_for, started),
+        held_back_s=None if due is None else delays.held_back_s(row.scheduled_for, due),
+        waited_s=None if due is None else delays.waited_s(due, started),
+    )  # fmt: skip
 
 
 def _outcome(t: datetime, seg: Segment, rows: list[LedgerRow], horizon: _Horizon) -> tuple[Outcome, str | None]:

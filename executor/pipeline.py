@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
-from cronos import metrics
+from cronos import delays, metrics
 from cronos.backoff import Backoff
 from cronos.errors import BackendUnavailable
 from cronos.logs import bind
@@ -183,7 +183,8 @@ async def record(deps: Deps, flight: InFlight, outcome: Outcome | None) -> Token
     fields: dict[str, object] = {
         "kind": run.kind,
         "duration_ms": round(outcome.duration_ms or 0, 2),
-        "start_delay_s": round((run.started_at - run.scheduled_for).total_seconds(), 4),
+        "start_delay_s": round(delays.start_delay_s(run.scheduled_for, run.started_at) or 0.0, 4),
+        "waited_s": round(delays.waited_s(run.due_at, run.started_at) or 0.0, 4),
     }
     if outcome.state == "completed":
         log.info("run completed", extra={"event": "run.completed", **fields})

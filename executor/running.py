@@ -14,7 +14,7 @@ import traceback
 from dataclasses import dataclass
 from typing import Any
 
-from cronos import lifecycle, metrics
+from cronos import delays, lifecycle, metrics
 from cronos.store.runs import ClaimedRun, Outcome
 from cronos.stream import EntryRef
 from executor import kinds
@@ -53,8 +53,10 @@ class InFlight:
 async def run_under_timeout(flight: InFlight, env: kinds.Env, node_id: str) -> Outcome | None:
     """Run the work under the job's timeout. None when ownership was lost."""
     run = flight.run
-    delay = (run.started_at - run.scheduled_for).total_seconds()
+    delay = delays.start_delay_s(run.scheduled_for, run.started_at) or 0.0
     metrics.RUN_START_DELAY.observe(max(delay, 0.0))
+    metrics.RUN_HELD_BACK.observe(max(delays.held_back_s(run.scheduled_for, run.due_at), 0.0))
+    metrics.RUN_WAITED.observe(max(delays.waited_s(run.due_at, run.started_at) or 0.0, 0.0))
     metrics.RUNS_IN_FLIGHT.inc()
     # DEBUG: at a thousand runs a second, a line per start and per end was a third of the
     # executor's CPU; the end's line (and the ledger) carries the start delay.

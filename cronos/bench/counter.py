@@ -4,7 +4,7 @@ Executors load it with `--import cronos.bench.counter`. Each execution adds 1 to
 `<job_id>:<scheduled_for_ms>:<attempt>` (a run's identity) of one hash, so a benchmark sees
 real executions, not ledger rows: a field above 1 ran twice, a missing one never ran. The same
 field of a second hash keeps the wall-clock ms at which the run's first execution entered the
-task: its start delay as the user's code sees it.
+task: its task code start (the start delay, as the user's code sees it).
 Concurrent executions share one Redis call (a batch per round trip), so counting does not
 cost the executor a round trip per run.
 """

@@ -10,10 +10,11 @@ firing every second (`POST /api/jobs`, action `bench.count`: a no-op that counts
 in Redis), waits --warmup seconds, then measures --duration seconds. The window is (warm-up
 end, warm-up end + duration]: every job's whole-second ticks in it are expected. After the
 window it waits (up to --settle s) for those ticks to finish, stops the roles and prints
-executions / expected, start delay p50/p99/max (the task's code started - the tick, as the user
-sees it; and the ledger's started_at - scheduled_for), missed and duplicate ticks (ledger and
-counter), runs/s, CPU seconds in the window of each role, of the PostgreSQL backends connected
-to the database (sampled every second, so a short-lived autovacuum worker may be missed) and of
+executions / expected, start delay p50/p99/max (the ledger's started_at - scheduled_for, as the
+API, CLI, console and metrics define it; and the task code start: when the task's code started -
+the tick, which adds the hand-off to the code), missed and duplicate ticks (ledger and counter),
+runs/s, CPU seconds in the window of each role, of the PostgreSQL backends connected to the
+database (sampled every second, so a short-lived autovacuum worker may be missed) and of
 redis-server (which may serve others too), each role's peak RSS and the final run state counts.
 Exits 1 when a tick was missed or duplicated. The database, keys and role logs are removed
 after unless --keep (role logs are kept when the benchmark fails).

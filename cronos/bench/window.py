@@ -56,8 +56,8 @@ class Verdict:
     expected: int
     completed: int  # expected ticks with a completed run
     executions: int  # counted executions of expected ticks
-    delays_ms: list[float]  # the ledger's started_at - scheduled_for
-    task_delays_ms: list[float]  # when the task's code started - scheduled_for (what the user sees)
+    delays_ms: list[float]  # the start delay: the ledger's started_at - scheduled_for (cronos.delays)
+    task_delays_ms: list[float]  # when the task's code started - scheduled_for (the start delay and the hand-off)
     missed_ledger: int
     missed_counter: int
     dup_ledger: int
@@ -127,14 +127,14 @@ def render(
         ("executions / expected", f"{verdict.executions:,} / {verdict.expected:,} (counted executions)"),
         ("completed runs / expected", f"{verdict.completed:,} / {verdict.expected:,} (ledger)"),
         (
-            "start delay (task)",
-            f"p50 {pct(t, 0.5):.1f} ms, p99 {pct(t, 0.99):.1f} ms, max {max(t, default=0):.1f} ms"
-            " (the task's code started - its tick)",
+            "start delay",
+            f"p50 {pct(d, 0.5):.1f} ms, p99 {pct(d, 0.99):.1f} ms, max {max(d, default=0):.1f} ms"
+            " (started_at - scheduled_for: as the API, CLI, console and cronos_run_start_delay_seconds)",
         ),
         (
-            "start delay (ledger)",
-            f"p50 {pct(d, 0.5):.1f} ms, p99 {pct(d, 0.99):.1f} ms, max {max(d, default=0):.1f} ms"
-            " (started_at - scheduled_for)",
+            "task code start",
+            f"p50 {pct(t, 0.5):.1f} ms, p99 {pct(t, 0.99):.1f} ms, max {max(t, default=0):.1f} ms"
+            " (the task's code started - its tick: the start delay and the hand-off to the code)",
         ),
         ("missed ticks", f"{verdict.missed_ledger} (ledger), {verdict.missed_counter} (counter)"),
         ("duplicate ticks", f"{verdict.dup_ledger} (ledger), {verdict.dup_counter} (counter)"),

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
-from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -148,24 +147,26 @@ def _fields(item: dict[str, Any], skip: tuple[str, ...] = ()) -> str:
     return table(("FIELD", "VALUE"), [(k, _cell(k, v)) for k, v in item.items() if k not in skip])
 
 
-def _seconds(start: str | None, end: str | None) -> str:
-    if start is None or end is None:
-        return "-"
-    return f"{(datetime.fromisoformat(end) - datetime.fromisoformat(start)).total_seconds():.3f}s"
+def _seconds(value_ms: float | None) -> str:
+    return "-" if value_ms is None else f"{value_ms / 1000:.3f}s"
 
 
 def _run_line(run: dict[str, Any]) -> tuple[str, ...]:
     why = run["error"] or run["skip_reason"] or ""
     return (
         str(run["id"]), when(run["scheduled_for"]), str(run["attempt"]), run["trigger"], run["state"],
-        _seconds(run["scheduled_for"], run["started_at"]),
+        # The API's start delay (from the tick) and its two parts (cronos.delays), as the console shows them.
+        _seconds(run.get("start_delay_ms")), _seconds(run.get("held_back_ms")), _seconds(run.get("waited_ms")),
         "-" if run["duration_ms"] is None else f"{run['duration_ms']:.0f}ms",
         run["node_id"] or "-", why.splitlines()[0][:60] if why else "",
     )  # fmt: skip
 
 
+_DELAYS = ("START DELAY", "HELD BACK", "WAITED")  # the API's start_delay_ms, held_back_ms, waited_ms
+
+
 def _runs_table(runs: list[dict[str, Any]]) -> str:
-    header = ("ID", "SCHEDULED FOR", "ATTEMPT", "TRIGGER", "STATE", "START DELAY", "DURATION", "NODE", "ERROR")
+    header = ("ID", "SCHEDULED FOR", "ATTEMPT", "TRIGGER", "STATE", *_DELAYS, "DURATION", "NODE", "ERROR")
     return table(header, [_run_line(r) for r in runs])
 
 

@@ -44,6 +44,7 @@ class ClaimedRun(msgspec.Struct, kw_only=True):
     trigger: str
     epoch: int | None
     started_at: datetime
+    due_at: datetime
     exclusive: bool
     name: str
     kind: JobKind

@@ -461,7 +461,7 @@ FROM locked l, jobs j
 WHERE r.id = l.id AND r.scheduled_for = l.scheduled_for AND l.state = 'queued' AND j.id = r.job_id
   AND r.scheduled_for >= coalesce($4::timestamptz, '-infinity')
     AND r.scheduled_for < coalesce($5::timestamptz, 'infinity')
-RETURNING r.id, r.job_id, r.scheduled_for, r.attempt, r.trigger, r.epoch, r.started_at, r.exclusive,
+RETURNING r.id, r.job_id, r.scheduled_for, r.attempt, r.trigger, r.epoch, r.started_at, r.due_at, r.exclusive,
           j.name, j.kind, j.payload, j.timeout_s, j.max_retries, j.retry_backoff_s, j.concurrency_policy,
           j.webhook_secret
 """
@@ -483,7 +483,7 @@ FROM locked l, unnest($1::bigint[], $2::boolean[]) AS c(id, exclusive), jobs j
 WHERE r.id = l.id AND r.scheduled_for = l.scheduled_for AND l.state = 'queued' AND c.id = l.id AND j.id = r.job_id
   AND r.scheduled_for >= coalesce($5::timestamptz, '-infinity')
     AND r.scheduled_for < coalesce($6::timestamptz, 'infinity')
-RETURNING r.id, r.job_id, r.scheduled_for, r.attempt, r.trigger, r.epoch, r.started_at, r.exclusive,
+RETURNING r.id, r.job_id, r.scheduled_for, r.attempt, r.trigger, r.epoch, r.started_at, r.due_at, r.exclusive,
           j.name, j.kind, j.payload, j.timeout_s, j.max_retries, j.retry_backoff_s, j.concurrency_policy,
           j.webhook_secret
 """
@@ -882,7 +882,7 @@ TICK_CURSOR = "SELECT last_scheduled_for FROM jobs WHERE id = $1"
 # run is no tick). The bounds on scheduled_for prune the day partitions and walk the
 # (job_id, scheduled_for, attempt) unique index.
 TICK_RUNS = """
-SELECT id, scheduled_for, attempt, trigger, revision, state, started_at, skip_reason
+SELECT id, scheduled_for, attempt, trigger, revision, state, started_at, skip_reason, due_at
 FROM runs
 WHERE job_id = $1 AND scheduled_for > $2 AND scheduled_for <= $3
   AND trigger IN ('schedule', 'retry')

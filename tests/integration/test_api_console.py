@@ -18,15 +18,18 @@ async def api(settings: Settings) -> AsyncIterator[Api]:
         yield client
 
 
-async def _runs(pool: asyncpg.Pool, job_id: int, states: list[str], delay_ms: float = 0) -> None:
+async def _runs(
+    pool: asyncpg.Pool, job_id: int, states: list[str], delay_ms: float = 0, held_back_ms: float = 0
+) -> None:
     base = datetime(2026, 1, 1, tzinfo=UTC)
     for i, state in enumerate(states):
         at = base + timedelta(minutes=i)
         started = None if state in ("queued", "skipped") else at + timedelta(milliseconds=delay_ms)
         await pool.execute(
             "INSERT INTO runs (job_id, scheduled_for, attempt, trigger, state, due_at, started_at, duration_ms,"
-            " skip_reason) VALUES ($1, $2, 1, 'schedule', $3, $2, $4, $5, $6)",
+            " skip_reason) VALUES ($1, $2, 1, 'schedule', $3, $7, $4, $5, $6)",
             job_id, at, state, started, None if started is None else 12.5, "expired" if state == "skipped" else None,
+            at + timedelta(milliseconds=held_back_ms),
         )  # fmt: skip
 
 
@@ -44,16 +47,20 @@ async def test_each_job_with_words_next_fire_last_run_and_success_rate(api: Api,
     assert first["next_run_at"] is not None and first["status"] == "active"
     assert first["success_rate"] == 0.75 and first["finished"] == 20
     assert first["last_run"]["state"] == "skipped" and first["last_run"]["start_delay_ms"] is None
+    assert first["last_run"]["waited_ms"] is None and first["last_run"]["held_back_ms"] == 0.0
     assert "payload" not in first
     assert second["name"] == "idle" and second["next_run_at"] is None and second["last_run"] is None
     assert second["success_rate"] is None and second["description"] == "at 02:30 on Monday"
 
 
-async def test_the_start_delay_is_against_the_due_time(api: Api, pg_pool: asyncpg.Pool) -> None:
+async def test_the_start_delay_is_from_the_tick_with_its_parts_beside_it(api: Api, pg_pool: asyncpg.Pool) -> None:
+    # A catch-up run held back 1.2 s past its tick, started 0.3 s after that: the console's jobs
+    # page shows 1.5 s as the CLI does (it showed 0.3 s, from due_at), the parts beside it.
     job = await api.create(name="late", cron_expression="* * * * *")
-    await _runs(pg_pool, job["id"], ["completed"], delay_ms=1500)
+    await _runs(pg_pool, job["id"], ["completed"], delay_ms=1500, held_back_ms=1200)
     item = (await api.call("GET", "/api/jobs/overview")).body["items"][0]
     assert item["last_run"]["start_delay_ms"] == 1500.0 and item["last_run"]["duration_ms"] == 12.5
+    assert item["last_run"]["held_back_ms"] == 1200.0 and item["last_run"]["waited_ms"] == 300.0
     assert item["success_rate"] == 1.0
 
 

@@ -5,9 +5,12 @@ import { flash, showError } from "../feedback.js";
 import { runChart } from "../chart.js";
 import { badge, fields, h, local, ms, replace, table, time, utc } from "../dom.js";
 
+// The API's one start delay (from the tick) and its two parts; the page computes none of them.
 export function startDelay(run) {
-  return run.started_at ? new Date(run.started_at) - new Date(run.due_at) : null;
+  return run.start_delay_ms ?? null;
 }
+
+const seconds = (s) => (s === null || s === undefined ? null : s * 1000);
 
 export function runsTable(runs) {
   return table("Runs", [
@@ -17,6 +20,8 @@ export function runsTable(runs) {
     ["Trigger", (r) => r.trigger],
     ["Scheduled", (r) => h("span", { title: utc(r.scheduled_for) }, time(r.scheduled_for))],
     ["Start delay", (r) => ms(startDelay(r))],
+    ["Held back", (r) => ms(r.held_back_ms)],
+    ["Waited", (r) => ms(r.waited_ms)],
     ["Duration", (r) => ms(r.duration_ms)],
     ["Node", (r) => r.node_id ?? "–"],
     ["Note", (r) => r.error ?? r.skip_reason ?? ""],
@@ -33,7 +38,9 @@ export function ticksTable(ticks) {
     ["Outcome", (t) => badge(t.reason === "unaccounted" ? "unaccounted" : t.outcome)],
     ["Runs", (t) => t.runs.map((r) => h("a", { href: `#/runs/${r.id}`, title: `attempt ${r.attempt}: ${r.state}` },
       `#${r.id} `))],
-    ["Start delay", (t) => ms(t.runs.length && t.runs[0].start_delay_s !== null ? t.runs[0].start_delay_s * 1000 : null)],
+    ["Start delay", (t) => ms(seconds(t.runs[0]?.start_delay_s))],
+    ["Held back", (t) => ms(seconds(t.runs[0]?.held_back_s))],
+    ["Waited", (t) => ms(seconds(t.runs[0]?.waited_s))],
     ["Reason", (t) => [t.reason ?? "", t.dst ? h("span", { class: "dst", title: t.dst.detail }, ` ${t.dst.detail}`) : null]],
     ["Revision", (t) => String(t.revision)],
   ], ticks, "No tick in the last 10 minutes.");

@@ -20,6 +20,8 @@ export async function runPage(main, [id], alive) {
         ["Started", utc(run.started_at)],
         ["Finished", utc(run.finished_at)],
         ["Start delay", ms(startDelay(run))],
+        ["Held back", ms(run.held_back_ms)],
+        ["Waited", ms(run.waited_ms)],
         ["Duration", ms(run.duration_ms)],
         ["Node", run.node_id ?? "–"],
         ["Epoch", run.epoch ?? "–"],
