@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
@@ -131,6 +132,7 @@ def preview(schedule: Schedule, after: datetime, count: int) -> Preview:
                 break
             local = current.astimezone(zone)
             times.append(FireTime(at=current, local=local.isoformat(), dst=dst_note(schedule, zone, current)))
+            hand_back()
         except OverflowError:  # the calendar ends (year 9999): the list is shorter
             break
     return Preview(
@@ -140,6 +142,13 @@ def preview(schedule: Schedule, after: datetime, count: int) -> Preview:
         fire_times=times,
         horizon=horizon,
     )
+
+
+def hand_back() -> None:
+    """Between two steps of a computation on the compute thread: let the event loop's thread take the
+    GIL if it waits for it. Otherwise it gets it only when the switch interval (5 ms) forces a
+    hand-over, several times per request: /health p99 ~60 ms instead of ~30 ms under 8 clients."""
+    time.sleep(0)  # releases the GIL
 
 
 async def off_loop(compute: Callable[..., T], *args: Any) -> T:

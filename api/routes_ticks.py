@@ -17,7 +17,7 @@ import msgspec
 from aiohttp import web
 
 from api.bodies import decode_cursor, encode_cursor, path_id, query_limit, respond, utc_now
-from api.routes_schedule import DstNote, dst_note, off_loop, query_time
+from api.routes_schedule import DstNote, dst_note, hand_back, off_loop, query_time
 from api.routing import DB_ERRORS, ID, PAGE, Query, Route
 from api.state import BACKENDS
 from cronos.errors import InvalidInput, InvalidSchedule, NotFound
@@ -98,8 +98,10 @@ def plan_page(
 ) -> tuple[list[Segment], Planned]:
     """The segments of the history and the page's planned ticks (after the cursor's `seen`)."""
     segs = segments(history)
+    hand_back()
     if len(plan(segs, after, until, MAX_TICKS + 1)) > MAX_TICKS:
         raise InvalidInput("to", f"the window holds more than {MAX_TICKS} ticks of this job: narrow it")
+    hand_back()
     return segs, plan(segs, after if seen is None else max(after, seen), until, limit)
 
 
@@ -116,7 +118,12 @@ def tick_page(
     page = ticks[:limit]
     more = len(ticks) > limit or len(planned) == limit
     next_cursor = cursor_of(page[-1].scheduled_for) if more and page else None
-    return TickList(items=[annotate(t) for t in page], next_cursor=next_cursor)
+    items = []
+    for index, tick in enumerate(page, 1):
+        items.append(annotate(tick))
+        if index % 20 == 0:  # ~10 us each
+            hand_back()
+    return TickList(items=items, next_cursor=next_cursor)
 
 
 async def job_ticks(request: web.Request) -> web.Response:

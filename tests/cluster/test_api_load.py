@@ -33,7 +33,7 @@ from tests.waiting import wait_for
 CRONOS = str(Path(sys.executable).parent / "cronos")
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(120)]
 
-CLIENTS = int(os.environ.get("LOAD_CLIENTS", "8"))
+CLIENTS = 8
 SECONDS = 5.0
 HEALTH_P99_MS = 50.0
 RSS_GROWTH_MB = 150  # the API's peak resident memory over its idle size (2,000 x 60 KB is 120 MB)
