@@ -3,7 +3,9 @@
 The ticks come from the job's revisions (each with the expression, time zone and status it left),
 their outcomes from the ledger (cronos.ticks, pure); each is annotated with the schedule
 preview's DST note (`dst_note`), so a tick moved by a spring-forward gap or on a repeated wall
-time says so. The window is bounded (MAX_WINDOW, MAX_TICKS) and paged by the last tick shown.
+time says so. The window is bounded (MAX_WINDOW, MAX_TICKS, MAX_REVISIONS) and paged by the last
+tick shown; only the revisions that touch it are read, without payloads, and the ticks are computed
+on the API's compute thread (`off_loop`), not on the event loop.
 """
 
 from __future__ import annotations
@@ -15,18 +17,20 @@ import msgspec
 from aiohttp import web
 
 from api.bodies import check_instant, decode_cursor, encode_cursor, path_id, query_limit, respond, utc_now
-from api.routes_schedule import DstNote, dst_note, query_time
+from api.routes_schedule import DstNote, dst_note, hand_back, off_loop, query_time
 from api.routing import DB_ERRORS, ID, PAGE, Query, Route
 from api.state import BACKENDS
 from cronos.errors import InvalidInput, InvalidSchedule, NotFound
 from cronos.schedule import Schedule
 from cronos.schedule_legacy import stored_schedule
+from cronos.store.revisions import Revision
 from cronos.store.ticks import TickStore
-from cronos.ticks import Tick, account, plan, segments
+from cronos.ticks import LedgerRow, Segment, Tick, account, plan, segments
 
 DEFAULT_WINDOW = timedelta(hours=1)
 MAX_WINDOW = timedelta(days=7)
 MAX_TICKS = 10_000
+MAX_REVISIONS = 5_000  # changes of the job within one window
 _US = timedelta(microseconds=1)
 _EPOCH = datetime(1, 1, 1, tzinfo=UTC)  # cursors count microseconds from here: never negative
 _UTC_ZONE = ZoneInfo("UTC")
@@ -86,29 +90,60 @@ def cursor_after(raw: str | None) -> datetime | None:
         return datetime.max.replace(tzinfo=UTC)
 
 
+Planned = list[tuple[datetime, Segment]]
+
+
+def plan_page(
+    history: list[Revision], after: datetime, until: datetime, seen: datetime | None, limit: int
+) -> tuple[list[Segment], Planned]:
+    """The segments of the history and the page's planned ticks (after the cursor's `seen`)."""
+    segs = segments(history)
+    hand_back()
+    if len(plan(segs, after, until, MAX_TICKS + 1)) > MAX_TICKS:
+        raise InvalidInput("to", f"the window holds more than {MAX_TICKS} ticks of this job: narrow it")
+    hand_back()
+    return segs, plan(segs, after if seen is None else max(after, seen), until, limit)
+
+
+def tick_page(
+    planned: Planned,
+    rows: list[LedgerRow],
+    segs: list[Segment],
+    limit: int,
+    horizon: tuple[datetime, datetime | None, datetime | None],
+) -> TickList:
+    """The page: the planned ticks with their ledger rows; `horizon` is (now, the job's cursor, kept since)."""
+    now, cursor, kept_since = horizon
+    ticks = account(planned, rows, segs, now=now, written_until=cursor, kept_since=kept_since)
+    page = ticks[:limit]
+    more = len(ticks) > limit or len(planned) == limit
+    next_cursor = cursor_of(page[-1].scheduled_for) if more and page else None
+    items = []
+    for index, tick in enumerate(page, 1):
+        items.append(annotate(tick))
+        if index % 20 == 0:  # ~10 us each
+            hand_back()
+    return TickList(items=items, next_cursor=next_cursor)
+
+
 async def job_ticks(request: web.Request) -> web.Response:
     job_id = path_id(request)
     limit = query_limit(request)
     now = utc_now()
     after, until = window(request.query.get("from"), request.query.get("to"), now)
+    seen = cursor_after(request.query.get("cursor"))
     backends = request.app[BACKENDS]
     store = TickStore(await backends.pool())
-    history, cursor = await store.history(job_id, until)
-    segs = segments(history)
-    if len(plan(segs, after, until, MAX_TICKS + 1)) > MAX_TICKS:
-        raise InvalidInput("to", f"the window holds more than {MAX_TICKS} ticks of this job: narrow it")
-    if (seen := cursor_after(request.query.get("cursor"))) is not None:
-        after = max(after, seen)
-    planned = plan(segs, after, until, limit)
+    history, cursor = await store.history(job_id, after, until, MAX_REVISIONS + 1)
+    if sum(revision.at > after for revision in history) > MAX_REVISIONS:
+        raise InvalidInput("to", f"the window holds more than {MAX_REVISIONS} changes of this job: narrow it")
+    segs, planned = await off_loop(plan_page, history, after, until, seen, limit)
     upto = planned[-1][0] if len(planned) == limit else until
-    rows = await store.ledger(job_id, after, upto)
+    rows = await store.ledger(job_id, after if seen is None else max(after, seen), upto)
     retention = backends.settings.runs_retention_s
     kept_since = now - timedelta(seconds=retention) if retention else None
-    ticks = account(planned, rows, segs, now=now, written_until=cursor, kept_since=kept_since)
-    page = ticks[:limit]
-    more = len(ticks) > limit or len(planned) == limit
-    next_cursor = cursor_of(page[-1].scheduled_for) if more and page else None
-    return respond(TickList(items=[annotate(t) for t in page], next_cursor=next_cursor))
+    page = await off_loop(tick_page, planned, rows, segs, limit, (now, cursor, kept_since))
+    return respond(page)
 
 
 ROUTES = (
@@ -121,7 +156,8 @@ ROUTES = (
               Query("from", "ticks at or after this RFC 3339 time (default: an hour before `to`); without an "
                     "offset, UTC", schema={"type": "string", "format": "date-time"}),
               Query("to", f"ticks at or before this time (default now); at most {MAX_WINDOW.days} days after "
-                    f"`from` and {MAX_TICKS} ticks", schema={"type": "string", "format": "date-time"}),
+                    f"`from`, {MAX_TICKS} ticks and {MAX_REVISIONS} changes of the job",
+                    schema={"type": "string", "format": "date-time"}),
               *PAGE,
           )),
 )  # fmt: skip

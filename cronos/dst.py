@@ -17,7 +17,10 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from functools import lru_cache
 from zoneinfo import ZoneInfo
+
+from cronos.tzif import candidates
 
 NextWall = Callable[[datetime], datetime]
 _US = timedelta(microseconds=1)
@@ -48,7 +51,7 @@ def _first_with(zone: ZoneInfo, low: int, high: int, new: timedelta) -> datetime
     """The first whole second in (low, high] whose offset is ``new`` (it is at ``high``)."""
     while high - low > 1:
         middle = (low + high) // 2
-        if datetime.fromtimestamp(middle, zone).utcoffset() == new:
+        if offset_of(zone, middle) == new:
             high = middle
         else:
             low = middle
@@ -137,8 +140,7 @@ class Segment:
     settled: datetime
 
 
-_PROBE = timedelta(hours=6)  # tzdata never changes a zone's offset twice within six hours
-_CHANGES: dict[tuple[str, int], tuple[tuple[datetime, timedelta, timedelta], ...]] = {}
+Change = tuple[datetime, timedelta, timedelta]  # instant, old offset, new offset
 
 
 def _offset_at(zone: ZoneInfo, at: datetime) -> timedelta:
@@ -147,25 +149,25 @@ def _offset_at(zone: ZoneInfo, at: datetime) -> timedelta:
     return offset
 
 
-def _changes(zone: ZoneInfo, year: int) -> tuple[tuple[datetime, timedelta, timedelta], ...]:
-    """(instant, old offset, new offset) of the zone's changes in a UTC year, memoised."""
-    key = (zone.key, year)
-    found = _CHANGES.get(key)
-    if found is None:
-        out = []
-        at = datetime(year, 1, 1, tzinfo=UTC)
-        end = datetime(year + 1, 1, 1, tzinfo=UTC)
-        old = _offset_at(zone, at)
-        while at < end:
-            new = _offset_at(zone, at + _PROBE)
-            if new != old:
-                low = int(at.timestamp())
-                out.append((_first_with(zone, low, low + int(_PROBE.total_seconds()), new), old, new))
-            at, old = at + _PROBE, new
-        if len(_CHANGES) > 100_000:
-            _CHANGES.clear()
-        found = _CHANGES[key] = tuple(out)
-    return found
+def offset_of(zone: ZoneInfo, second: int) -> timedelta:
+    """The zone's offset at a whole second since the epoch: the one probe of a transition's search."""
+    offset = datetime.fromtimestamp(second, zone).utcoffset()
+    assert offset is not None
+    return offset
+
+
+@lru_cache(maxsize=4096)  # (zone, year) pairs: a few KB each at most, cheap to find again
+def _changes(zone: ZoneInfo, year: int) -> tuple[Change, ...]:
+    """The zone's offset changes in a UTC year: the instants its own table names (cronos.tzif), each
+    kept when zoneinfo's offsets either side of it differ. Two probes per candidate, a few a year."""
+    low = int(datetime(year, 1, 1, tzinfo=UTC).timestamp())
+    high = int(datetime(year + 1, 1, 1, tzinfo=UTC).timestamp())
+    out = []
+    for second in candidates(zone.key, low, high):
+        old, new = offset_of(zone, second - 1), offset_of(zone, second)
+        if old != new:
+            out.append((datetime.fromtimestamp(second, UTC), old, new))
+    return tuple(out)
 
 
 def segment(zone: ZoneInfo, at: datetime) -> Segment:

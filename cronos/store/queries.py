@@ -868,13 +868,34 @@ ORDER BY p.id
 
 # --- tick accountability (API, read only; cronos.store.ticks) ----------------------------------
 
-# A job's revisions up to $2 and its creation, oldest first (changes are partial: the schedule at
-# an instant is every revision before it folded together). $1 job id, $2 the window's end.
-TICK_HISTORY = """
-SELECT job_id, number, kind, at, actor, status, fields, changes
+# The revisions a ticks window ($2, $3] needs, oldest first, without their payloads: the creation
+# (number 1: the ticks before it), the one in force at the window's start (the newest at or before
+# $2) and those within the window, at most $4 of these. `changes` holds only the schedule fields
+# the revision set (read only from a revision that set one: a payload is never detoasted for the
+# rest); the one in force at the start gets its fields from TICK_SCHEDULE_AT. The window's rows and
+# the one before it are found through job_revisions_job_at. $1 job id.
+TICK_REVISIONS = """
+SELECT job_id, number, kind, at, actor, status, fields,
+    CASE WHEN fields && ARRAY['cron_expression', 'timezone']
+        THEN (SELECT coalesce(jsonb_object_agg(key, value), '{}'::jsonb) FROM jsonb_each(changes)
+              WHERE key IN ('cron_expression', 'timezone'))
+        ELSE '{}'::jsonb END AS changes
 FROM job_revisions
-WHERE job_id = $1 AND (at <= $2 OR number = 1)
+WHERE job_id = $1 AND (number = 1
+    OR number = (SELECT number FROM job_revisions WHERE job_id = $1 AND at <= $2 ORDER BY at DESC, number DESC LIMIT 1)
+    OR number = ANY(ARRAY(SELECT number FROM job_revisions WHERE job_id = $1 AND at > $2 AND at <= $3
+                          ORDER BY at, number LIMIT $4)))
 ORDER BY number
+"""
+# The job's schedule as revision $2 left it, as one object: the newest value of each schedule field
+# set at or before it (absent when none set it), each found through its own partial index. $1 job id.
+TICK_SCHEDULE_AT = """
+SELECT coalesce((SELECT jsonb_build_object('cron_expression', changes -> 'cron_expression') FROM job_revisions
+                 WHERE job_id = $1 AND number <= $2 AND 'cron_expression' = ANY(fields)
+                 ORDER BY number DESC LIMIT 1), '{}'::jsonb)
+    || coalesce((SELECT jsonb_build_object('timezone', changes -> 'timezone') FROM job_revisions
+                 WHERE job_id = $1 AND number <= $2 AND 'timezone' = ANY(fields)
+                 ORDER BY number DESC LIMIT 1), '{}'::jsonb)
 """
 # How far the ledger is written for the job (its cursor); no row: the job was deleted.
 TICK_CURSOR = "SELECT last_scheduled_for FROM jobs WHERE id = $1"

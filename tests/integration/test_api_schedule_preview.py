@@ -135,6 +135,20 @@ async def test_the_list_ends_where_the_calendar_ends(api: Api) -> None:
     assert [t["at"] for t in body["fire_times"]] == ["9999-12-31T23:58:00Z", "9999-12-31T23:59:00Z"]  # type: ignore[union-attr]
 
 
+async def test_the_list_ends_a_century_after_from(api: Api) -> None:
+    """A leap-day expression asked for 100 fire times would span 400 years: the preview looks one
+    century ahead and says where it stopped (issue 22)."""
+    status, body = await _preview(
+        api, cron_expression="0 0 29 2 *", timezone="Europe/Berlin", count="100", **{"from": "2030-01-01T00:00:00Z"}
+    )
+    assert status == 200, body
+    assert body["horizon"] == "2130-01-02T00:00:00Z"  # 36,525 days
+    times = [t["at"] for t in body["fire_times"]]  # type: ignore[union-attr]  # 2032 to 2128, 2100 no leap year
+    assert len(times) == 24 and times[0] == "2032-02-28T23:00:00Z" and times[-1] == "2128-02-28T23:00:00Z"
+    status, body = await _preview(api, cron_expression="* * * * *", **{"from": "9999-12-31T23:57:30Z"})
+    assert body["horizon"] == "9999-12-31T23:59:59.999999Z"  # the calendar ends first
+
+
 async def test_rfc_3339_spellings_of_from(api: Api) -> None:
     for spelling, first in (
         ("2026-06-30t23:59:60z", "2026-07-01T00:01:00Z"),  # a leap second is the next second

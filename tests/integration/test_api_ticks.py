@@ -17,7 +17,7 @@ import asyncpg
 import msgspec
 import pytest
 
-from api.routes_ticks import MAX_TICKS
+from api.routes_ticks import MAX_REVISIONS, MAX_TICKS
 from cronos.models import SKIP_JOB_INACTIVE, SKIP_SCHEDULE_CHANGED
 from cronos.settings import Settings
 from cronos.ticks import BEFORE_CREATED, DELETED, PAUSED, RUNS_DELETED, UNACCOUNTED
@@ -211,3 +211,24 @@ async def test_the_window_is_bounded_and_bad_parameters_are_named(settings: Sett
         assert (await api.call("GET", "/api/jobs/987654/ticks")).status == 404
         openapi = await api.call("GET", "/openapi.json")
         assert "/api/jobs/{id}/ticks" in openapi.body["paths"], list(openapi.body["paths"])
+
+
+async def test_a_window_with_too_many_changes_of_the_job_is_refused(settings: Settings, pg_pool: asyncpg.Pool) -> None:
+    """Only the revisions within the window are read, at most MAX_REVISIONS of them: past that the
+    window must be narrowed (issue 22); a window before the burst of changes is answered."""
+    async with running_api(settings) as api:
+        job = await api.create(name="churn", cron_expression="0 * * * *", payload={"action": "noop"})
+        await pg_pool.execute(
+            "INSERT INTO job_revisions (job_id, number, kind, at, actor, status, fields, changes)"
+            " SELECT $1, g, 'updated', now() - interval '10 min' + g * interval '1 ms', 'test', 'active',"
+            " ARRAY['payload'], '{\"payload\": {}}' FROM generate_series(2, $2 + 2) g",
+            job["id"],
+            MAX_REVISIONS,
+        )
+        reply = await api.call("GET", f"/api/jobs/{job['id']}/ticks")
+        assert reply.status == 422 and "narrow" in str(reply.body) and "to" in str(reply.body), reply.body
+        now = datetime.now(UTC)
+        earlier = f"?from={_iso(now - timedelta(days=2))}&to={_iso(now - timedelta(days=1))}"
+        reply = await api.call("GET", f"/api/jobs/{job['id']}/ticks{earlier}")
+        assert reply.status == 200, reply.body
+        assert {t["reason"] for t in reply.body["items"]} == {BEFORE_CREATED}

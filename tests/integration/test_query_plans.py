@@ -317,3 +317,53 @@ async def test_a_jobs_runs_page_reads_its_newest_days_only(pg_pool: asyncpg.Pool
                 # at most the two days the window touches (a day here is 24 runs, small enough for
                 # a sequential scan of it), never the 18 others
                 assert len(scans) <= 2 and read <= 2 * 24, (mode, tick, [n["Relation Name"] for n in scans], read)
+
+
+async def test_a_ticks_window_reads_only_the_revisions_that_touch_it(pg_pool: asyncpg.Pool) -> None:
+    """GET /api/jobs/{id}/ticks of a job with 2,000 revisions (a 60 KB payload each, one every 30 s,
+    the schedule changed in a few): a one-hour window reads the ~120 revisions within it, the one
+    in force at its start and the creation, and the schedule in force from one row per field; not
+    the job's whole history (issue 22, item 6), with a custom and a generic plan."""
+    async with pg_pool.acquire() as conn:
+        await conn.execute(
+            "INSERT INTO job_revisions (job_id, number, kind, at, actor, status, fields, changes)"
+            " SELECT 7, g, CASE WHEN g = 1 THEN 'created' ELSE 'updated' END,"
+            " timestamptz '2030-03-01' + g * interval '30 s', 'test', 'active',"
+            " CASE WHEN g % 500 = 1 THEN ARRAY['cron_expression', 'payload', 'timezone'] ELSE ARRAY['payload'] END,"
+            " jsonb_build_object('payload', jsonb_build_object('blob', repeat(md5(g::text), 1875)))"
+            "   || CASE WHEN g % 500 = 1 THEN jsonb_build_object('cron_expression', '*/' || (g % 7 + 1) || ' * * * *',"
+            "      'timezone', 'Europe/Berlin') ELSE '{}'::jsonb END"
+            " FROM generate_series(1, 2000) g"
+        )
+        await conn.execute("ANALYZE job_revisions")
+        after = datetime(2030, 3, 1, 8, tzinfo=UTC)  # revision 960's instant; 961..1080 are in the hour after
+        statements = {
+            "TICK_REVISIONS": (q.TICK_REVISIONS, (7, after, after + timedelta(hours=1), 5001)),
+            "TICK_SCHEDULE_AT": (q.TICK_SCHEDULE_AT, (7, 960)),
+        }
+        for name, (sql, args) in statements.items():
+            for mode in ("force_custom_plan", "force_generic_plan"):
+                tx = conn.transaction()
+                await tx.start()
+                try:
+                    await conn.execute(f"SET LOCAL plan_cache_mode = {mode}")
+                    raw = await conn.fetchval("EXPLAIN (ANALYZE, FORMAT JSON) " + sql, *args)
+                finally:
+                    await tx.rollback()
+                plan = (json.loads(raw) if isinstance(raw, str) else raw)[0]["Plan"]
+                read = sum(
+                    (n.get("Actual Rows", 0) + n.get("Rows Removed by Filter", 0)) * n.get("Actual Loops", 1)
+                    for n in _nodes(plan)
+                    if n.get("Relation Name") == "job_revisions"
+                )
+                # the window's 120 rows, read once to find them and once to return them, and a few more
+                assert read <= 2 * 125 if name == "TICK_REVISIONS" else read <= 4, (name, mode, read)
+        rows = await conn.fetch(q.TICK_REVISIONS, 7, after, after + timedelta(hours=1), 5001)
+        assert [r["number"] for r in rows] == [1, *range(960, 1081)]
+        changed = {r["number"]: r["changes"] for r in rows[1:] if r["changes"]}  # schedule fields only, no payload
+        assert changed == {1001: {"cron_expression": "*/1 * * * *", "timezone": "Europe/Berlin"}}
+        assert rows[0]["changes"] == {"cron_expression": "*/2 * * * *", "timezone": "Europe/Berlin"}
+        assert await conn.fetchval(q.TICK_SCHEDULE_AT, 7, 960) == {
+            "cron_expression": "*/5 * * * *",  # revision 501's
+            "timezone": "Europe/Berlin",
+        }
