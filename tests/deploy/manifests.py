@@ -49,6 +49,35 @@ def pool_manifests() -> list[Manifest]:
     return [m for pool in sorted(p for p in POOLS.iterdir() if p.is_dir()) for m in rendered(pool)]
 
 
+def pod_spec(doc: dict[str, Any]) -> dict[str, Any]:
+    spec: dict[str, Any] = doc["spec"]["template"]["spec"]
+    return spec
+
+
+def all_containers(pod: dict[str, Any]) -> list[dict[str, Any]]:
+    """Init containers, then containers."""
+    return [*pod.get("initContainers", []), *pod["containers"]]
+
+
+def environment(manifests: list[Manifest], container: dict[str, Any]) -> dict[str, str]:
+    """The container's environment as the kubelet builds it: envFrom sources, then env (which wins)."""
+    env: dict[str, str] = {}
+    for source in container.get("envFrom", []):
+        if "configMapRef" in source:
+            env |= one(manifests, "ConfigMap", source["configMapRef"]["name"])["data"]
+        else:
+            env |= one(manifests, "Secret", source["secretRef"]["name"])["stringData"]
+    for var in container.get("env", []):
+        if "value" in var:
+            env[var["name"]] = var["value"]
+        elif "secretKeyRef" in var["valueFrom"]:
+            ref = var["valueFrom"]["secretKeyRef"]
+            env[var["name"]] = one(manifests, "Secret", ref["name"])["stringData"][ref["key"]]
+        else:
+            env[var["name"]] = "pod-name"  # fieldRef: metadata.name
+    return env
+
+
 def of_kind(manifests: list[Manifest], kind: str) -> list[Manifest]:
     return [m for m in manifests if m.kind == kind]
 

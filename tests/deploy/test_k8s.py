@@ -32,9 +32,12 @@ from tests.deploy.manifests import (
     POOLS,
     SCHEMAS,
     Manifest,
+    all_containers,
+    environment,
     k8s_manifests,
     of_kind,
     one,
+    pod_spec,
     pool_manifests,
 )
 
@@ -74,44 +77,16 @@ def _validate(doc: dict[str, Any]) -> None:
         jsonschema.Draft202012Validator(schema).validate(doc)
 
 
-def _pod_spec(doc: dict[str, Any]) -> dict[str, Any]:
-    spec: dict[str, Any] = doc["spec"]["template"]["spec"]
-    return spec
-
-
-def _all_containers(pod: dict[str, Any]) -> list[dict[str, Any]]:
-    return [*pod.get("initContainers", []), *pod["containers"]]
-
-
 def _workloads(manifests: list[Manifest]) -> Iterator[tuple[Manifest, dict[str, Any]]]:
     """(workload, container) for every container and init container of every pod template."""
     for m in manifests:
         if "template" in m.doc.get("spec", {}):
-            for container in _all_containers(_pod_spec(m.doc)):
+            for container in all_containers(pod_spec(m.doc)):
                 yield m, container
 
 
-def _environment(manifests: list[Manifest], container: dict[str, Any]) -> dict[str, str]:
-    """The container's environment as the kubelet builds it: envFrom sources, then env (which wins)."""
-    env: dict[str, str] = {}
-    for source in container.get("envFrom", []):
-        if "configMapRef" in source:
-            env |= one(manifests, "ConfigMap", source["configMapRef"]["name"])["data"]
-        else:
-            env |= one(manifests, "Secret", source["secretRef"]["name"])["stringData"]
-    for var in container.get("env", []):
-        if "value" in var:
-            env[var["name"]] = var["value"]
-        elif "secretKeyRef" in var["valueFrom"]:
-            ref = var["valueFrom"]["secretKeyRef"]
-            env[var["name"]] = one(manifests, "Secret", ref["name"])["stringData"][ref["key"]]
-        else:
-            env[var["name"]] = "pod-name"  # fieldRef: metadata.name
-    return env
-
-
 def _settings(manifests: list[Manifest], container: dict[str, Any]) -> Settings:
-    return load_settings(environ=_environment(manifests, container), env_file=None)
+    return load_settings(environ=environment(manifests, container), env_file=None)
 
 
 def _kustomize_image() -> str:
@@ -129,7 +104,7 @@ def test_manifest_is_schema_valid(manifest: Manifest) -> None:
 def test_the_validators_reject_a_typo() -> None:
     """Negative control: strict validation is not vacuous for either kind of schema."""
     deployment = copy.deepcopy(one(MANIFESTS, "Deployment", "cronos-executor"))
-    container = _pod_spec(deployment)["containers"][0]
+    container = pod_spec(deployment)["containers"][0]
     container["readinesProbe"] = container.pop("readinessProbe")
     with pytest.raises(jsonschema.ValidationError):
         _validate(deployment)
@@ -198,7 +173,7 @@ def test_every_deployment_migrates_before_its_role_starts() -> None:
     advisory lock, tests/integration/test_migrations.py) with its own image before its role, so no
     pod of a release meets a schema older than its code, and nothing needs a separate step."""
     for m in of_kind(EVERYTHING, "Deployment"):
-        pod = _pod_spec(m.doc)
+        pod = pod_spec(m.doc)
         init = pod.get("initContainers", [])
         assert [c["args"] for c in init] == [["migrate"]], m.id
         role = pod["containers"][0]
@@ -240,7 +215,7 @@ def _listening_port(role: str, settings: Settings) -> int:
 
 @pytest.mark.parametrize("manifest", of_kind(EVERYTHING, "Deployment"), ids=lambda m: m.id)
 def test_every_probe_asks_a_declared_port_the_role_listens_on(manifest: Manifest) -> None:
-    pod = _pod_spec(manifest.doc)
+    pod = pod_spec(manifest.doc)
     for container in pod["containers"]:
         declared = {p["name"]: p["containerPort"] for p in container["ports"]}
         listens = _listening_port(container["args"][0], _settings(EVERYTHING, container))
@@ -257,10 +232,10 @@ def test_liveness_never_depends_on_the_backends() -> None:
     """/health answers 503 while PostgreSQL or Redis is down, and the API's /metrics counts jobs in
     PostgreSQL: as liveness either would restart healthy pods during an outage."""
     for name in WORKLOADS:
-        for container in _pod_spec(one(MANIFESTS, "Deployment", name))["containers"]:
+        for container in pod_spec(one(MANIFESTS, "Deployment", name))["containers"]:
             path = container["livenessProbe"]["httpGet"]["path"]
             assert path == ("/openapi.json" if name == "cronos-api" else "/metrics"), name
-    api = _pod_spec(one(MANIFESTS, "Deployment", "cronos-api"))["containers"][0]
+    api = pod_spec(one(MANIFESTS, "Deployment", "cronos-api"))["containers"][0]
     assert api["readinessProbe"]["httpGet"]["path"] == "/health"
 
 
@@ -268,7 +243,7 @@ def test_every_environment_variable_is_one_cronos_reads() -> None:
     """Each name a container's environment gets, by env or through envFrom, is a variable of
     cronos/settings.py (a typo there is silently ignored by the product) or a documented other one."""
     for m, container in _workloads(EVERYTHING):
-        names = set(_environment(EVERYTHING, container))
+        names = set(environment(EVERYTHING, container))
         unknown = names - set(VARIABLES) - set(NON_CRONOS_VARIABLES)
         assert not unknown, f"{m.id}/{container['name']}: {sorted(unknown)}"
         _settings(EVERYTHING, container)  # and every value decodes
@@ -276,9 +251,9 @@ def test_every_environment_variable_is_one_cronos_reads() -> None:
 
 def test_every_volume_mount_names_a_declared_volume() -> None:
     for m in of_kind(EVERYTHING, "Deployment"):
-        pod = _pod_spec(m.doc)
+        pod = pod_spec(m.doc)
         volumes = {v["name"] for v in pod.get("volumes", [])}
-        mounted = {mount["name"] for c in _all_containers(pod) for mount in c.get("volumeMounts", [])}
+        mounted = {mount["name"] for c in all_containers(pod) for mount in c.get("volumeMounts", [])}
         assert mounted <= volumes, f"{m.id}: {mounted - volumes}"
         assert volumes <= mounted, f"{m.id}: declared and never mounted: {volumes - mounted}"
 
@@ -296,7 +271,7 @@ def test_selectors_match_existing_pod_labels() -> None:
         assert selected(pdb.doc["spec"]["selector"]["matchLabels"]) == [pdb.name], pdb.name
     service = one(MANIFESTS, "Service", "cronos-api")
     assert selected(service["spec"]["selector"]) == ["cronos-api"]
-    api_ports = {p["name"] for p in _pod_spec(one(MANIFESTS, "Deployment", "cronos-api"))["containers"][0]["ports"]}
+    api_ports = {p["name"] for p in pod_spec(one(MANIFESTS, "Deployment", "cronos-api"))["containers"][0]["ports"]}
     assert all(p["targetPort"] in api_ports for p in service["spec"]["ports"])
 
 
@@ -333,7 +308,7 @@ def test_keda_targets_follow_the_executor_concurrency() -> None:
     company, and below the prefetch, so saturated executors do; lag gets a pod per concurrency."""
     for scaled in of_kind(EVERYTHING, "ScaledObject"):
         deployment = one(EVERYTHING, "Deployment", scaled.doc["spec"]["scaleTargetRef"]["name"])
-        settings = _settings(EVERYTHING, _pod_spec(deployment)["containers"][0])
+        settings = _settings(EVERYTHING, pod_spec(deployment)["containers"][0])
         triggers = {t["name"]: t["metadata"] for t in scaled.doc["spec"]["triggers"]}
         pending = int(triggers["pending"]["pendingEntriesCount"])
         assert pending == settings.executor_concurrency // 2, scaled.id
@@ -370,20 +345,20 @@ def test_config_decodes_as_cronos_settings() -> None:
     settings = load_settings(environ={**config, **secret}, env_file=None)
     assert settings.metrics_port == 9102 and settings.log_format == "json"
     for m in of_kind(EVERYTHING, "Deployment"):
-        pod = _pod_spec(m.doc)
+        pod = pod_spec(m.doc)
         assert pod["terminationGracePeriodSeconds"] >= settings.drain_timeout_s, m.id
         if "executor" in m.name:
             assert pod["terminationGracePeriodSeconds"] > settings.drain_timeout_s, m.id
-        for container in _all_containers(pod):
+        for container in all_containers(pod):
             refs = {next(iter(src.values()))["name"] for src in container["envFrom"]}
             assert refs == {"cronos-config", "cronos-secrets"}, m.id
 
 
 def test_pods_run_as_non_root() -> None:
     for m in of_kind(EVERYTHING, "Deployment"):
-        pod = _pod_spec(m.doc)
+        pod = pod_spec(m.doc)
         assert pod["securityContext"]["runAsNonRoot"] is True, m.id
-        for container in _all_containers(pod):
+        for container in all_containers(pod):
             context = container["securityContext"]
             assert context["allowPrivilegeEscalation"] is False and context["readOnlyRootFilesystem"] is True, m.id
 
@@ -391,7 +366,7 @@ def test_pods_run_as_non_root() -> None:
 def test_the_api_requires_tokens_from_its_own_secret() -> None:
     """CRONOS_AUTH=required on every interface of the pod, and the admin/metrics tokens come from a
     Secret only the API pods read."""
-    api = _pod_spec(one(MANIFESTS, "Deployment", "cronos-api"))["containers"][0]
+    api = pod_spec(one(MANIFESTS, "Deployment", "cronos-api"))["containers"][0]
     env = {e["name"]: e for e in api["env"]}
     assert env["CRONOS_AUTH"]["value"] == "required"
     # Said out loud: a release may default to loopback while no token is required (protected mode).
@@ -404,7 +379,7 @@ def test_the_api_requires_tokens_from_its_own_secret() -> None:
     assert settings.api_host == "0.0.0.0", "the Service reaches the pod on its own address"
     for m, container in _workloads(EVERYTHING):
         if m.name != "cronos-api" or container["name"] != "api":
-            names = set(_environment(EVERYTHING, container))
+            names = set(environment(EVERYTHING, container))
             assert not {"CRONOS_ADMIN_TOKEN", "CRONOS_METRICS_TOKEN"} & names, f"{m.id}/{container['name']}"
 
 
@@ -416,7 +391,7 @@ def test_each_pool_scales_on_the_streams_of_the_queues_it_serves() -> None:
     served: dict[str, tuple[str, ...]] = {}
     for scaled in of_kind(EVERYTHING, "ScaledObject"):
         deployment = one(EVERYTHING, "Deployment", scaled.doc["spec"]["scaleTargetRef"]["name"])
-        queues = _settings(EVERYTHING, _pod_spec(deployment)["containers"][0]).executor_queues
+        queues = _settings(EVERYTHING, pod_spec(deployment)["containers"][0]).executor_queues
         served[scaled.name] = queues
         streams = {t["metadata"]["stream"] for t in scaled.doc["spec"]["triggers"]}
         assert streams == {keys.queue_stream(q) for q in queues}, scaled.name
