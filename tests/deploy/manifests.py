@@ -6,17 +6,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
+from tests.deploy.kustomize import render
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
 K8S = DEPLOY / "k8s"
+POOLS = K8S / "pools"
 SCHEMAS = Path(__file__).resolve().parent / "schemas"
 
 
 @dataclass(frozen=True)
 class Manifest:
-    file: str
+    source: str  # the kustomization it was rendered from, relative to deploy/k8s
     doc: dict[str, Any]
 
     @property
@@ -29,19 +30,52 @@ class Manifest:
 
     @property
     def id(self) -> str:
-        return f"{self.file}:{self.kind}/{self.name}"
+        return f"{self.source}:{self.kind}/{self.name}"
+
+
+def rendered(directory: Path) -> list[Manifest]:
+    """The objects `kubectl apply -k directory` applies (tests/deploy/kustomize.py renders them)."""
+    source = str(directory.relative_to(K8S)) if directory != K8S else "."
+    return [Manifest(source, doc) for doc in render(directory)]
 
 
 def k8s_manifests() -> list[Manifest]:
-    """Every Kubernetes object under deploy/k8s (the kustomization file is not an object)."""
-    found = []
-    for path in sorted(K8S.glob("*.yaml")):
-        if path.name == "kustomization.yaml":
-            continue
-        for doc in yaml.safe_load_all(path.read_text()):
-            if doc is not None:
-                found.append(Manifest(path.name, doc))
-    return found
+    """Every object of the base, `kubectl apply -k deploy/k8s`."""
+    return rendered(K8S)
+
+
+def pool_manifests() -> list[Manifest]:
+    """Every object of each executor pool, `kubectl apply -k deploy/k8s/pools/<queue>` (after the base)."""
+    return [m for pool in sorted(p for p in POOLS.iterdir() if p.is_dir()) for m in rendered(pool)]
+
+
+def pod_spec(doc: dict[str, Any]) -> dict[str, Any]:
+    spec: dict[str, Any] = doc["spec"]["template"]["spec"]
+    return spec
+
+
+def all_containers(pod: dict[str, Any]) -> list[dict[str, Any]]:
+    """Init containers, then containers."""
+    return [*pod.get("initContainers", []), *pod["containers"]]
+
+
+def environment(manifests: list[Manifest], container: dict[str, Any]) -> dict[str, str]:
+    """The container's environment as the kubelet builds it: envFrom sources, then env (which wins)."""
+    env: dict[str, str] = {}
+    for source in container.get("envFrom", []):
+        if "configMapRef" in source:
+            env |= one(manifests, "ConfigMap", source["configMapRef"]["name"])["data"]
+        else:
+            env |= one(manifests, "Secret", source["secretRef"]["name"])["stringData"]
+    for var in container.get("env", []):
+        if "value" in var:
+            env[var["name"]] = var["value"]
+        elif "secretKeyRef" in var["valueFrom"]:
+            ref = var["valueFrom"]["secretKeyRef"]
+            env[var["name"]] = one(manifests, "Secret", ref["name"])["stringData"][ref["key"]]
+        else:
+            env[var["name"]] = "pod-name"  # fieldRef: metadata.name
+    return env
 
 
 def of_kind(manifests: list[Manifest], kind: str) -> list[Manifest]:

@@ -1,25 +1,34 @@
 """docker-compose.yml: valid against the Compose Specification schema, and shaped as promised.
 
 No Docker engine runs on these machines, so `docker compose config` cannot be the check; the
-compose-spec JSON schema (in the shared folder beside the repository) is.
+compose-spec JSON schema (tests/deploy/schemas/compose-spec.json, vendored) is, with what the
+product defines: its variables, its ports, the tasks its example job needs.
+tests/deploy/test_deploy_processes.py runs the roles' commands and environments as real processes.
 """
 
 from __future__ import annotations
 
+import importlib
 import json
 import re
-from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import jsonschema
 import pytest
 import yaml
 
-from cronos.settings import load_settings
-from tests.deploy.manifests import ROOT
+from cronos import tasks
+from cronos.settings import VARIABLES, load_settings
+from tests.deploy.manifests import ROOT, SCHEMAS
 
-SCHEMA = Path(__file__).resolve().parents[2].parent / "shared/schemas/compose-spec.json"
+SCHEMA = SCHEMAS / "compose-spec.json"
 ROLES = ("migrate", "api", "dispatcher", "executor")
+EXECUTORS = ("executor", "executor-gpu")
+# `docker compose up` refuses to start without these (`${VAR:?message}`); the file's header names each.
+REQUIRED = {"CRONOS_ADMIN_TOKEN", "CRONOS_METRICS_TOKEN", "GRAFANA_ADMIN_PASSWORD"}
+# Published on every interface of the host: the API alone, and it wants a token for every request.
+PUBLIC = {"api"}
 
 
 @pytest.fixture(scope="module")
@@ -45,8 +54,6 @@ def _interpolate(value: str) -> str:
 
 
 def test_validates_against_the_compose_spec(compose: dict[str, Any]) -> None:
-    if not SCHEMA.is_file():
-        pytest.skip(f"compose-spec schema not found at {SCHEMA} (the shared folder is not beside the repository)")
     schema = json.loads(SCHEMA.read_text())
     jsonschema.Draft7Validator.check_schema(schema)
     validator = jsonschema.Draft7Validator(schema)
@@ -140,3 +147,90 @@ def test_the_api_requires_tokens_and_prometheus_sends_the_metrics_token(
     config = yaml.safe_load((ROOT / config_file).read_text())
     api_job = next(job for job in config["scrape_configs"] if job["job_name"] == "cronos-api")
     assert api_job["authorization"] == {"type": "Bearer", "credentials_file": "/run/secrets/metrics_token"}
+
+
+def test_the_validator_rejects_a_typo(compose: dict[str, Any]) -> None:
+    """Negative control: the schema check is not vacuous."""
+    broken = json.loads(json.dumps(compose))
+    broken["services"]["api"]["port"] = broken["services"]["api"].pop("ports")
+    assert list(jsonschema.Draft7Validator(json.loads(SCHEMA.read_text())).iter_errors(broken))
+
+
+def test_required_variables_refuse_to_start_and_are_documented_in_the_file() -> None:
+    text = (ROOT / "docker-compose.yml").read_text()
+    required = set(re.findall(r"\$\{([A-Z_]+):\?[^}]+\}", text))
+    assert required == REQUIRED
+    header = text.split("\nname:", 1)[0]
+    for name in REQUIRED:
+        assert re.search(rf"^#\s+{name}\s", header, re.MULTILINE), f"the header does not say what {name} is"
+    assert not re.search(r"\$\{(?:CRONOS_[A-Z_]*TOKEN|GRAFANA_ADMIN_PASSWORD):-", text), "a secret with a default"
+
+
+def _published(service: dict[str, Any]) -> list[tuple[str, int, int]]:
+    """(host address, host port, container port) of each short-syntax port; address '' is every interface."""
+    found = []
+    for spec in service.get("ports", []):
+        parts = str(spec).split(":")
+        address = parts[0] if len(parts) == 3 else ""
+        found.append((address, int(parts[-2]), int(parts[-1])))
+    return found
+
+
+def test_only_the_api_is_published_beyond_this_host(services: dict[str, dict[str, Any]]) -> None:
+    """Prometheus has no authentication, Grafana a password: both on 127.0.0.1 (ssh -L to reach them)."""
+    for name in ("prometheus", "grafana"):
+        assert _published(services[name]), name
+    for name, service in services.items():
+        for address, _host_port, _port in _published(service):
+            assert address == "127.0.0.1" or name in PUBLIC, f"{name} is published on every interface"
+
+
+def test_grafana_has_no_anonymous_access_and_no_default_password(services: dict[str, dict[str, Any]]) -> None:
+    env = services["grafana"]["environment"]
+    assert env.get("GF_AUTH_ANONYMOUS_ENABLED", "false") == "false"
+    assert re.fullmatch(r"\$\{GRAFANA_ADMIN_PASSWORD:\?[^}]+\}", env["GF_SECURITY_ADMIN_PASSWORD"])
+
+
+def test_the_api_listens_on_the_published_port_on_every_interface(services: dict[str, dict[str, Any]]) -> None:
+    api = services["api"]
+    settings = load_settings(environ={k: _interpolate(str(v)) for k, v in api["environment"].items()}, env_file=None)
+    assert [port for _address, _host_port, port in _published(api)] == [settings.port]
+    # Said out loud: a release may default to loopback while no token is required (protected mode).
+    assert api["environment"]["CRONOS_API_HOST"] == "0.0.0.0" and settings.auth == "required"
+
+
+def _imports(command: list[str]) -> list[ModuleType]:
+    return [importlib.import_module(command[i + 1]) for i, arg in enumerate(command) if arg == "--import"]
+
+
+@pytest.mark.parametrize("name", EXECUTORS)
+def test_the_executors_load_the_example_jobs_task(services: dict[str, dict[str, Any]], name: str) -> None:
+    """The README's example job is `{"action": "reindex", ...}`: an executor that imports no task
+    module fails it `no task registered`."""
+    modules = _imports(services[name]["command"])
+    reindex = tasks.lookup("reindex")
+    assert reindex is not None and any(reindex in vars(module).values() for module in modules), name
+
+
+def test_every_variable_is_one_cronos_reads(services: dict[str, dict[str, Any]]) -> None:
+    """A misspelt variable is silently ignored by the product."""
+    for name, service in services.items():
+        if service.get("image") == services["api"]["image"]:
+            unknown = set(service["environment"]) - set(VARIABLES)
+            assert not unknown, f"{name}: {sorted(unknown)}"
+
+
+def test_every_volume_is_declared_and_every_mounted_file_exists(
+    compose: dict[str, Any], services: dict[str, dict[str, Any]]
+) -> None:
+    declared = set(compose["volumes"])
+    used = set()
+    for name, service in services.items():
+        for volume in service.get("volumes", []):
+            source = volume.split(":")[0]
+            if source.startswith("."):
+                assert (ROOT / source).exists(), f"{name}: {source}"
+            else:
+                assert source in declared, f"{name}: volume {source} is not declared"
+                used.add(source)
+    assert used == declared

@@ -10,6 +10,7 @@ from __future__ import annotations
 import fnmatch
 import json
 import re
+import tomllib
 
 from tests.deploy.manifests import DEPLOY, ROOT
 
@@ -83,3 +84,34 @@ def test_build_context_holds_every_copied_source() -> None:
         assert (ROOT / source).exists(), f"COPY {source}: missing from the repository"
         assert not _ignored(source), f"COPY {source}: excluded by .dockerignore"
     assert _ignored(".venv") and _ignored(".git") and _ignored("tests")
+
+
+def _files_pyproject_names() -> list[str]:
+    """The files `pip install .` reads besides the packages: the readme and the license file(s)."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    named: list[str] = []
+    for key in ("readme", "license"):
+        value = project.get(key)
+        if isinstance(value, dict) and "file" in value:
+            named.append(value["file"])
+        elif key == "readme" and isinstance(value, str):
+            named.append(value)
+    for pattern in project.get("license-files", []):
+        named += sorted(str(p.relative_to(ROOT)) for p in ROOT.glob(pattern)) or [pattern]
+    return named
+
+
+def test_the_build_stage_copies_every_file_pyproject_names_before_installing() -> None:
+    """The build stage installs from pyproject.toml with only what it copied so far: a readme or a
+    license file named there and not copied fails `pip install .` inside the image build."""
+    copied: list[str] = []
+    for op, arg in _instructions():
+        if op == "COPY" and not arg.startswith("--from"):
+            copied += arg.split()[:-1]
+        if op == "RUN" and "pip install ." in arg:
+            break
+    named = _files_pyproject_names()
+    assert "README.md" in named
+    for name in named:
+        assert name in copied, f"pyproject.toml names {name}: COPY it with pyproject.toml in deploy/Dockerfile"
+        assert not _ignored(name), f"{name} is excluded by .dockerignore"

@@ -1,0 +1,253 @@
+"""The deploy files' commands and environments, run as real processes (no container engine here).
+
+Each container of the rendered Kubernetes manifests, and each Cronos service of docker-compose.yml,
+is started as `cronos <its args>` with the environment it would get, on a fresh database and a
+private Redis prefix; only what a container gives the process for free is replaced: the backends'
+addresses, and the ports (two pods, or two containers, may listen on one port; two processes here
+cannot). What the static tests compare with the product's definitions, these see it do.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import time
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import asyncpg
+import pytest
+import redis.asyncio as aioredis
+import yaml
+
+from tests.cluster.servers import cronos_command, free_port
+from tests.deploy.manifests import ROOT, environment, k8s_manifests, of_kind, pod_spec, pool_manifests
+from tests.deploy.test_compose import REQUIRED_VALUE, _interpolate
+from tests.services import Services, with_database
+from tests.waiting import wait_for
+
+pytestmark = pytest.mark.cluster
+
+_DROP = ("DATABASE_URL", "REDIS_URL", "PORT")
+
+
+class Processes:
+    """`cronos` processes with logs in a directory (its cwd too: no .env of the repository is read)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}
+
+    def start(self, name: str, args: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
+        base = {k: v for k, v in os.environ.items() if k not in _DROP and not k.startswith("CRONOS_")}
+        with (self.root / f"{name}.log").open("ab") as out:
+            proc = subprocess.Popen(
+                [*cronos_command(), *args],
+                env={**base, **env, "PYTHONUNBUFFERED": "1"},
+                cwd=self.root,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        self.procs[name] = proc
+        return proc
+
+    def log(self, name: str) -> str:
+        return (self.root / f"{name}.log").read_text()
+
+    def stop(self, name: str, timeout: float = 20) -> int:
+        """SIGTERM, as the kubelet and `docker compose stop` send; the exit code."""
+        proc = self.procs[name]
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+        try:
+            return proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            log = self.log(name)[-3000:]
+            raise AssertionError(f"{name} did not stop within {timeout}s of SIGTERM:\n{log}") from None
+
+    def kill_all(self) -> None:
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+
+
+@pytest.fixture
+def processes(tmp_path: Path) -> Iterator[Processes]:
+    made = Processes(tmp_path)
+    yield made
+    made.kill_all()
+
+
+@pytest.fixture
+async def empty_database(services: Services) -> AsyncIterator[str]:
+    """A database that does not exist yet: the first install's (`cronos migrate` creates it)."""
+    name = f"cronos_t_{uuid.uuid4().hex[:12]}"
+    yield with_database(services.pg_admin_dsn, name)
+    conn = await asyncpg.connect(services.pg_admin_dsn)
+    try:
+        await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    finally:
+        await conn.close()
+
+
+@pytest.fixture
+async def clean_prefix(services: Services) -> AsyncIterator[str]:
+    prefix = f"test:{uuid.uuid4().hex[:10]}:"
+    yield prefix
+    client = aioredis.from_url(services.redis_url)
+    keys = [k async for k in client.scan_iter(match=f"{prefix}*", count=1000)]
+    if keys:
+        await client.delete(*keys)
+    await client.aclose()
+
+
+def _wait_all(processes: Processes, names: list[str], timeout: float = 45) -> None:
+    deadline = time.monotonic() + timeout
+    for name in names:
+        try:
+            code = processes.procs[name].wait(max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"{name} still running after {timeout}s:\n{processes.log(name)[-3000:]}") from None
+        assert code == 0, f"{name} exited {code}:\n{processes.log(name)[-3000:]}"
+
+
+async def _answers_200(session: aiohttp.ClientSession, url: str) -> bool:
+    try:
+        async with session.get(url) as response:
+            return response.status == 200
+    except aiohttp.ClientError:
+        return False
+
+
+def _applied(log: str) -> list[int]:
+    """The versions a `cronos migrate` process says it applied (its db.migrations_done line)."""
+    match = re.search(r'"event":"db\.migrations_done".*?"applied":\[([\d,]*)\]', log)
+    assert match, log[-2000:]
+    return [int(v) for v in match[1].split(",") if v]
+
+
+async def _schema_versions(dsn: str) -> list[int]:
+    conn = await asyncpg.connect(dsn)
+    try:
+        return [r["version"] for r in await conn.fetch("SELECT version FROM schema_migrations ORDER BY version")]
+    finally:
+        await conn.close()
+
+
+async def test_the_kubernetes_pods_start_as_rendered(
+    processes: Processes, empty_database: str, clean_prefix: str, services: Services
+) -> None:
+    """First install: every Deployment's init container (`cronos migrate`) starts at once on a
+    database that does not exist yet; each exits 0 and the migrations are applied once in all.
+    Then each role container answers its readiness and liveness probes on the port it declares."""
+    everything = k8s_manifests() + pool_manifests()
+    deployments = of_kind(everything, "Deployment")
+    ports: dict[str, dict[str, int]] = {}  # deployment -> {probe port name: the port it got here}
+
+    def env_of(deployment: str, container: dict[str, Any]) -> dict[str, str]:
+        env = environment(everything, container)
+        env |= {"DATABASE_URL": empty_database, "REDIS_URL": services.redis_url, "CRONOS_KEY_PREFIX": clean_prefix}
+        env["CRONOS_NODE_ID"] = f"{deployment}-{container['name']}"
+        here = ports.setdefault(deployment, {})
+        for declared in container.get("ports", []):
+            here[declared["name"]] = here.get(declared["name"]) or free_port()
+            variable = "PORT" if container["args"][0] == "api" else "CRONOS_METRICS_PORT"
+            assert int(env[variable]) == declared["containerPort"], f"{deployment}: {variable}"
+            env[variable] = str(here[declared["name"]])
+        return env
+
+    inits = []
+    for d in deployments:
+        for container in pod_spec(d.doc)["initContainers"]:
+            name = f"{d.name}-init-{container['name']}"
+            processes.start(name, container["args"], env_of(d.name, container))
+            inits.append(name)
+    assert len(inits) == len(deployments) >= 4
+    _wait_all(processes, inits)
+    applied = [v for name in inits for v in _applied(processes.log(name))]
+    everything_known = sorted(int(p.name[:4]) for p in (ROOT / "cronos/store/migrations").glob("[0-9]*_*.sql"))
+    assert everything_known
+    assert sorted(applied) == everything_known, "each migration applied once, by one of the pods"
+    assert await _schema_versions(empty_database) == everything_known
+
+    roles = [d for d in deployments if d.name in ("cronos-api", "cronos-dispatcher", "cronos-executor")]
+    for d in roles:
+        container = pod_spec(d.doc)["containers"][0]
+        processes.start(d.name, container["args"], env_of(d.name, container))
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=3)) as session:
+        for d in roles:
+            container = pod_spec(d.doc)["containers"][0]
+            for probe in ("readinessProbe", "livenessProbe"):
+                get = container[probe]["httpGet"]
+                url = f"http://127.0.0.1:{ports[d.name][get['port']]}{get['path']}"
+
+                async def ok(url: str = url) -> bool:
+                    return await _answers_200(session, url)
+
+                await wait_for(ok, timeout=30, what=f"{d.name} {probe} {get['path']} (log: {processes.root})")
+    for d in roles:
+        assert processes.stop(d.name) == 0, processes.log(d.name)[-3000:]
+
+
+async def test_the_compose_stack_runs_the_readmes_example_job(
+    processes: Processes, empty_database: str, clean_prefix: str, services: Services
+) -> None:
+    """migrate, api, dispatcher and executor with their Compose commands and environments: the
+    README's example job (`payload.action: reindex`), triggered through the API, completes."""
+    compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())["services"]
+
+    def env_of(name: str) -> dict[str, str]:
+        env = {k: _interpolate(str(v)) for k, v in compose[name]["environment"].items()}
+        assert "@postgres:" in env["DATABASE_URL"] and "//redis:" in env["REDIS_URL"]
+        env |= {"DATABASE_URL": empty_database, "REDIS_URL": services.redis_url, "CRONOS_KEY_PREFIX": clean_prefix}
+        env |= {"CRONOS_NODE_ID": name, "CRONOS_METRICS_PORT": str(free_port())}
+        return env
+
+    processes.start("migrate", compose["migrate"]["command"], env_of("migrate"))
+    _wait_all(processes, ["migrate"])
+    api_env = env_of("api")
+    api_port = free_port()
+    published = compose["api"]["ports"][0].split(":")
+    assert int(published[-1]) == int(api_env["PORT"])
+    api_env["PORT"] = str(api_port)
+    processes.start("api", compose["api"]["command"], api_env)
+    for name in ("dispatcher", "executor"):
+        processes.start(name, compose[name]["command"], env_of(name))
+
+    base = f"http://127.0.0.1:{api_port}"
+    headers = {"Authorization": f"Bearer {REQUIRED_VALUE}"}
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5), headers=headers) as session:
+
+        async def ready() -> bool:
+            return await _answers_200(session, f"{base}/health")
+
+        await wait_for(ready, timeout=30, what=f"the API's /health (log: {processes.root})")
+        job = {  # the README's first job
+            "name": "Sync Database Indexes",
+            "cron_expression": "*/5 * * * *",
+            "payload": {"action": "reindex", "target": "users"},
+        }
+        async with session.post(f"{base}/api/jobs", json=job) as response:
+            assert response.status == 201, await response.text()
+            job_id = (await response.json())["id"]
+        async with session.post(f"{base}/api/jobs/{job_id}/trigger") as response:
+            assert response.status == 202, await response.text()
+
+        async def ended() -> dict[str, Any] | None:
+            async with session.get(f"{base}/api/jobs/{job_id}/runs") as response:
+                runs = (await response.json())["items"]
+            return next((r for r in runs if r["finished_at"] is not None), None)
+
+        run = await wait_for(ended, timeout=30, what=f"the triggered run to end (log: {processes.root})")
+    assert (run["state"], run["error"]) == ("completed", None), processes.log("executor")[-3000:]
+    for name in ("executor", "dispatcher", "api"):
+        assert processes.stop(name) == 0, processes.log(name)[-3000:]
