@@ -352,8 +352,11 @@ def _url_secrets(url: str, found: set[str]) -> None:
 
 
 def _written_forms(value: str) -> set[str]:
-    """`value` as it may appear in text: as is, JSON-escaped (ASCII or not) and repr-escaped."""
-    return {value, json.dumps(value)[1:-1], json.dumps(value, ensure_ascii=False)[1:-1], repr(value)[1:-1]}
+    """`value` as it may appear in text: as is, JSON-escaped (ASCII or not; and JSON in a JSON
+    string, as an echoed JSON body in a JSON reply) and repr-escaped."""
+    escaped = json.dumps(value, ensure_ascii=False)[1:-1]
+    twice = json.dumps(escaped, ensure_ascii=False)[1:-1]
+    return {value, json.dumps(value)[1:-1], escaped, twice, repr(value)[1:-1]}
 
 
 def secret_values(kind: str, payload: Mapping[str, Any]) -> tuple[str, ...]:

@@ -254,7 +254,8 @@ def test_secret_values_of_every_kind() -> None:
         assert value in values, value
     assert "1234" not in values and "True" not in values
     shell = {"argv": ["x"], "env": {"DB_PASSWORD": 'q"uo\\te', "REGION": "eu-west-1"}}
-    assert set(secret_values("shell", shell)) == {'q"uo\\te', 'q\\"uo\\\\te', 'q"uo\\\\te'}  # as is, JSON, repr
+    # As is, JSON-escaped, JSON-escaped twice (a JSON body echoed in a JSON reply), repr-escaped.
+    assert set(secret_values("shell", shell)) == {'q"uo\\te', 'q\\"uo\\\\te', 'q\\\\\\"uo\\\\\\\\te', 'q"uo\\\\te'}
     task = {"action": "sync", "password": "héllo-wörld", "opts": {"token": ["abcd", "efgh"]}, "user": "alice"}
     assert {"héllo-wörld", "h\\u00e9llo-w\\u00f6rld", "abcd", "efgh"} <= set(secret_values("task", task))
     assert "alice" not in secret_values("task", task) and "sync" not in secret_values("task", task)
