@@ -1,7 +1,10 @@
 """Structured logging: a stable event name plus fields, JSON in containers, text on a terminal.
 
 Context (node_id, job_id, run_id, scheduled_for, attempt, epoch) is bound once with
-`bind()` and carried by every line logged inside it. Secrets in URLs are masked.
+`bind()` and carried by every line logged inside it. Secrets in URLs are masked, and a run's
+own secret values (`bind_secrets`, cronos.redact.secret_values) are scrubbed from every line
+logged while it runs: from each record as it is made (its message and traceback, whatever
+handler gets it) and from each whole line our formatters write (extra fields too).
 """
 
 from __future__ import annotations
@@ -12,16 +15,22 @@ import datetime as dt
 import logging
 import re
 import sys
-from collections.abc import Iterator, Mapping
+import traceback
+from collections.abc import Callable, Iterator, Mapping
 from types import MappingProxyType
 from typing import Any
 
 import msgspec
 
+from cronos.redact import scrub
+
 # Never mutated in place: bind() sets a new dict, so an immutable empty default is safe.
 _context: contextvars.ContextVar[Mapping[str, Any]] = contextvars.ContextVar(
     "cronos_log_context", default=MappingProxyType({})
 )
+
+# The secret values of the run this task is working on, longest first (cronos.redact.secret_values).
+_secrets: contextvars.ContextVar[tuple[str, ...]] = contextvars.ContextVar("cronos_log_secrets", default=())
 
 # user:password@ in any URL-ish string
 _URL_PASSWORD = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*://[^:/@\s]*):[^@\s]*@")
@@ -66,6 +75,54 @@ def bind(**fields: Any) -> Iterator[None]:
         _context.reset(token)
 
 
+@contextlib.contextmanager
+def bind_secrets(values: tuple[str, ...]) -> Iterator[None]:
+    """Scrub `values` (cronos.redact.secret_values) from every line logged inside this block."""
+    if not values:
+        yield
+        return
+    _scrub_records()
+    outer = _secrets.get()
+    token = _secrets.set(tuple(sorted(set(outer) | set(values), key=lambda v: (-len(v), v))) if outer else values)
+    try:
+        yield
+    finally:
+        _secrets.reset(token)
+
+
+_installed: list[Callable[..., logging.LogRecord]] = []  # the factory ours wraps, once installed
+
+
+def _scrub_records() -> None:
+    """Install (once) a record factory that scrubs the bound secrets from each record's message,
+    traceback and stack as it is made: handlers other than ours (pytest's, an embedding
+    application's) get them scrubbed too. Extra fields are set after the factory: our
+    formatters scrub those."""
+    if _installed:
+        return
+    base = logging.getLogRecordFactory()
+    _installed.append(base)
+
+    def make(*args: Any, **kwargs: Any) -> logging.LogRecord:
+        record = base(*args, **kwargs)
+        values = _secrets.get()
+        if values:
+            record.msg, record.args = scrub(record.getMessage(), values), None
+            if record.exc_info and record.exc_info[0] is not None:
+                text = "".join(traceback.format_exception(*record.exc_info)).rstrip("\n")
+                record.exc_text, record.exc_info = scrub(text, values), None  # the live exception holds them
+            if record.stack_info:
+                record.stack_info = scrub(record.stack_info, values)
+        return record
+
+    logging.setLogRecordFactory(make)
+
+
+def _written(text: str) -> str:
+    """A whole formatted line as it may be written: URL/Authorization secrets masked, the run's scrubbed."""
+    return scrub(mask_secrets(text), _secrets.get())
+
+
 def bind_global(**fields: Any) -> None:
     """Bind fields for the rest of this context (used once per process for node_id)."""
     _context.set({**_context.get(), **fields})
@@ -96,9 +153,9 @@ class JsonFormatter(logging.Formatter):
             "logger": record.name,
             **fields,
         }
-        if record.exc_info:
-            line["exc"] = self.formatException(record.exc_info)
-        return mask_secrets(msgspec.json.encode(line, enc_hook=_default).decode())
+        if (exc := _exception(self, record)) is not None:
+            line["exc"] = exc
+        return _written(msgspec.json.encode(line, enc_hook=_default).decode())
 
 
 class TextFormatter(logging.Formatter):
@@ -111,9 +168,16 @@ class TextFormatter(logging.Formatter):
         if event:
             head += f" [{event}]"
         text = f"{head}  {tail}" if tail else head
-        if record.exc_info:
-            text += "\n" + self.formatException(record.exc_info)
-        return mask_secrets(text)
+        if (exc := _exception(self, record)) is not None:
+            text += "\n" + exc
+        return _written(text)
+
+
+def _exception(formatter: logging.Formatter, record: logging.LogRecord) -> str | None:
+    """The record's traceback: as already formatted (and scrubbed) when it was made, or now."""
+    if record.exc_text:
+        return record.exc_text
+    return formatter.formatException(record.exc_info) if record.exc_info else None
 
 
 def setup_logging(level: str = "INFO", fmt: str = "auto") -> None:

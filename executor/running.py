@@ -3,6 +3,10 @@
 The work runs inline in the token's own task (no extra task per run): the heartbeat and
 the drain cancel it through its `InFlight`, and `run_under_timeout` turns the
 cancellation back into an outcome (or into nothing, when ownership was lost).
+
+The job's own secret values (cronos.redact.secret_values) never leave the run: they are
+scrubbed from every line logged while the work runs and from its error, traceback and result
+before the outcome is made (one place: `outcome_of`).
 """
 
 from __future__ import annotations
@@ -15,6 +19,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from cronos import delays, lifecycle, metrics
+from cronos.logs import bind_secrets
+from cronos.redact import scrub, secret_values
 from cronos.store.runs import ClaimedRun, Outcome
 from cronos.stream import EntryRef
 from executor import kinds
@@ -65,10 +71,12 @@ async def run_under_timeout(flight: InFlight, env: kinds.Env, node_id: str) -> O
     task = asyncio.current_task()
     result: str | None = None
     failure: BaseException | None = None
+    secrets = secret_values(run.kind, run.payload)
     try:
         flight.task = task
-        async with asyncio.timeout(run.timeout_s) as deadline:
-            result = await kinds.execute(run, env)
+        with bind_secrets(secrets):
+            async with asyncio.timeout(run.timeout_s) as deadline:
+                result = await kinds.execute(run, env)
     except asyncio.CancelledError:  # heartbeat (lost), drain, or the executor going away
         if flight.task is not None or flight.cancel_reason is None:
             flight.cancel_reason = flight.cancel_reason or DRAIN_CANCELLED  # not ours: shutdown
@@ -88,13 +96,22 @@ async def run_under_timeout(flight: InFlight, env: kinds.Env, node_id: str) -> O
         metrics.RUNS_IN_FLIGHT.dec()
     if flight.lost:
         return None
-    return outcome_of(flight, node_id, result, failure, (time.monotonic() - started) * 1000)
+    return outcome_of(flight, node_id, result, failure, (time.monotonic() - started) * 1000, secrets)
 
 
 def outcome_of(
-    flight: InFlight, node_id: str, result: str | None, failure: BaseException | None, duration_ms: float
+    flight: InFlight,
+    node_id: str,
+    result: str | None,
+    failure: BaseException | None,
+    duration_ms: float,
+    secrets: tuple[str, ...] = (),
 ) -> Outcome:
+    """How the run ended, `secrets` scrubbed from its error, traceback (before they are cut to
+    their bounds) and result (cut by its kind: a secret across the cut may leave a part)."""
     run = flight.run
+    if result is not None:
+        result = scrub(result, secrets)
     if failure is None:
         return Outcome(
             run_id=run.id,
@@ -108,10 +125,11 @@ def outcome_of(
     if isinstance(failure, asyncio.CancelledError):
         error = flight.cancel_reason or DRAIN_CANCELLED
     else:
-        trace = kinds.excerpt("".join(traceback.format_exception(failure)), MAX_TRACEBACK_BYTES)
+        trace = kinds.excerpt(scrub("".join(traceback.format_exception(failure)), secrets), MAX_TRACEBACK_BYTES)
         error = failure.message if isinstance(failure, kinds.RunFailed) else f"{type(failure).__name__}: {failure}"
-        error = kinds.excerpt(error, MAX_ERROR_BYTES) or ""
-        result = failure.result if isinstance(failure, kinds.RunFailed) else None
+        error = kinds.excerpt(scrub(error, secrets), MAX_ERROR_BYTES) or ""
+        failed = failure.result if isinstance(failure, kinds.RunFailed) else None
+        result = None if failed is None else scrub(failed, secrets)
     return Outcome(
         run_id=run.id,
         node_id=node_id,

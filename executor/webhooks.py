@@ -4,8 +4,10 @@ Pure: no I/O. Every http run request carries
 
     webhook-id:        msg_<job id>_<scheduled_for, unix ms> -- one per tick: the same for every
                        attempt (a retry re-sends the same message, as the specification asks),
-                       every re-delivery of a run and every redirect hop; a receiver that keeps
-                       the ids it handled skips duplicates (the same tick as Idempotency-Key)
+                       every re-delivery of a run and every redirect hop on the job's own origin
+                       (a hop to another origin is not signed: executor.kinds.http); a receiver
+                       that keeps the ids it handled skips duplicates (the same tick as
+                       Idempotency-Key)
     webhook-timestamp: unix seconds when this request was sent
     webhook-signature: v1,<base64 HMAC-SHA256 of "<id>.<timestamp>." + the exact body bytes>
 

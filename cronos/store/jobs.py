@@ -146,7 +146,8 @@ class JobStore:
         """Apply a partial update; `check` validates the merged job before anything is written.
 
         A payload that sends `***` back where the stored one holds a secret keeps that
-        secret (cronos.redact.restore_secrets), so a GET-edit-PATCH round trip loses nothing.
+        secret (cronos.redact.restore_secrets), so a GET-edit-PATCH round trip loses nothing;
+        not across a change of kind or target (422: the caller sends the secret itself).
         A change that leaves every field as it is writes nothing: no revision, no timestamp,
         no notification.
 
@@ -164,7 +165,9 @@ class JobStore:
                 current = await _locked(conn, job_id, guard)
                 merged = {name: getattr(current, name) for name in WRITABLE} | dict(changes)
                 if "payload" in changes:
-                    merged["payload"] = restore_secrets(merged["kind"], merged["payload"], current.payload)
+                    merged["payload"] = restore_secrets(
+                        merged["kind"], merged["payload"], current.payload, stored_kind=current.kind
+                    )
                     merged["managed_by"] = _forget_digest(current, merged, changes)
                 check(merged)  # raises InvalidInput: the transaction rolls back, nothing written
                 changed = revisions.changed_fields(current, merged)

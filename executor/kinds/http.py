@@ -2,8 +2,11 @@
 
 Every request goes through the executor's guarded client (`executor.http_client`): refused
 addresses are never connected to. Redirects are off unless the job sets follow_redirects;
-then they are followed here, hop by hop (each hop guarded and signed), at most
-CRONOS_HTTP_MAX_REDIRECTS. URLs in run errors are redacted (`cronos.redact.redact_url`).
+then they are followed here, hop by hop (each hop guarded), at most CRONOS_HTTP_MAX_REDIRECTS.
+The job's secrets stay with its URL's origin (scheme, host, port): a hop to another origin
+drops every header `cronos.redact` hides (by name or by value) and the signature, for the rest
+of the chain, and is refused when it would resend the body. URLs in run errors are redacted
+(`cronos.redact.redact_url`).
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from yarl import URL
 
 from cronos.netguard import host_literal_refusal
 from cronos.payloads import HttpPayload, explain
-from cronos.redact import is_sensitive, redact_url
+from cronos.redact import is_hidden, redact_url
 from cronos.store.runs import ClaimedRun
 from cronos.tasks import idempotency_key
 from executor import webhooks
@@ -27,6 +30,8 @@ from executor.http_client import PREFIX, guard_refusal
 from executor.kinds.base import Env, RunFailed, excerpt
 
 REDIRECTS = frozenset({301, 302, 303, 307, 308})
+# Headers only the job's own origin gets, besides those cronos.redact hides.
+ORIGIN_BOUND = frozenset({"host", "webhook-id", "webhook-timestamp", "webhook-signature"})
 
 
 def identity_headers(run: ClaimedRun) -> dict[str, str]:
@@ -61,9 +66,10 @@ def _origin(url: URL) -> tuple[str, str | None, int | None]:
 
 def _next_hop(
     url: URL, status: int, location: str, method: str, data: bytes | None, headers: CIMultiDict[str]
-) -> tuple[URL, str, bytes | None]:
-    """Where a redirect leads, and with which method and body (as browsers do: 303, and
-    301/302 after a POST, become a GET without body). Secret headers stay with their origin."""
+) -> tuple[URL, str, bytes | None, bool]:
+    """Where a redirect leads, with which method and body (as browsers do: 303, and 301/302
+    after a POST, become a GET without body), and whether it leaves the origin. Leaving it
+    drops the secret headers and the signature; a body is never sent to another origin."""
     try:
         target = url.join(URL(location))
     except ValueError:
@@ -75,10 +81,16 @@ def _next_hop(
         method, data = "GET", None
         for name in ("Content-Type", "Content-Length"):
             headers.popall(name, None)
-    if _origin(target) != _origin(url):
-        for name in [n for n in headers if is_sensitive(n) or n.lower() == "host"]:
-            headers.popall(name, None)
-    return target, method, data
+    if _origin(target) == _origin(url):
+        return target, method, data, False
+    if data:  # 307/308 (or 301/302 after a PUT...) repeat the body: it may hold the job's secrets
+        raise RunFailed(
+            f"redirect {status} to another origin refused: it would send the request body to {method}"
+            f" {redact_url(str(target))}; point the job at that URL if it is meant to get it"
+        )
+    for name in {n for n, value in headers.items() if is_hidden(n, value) or n.lower() in ORIGIN_BOUND}:
+        headers.popall(name, None)
+    return target, method, data, True
 
 
 async def run(run: ClaimedRun, env: Env) -> str | None:
@@ -105,10 +117,12 @@ async def run(run: ClaimedRun, env: Env) -> str | None:
         raise RunFailed(f"invalid http payload: $.url is not a URL: {redact_url(payload.url)}") from None
     max_bytes = settings.result_max_bytes
     hops = 0
+    signed = True  # until the chain leaves the job's origin: the signature is for its receiver only
     while True:
         check_target(url, settings.http_allow_nets)
-        body = data if data is not None else b""
-        headers.update(webhooks.signature_headers(run.webhook_secret, msg_id, int(time.time()), body))
+        if signed:
+            body = data if data is not None else b""
+            headers.update(webhooks.signature_headers(run.webhook_secret, msg_id, int(time.time()), body))
         try:
             async with env.http.request(
                 method,
@@ -127,7 +141,8 @@ async def run(run: ClaimedRun, env: Env) -> str | None:
                             f"too many redirects: more than {settings.http_max_redirects} (CRONOS_HTTP_MAX_REDIRECTS)"
                             f" from {payload.method} {redact_url(payload.url)}"
                         )
-                    url, method, data = _next_hop(url, status, location, method, data, headers)
+                    url, method, data, left = _next_hop(url, status, location, method, data, headers)
+                    signed = signed and not left
                     shown = str(url)
                     continue
                 content = await response.content.read(max_bytes + 1)

@@ -280,22 +280,104 @@ async def test_each_hop_is_signed_and_post_302_becomes_get(
     assert second[2]["Authorization"] == "Bearer s3cret"  # same origin: kept
 
 
-async def test_307_keeps_method_and_body_and_cross_origin_drops_secret_headers(
+async def test_307_on_the_same_origin_keeps_method_body_secrets_and_signature(
     harness: Harness, settings: Settings, receiver: Receiver
 ) -> None:
-    elsewhere = f"http://localhost:{receiver.port}/ok"  # another origin, the same receiver
     payload = {
-        "url": f"{receiver.url}/to?status=307&location={elsewhere}",
-        "body": {"a": 1},
+        "url": f"{receiver.url}/to?status=307&location=/ok",
+        "body": {"password": "pa55word-1"},
         "follow_redirects": True,
-        "headers": {"Authorization": "Bearer s3cret", "X-Api-Key": "k", "X-Plain": "p"},
+        "headers": {"Authorization": "Bearer s3cret", "X-Hook": "Bearer h00k"},
     }
     job, run = await _run(harness, settings, payload)
     assert run.state == "completed"
     (_, second) = receiver.requests
-    assert second[0] == "POST" and msgspec.json.decode(second[3]) == {"a": 1}
-    assert "Authorization" not in second[2] and "X-Api-Key" not in second[2] and second[2]["X-Plain"] == "p"
+    assert second[0] == "POST" and msgspec.json.decode(second[3]) == {"password": "pa55word-1"}
+    assert second[2]["Authorization"] == "Bearer s3cret" and second[2]["X-Hook"] == "Bearer h00k"
     Webhook(await _secret(harness, job)).verify(second[3], second[2])
+
+
+@pytest.fixture
+async def elsewhere() -> AsyncIterator[Receiver]:
+    """Another origin: the same address, another port."""
+    found = Receiver()
+    runner = await _serve("127.0.0.1", found)
+    try:
+        yield found
+    finally:
+        await runner.cleanup()
+
+
+SECRET_HEADERS = {"Authorization": "Bearer s3cret", "X-Api-Key": "k3y-value", "X-Hook": "Bearer h00k-value",
+                  "Cookie": "sid=c00kie", "X-Plain": "plain"}  # fmt: skip
+ORIGIN_BOUND = (
+    "Authorization",
+    "X-Api-Key",
+    "X-Hook",
+    "Cookie",
+    "webhook-id",
+    "webhook-timestamp",
+    "webhook-signature",
+)
+
+
+@pytest.mark.parametrize(("status", "method"), [(302, "GET"), (307, "GET"), (308, "DELETE"), (303, "POST")])
+async def test_a_cross_origin_hop_carries_no_secret_and_no_signature(
+    harness: Harness, settings: Settings, receiver: Receiver, elsewhere: Receiver, status: int, method: str
+) -> None:
+    """Every header hidden by name or by value, and the signature, stay with their origin (issue 22, item 9)."""
+    payload = {
+        "url": f"{receiver.url}/to?status={status}&location={elsewhere.url}/landing",
+        "method": method,
+        "follow_redirects": True,
+        "headers": SECRET_HEADERS,
+    }
+    if method == "POST":
+        payload["body"] = {"password": "pa55word-1"}  # a 303 makes it a GET without its body
+    _, run = await _run(harness, settings, payload)
+    assert run.state == "completed", run.error
+    ((_, _, first, _),) = receiver.requests
+    assert all(name in first for name in ORIGIN_BOUND)  # the first hop had them all
+    ((got_method, path, headers, body),) = elsewhere.requests
+    assert (got_method, path, body) == ("GET" if status == 303 else method, "/landing", b"")
+    assert [name for name in ORIGIN_BOUND if name in headers] == []
+    assert headers["X-Plain"] == "plain" and headers["X-Cronos-Job-Id"]  # the rest of the request as it was
+    assert not any(secret in str(headers) for secret in ("s3cret", "k3y-value", "h00k-value", "c00kie", "pa55"))
+
+
+@pytest.mark.parametrize("status", [307, 308])
+async def test_a_cross_origin_hop_never_resends_the_body(
+    harness: Harness, settings: Settings, receiver: Receiver, elsewhere: Receiver, status: int
+) -> None:
+    """307/308 would repeat the request with its body: refused across origins, nothing sent there."""
+    payload = {
+        "url": f"{receiver.url}/to?status={status}&location={elsewhere.url}/landing?token=t0k3n-1",
+        "body": {"password": "pa55word-1"},
+        "follow_redirects": True,
+    }
+    _, run = await _run(harness, settings, payload)
+    assert elsewhere.requests == []
+    assert run.state == "failed"
+    assert run.error == (
+        f"redirect {status} to another origin refused: it would send the request body to POST"
+        f" {elsewhere.url}/landing?token=***; point the job at that URL if it is meant to get it"
+    )
+
+
+async def test_secrets_dropped_at_a_cross_origin_hop_do_not_come_back(
+    harness: Harness, settings: Settings, receiver: Receiver, elsewhere: Receiver
+) -> None:
+    back = f"{receiver.url}/again"
+    payload = {
+        "url": f"{receiver.url}/to?location={elsewhere.url}/to%3Flocation%3D{back}",
+        "method": "GET",
+        "follow_redirects": True,
+        "headers": SECRET_HEADERS,
+    }
+    _, run = await _run(harness, settings, payload)
+    assert run.state == "completed", run.error
+    assert receiver.paths()[-1] == "/again"
+    assert [name for name in ORIGIN_BOUND if name in receiver.requests[-1][2]] == []
 
 
 async def test_redirect_hops_are_capped(harness: Harness, settings: Settings, receiver: Receiver) -> None:

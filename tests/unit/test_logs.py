@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from cronos.logs import JsonFormatter, TextFormatter, bind, bind_global, mask_secrets, setup_logging
+from cronos.logs import JsonFormatter, TextFormatter, bind, bind_global, bind_secrets, mask_secrets, setup_logging
+from cronos.redact import secret_values
 
 DSN = "postgresql://cronos:s3cret-pw@db.internal:5432/cronos"
 REDIS = "redis://:r3dis-pw@cache:6379/0"
@@ -221,3 +222,60 @@ def test_explicit_format_wins_over_detection(
     monkeypatch.setattr(sys, "stderr", io.StringIO())
     setup_logging("INFO", fmt)
     assert isinstance(_root_formatter(), expected)
+
+
+# --- a run's own secret values (issue 22, item 10) --------------------------------------------
+
+
+@pytest.mark.parametrize("formatter", [JsonFormatter(), TextFormatter()])
+def test_bound_secrets_are_scrubbed_from_message_traceback_and_fields(
+    capture: tuple[logging.Logger, io.StringIO, Callable[[logging.Formatter], None]], formatter: logging.Formatter
+) -> None:
+    logger, buffer, use = capture
+    use(formatter)
+    values = secret_values("task", {"action": "x", "password": "hunter2-pw", "opts": {"api_token": 'to"ken-9'}})
+
+    def log() -> None:
+        with bind_secrets(values):
+            logger.info("login with %s", "hunter2-pw", extra={"creds": {"token": 'to"ken-9'}})
+            try:
+                raise RuntimeError("refused: hunter2-pw")
+            except RuntimeError:
+                logger.exception("failed")
+        logger.info("after the run: hunter2-pw")  # outside the block: nothing to scrub
+
+    _isolated(log)
+    out = buffer.getvalue()
+    assert "login with ***" in out and "RuntimeError: refused: ***" in out and "Traceback" in out
+    assert 'to\\"ken-9' not in out and 'to"ken-9' not in out  # an extra field, JSON-escaped or not
+    assert out.count("hunter2-pw") == out.count("after the run: hunter2-pw") > 0
+
+
+def test_bound_secrets_are_scrubbed_from_the_record_itself(caplog: pytest.LogCaptureFixture) -> None:
+    """Any handler gets the record scrubbed (pytest's here), not only our formatters' lines."""
+    caplog.set_level(logging.INFO)
+    logger = logging.getLogger("cronos.test_logs.records")
+
+    def log() -> None:
+        with bind_secrets(secret_values("shell", {"argv": ["x"], "env": {"API_TOKEN": "abcd-1234"}})):
+            try:
+                raise ValueError("abcd-1234")
+            except ValueError:
+                logger.exception("token %r", "abcd-1234")
+
+    _isolated(log)
+    (record,) = caplog.records
+    assert record.getMessage() == "token '***'" and record.exc_info is None
+    assert record.exc_text is not None and "ValueError: ***" in record.exc_text
+    assert "abcd-1234" not in caplog.text
+
+
+def test_nested_bindings_scrub_both_and_nothing_bound_is_free() -> None:
+    def check() -> None:
+        with bind_secrets(()), bind_secrets(("first-secret",)), bind_secrets(("second-secret-longer",)):
+            record = logging.getLogger("cronos.test_logs.nested").makeRecord(
+                "n", logging.INFO, "f", 1, "%s %s", ("first-secret", "second-secret-longer"), None
+            )
+        assert record.getMessage() == "*** ***"
+
+    _isolated(check)
