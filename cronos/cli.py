@@ -10,6 +10,7 @@ import argparse
 import asyncio
 import logging
 import os
+import signal
 import sys
 from collections.abc import Sequence
 from typing import NoReturn
@@ -131,43 +132,29 @@ async def _main(args: argparse.Namespace, settings: Settings) -> int:
         log.info("migrations done", extra={"event": "db.migrations_done", "applied": applied})
         if args.command == "migrate":
             return 0
-    await _check_cluster(args.command, settings)
+    if not await _check_cluster(args.command, settings):
+        return 0
     if settings.metrics_port and args.command in ("dispatcher", "executor"):
         _serve_metrics(settings.metrics_port)
     await serve(_roles(args.command, settings, getattr(args, "imports", [])))
     return 0
 
 
-async def _check_cluster(command: str, settings: Settings) -> None:
-    """Refuse to start (ClusterMismatch) when the Redis keys are another cluster's (cronos.identity).
-    A dispatcher or executor waits for its backends, as it would anyway; the API answers while
-    they are down, so it starts unchecked then (its writes go to PostgreSQL; the leader's check
-    guards the keys)."""
-    from cronos.backoff import Backoff
-    from cronos.store.identity import TIMEOUT_S, check
+async def _check_cluster(command: str, settings: Settings) -> bool:
+    """Refuse to start (ClusterMismatch) when the Redis keys are another cluster's (cronos.identity);
+    False when stopped (SIGTERM, SIGINT) while waiting for a backend."""
+    from cronos.store.identity import gate
 
-    backoff = Backoff(base_s=0.2, cap_s=5.0)
-    while True:
-        try:
-            async with asyncio.timeout(TIMEOUT_S * 2):
-                await check(settings)
-            return
-        except (BackendUnavailable, TimeoutError) as exc:
-            error = str(exc) or "no reply"
-            if command == "api":
-                log.warning(
-                    "cluster identity not checked: a backend is unavailable",
-                    extra={"event": "cluster.identity_unchecked", "error": error},
-                )
-                return
-            delay = backoff.next_delay()
-            log.warning(
-                "cluster identity: a backend is unavailable at start, retrying in %.1f s: %s",
-                delay,
-                error,
-                extra={"event": "backend.waiting", "backend": getattr(exc, "backend", "")},
-            )
-            await asyncio.sleep(delay)
+    stopping = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stopping.set)
+    try:
+        # The API answers while a backend is down: it starts unchecked then, not waiting.
+        return await gate(settings, wait=command != "api", stopping=stopping)
+    finally:
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(signum)
 
 
 def _queues(text: str) -> tuple[str, ...]:

@@ -4,6 +4,8 @@ the leader again after Redis lost its data)."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 from typing import Any
 
@@ -12,7 +14,8 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
 from cronos import redis_client
-from cronos.errors import ConfigError
+from cronos.backoff import Backoff
+from cronos.errors import BackendUnavailable, ConfigError
 from cronos.identity import mismatch
 from cronos.keys import Keys
 from cronos.redact import redact_url
@@ -75,3 +78,36 @@ async def check(settings: Settings) -> str:
         },
     )
     return cluster_id
+
+
+async def gate(settings: Settings, *, wait: bool, stopping: asyncio.Event) -> bool:
+    """The check at a process's start: True to go on, ClusterMismatch to refuse. A backend that
+    does not answer is waited for (`wait`: a dispatcher or executor waits for it anyway) until
+    `stopping` is set (then False), or, without `wait`, logged and passed (the API answers while
+    a backend is down; it writes only to PostgreSQL, and the roles that use the keys check)."""
+    backoff = Backoff(base_s=0.2, cap_s=5.0)
+    while True:
+        try:
+            async with asyncio.timeout(TIMEOUT_S * 2):
+                await check(settings)
+            return True
+        except (BackendUnavailable, TimeoutError) as exc:
+            error = str(exc) or "no reply"
+            if not wait:
+                log.warning(
+                    "cluster identity not checked: a backend is unavailable",
+                    extra={"event": "cluster.identity_unchecked", "error": error},
+                )
+                return True
+            delay = backoff.next_delay()
+            log.warning(
+                "a backend is unavailable at start, retrying in %.1f s: %s",
+                delay,
+                error,
+                extra={"event": "backend.waiting", "backend": getattr(exc, "backend", "")},
+            )
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(delay):
+                    await stopping.wait()
+            if stopping.is_set():
+                return False

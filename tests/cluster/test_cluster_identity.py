@@ -128,18 +128,20 @@ async def _aval(value: bool) -> bool:
     return value
 
 
-async def _logged(proc: subprocess.Popen[str], event: str) -> None:
-    """Read the process's stderr until a JSON line with `event` (stderr stays drained)."""
+async def _logged(proc: subprocess.Popen[str], event: str) -> str:
+    """Read the process's stderr up to a JSON line with `event` (stderr stays drained); what was read."""
     assert proc.stderr is not None
     stream = proc.stderr
 
-    def read() -> None:
+    def read() -> str:
+        seen = []
         for line in stream:
+            seen.append(line)
             if f'"event":"{event}"' in line:
-                return
-        raise AssertionError(f"process exited before logging {event}")
+                return "".join(seen)
+        raise AssertionError(f"process exited before logging {event}: {''.join(seen)}")
 
-    await asyncio.wait_for(asyncio.to_thread(read), timeout=20)
+    return await asyncio.wait_for(asyncio.to_thread(read), timeout=20)
 
 
 async def test_a_second_cluster_on_the_same_prefix_refuses_to_start(
@@ -156,7 +158,8 @@ async def test_a_second_cluster_on_the_same_prefix_refuses_to_start(
     env = {"REDIS_URL": services.redis_url, "CRONOS_KEY_PREFIX": key_prefix}
     port = free_port()
     api = procs.start("api", PORT=str(port), DATABASE_URL=database_url, **env)
-    await _logged(api, "api.listening")
+    started = await _logged(api, "api.listening")
+    assert '"event":"cluster.identity"' in started and f'"cluster_id":"{ours}"' in started  # in the startup log
     assert await _held(redis_client, keys) == ours  # the first process claimed the prefix
     cluster = await wait_for(lambda: _get(f"http://127.0.0.1:{port}/api/cluster"), what="/api/cluster")
     assert cluster[0] == 200 and cluster[1]["cluster_id"] == ours
@@ -211,3 +214,16 @@ async def test_redis_data_loss_writes_the_identity_again(
     for proc in (executor, leader):
         proc.send_signal(signal.SIGTERM)
         assert (await _exited(proc))[0] == 0
+
+
+async def test_a_role_waiting_at_start_for_its_database_stops_on_sigterm(
+    procs: Procs, services: Services, key_prefix: str
+) -> None:
+    dsn = f"postgresql://cronos:hunter2-secret@127.0.0.1:{free_port()}/cronos"  # nobody listens there
+    env = {"REDIS_URL": services.redis_url, "CRONOS_KEY_PREFIX": key_prefix, "DATABASE_URL": dsn}
+    executor = procs.start("executor", **env)
+    waiting = await _logged(executor, "backend.waiting")  # the identity cannot be checked yet: it waits
+    executor.send_signal(signal.SIGTERM)
+    code, err = await _exited(executor)
+    assert code == 0, err
+    assert "hunter2" not in waiting + err
