@@ -91,7 +91,11 @@ async def gate(settings: Settings, *, wait: bool, stopping: asyncio.Event) -> bo
             async with asyncio.timeout(TIMEOUT_S * 2):
                 await check(settings)
             return True
-        except (BackendUnavailable, TimeoutError) as exc:
+        except (BackendUnavailable, TimeoutError, asyncpg.PostgresError) as exc:
+            # A refused login (a wrong password, a missing role) is the API's 503 like a database that
+            # is down; a dispatcher or executor fails on it as it did before the check.
+            if isinstance(exc, asyncpg.PostgresError) and wait:
+                raise
             error = str(exc) or "no reply"
             if not wait:
                 log.warning(

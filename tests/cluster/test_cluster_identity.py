@@ -227,3 +227,20 @@ async def test_a_role_waiting_at_start_for_its_database_stops_on_sigterm(
     code, err = await _exited(executor)
     assert code == 0, err
     assert "hunter2" not in waiting + err
+
+
+async def test_the_api_refused_by_postgresql_at_start_still_starts(
+    procs: Procs, services: Services, database_url: str, key_prefix: str
+) -> None:
+    """A login PostgreSQL refuses leaves the API answering 503s, as before the identity check."""
+    port = free_port()
+    parts = urlsplit(database_url)
+    dsn = urlunsplit(parts._replace(netloc=f"no_such_role_{uuid.uuid4().hex[:6]}@{parts.hostname}:{parts.port}"))
+    env = {"REDIS_URL": services.redis_url, "CRONOS_KEY_PREFIX": key_prefix, "DATABASE_URL": dsn}
+    api = procs.start("api", PORT=str(port), **env)
+    started = await _logged(api, "api.listening")
+    assert '"event":"cluster.identity_unchecked"' in started
+    health = await wait_for(lambda: _get(f"http://127.0.0.1:{port}/health"), what="/health")
+    assert health[0] == 503 and health[1]["database"] == "PostgreSQL Disconnected"
+    api.send_signal(signal.SIGTERM)
+    assert (await _exited(api))[0] == 0
