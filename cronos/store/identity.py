@@ -12,6 +12,7 @@ from typing import Any
 import asyncpg
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
+from redis.exceptions import RedisError
 
 from cronos import redis_client
 from cronos.backoff import Backoff
@@ -91,10 +92,10 @@ async def gate(settings: Settings, *, wait: bool, stopping: asyncio.Event) -> bo
             async with asyncio.timeout(TIMEOUT_S * 2):
                 await check(settings)
             return True
-        except (BackendUnavailable, TimeoutError, asyncpg.PostgresError) as exc:
-            # A refused login (a wrong password, a missing role) is the API's 503 like a database that
-            # is down; a dispatcher or executor fails on it as it did before the check.
-            if isinstance(exc, asyncpg.PostgresError) and wait:
+        except (BackendUnavailable, TimeoutError, asyncpg.PostgresError, RedisError) as exc:
+            # A refused login (a wrong password, a missing role, a Redis user that may not SET) is the
+            # API's 503 like a backend that is down; a dispatcher or executor fails on it as before.
+            if isinstance(exc, asyncpg.PostgresError | RedisError) and wait:
                 raise
             error = str(exc) or "no reply"
             if not wait:
