@@ -15,7 +15,7 @@ from redis.backoff import NoBackoff
 from redis.exceptions import RedisError
 
 from cronos import redis_client
-from cronos.backoff import Backoff
+from cronos.backoff import RECONNECT_CAP_S, Backoff
 from cronos.errors import BackendUnavailable, ConfigError
 from cronos.identity import mismatch
 from cronos.keys import Keys
@@ -86,7 +86,8 @@ async def gate(settings: Settings, *, wait: bool, stopping: asyncio.Event) -> bo
     does not answer is waited for (`wait`: a dispatcher or executor waits for it anyway) until
     `stopping` is set (then False), or, without `wait`, logged and passed (the API answers while
     a backend is down; it writes only to PostgreSQL, and the roles that use the keys check)."""
-    backoff = Backoff(base_s=0.2, cap_s=5.0)
+    backoff = Backoff(base_s=0.1, cap_s=RECONNECT_CAP_S)  # a role starts soon after its backend answers
+    logged = ""
     while True:
         try:
             async with asyncio.timeout(TIMEOUT_S * 2):
@@ -105,12 +106,13 @@ async def gate(settings: Settings, *, wait: bool, stopping: asyncio.Event) -> bo
                 )
                 return True
             delay = backoff.next_delay()
-            log.warning(
-                "a backend is unavailable at start, retrying in %.1f s: %s",
-                delay,
-                error,
-                extra={"event": "backend.waiting", "backend": getattr(exc, "backend", "")},
-            )
+            if error != logged:  # once per cause, not every half second
+                logged = error
+                log.warning(
+                    "a backend is unavailable at start, waiting for it: %s",
+                    error,
+                    extra={"event": "backend.waiting", "backend": getattr(exc, "backend", "")},
+                )
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(delay):
                     await stopping.wait()

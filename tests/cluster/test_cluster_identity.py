@@ -25,6 +25,7 @@ import redis.asyncio as aioredis
 
 from cronos.keys import Keys
 from cronos.settings import VARIABLES
+from tests.cluster.proxy import Proxy
 from tests.cluster.servers import free_port
 from tests.conftest import TEMPLATE
 from tests.services import Services, with_database
@@ -244,3 +245,23 @@ async def test_the_api_refused_by_postgresql_at_start_still_starts(
     assert health[0] == 503 and health[1]["database"] == "PostgreSQL Disconnected"
     api.send_signal(signal.SIGTERM)
     assert (await _exited(api))[0] == 0
+
+
+async def test_a_role_started_while_redis_is_away_checks_and_starts_once_it_answers(
+    procs: Procs, services: Services, database_url: str, key_prefix: str, redis_client: aioredis.Redis
+) -> None:
+    proxy = Proxy(urlsplit(services.redis_url).port or 6379).start()
+    try:
+        proxy.cut()  # every connection refused with an RST until heal()
+        via = urlunsplit(urlsplit(services.redis_url)._replace(netloc=f"127.0.0.1:{proxy.port}"))
+        env = {"REDIS_URL": via, "CRONOS_KEY_PREFIX": key_prefix}
+        dispatcher = procs.start("dispatcher", DATABASE_URL=database_url, **env)
+        waiting = await _logged(dispatcher, "backend.waiting")
+        assert '"backend":"redis"' in waiting
+        proxy.heal()
+        await _logged(dispatcher, "dispatcher.leading")
+        assert await _held(redis_client, Keys(key_prefix)) == await _cluster_id(database_url)
+        dispatcher.send_signal(signal.SIGTERM)
+        assert (await _exited(dispatcher))[0] == 0
+    finally:
+        proxy.stop()
