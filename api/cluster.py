@@ -1,4 +1,5 @@
-"""GET /api/cluster: the leader and its epoch, every node's heartbeat, each queue's stream backlog.
+"""GET /api/cluster: the cluster's identity, the leader and its epoch, every node's heartbeat, each
+queue's stream backlog.
 
 Reads only. Each backend is asked separately, so the view still answers (with nulls)
 when Redis or PostgreSQL is down, and says which.
@@ -19,6 +20,7 @@ from api.state import BACKENDS
 from cronos.errors import BackendUnavailable
 from cronos.models import DEFAULT_QUEUE
 from cronos.presence import nodes
+from cronos.store.identity import database_id
 from cronos.stream import RunStream
 
 _NODE_FIELDS = ("role", "node_id", "last_heartbeat")
@@ -62,13 +64,16 @@ async def cluster(request: web.Request) -> web.Response:
         leader.node_id, node_list, queues = await _redis_view(backends)
     except BackendUnavailable:
         cache = "disconnected"
+    cluster_id = None
     try:
         leader.epoch, leader.epoch_holder = await (await backends.jobs()).leader_epoch()
+        cluster_id = await database_id(await backends.pool())
     except BackendUnavailable:
         database = "disconnected"
     health = leader_health(leader.node_id, node_list, backends.settings.leader_ttl_ms / 1000)
     return respond(
         ClusterOut(
+            cluster_id=cluster_id,
             leader=leader,
             nodes=node_list,
             stream=queues.get(DEFAULT_QUEUE),

@@ -251,6 +251,10 @@ class StreamOut(msgspec.Struct, kw_only=True):
 
 
 class ClusterOut(msgspec.Struct, kw_only=True):
+    cluster_id: Annotated[
+        str | None,
+        Meta(description="this cluster's identity (made in PostgreSQL by `cronos migrate`); null while it is down"),
+    ] = None
     leader: LeaderOut
     nodes: list[NodeOut]
     stream: Annotated[StreamOut | None, Meta(description="the default queue's stream (as `queues.default`)")]

@@ -10,6 +10,7 @@ import argparse
 import asyncio
 import logging
 import os
+import signal
 import sys
 from collections.abc import Sequence
 from typing import NoReturn
@@ -166,10 +167,29 @@ async def _main(args: argparse.Namespace, settings: Settings) -> int:
         log.info("migrations done", extra={"event": "db.migrations_done", "applied": applied})
         if args.command == "migrate":
             return 0
+    if not await _check_cluster(args.command, settings):
+        return 0
     if settings.metrics_port and args.command in ("dispatcher", "executor"):
         _serve_metrics(settings.metrics_port)
     await serve(_roles(args.command, settings, getattr(args, "imports", [])))
     return 0
+
+
+async def _check_cluster(command: str, settings: Settings) -> bool:
+    """Refuse to start (ClusterMismatch) when the Redis keys are another cluster's (cronos.identity);
+    False when stopped (SIGTERM, SIGINT) while waiting for a backend."""
+    from cronos.store.identity import gate
+
+    stopping = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stopping.set)
+    try:
+        # The API answers while a backend is down: it starts unchecked then, not waiting.
+        return await gate(settings, wait=command != "api", stopping=stopping)
+    finally:
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(signum)
 
 
 def _queues(text: str) -> tuple[str, ...]:

@@ -51,6 +51,13 @@ class Keys:
         """Set by the leader; its absence tells the leader Redis lost its data."""
         return f"{self.prefix}{{runs}}:marker"
 
+    @property
+    def cluster(self) -> str:
+        """The cluster identity these keys belong to (cronos.identity). In `{runs}` with the
+        marker: on a Redis Cluster both live on one shard, so a shard that loses its data loses
+        both, and the leader that notices the marker gone writes the identity again."""
+        return f"{self.prefix}{{runs}}:cluster"
+
     def tick_lock(self, job_id: int, scheduled_for_ms: int, attempt: int) -> str:
         """The lock of one tick's identity, (job, scheduled_for, attempt)."""
         return f"{self.prefix}lock:{{ticks}}:{job_id}:{scheduled_for_ms}:{attempt}"

@@ -13,6 +13,7 @@ from cronos import metrics, redis_client
 from cronos.keys import Keys
 from cronos.messages import RunToken
 from cronos.models import DEFAULT_QUEUE
+from cronos.store import identity
 from cronos.store.ledger import QueuedRun
 from cronos.stream import RunStream
 
@@ -36,9 +37,12 @@ def token_of(run: QueuedRun, epoch: int, *, due_ms: int | None) -> RunToken:
 
 
 class Publisher:
-    def __init__(self, client: Any, keys: Keys, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self, client: Any, keys: Keys, clock: Callable[[], float] = time.time, *, cluster_id: str | None = None
+    ) -> None:
         self._client = client
         self._keys = keys
+        self._cluster_id = cluster_id  # written again with the marker (cronos.identity)
         self._clock = clock  # unix time by the clock due times are judged by (PostgreSQL's)
         self.stream = RunStream(client, keys)
         self._run_id: str | None = None
@@ -89,6 +93,18 @@ class Publisher:
             await self._prepare_queue(queue)
         self._run_id = await self._server_run_id()
         await self._client.set(self._keys.redis_marker, self._run_id)
+        if self._cluster_id is not None:
+            await self._claim_identity(self._cluster_id)
+
+    async def _claim_identity(self, cluster_id: str) -> None:
+        """Redis that lost its data lost the cluster identity too: write it again. Another
+        cluster's, written meanwhile, is logged (its processes refuse to start; this one runs on)."""
+        held = await identity.claim(self._client, self._keys, cluster_id)
+        if held is not None and held != cluster_id:
+            log.error(
+                "these redis keys belong to another cluster",
+                extra={"event": "cluster.identity_conflict", "cluster_id": cluster_id, "redis_cluster_id": held},
+            )
 
     async def data_lost(self) -> str | None:
         """Why Redis no longer holds what we pushed (restart, flush), or None when it does."""

@@ -29,6 +29,7 @@ from cronos.scripts import Scripts
 from cronos.settings import Settings
 from cronos.store.db import close, connect, sync_clock
 from cronos.store.epoch import EpochStore
+from cronos.store.identity import database_id
 from dispatcher.election import Election
 from dispatcher.publisher import Publisher
 from dispatcher.term import Term, beat
@@ -151,7 +152,8 @@ class Dispatcher:
             election = self.election = Election(
                 lock, epochs, self.settings.node_id, ttl_ms, db_timeout_ms=self.settings.leader_db_timeout_ms
             )
-            publisher = Publisher(client, self.keys, self.clock.time)
+            cluster_id = await database_id(pool)  # written again to Redis after a data loss
+            publisher = Publisher(client, self.keys, self.clock.time, cluster_id=cluster_id)
             self._transition("candidate", node_id=self.settings.node_id)
             while not self._stopping.is_set():
                 epoch = await election.campaign()

@@ -909,3 +909,8 @@ WHERE job_id = $1 AND scheduled_for > $2 AND scheduled_for <= $3
   AND trigger IN ('schedule', 'retry')
 ORDER BY scheduled_for, attempt
 """
+
+# --- cluster identity ---------------------------------------------------------
+
+# The id migration 0024 made once (cronos/store/identity.py).
+CLUSTER_IDENTITY = "SELECT id::text FROM cluster_identity"

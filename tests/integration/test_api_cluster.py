@@ -45,6 +45,7 @@ async def test_cluster_view(settings: Settings, redis_client: Any, pg_pool: asyn
     assert executor["last_heartbeat"].endswith("Z") and 0 <= executor["age_s"] < 10
     assert body["stream"] == {"length": 3, "pending": 2, "lag": 1, "consumers": {"exec-1": 2}}
     assert (body["database"], body["cache"]) == ("connected", "connected")
+    assert body["cluster_id"] == await pg_pool.fetchval("SELECT id::text FROM cluster_identity")
     # Reads only: the API created no key of its own.
     names = sorted([k.decode() async for k in redis_client.scan_iter(match=f"{settings.key_prefix}*")])
     assert names == sorted(

@@ -24,11 +24,13 @@ import pytest
 
 from api.backends import Backends
 from cronos import presence, redis_client
+from cronos.identity import ClusterMismatch
 from cronos.keys import Keys
 from cronos.locks import OwnedLock, TickLocks
 from cronos.messages import RunToken
 from cronos.scripts import Scripts
 from cronos.settings import Settings
+from cronos.store.identity import check
 from cronos.stream import RunStream
 from dispatcher.service import Dispatcher
 from executor.service import Executor
@@ -137,6 +139,8 @@ async def client(cluster_settings: Settings) -> AsyncIterator[redis_client.Redis
 def test_the_keys_of_one_command_share_a_slot_and_spread_over_the_masters(redis_cluster: RedisClusterServers) -> None:
     keys = Keys("t:")
     assert redis_cluster.owner(keys.stream) == redis_cluster.owner(keys.redis_marker)
+    # The identity is lost with the marker (one shard), so the leader that sees the loss writes it again.
+    assert redis_cluster.owner(keys.cluster) == redis_cluster.owner(keys.redis_marker)
     locks = {redis_cluster.owner(keys.tick_lock(j, 1000 * j, 1)) for j in range(1, 50)}
     assert len(locks) == 1  # a batch of tick locks is one script call
 
@@ -247,6 +251,13 @@ async def test_a_leader_and_an_executor_run_ticks_through_a_cluster_and_survive_
         await asyncio.to_thread(block_until, redis_cluster.healthy, timeout=30, what="cluster healthy again")
         back = await _completed(pg_pool, job)
         await wait_for(lambda: ticking(back + 3), timeout=30, what="ticks completing after the restart")
+        # The shard lost the cluster identity with the marker: the leader wrote it again.
+        ours = await pg_pool.fetchval("SELECT id::text FROM cluster_identity")
+        client = redis_client.connect(cluster_settings.redis_url)
+        try:
+            assert await client.get(Keys(cluster_settings.key_prefix).cluster) == ours.encode()
+        finally:
+            await client.aclose()
 
         # Every tick due by now ends (none stays queued for want of its token), none twice.
         cutoff = await pg_pool.fetchval("SELECT now()")
@@ -279,3 +290,14 @@ async def test_the_api_reaches_a_cluster_with_its_own_client_options(cluster_set
         assert await backends.redis_call(backends.redis.get(Keys(cluster_settings.key_prefix).leader)) is None
     finally:
         await backends.close()
+
+
+async def test_the_cluster_identity_is_claimed_and_checked_on_a_cluster(
+    pg_pool: asyncpg.Pool, cluster_settings: Settings, client: redis_client.Redis
+) -> None:
+    ours = await check(cluster_settings)  # claims the prefix
+    assert (await client.get(Keys(cluster_settings.key_prefix).cluster)).decode() == ours
+    assert await check(cluster_settings) == ours  # the same cluster: no refusal
+    await pg_pool.execute("UPDATE cluster_identity SET id = gen_random_uuid()")  # now another cluster's database
+    with pytest.raises(ClusterMismatch, match=f"belongs to cluster {ours} but database "):
+        await check(cluster_settings)
