@@ -1,0 +1,187 @@
+"""Every command on every page is run, or the page says why not (issue 23, item 1).
+
+Each ```sh / ```console block of README.md and docs/**/*.md is either preceded by
+`<!-- not run: why -->` or run here: per page, a real `cronos dev` (API, dispatcher and executor as
+one process, with the example tasks and any task module the page writes) on a database and key
+prefix of its own, then the page's blocks in order as bash scripts (`set -e`) in a folder holding
+the files the page asks the reader to write (`<!-- file: PATH -->`). A new command on a page is
+thus run by the next test run, or fails the test until it is excused. What the reader would type
+is changed only where it must be: `localhost:3002` becomes the test cluster's port, `.venv/bin/`
+the test's own virtualenv, and curl fails on an HTTP error (`--fail-with-body`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import shutil
+import subprocess
+import sys
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.cluster.cli_api import clean_env
+from tests.cluster.servers import free_port
+from tests.docs.blocks import REPO, Block, blocks, command_blocks, markers, pages
+from tests.services import Services
+from tests.waiting import block_until
+
+pytestmark = pytest.mark.cluster
+
+BIN = Path(sys.executable).parent
+CURL = shutil.which("curl")
+
+
+def _runnable(page: Path) -> list[Block]:
+    return [block for block in command_blocks(page) if block.not_run is None]
+
+
+RUN_PAGES = [page for page in pages() if _runnable(page)]
+
+
+def _get(url: str) -> Any:
+    with urllib.request.urlopen(url, timeout=5) as resp:
+        return json.loads(resp.read())
+
+
+def _healthy(url: str) -> bool:
+    try:
+        return _get(f"{url}/health")["status"] == "ok"
+    except OSError:
+        return False
+
+
+def _ran(url: str, job_id: int, *, trigger: str = "manual") -> dict[str, Any] | None:
+    """The job's run of that trigger once it completed (the task really ran on the executor)."""
+    runs = _get(f"{url}/api/jobs/{job_id}/runs")["items"]
+    return next((run for run in runs if run["trigger"] == trigger and run["state"] == "completed"), None)
+
+
+def _seed_job_ran(url: str) -> None:
+    block_until(lambda: _ran(url, 1), timeout=30, interval=0.1, what="the triggered reindex run to complete")
+
+
+def _first_task_ran(url: str) -> None:
+    done = block_until(lambda: _ran(url, 1), timeout=30, interval=0.1, what="greet-world's triggered run")
+    result = _get(f"{url}/api/runs/{done['id']}")["result"]
+    assert json.loads(result)["greeting"] == "hello world", result
+
+
+def _applied(url: str) -> None:
+    jobs = _get(f"{url}/api/jobs")["items"]
+    assert sorted(job["name"] for job in jobs) == ["cleanup", "notify", "reindex"], jobs
+    assert all(job["managed_by"]["tool"] == "cronos-apply" for job in jobs), jobs
+    assert next(job for job in jobs if job["name"] == "notify")["payload"]["headers"]["Authorization"] == "***"
+
+
+# What a page's commands should have done, beyond each one succeeding.
+AFTERWARDS: dict[str, Callable[[str], None]] = {
+    "README.md": _seed_job_ran,
+    "docs/quickstart.md": _seed_job_ran,
+    "docs/tutorial.md": _first_task_ran,
+    "docs/jobs-as-code.md": _applied,
+}
+
+
+@contextlib.contextmanager
+def _cluster(work: Path, services: Services, database_url: str, key_prefix: str, imports: list[str]) -> Iterator[str]:
+    """`cronos dev --import ...` on a free port in `work` (the reader's folder); yields its URL."""
+    port = free_port()
+    log_path = work.parent / "cronos-dev.log"
+    argv = [str(BIN / "cronos"), "dev", *(arg for module in imports for arg in ("--import", module))]
+    variables = clean_env(
+        PORT=str(port),
+        DATABASE_URL=database_url,
+        REDIS_URL=services.redis_url,
+        CRONOS_KEY_PREFIX=key_prefix,
+        CRONOS_API_HOST="127.0.0.1",
+        PYTHONPATH=f"{work}:{REPO}",  # the page's own modules (myapp/), and the checkout
+    )
+    with log_path.open("w") as log:
+        proc = subprocess.Popen(argv, cwd=work, env=variables, stdout=log, stderr=subprocess.STDOUT)
+        url = f"http://127.0.0.1:{port}"
+        try:
+            block_until(lambda: proc.poll() is not None or _healthy(url), timeout=45, interval=0.05, what="cronos dev")
+            assert proc.poll() is None, log_path.read_text()[-3000:]
+            yield url
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+def _script(block: Block, port: int) -> str:
+    text = "\n".join(block.commands()) if block.language in ("console", "shell-session") else block.text
+    return text.replace("localhost:3002", f"localhost:{port}").replace(".venv/bin/", f"{BIN}/")
+
+
+def _shims(folder: Path) -> Path:
+    """A `curl` that fails on an HTTP error status, as a reader would notice one."""
+    folder.mkdir()
+    shim = folder / "curl"
+    shim.write_text(f'#!/bin/sh\nexec {CURL} --fail-with-body "$@"\n')
+    shim.chmod(0o755)
+    return folder
+
+
+@pytest.mark.parametrize("page", RUN_PAGES, ids=[str(p.relative_to(REPO)) for p in RUN_PAGES])
+def test_the_commands_of_the_page_run(
+    page: Path, tmp_path: Path, services: Services, database_url: str, key_prefix: str
+) -> None:
+    if CURL is None:
+        pytest.skip("curl is not installed (the pages' examples use it)")
+    work = tmp_path / "work"
+    work.mkdir()
+    modules = ["cronos.example_tasks"]
+    for block in blocks(page):
+        if block.file is not None:
+            target = work / block.file
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(block.text + "\n")
+            if block.file.endswith(".py"):
+                modules.append(block.file.removesuffix(".py").replace("/", "."))
+    shims = _shims(tmp_path / "shims")
+    with _cluster(work, services, database_url, key_prefix, modules) as url:
+        port = int(url.rsplit(":", 1)[1])
+        env = clean_env(
+            CRONOS_API_URL=url,
+            DATABASE_URL=database_url,
+            REDIS_URL=services.redis_url,
+            CRONOS_KEY_PREFIX=key_prefix,
+            PATH=f"{shims}:{BIN}:/usr/local/bin:/usr/bin:/bin",
+        )
+        for block in _runnable(page):
+            done = subprocess.run(
+                ["bash", "-e", "-x", "-o", "pipefail", "-c", _script(block, port)],
+                cwd=work, env=env, capture_output=True, text=True, timeout=45,
+            )  # fmt: skip
+            assert done.returncode == 0, f"{block.where}: exit {done.returncode}\n{done.stderr[-3000:]}\n{done.stdout}"
+        check = AFTERWARDS.get(str(page.relative_to(REPO)))
+        if check is not None:
+            check(url)
+
+
+def test_every_command_is_run_or_says_why_not() -> None:
+    """The collection itself: what is excused gives a reason, every marker sits on a block, and the
+    pages this test runs are the ones a newcomer follows."""
+    for page in pages():
+        for block in blocks(page):
+            if block.not_run is not None:
+                assert block.language in {"sh", "bash", "shell", "zsh", "console", "shell-session"}, block.where
+                assert len(block.not_run) >= 10, f"{block.where}: say why it is not run"
+            if block.file is not None:
+                assert not block.file.startswith("/") and ".." not in block.file, block.where
+        marked = sum(1 for block in blocks(page) if block.not_run is not None or block.file is not None)
+        assert markers(page) == marked, f"{page}: a `not run` or `file` comment not right before a fenced block"
+    ran = {str(page.relative_to(REPO)) for page in RUN_PAGES}
+    assert {"README.md", "docs/quickstart.md", "docs/tutorial.md", "docs/cli.md"} <= ran, ran
+    assert set(AFTERWARDS) <= ran, set(AFTERWARDS) - ran
+    readme = _runnable(REPO / "README.md")
+    assert [c.split()[0] for b in readme for c in b.commands()].count("curl") == 6  # the seed's Try it
