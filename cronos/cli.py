@@ -167,11 +167,12 @@ async def _main(args: argparse.Namespace, settings: Settings) -> int:
         log.info("migrations done", extra={"event": "db.migrations_done", "applied": applied})
         if args.command == "migrate":
             return 0
+    roles = _roles(args.command, settings, getattr(args, "imports", []))  # a configuration error first
     if not await _check_cluster(args.command, settings):
         return 0
     if settings.metrics_port and args.command in ("dispatcher", "executor"):
         _serve_metrics(settings.metrics_port)
-    await serve(_roles(args.command, settings, getattr(args, "imports", [])))
+    await serve(roles)
     return 0
 
 

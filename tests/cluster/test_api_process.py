@@ -81,8 +81,14 @@ async def test_api_process_starts_while_postgres_is_down(tmp_path: Path, key_pre
             proc.communicate()
 
 
-def test_api_process_refuses_protected_mode_beyond_loopback(tmp_path: Path, database_url: str) -> None:
-    proc = _start(tmp_path, PORT=str(free_port()), DATABASE_URL=database_url, CRONOS_API_HOST="0.0.0.0")
+def test_api_process_refuses_protected_mode_beyond_loopback(tmp_path: Path, database_url: str, key_prefix: str) -> None:
+    proc = _start(
+        tmp_path,
+        PORT=str(free_port()),
+        DATABASE_URL=database_url,
+        CRONOS_KEY_PREFIX=key_prefix,
+        CRONOS_API_HOST="0.0.0.0",
+    )
     out, err = proc.communicate(timeout=20)
     assert proc.returncode == 1, err
     lines = err.strip().splitlines()
@@ -95,10 +101,10 @@ def test_api_process_refuses_protected_mode_beyond_loopback(tmp_path: Path, data
     [({}, "127.0.0.1", "warning"), ({"CRONOS_AUTH": "required"}, "0.0.0.0", "info")],
 )
 async def test_api_process_says_which_auth_mode_is_in_force(
-    tmp_path: Path, database_url: str, env: dict[str, str], host: str, level: str
+    tmp_path: Path, database_url: str, key_prefix: str, env: dict[str, str], host: str, level: str
 ) -> None:
     port = free_port()
-    proc = _start(tmp_path, PORT=str(port), DATABASE_URL=database_url, **env)
+    proc = _start(tmp_path, PORT=str(port), DATABASE_URL=database_url, CRONOS_KEY_PREFIX=key_prefix, **env)
     try:
         await wait_for(lambda: _get(f"http://127.0.0.1:{port}/health"), timeout=20, what="/health")
         proc.send_signal(signal.SIGTERM)

@@ -18,7 +18,17 @@ pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="make is no
 
 def recipe(*args: str) -> list[str]:
     """The commands `make` would run, every target out of date (make -n -B runs none of them)."""
-    done = subprocess.run(["make", "-n", "-B", *args], cwd=ROOT, capture_output=True, text=True, timeout=30)
+    # Under `make test` (CI) the outer make's MAKEFLAGS/MAKELEVEL would make this one print
+    # "Entering directory" lines: run it as a top-level make.
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS", "MAKEOVERRIDES")}
+    done = subprocess.run(
+        ["make", "--no-print-directory", "-n", "-B", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert done.returncode == 0, done.stderr
     return [line.strip() for line in done.stdout.splitlines()]
 
