@@ -148,7 +148,7 @@ class Term:
         try:
             async with asyncio.TaskGroup() as group:
                 for name in ("renew", "listen", "stop"):
-                    group.create_task(self._guard(loops.pop(name)), name=f"dispatcher:{name}")
+                    self._start(group, name, loops.pop(name))
                 # Listen before the first resync, so no change falls between the two.
                 try:
                     async with asyncio.timeout(LISTEN_READY_S):
@@ -162,12 +162,10 @@ class Term:
                     # and campaign again after a backoff, rather than exit.
                     raise BackendUnavailable("redis", f"cannot prepare the run stream: {exc}") from exc
                 for name in list(loops):
-                    guard = self._guard(loops[name])
                     try:
-                        group.create_task(guard, name=f"dispatcher:{name}")
+                        self._start(group, name, loops[name])
                     except RuntimeError:  # the group is shutting down (stopped during the start)
-                        guard.close()  # `finally` closes the loops never started
-                        break
+                        break  # `finally` closes the loops never started
                     del loops[name]
         except BaseExceptionGroup as group_exc:
             leaves = _leaves(group_exc)
@@ -185,12 +183,16 @@ class Term:
             for work in loops.values():  # never started (the term ended during its start)
                 work.close()
 
-    async def _guard(self, work: Coroutine[Any, Any, None]) -> None:
-        try:
-            await work
-        finally:
-            self.over.set()
-            self.ticker.interrupt()
+    def _start(self, group: asyncio.TaskGroup, name: str, work: Coroutine[Any, Any, None]) -> None:
+        """Run one side loop in the term's group; whichever ends first ends the term. The loop is
+        the task's own coroutine, not wrapped: a task cancelled before its first step (the group
+        aborting during the start) then closes it, where a wrapper would leave it never awaited."""
+        task = group.create_task(work, name=f"dispatcher:{name}")
+        task.add_done_callback(self._loop_ended)
+
+    def _loop_ended(self, _task: asyncio.Task[None]) -> None:
+        self.over.set()
+        self.ticker.interrupt()
 
     async def _stop_watch(self) -> None:
         await wait_any(self._stopping, self.over)
