@@ -21,6 +21,7 @@ from api import (
     routes_schedule,
     routes_ticks,
     routes_tokens,
+    routes_trigger,
     routes_ui,
 )
 from api.auth import auth_middleware, hide_server, hide_server_default
@@ -37,6 +38,7 @@ MAX_BODY_BYTES = 1024 * 1024  # bodies above this get a 413
 ROUTES: tuple[Route, ...] = (
     *health.ROUTES,
     *routes_jobs.ROUTES,
+    *routes_trigger.ROUTES,
     *routes_runs.ROUTES,
     *routes_ticks.ROUTES,
     *cluster.ROUTES,

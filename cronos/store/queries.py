@@ -914,3 +914,54 @@ ORDER BY scheduled_for, attempt
 
 # The id migration 0024 made once (cronos/store/identity.py).
 CLUSTER_IDENTITY = "SELECT id::text FROM cluster_identity"
+
+# --- run inputs (API, executor; cronos.inputs, cronos.store.inputs) -----------------------------
+
+# The job as a trigger with inputs checks them: its row share-locked (FOR KEY SHARE: a concurrent
+# change of the job waits until the run is queued; the leader's cursor writes do not).
+JOB_GET_KEY_SHARE = """
+SELECT id, name, cron_expression, timezone, kind, payload, timeout_s, max_retries, retry_backoff_s,
+    concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, revision, last_scheduled_for,
+    created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs, catchup_max_per_s
+FROM jobs
+WHERE id = $1 FOR KEY SHARE
+"""
+# Re-runs of job $1's ticks take turns (a transaction-scoped lock in its own two-key space): two
+# re-runs of one tick would otherwise both see it ended and queue attempts whose retries collide.
+RERUN_LOCK = "SELECT pg_advisory_xact_lock(1381322574, ($1::bigint % 2147483647)::integer)"
+# What a re-run of job $1's tick $2 is decided on (cronos.inputs.rerun_attempt): its highest
+# attempt (NULL: no run) and its runs that have not ended. One statement, one snapshot: a finish
+# that queues a retry commits both or neither.
+RERUN_FACTS = """
+SELECT max(attempt) AS last, coalesce(array_agg(id ORDER BY id) FILTER (WHERE finished_at IS NULL), '{}') AS unfinished
+FROM runs
+WHERE job_id = $1 AND scheduled_for = $2
+"""
+# A re-run of job $1's tick $2 as attempt $3: queued, due now, even for a paused job. No row: the
+# job is missing, or the attempt was taken meanwhile.
+RUN_INSERT_RERUN = """
+INSERT INTO runs (job_id, scheduled_for, attempt, trigger, state, due_at, revision)
+SELECT id, $2, $3, 'manual', 'queued', now(), revision
+FROM jobs
+WHERE id = $1
+ON CONFLICT DO NOTHING
+RETURNING id, job_id, scheduled_for, attempt, trigger, revision, state, due_at, node_id, epoch, started_at,
+    finished_at, lease_until, duration_ms, error, traceback, result, skip_reason, created_at, parent_run_id
+"""
+# $1 job, $2 tick, $3 attempt, $4 run, $5 job kind, $6 overrides (NULL: none), $7 actor.
+RUN_INPUTS_INSERT = """
+INSERT INTO run_inputs (job_id, scheduled_for, attempt, run_id, kind, payload, actor)
+VALUES ($1, $2, $3, $4, $5, $6, $7)
+"""
+# The inputs of the runs $1 (job $2, tick $3, attempt $4 each): the newest row of each one's tick at
+# or before its attempt (payload NULL: a re-run without overrides). Only manual runs and retries are
+# asked about (cronos.inputs.INPUT_TRIGGERS); one primary-key probe each.
+RUN_INPUTS_OF = """
+SELECT c.id, i.kind, i.payload
+FROM unnest($1::bigint[], $2::bigint[], $3::timestamptz[], $4::integer[]) AS c(id, job_id, tick, attempt)
+CROSS JOIN LATERAL (
+    SELECT kind, payload FROM run_inputs
+    WHERE job_id = c.job_id AND scheduled_for = c.tick AND attempt <= c.attempt
+    ORDER BY job_id, scheduled_for, attempt DESC LIMIT 1) i
+WHERE i.payload IS NOT NULL
+"""
