@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from cronos.client import trigger_cli
 from cronos.client.api_client import ApiClient
 from cronos.client.cli_output import table, when
 from cronos.errors import CronosError, NotFound
@@ -96,9 +97,10 @@ def add_commands(sub: SubParsers, parser_class: type[argparse.ArgumentParser]) -
         ("delete", "delete a job and its runs"),
         ("pause", "pause a job"),
         ("resume", "resume a job (ticks due while paused are not caught up)"),
-        ("trigger", "queue one run now"),
+        ("trigger", "queue one run now, optionally with payload overrides or a past tick's date"),
     ):
         actions.add_parser(action, help=text).add_argument("job", help="id or name")
+    trigger_cli.add_options(actions.choices["trigger"])
     _job_fields(actions.add_parser("create", help="register a job"), create=True)
     update = actions.add_parser("update", help="change the fields given")
     update.add_argument("job", help="id or name")
@@ -215,8 +217,7 @@ def _jobs(api: ApiClient, args: argparse.Namespace) -> tuple[Any, Callable[[Any]
         api.call("DELETE", path)
         return {"deleted": args.job}, lambda _: f"Deleted job {args.job}."
     if args.action == "trigger":
-        run = api.call("POST", f"{path}/trigger")
-        return run, lambda r: f"Queued run {r['id']} of job {r['job_id']} (see `cronos runs get {r['id']}`)."
+        return api.call("POST", f"{path}/trigger", trigger_cli.body(args)), trigger_cli.shown
     job = api.call("POST", f"{path}/{args.action}")  # pause, resume
     return job, lambda j: f"Job {j['id']} {j['name']!r} is {j['status']}."
 
