@@ -3,6 +3,7 @@
 import { ApiError, del, get, post, query } from "../api.js";
 import { flash, showError } from "../feedback.js";
 import { runChart } from "../chart.js";
+import { openTrigger } from "./trigger.js";
 import { badge, fields, h, local, ms, replace, table, time, utc } from "../dom.js";
 
 // The API's one start delay (from the tick) and its two parts; the page computes none of them.
@@ -116,6 +117,7 @@ export async function jobPage(main, [id], alive) {
         () => post(`/api/jobs/${id}/${paused ? "resume" : "pause"}`)) }, paused ? "Resume" : "Pause"),
       h("button", { type: "button", id: "trigger", onclick: () => act("Triggered: a run is queued",
         () => post(`/api/jobs/${id}/trigger`)) }, "Trigger now"),
+      h("button", { type: "button", id: "run-with-inputs", onclick: () => openTrigger(job, refresh) }, "Run now…"),
       h("a", { class: "button", href: `#/jobs/${id}/edit` }, "Edit"),
       h("button", { type: "button", id: "delete", class: "danger", onclick: async () => {
         if (!confirm(`Delete job "${job.name}" and all its runs? This cannot be undone.`)) return;

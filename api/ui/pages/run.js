@@ -27,6 +27,8 @@ export async function runPage(main, [id], alive) {
         ["Epoch", run.epoch ?? "–"],
         ["Skip reason", run.skip_reason ?? "–"],
       ]),
+      run.inputs ? h("section", { "aria-labelledby": "inputs-h" }, h("h2", { id: "inputs-h" }, "Inputs (overrides of this run)"),
+        h("pre", { class: "payload", id: "inputs", tabindex: "0" }, JSON.stringify(run.inputs, null, 2))) : null,
       run.error ? h("section", { "aria-labelledby": "err-h" }, h("h2", { id: "err-h" }, "Error"),
         h("p", { class: "error" }, run.error)) : null,
       run.traceback ? h("section", { "aria-labelledby": "tb-h" }, h("h2", { id: "tb-h" }, "Traceback"),
