@@ -965,3 +965,11 @@ CROSS JOIN LATERAL (
     ORDER BY job_id, scheduled_for, attempt DESC LIMIT 1) i
 WHERE i.payload IS NOT NULL
 """
+# Retention (cronos.store.partitions.purge_default, fenced): the inputs of runs whose tick and whose
+# trigger are both older than $1 (their runs and retries went with their days; a re-run of a tick
+# past retention is refused), at most $2.
+RUN_INPUTS_PURGE = """
+DELETE FROM run_inputs
+WHERE (job_id, scheduled_for, attempt) IN (SELECT job_id, scheduled_for, attempt FROM run_inputs
+    WHERE scheduled_for < $1 AND created_at < $1 LIMIT $2)
+"""

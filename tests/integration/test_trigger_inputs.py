@@ -14,6 +14,8 @@ from aiohttp import web
 
 from cronos import inputs, tasks
 from cronos.settings import Settings
+from cronos.store.epoch import EpochStore
+from cronos.store.partitions import PartitionStore
 from cronos.store.tokens import TokenStore
 from executor.service import Executor
 from tests.integration.api_client import Api, Reply, running_api
@@ -268,3 +270,14 @@ async def test_scopes(settings: Settings, pg_pool: asyncpg.Pool) -> None:
         env = {"payload": {"env": {"LD_PRELOAD": "/tmp/x.so"}}}
         _problem(await _trigger(api, shell.body["id"], env, token=admin), 422, "$.payload.env.LD_PRELOAD")
     assert await pg_pool.fetchval("SELECT count(*) FROM run_inputs") == 2
+
+
+async def test_retention_prunes_inputs_past_it(api: Api, harness: Harness, pg_pool: asyncpg.Pool) -> None:
+    job = await api.create(name="kept")
+    for overrides in ({"n": 1}, {"n": 2}):
+        assert (await _trigger(api, job["id"], {"payload": overrides})).status == 202
+    await pg_pool.execute("UPDATE run_inputs SET scheduled_for = scheduled_for - interval '40 days', "
+                          "created_at = created_at - interval '40 days' WHERE payload = '{\"n\": 1}'")  # fmt: skip
+    epoch = (await EpochStore(pg_pool).take("test")).epoch
+    await PartitionStore(pg_pool).purge_default(epoch, datetime.now(UTC) - timedelta(days=30))
+    assert [r["payload"] for r in await pg_pool.fetch("SELECT payload FROM run_inputs")] == [{"n": 2}]
