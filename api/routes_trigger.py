@@ -92,8 +92,9 @@ async def trigger_job(request: web.Request) -> web.Response:
     def check(job: Job) -> dict[str, Any] | None:
         if overrides is None:
             return None
-        check_job_payload(job.kind, inputs.check_overrides(job.kind, job.payload, overrides), policy)
-        return overrides
+        merged = inputs.check_overrides(job.kind, job.payload, overrides)
+        check_job_payload(job.kind, merged, policy)
+        return inputs.as_applied(overrides, merged)
 
     pool = await backends.pool()
     run, shown = await store_inputs.trigger(pool, job_id, check, rerun, actor=principal.name, guard=guard)

@@ -75,6 +75,20 @@ def merged_payload(kind: str, payload: Mapping[str, Any], overrides: Mapping[str
     return result
 
 
+def as_applied(patch: Mapping[str, Any], merged: Mapping[str, Any]) -> dict[str, Any]:
+    """`patch` with each value it sets read back from `merged`, once the API's checks ran on it (they
+    make an integral float an int where the kind wants one, as for a job's own payload)."""
+    out: dict[str, Any] = {}
+    for key, value in patch.items():
+        if value is None or key not in merged:
+            out[key] = value
+        elif isinstance(value, dict) and isinstance(merged[key], dict):
+            out[key] = as_applied(value, merged[key])
+        else:
+            out[key] = merged[key]
+    return out
+
+
 def field(path: Path) -> str:
     return "$.payload" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in path)
 

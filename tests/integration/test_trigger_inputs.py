@@ -173,8 +173,9 @@ async def test_an_http_override_is_checked_and_sent_with_the_ticks_idempotency_k
             _problem(await _trigger(api, job["id"], {"payload": {"url": url}}), 422, "$.payload.url")
         _problem(await _trigger(api, job["id"], {"payload": {"method": "BREW"}}), 422, "$.payload.method")
         _problem(await _trigger(api, job["id"], {"payload": {"timeout_s": -1}}), 422, "$.payload.timeout_s")
-        reply = await _trigger(api, job["id"], {"payload": {"url": f"http://127.0.0.1:{port}/b", "body": {"n": 2}}})
-        assert reply.status == 202, reply.body
+        overrides = {"url": f"http://127.0.0.1:{port}/b", "body": {"n": 2}, "expect_status": [200.0]}
+        reply = await _trigger(api, job["id"], {"payload": overrides})
+        assert reply.status == 202 and reply.body["inputs"]["expect_status"] == [200], reply.body  # as a job's
         assert await _execute(harness, settings, reply.body["id"]) == "completed"
     finally:
         await runner.cleanup()

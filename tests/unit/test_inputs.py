@@ -120,3 +120,9 @@ def test_a_rerun_takes_the_next_free_attempt_once_the_tick_ended() -> None:
         inputs.rerun_attempt(1, T0, None, [], inputs.NOT_A_TICK)
     with pytest.raises(Conflict, match="run 7, 9"):
         inputs.rerun_attempt(1, T0, 2, [9, 7], None)
+
+
+def test_overrides_are_stored_as_the_checks_left_them() -> None:
+    merged = {"url": "https://x.example/", "expect_status": [200], "headers": {"x-a": "1", "B": "2"}}
+    patch = {"expect_status": [200.0], "headers": {"x-a": "1"}, "gone": None}
+    assert inputs.as_applied(patch, merged) == {"expect_status": [200], "headers": {"x-a": "1"}, "gone": None}
