@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from tests.browser.conftest import Stack
-from tests.browser.test_console import call, find, go, screenshot_artifact, text, wait
+from tests.browser.test_console import LAPTOP, call, find, go, screenshot, screenshot_artifact, text, wait
 
 pytestmark = [pytest.mark.cluster, pytest.mark.browser, pytest.mark.timeout(90)]
 
@@ -35,6 +35,9 @@ def test_run_now_with_inputs_from_the_job_page(browser: Any, stack: Stack) -> No
     shown = _open(driver)
     assert shown == {**payload, "api_key": "***"} and SECRET not in driver.page_source
     assert "api_key" in text(driver, "#trigger-locked")
+
+    _edit(driver, "#trigger-payload", json.dumps({**shown, "target": "orders"}, indent=2))
+    screenshot(driver, "console-run-now", LAPTOP)  # docs/run-now.md
 
     # A secret stays locked: refused in the page, nothing sent.
     _edit(driver, "#trigger-payload", json.dumps({**shown, "api_key": "mine"}))
