@@ -186,14 +186,15 @@ JOB_EXISTS = "SELECT EXISTS (SELECT 1 FROM jobs WHERE id = $1)"
 
 # GET /api/runs: newest run first (by id, the order runs entered the ledger), a page from a scan of
 # at most $4 index entries below the cursor $1, so a filter that matches rarely costs no more than
-# one that matches every run: the page is then short and the caller goes on from `low`, the last
-# id scanned. Four statements, one per index (a generic plan cannot switch indexes on a NULL):
-# every run (the primary key) or one job's ($11, runs_job_newest), and those ended failed, skipped
-# or cancelled (runs_unhappy_newest, runs_unhappy_job: migration 0030). [$2, $3): whole UTC days
+# one that matches every run: the page is then short, and the caller goes on from the last entry
+# scanned. Four statements, one per index (a generic plan cannot switch indexes on a NULL): every
+# run (the primary key) or one job's ($11, runs_job_newest), and those ended failed, skipped or
+# cancelled (runs_unhappy_newest, runs_unhappy_job: migration 0030). [$2, $3): whole UTC days
 # holding the time range (NULL: open), which prune the day partitions and cut no row of them;
 # the exact range [$7, $8) on scheduled_for is tested with the other filters: $5 states, $6
-# trigger, $9 queue (each NULL: any). $10 the page size. One row at least: `scanned` and `low`
-# with NULL run columns when nothing matched.
+# trigger, $9 queue (each NULL: any). $10 the page size. The scan is read lazily: a page that
+# fills stops it there; a short one reads it to its end, and its last row comes after the hits
+# (`scan_end`, with how many entries the scan read).
 RUNS_PAGE = """
 WITH scanned AS MATERIALIZED (
     SELECT id, job_id, scheduled_for, attempt, trigger, revision, state, due_at, node_id, epoch, started_at,
@@ -209,12 +210,11 @@ hits AS (
       AND scheduled_for >= coalesce($7::timestamptz, '-infinity') AND scheduled_for < coalesce($8::timestamptz,
           'infinity')
       AND ($9::text IS NULL OR job_id IN (SELECT j.id FROM jobs j WHERE j.queue = $9))
-    ORDER BY id DESC
     LIMIT $10)
-SELECT s.scanned, s.low, h.*
-FROM (SELECT count(*) AS scanned, min(id) AS low FROM scanned) s
-LEFT JOIN hits h ON true
-ORDER BY h.id DESC
+SELECT false AS scan_end, NULL::bigint AS scanned, * FROM hits
+UNION ALL
+(SELECT true, count(*) OVER (), * FROM scanned ORDER BY id LIMIT 1)
+LIMIT $10
 """
 RUNS_PAGE_OF_JOB = """
 WITH scanned AS MATERIALIZED (
@@ -231,12 +231,11 @@ hits AS (
       AND scheduled_for >= coalesce($7::timestamptz, '-infinity') AND scheduled_for < coalesce($8::timestamptz,
           'infinity')
       AND ($9::text IS NULL OR job_id IN (SELECT j.id FROM jobs j WHERE j.queue = $9))
-    ORDER BY id DESC
     LIMIT $10)
-SELECT s.scanned, s.low, h.*
-FROM (SELECT count(*) AS scanned, min(id) AS low FROM scanned) s
-LEFT JOIN hits h ON true
-ORDER BY h.id DESC
+SELECT false AS scan_end, NULL::bigint AS scanned, * FROM hits
+UNION ALL
+(SELECT true, count(*) OVER (), * FROM scanned ORDER BY id LIMIT 1)
+LIMIT $10
 """
 RUNS_PAGE_UNHAPPY = """
 WITH scanned AS MATERIALIZED (
@@ -254,12 +253,11 @@ hits AS (
       AND scheduled_for >= coalesce($7::timestamptz, '-infinity') AND scheduled_for < coalesce($8::timestamptz,
           'infinity')
       AND ($9::text IS NULL OR job_id IN (SELECT j.id FROM jobs j WHERE j.queue = $9))
-    ORDER BY id DESC
     LIMIT $10)
-SELECT s.scanned, s.low, h.*
-FROM (SELECT count(*) AS scanned, min(id) AS low FROM scanned) s
-LEFT JOIN hits h ON true
-ORDER BY h.id DESC
+SELECT false AS scan_end, NULL::bigint AS scanned, * FROM hits
+UNION ALL
+(SELECT true, count(*) OVER (), * FROM scanned ORDER BY id LIMIT 1)
+LIMIT $10
 """
 RUNS_PAGE_UNHAPPY_OF_JOB = """
 WITH scanned AS MATERIALIZED (
@@ -277,12 +275,11 @@ hits AS (
       AND scheduled_for >= coalesce($7::timestamptz, '-infinity') AND scheduled_for < coalesce($8::timestamptz,
           'infinity')
       AND ($9::text IS NULL OR job_id IN (SELECT j.id FROM jobs j WHERE j.queue = $9))
-    ORDER BY id DESC
     LIMIT $10)
-SELECT s.scanned, s.low, h.*
-FROM (SELECT count(*) AS scanned, min(id) AS low FROM scanned) s
-LEFT JOIN hits h ON true
-ORDER BY h.id DESC
+SELECT false AS scan_end, NULL::bigint AS scanned, * FROM hits
+UNION ALL
+(SELECT true, count(*) OVER (), * FROM scanned ORDER BY id LIMIT 1)
+LIMIT $10
 """
 # The facts of a retry by hand (cronos.lifecycle.rerun): run $1, its job's kind, its tick's newest
 # attempt and an attempt of the tick still unfinished (looked up by tick identity: its day only).

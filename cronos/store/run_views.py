@@ -77,13 +77,14 @@ def day_bounds(since: datetime | None, until: datetime | None) -> tuple[datetime
     return lo, hi
 
 
-def next_before(page: list[Run], limit: int, scanned: int, low: int | None) -> int | None:
+def next_before(page: list[Run], limit: int, scan_end: tuple[int, int] | None) -> int | None:
     """Where the next page starts: after a full page, below its last run; after a scan that stopped
-    at SCAN entries, below the last one it read; None once the index had nothing more."""
+    at SCAN entries (`scan_end`: how many it read, the id of the last), below the last one it read;
+    None once the index had nothing more."""
     if len(page) == limit:
         return page[-1].id
-    if scanned >= SCAN and low is not None:
-        return low
+    if scan_end is not None and scan_end[0] >= SCAN:
+        return scan_end[1]
     return None
 
 
@@ -99,5 +100,7 @@ async def runs_page(pool: asyncpg.Pool, wanted: RunFilter, before: int | None, l
         args.append(wanted.job_id)
     with translate_errors():
         rows = await pool.fetch(STATEMENTS[path], *args)
-    runs = [to_struct({**r, "traceback": None, "result": None}, Run) for r in rows if r["id"] is not None]
-    return RunPage(runs=runs, next_before=next_before(runs, limit, rows[0]["scanned"], rows[0]["low"]))
+    hits = [r for r in rows if not r["scan_end"]]
+    runs = sorted((to_struct({**r, "traceback": None, "result": None}, Run) for r in hits), key=lambda r: -r.id)
+    end = next(((r["scanned"], r["id"]) for r in rows if r["scan_end"]), None)
+    return RunPage(runs=runs, next_before=next_before(runs, limit, end))
