@@ -7,6 +7,7 @@ chain runs one (as a trigger does). A retry is audited as its caller in the job'
 from __future__ import annotations
 
 import re
+from datetime import datetime
 from typing import get_args
 from zoneinfo import ZoneInfo
 
@@ -60,13 +61,18 @@ def _trigger(raw: str | None) -> str | None:
     return raw
 
 
-def run_filter(request: web.Request) -> RunFilter:
-    """The query's filters, each refused with a 422 naming it."""
-    raw_from, raw_to = request.query.get("from"), request.query.get("to")
+def time_range(raw_from: str | None, raw_to: str | None) -> tuple[datetime | None, datetime | None]:
+    """`from` and `to` (RFC 3339; without an offset, UTC), `to` after `from`: 422 naming the one refused."""
     since = None if raw_from is None else check_instant(query_time(raw_from, _UTC, "from"), "from")
     until = None if raw_to is None else check_instant(query_time(raw_to, _UTC, "to"), "to")
     if since is not None and until is not None and since >= until:
         raise InvalidInput("to", "must be after `from`")
+    return since, until
+
+
+def run_filter(request: web.Request) -> RunFilter:
+    """The query's filters, each refused with a 422 naming it."""
+    since, until = time_range(request.query.get("from"), request.query.get("to"))
     return RunFilter(
         states=_states(request),
         job_id=_job(request.query.get("job")),
@@ -104,7 +110,7 @@ _QUERY = (
         "only runs in these states (repeat the parameter, or separate them with commas)",
         schema={"type": "array", "items": {"type": "string", "enum": list(RUN_STATES)}},
     ),
-    Query("job", "only this job's runs (its id)", schema={"type": "string", "pattern": "^[0-9]{1,19}$"}),
+    Query("job", "only this job's runs (its id)", schema={"type": "integer", "minimum": 1, "maximum": MAX_ID}),
     Query("queue", "only runs of jobs in this queue", schema={"type": "string", "pattern": QUEUE_PATTERN}),
     Query("trigger", "only runs with this trigger", enum=TRIGGERS),
     Query(
