@@ -3,6 +3,7 @@ API and PostgreSQL with a ledger of a few thousand runs over several days, jobs 
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -193,3 +194,12 @@ async def test_retry_needs_scope_write(settings: Settings, pg_pool: asyncpg.Pool
         assert reply.status == 202
         history = await api.call("GET", f"/api/jobs/{job['id']}/history")
         assert [e["actor"] for e in history.body["items"] if e["action"] == "run_retried"] == ["writer"]
+
+
+async def test_two_retries_of_one_run_at_once_queue_one_attempt(api: Api, pg_pool: asyncpg.Pool) -> None:
+    job = await api.create(name="raced")
+    failed = await _run(pg_pool, job["id"], "failed")
+    replies = await asyncio.gather(*(api.call("POST", f"/api/runs/{failed}/retry") for _ in range(4)))
+    assert sorted(r.status for r in replies) == [202, 409, 409, 409], [r.body for r in replies]
+    attempts = await pg_pool.fetch("SELECT attempt, state FROM runs WHERE job_id = $1 ORDER BY attempt", job["id"])
+    assert [(r["attempt"], r["state"]) for r in attempts] == [(1, "failed"), (2, "queued")]
