@@ -16,6 +16,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, get_args
 
 from cronos.client.api_client import ApiClient
+from cronos.errors import CronosError
 from cronos.models import RUN_STATES, Trigger
 
 MAX_PAGES = 50  # a rare match in a large ledger: the command stops here and prints the cursor
@@ -65,6 +66,8 @@ def add_retry(actions: Any) -> argparse.ArgumentParser:
 
 def list_runs(api: ApiClient, args: argparse.Namespace, job_id: Callable[[ApiClient, str], int]) -> list[Any]:
     """The runs matching the options, newest first, up to --limit (following the API's cursor)."""
+    if args.job_option and args.job and args.job_option != args.job:
+        raise CronosError(f"runs list: two jobs given ({args.job} and --job {args.job_option}); give one")
     ref = args.job_option or args.job
     query: dict[str, Any] = {
         "job": None if ref is None else job_id(api, ref),

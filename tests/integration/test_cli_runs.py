@@ -115,6 +115,7 @@ async def test_runs_retry_queues_the_next_attempt_and_refuses_in_one_line(
         ("runs", "list", "--limit", "0"),
         ("runs", "list", "--trigger", "cron"),
         ("runs", "retry", "abc"),
+        ("runs", "list", "etl", "--job", "gpu"),
     ],
 )
 async def test_bad_options_are_one_line_and_a_non_zero_exit(

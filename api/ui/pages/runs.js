@@ -6,17 +6,29 @@ import { get, query } from "../api.js";
 import { badge, h, ms, replace, table, time, utc } from "../dom.js";
 
 const PAGE = 50;
-const STATES = ["queued", "waiting", "running", "completed", "failed", "skipped"];
-const TRIGGERS = ["schedule", "manual", "retry", "chain"];
+// The states and triggers the API filters on, from its OpenAPI document (a state added to the API
+// shows up here without a change); these if the document cannot be read.
+const KNOWN = { states: ["queued", "waiting", "running", "completed", "failed", "skipped"],
+  triggers: ["schedule", "manual", "retry", "chain"] };
+let choices = null;
+
+function filterChoices() {
+  choices ??= get("/openapi.json").then((doc) => {
+    const params = doc.paths["/api/runs"].get.parameters;
+    const schema = (name) => params.find((p) => p.name === name).schema;
+    return { states: schema("state").items.enum, triggers: schema("trigger").enum };
+  }).catch(() => KNOWN);
+  return choices;
+}
 export const SINCE = { "": "any time", "1h": "last hour", "24h": "last 24 h", "7d": "last 7 days", "30d": "last 30 days" };
 const UNIT_MS = { h: 3_600_000, d: 86_400_000 };
 
 /** The filters of a #/runs hash's query part; unknown values are dropped. */
-export function readFilters(raw) {
+export function readFilters(raw, known = KNOWN) {
   const params = new URLSearchParams(raw ?? "");
-  const states = (params.get("state") ?? "").split(",").filter((s) => STATES.includes(s));
+  const states = (params.get("state") ?? "").split(",").filter((s) => known.states.includes(s));
   const job = /^\d{1,19}$/.test(params.get("job") ?? "") ? params.get("job") : "";
-  const trigger = TRIGGERS.includes(params.get("trigger")) ? params.get("trigger") : "";
+  const trigger = known.triggers.includes(params.get("trigger")) ? params.get("trigger") : "";
   const since = params.get("since") in SINCE ? params.get("since") : "";
   return { states, job, queue: params.get("queue") ?? "", trigger, since };
 }
@@ -47,16 +59,17 @@ async function jobNames(runs) {
 }
 
 export async function runsPage(main, [raw], alive) {
-  const filters = readFilters(raw);
+  const known = await filterChoices();
+  const filters = readFilters(raw, known);
   const cursors = [null]; // cursors[i]: where page i starts
-  const boxes = STATES.map((s) => h("label", { class: "nowrap" },
+  const boxes = known.states.map((s) => h("label", { class: "nowrap" },
     h("input", { type: "checkbox", name: "state", value: s, checked: filters.states.includes(s) }), ` ${s}`));
   const job = h("input", { id: "job-filter", type: "text", inputmode: "numeric", size: 6, placeholder: "id",
     value: filters.job, autocomplete: "off" });
   const queue = h("input", { id: "queue-filter", type: "text", size: 10, placeholder: "any", value: filters.queue,
     autocomplete: "off" });
   const trigger = h("select", { id: "trigger-filter" }, h("option", { value: "" }, "any"),
-    TRIGGERS.map((t) => h("option", { value: t, selected: t === filters.trigger }, t)));
+    known.triggers.map((t) => h("option", { value: t, selected: t === filters.trigger }, t)));
   const since = h("select", { id: "since-filter" },
     Object.entries(SINCE).map(([value, label]) => h("option", { value, selected: value === filters.since }, label)));
   const results = h("div", { id: "runs", "aria-live": "polite" });
