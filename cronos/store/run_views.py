@@ -27,6 +27,7 @@ SCAN = 2000  # index entries a page reads at most
 MAX_ID = 2**63 - 1
 _DAY = timedelta(days=1)
 _EPOCH_DAY = datetime(1970, 1, 1, tzinfo=UTC)
+_LAST_DAY = datetime(9999, 12, 31, tzinfo=UTC)
 
 
 class RunFilter(msgspec.Struct, frozen=True, kw_only=True):
@@ -73,7 +74,9 @@ def day_bounds(since: datetime | None, until: datetime | None) -> tuple[datetime
     """The whole UTC days holding [since, until): the runs table's day partitions outside them are
     pruned, and no row of those inside is cut (so a page's scan counts only rows it may return)."""
     lo = None if since is None else _EPOCH_DAY + (since - _EPOCH_DAY) // _DAY * _DAY
-    hi = None if until is None else _EPOCH_DAY + -((_EPOCH_DAY - until) // _DAY) * _DAY
+    hi = None
+    if until is not None and until < _LAST_DAY:  # past it, the next midnight is beyond datetime: open
+        hi = _EPOCH_DAY + -((_EPOCH_DAY - until) // _DAY) * _DAY
     return lo, hi
 
 

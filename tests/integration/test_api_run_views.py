@@ -97,6 +97,8 @@ async def test_a_rare_match_gives_short_pages_with_a_cursor_never_a_whole_ledger
     assert [r["id"] for r in first.body["items"]] == (await _expected(pg_pool, "true"))[:3]
     assert set(first.body["items"][0]) >= {"id", "job_id", "scheduled_for", "attempt", "trigger", "state"}
     assert "traceback" not in first.body["items"][0]
+    widest = await api.call("GET", "/api/runs?from=0001-01-01T00:00:00Z&to=9999-12-31T23:59:59.999999Z&limit=3")
+    assert widest.status == 200 and widest.body["items"] == first.body["items"]
 
 
 @pytest.mark.parametrize(

@@ -39,6 +39,8 @@ def test_day_bounds_are_whole_utc_days_around_the_range() -> None:
     assert day_bounds(since, until) == (datetime(2026, 3, 2, tzinfo=UTC), datetime(2026, 3, 4, tzinfo=UTC))
     assert day_bounds(None, until + timedelta(microseconds=1)) == (None, datetime(2026, 3, 5, tzinfo=UTC))
     assert day_bounds(None, None) == (None, None)
+    first, last = datetime(1, 1, 1, tzinfo=UTC), datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC)
+    assert day_bounds(first, last) == (first, None)  # no midnight after the last day: open
 
 
 def _run(run_id: int) -> Run:
