@@ -182,6 +182,130 @@ LIMIT $5
 RUN_TICK_OF_JOB = "SELECT scheduled_for FROM runs WHERE id = $1 AND job_id = $2"
 JOB_EXISTS = "SELECT EXISTS (SELECT 1 FROM jobs WHERE id = $1)"
 
+# --- all runs (API, read only; cronos.store.run_views) and "retry this run" (cronos.store.reruns) ---
+
+# GET /api/runs: newest run first (by id, the order runs entered the ledger), a page from a scan of
+# at most $4 index entries below the cursor $1, so a filter that matches rarely costs no more than
+# one that matches every run: the page is then short, and the caller goes on from the last entry
+# scanned. Four statements, one per index (a generic plan cannot switch indexes on a NULL): every
+# run (the primary key) or one job's ($11, runs_job_newest), and those ended failed, skipped or
+# cancelled (runs_unhappy_newest, runs_unhappy_job: migration 0030). [$2, $3): whole UTC days
+# holding the time range (NULL: open), which prune the day partitions and cut no row of them;
+# the exact range [$7, $8) on scheduled_for is tested with the other filters: $5 states, $6
+# trigger, $9 queue (each NULL: any). $10 the page size. The scan is read lazily: a page that
+# fills stops it there; a short one reads it to its end, and its last row comes after the hits
+# (`scan_end`, with how many entries the scan read).
+RUNS_PAGE = """
+WITH scanned AS MATERIALIZED (
+    SELECT id, job_id, scheduled_for, attempt, trigger, revision, state, due_at, node_id, epoch, started_at,
+        finished_at, lease_until, duration_ms, error, skip_reason, created_at, parent_run_id
+    FROM runs
+    WHERE id < $1 AND scheduled_for >= coalesce($2::timestamptz, '-infinity')
+      AND scheduled_for < coalesce($3::timestamptz, 'infinity')
+    ORDER BY id DESC
+    LIMIT $4),
+hits AS (
+    SELECT * FROM scanned
+    WHERE ($5::text[] IS NULL OR state = ANY($5::text[])) AND ($6::text IS NULL OR trigger = $6)
+      AND scheduled_for >= coalesce($7::timestamptz, '-infinity') AND scheduled_for < coalesce($8::timestamptz,
+          'infinity')
+      AND ($9::text IS NULL OR job_id IN (SELECT j.id FROM jobs j WHERE j.queue = $9))
+    LIMIT $10)
+SELECT false AS scan_end, NULL::bigint AS scanned, * FROM hits
+UNION ALL
+(SELECT true, count(*) OVER (), * FROM scanned ORDER BY id LIMIT 1)
+LIMIT $10
+"""
+RUNS_PAGE_OF_JOB = """
+WITH scanned AS MATERIALIZED (
+    SELECT id, job_id, scheduled_for, attempt, trigger, revision, state, due_at, node_id, epoch, started_at,
+        finished_at, lease_until, duration_ms, error, skip_reason, created_at, parent_run_id
+    FROM runs
+    WHERE job_id = $11 AND id < $1 AND scheduled_for >= coalesce($2::timestamptz, '-infinity')
+      AND scheduled_for < coalesce($3::timestamptz, 'infinity')
+    ORDER BY job_id, id DESC
+    LIMIT $4),
+hits AS (
+    SELECT * FROM scanned
+    WHERE ($5::text[] IS NULL OR state = ANY($5::text[])) AND ($6::text IS NULL OR trigger = $6)
+      AND scheduled_for >= coalesce($7::timestamptz, '-infinity') AND scheduled_for < coalesce($8::timestamptz,
+          'infinity')
+      AND ($9::text IS NULL OR job_id IN (SELECT j.id FROM jobs j WHERE j.queue = $9))
+    LIMIT $10)
+SELECT false AS scan_end, NULL::bigint AS scanned, * FROM hits
+UNION ALL
+(SELECT true, count(*) OVER (), * FROM scanned ORDER BY id LIMIT 1)
+LIMIT $10
+"""
+RUNS_PAGE_UNHAPPY = """
+WITH scanned AS MATERIALIZED (
+    SELECT id, job_id, scheduled_for, attempt, trigger, revision, state, due_at, node_id, epoch, started_at,
+        finished_at, lease_until, duration_ms, error, skip_reason, created_at, parent_run_id
+    FROM runs
+    WHERE state IN ('failed', 'skipped', 'cancelled') AND id < $1
+      AND scheduled_for >= coalesce($2::timestamptz, '-infinity') AND scheduled_for < coalesce($3::timestamptz,
+          'infinity')
+    ORDER BY id DESC
+    LIMIT $4),
+hits AS (
+    SELECT * FROM scanned
+    WHERE ($5::text[] IS NULL OR state = ANY($5::text[])) AND ($6::text IS NULL OR trigger = $6)
+      AND scheduled_for >= coalesce($7::timestamptz, '-infinity') AND scheduled_for < coalesce($8::timestamptz,
+          'infinity')
+      AND ($9::text IS NULL OR job_id IN (SELECT j.id FROM jobs j WHERE j.queue = $9))
+    LIMIT $10)
+SELECT false AS scan_end, NULL::bigint AS scanned, * FROM hits
+UNION ALL
+(SELECT true, count(*) OVER (), * FROM scanned ORDER BY id LIMIT 1)
+LIMIT $10
+"""
+RUNS_PAGE_UNHAPPY_OF_JOB = """
+WITH scanned AS MATERIALIZED (
+    SELECT id, job_id, scheduled_for, attempt, trigger, revision, state, due_at, node_id, epoch, started_at,
+        finished_at, lease_until, duration_ms, error, skip_reason, created_at, parent_run_id
+    FROM runs
+    WHERE state IN ('failed', 'skipped', 'cancelled') AND job_id = $11 AND id < $1
+      AND scheduled_for >= coalesce($2::timestamptz, '-infinity') AND scheduled_for < coalesce($3::timestamptz,
+          'infinity')
+    ORDER BY job_id, id DESC
+    LIMIT $4),
+hits AS (
+    SELECT * FROM scanned
+    WHERE ($5::text[] IS NULL OR state = ANY($5::text[])) AND ($6::text IS NULL OR trigger = $6)
+      AND scheduled_for >= coalesce($7::timestamptz, '-infinity') AND scheduled_for < coalesce($8::timestamptz,
+          'infinity')
+      AND ($9::text IS NULL OR job_id IN (SELECT j.id FROM jobs j WHERE j.queue = $9))
+    LIMIT $10)
+SELECT false AS scan_end, NULL::bigint AS scanned, * FROM hits
+UNION ALL
+(SELECT true, count(*) OVER (), * FROM scanned ORDER BY id LIMIT 1)
+LIMIT $10
+"""
+# The facts of a retry by hand (cronos.lifecycle.rerun): run $1, its job's kind, its tick's newest
+# attempt and an attempt of the tick still unfinished (looked up by tick identity: its day only).
+RERUN_FACTS = """
+SELECT r.id, r.job_id, r.scheduled_for, r.attempt, r.state, r.revision, r.parent_run_id, j.kind, now() AS now,
+    (SELECT max(t.attempt) FROM runs t WHERE t.job_id = r.job_id AND t.scheduled_for = r.scheduled_for)
+        AS newest_attempt,
+    (SELECT t.id FROM runs t WHERE t.job_id = r.job_id AND t.scheduled_for = r.scheduled_for
+        AND t.state IN ('queued', 'waiting', 'running') ORDER BY t.attempt DESC LIMIT 1) AS unfinished_run_id
+FROM runs r
+JOIN jobs j ON j.id = r.job_id
+WHERE r.id = $1
+"""
+# (none) -> queued (triggered, for an ended run's tick): $1 job, $2 tick, $3 attempt, $4 due,
+# $5 revision, $6 parent run; only while no attempt of the tick is unfinished, and once per tick
+# identity (a concurrent retry of the same tick gets no row).
+RERUN_INSERT = """
+INSERT INTO runs (job_id, scheduled_for, attempt, trigger, state, due_at, revision, parent_run_id)
+SELECT $1, $2, $3, 'retry', 'queued', $4, $5, $6
+WHERE NOT EXISTS (SELECT 1 FROM runs t WHERE t.job_id = $1 AND t.scheduled_for = $2
+    AND t.state IN ('queued', 'waiting', 'running'))
+ON CONFLICT DO NOTHING
+RETURNING id, job_id, scheduled_for, attempt, trigger, revision, state, due_at, node_id, epoch, started_at,
+    finished_at, lease_until, duration_ms, error, traceback, result, skip_reason, created_at, parent_run_id
+"""
+
 # --- chains (API, cronos.store.chains) -------------------------------------------
 
 # Changes of parents take turns (a transaction-scoped lock): two changes that each close half a

@@ -2,6 +2,7 @@
 import { get } from "../api.js";
 import { badge, fields, h, ms, replace, utc } from "../dom.js";
 import { runsTable, startDelay } from "./job.js";
+import { retryButton } from "./run_retry.js";
 
 export async function runPage(main, [id], alive) {
   async function refresh() {
@@ -13,6 +14,7 @@ export async function runPage(main, [id], alive) {
     replace(main,
       h("p", {}, h("a", { href: `#/jobs/${run.job_id}` }, "← Job ", String(run.job_id))),
       h("div", { class: "title" }, h("h1", {}, `Run #${run.id}`), badge(run.state)),
+      retryButton(run),
       fields([
         ["Tick", utc(run.scheduled_for)],
         ["Attempt", `${run.attempt} (${run.trigger})`],
