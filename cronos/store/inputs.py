@@ -56,7 +56,7 @@ async def trigger(
                 row = await conn.fetchrow(q.RUN_INSERT_MANUAL, job_id)
             else:
                 await conn.execute(q.RERUN_LOCK, job_id)
-                facts = await conn.fetchrow(q.RERUN_FACTS, job_id, rerun.tick)
+                facts = await conn.fetchrow(q.TICK_RERUN_FACTS, job_id, rerun.tick)
                 attempt = inputs.rerun_attempt(job_id, rerun.tick, facts["last"], facts["unfinished"], rerun.refusal)
                 row = await conn.fetchrow(q.RUN_INSERT_RERUN, job_id, rerun.tick, attempt)
             if row is None:  # the tick identity was taken meanwhile (the leader wrote that tick)

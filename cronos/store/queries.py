@@ -1056,7 +1056,7 @@ RERUN_LOCK = "SELECT pg_advisory_xact_lock(1381322574, ($1::bigint % 2147483647)
 # What a re-run of job $1's tick $2 is decided on (cronos.inputs.rerun_attempt): its highest
 # attempt (NULL: no run) and its runs that have not ended. One statement, one snapshot: a finish
 # that queues a retry commits both or neither.
-RERUN_FACTS = """
+TICK_RERUN_FACTS = """
 SELECT max(attempt) AS last, coalesce(array_agg(id ORDER BY id) FILTER (WHERE finished_at IS NULL), '{}') AS unfinished
 FROM runs
 WHERE job_id = $1 AND scheduled_for = $2
