@@ -1,0 +1,241 @@
+"""A notification channel: what a client sets, how it is checked, shown and stored. Pure.
+
+Kinds: `webhook` (a URL, requests signed per Standard Webhooks with the channel's secret),
+`slack` (a Slack-compatible incoming-webhook URL), `email` (an SMTP server and addresses).
+Secrets are write-only (as cronos.redact does for jobs): the webhook's signing `secret`, the
+Slack `url` (the URL is the credential) and the SMTP `password` are shown as `***`, and `***`
+sent back in a PATCH keeps the stored value -- the SMTP password only while the server and user
+are unchanged (it never follows a channel to another server). A webhook URL's own credentials
+(user-info, a `token=` query) are redacted as a job's are.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+from datetime import datetime, time
+from typing import Annotated, Any, Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+import msgspec
+
+from cronos.errors import InvalidInput
+from cronos.models import QUEUE_PATTERN
+from cronos.netguard import literal_host_refusal
+from cronos.notify.rules import EVENT_KINDS, QuietHours, Rule
+from cronos.redact import SECRET, redact_url
+from cronos.webhooks import SECRET_PREFIX
+
+ChannelKind = Literal["webhook", "slack", "email"]
+EventKind = Literal[
+    "failed", "recovered", "missed", "late_start", "overran", "too_fast", "no_success", "skipped", "cancelled"
+]
+assert set(EventKind.__args__) == set(EVENT_KINDS)  # type: ignore[attr-defined]  # one list of kinds
+
+Name = Annotated[
+    str, msgspec.Meta(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$", description="1-100 letters, digits, '.', '_', '-'")
+]
+Url = Annotated[str, msgspec.Meta(min_length=8, max_length=2048)]
+Address = Annotated[str, msgspec.Meta(pattern=r"^[^@\s<>,;]+@[^@\s<>,;]+$", max_length=254)]
+Clock = Annotated[str, msgspec.Meta(pattern=r"^([01][0-9]|2[0-3]):[0-5][0-9]$", description="HH:MM, 24 h")]
+Queue = Annotated[str, msgspec.Meta(pattern=QUEUE_PATTERN)]
+JobId = Annotated[int, msgspec.Meta(ge=1, le=2**63 - 1)]
+
+
+class Smtp(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """An SMTP server: `starttls` (default, port 587), `ssl` (implicit TLS, 465) or `none`."""
+
+    host: Annotated[str, msgspec.Meta(min_length=1, max_length=253, pattern=r"^[^\s/@:]+$|^\[[0-9a-fA-F:.]+\]$")]
+    port: Annotated[int, msgspec.Meta(ge=1, le=65535)] = 587
+    security: Literal["starttls", "ssl", "none"] = "starttls"
+    user: Annotated[str, msgspec.Meta(max_length=256)] | None = None
+    password: Annotated[str, msgspec.Meta(max_length=1024, description="write-only: shown as ***")] | None = None
+    sender: Address = msgspec.field(name="from")
+    to: Annotated[list[Address], msgspec.Meta(min_length=1, max_length=50)]
+
+
+class Quiet(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """No notification between `start` and `end` (wall clock in `timezone`; 22:00-07:00 wraps
+    midnight): held until `end` (`hold`, the default) or dropped."""
+
+    start: Clock
+    end: Clock
+    timezone: Annotated[str, msgspec.Meta(max_length=64)] = "UTC"
+    hold: bool = True
+
+
+_EVENTS_META = msgspec.Meta(min_length=1, max_length=len(EVENT_KINDS), description="the job events it hears of")
+
+
+class ChannelFields(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """A channel as a client writes it. Applies to every job unless `jobs` or `queues` list some."""
+
+    name: Name
+    kind: ChannelKind
+    url: Url | None = None  # webhook: the receiver (shown); slack: the incoming-webhook URL (write-only)
+    secret: Annotated[str, msgspec.Meta(max_length=200, description="webhook: whsec_ + base64; write-only")] | None = (
+        None
+    )
+    smtp: Smtp | None = None  # email
+    jobs: Annotated[list[JobId], msgspec.Meta(max_length=1000)] | None = None
+    queues: Annotated[list[Queue], msgspec.Meta(max_length=100)] | None = None
+    events: Annotated[list[EventKind], _EVENTS_META] = msgspec.field(
+        default_factory=lambda: ["failed", "recovered", "missed"]  # rules.DEFAULT_EVENTS
+    )
+    after_failures: Annotated[int, msgspec.Meta(ge=1, le=1000, description="failed: only after N in a row")] = 1
+    rate_limit_s: Annotated[int, msgspec.Meta(ge=0, le=30 * 86_400, description="at most one per job per")] = 0
+    quiet_hours: Quiet | None = None
+    enabled: bool = True
+
+
+class Channel(ChannelFields, kw_only=True):
+    id: int
+    created_at: datetime
+    updated_at: datetime
+
+
+def new_secret(random_bytes: bytes) -> str:
+    """A signing secret as Standard Webhooks writes them: whsec_ + base64 of 32 random bytes."""
+    return SECRET_PREFIX + base64.b64encode(random_bytes).decode("ascii")
+
+
+def _check_url(url: str | None, field: str, allow: tuple[str, ...]) -> None:
+    if url is None:
+        raise InvalidInput(field, "required for this kind of channel")
+    if not re.match(r"^https?://[^/?#\s]+", url) or any(c.isspace() for c in url):
+        raise InvalidInput(field, "must be an http:// or https:// URL")
+    why = literal_host_refusal(url, allow)
+    if why is not None:
+        raise InvalidInput(field, f"refused by the SSRF guard: {why}")
+
+
+def _check_clock(text: str) -> time:
+    return time(int(text[:2]), int(text[3:]))
+
+
+def check(fields: ChannelFields, allow: tuple[str, ...]) -> None:
+    """Raise InvalidInput naming the field for what the shape alone does not refuse."""
+    if fields.kind in ("webhook", "slack"):
+        if fields.url != SECRET:
+            _check_url(fields.url, "$.url", allow)
+        if fields.smtp is not None:
+            raise InvalidInput("$.smtp", f"only for an email channel, not a {fields.kind} one")
+    if fields.kind == "webhook" and fields.secret not in (None, SECRET):
+        key = fields.secret.removeprefix(SECRET_PREFIX)
+        try:
+            raw = base64.b64decode(key + "==", validate=False)
+        except (binascii.Error, ValueError):
+            raw = b""
+        if not fields.secret.startswith(SECRET_PREFIX) or not 24 <= len(raw) <= 64:
+            raise InvalidInput("$.secret", "must be whsec_ + base64 of 24 to 64 bytes (or leave it out: one is drawn)")
+    if fields.kind != "webhook" and fields.secret is not None:
+        raise InvalidInput("$.secret", "only a webhook channel has a signing secret")
+    if fields.kind == "email":
+        if fields.smtp is None:
+            raise InvalidInput("$.smtp", "required for an email channel")
+        if fields.url is not None:
+            raise InvalidInput("$.url", "an email channel has no URL: give `smtp`")
+        why = literal_host_refusal(f"smtp://{fields.smtp.host}", allow)
+        if why is not None:
+            raise InvalidInput("$.smtp.host", f"refused by the SSRF guard: {why}")
+        if fields.smtp.password is not None and fields.smtp.user is None:
+            raise InvalidInput("$.smtp.user", "required with a password")
+    if len(set(fields.events)) != len(fields.events):
+        raise InvalidInput("$.events", "names an event twice")
+    if fields.quiet_hours is not None:
+        try:
+            ZoneInfo(fields.quiet_hours.timezone)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise InvalidInput("$.quiet_hours.timezone", "not an IANA time zone") from None
+
+
+def shown(channel: Channel) -> Channel:
+    """The channel fit to show: every secret `***`."""
+    smtp = channel.smtp
+    if smtp is not None and smtp.password is not None:
+        smtp = msgspec.structs.replace(smtp, password=SECRET)
+    url = channel.url
+    if url is not None:
+        url = SECRET if channel.kind == "slack" else redact_url(url)
+    secret = None if channel.secret is None else SECRET
+    return msgspec.structs.replace(channel, url=url, secret=secret, smtp=smtp)
+
+
+def restore(new: ChannelFields, stored: Channel) -> ChannelFields:
+    """`new` with each `***` put back to the stored secret it stands for (InvalidInput when it may not)."""
+    url, secret, smtp = new.url, new.secret, new.smtp
+    if url is not None and SECRET in url:
+        same_slack = new.kind == stored.kind == "slack" and url == SECRET
+        same_webhook = new.kind == stored.kind == "webhook" and url == shown(stored).url
+        if stored.url is not None and (same_slack or same_webhook):
+            url = stored.url
+        else:
+            raise InvalidInput("$.url", f"{SECRET} stands for a stored secret, which is not kept here; send the URL")
+    if secret == SECRET:
+        if stored.secret is None:
+            raise InvalidInput("$.secret", f"{SECRET} stands for a stored secret, and none is stored")
+        secret = stored.secret
+    if smtp is not None and smtp.password == SECRET:
+        old = stored.smtp
+        if old is None or old.password is None:
+            raise InvalidInput("$.smtp.password", f"{SECRET} stands for a stored secret, and none is stored")
+        if (smtp.host.lower(), smtp.port, smtp.user) != (old.host.lower(), old.port, old.user):
+            raise InvalidInput(
+                "$.smtp.password",
+                f"{SECRET} stands for the stored password, which never follows a channel to another server or "
+                "user; send the password",
+            )
+        smtp = msgspec.structs.replace(smtp, password=old.password)
+    return msgspec.structs.replace(new, url=url, secret=secret, smtp=smtp)
+
+
+# --- storage: what is shown (`config`) apart from what is not (`secrets`) ---------------
+
+
+def split(fields: ChannelFields) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(config, secrets) as the table keeps them."""
+    config: dict[str, Any] = {}
+    secrets: dict[str, Any] = {}
+    if fields.kind == "webhook":
+        config["url"] = fields.url
+        if fields.secret is not None:
+            secrets["secret"] = fields.secret
+    elif fields.kind == "slack":
+        secrets["url"] = fields.url
+    elif fields.smtp is not None:
+        smtp = msgspec.to_builtins(fields.smtp)
+        password = smtp.pop("password", None)
+        config["smtp"] = smtp
+        if password is not None:
+            secrets["password"] = password
+    return config, secrets
+
+
+def join(row: dict[str, Any]) -> dict[str, Any]:
+    """A table row (config and secrets apart) as Channel's fields."""
+    config, secrets = row.pop("config") or {}, row.pop("secrets") or {}
+    row["url"] = secrets.get("url", config.get("url"))
+    row["secret"] = secrets.get("secret")
+    smtp = config.get("smtp")
+    if smtp is not None:
+        smtp = {**smtp, "password": secrets.get("password")}
+    row["smtp"] = smtp
+    row["jobs"], row["queues"] = row.pop("job_ids"), row["queues"]
+    return row
+
+
+def rule(channel: Channel) -> Rule:
+    quiet = channel.quiet_hours
+    return Rule(
+        channel_id=channel.id,
+        job_ids=None if channel.jobs is None else frozenset(channel.jobs),
+        queues=None if channel.queues is None else frozenset(channel.queues),
+        events=frozenset(channel.events),
+        after_failures=channel.after_failures,
+        rate_limit_s=channel.rate_limit_s,
+        quiet_hours=None
+        if quiet is None
+        else QuietHours(_check_clock(quiet.start), _check_clock(quiet.end), quiet.timezone, quiet.hold),
+        enabled=channel.enabled,
+    )
