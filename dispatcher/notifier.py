@@ -77,7 +77,7 @@ class Notifier:
         self._epoch = epoch  # the current epoch, or raises LeadershipLost
         self._settings = settings
         self._poll_s = poll_s
-        self._lease_s = 2 * settings.notify_timeout_s + 5  # longer than any send takes (an email's is bounded at 2x)
+        self._lease_s = 2 * settings.notify_timeout_s + 1  # longer than any send takes (an email's is bounded at 2x)
         self._link_base = settings.console_url or settings.api_url
         self.http: aiohttp.ClientSession | None = None
 
