@@ -36,7 +36,7 @@ assert set(EventKind.__args__) == set(EVENT_KINDS)  # type: ignore[attr-defined]
 Name = Annotated[
     str, msgspec.Meta(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$", description="1-100 letters, digits, '.', '_', '-'")
 ]
-Url = Annotated[str, msgspec.Meta(min_length=8, max_length=2048)]
+Url = Annotated[str, msgspec.Meta(min_length=1, max_length=2048)]
 Address = Annotated[str, msgspec.Meta(pattern=r"^[^@\s<>,;]+@[^@\s<>,;]+$", max_length=254)]
 Clock = Annotated[str, msgspec.Meta(pattern=r"^([01][0-9]|2[0-3]):[0-5][0-9]$", description="HH:MM, 24 h")]
 Queue = Annotated[str, msgspec.Meta(pattern=QUEUE_PATTERN)]
