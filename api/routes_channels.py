@@ -63,6 +63,8 @@ class DeliveryList(msgspec.Struct, kw_only=True):
     next_cursor: str | None
 
 
+# The create body: one Struct per kind, told apart by `kind` (the document's oneOf).
+CHANNEL_IN: type[Any] = ch.ChannelIn  # type: ignore[assignment]  # a union of Structs is a type to msgspec
 _WRITABLE = ch.ChannelFields.__struct_fields__
 _TARGET = ("url", "secret", "smtp")  # a kind's own: never carried over to another kind
 
@@ -81,7 +83,7 @@ async def list_channels(request: web.Request) -> web.Response:
 
 
 async def create_channel(request: web.Request) -> web.Response:
-    body = await decode(request, ch.ChannelFields)
+    body = ch.flat(await decode(request, CHANNEL_IN))
     ch.check(body, _allow(request))
     if body.url == SECRET or (body.smtp is not None and body.smtp.password == SECRET) or body.secret == SECRET:
         raise InvalidInput("$", f"{SECRET} stands for a stored secret; a new channel has none")
@@ -105,7 +107,8 @@ def _patched(patch: ChannelPatch, stored: ch.Channel, allow: tuple[str, ...]) ->
         fields.update(url=None, secret=None, smtp=None)  # a new kind names its own target
     fields.update({name: value for name in _WRITABLE if (value := getattr(patch, name)) is not UNSET})
     try:
-        new = msgspec.convert(msgspec.to_builtins(fields), ch.ChannelFields)
+        merged = msgspec.convert(msgspec.to_builtins(fields), ch.ChannelFields)
+        new = ch.flat(msgspec.convert(ch.tagged(merged), ch.ChannelIn))
     except msgspec.ValidationError as exc:
         raise invalid_input(exc) from exc
     new = ch.restore(new, stored)
@@ -151,7 +154,7 @@ ROUTES = (
           response=ChannelList, errors=DB_ERRORS),
     Route("POST", "/api/channels", create_channel,
           "Create a notification channel: a signed webhook, a Slack incoming webhook or SMTP email, for every "
-          "job or the jobs or queues listed, with its events and rules", status=201, body=ch.ChannelFields,
+          "job or the jobs or queues listed, with its events and rules", status=201, body=CHANNEL_IN,
           response=ChannelCreated, errors=(*BODY_ERRORS, Conflict, *DB_ERRORS), scope="admin"),
     Route("GET", f"/api/channels/{ID}", get_channel, "One channel (secrets shown as ***)", response=ch.Channel,
           errors=(NotFound, *DB_ERRORS)),

@@ -37,7 +37,8 @@ Name = Annotated[
     str, msgspec.Meta(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$", description="1-100 letters, digits, '.', '_', '-'")
 ]
 Url = Annotated[str, msgspec.Meta(min_length=1, max_length=2048)]
-Address = Annotated[str, msgspec.Meta(pattern=r"^[^@\s<>,;]+@[^@\s<>,;]+$", max_length=254)]
+# No space or control character (spelled out: Python's \s and JSON Schema's differ).
+Address = Annotated[str, msgspec.Meta(pattern=r"^[^@\x00-\x20\x7f<>,;]+@[^@\x00-\x20\x7f<>,;]+$", max_length=254)]
 Clock = Annotated[str, msgspec.Meta(pattern=r"^([01][0-9]|2[0-3]):[0-5][0-9]$", description="HH:MM, 24 h")]
 Queue = Annotated[str, msgspec.Meta(pattern=QUEUE_PATTERN)]
 JobId = Annotated[int, msgspec.Meta(ge=1, le=2**63 - 1)]
@@ -46,7 +47,9 @@ JobId = Annotated[int, msgspec.Meta(ge=1, le=2**63 - 1)]
 class Smtp(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """An SMTP server: `starttls` (default, port 587), `ssl` (implicit TLS, 465) or `none`."""
 
-    host: Annotated[str, msgspec.Meta(min_length=1, max_length=253, pattern=r"^[^\s/@:]+$|^\[[0-9a-fA-F:.]+\]$")]
+    host: Annotated[
+        str, msgspec.Meta(min_length=1, max_length=253, pattern=r"^[^\x00-\x20\x7f/@:]+$|^\[[0-9a-fA-F:.]+\]$")
+    ]
     port: Annotated[int, msgspec.Meta(ge=1, le=65535)] = 587
     security: Literal["starttls", "ssl", "none"] = "starttls"
     user: Annotated[str, msgspec.Meta(max_length=256)] | None = None
@@ -68,16 +71,11 @@ class Quiet(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 _EVENTS_META = msgspec.Meta(min_length=1, max_length=len(EVENT_KINDS), description="the job events it hears of")
 
 
-class ChannelFields(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
-    """A channel as a client writes it. Applies to every job unless `jobs` or `queues` list some."""
+class _Rule(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """What every kind of channel has: a name, what it applies to (every job unless `jobs` or
+    `queues` list some), the events it hears of and its rules."""
 
     name: Name
-    kind: ChannelKind
-    url: Url | None = None  # webhook: the receiver (shown); slack: the incoming-webhook URL (write-only)
-    secret: Annotated[str, msgspec.Meta(max_length=200, description="webhook: whsec_ + base64; write-only")] | None = (
-        None
-    )
-    smtp: Smtp | None = None  # email
     jobs: Annotated[list[JobId], msgspec.Meta(max_length=1000)] | None = None
     queues: Annotated[list[Queue], msgspec.Meta(max_length=100)] | None = None
     events: Annotated[list[EventKind], _EVENTS_META] = msgspec.field(
@@ -87,6 +85,58 @@ class ChannelFields(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     rate_limit_s: Annotated[int, msgspec.Meta(ge=0, le=30 * 86_400, description="at most one per job per")] = 0
     quiet_hours: Quiet | None = None
     enabled: bool = True
+
+
+_SECRET_META = msgspec.Meta(max_length=200, description="whsec_ + base64 of 24-64 bytes; write-only; default: drawn")
+
+
+class WebhookChannel(_Rule, tag="webhook", tag_field="kind"):
+    """POST the notification as JSON to `url`, signed per Standard Webhooks with `secret`."""
+
+    url: Url
+    secret: Annotated[str, _SECRET_META] | None = None
+
+
+class SlackChannel(_Rule, tag="slack", tag_field="kind"):
+    """POST {"text": ...} to a Slack-compatible incoming-webhook `url` (write-only: it is the credential)."""
+
+    url: Url
+
+
+class EmailChannel(_Rule, tag="email", tag_field="kind"):
+    """Email through an SMTP server."""
+
+    smtp: Smtp
+
+
+# What a client sends to create a channel: one of the kinds, by `kind`.
+ChannelIn = WebhookChannel | SlackChannel | EmailChannel
+
+
+class ChannelFields(_Rule, kw_only=True):
+    """A channel of any kind, flat (as stored and shown): `url` for webhook and slack, `secret` for
+    webhook, `smtp` for email."""
+
+    kind: ChannelKind
+    url: Url | None = None
+    secret: str | None = None
+    smtp: Smtp | None = None
+
+
+def flat(body: WebhookChannel | SlackChannel | EmailChannel) -> ChannelFields:
+    fields = msgspec.structs.asdict(body)
+    kind = {WebhookChannel: "webhook", SlackChannel: "slack", EmailChannel: "email"}[type(body)]
+    return ChannelFields(kind=kind, **fields)  # type: ignore[arg-type]
+
+
+def tagged(fields: ChannelFields) -> dict[str, Any]:
+    """The flat fields as the kind's body (for validation as ChannelIn): the other kinds' fields left out."""
+    out = msgspec.to_builtins(fields)
+    keep = {"webhook": ("url", "secret"), "slack": ("url",), "email": ("smtp",)}[fields.kind]
+    for name in ("url", "secret", "smtp"):
+        if name not in keep or out.get(name) is None:
+            out.pop(name, None)
+    return dict(out)
 
 
 class Channel(ChannelFields, kw_only=True):
