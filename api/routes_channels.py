@@ -30,18 +30,19 @@ from cronos.store.notify import ChannelStore, Delivery
 
 class ChannelPatch(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """The fields to change; the others keep their value (`smtp` and `quiet_hours` are replaced
-    whole). A secret sent as `***` keeps the stored one. Changing `kind` needs its target again."""
+    whole). Leave `url` out to keep it (a Slack URL is shown as ***); a `secret` or SMTP
+    `password` sent as `***` keeps the stored one. The kind stays (delete and add a channel
+    to change it); the fields of another kind (`smtp` of a webhook channel...) are ignored."""
 
     name: ch.Name | UnsetType = UNSET
-    kind: ch.ChannelKind | UnsetType = UNSET
-    url: ch.Url | UnsetType | None = UNSET
-    secret: str | UnsetType | None = UNSET
-    smtp: ch.Smtp | UnsetType | None = UNSET
-    jobs: list[ch.JobId] | UnsetType | None = UNSET
-    queues: list[ch.Queue] | UnsetType | None = UNSET
-    events: list[ch.EventKind] | UnsetType = UNSET
-    after_failures: int | UnsetType = UNSET
-    rate_limit_s: int | UnsetType = UNSET
+    url: ch.Url | UnsetType = UNSET
+    secret: ch.SecretOrStars | UnsetType = UNSET  # a webhook always has one (rotate: send a new one)
+    smtp: ch.Smtp | UnsetType = UNSET
+    jobs: ch.Jobs | UnsetType | None = UNSET
+    queues: ch.Queues | UnsetType | None = UNSET
+    events: ch.Events | UnsetType = UNSET
+    after_failures: ch.AfterFailures | UnsetType = UNSET
+    rate_limit_s: ch.RateLimit | UnsetType = UNSET
     quiet_hours: ch.Quiet | UnsetType | None = UNSET
     enabled: bool | UnsetType = UNSET
 
@@ -66,7 +67,6 @@ class DeliveryList(msgspec.Struct, kw_only=True):
 # The create body: one Struct per kind, told apart by `kind` (the document's oneOf).
 CHANNEL_IN: type[Any] = ch.ChannelIn  # type: ignore[assignment]  # a union of Structs is a type to msgspec
 _WRITABLE = ch.ChannelFields.__struct_fields__
-_TARGET = ("url", "secret", "smtp")  # a kind's own: never carried over to another kind
 
 
 def _allow(request: web.Request) -> tuple[str, ...]:
@@ -103,15 +103,13 @@ async def get_channel(request: web.Request) -> web.Response:
 
 def _patched(patch: ChannelPatch, stored: ch.Channel, allow: tuple[str, ...]) -> ch.ChannelFields:
     fields: dict[str, Any] = {name: getattr(stored, name) for name in _WRITABLE}
-    if patch.kind is not UNSET and patch.kind != stored.kind:
-        fields.update(url=None, secret=None, smtp=None)  # a new kind names its own target
-    fields.update({name: value for name in _WRITABLE if (value := getattr(patch, name)) is not UNSET})
+    given = {name: getattr(patch, name) for name in ChannelPatch.__struct_fields__}
+    fields.update({name: value for name, value in given.items() if value is not UNSET})
     try:
-        merged = msgspec.convert(msgspec.to_builtins(fields), ch.ChannelFields)
+        merged = ch.restore(msgspec.convert(msgspec.to_builtins(fields), ch.ChannelFields), stored)
         new = ch.flat(msgspec.convert(ch.tagged(merged), ch.ChannelIn))
     except msgspec.ValidationError as exc:
         raise invalid_input(exc) from exc
-    new = ch.restore(new, stored)
     ch.check(new, allow)
     return new
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import re
 from datetime import datetime, time
 from typing import Annotated, Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -24,6 +23,7 @@ from cronos.errors import InvalidInput
 from cronos.models import QUEUE_PATTERN
 from cronos.netguard import literal_host_refusal
 from cronos.notify.rules import EVENT_KINDS, QuietHours, Rule
+from cronos.payloads import URL_PATTERN, url_problem
 from cronos.redact import SECRET, redact_url
 from cronos.webhooks import SECRET_PREFIX
 
@@ -36,7 +36,14 @@ assert set(EventKind.__args__) == set(EVENT_KINDS)  # type: ignore[attr-defined]
 Name = Annotated[
     str, msgspec.Meta(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$", description="1-100 letters, digits, '.', '_', '-'")
 ]
-Url = Annotated[str, msgspec.Meta(min_length=1, max_length=2048)]
+Url = Annotated[
+    str,
+    msgspec.Meta(
+        pattern=URL_PATTERN, max_length=4096,
+        description="an address-literal host in a refused range (unless in CRONOS_HTTP_ALLOW_NETS) or localhost is "
+        "refused; names are checked after resolution, when sending",
+    ),
+]  # fmt: skip
 # No space or control character (spelled out: Python's \s and JSON Schema's differ).
 Address = Annotated[str, msgspec.Meta(pattern=r"^[^@\x00-\x20\x7f<>,;]+@[^@\x00-\x20\x7f<>,;]+$", max_length=254)]
 Clock = Annotated[str, msgspec.Meta(pattern=r"^([01][0-9]|2[0-3]):[0-5][0-9]$", description="HH:MM, 24 h")]
@@ -53,7 +60,9 @@ class Smtp(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     port: Annotated[int, msgspec.Meta(ge=1, le=65535)] = 587
     security: Literal["starttls", "ssl", "none"] = "starttls"
     user: Annotated[str, msgspec.Meta(max_length=256)] | None = None
-    password: Annotated[str, msgspec.Meta(max_length=1024, description="write-only: shown as ***")] | None = None
+    password: Annotated[str, msgspec.Meta(max_length=1024, description="write-only (***); used with `user`")] | None = (
+        None
+    )
     sender: Address = msgspec.field(name="from")
     to: Annotated[list[Address], msgspec.Meta(min_length=1, max_length=50)]
 
@@ -64,11 +73,21 @@ class Quiet(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 
     start: Clock
     end: Clock
-    timezone: Annotated[str, msgspec.Meta(max_length=64)] = "UTC"
+    timezone: Annotated[str, msgspec.Meta(max_length=64, extra_json_schema={"format": "iana-time-zone"})] = "UTC"
     hold: bool = True
 
 
-_EVENTS_META = msgspec.Meta(min_length=1, max_length=len(EVENT_KINDS), description="the job events it hears of")
+_EVENTS_META = msgspec.Meta(
+    min_length=1, max_length=len(EVENT_KINDS), description="the job events it hears of, each once",
+    extra_json_schema={"uniqueItems": True},
+)  # fmt: skip
+
+
+Jobs = Annotated[list[JobId], msgspec.Meta(max_length=1000, description="only these jobs (ids)")]
+Queues = Annotated[list[Queue], msgspec.Meta(max_length=100, description="only the jobs of these queues")]
+Events = Annotated[list[EventKind], _EVENTS_META]
+AfterFailures = Annotated[int, msgspec.Meta(ge=1, le=1000, description="failed: only after N in a row")]
+RateLimit = Annotated[int, msgspec.Meta(ge=0, le=30 * 86_400, description="at most one per job per (s; 0: off)")]
 
 
 class _Rule(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -76,25 +95,30 @@ class _Rule(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     `queues` list some), the events it hears of and its rules."""
 
     name: Name
-    jobs: Annotated[list[JobId], msgspec.Meta(max_length=1000)] | None = None
-    queues: Annotated[list[Queue], msgspec.Meta(max_length=100)] | None = None
-    events: Annotated[list[EventKind], _EVENTS_META] = msgspec.field(
-        default_factory=lambda: ["failed", "recovered", "missed"]  # rules.DEFAULT_EVENTS
-    )
-    after_failures: Annotated[int, msgspec.Meta(ge=1, le=1000, description="failed: only after N in a row")] = 1
-    rate_limit_s: Annotated[int, msgspec.Meta(ge=0, le=30 * 86_400, description="at most one per job per")] = 0
+    jobs: Jobs | None = None
+    queues: Queues | None = None
+    events: Events = msgspec.field(default_factory=lambda: ["failed", "recovered", "missed"])  # rules.DEFAULT_EVENTS
+    after_failures: AfterFailures = 1
+    rate_limit_s: RateLimit = 0
     quiet_hours: Quiet | None = None
     enabled: bool = True
 
 
-_SECRET_META = msgspec.Meta(max_length=200, description="whsec_ + base64 of 24-64 bytes; write-only; default: drawn")
+_SECRET_META = msgspec.Meta(
+    pattern=r"^whsec_(?:[A-Za-z0-9+/]{4}){6,22}(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$",
+    description="whsec_ + base64 of 18-66 bytes; write-only; default: 32 random bytes drawn",
+)
+
+
+Secret = Annotated[str, _SECRET_META]
+SecretOrStars = Annotated[str, msgspec.Meta(pattern=rf"{_SECRET_META.pattern}|^\*\*\*$")]
 
 
 class WebhookChannel(_Rule, tag="webhook", tag_field="kind"):
     """POST the notification as JSON to `url`, signed per Standard Webhooks with `secret`."""
 
     url: Url
-    secret: Annotated[str, _SECRET_META] | None = None
+    secret: Secret | None = None
 
 
 class SlackChannel(_Rule, tag="slack", tag_field="kind"):
@@ -118,7 +142,7 @@ class ChannelFields(_Rule, kw_only=True):
     webhook, `smtp` for email."""
 
     kind: ChannelKind
-    url: Url | None = None
+    url: str | None = None
     secret: str | None = None
     smtp: Smtp | None = None
 
@@ -153,8 +177,8 @@ def new_secret(random_bytes: bytes) -> str:
 def _check_url(url: str | None, field: str, allow: tuple[str, ...]) -> None:
     if url is None:
         raise InvalidInput(field, "required for this kind of channel")
-    if not re.match(r"^https?://[^/?#\s]+", url) or any(c.isspace() for c in url):
-        raise InvalidInput(field, "must be an http:// or https:// URL")
+    if (problem := url_problem(url)) is not None:
+        raise InvalidInput(field, problem)
     why = literal_host_refusal(url, allow)
     if why is not None:
         raise InvalidInput(field, f"refused by the SSRF guard: {why}")
@@ -177,8 +201,8 @@ def check(fields: ChannelFields, allow: tuple[str, ...]) -> None:
             raw = base64.b64decode(key + "==", validate=False)
         except (binascii.Error, ValueError):
             raw = b""
-        if not fields.secret.startswith(SECRET_PREFIX) or not 24 <= len(raw) <= 64:
-            raise InvalidInput("$.secret", "must be whsec_ + base64 of 24 to 64 bytes (or leave it out: one is drawn)")
+        if not fields.secret.startswith(SECRET_PREFIX) or not 18 <= len(raw) <= 66:
+            raise InvalidInput("$.secret", "must be whsec_ + base64 of 18 to 66 bytes (or leave it out: one is drawn)")
     if fields.kind != "webhook" and fields.secret is not None:
         raise InvalidInput("$.secret", "only a webhook channel has a signing secret")
     if fields.kind == "email":
@@ -189,8 +213,6 @@ def check(fields: ChannelFields, allow: tuple[str, ...]) -> None:
         why = literal_host_refusal(f"smtp://{fields.smtp.host}", allow)
         if why is not None:
             raise InvalidInput("$.smtp.host", f"refused by the SSRF guard: {why}")
-        if fields.smtp.password is not None and fields.smtp.user is None:
-            raise InvalidInput("$.smtp.user", "required with a password")
     if len(set(fields.events)) != len(fields.events):
         raise InvalidInput("$.events", "names an event twice")
     if fields.quiet_hours is not None:
@@ -222,7 +244,7 @@ def restore(new: ChannelFields, stored: Channel) -> ChannelFields:
             url = stored.url
         else:
             raise InvalidInput("$.url", f"{SECRET} stands for a stored secret, which is not kept here; send the URL")
-    if secret == SECRET:
+    if secret == SECRET and new.kind == "webhook":
         if stored.secret is None:
             raise InvalidInput("$.secret", f"{SECRET} stands for a stored secret, and none is stored")
         secret = stored.secret

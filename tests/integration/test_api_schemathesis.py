@@ -105,6 +105,10 @@ def _schema(base: str, live: Settings) -> Any:
             return False  # which jobs exist (and make no cycle) depends on the data; test_chains covers it
         payload = body.get("payload") if isinstance(body, dict) else None
         url = payload.get("url") if isinstance(payload, dict) else None
+        if ctx.operation is not None and ctx.operation.path.startswith("/api/channels") and isinstance(body, dict):
+            smtp = body.get("smtp")
+            hosts = [body.get("url"), f"smtp://{smtp.get('host')}" if isinstance(smtp, dict) else None]
+            return all(literal_host_refusal(h, live.http_allow_nets) is None for h in hosts if isinstance(h, str))
         return not isinstance(url, str) or literal_host_refusal(url, live.http_allow_nets) is None
 
     @schema.hook
