@@ -76,7 +76,7 @@ def add_commands(sub: SubParsers, parser_class: type[argparse.ArgumentParser]) -
         "--job", dest="jobs", action="append", metavar="JOB", help="only this job, id or name (repeatable)"
     )
     add.add_argument(
-        "--queue", dest="queues", action="append", metavar="QUEUE", help="only this queue's jobs (repeatable)"
+        "--queue", dest="channel_queues", action="append", metavar="QUEUE", help="only this queue's jobs (repeatable)"
     )
     add.add_argument(
         "--on",
@@ -138,8 +138,8 @@ def _body(api: ApiClient, args: argparse.Namespace) -> dict[str, Any]:
         body.update(kind="email", smtp=smtp)
     if args.jobs:
         body["jobs"] = [job_id(api, ref) for ref in args.jobs]
-    if args.queues:
-        body["queues"] = args.queues
+    if args.channel_queues:  # not `queues`: the CLI reads that one as an executor's --queue
+        body["queues"] = args.channel_queues
     if args.events:
         body["events"] = args.events
     if args.after_failures is not None:
