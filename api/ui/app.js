@@ -1,7 +1,8 @@
-// The console's router: #/jobs, #/jobs/ID, #/jobs/ID/edit, #/new, #/runs/ID, #/cluster.
+// The console's router: #/jobs, #/jobs/ID, #/jobs/ID/edit, #/new, #/runs/ID, #/cluster, #/channels.
 // Each page renders once, then its refresh() is polled while it is shown and the tab visible.
 import { h, replace } from "./dom.js";
 import { flash, showError } from "./feedback.js";
+import { channelsPage } from "./pages/channels.js";
 import { clusterPage } from "./pages/cluster.js";
 import { formPage } from "./pages/form.js";
 import { jobPage } from "./pages/job.js";
@@ -15,6 +16,7 @@ const ROUTES = [
   [/^#\/new$/, formPage, "new"],
   [/^#\/runs\/(\d+)\/?$/, runPage, "jobs"],
   [/^#\/cluster\/?$/, clusterPage, "cluster"],
+  [/^#\/channels\/?$/, channelsPage, "channels"],
 ];
 const POLL_MS = 3000;
 
