@@ -26,8 +26,8 @@ async def test_channels_commands_add_test_show_and_delete(tmp_path: Path, databa
         ok(await run("jobs", "create", "--name", "nightly", "--cron-expression", "0 3 1 1 *", "--payload",
                      '{"action": "reindex"}'))  # fmt: skip
         async with http_receiver(statuses=[500, 200]) as receiver:
-            added = ok(await run("channels", "add", "hook", "--webhook", receiver.url, "--job", "nightly",
-                                 "--on", "failed,recovered", "--after-failures", "2", "--rate-limit", "1h"))  # fmt: skip
+            rules = ("--on", "failed,recovered", "--after-failures", "2", "--rate-limit", "1h")
+            added = ok(await run("channels", "add", "hook", "--webhook", receiver.url, "--job", "nightly", *rules))
             secret = added.strip().splitlines()[-1].rsplit(" ", 1)[-1]
             assert secret.startswith("whsec_"), added
             listed = ok(await run("channels", "list"))
