@@ -158,6 +158,8 @@ class Notifier:
 
     async def send_once(self) -> int:
         """Claim the due deliveries (one batch) and send them side by side; how many were claimed."""
+        if not await self._outbox.any_due():
+            return 0
         claimed = await self._outbox.claim(self._epoch(), BATCH, self._lease_s)
         if claimed:
             await asyncio.gather(*(self._deliver(one) for one in claimed))

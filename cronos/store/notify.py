@@ -123,8 +123,11 @@ SET last_error = $2, lease_until = NULL,
     due_at = coalesce($3::timestamptz, due_at)
 WHERE id = $1 AND state = 'pending'
 """
-# When the next pending delivery is due (the sender sleeps until then, or its poll interval).
-DELIVERY_NEXT_DUE = "SELECT min(greatest(due_at, lease_until)) FROM notification_deliveries WHERE state = 'pending'"
+# Whether a delivery is due now (read before a claim: an idle leader takes no fenced transaction).
+DELIVERY_ANY_DUE = """
+SELECT EXISTS (SELECT 1 FROM notification_deliveries
+               WHERE state = 'pending' AND due_at <= now() AND (lease_until IS NULL OR lease_until < now()))
+"""
 
 
 # --- rows as Structs ----------------------------------------------------------------------------
@@ -322,7 +325,6 @@ class Outbox:
             status: str = await conn.execute(DELIVERY_FAILED, delivery_id, error, retry_at)
         return status.endswith(" 1")
 
-    async def next_due(self) -> datetime | None:
+    async def any_due(self) -> bool:
         with translate_errors():
-            due: datetime | None = await self._pool.fetchval(DELIVERY_NEXT_DUE)
-        return due
+            return bool(await self._pool.fetchval(DELIVERY_ANY_DUE))

@@ -255,12 +255,14 @@ async def test_a_deposed_leader_neither_routes_nor_claims(api: Api, pg_pool: asy
     await EpochStore(pg_pool).take("new")
     stale = Notifier(Outbox(pg_pool), lambda: old, fast)
     async with http_receiver() as receiver:
-        await _channel(api, name="hook", kind="webhook", url=receiver.url)
+        channel = await _channel(api, name="hook", kind="webhook", url=receiver.url)
         async with pg_pool.acquire() as conn:
             await insert_events(conn, [_event(job, "failed", "f")])
         with pytest.raises(NotLeader):
             await stale.route_once(NOW)
+        assert (await api.call("POST", f"/api/channels/{channel['id']}/test")).status == 202
         with pytest.raises(NotLeader):
             await stale.send_once()
+        assert receiver.seen == []
     assert await pg_pool.fetchval("SELECT count(*) FROM job_events WHERE routed_at IS NULL") == 1
-    assert await pg_pool.fetchval("SELECT count(*) FROM notification_deliveries") == 0
+    assert await pg_pool.fetchval("SELECT attempts FROM notification_deliveries") == 0  # not claimed
