@@ -38,10 +38,12 @@ class HttpReceiver:
     statuses: list[int] = field(default_factory=lambda: [200])
     delay_s: float = 0.0
     seen: list[Received] = field(default_factory=list)
+    arrived: list[str] = field(default_factory=list)  # webhook-ids as requests come in (before any delay)
     url: str = ""
 
     async def handle(self, request: web.Request) -> web.Response:
         body = await request.read()
+        self.arrived.append(request.headers.get("webhook-id", ""))
         status = self.statuses.pop(0) if len(self.statuses) > 1 else self.statuses[0]
         if self.delay_s:
             await asyncio.sleep(self.delay_s)
