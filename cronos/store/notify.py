@@ -94,13 +94,14 @@ ON CONFLICT (channel_id, event_id) DO NOTHING
 """
 EVENTS_MARK_ROUTED = "UPDATE job_events SET routed_at = now() WHERE id = ANY($1::bigint[]) AND routed_at IS NULL"
 
-# The sender's claim: due pending deliveries whose lease (if any) ran out, oldest due first, $1 at
+# The sender's claim: due pending deliveries of enabled channels whose lease (if any) ran out, oldest due first, $1 at
 # most, leased for $2 seconds and counted as an attempt, with their channel. Committed before the
 # send: a new leader does not send a claimed delivery again while its lease runs.
 DELIVERIES_CLAIM = """
 WITH due AS (
     SELECT id FROM notification_deliveries
     WHERE state = 'pending' AND due_at <= now() AND (lease_until IS NULL OR lease_until < now())
+      AND channel_id IN (SELECT id FROM notification_channels WHERE enabled)  -- a disabled channel's wait
     ORDER BY due_at, id
     LIMIT $1
     FOR UPDATE SKIP LOCKED)

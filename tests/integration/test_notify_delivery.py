@@ -8,7 +8,7 @@ notifier is driven pass by pass (`route_once`, `send_once`), fenced by an epoch 
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -27,6 +27,7 @@ from cronos.store.notify import Outbox
 from dispatcher.notifier import Notifier
 from tests.integration.api_client import Api, running_api
 from tests.notify_receivers import PASSWORD, USER, http_receiver, smtp_server
+from tests.waiting import wait_for
 
 NOW = datetime.now(UTC)
 
@@ -63,6 +64,16 @@ async def _channel(api: Api, **fields: Any) -> dict[str, Any]:
 def _event(job_id: int, kind: str, key: str, *, run_id: int | None = None, at: datetime = NOW,
            **detail: Any) -> JobEvent:  # fmt: skip
     return JobEvent(job_id, JobEventKind(kind), at, key, run_id, detail)
+
+
+async def _sending(notifier: Notifier, done: Callable[[], bool]) -> None:
+    """Send passes until `done()` (retries are due after their backoff: a pass may find none)."""
+
+    async def probe() -> bool:
+        await notifier.send_once()
+        return done()
+
+    await wait_for(probe, timeout=10, interval=0.01, what="the notifications sent")
 
 
 def _last(received: Any) -> str:
@@ -168,10 +179,7 @@ async def test_a_refused_delivery_is_retried_with_backoff_then_sent_once(
         async with pg_pool.acquire() as conn:
             await insert_events(conn, [_event(job, "failed", "f")])
         await notifier.route_once(NOW)
-        for _ in range(100):
-            await notifier.send_once()
-            if len(receiver.seen) == 3:
-                break
+        await _sending(notifier, lambda: len(receiver.seen) == 3)
         await notifier.send_once()
         assert [r.status for r in receiver.seen] == [500, 500, 200]
         assert len({r.headers["webhook-id"] for r in receiver.seen}) == 1  # the same message each time
@@ -188,10 +196,7 @@ async def test_a_delivery_that_never_gets_through_ends_failed_with_its_error(
         async with pg_pool.acquire() as conn:
             await insert_events(conn, [_event(job, "failed", "f")])
         await notifier.route_once(NOW)
-        for _ in range(200):
-            await notifier.send_once()
-            if len(receiver.seen) >= 3:
-                break
+        await _sending(notifier, lambda: len(receiver.seen) >= 3)
         assert await notifier.send_once() == 0
         assert len(receiver.seen) == 3  # notify_max_attempts
     (delivery,) = await _deliveries(api, channel["id"])
@@ -214,10 +219,7 @@ async def test_email_and_slack_reach_real_servers_and_no_secret_shows(
             async with pg_pool.acquire() as conn:
                 await insert_events(conn, [_event(job, "missed", "m", scheduled_for="2030-01-01T00:05:00+00:00")])
             await notifier.route_once(NOW)
-            for _ in range(100):
-                await notifier.send_once()
-                if smtp.mailbox.messages and slack.accepted():
-                    break
+            await _sending(notifier, lambda: bool(smtp.mailbox.messages and slack.accepted()))
             (message,) = smtp.mailbox.messages
             assert message["Subject"] == "[Cronos] backup missed a tick"
             assert message["To"] == "ops@example.com, oncall@example.com" and smtp.mailbox.logins == [USER]
