@@ -268,3 +268,18 @@ async def test_a_deposed_leader_neither_routes_nor_claims(api: Api, pg_pool: asy
         assert receiver.seen == []
     assert await pg_pool.fetchval("SELECT count(*) FROM job_events WHERE routed_at IS NULL") == 1
     assert await pg_pool.fetchval("SELECT attempts FROM notification_deliveries") == 0  # not claimed
+
+
+async def test_events_no_channel_hears_of_are_routed_without_a_delivery(
+    api: Api, notifier: Notifier, pg_pool: asyncpg.Pool
+) -> None:
+    job = (await api.create(name="j"))["id"]
+    async with pg_pool.acquire() as conn:
+        await insert_events(conn, [_event(job, "late_start", "l1")])
+    assert await notifier.route_once(NOW) == 1  # no channel at all
+    await _channel(api, name="only-failures", kind="slack", url="https://hooks.slack.com/services/x")
+    async with pg_pool.acquire() as conn:
+        await insert_events(conn, [_event(job, "late_start", "l2")])
+    assert await notifier.route_once(NOW) == 1  # a channel that does not hear late starts
+    assert await pg_pool.fetchval("SELECT count(*) FROM job_events WHERE routed_at IS NULL") == 0
+    assert await pg_pool.fetchval("SELECT count(*) FROM notification_deliveries") == 0
