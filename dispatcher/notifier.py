@@ -119,10 +119,9 @@ class Notifier:
         rules = [ch.rule(c) for c in channels]
         last = await self._outbox.last_notified([c.id for c in channels], sorted({e.job_id for e in events}))
         routed = route([e.facts() for e in events], rules, last, now)
-        wanted = {r.event_id for r in routed if r.outcome is Outcome.PENDING}
-        messages = {
-            e.id: await self._message(e, now, e.id in wanted) for e in events if e.id in {r.event_id for r in routed}
-        }
+        wanted = {r.event_id for r in routed if r.outcome is Outcome.PENDING}  # worth a tick explanation
+        heard = {r.event_id for r in routed}
+        messages = {e.id: await self._message(e, now, e.id in wanted) for e in events if e.id in heard}
         written = await self._outbox.route(self._epoch(), events, routed, messages)
         log.info(
             "job events routed",
