@@ -145,6 +145,12 @@ class Notifier:
                 tick_facts = await self._outbox.explain(event.job_id, tick, now, kept_since)
             except NotFound:  # the job went meanwhile
                 tick_facts = None
+            except _FATAL:
+                raise
+            except Exception:  # the explanation is a help, not the notification: sent without it
+                log.warning("tick not explained", exc_info=True,
+                            extra={"event": "notify.unexplained", "job_id": event.job_id})  # fmt: skip
+                tick_facts = None
         return msg.build(
             event={"id": event.id, "kind": event.kind, "occurred_at": event.occurred_at, "detail": event.detail},
             job={"id": event.job_id, "name": event.job_name, "queue": event.queue},
