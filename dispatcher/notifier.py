@@ -45,6 +45,7 @@ log = logging.getLogger("dispatcher.notifier")
 
 BATCH = 100
 POLL_S = 0.5
+PURGE_EVERY = timedelta(hours=1)  # settled deliveries older than CRONOS_RUNS_RETENTION go, this often
 _FATAL = (BackendUnavailable, NotLeader, LeadershipLost)
 
 
@@ -80,6 +81,7 @@ class Notifier:
         self._lease_s = 2 * settings.notify_timeout_s + 1  # longer than any send takes (an email's is bounded at 2x)
         self._link_base = settings.console_url or settings.api_url
         self.http: aiohttp.ClientSession | None = None
+        self._purged_at: datetime | None = None
 
     async def run(self, term: Lifetime) -> None:
         async with guarded_session(self._settings.http_allow_nets) as http:
@@ -103,7 +105,21 @@ class Notifier:
                 term.checkpoint()
 
     async def _route_pass(self) -> bool:
-        return await self.route_once(datetime.now(UTC)) >= BATCH
+        now = datetime.now(UTC)
+        if self._purged_at is None or now - self._purged_at >= PURGE_EVERY:
+            await self.purge_once(now)
+        return await self.route_once(now) >= BATCH
+
+    async def purge_once(self, now: datetime) -> int:
+        """Deliveries keep as long as runs do (CRONOS_RUNS_RETENTION; 0: forever); pending ones stay."""
+        self._purged_at = now
+        retention = self._settings.runs_retention_s
+        if not retention:
+            return 0
+        purged = await self._outbox.purge(self._epoch(), now - timedelta(seconds=retention), 10 * BATCH)
+        if purged:
+            log.info("old deliveries purged", extra={"event": "notify.purged", "deliveries": purged})
+        return purged
 
     async def _send_pass(self) -> bool:
         return await self.send_once() >= BATCH

@@ -124,6 +124,11 @@ SET last_error = $2, lease_until = NULL,
     due_at = coalesce($3::timestamptz, due_at)
 WHERE id = $1 AND state = 'pending'
 """
+# Retention: settled deliveries created before $1 go, $2 at most a statement (pending ones stay).
+DELIVERIES_PURGE = """
+DELETE FROM notification_deliveries
+WHERE id IN (SELECT id FROM notification_deliveries WHERE created_at < $1 AND state <> 'pending' LIMIT $2)
+"""
 # Whether a delivery is due now (read before a claim: an idle leader takes no fenced transaction).
 DELIVERY_ANY_DUE = """
 SELECT EXISTS (SELECT 1 FROM notification_deliveries
@@ -325,6 +330,11 @@ class Outbox:
         async with fenced(self._pool, epoch) as conn:
             status: str = await conn.execute(DELIVERY_FAILED, delivery_id, error, retry_at)
         return status.endswith(" 1")
+
+    async def purge(self, epoch: int, before: datetime, limit: int) -> int:
+        async with fenced(self._pool, epoch) as conn:
+            status: str = await conn.execute(DELIVERIES_PURGE, before, limit)
+        return int(status.rsplit(" ", 1)[-1])
 
     async def any_due(self) -> bool:
         with translate_errors():

@@ -283,3 +283,17 @@ async def test_events_no_channel_hears_of_are_routed_without_a_delivery(
     assert await notifier.route_once(NOW) == 1  # a channel that does not hear late starts
     assert await pg_pool.fetchval("SELECT count(*) FROM job_events WHERE routed_at IS NULL") == 0
     assert await pg_pool.fetchval("SELECT count(*) FROM notification_deliveries") == 0
+
+
+async def test_settled_deliveries_go_with_the_runs_retention(
+    api: Api, notifier: Notifier, pg_pool: asyncpg.Pool
+) -> None:
+    async with http_receiver() as receiver:
+        channel = await _channel(api, name="hook", kind="webhook", url=receiver.url)
+        for _ in range(2):
+            assert (await api.call("POST", f"/api/channels/{channel['id']}/test")).status == 202
+        await notifier.send_once()
+    assert (await api.call("POST", f"/api/channels/{channel['id']}/test")).status == 202  # pending
+    await pg_pool.execute("UPDATE notification_deliveries SET created_at = now() - interval '31 days'")
+    assert await notifier.purge_once(datetime.now(UTC)) == 2  # the default retention is 30 days
+    assert [d["state"] for d in await _deliveries(api, channel["id"])] == ["pending"]
