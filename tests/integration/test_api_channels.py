@@ -31,9 +31,7 @@ async def _create(api: Api, **fields: Any) -> dict[str, Any]:
     return dict(reply.body)
 
 
-@pytest.mark.parametrize(
-    ("body", "field"),
-    [
+BAD = [
         ({"name": "x", "kind": "webhook"}, "$.url"),
         ({"name": "x", "kind": "webhook", "url": "ftp://example.com/x"}, "$.url"),
         ({"name": "x", "kind": "webhook", "url": "http://10.1.2.3/hook"}, "$.url"),
@@ -51,12 +49,14 @@ async def _create(api: Api, **fields: Any) -> dict[str, Any]:
          "$.quiet_hours.timezone"),
         ({"name": "x", "kind": "slack", "url": SLACK, "colour": "red"}, "$.colour"),
         ({"name": "x", "kind": "slack", "url": "***"}, "$.url"),
-    ],
-)  # fmt: skip
-async def test_bad_channels_are_refused_naming_the_field(api: Api, body: dict[str, Any], field: str) -> None:
-    reply = await api.call("POST", "/api/channels", json=body)
-    assert reply.status == 422, reply.body
-    assert reply.body["field"] == field, reply.body
+]  # fmt: skip
+
+
+async def test_bad_channels_are_refused_naming_the_field(api: Api) -> None:
+    for body, field in BAD:  # one API for all (a start each is seconds)
+        reply = await api.call("POST", "/api/channels", json=body)
+        assert reply.status == 422, (body, reply.body)
+        assert reply.body["field"] == field, (body, reply.body)
 
 
 async def test_secrets_are_write_only_and_stars_keep_them(api: Api, pg_pool: asyncpg.Pool) -> None:
