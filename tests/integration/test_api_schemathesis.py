@@ -108,6 +108,10 @@ def _schema(base: str, live: Settings) -> Any:
             return False  # inputs fit the job's stored payload and schedule, not a schema; test_trigger_inputs
         payload = body.get("payload") if isinstance(body, dict) else None
         url = payload.get("url") if isinstance(payload, dict) else None
+        if ctx.operation is not None and ctx.operation.path.startswith("/api/channels") and isinstance(body, dict):
+            smtp = body.get("smtp")
+            hosts = [body.get("url"), f"smtp://{smtp.get('host')}" if isinstance(smtp, dict) else None]
+            return all(literal_host_refusal(h, live.http_allow_nets) is None for h in hosts if isinstance(h, str))
         return not isinstance(url, str) or literal_host_refusal(url, live.http_allow_nets) is None
 
     @schema.hook
