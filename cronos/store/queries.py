@@ -837,7 +837,8 @@ INSERT INTO job_health (job_id, verdict, reason, consecutive_failures, last_succ
     last_failure_run_id, missed_at, judged_run_id, updated_at)
 SELECT u.*, now()
 FROM unnest($1::bigint[], $2::text[], $3::text[], $4::integer[], $5::timestamptz[], $6::timestamptz[],
-    $7::bigint[], $8::timestamptz[], $9::bigint[]) AS u
+    $7::bigint[], $8::timestamptz[], $9::bigint[]) AS u(job_id, verdict, reason, consecutive_failures,
+    last_success_at, last_failure_at, last_failure_run_id, missed_at, judged_run_id)
 JOIN jobs ON jobs.id = u.job_id
 ON CONFLICT (job_id) DO UPDATE SET verdict = EXCLUDED.verdict, reason = EXCLUDED.reason,
     consecutive_failures = EXCLUDED.consecutive_failures, last_success_at = EXCLUDED.last_success_at,
