@@ -16,6 +16,7 @@ from api import (
     health,
     jobs_file,
     routes_console,
+    routes_job_health,
     routes_jobs,
     routes_runs,
     routes_schedule,
@@ -36,6 +37,7 @@ MAX_BODY_BYTES = 1024 * 1024  # bodies above this get a 413
 
 ROUTES: tuple[Route, ...] = (
     *health.ROUTES,
+    *routes_job_health.ROUTES,
     *routes_jobs.ROUTES,
     *routes_runs.ROUTES,
     *routes_ticks.ROUTES,

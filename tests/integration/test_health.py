@@ -14,10 +14,12 @@ import pytest
 from api.schemas import JobCreate
 from cronos import metrics
 from cronos.errors import NotLeader
+from cronos.settings import Settings
 from cronos.store.epoch import EpochStore
 from cronos.store.health import HealthStore
 from cronos.store.jobs import JobStore
 from dispatcher.health import Evaluator
+from tests.integration.api_client import SEED_JOB, running_api
 
 _names = itertools.count(1)
 
@@ -233,3 +235,33 @@ def _sample(name: str) -> float:
     value = metrics.REGISTRY.get_sample_value(name)
     assert value is not None
     return value
+
+
+async def test_the_api_shows_expectations_and_the_verdict_with_its_reason(
+    settings: Settings, pg_pool: asyncpg.Pool, epoch: int
+) -> None:
+    async with running_api(settings) as api:
+        bad = await api.call("POST", "/api/jobs", json={**SEED_JOB, "expectations": {"start_within_s": -1}})
+        assert bad.status == 422 and "$.expectations.start_within_s" in str(bad.body), bad.body
+        unknown = await api.call("POST", "/api/jobs", json={**SEED_JOB, "expectations": {"start_in": 5}})
+        assert unknown.status == 422 and "start_in" in str(unknown.body)
+        job = await api.create(expectations={"finish_within_s": 60, "success_every_s": 3600})
+        assert job["expectations"] == {"finish_within_s": 60, "success_every_s": 3600}
+        fresh = await api.call("GET", f"/api/jobs/{job['id']}/health")
+        assert (fresh.status, fresh.body["verdict"], fresh.body["updated_at"]) == (200, "unknown", None)
+
+        await run(pg_pool, job["id"], "failed", error="boom")
+        await run(pg_pool, job["id"], "failed", error="boom")
+        await evaluator(pg_pool, epoch).once()
+        judged = await api.call("GET", f"/api/jobs/{job['id']}/health")
+        assert judged.body["verdict"] == "failing" and judged.body["consecutive_failures"] == 2
+        assert judged.body["reason"] == "the last 2 runs failed"
+        listed = await api.call("GET", f"/api/jobs/health?ids={job['id']},999999")
+        assert [(i["job_id"], i["verdict"]) for i in listed.body["items"]] == [(job["id"], "failing")]
+        assert (await api.call("GET", "/api/jobs/health?ids=x")).status == 422
+        assert (await api.call("GET", "/api/jobs/999999/health")).status == 404
+
+        cleared = await api.call("PATCH", f"/api/jobs/{job['id']}", json={"expectations": None})
+        assert cleared.status == 200 and cleared.body["expectations"] is None
+        revisions = await api.call("GET", f"/api/jobs/{job['id']}/revisions")
+        assert revisions.body["items"][0]["changes"] == {"expectations": None}
