@@ -84,6 +84,14 @@ class HealthStore:
     def __init__(self, pool: asyncpg.Pool) -> None:
         self._pool = pool
 
+    async def _newest(self, sql: str, *args: Any) -> list[Any]:
+        """A read of jobs' newest runs, planned as a merge of the partitions' indexes (HEALTH_PLAN)."""
+        with translate_errors():
+            async with self._pool.acquire() as conn, conn.transaction():
+                await conn.execute(q.HEALTH_PLAN)
+                rows: list[Any] = await conn.fetch(sql, *args)
+        return rows
+
     async def scan_from(self) -> tuple[datetime, datetime]:
         """How far the last scan went, and PostgreSQL's clock now."""
         with translate_errors():
@@ -113,8 +121,7 @@ class HealthStore:
         ids = sorted(set(job_ids))
         if not ids:
             return {}
-        with translate_errors():
-            rows = await self._pool.fetch(q.HEALTH_NEWEST_SUCCESS, ids, RECENT_RUNS)
+        rows = await self._newest(q.HEALTH_NEWEST_SUCCESS, ids, RECENT_RUNS)
         return {r["job_id"]: Success(r["run_id"], r["finished_at"]) for r in rows}
 
     async def expecting(self) -> list[Expecting]:
@@ -131,11 +138,7 @@ class HealthStore:
         """Runs of each (job, run id) after that run id, by job then id (RUNS_PER_JOB a job)."""
         if not after:
             return []
-        with translate_errors():
-            rows: list[Any] = await self._pool.fetch(
-                q.HEALTH_RUNS_AFTER, [a[0] for a in after], [a[1] for a in after], RUNS_PER_JOB
-            )
-        return rows
+        return await self._newest(q.HEALTH_RUNS_AFTER, [a[0] for a in after], [a[1] for a in after], RUNS_PER_JOB)
 
     async def expectations_at(self, pairs: Iterable[tuple[int, int]]) -> dict[tuple[int, int], Expectations]:
         """The expectations in force at each (job, revision); absent: none then."""
@@ -180,10 +183,10 @@ class HealthStore:
 
     async def of_job(self, job_id: int) -> JobHealthView | None:
         """The API's view of one job's health; None: no such job."""
-        with translate_errors():
-            row = await self._pool.fetchrow(q.HEALTH_OF_JOB, job_id, RECENT_RUNS)
-        if row is None:
+        found = await self._newest(q.HEALTH_OF_JOB, job_id, RECENT_RUNS)
+        if not found:
             return None
+        row = found[0]
         health = None
         if row["verdict"] is not None:
             health = Health(
@@ -199,6 +202,4 @@ class HealthStore:
         return rows
 
     async def metrics(self, patterns: Sequence[str], cap: int) -> list[Any]:
-        with translate_errors():
-            rows: list[Any] = await self._pool.fetch(q.HEALTH_METRICS, list(patterns), cap, RECENT_RUNS)
-        return rows
+        return await self._newest(q.HEALTH_METRICS, list(patterns), cap, RECENT_RUNS)

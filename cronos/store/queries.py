@@ -755,6 +755,10 @@ WHERE job_id = ANY($1::bigint[]) AND scheduled_for > $2 AND scheduled_for <= $3
 
 # --- job health (leader, cronos.store.health; writes fenced) -------------------------------------
 
+# Sent first in the transaction of a read of a job's newest runs (runs_job_newest): over partitions,
+# the newest N of a job must be a merge of each partition's index, not a sort of all its runs, which
+# stale statistics (an empty new day) make the planner pick (as OUTBOX_PLAN does for the outbox).
+HEALTH_PLAN = "SET LOCAL enable_sort = off"
 # How far the scan of runs that ended unhappily went, and PostgreSQL's clock (the scan's upper bound).
 HEALTH_SCAN_FROM = "SELECT scanned_to, clock_timestamp() AS now FROM health_scan WHERE id = 1"
 HEALTH_SCAN_MOVE = "UPDATE health_scan SET scanned_to = greatest(scanned_to, $1) WHERE id = 1"
@@ -784,13 +788,13 @@ SELECT job_id, verdict, reason, consecutive_failures, last_success_at, last_fail
 FROM job_health
 WHERE verdict <> 'ok'
 """
-# Each of the jobs $1's newest completed run among its newest $2 runs (runs_job_newest: at most $2
-# entries a job, whatever its history), with its job's expectations, status and last change.
+# Each of the jobs $1's newest completed run (by id) among its newest $2 runs (runs_job_newest: at
+# most $2 entries a job, whatever its history; after HEALTH_PLAN).
 HEALTH_NEWEST_SUCCESS = """
 SELECT f.job_id, c.id AS run_id, c.finished_at
 FROM unnest($1::bigint[]) AS f(job_id)
 CROSS JOIN LATERAL (SELECT id, finished_at FROM (SELECT id, state, finished_at FROM runs WHERE job_id = f.job_id
-    ORDER BY id DESC LIMIT $2) recent WHERE state = 'completed' ORDER BY finished_at DESC LIMIT 1) c
+    ORDER BY id DESC LIMIT $2) recent WHERE state = 'completed' LIMIT 1) c
 """
 # The jobs with expectations (jobs_expecting), each with how far its runs were judged.
 HEALTH_EXPECTING = """
@@ -859,11 +863,11 @@ ON CONFLICT (job_id) DO UPDATE SET missed_at = greatest(job_health.missed_at, EX
     updated_at = now()
 """
 # The API's view of a job's health ($1): its row (none: never judged) and its newest success among
-# its newest $2 runs.
+# its newest $2 runs (after HEALTH_PLAN).
 HEALTH_OF_JOB = """
 SELECT j.id AS job_id, h.verdict, h.reason, h.consecutive_failures, h.last_success_at, h.last_failure_at,
     h.missed_at, h.updated_at, (SELECT c.finished_at FROM (SELECT state, finished_at FROM runs WHERE job_id = j.id
-        ORDER BY id DESC LIMIT $2) c WHERE c.state = 'completed' ORDER BY c.finished_at DESC LIMIT 1) AS newest_success
+        ORDER BY id DESC LIMIT $2) c WHERE c.state = 'completed' LIMIT 1) AS newest_success
 FROM jobs j
 LEFT JOIN job_health h ON h.job_id = j.id
 WHERE j.id = $1
@@ -876,13 +880,13 @@ WHERE job_id = ANY($1::bigint[])
 """
 # Per-job metrics (leader): the jobs whose names match $1 (LIKE patterns; empty: any), at most $2 by
 # id, how many match in all (beyond the cap: dropped), and each one's streak of failures and newest
-# success (its health row's, or the newest among its newest $3 runs).
+# success (its health row's, or the newest among its newest $3 runs; after HEALTH_PLAN).
 HEALTH_METRICS = """
 WITH chosen AS (SELECT id, name, count(*) OVER () AS total FROM jobs
     WHERE cardinality($1::text[]) = 0 OR name LIKE ANY($1::text[]) ORDER BY id LIMIT $2)
 SELECT c.id AS job_id, c.name, c.total, coalesce(h.consecutive_failures, 0) AS consecutive_failures,
-    greatest(h.last_success_at, (SELECT max(r.finished_at) FROM (SELECT state, finished_at FROM runs
-        WHERE job_id = c.id ORDER BY id DESC LIMIT $3) r WHERE r.state = 'completed')) AS last_success_at
+    greatest(h.last_success_at, (SELECT r.finished_at FROM (SELECT state, finished_at FROM runs
+        WHERE job_id = c.id ORDER BY id DESC LIMIT $3) r WHERE r.state = 'completed' LIMIT 1)) AS last_success_at
 FROM chosen c
 LEFT JOIN job_health h ON h.job_id = c.id
 ORDER BY c.id
