@@ -220,6 +220,7 @@ def test_the_job_page_shows_the_verdict_with_its_reason_and_the_list_its_badge(b
     # The leader's evaluator judges every CRONOS_HEALTH_INTERVAL_S (5 s); the page polls.
     wait(driver, lambda d: text(d, "#verdict") == "failing", timeout=30, what="the verdict")
     assert text(driver, "#verdict-reason") == "the last run failed"
+    assert text(driver, "#expected") == "finishes within 60 s"
     screenshot_artifact(driver, "job-health")
     go(driver, stack, "#/jobs")
     wait(driver, lambda d: "failing" in [c.text for c in find_all(d, "#jobs td[data-label='Health']")],

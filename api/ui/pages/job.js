@@ -159,7 +159,7 @@ export async function jobPage(main, [id], alive) {
       ["duration", "duration", (r) => r.duration_ms],
     ]));
     replace(runs, runsTable(list.items));
-    await health.refresh();
+    await health.refresh(job);
     try {
       const recent = await recentTicks(id);
       if (alive()) replace(ticks, ticksTable(recent));

@@ -7,8 +7,20 @@ function when(at) {
   return at ? h("span", { title: utc(at) }, utc(at)) : h("span", { class: "muted" }, "never");
 }
 
-export function healthFields(health) {
+const EXPECTED = [
+  ["start_within_s", "starts within"], ["finish_within_s", "finishes within"],
+  ["not_faster_than_s", "takes at least"], ["success_every_s", "succeeds at least every"],
+];
+
+function expected(job) {
+  const set = EXPECTED.filter(([name]) => job?.expectations?.[name] != null);
+  if (!set.length) return h("span", { class: "muted" }, "nothing set (failures and missed ticks only)");
+  return set.map(([name, words]) => `${words} ${job.expectations[name]} s`).join(", ");
+}
+
+export function healthFields(health, job) {
   return fields([
+    ["Expected", h("span", { id: "expected" }, expected(job))],
     ["Verdict", [h("span", { id: "verdict" }, badge(health.verdict)), " ", h("span", { id: "verdict-reason" }, health.reason ?? "")]],
     ["Failures in a row", String(health.consecutive_failures)],
     ["Last success", when(health.last_success_at)],
@@ -21,9 +33,9 @@ export function healthFields(health) {
 export function healthSection(id) {
   const body = h("div", { id: "health" });
   const node = h("section", { "aria-labelledby": "health-h" }, h("h2", { id: "health-h" }, "Health"), body);
-  async function refresh() {
+  async function refresh(job) {
     try {
-      replace(body, healthFields(await get(`/api/jobs/${id}/health`)));
+      replace(body, healthFields(await get(`/api/jobs/${id}/health`), job));
     } catch (error) {
       replace(body, h("p", { class: "muted" }, `Health unavailable: ${error.message ?? error}`));
     }
