@@ -120,17 +120,18 @@ RUNS_SKIPPED = Counter(
 BACKEND_UP = Gauge("cronos_backend_up", "1 when the backend answered the last check", ["backend"], registry=REGISTRY)
 
 # Per-job series (issue 24), bounded: the leader exports at most CRONOS_JOB_METRICS_MAX jobs whose
-# names match CRONOS_JOB_METRICS_JOBS, and counts the rest as dropped (dispatcher/health.py).
+# names match CRONOS_JOB_METRICS_JOBS, and counts the rest as dropped (dispatcher/health.py). The
+# label is `job_name`: `job` is Prometheus' own target label (a scrape would rename ours exported_job).
 JOB_LAST_SUCCESS = Gauge(
     "cronos_job_last_success_timestamp_seconds",
     "When the job's newest completed run finished (unix time; leader; capped, see cronos_job_metrics_dropped)",
-    ["job"],
+    ["job_name"],
     registry=REGISTRY,
 )
 JOB_CONSECUTIVE_FAILURES = Gauge(
     "cronos_job_consecutive_failures",
     "Runs of the job that failed in a row, with no retry left (leader; capped, see cronos_job_metrics_dropped)",
-    ["job"],
+    ["job_name"],
     registry=REGISTRY,
 )
 JOB_METRICS_DROPPED = Gauge(
@@ -145,9 +146,9 @@ def set_jobs(jobs: list[tuple[str, int, Any]], dropped: int) -> None:
     JOB_LAST_SUCCESS.clear()
     JOB_CONSECUTIVE_FAILURES.clear()
     for name, failures, last_success in jobs:
-        JOB_CONSECUTIVE_FAILURES.labels(job=name).set(failures)
+        JOB_CONSECUTIVE_FAILURES.labels(job_name=name).set(failures)
         if last_success is not None:
-            JOB_LAST_SUCCESS.labels(job=name).set(last_success.timestamp())
+            JOB_LAST_SUCCESS.labels(job_name=name).set(last_success.timestamp())
     JOB_METRICS_DROPPED.set(dropped)
 
 

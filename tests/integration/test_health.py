@@ -224,10 +224,10 @@ async def test_per_job_metrics_are_capped_and_allow_listed(pg_pool: asyncpg.Pool
 
 def _series(name: str) -> dict[str, float]:
     return {
-        s.labels["job"]: s.value
+        s.labels["job_name"]: s.value
         for family in metrics.REGISTRY.collect()
         for s in family.samples
-        if s.name == name and "job" in s.labels
+        if s.name == name and "job_name" in s.labels
     }
 
 
