@@ -73,7 +73,7 @@ class Evaluator:
         *,
         metrics_max: int = 1000,
         metrics_jobs: Sequence[str] = (),
-        metrics_interval_s: float = 30.0,
+        metrics_interval_s: float = 15.0,
     ) -> None:
         self._store = store
         self._check = check  # the epoch, or NotLeader
