@@ -15,13 +15,15 @@ from datetime import datetime, timedelta
 from typing import Literal
 
 from cronos.events import JobEvent, JobEventKind
-from cronos.models import SKIP_JOB_INACTIVE, SKIP_SCHEDULE_CHANGED, Expectations
+from cronos.models import FAIL_REPLACED, SKIP_JOB_INACTIVE, SKIP_SCHEDULE_CHANGED, Expectations
 
 Verdict = Literal["ok", "late", "failing", "overrunning", "missing", "unknown"]
 VERDICTS: tuple[Verdict, ...] = ("ok", "late", "failing", "overrunning", "missing", "unknown")
 
 # Skips that follow an operator's own change (a pause, a new schedule): no alarm for what they asked.
 EDIT_SKIPS = frozenset({SKIP_JOB_INACTIVE, SKIP_SCHEDULE_CHANGED})
+# A run ended by the job's own `replace` policy (a newer tick took over) did not fail its job.
+POLICY_FAILURES = frozenset({FAIL_REPLACED})
 FINISHED = frozenset({"completed", "failed", "skipped", "cancelled"})
 # A run still running this long past its timeout (no finish_within) is overrunning: its executor
 # should have ended it (a synchronous task that ignores its timeout).
@@ -110,7 +112,8 @@ def outcomes(row: Health, ended: Sequence[Ended], newest: Success | None) -> tup
     for run in sorted(ended, key=lambda r: (r.finished_at, r.run_id)):
         settle(run.finished_at)
         detail = {"scheduled_for": run.scheduled_for.isoformat(), "attempt": run.attempt}
-        if run.state == "failed" and not run.retried and _after(run.finished_at, run.run_id, last_at, last_id):
+        counted = run.state == "failed" and not run.retried and run.error not in POLICY_FAILURES
+        if counted and _after(run.finished_at, run.run_id, last_at, last_id):
             streak += 1
             last_at, last_id = run.finished_at, run.run_id
             events.append(JobEvent(

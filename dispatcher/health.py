@@ -149,6 +149,12 @@ class Evaluator:
             if row != before:
                 changed.append(row)
         new = await store.write(self._check(), events, changed, now)
+        for event in events:  # decided (a re-read decides the same facts again: written once)
+            log.debug(
+                "job event decided",
+                extra={"event": "health.decided", "kind": str(event.kind), "job_id": event.job_id,
+                       "run_id": event.run_id, "dedupe_key": event.dedupe_key},
+            )  # fmt: skip
         if new:
             log.info(
                 "job events written",

@@ -57,15 +57,16 @@ def test_a_success_between_failures_of_one_pass_ends_the_first_streak() -> None:
     assert row.consecutive_failures == 1 and row.last_success_at == at(20)
 
 
-def test_skips_but_an_edits_and_cancellations_are_events() -> None:
+def test_skips_but_an_edits_and_cancellations_are_events_and_a_replaced_run_is_no_failure() -> None:
     ended = [
         Ended(1, 1, "skipped", at(1), 1, at(1), skip_reason="previous run still running"),
         Ended(2, 1, "skipped", at(2), 1, at(2), skip_reason="schedule changed"),
         Ended(3, 1, "skipped", at(3), 1, at(3), skip_reason="job paused or deleted"),
         Ended(4, 1, "cancelled", at(4), 1, at(4), error="cancelled by alice"),
     ]
-    _row, events = outcomes(Health(1), ended, None)
-    assert kinds(events) == [("skipped", 1), ("cancelled", 4)]
+    ended.append(Ended(5, 1, "failed", at(5), 1, at(5), error="replaced"))  # its replace policy
+    row, events = outcomes(Health(1), ended, None)
+    assert kinds(events) == [("skipped", 1), ("cancelled", 4)] and row.consecutive_failures == 0
     assert events[0].detail["reason"] == "previous run still running" and events[1].dedupe_key == "cancelled:4"
 
 
