@@ -87,8 +87,9 @@ class Evaluator:
         try:
             while True:
                 await term.sleep(self._interval)
-                await self.once()
-                if self._metrics_at is None or time.monotonic() - self._metrics_at >= self._metrics_interval:
+                judged = await self.once()
+                stale = self._metrics_at is None or time.monotonic() - self._metrics_at >= self._metrics_interval
+                if stale or judged.rows:  # a changed streak or success shows at once
                     await self.export()
         finally:
             metrics.forget_jobs()  # a node that no longer leads exports no stale per-job series
