@@ -30,6 +30,7 @@ from datetime import datetime, timedelta
 import asyncpg
 
 from cronos import health, metrics
+from cronos.errors import BackendUnavailable, NotLeader
 from cronos.events import JobEvent
 from cronos.health import Health, RunFact
 from cronos.models import Expectations
@@ -82,12 +83,20 @@ class Evaluator:
         self._metrics_patterns = like_patterns(metrics_jobs)
         self._metrics_interval = metrics_interval_s
         self._metrics_at: float | None = None
+        self._resume: tuple[datetime, int] | None = None  # a capped scan's next (end, run id)
 
     async def run(self, term: Lifetime) -> None:
         try:
             while True:
                 await term.sleep(self._interval)
-                judged = await self.once()
+                try:
+                    judged = await self.once()
+                except (NotLeader, BackendUnavailable):
+                    raise  # the term is over, or ends for its backend
+                except Exception as exc:  # judging must never take the leader down: the next pass retries
+                    self._resume = None
+                    log.warning("health pass failed: %s", exc, exc_info=True, extra={"event": "health.failed"})
+                    continue
                 stale = self._metrics_at is None or time.monotonic() - self._metrics_at >= self._metrics_interval
                 if stale or judged.rows:  # a changed streak or success shows at once
                     await self.export()
@@ -97,7 +106,11 @@ class Evaluator:
     async def once(self) -> PassResult:
         store = self._store
         scanned_to, now = await store.scan_from()
-        ended = await store.ended(scanned_to - OVERLAP, now)
+        # Within a term a capped scan goes on exactly where it stopped; else from the watermark,
+        # less the overlap (finishes that committed late).
+        ended, more = await store.ended(self._resume or (scanned_to - OVERLAP, 0), now)
+        self._resume = more
+        upto = now if more is None else more[0]
         expecting = {e.job_id: e for e in await store.expecting()}
         running = await store.running()
         runs = await store.runs_after([(e.job_id, e.judged_run_id) for e in expecting.values()])
@@ -149,7 +162,7 @@ class Evaluator:
             row = replace(row, verdict=verdict, reason=reason)
             if row != before:
                 changed.append(row)
-        new = await store.write(self._check(), events, changed, now)
+        new = await store.write(self._check(), events, changed, upto)
         for event in events:  # decided (a re-read decides the same facts again: written once)
             log.debug(
                 "job event decided",
@@ -161,7 +174,7 @@ class Evaluator:
                 "job events written",
                 extra={"event": "health.events", "new": new, "ended": len(ended), "rows": len(changed)},
             )
-        return PassResult(events=new, rows=len(changed), scanned_to=now)
+        return PassResult(events=new, rows=len(changed), scanned_to=upto)
 
     async def export(self) -> None:
         """Per-job gauges of at most `metrics_max` jobs matching the allow-list (the rest counted as

@@ -25,6 +25,7 @@ from cronos.store.epoch import fenced
 from cronos.store.events import insert_events
 
 ENDED_BATCH = 5000
+ENDED_PER_PASS = 50_000
 RECENT_RUNS = 50  # a job's newest success is looked for among its newest runs (a bounded read)
 RUNS_PER_JOB = 200  # runs of a job with expectations judged per pass
 
@@ -99,17 +100,22 @@ class HealthStore:
         assert row is not None  # made by migration 0028
         return row["scanned_to"], row["now"]
 
-    async def ended(self, after: datetime, until: datetime) -> list[Ended]:
-        """Runs that ended failed, skipped or cancelled in (after, until], in end order."""
+    async def ended(
+        self, after: tuple[datetime, int], until: datetime
+    ) -> tuple[list[Ended], tuple[datetime, int] | None]:
+        """Runs that ended failed, skipped or cancelled after `after` (end, run id) and by `until`,
+        in end order, at most ENDED_PER_PASS (a leader back after a long outage catches up over
+        several passes); and where to go on from when there are more (None: all read)."""
         out: list[Ended] = []
-        last_at, last_id = after, 0
+        last_at, last_id = after
         with translate_errors():
-            while True:
+            while len(out) < ENDED_PER_PASS:
                 rows = await self._pool.fetch(q.HEALTH_ENDED, last_at, last_id, until, ENDED_BATCH)
                 out.extend(Ended(**dict(r)) for r in rows)
                 if len(rows) < ENDED_BATCH:
-                    return out
+                    return out, None
                 last_at, last_id = rows[-1]["finished_at"], rows[-1]["run_id"]
+        return out, (last_at, last_id)
 
     async def rows(self, job_ids: Iterable[int]) -> dict[int, Health]:
         """The health rows of these jobs, and every row whose verdict is not ok."""

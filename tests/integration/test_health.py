@@ -15,6 +15,7 @@ from api.schemas import JobCreate
 from cronos import metrics
 from cronos.errors import NotLeader
 from cronos.settings import Settings
+from cronos.store import health as store_health
 from cronos.store.epoch import EpochStore
 from cronos.store.health import HealthStore
 from cronos.store.jobs import JobStore
@@ -265,3 +266,18 @@ async def test_the_api_shows_expectations_and_the_verdict_with_its_reason(
         assert cleared.status == 200 and cleared.body["expectations"] is None
         revisions = await api.call("GET", f"/api/jobs/{job['id']}/revisions")
         assert revisions.body["items"][0]["changes"] == {"expectations": None}
+
+
+async def test_a_long_backlog_is_judged_over_several_passes_each_run_once(
+    pg_pool: asyncpg.Pool, epoch: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(store_health, "ENDED_BATCH", 2)
+    monkeypatch.setattr(store_health, "ENDED_PER_PASS", 4)
+    job = await create(pg_pool)
+    skipped = [await run(pg_pool, job, "skipped", started_after_s=None, skip_reason="misfired") for _ in range(7)]
+    ev = evaluator(pg_pool, epoch)
+    first = await ev.once()
+    assert len(await events(pg_pool, job)) == 4 and first.scanned_to is not None
+    await ev.once()
+    await ev.once()
+    assert sorted(await events(pg_pool, job)) == sorted(("skipped", r) for r in skipped)
