@@ -17,6 +17,7 @@ from api import (
     jobs_file,
     routes_channels,
     routes_console,
+    routes_job_health,
     routes_jobs,
     routes_run_views,
     routes_runs,
@@ -39,6 +40,7 @@ MAX_BODY_BYTES = 1024 * 1024  # bodies above this get a 413
 
 ROUTES: tuple[Route, ...] = (
     *health.ROUTES,
+    *routes_job_health.ROUTES,
     *routes_jobs.ROUTES,
     *routes_trigger.ROUTES,
     *routes_runs.ROUTES,

@@ -17,6 +17,7 @@ from cronos.models import (
     DEFAULT_QUEUE,
     QUEUE_PATTERN,
     ConcurrencyPolicy,
+    Expectations,
     Job,
     JobKind,
     ManagedBy,
@@ -119,6 +120,7 @@ class JobCreate(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     end_at: EndAt | None = None
     max_runs: MaxRuns | None = None
     catchup_max_per_s: CatchupPerS | None = None
+    expectations: Expectations | None = None
 
 
 class JobPatch(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -145,6 +147,7 @@ class JobPatch(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     end_at: EndAt | UnsetType | None = UNSET
     max_runs: MaxRuns | UnsetType | None = UNSET
     catchup_max_per_s: CatchupPerS | UnsetType | None = UNSET
+    expectations: Expectations | UnsetType | None = UNSET
 
     def changes(self) -> dict[str, Any]:
         changed = {f: v for f in self.__struct_fields__ if (v := getattr(self, f)) is not UNSET}

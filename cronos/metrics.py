@@ -8,6 +8,7 @@ All roles in one process (as `cronos dev` runs them) share this registry, so one
 from __future__ import annotations
 
 import contextlib
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
@@ -117,3 +118,41 @@ RUNS_SKIPPED = Counter(
     "cronos_runs_skipped_total", "Ticks recorded as skipped, by reason", ["reason"], registry=REGISTRY
 )
 BACKEND_UP = Gauge("cronos_backend_up", "1 when the backend answered the last check", ["backend"], registry=REGISTRY)
+
+# Per-job series (issue 24), bounded: the leader exports at most CRONOS_JOB_METRICS_MAX jobs whose
+# names match CRONOS_JOB_METRICS_JOBS, and counts the rest as dropped (dispatcher/health.py). The
+# label is `job_name`: `job` is Prometheus' own target label (a scrape would rename ours exported_job).
+JOB_LAST_SUCCESS = Gauge(
+    "cronos_job_last_success_timestamp_seconds",
+    "When the job's newest completed run finished (unix time; leader; capped, see cronos_job_metrics_dropped)",
+    ["job_name"],
+    registry=REGISTRY,
+)
+JOB_CONSECUTIVE_FAILURES = Gauge(
+    "cronos_job_consecutive_failures",
+    "Runs of the job that failed in a row, with no retry left (leader; capped, see cronos_job_metrics_dropped)",
+    ["job_name"],
+    registry=REGISTRY,
+)
+JOB_METRICS_DROPPED = Gauge(
+    "cronos_job_metrics_dropped",
+    "Jobs matching CRONOS_JOB_METRICS_JOBS beyond CRONOS_JOB_METRICS_MAX: not exported per job (leader)",
+    registry=REGISTRY,
+)
+
+
+def set_jobs(jobs: list[tuple[str, int, Any]], dropped: int) -> None:
+    """The per-job series, replacing the previous set (a job gone or beyond the cap has none)."""
+    JOB_LAST_SUCCESS.clear()
+    JOB_CONSECUTIVE_FAILURES.clear()
+    for name, failures, last_success in jobs:
+        JOB_CONSECUTIVE_FAILURES.labels(job_name=name).set(failures)
+        if last_success is not None:
+            JOB_LAST_SUCCESS.labels(job_name=name).set(last_success.timestamp())
+    JOB_METRICS_DROPPED.set(dropped)
+
+
+def forget_jobs() -> None:
+    JOB_LAST_SUCCESS.clear()
+    JOB_CONSECUTIVE_FAILURES.clear()
+    JOB_METRICS_DROPPED.set(0)

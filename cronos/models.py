@@ -62,6 +62,31 @@ class ManagedBy(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     secrets_digest: Annotated[str, msgspec.Meta(max_length=300, pattern="^[!-~]+$")] | None = None
 
 
+_WITHIN = {"gt": 0, "le": 366 * 86_400}
+
+
+class Expectations(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, omit_defaults=True):
+    """What a job is expected to do, from its schedule (issue 24: the dead-man's switch); each
+    optional. The leader's health evaluator judges every run by those of the revision that planned it."""
+
+    start_within_s: (
+        Annotated[float, msgspec.Meta(**_WITHIN, description="a run starts at most this long after its tick (late)")]
+        | None
+    ) = None
+    finish_within_s: (
+        Annotated[float, msgspec.Meta(**_WITHIN, description="a run ends at most this long after it started (overran)")]
+        | None
+    ) = None
+    not_faster_than_s: (
+        Annotated[float, msgspec.Meta(**_WITHIN, description="a completed run took at least this long (too fast)")]
+        | None
+    ) = None
+    success_every_s: (
+        Annotated[float, msgspec.Meta(**_WITHIN, description="at least one completed run this often (no success)")]
+        | None
+    ) = None
+
+
 class Job(msgspec.Struct, kw_only=True):
     id: int
     name: str
@@ -90,6 +115,7 @@ class Job(msgspec.Struct, kw_only=True):
     end_at: datetime | None = None
     max_runs: int | None = None
     catchup_max_per_s: float | None = None
+    expectations: Expectations | None = None
 
 
 # The fields of a job a client sets (the rest the system keeps), in the store's column order.
@@ -115,6 +141,7 @@ JOB_WRITABLE = (
     "end_at",
     "max_runs",
     "catchup_max_per_s",
+    "expectations",
 )
 
 

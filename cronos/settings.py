@@ -45,6 +45,9 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     audit_interval_s: float = 60.0  # the reconciliation auditor checks one window this long
     audit_settle_s: float = 30.0  # ... ending this long ago (settled: written, caught up)
     runs_retention_s: float = 30 * 86_400  # runs older than this go, a whole day at a time; 0: keep all
+    health_interval_s: float = 5.0  # the leader's health evaluator judges what happened this often
+    job_metrics_max: int = 1000  # per-job series the leader exports at most (0: none)
+    job_metrics_jobs: tuple[str, ...] = ()  # ... of the jobs with these names (`*` globs; empty: any)
     # executor
     executor_concurrency: int = 2000  # runs claimed and executing at once (coroutines: see README)
     executor_prefetch: int = 4000  # tokens in hand at once: held for their due time, executing, recording
@@ -194,6 +197,13 @@ def _queues(raw: str) -> tuple[str, ...]:
         raise ValueError(f"must be a comma-separated list of queue names: {exc.message}") from None
 
 
+def _names(raw: str) -> tuple[str, ...]:
+    names = tuple(dict.fromkeys(part.strip() for part in raw.split(",") if part.strip()))
+    if any(len(name) > 200 for name in names):
+        raise ValueError("must be comma-separated job names (each 200 characters at most)")
+    return names
+
+
 def _text(raw: str) -> str:
     if not raw.strip():
         raise ValueError("must not be empty")
@@ -242,6 +252,21 @@ VARIABLES: dict[str, tuple[str, Callable[[str], Any], str]] = {
         "runs_retention_s",
         _retention,
         "leader drops runs older than this, a whole day at a time (30d, 36h, 2w; 0: keep all)",
+    ),
+    "CRONOS_HEALTH_INTERVAL_S": (
+        "health_interval_s",
+        _float(0.1, 3600),
+        "the leader derives job events (failed, late start, overran...) and verdicts this often",
+    ),
+    "CRONOS_JOB_METRICS_MAX": (
+        "job_metrics_max",
+        _int(0, 100_000),
+        "per-job metric series the leader exports at most; jobs beyond: cronos_job_metrics_dropped (0: none)",
+    ),
+    "CRONOS_JOB_METRICS_JOBS": (
+        "job_metrics_jobs",
+        _names,
+        "export per-job metrics only for these job names, comma-separated, `*` and `?` as globs (empty: any)",
     ),
     "CRONOS_EXECUTOR_CONCURRENCY": ("executor_concurrency", _int(1, 10_000), "runs executing at once per executor"),
     "CRONOS_EXECUTOR_PREFETCH": (

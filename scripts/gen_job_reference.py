@@ -31,6 +31,8 @@ NOTES: dict[str, dict[str, str]] = {
         "status": "`paused` stops its ticks until resumed (ticks while paused are not caught up)",
         "managed_by": "set by `cronos apply` on the jobs it keeps in step with a file; "
         "`null` releases the job from apply; not a field of a jobs file",
+        "expectations": "what the job is expected to do, each optional: the leader judges every run by those "
+        "of the revision that planned it and tells of each breach as a job event (docs/expectations.md)",
     },
     "JobOut": {
         "id": "the job's id (never reused)",
@@ -171,6 +173,14 @@ def render(document: dict[str, Any]) -> str:
         schema = components[schema_name]
         extra = "; any other key is the function's input" if schema.get("additionalProperties") is not False else ""
         out += [f"### `{kind}`", "", f"`{schema_name}`{extra}.", "", *_table(components, schema_name), ""]
+    out += [
+        "## Expectations",
+        "",
+        "`expectations` (each field optional; docs/expectations.md):",
+        "",
+        *_table(components, "Expectations"),
+        "",
+    ]
     out += [
         "## What the API adds",
         "",

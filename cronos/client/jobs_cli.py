@@ -67,8 +67,8 @@ def _field_options() -> dict[str, dict[str, Any]]:
         kind = field.type
         if isinstance(kind, msgspec.inspect.UnionType):  # an optional field: typed as its value
             kind = next(t for t in kind.types if not isinstance(t, msgspec.inspect.NoneType))
-        if field.name == "payload":
-            options[field.name] = {"type": _json_object, "help": "a JSON object"}
+        if field.name == "payload" or isinstance(kind, msgspec.inspect.StructType):  # payload, expectations
+            options[field.name] = {"type": _json_object, "help": f"the job's `{field.name}`: a JSON object"}
         elif isinstance(kind, msgspec.inspect.ListType):  # parents
             options[field.name] = {"type": _id_list, "help": f"the job's `{field.name}`: ids, comma-separated"}
         elif isinstance(kind, msgspec.inspect.LiteralType):

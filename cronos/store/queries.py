@@ -38,24 +38,27 @@ PING = "SELECT extract(epoch FROM clock_timestamp())::float8"
 JOB_INSERT = """
 INSERT INTO jobs (name, cron_expression, timezone, kind, payload, timeout_s, max_retries, retry_backoff_s,
     concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, managed_by, parents, queue, run_at,
-    start_at, end_at, max_runs, catchup_max_per_s, last_scheduled_for)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21,
+    start_at, end_at, max_runs, catchup_max_per_s, expectations, last_scheduled_for)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22,
     least(now(), $17::timestamptz - interval '1 microsecond'))
 RETURNING id, name, cron_expression, timezone, kind, payload, timeout_s, max_retries, retry_backoff_s,
     concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, revision, last_scheduled_for,
-    created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs, catchup_max_per_s
+    created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs, catchup_max_per_s,
+    expectations
 """
 JOB_GET = """
 SELECT id, name, cron_expression, timezone, kind, payload, timeout_s, max_retries, retry_backoff_s,
     concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, revision, last_scheduled_for,
-    created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs, catchup_max_per_s
+    created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs, catchup_max_per_s,
+    expectations
 FROM jobs
 WHERE id = $1
 """
 JOB_GET_FOR_UPDATE = """
 SELECT id, name, cron_expression, timezone, kind, payload, timeout_s, max_retries, retry_backoff_s,
     concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, revision, last_scheduled_for,
-    created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs, catchup_max_per_s
+    created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs, catchup_max_per_s,
+    expectations
 FROM jobs
 WHERE id = $1 FOR UPDATE
 """
@@ -67,13 +70,13 @@ JOB_LIST = """
 WITH page AS (SELECT id, name, cron_expression, timezone, kind, payload, timeout_s, max_retries,
     retry_backoff_s, concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, revision,
     last_scheduled_for, created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs,
-    catchup_max_per_s, octet_length(payload::text) AS size FROM jobs WHERE ($1::text IS NULL OR status = $1)
-    AND id > $2 ORDER BY id LIMIT $3), sized AS (SELECT *, sum(size) OVER (ORDER BY id) - size AS before
-    FROM page)
+    catchup_max_per_s, expectations, octet_length(payload::text) AS size FROM jobs
+    WHERE ($1::text IS NULL OR status = $1) AND id > $2 ORDER BY id LIMIT $3),
+    sized AS (SELECT *, sum(size) OVER (ORDER BY id) - size AS before FROM page)
 SELECT id, name, cron_expression, timezone, kind, payload, timeout_s, max_retries, retry_backoff_s,
     concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, revision, last_scheduled_for,
     created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs, catchup_max_per_s,
-    (SELECT count(*) FROM page) AS fetched
+    expectations, (SELECT count(*) FROM page) AS fetched
 FROM sized
 WHERE before < $4
 ORDER BY id
@@ -89,14 +92,15 @@ UPDATE jobs
 SET name = $2, cron_expression = $3, timezone = $4, kind = $5, payload = $6, timeout_s = $7, max_retries = $8,
     retry_backoff_s = $9, concurrency_policy = $10, misfire_policy = $11, misfire_grace_s = $12, jitter_s = $13,
     status = $14, managed_by = $15, parents = $16, queue = $17, run_at = $18, start_at = $19, end_at = $20,
-    max_runs = $21, catchup_max_per_s = $22, revision = $23,
-    plan_revision = CASE WHEN $24::boolean THEN $23 ELSE plan_revision END,
-    last_scheduled_for = CASE WHEN $24::boolean THEN now() WHEN $25::boolean THEN greatest(last_scheduled_for,
+    max_runs = $21, catchup_max_per_s = $22, expectations = $23, revision = $24,
+    plan_revision = CASE WHEN $25::boolean THEN $24 ELSE plan_revision END,
+    last_scheduled_for = CASE WHEN $25::boolean THEN now() WHEN $26::boolean THEN greatest(last_scheduled_for,
     now()) ELSE last_scheduled_for END, updated_at = now()
 WHERE id = $1
 RETURNING id, name, cron_expression, timezone, kind, payload, timeout_s, max_retries, retry_backoff_s,
     concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, revision, last_scheduled_for,
-    created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs, catchup_max_per_s
+    created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs, catchup_max_per_s,
+    expectations
 """
 # $2 'active' or 'paused' (a change: the caller read the row locked), $3 the new revision number.
 # In SET, `status` is the old value, so a resume moves the cursor past the paused time.
@@ -107,7 +111,8 @@ SET status = $2, revision = $3, last_scheduled_for = CASE WHEN status = 'paused'
 WHERE id = $1
 RETURNING id, name, cron_expression, timezone, kind, payload, timeout_s, max_retries, retry_backoff_s,
     concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, revision, last_scheduled_for,
-    created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs, catchup_max_per_s
+    created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs, catchup_max_per_s,
+    expectations
 """
 # The signing secret, only where the API shows it: after a create, and on rotation.
 JOB_WEBHOOK_SECRET = "SELECT webhook_secret FROM jobs WHERE id = $1"
@@ -847,13 +852,20 @@ WHERE id IN (SELECT id FROM runs_default WHERE scheduled_for < $1 AND state NOT 
 
 # --- reconciliation auditor (dispatcher/auditor.py) ----------------------------
 
-# Jobs active through a window starting at $1: created and last changed before it.
+# The jobs whose definition held through the window ($1, $2]: created before its end, with no change
+# of theirs (pause, resume, edit) since its start (job_revisions_job_at) — an edit moves ticks, and
+# a window it cut through is left out rather than guessed. Active ones, and those the leader ended
+# since its start (their last revision is its `ended`; their cursor is their last tick): windowed,
+# max_runs and one-off jobs too.
 AUDIT_JOBS = """
-SELECT id, cron_expression, timezone, created_at
-FROM jobs
-WHERE status = 'active' AND created_at < $1 AND updated_at < $1
-  AND cron_expression IS NOT NULL AND start_at IS NULL AND end_at IS NULL
-  AND max_runs IS NULL
+SELECT j.id, j.cron_expression, j.timezone, j.created_at, j.run_at, j.start_at, j.end_at,
+    CASE WHEN j.status = 'active' THEN NULL ELSE j.last_scheduled_for END AS ended_after
+FROM jobs j
+WHERE j.created_at < $2
+  AND (j.status = 'active' OR (j.status IN ('completed', 'expired') AND j.updated_at >= $1
+       AND EXISTS (SELECT 1 FROM job_revisions e WHERE e.job_id = j.id AND e.number = j.revision AND e.kind = 'ended')))
+  AND NOT EXISTS (SELECT 1 FROM job_revisions r WHERE r.job_id = j.id AND r.at >= $1 AND r.number > 1
+                  AND r.kind <> 'ended')
 """
 # Their scheduled ticks in ($2, $3] that the ledger holds (any state), first attempts, with
 # the start delay of those that started.
@@ -862,6 +874,146 @@ SELECT job_id, scheduled_for, extract(epoch FROM started_at - scheduled_for)::fl
 FROM runs
 WHERE job_id = ANY($1::bigint[]) AND scheduled_for > $2 AND scheduled_for <= $3
   AND attempt = 1 AND trigger = 'schedule'
+"""
+
+
+# --- job health (leader, cronos.store.health; writes fenced) -------------------------------------
+
+# Sent first in the transaction of a read of a job's newest runs (runs_job_newest): over partitions,
+# the newest N of a job must be a merge of each partition's index, not a sort of all its runs, which
+# stale statistics (an empty new day) make the planner pick (as OUTBOX_PLAN does for the outbox).
+HEALTH_PLAN = "SET LOCAL enable_sort = off"
+# How far the scan of runs that ended unhappily went, and PostgreSQL's clock (the scan's upper bound).
+HEALTH_SCAN_FROM = "SELECT scanned_to, clock_timestamp() AS now FROM health_scan WHERE id = 1"
+HEALTH_SCAN_MOVE = "UPDATE health_scan SET scanned_to = greatest(scanned_to, $1) WHERE id = 1"
+# Runs that ended failed, skipped or cancelled after ($1 finished_at, $2 id) and by $3, at most $4, in
+# end order: a walk of the partial index runs_unhappy_finished (completed runs are not in it). For a
+# failure, whether its tick has a next attempt (a retry queued in the failure's own transaction):
+# one probe of the (job_id, scheduled_for, attempt) unique key.
+HEALTH_ENDED = """
+SELECT r.id AS run_id, r.job_id, r.state, r.scheduled_for, r.attempt, r.finished_at, r.error, r.skip_reason,
+       r.state = 'failed' AND EXISTS (SELECT 1 FROM runs n WHERE n.job_id = r.job_id
+           AND n.scheduled_for = r.scheduled_for AND n.attempt = r.attempt + 1) AS retried
+FROM runs r
+WHERE r.state IN ('failed', 'skipped', 'cancelled') AND (r.finished_at, r.id) > ($1::timestamptz, $2::bigint)
+  AND r.finished_at <= $3
+ORDER BY r.finished_at, r.id
+LIMIT $4
+"""
+# The health rows of the jobs $1, and every row whose verdict is not ok (to clear when its cause ends).
+HEALTH_ROWS = """
+SELECT job_id, verdict, reason, consecutive_failures, last_success_at, last_failure_at, last_failure_run_id,
+    missed_at, judged_run_id
+FROM job_health
+WHERE job_id = ANY($1::bigint[])
+UNION
+SELECT job_id, verdict, reason, consecutive_failures, last_success_at, last_failure_at, last_failure_run_id,
+    missed_at, judged_run_id
+FROM job_health
+WHERE verdict <> 'ok'
+"""
+# Each of the jobs $1's newest completed run (by id) among its newest $2 runs (runs_job_newest: at
+# most $2 entries a job, whatever its history; after HEALTH_PLAN).
+HEALTH_NEWEST_SUCCESS = """
+SELECT f.job_id, c.id AS run_id, c.finished_at
+FROM unnest($1::bigint[]) AS f(job_id)
+CROSS JOIN LATERAL (SELECT id, finished_at FROM (SELECT id, state, finished_at FROM runs WHERE job_id = f.job_id
+    ORDER BY id DESC LIMIT $2) recent WHERE state = 'completed' LIMIT 1) c
+"""
+# The jobs with expectations (jobs_expecting), each with how far its runs were judged.
+HEALTH_EXPECTING = """
+SELECT j.id AS job_id, j.expectations, j.revision, j.status, j.updated_at, coalesce(h.judged_run_id, 0) AS judged_run_id
+FROM jobs j
+LEFT JOIN job_health h ON h.job_id = j.id
+WHERE j.expectations IS NOT NULL
+"""
+# Runs of the jobs $1 after the run ids $2, at most $3 a job, by id (runs_job_newest); a job never
+# judged ($2 = 0) starts from its newest $3 runs, not from its whole history.
+HEALTH_RUNS_AFTER = """
+SELECT f.job_id, r.id AS run_id, r.state, r.scheduled_for, r.attempt, r.revision, r.started_at, r.finished_at,
+    r.duration_ms
+FROM unnest($1::bigint[], $2::bigint[]) AS f(job_id, after_id)
+CROSS JOIN LATERAL (
+    (SELECT id, state, scheduled_for, attempt, revision, started_at, finished_at, duration_ms FROM runs
+     WHERE job_id = f.job_id AND id > f.after_id AND f.after_id > 0 ORDER BY id LIMIT $3)
+    UNION ALL
+    (SELECT id, state, scheduled_for, attempt, revision, started_at, finished_at, duration_ms FROM runs
+     WHERE job_id = f.job_id AND f.after_id = 0 ORDER BY id DESC LIMIT $3)) r
+ORDER BY f.job_id, r.id
+"""
+# The expectations in force at revision $2[i] of job $1[i]: those the newest revision at or before
+# it set (job_revisions_expectations); no row: never set (or set to null).
+HEALTH_EXPECTATIONS_AT = """
+SELECT f.job_id, f.number, e.changes -> 'expectations' AS expectations
+FROM unnest($1::bigint[], $2::integer[]) AS f(job_id, number)
+CROSS JOIN LATERAL (SELECT changes FROM job_revisions WHERE job_id = f.job_id AND number <= f.number
+    AND 'expectations' = ANY(fields) ORDER BY number DESC LIMIT 1) e
+WHERE jsonb_typeof(e.changes -> 'expectations') = 'object'
+"""
+# Running runs (runs_running_lease: as many as executors run at once) with their job's timeout,
+# expectations and revision, and PostgreSQL's clock.
+HEALTH_RUNNING = """
+SELECT r.id AS run_id, r.job_id, r.scheduled_for, r.attempt, r.revision, r.started_at, j.timeout_s,
+    j.expectations, j.revision AS job_revision, clock_timestamp() AS now
+FROM runs r
+JOIN jobs j ON j.id = r.job_id
+WHERE r.state = 'running' AND r.lease_until IS NOT NULL
+"""
+# Health rows as the evaluator leaves them: one per element of the arrays.
+HEALTH_UPSERT = """
+INSERT INTO job_health (job_id, verdict, reason, consecutive_failures, last_success_at, last_failure_at,
+    last_failure_run_id, missed_at, judged_run_id, updated_at)
+SELECT u.*, now()
+FROM unnest($1::bigint[], $2::text[], $3::text[], $4::integer[], $5::timestamptz[], $6::timestamptz[],
+    $7::bigint[], $8::timestamptz[], $9::bigint[]) AS u(job_id, verdict, reason, consecutive_failures,
+    last_success_at, last_failure_at, last_failure_run_id, missed_at, judged_run_id)
+JOIN jobs ON jobs.id = u.job_id
+ON CONFLICT (job_id) DO UPDATE SET verdict = EXCLUDED.verdict, reason = EXCLUDED.reason,
+    consecutive_failures = EXCLUDED.consecutive_failures, last_success_at = EXCLUDED.last_success_at,
+    last_failure_at = EXCLUDED.last_failure_at, last_failure_run_id = EXCLUDED.last_failure_run_id,
+    missed_at = greatest(job_health.missed_at, EXCLUDED.missed_at), judged_run_id = EXCLUDED.judged_run_id,
+    updated_at = now()
+"""
+# The auditor's missed ticks: job $1[i]'s newest missed tick $2[i]; a row whose verdict is ok, late or
+# unknown becomes missing (a worse one stays: the evaluator's next pass settles it).
+HEALTH_MISSED = """
+INSERT INTO job_health (job_id, verdict, reason, missed_at)
+SELECT u.job_id, 'missing', 'a tick has no run and no recorded skip', u.missed_at
+FROM unnest($1::bigint[], $2::timestamptz[]) AS u(job_id, missed_at)
+JOIN jobs ON jobs.id = u.job_id
+ON CONFLICT (job_id) DO UPDATE SET missed_at = greatest(job_health.missed_at, EXCLUDED.missed_at),
+    verdict = CASE WHEN job_health.verdict IN ('ok', 'late', 'unknown') THEN 'missing' ELSE job_health.verdict END,
+    reason = CASE WHEN job_health.verdict IN ('ok', 'late', 'unknown') THEN EXCLUDED.reason ELSE job_health.reason END,
+    updated_at = now()
+"""
+# The API's view of a job's health ($1): its row (none: never judged) and its newest success among
+# its newest $2 runs (after HEALTH_PLAN).
+HEALTH_OF_JOB = """
+SELECT j.id AS job_id, h.verdict, h.reason, h.consecutive_failures, h.last_success_at, h.last_failure_at,
+    h.missed_at, h.updated_at, (SELECT c.finished_at FROM (SELECT state, finished_at FROM runs WHERE job_id = j.id
+        ORDER BY id DESC LIMIT $2) c WHERE c.state = 'completed' LIMIT 1) AS newest_success
+FROM jobs j
+LEFT JOIN job_health h ON h.job_id = j.id
+WHERE j.id = $1
+"""
+# The verdicts of the jobs $1 that have a row (the console's badges: a job without one is shown as it is).
+HEALTH_VERDICTS = """
+SELECT job_id, verdict, reason, consecutive_failures, last_success_at, last_failure_at, missed_at, updated_at
+FROM job_health
+WHERE job_id = ANY($1::bigint[])
+"""
+# Per-job metrics (leader): the jobs whose names match $1 (LIKE patterns; empty: any), at most $2 by
+# id, how many match in all (beyond the cap: dropped), and each one's streak of failures and newest
+# success (its health row's, or the newest among its newest $3 runs; after HEALTH_PLAN).
+HEALTH_METRICS = """
+WITH chosen AS (SELECT id, name, count(*) OVER () AS total FROM jobs
+    WHERE cardinality($1::text[]) = 0 OR name LIKE ANY($1::text[]) ORDER BY id LIMIT $2)
+SELECT c.id AS job_id, c.name, c.total, coalesce(h.consecutive_failures, 0) AS consecutive_failures,
+    greatest(h.last_success_at, (SELECT r.finished_at FROM (SELECT state, finished_at FROM runs
+        WHERE job_id = c.id ORDER BY id DESC LIMIT $3) r WHERE r.state = 'completed' LIMIT 1)) AS last_success_at
+FROM chosen c
+LEFT JOIN job_health h ON h.job_id = c.id
+ORDER BY c.id
 """
 
 

@@ -232,3 +232,22 @@ def _screenshot(driver: Any, name: str) -> None:
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     driver.save_screenshot(str(ARTIFACTS / f"{name}.png"))
     driver.set_window_size(1280, 900)
+
+
+def test_expectations_are_set_in_the_form_and_a_bad_one_is_marked(browser: Any, stack: Stack) -> None:
+    driver = browser
+    job = call(stack, "POST", "/api/jobs", {"name": "expecting", "cron_expression": "@daily",
+                                            "payload": {"action": "browser.ok"}})  # fmt: skip
+    go(driver, stack, f"#/jobs/{job['id']}/edit")
+    wait(driver, lambda d: find(d, "#expectations"), what="the form").click()  # opens the group
+    find(driver, "#finish_within_s").send_keys("-5")
+    find(driver, "#save").click()
+    wait(driver, lambda d: text(d, "#expectations-problem") != "", what="the refusal")
+    field = find(driver, "#finish_within_s")
+    field.clear()
+    field.send_keys("90")
+    find(driver, "#success_every_s").send_keys("86400")
+    find(driver, "#save").click()
+    wait(driver, lambda d: f"#/jobs/{job['id']}" in d.current_url and "edit" not in d.current_url, what="saved")
+    saved = call(stack, "GET", f"/api/jobs/{job['id']}")
+    assert saved["expectations"] == {"finish_within_s": 90, "success_every_s": 86400}

@@ -114,3 +114,51 @@ def test_an_unaccounted_tick_alerts_until_it_leaves_the_window(tmp_path: Path) -
     assert done.returncode == 0, done.stdout + done.stderr
     silent = {**case, "alert_rule_test": [{**case["alert_rule_test"][1], "exp_alerts": []}]}
     assert _promtool_test(tmp_path, [silent]).returncode != 0, "negative control: the alert does fire"
+
+
+def _job_case(series: str, leader: str, former: str, alert: str, evals: list[tuple[str, str | None]]) -> dict[str, Any]:
+    """A per-job series on the leader (D1) and on a former leader (D2, its stale value), job `nightly`."""
+    rule = _rules()[alert]
+    labels = {**rule["labels"], "job_name": "nightly"}
+
+    def expected(value: str) -> list[dict[str, Any]]:
+        annotations = {
+            k: v.replace("{{ $value }}", value).replace("{{ $labels.job_name }}", "nightly")
+            for k, v in rule["annotations"].items()
+        }
+        return [{"exp_labels": labels, "exp_annotations": annotations}]
+
+    return {
+        "interval": "1m",
+        "input_series": [
+            {"series": f"cronos_leader{{{D1}}}", "values": "1x40"},
+            {"series": f'{series}{{{D1}, job_name="nightly"}}', "values": leader},
+            {"series": f"cronos_leader{{{D2}}}", "values": "0x40"},
+            {"series": f'{series}{{{D2}, job_name="nightly"}}', "values": former},
+        ],
+        "alert_rule_test": [
+            {"eval_time": at, "alertname": alert, "exp_alerts": [] if value is None else expected(value)}
+            for at, value in evals
+        ],
+    }
+
+
+@needs_promtool
+def test_a_job_failing_three_times_alerts_with_its_name_on_the_leaders_series_only(tmp_path: Path) -> None:
+    used = _rules()["CronosJobFailing"]["expr"]
+    assert "cronos_job_consecutive_failures" in used and "job_name" in used
+    tests = [
+        _job_case(
+            "cronos_job_consecutive_failures",
+            "1 2 3x10 0x10",
+            "0x30",
+            "CronosJobFailing",
+            [("1m", None), ("5m", "3"), ("20m", None)],
+        ),
+        _job_case("cronos_job_consecutive_failures", "0x30", "5x30", "CronosJobFailing", [("5m", None)]),
+        _job_case("cronos_job_metrics_dropped", "0x30", "0x30", "CronosJobMetricsDropped", [("5m", None)]),
+    ]
+    done = _promtool_test(tmp_path, tests)
+    assert done.returncode == 0, done.stdout + done.stderr
+    silent = _job_case("cronos_job_consecutive_failures", "3x30", "0x30", "CronosJobFailing", [("5m", None)])
+    assert _promtool_test(tmp_path, [silent]).returncode != 0, "negative control: the alert does fire"

@@ -6,6 +6,7 @@ import { ApiError, get, patch, post, query } from "../api.js";
 import { changedFields, parseIds, parseNumber } from "../edits.js";
 import { flash } from "../feedback.js";
 import { h, local, replace, utc } from "../dom.js";
+import { expectationFields } from "./form_expectations.js";
 
 const CHOICES = {
   kind: ["task", "http", "shell"],
@@ -104,6 +105,8 @@ export async function formPage(main, [id]) {
       placeholder: unset });
   }
   for (const [name] of INSTANTS) controls[name] = text(name, value(name, null), { placeholder: "none" });
+  const expect = expectationFields(job, field);
+  controls.expectations = expect.first; // where a 422 on $.expectations.* is shown
   const preview = h("div", { id: "preview", class: "preview", "aria-live": "polite" });
   const save = h("button", { type: "submit", class: "primary", id: "save" }, job ? "Save changes" : "Create job");
 
@@ -211,6 +214,7 @@ export async function formPage(main, [id]) {
         OPTIONAL_NUMBERS.map(([name, label, , hint]) => field(name, label, controls[name], hint)),
         field("parents", "Parents (job ids)", controls.parents,
           "It also runs after each successful run of each of these jobs."))),
+    expect.node,
     h("p", { class: "problem", id: "form-problem", role: "alert" }),
     h("div", { class: "actions" }, save, h("a", { class: "button", href: job ? `#/jobs/${id}` : "#/jobs" }, "Cancel")));
 
@@ -236,6 +240,7 @@ export async function formPage(main, [id]) {
     body.run_at = oneOff() ? controls.run_at.value.trim() || null : null;
     for (const [name] of [...NUMBERS, ...OPTIONAL_NUMBERS]) body[name] = parseNumber(controls[name].value);
     for (const [name] of INSTANTS) body[name] = controls[name].value.trim() || null;
+    body.expectations = expect.value();
     return body;
   }
 
