@@ -20,8 +20,8 @@ def _cells(driver: Any, label: str) -> list[str]:
 
 def test_the_cluster_page_shows_queues_executors_their_actions_and_an_unserved_one(browser: Any, stack: Stack) -> None:
     driver = browser
-    job = call(stack, "POST", "/api/jobs",
-               {"name": "nobody-runs-me", "cron_expression": "* * * * * *", "payload": {"action": "nobody.here"}})  # fmt: skip
+    body = {"name": "nobody-runs-me", "cron_expression": "* * * * * *", "payload": {"action": "nobody.here"}}
+    job = call(stack, "POST", "/api/jobs", body)
     assert "serves action 'nobody.here'" in job["warnings"][0], job
     go(driver, stack, "#/cluster")
     wait(driver, lambda d: any("browser.ok" in a for a in _cells(d, "Actions")), what="the executor's actions")
