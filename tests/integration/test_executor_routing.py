@@ -43,11 +43,12 @@ def executor(settings: Settings) -> Factory:
     return start
 
 
-async def _queued_token(harness: Harness, action: str) -> Any:
+async def _queued_token(harness: Harness, action: str) -> int:
+    """A job whose queued run's token carries `action`, as the leader pushes it; the job's id."""
     job = await harness.job(payload={"action": action})
     token = msgspec.structs.replace(await insert_run(harness.pool, job, tick(0)), action=action)
     await harness.stream.publish([token])
-    return job, token
+    return job
 
 
 def _unserved_count(queue: str = "default") -> float:
@@ -57,7 +58,7 @@ def _unserved_count(queue: str = "default") -> float:
 async def test_a_token_no_live_executor_serves_is_acknowledged_reported_and_its_run_stays_queued(
     harness: Harness, executor: Factory
 ) -> None:
-    job, token = await _queued_token(harness, "route.nobody")
+    job = await _queued_token(harness, "route.nobody")
     before = _unserved_count()
     async with executor() as ex:
         counts = await ex.run_once()
@@ -76,7 +77,7 @@ async def test_a_token_another_executor_serves_is_handed_over_a_bounded_number_o
     # A live executor of the queue that announces the action but never reads (busy): the token keeps
     # coming back here, each time a little later, until this node leaves it to the watchdog.
     await presence.beat(redis_client, keys, "executor", "busy-b", 30, queues="default", actions=["route.elsewhere"])
-    job, token = await _queued_token(harness, "route.elsewhere")
+    job = await _queued_token(harness, "route.elsewhere")
     started = time.monotonic()
     async with executor() as ex:
         counts = await ex.run_once()

@@ -3,6 +3,7 @@ reports as unserved."""
 
 from __future__ import annotations
 
+import itertools
 import json
 
 import msgspec
@@ -58,7 +59,7 @@ def test_unserved_lists_what_is_still_unserved_with_its_reporters() -> None:
 def test_hand_overs_wait_longer_each_time_up_to_a_cap() -> None:
     delays = [hop_delay_s(n) for n in range(8)]
     assert delays[0] == 0.0  # the first hand-over is immediate
-    assert all(a < b for a, b in zip(delays[1:5], delays[2:6], strict=True))
+    assert all(a < b for a, b in itertools.pairwise(delays[1:6]))
     assert max(delays) == HOP_CAP_S
 
 
