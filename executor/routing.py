@@ -10,8 +10,8 @@ fail it "no task registered":
   longer each time before it goes back (the servers may be busy: no hot loop), and after
   MAX_HOPS hand-overs it is left to the watchdog like the next case.
 - no live executor of its queue announces it: the token is acknowledged and dropped, and reported
-  (a log line, `cronos_tokens_unserved_total`, and this node's presence, which /api/cluster shows
-  as "no live executor serves action X"). The run stays `queued` in PostgreSQL: the leader's
+  (a log line per action and minute, `cronos_tokens_unserved_total`, and this node's presence,
+  which /api/cluster shows as "no live executor serves action X"). The run stays `queued` in PostgreSQL: the leader's
   watchdog pushes it again with its backoff (3, 6, 12 ... 48 s past due at the defaults), so an
   executor that comes with the action runs it, and the misfire rule applied on that push ends it
   if nobody comes within its grace.
@@ -63,6 +63,7 @@ class Routing:
     _read_at: float = float("-inf")
     _hops: dict[tuple[int, int], int] = field(default_factory=dict)  # (run id, attempt) -> hand-overs
     unserved: dict[tuple[str, str], float] = field(default_factory=dict)  # (queue, action) -> last seen (unix)
+    _warned: dict[tuple[str, str], float] = field(default_factory=dict)  # (queue, action) -> last logged (unix)
 
     async def decline(self, token: RunToken, entry: EntryRef) -> bool:
         """Give up a token whose action this node has no task for: True when handed over to the
@@ -83,19 +84,26 @@ class Routing:
             )
             return True
         self._hops.pop(key, None)
-        self.unserved[(queue, action)] = time.time()
+        now = time.time()
+        self.unserved[(queue, action)] = now
         metrics.TOKENS_UNSERVED.labels(queue=queue).inc()
-        log.warning(
-            "no live executor of queue %r serves action %r: run left queued",
-            queue,
-            action,
-            extra={"event": "token.unserved", "queue": queue, "action": action},
-        )
+        # A warning per (queue, action) and REPORT_S, not per token: an unserved job firing every
+        # second is re-pushed by the watchdog again and again.
+        warned = self._warned.get((queue, action))
+        if warned is None or now - warned >= REPORT_S:
+            self._warned[(queue, action)] = now
+            log.warning(
+                "no live executor of queue %r serves action %r: run left queued",
+                queue,
+                action,
+                extra={"event": "token.unserved", "queue": queue, "action": action},
+            )
         return False
 
     def reported(self, now: float) -> list[list[str]]:
         """The (queue, action) pairs seen unserved within REPORT_S of `now` (unix), for presence."""
         self.unserved = {k: at for k, at in self.unserved.items() if now - at < REPORT_S}
+        self._warned = {k: at for k, at in self._warned.items() if now - at < REPORT_S}
         return [[queue, action] for queue, action in sorted(self.unserved)]
 
     async def _nodes(self) -> list[dict[str, str]]:
