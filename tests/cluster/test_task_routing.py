@@ -13,6 +13,7 @@ import asyncpg
 import pytest
 
 from cronos.settings import Settings
+from tests.cluster.cli_api import api_process, as_json, cli, ok
 from tests.cluster.test_executor_process import Procs, procs  # noqa: F401  (the fixture)
 from tests.integration.api_client import running_api
 from tests.waiting import wait_for
@@ -101,3 +102,29 @@ async def test_runs_go_to_the_executor_with_the_action_and_unserved_ones_wait_re
     assert "queued" in {r["state"] for r in orphan_runs}
     assert procs.events("exec-hello", "token.unserved") or procs.events("exec-other", "token.unserved")
     assert not procs.events("exec-hello", "run.failed") and not procs.events("exec-other", "run.failed")
+
+
+def test_the_cli_stores_the_job_and_prints_the_warning_on_stderr(
+    tmp_path: Path, database_url: str, key_prefix: str
+) -> None:
+    warning = (
+        "cronos: warning: no live executor of queue 'default' serves action 'nobody': its runs wait queued"
+        " until one imports a module that registers it"
+    )
+    with api_process(tmp_path, database_url, key_prefix) as url:  # no executor at all
+        create = (
+            "jobs",
+            "create",
+            "--name",
+            "orphan",
+            "--cron-expression",
+            "0 0 1 1 *",
+            "--payload",
+            '{"action": "nobody"}',
+        )
+        done = cli(tmp_path, url, *create)
+        assert "orphan" in ok(done) and "warnings" not in done.stdout
+        assert done.stderr.strip() == warning
+        updated = cli(tmp_path, url, "jobs", "update", "orphan", "--timeout-s", "30", "--json")
+        assert as_json(updated)["warnings"] == [warning.removeprefix("cronos: warning: ")]
+        assert updated.stderr.strip() == warning
