@@ -201,6 +201,15 @@ class JobOut(Job, kw_only=True):
     webhook_secret: str | UnsetType = UNSET
     # Only on GET /api/jobs/{id}.
     last_run: RunOut | UnsetType | None = UNSET
+    # Only in the answer to a create or a change (api.task_routing): what will not work as
+    # written, though it was stored (a task action no live executor of the job's queue serves).
+    warnings: Annotated[
+        list[str] | UnsetType,
+        Meta(
+            description="on create and update only: problems that do not refuse the job (e.g. no live executor "
+            "of its queue serves its task action)"
+        ),
+    ] = UNSET
 
 
 class JobList(msgspec.Struct, kw_only=True):
@@ -252,6 +261,18 @@ class NodeOut(msgspec.Struct, kw_only=True):
     last_heartbeat: datetime | None
     age_s: float | None
     info: dict[str, str]
+    queues: Annotated[list[str], Meta(description="an executor's queues (empty for other roles)")] = []
+    actions: Annotated[
+        list[str] | None,
+        Meta(description="the task actions an executor runs (null: another role, or an executor that does not say)"),
+    ] = None
+
+
+class UnservedOut(msgspec.Struct, kw_only=True):
+    queue: str
+    action: str
+    message: str
+    reported_by: Annotated[list[str], Meta(description="the executors that declined its runs lately")]
 
 
 class StreamOut(msgspec.Struct, kw_only=True):
@@ -276,3 +297,7 @@ class ClusterOut(msgspec.Struct, kw_only=True):
         dict[str, StreamOut],
         Meta(description="each queue's stream: length, pending, lag (tokens no executor read yet), consumers"),
     ] = msgspec.field(default_factory=dict)
+    unserved: Annotated[
+        list[UnservedOut],
+        Meta(description="task actions whose runs no live executor of their queue serves: they wait queued"),
+    ] = msgspec.field(default_factory=list)

@@ -113,6 +113,18 @@ TICK_START_DELAY = Histogram(
 EXECUTOR_LOST_RUNS = Counter(
     "cronos_executor_lost_runs_total", "Runs reaped because their executor was lost", registry=REGISTRY
 )
+TOKENS_HANDED_OVER = Counter(
+    "cronos_tokens_handed_over_total",
+    "Run tokens an executor without their task action gave back to its queue's other executors",
+    ["queue"],
+    registry=REGISTRY,
+)
+TOKENS_UNSERVED = Counter(
+    "cronos_tokens_unserved_total",
+    "Run tokens whose task action no live executor of their queue serves (the run stays queued)",
+    ["queue"],
+    registry=REGISTRY,
+)
 JOBS = Gauge("cronos_jobs", "Registered jobs by status", ["status"], registry=REGISTRY)
 RUNS_SKIPPED = Counter(
     "cronos_runs_skipped_total", "Ticks recorded as skipped, by reason", ["reason"], registry=REGISTRY

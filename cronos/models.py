@@ -199,3 +199,4 @@ class DispatchJob(msgspec.Struct, kw_only=True):
     runs_left: int | None = None  # max_runs less the scheduled runs written; None: no limit
     catchup_max_per_s: float | None = None
     queue: str = DEFAULT_QUEUE  # the stream its tokens go to
+    action: str | None = None  # a task job's payload.action: its tokens carry it (executor routing)

@@ -1,7 +1,8 @@
 """The lease heartbeat, every third of a lease: one statement extends the leases of all
 runs in flight here and one script call renews their tick locks, both only where this
 node still owns them; their stream entries are touched so no other executor reclaims
-them; the node's presence is refreshed; and the node's clock is measured against
+them; the node's presence is refreshed (with the queues and task actions it serves, and the
+actions it saw no executor serve: executor.routing); and the node's clock is measured against
 PostgreSQL's again (cronos.clock: tokens are held and claimed by PostgreSQL's clock). A run
 that is no longer ours (reaped while we were frozen, or replaced) has its work cancelled and
 reports nothing.
@@ -20,10 +21,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
-from cronos import presence
+from cronos import presence, tasks
 from cronos.errors import BackendUnavailable
 from cronos.logs import bind
 from executor.deps import Deps
@@ -95,6 +97,8 @@ async def run(deps: Deps, client: Any, concurrency: int, done: asyncio.Event) ->
                     in_flight=len(deps.in_flight),
                     concurrency=concurrency,
                     queues=",".join(deps.stream.queues),
+                    actions=tasks.registered(),  # what it takes (executor.routing, /api/cluster)
+                    unserved=deps.routing.reported(time.time()),
                 )
         except BackendUnavailable as exc:
             if exc.backend == "postgresql":

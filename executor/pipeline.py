@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
-from cronos import delays, metrics
+from cronos import delays, metrics, tasks
 from cronos.backoff import Backoff
 from cronos.errors import BackendUnavailable
 from cronos.logs import bind
@@ -48,6 +48,8 @@ class TokenOutcome(StrEnum):
     GIVEN_BACK = "given_back"  # drained before its due time: left pending, unclaimed
     DEFERRED = "deferred"  # a backend failed and the executor stopped before it answered: left pending
     MALFORMED = "malformed"  # undecodable entry: acknowledged and dropped
+    HANDED_OVER = "handed_over"  # no task for its action here: given back to the queue's other executors
+    UNSERVED = "unserved"  # no live executor of its queue serves its action: acknowledged, the run left queued
     ERROR = "error"  # a bug: logged, left pending
 
 
@@ -79,6 +81,11 @@ async def process(delivery: Delivery, deps: Deps) -> TokenOutcome:
 
 
 async def _process(token: RunToken, entry: EntryRef, deps: Deps) -> TokenOutcome:
+    if token.action is not None and tasks.lookup(token.action) is None:  # step 0: a token this node can run
+        if await deps.routing.decline(token, entry):
+            return TokenOutcome.HANDED_OVER
+        await settle(deps, None, entry)
+        return TokenOutcome.UNSERVED
     lock_key = deps.keys.tick_lock(token.job_id, token.scheduled_for_ms, token.attempt)
     due_ms = _due_ms(token, deps.clock.time())
     try:

@@ -14,6 +14,8 @@ import asyncio
 import contextlib
 import importlib
 import logging
+import os
+import sys
 from collections.abc import Awaitable, Callable, Sequence
 from types import TracebackType
 from typing import Self, TypeVar
@@ -40,6 +42,15 @@ log = logging.getLogger("cronos.executor")
 T = TypeVar("T")
 
 
+def importable_cwd() -> None:
+    """Task modules are imported from the current directory, as `python -m`, celery and rq do: a
+    console script's sys.path starts at its own bin folder, so `cronos executor --import
+    myapp.tasks` run from the app's folder found no `myapp`."""
+    cwd = os.getcwd()
+    if cwd not in sys.path and "" not in sys.path:
+        sys.path.insert(0, cwd)
+
+
 class Executor:
     name = "executor"
 
@@ -64,6 +75,8 @@ class Executor:
         return self
 
     async def _open(self) -> None:
+        if self._imports:
+            importable_cwd()
         for module in self._imports:
             try:
                 importlib.import_module(module)
@@ -99,6 +112,7 @@ class Executor:
             tick_locks=TickLocks(scripts, self.node_id),
             health=health,
             clock=clock,
+            redis=client,
             concurrency=settings.executor_concurrency,
         )
         for batcher in deps.batchers:

@@ -64,13 +64,16 @@ def read_sources(paths: list[str]) -> list[tuple[str, str]]:
 def _carry_out(api: ApiClient, action: Action) -> str | None:
     """Make the API call of one action; a line to print after it, if any."""
     path = f"/api/jobs/{action.job_id}"
-    if action.step is Step.CREATE:
-        job = api.call("POST", "/api/jobs", action.body)
+    if action.step in (Step.CREATE, Step.UPDATE):
+        create = action.step is Step.CREATE
+        job = api.call("POST", "/api/jobs", action.body) if create else api.call("PATCH", path, action.body)
+        lines = [f"           warning of {action.name!r}: {w}" for w in job.get("warnings", [])]
         if job.get("webhook_secret"):
-            return f"           webhook signing secret of {action.name!r} (shown this once): {job['webhook_secret']}"
-    elif action.step is Step.UPDATE:
-        api.call("PATCH", path, action.body)
-    elif action.step in (Step.PAUSE, Step.RESUME):
+            lines.append(
+                f"           webhook signing secret of {action.name!r} (shown this once): {job['webhook_secret']}"
+            )
+        return "\n".join(lines) or None
+    if action.step in (Step.PAUSE, Step.RESUME):
         api.call("POST", f"{path}/{action.step.value}")
     elif action.step is Step.DELETE:
         api.call("DELETE", path)

@@ -9,6 +9,7 @@ line on stderr (main prints the CronosError) and a non-zero exit.
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -177,7 +178,7 @@ def _jobs_table(jobs: list[dict[str, Any]]) -> str:
 
 
 def _show_job(job: dict[str, Any]) -> str:
-    text = _fields(job, skip=("last_run", "webhook_secret"))
+    text = _fields(job, skip=("last_run", "webhook_secret", "warnings"))
     if job.get("last_run"):
         text += "\n\nlast run:\n" + _runs_table([job["last_run"]])
     if job.get("webhook_secret"):
@@ -231,4 +232,6 @@ def run_command(args: argparse.Namespace, settings: Settings) -> int:
     api = client(settings)
     answer, show = (_jobs if args.command == "jobs" else _runs)(api, args)
     print(_dump(answer) if args.json else show(answer))
+    for warning in answer.get("warnings", []) if isinstance(answer, dict) else []:
+        print(f"cronos: warning: {warning}", file=sys.stderr)  # stored all the same (e.g. no executor serves it)
     return 0

@@ -5,6 +5,7 @@
 import { ApiError, get, patch, post, query } from "../api.js";
 import { changedFields, parseIds, parseNumber } from "../edits.js";
 import { flash } from "../feedback.js";
+import { flashSaved } from "./warnings.js";
 import { h, local, replace, utc } from "../dom.js";
 import { expectationFields } from "./form_expectations.js";
 
@@ -259,7 +260,7 @@ export async function formPage(main, [id]) {
     save.disabled = true;
     try {
       const saved = job ? await patch(`/api/jobs/${id}`, changes) : await post("/api/jobs", body);
-      flash(job ? `Saved: ${Object.keys(changes).sort().join(", ")}` : "Created");
+      flashSaved(job ? `Saved: ${Object.keys(changes).sort().join(", ")}` : "Created", saved.warnings);
       location.hash = `#/jobs/${saved.id}`;
     } catch (error) {
       let name = error instanceof ApiError && error.field ? error.field.replace(/^\$\./, "").split(/[.[]/)[0] : "form";
