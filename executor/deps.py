@@ -47,6 +47,7 @@ class Deps:
     health: BackendHealth
     clock: DbClock  # PostgreSQL's: tokens are held and claimed by it
     concurrency: InitVar[int]  # execution slots: the gate's
+    cancel_grace_s: float = 10.0  # a cancelled run's work is cancelled this long after it is told to stop
     gate: Gate[ClaimRequest, Claim] = field(init=False)  # steps 2-3 at the due instant, with an execution slot
     locks: Batcher[str, bool] = field(init=False)  # step 1
     claims: Batcher[ClaimRequest, Claim] = field(init=False)  # steps 2-3, behind the gate

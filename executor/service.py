@@ -100,6 +100,7 @@ class Executor:
             health=health,
             clock=clock,
             concurrency=settings.executor_concurrency,
+            cancel_grace_s=settings.cancel_grace_s,
         )
         for batcher in deps.batchers:
             self._stack.push_async_callback(batcher.close)

@@ -105,8 +105,14 @@ class RunStore:
     ) -> set[int]:
         """Heartbeat: extend the leases `node_id` still owns; returns those ids. `ticks`: their
         scheduled_for, when known."""
+        return set(await self.beat(run_ids, node_id, lease_s, ticks))
+
+    async def beat(
+        self, run_ids: Sequence[int], node_id: str, lease_s: float, ticks: Sequence[datetime | None] = ()
+    ) -> dict[int, str | None]:
+        """`extend_leases`, each owned id with who asked to cancel its run (None: nobody)."""
         if not run_ids:
-            return set()
+            return {}
         within = window(ticks)
 
         async def attempt() -> list[Any]:
@@ -114,7 +120,7 @@ class RunStore:
                 self.round_trips += 1
                 return await self._pool.fetch(q.EXTEND_LEASES, list(run_ids), node_id, lease_s, *within)  # type: ignore[no-any-return]
 
-        return {r["id"] for r in await retry_contention(attempt, "lease heartbeat")}
+        return {r["id"]: r["cancel_by"] for r in await retry_contention(attempt, "lease heartbeat")}
 
     async def finish(self, outcomes: Sequence[Outcome]) -> FinishResult:
         """Record outcomes, and the follow-ups they make (retries, chain runs, waiting runs woken),

@@ -1,0 +1,84 @@
+"""Cancel a run (the API's side): decided by cronos.lifecycle.cancel on the run's state, applied in
+one transaction that holds the run's row.
+
+A queued or waiting run ends `cancelled` at once (its token, if one is out, finds it not queued),
+and the first run waiting behind it is woken when nothing of its job runs (waiters.wake_free: a
+woken run cancelled before it started leaves no one stranded). A running run gets a request in
+`run_cancels`, which its executor's heartbeat reads: the executor stops the work and records the
+run `cancelled` (executor.cancels). Either way the audit trail names who, in the same transaction.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+
+import asyncpg
+import msgspec
+
+from cronos import lifecycle
+from cronos.errors import Conflict, NotFound
+from cronos.lifecycle import Cancel, RunState
+from cronos.store import queries as q
+from cronos.store.audit import record
+from cronos.store.db import translate_errors
+from cronos.store.jobs import MAX_ID
+from cronos.store.waiters import wake_free
+
+log = logging.getLogger("cronos.store.cancels")
+
+
+class CancelResult(msgspec.Struct, kw_only=True):
+    run_id: int
+    job_id: int
+    was: str  # the state the request found: queued, waiting or running
+    ended: bool  # cancelled at once; False: its executor was asked (running)
+    requested_by: str  # who asked first (a repeated request keeps the first)
+
+
+class CancelStore:
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self._pool = pool
+
+    async def cancel(self, run_id: int, *, actor: str) -> CancelResult:
+        """Cancel run `run_id` for `actor`; NotFound, or Conflict when it has ended already."""
+        if run_id > MAX_ID:
+            raise NotFound(f"run {run_id} not found")
+        with translate_errors():
+            async with self._pool.acquire() as conn, conn.transaction():
+                row = await conn.fetchrow(q.RUN_LOCK_FOR_CANCEL, run_id)
+                if row is None:
+                    raise NotFound(f"run {run_id} not found")
+                state = RunState(row["state"])
+                decision = lifecycle.cancel(state)
+                if decision is Cancel.ENDED:
+                    raise Conflict(f"run {run_id} has ended ({state}): there is nothing to cancel")
+                job_id, tick = row["job_id"], row["scheduled_for"]
+                requested = await conn.fetchval(q.RUN_CANCEL_REQUEST, run_id, job_id, tick, actor)
+                first = requested is not None
+                if decision is Cancel.NOW:
+                    await conn.fetchval(q.RUN_CANCEL, run_id, tick, lifecycle.cancelled_by(actor))
+                    await wake_free(conn, [job_id])
+                by = actor if first else await self._requested_by(conn, run_id)
+                if first:  # a repeated request of a running run changes nothing: not audited again
+                    detail = {"run_id": run_id, "state": state.value, "ended": decision is Cancel.NOW}
+                    await record(conn, actor, "job", "run_cancelled", job_id=job_id, detail=detail)
+        ended = decision is Cancel.NOW
+        result = CancelResult(run_id=run_id, job_id=job_id, was=state.value, ended=ended, requested_by=by)
+        log.info(
+            "run cancelled" if result.ended else "run cancel requested",
+            extra={"event": "run.cancelled" if result.ended else "run.cancel_requested", "job_id": job_id,
+                   "run_id": run_id, "actor": actor, "state": state.value},
+        )  # fmt: skip
+        return result
+
+    async def requested(self, run_id: int) -> tuple[str, datetime] | None:
+        """Who asked to cancel run `run_id`, and when; None when nobody did."""
+        with translate_errors():
+            row = await self._pool.fetchrow(q.RUN_CANCEL_OF, run_id)
+        return None if row is None else (row["requested_by"], row["requested_at"])
+
+    @staticmethod
+    async def _requested_by(conn: asyncpg.Connection, run_id: int) -> str:
+        row = await conn.fetchrow(q.RUN_CANCEL_OF, run_id)
+        return str(row["requested_by"]) if row else ""
