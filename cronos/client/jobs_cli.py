@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from cronos.client.api_client import ApiClient
+from cronos.client.cancel_cli import add_command as add_cancel
+from cronos.client.cancel_cli import cancel_run
 from cronos.client.cli_output import table, when
 from cronos.errors import CronosError, NotFound
 from cronos.models import JOB_STATUSES, JOB_WRITABLE, RUN_STATES, Job
@@ -111,6 +113,7 @@ def add_commands(sub: SubParsers, parser_class: type[argparse.ArgumentParser]) -
     run_list.add_argument("--state", choices=RUN_STATES)
     run_list.add_argument("--limit", type=int, default=_RUNS_SHOWN, help="how many runs at most")
     run_actions.add_parser("get", help="one run with its error, traceback and result").add_argument("run", type=int)
+    add_cancel(run_actions)
     for parser in (*actions.choices.values(), *run_actions.choices.values()):
         parser.add_argument("--json", action="store_true", help="print the API's JSON (for scripts)")
 
@@ -224,6 +227,8 @@ def _jobs(api: ApiClient, args: argparse.Namespace) -> tuple[Any, Callable[[Any]
 def _runs(api: ApiClient, args: argparse.Namespace) -> tuple[Any, Callable[[Any], str]]:
     if args.action == "get":
         return api.call("GET", f"/api/runs/{args.run}"), _show_run
+    if args.action == "cancel":
+        return cancel_run(api, args)
     path = f"/api/jobs/{job_id(api, args.job)}/runs"
     limit = max(1, min(args.limit, 500))
     return api.call("GET", path, query={"state": args.state, "limit": limit})["items"], _runs_table
