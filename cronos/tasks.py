@@ -174,8 +174,15 @@ async def noop(payload: dict[str, Any], ctx: RunContext) -> None:
 
 @task("sleep")
 async def sleep(payload: dict[str, Any], ctx: RunContext) -> dict[str, float]:
+    """Sleeps `payload.seconds`, or until the run is cancelled (then returns at once)."""
     seconds = float(payload.get("seconds", 1))
     if seconds < 0:
         raise ValueError("payload.seconds must be >= 0")
-    await asyncio.sleep(seconds)
-    return {"slept_s": seconds}
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    try:
+        async with asyncio.timeout(seconds):
+            await ctx.cancelled.wait()
+    except TimeoutError:
+        return {"slept_s": seconds}
+    return {"slept_s": round(loop.time() - started, 3)}
