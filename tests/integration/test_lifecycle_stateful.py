@@ -38,7 +38,7 @@ from hypothesis.stateful import (
 )
 
 from cronos import lifecycle
-from cronos.errors import NotLeader
+from cronos.errors import Conflict, NotLeader
 from cronos.lifecycle import OVERLAP_REASONS, TERMINAL, TRANSITIONS, Actor, Ahead, Candidate, Overlap, RunState
 from cronos.models import (
     FAIL_EXECUTOR_LOST,
@@ -50,6 +50,7 @@ from cronos.models import (
     SKIP_OVERLAP,
     SKIP_SCHEDULE_CHANGED,
 )
+from cronos.store.cancels import CancelStore
 from cronos.store.claims import REFUSALS, ClaimedRun, Refused
 from cronos.store.db import connect
 from cronos.store.epoch import EpochStore
@@ -105,6 +106,7 @@ class MRun:
     error: str | None = None
     started_at: datetime | None = None
     retry_of: tuple[Key, float] | None = None
+    cancel_by: str | None = None  # who asked to cancel it (run_cancels; the first asker stays)
 
 
 @dataclass
@@ -301,6 +303,22 @@ def predict_take(m: Model, at: datetime) -> tuple[list[int], int]:
     return [m.runs[k].id for k in push], len(stale)  # type: ignore[misc]
 
 
+def predict_cancel(m: Model, key: Key) -> Any:
+    """CancelStore.cancel (lifecycle.cancel): a pending run cancelled at once, and its job's first
+    waiting run woken if nothing of the job runs (waiters.wake_free); a running run's request
+    recorded (its state unchanged); an ended run refused (Conflict)."""
+    run = m.runs[key]
+    was = run.state
+    decision = lifecycle.cancel(was)
+    if decision is lifecycle.Cancel.ENDED:
+        return "Conflict"
+    run.cancel_by = run.cancel_by or CANCELLER
+    if decision is lifecycle.Cancel.NOW:
+        run.state, run.error, run.pushed = RunState.CANCELLED, lifecycle.cancelled_by(CANCELLER), None
+        look_again(m, key[0])
+    return (decision.value, was.value)
+
+
 def predict_unmark(m: Model) -> int:
     unmarked = [r for r in m.runs.values() if r.state is Q and r.pushed is not None]
     for run in unmarked:
@@ -438,7 +456,8 @@ ROWS = (
 )
 JOBS = "SELECT id, status, last_scheduled_for, revision FROM jobs ORDER BY id"
 EXCLUSIVE = "SELECT job_id, run_id FROM runs_running_exclusive"
-RESET = "TRUNCATE runs, runs_running_exclusive, jobs, job_revisions, audit_log"
+RESET = "TRUNCATE runs, runs_running_exclusive, run_cancels, job_events, jobs, job_revisions, audit_log"
+CANCELLER = "sm"  # the API caller that cancels in the machine
 INSERT_JOB = (
     "INSERT INTO jobs (name, cron_expression, kind, payload, timeout_s, max_retries, retry_backoff_s,"
     " concurrency_policy, misfire_policy, misfire_grace_s)"
@@ -1102,15 +1121,32 @@ class LifecycleMachine(RuleBasedStateMachine):
         intruder = self.other_node(data, owner)
         node = owner if by_owner and owner is not None else intruder
 
-        def predict(m: Model, _at: datetime) -> set[int]:
+        def predict(m: Model, _at: datetime) -> dict[int, str | None]:
             run = m.runs[key]
             if run.state is R and run.node == node:
                 run.lease = "live"
-                return {self.id_of(key)}
-            return set()
+                return {self.id_of(key): run.cancel_by}  # the beat tells the owner of a cancel request
+            return {}
 
+        self.step("heartbeat", Actor.EXECUTOR, lambda: self.store.beat([self.id_of(key)], node, LEASE_S), predict)
+
+    @rule(data=st.data(), by_owner=st.integers(0, 3).map(bool))
+    def stopped(self, data: st.DataObject, by_owner: bool) -> None:
+        """An executor that was asked to cancel its run records it cancelled (never retried; its end
+        wakes the runs waiting behind it like any end); by a node that does not own it: nothing."""
+        asked = sorted(k for k, r in self.m.runs.items() if r.state is R and r.cancel_by is not None)
+        key = self.choose(data, asked, "run asked to stop") or self.pick(data, R)
+        owner = self.m.runs[key].node
+        node = owner if by_owner and owner is not None else self.other_node(data, owner)
+        error = lifecycle.cancelled_by(CANCELLER)
+        outcome = Outcome(run_id=self.id_of(key), node_id=node, state="cancelled", error=error, retry_delay_s=None)
+        ended: list[FinishOutcome] = [(key, node, "cancelled", error, None)]
         self.step(
-            "heartbeat", Actor.EXECUTOR, lambda: self.store.extend_leases([self.id_of(key)], node, LEASE_S), predict
+            "stopped",
+            Actor.EXECUTOR,
+            lambda: self.store.finish([outcome]),
+            lambda m, at: predict_finish(m, ended, at),
+            _finished,
         )
 
     # -- time passes (the machine's own writes: no transition) --------------------------------
@@ -1177,6 +1213,22 @@ class LifecycleMachine(RuleBasedStateMachine):
         m = self.m.copy()
         m.runs[(job_id, run.scheduled_for, 1)] = MRun("manual", Q, run.due_at)
         self.settle("trigger", Actor.API, [(m, None)], None, self.run(read(self.pool)))
+
+    @rule(data=st.data())
+    def cancel(self, data: st.DataObject) -> None:
+        """The API cancels a run: pending ones at once, running ones through their executor, ended
+        ones refused."""
+        key = self.pick(data, Q, W, R)
+        canceller = CancelStore(self.pool)
+
+        async def call() -> Any:
+            try:
+                done = await canceller.cancel(self.id_of(key), actor=CANCELLER)
+            except Conflict:
+                return "Conflict"
+            return ("now" if done.ended else "request", done.was)
+
+        self.step("cancel", Actor.API, call, lambda m, _at: predict_cancel(m, key))
 
     # -- invariants, after every step --------------------------------------------------------
 
