@@ -88,7 +88,7 @@ class Event(StrEnum):
     REPLACED = "replaced"  # `replace`: a newer run of the job took over
     CANCELLED = "cancelled"  # the API ends a run that has not started
     CANCEL_REQUESTED = "cancel_requested"  # the API asks a running run's executor to stop it (stays running)
-    STOPPED = "stopped"  # that executor stopped the run (cooperatively, or forced after the grace)
+    STOPPED = "stopped"  # that executor stopped the run (or the reaper, when that executor is gone)
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,7 +135,7 @@ TRANSITIONS: tuple[Transition, ...] = (
     _t(Event.REPLACED, "running", RunState.FAILED, "executor", Fence.STATE, FAIL_REPLACED),
     _t(Event.CANCELLED, "queued waiting", RunState.CANCELLED, "api", Fence.STATE),
     _t(Event.CANCEL_REQUESTED, "running", R, "api", Fence.STATE),  # recorded beside the run, not in it
-    _t(Event.STOPPED, "running", RunState.CANCELLED, "executor", Fence.OWNER),
+    _t(Event.STOPPED, "running", RunState.CANCELLED, "executor leader", Fence.OWNER),  # leader: reaped, asked
 )
 BY_EVENT = {t.event: t for t in TRANSITIONS}
 # OVERLAPPED also records SKIP_BUFFER_FULL (buffer_one), HANDED_OVER also SKIP_SCHEDULE_CHANGED.
@@ -175,6 +175,16 @@ def cancel(state: RunState) -> Cancel:
 def cancelled_by(actor: str) -> str:
     """The error a cancelled run records: who cancelled it (a token's name, `local`, ...)."""
     return f"cancelled by {actor}"
+
+
+def lost(cancel_by: str | None) -> tuple[RunState, str, bool]:
+    """A running run whose lease expired (its executor is gone): failed "executor lost" and retried
+    as its job allows (Event.LOST); or, when someone had asked to cancel it, cancelled and never
+    retried (Event.STOPPED: the cancel holds though nobody was left to honour it). (state, error,
+    whether it may be retried.)"""
+    if cancel_by is None:
+        return RunState.FAILED, FAIL_EXECUTOR_LOST, True
+    return RunState.CANCELLED, f"{cancelled_by(cancel_by)} ({FAIL_EXECUTOR_LOST})", False
 
 
 # --- misfire: ticks late beyond their grace -------------------------------------------------

@@ -637,9 +637,10 @@ FROM (SELECT 1 FROM runs WHERE state = 'queued'
     AND due_at < now() - make_interval(secs => $1) LIMIT $2) AS overdue
 """
 
-# Reaper (leader, fenced by EPOCH_GUARD).
+# Reaper (leader, fenced by EPOCH_GUARD): with who asked to cancel each run (cronos.lifecycle.lost).
 LOST_RUNS = """
-SELECT r.id, r.node_id, r.scheduled_for, r.attempt, j.kind, j.max_retries, j.retry_backoff_s
+SELECT r.id, r.node_id, r.scheduled_for, r.attempt, j.kind, j.max_retries, j.retry_backoff_s,
+       (SELECT c.requested_by FROM run_cancels c WHERE c.run_id = r.id) AS cancel_by
 FROM runs r
 JOIN jobs j ON j.id = r.job_id
 WHERE r.state = 'running' AND r.lease_until < now()

@@ -23,11 +23,13 @@ import cronos
 from cronos import metrics
 from cronos.cli import main as cli_main
 from cronos.settings import Settings
+from cronos.store.claims import ClaimedRun
+from cronos.store.runs import RunStore
 from cronos.store.tokens import TokenStore
 from executor.service import Executor
 from tests.integration.api_client import Api, running_api
 from tests.integration.http_server import serve
-from tests.integration.ledger_helpers import Harness
+from tests.integration.ledger_helpers import Harness, set_epoch
 from tests.integration.test_shell_jobs import _wait_gone
 from tests.waiting import wait_for
 
@@ -317,3 +319,18 @@ async def test_a_thread_past_its_timeout_keeps_its_run_running_so_attempts_never
 async def _attempts(harness: Harness, job: int) -> bool:
     runs = await harness.runs(job)
     return len(runs) == 2 and all(r.state == "failed" for r in runs) and len(ATTEMPTS) == 2
+
+
+async def test_a_cancelled_run_whose_executor_died_is_reaped_cancelled_not_retried(harness: Harness, api: Api) -> None:
+    job = await harness.job(max_retries=2)
+    token = await harness.queue(job)
+    store = RunStore(harness.pool)
+    (claimed,) = await store.claim([token.run_id], "a-dead-executor", 60)
+    assert isinstance(claimed, ClaimedRun)
+    assert (await api.call("POST", f"/api/runs/{token.run_id}/cancel")).status == 202
+    await harness.pool.execute("UPDATE runs SET lease_until = now() - interval '1 s' WHERE id = $1", token.run_id)
+    await set_epoch(harness.pool, 7)
+    reaped = await store.reap(7)
+    assert (reaped.lost, reaped.retried) == (1, 0)
+    (run,) = await harness.runs(job)  # no retry: the cancel holds though nobody was left to honour it
+    assert (run.state, run.error) == ("cancelled", "cancelled by local (executor lost)")

@@ -41,7 +41,6 @@ from cronos import lifecycle
 from cronos.errors import Conflict, NotLeader
 from cronos.lifecycle import OVERLAP_REASONS, TERMINAL, TRANSITIONS, Actor, Ahead, Candidate, Overlap, RunState
 from cronos.models import (
-    FAIL_EXECUTOR_LOST,
     FAIL_REPLACED,
     SKIP_BUFFER_FULL,
     SKIP_EXPIRED,
@@ -261,13 +260,15 @@ def predict_finish(m: Model, outcomes: list[FinishOutcome], at: datetime) -> tup
 
 def predict_reap(m: Model, at: datetime) -> tuple[int, int, int]:
     """RunStore.reap: running runs whose lease expired failed "executor lost" (with the retry their
-    job has left), then pending runs past their grace skipped "expired". (lost, expired, retried)."""
+    job has left), or cancelled if someone had asked (lifecycle.lost), then pending runs past their
+    grace skipped "expired". (lost, expired, retried)."""
     lost = [k for k, r in m.runs.items() if r.state is R and r.lease == "expired"]
     outcomes: list[FinishOutcome] = []
     for key in lost:
         job, run = m.jobs[key[0]], m.runs[key]
-        delay = lifecycle.retry_delay_s(key[2], job.max_retries, job.backoff_s)
-        outcomes.append((key, run.node or "", "failed", FAIL_EXECUTOR_LOST, delay))
+        state, error, retried = lifecycle.lost(run.cancel_by)
+        delay = lifecycle.retry_delay_s(key[2], job.max_retries, job.backoff_s) if retried else None
+        outcomes.append((key, run.node or "", state.value, error, delay))
     written, retried, _, _ = predict_finish(m, outcomes, at)
     expired = 0
     for run in m.runs.values():

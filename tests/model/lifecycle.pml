@@ -269,7 +269,9 @@ end: do
        if :: FENCE -> G5; unpush_all() :: else -> step_down() fi }
   :: atomic { AT(me, LEAD) && ANY(C_REAP) ->                                    /* reaper */
        if
-       :: FENCE -> G5; FIRST(C_REAP, r); ev_lost(r); retry_of(r); hand[me] = r; ph[me] = RWAKE; r = 0
+       :: FENCE -> G5; FIRST(C_REAP, r);
+          if :: creq[r] -> ev_stopped(r) :: else -> ev_lost(r); retry_of(r) fi;   /* lifecycle.lost */
+          hand[me] = r; ph[me] = RWAKE; r = 0
        :: else -> step_down()
        fi }
 #ifndef BUG_REAP_NO_WAKE
