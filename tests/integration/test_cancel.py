@@ -29,7 +29,7 @@ from cronos.store.tokens import TokenStore
 from executor.service import Executor
 from tests.integration.api_client import Api, running_api
 from tests.integration.http_server import serve
-from tests.integration.ledger_helpers import Harness, set_epoch
+from tests.integration.ledger_helpers import BASE, Harness, set_epoch
 from tests.integration.test_shell_jobs import _wait_gone
 from tests.waiting import wait_for
 
@@ -54,6 +54,14 @@ def cooperative_sync(payload: dict[str, Any], ctx: cronos.RunContext) -> str:
         time.sleep(0.01)
     SIGNALLED[ctx.run_id] = time.monotonic()
     return "stopped early"
+
+
+@cronos.task("test.cancel.first_waits", replace=True)
+async def first_waits(payload: dict[str, Any], ctx: cronos.RunContext) -> str:
+    """The job's first tick runs until cancelled; its later ticks end at once."""
+    if ctx.scheduled_for == BASE:
+        await ctx.cancelled.wait()
+    return "done"
 
 
 @cronos.task("test.cancel.stubborn", replace=True)
@@ -205,6 +213,21 @@ async def test_a_running_task_is_signalled_and_ends_cancelled_without_a_retry(
     assert [len(await harness.runs(job)) for job in (async_job, sync_job)] == [1, 1]  # never retried
     history = await api.call("GET", f"/api/jobs/{async_job}/history")
     assert [e["detail"]["state"] for e in history.body["items"] if e["action"] == "run_cancelled"] == ["running"]
+
+
+async def test_the_run_waiting_behind_a_cancelled_one_proceeds(harness: Harness, api: Api, fast: Settings) -> None:
+    job = await harness.job(payload={"action": "test.cancel.first_waits"}, concurrency_policy="buffer_all")
+    first = await harness.queue(job, 0)
+    async with harness.outbox(), Executor(fast) as ex:
+        serving = asyncio.create_task(ex.run())
+        await _running(harness, first.run_id)
+        second = await harness.queue(job, 1)
+        await wait_for(lambda: _is(harness, second.run_id, "waiting"), what="the second run waiting (buffer_all)")
+        assert (await api.call("POST", f"/api/runs/{first.run_id}/cancel")).status == 202
+        await wait_for(lambda: _is(harness, second.run_id, "completed"), what="the second run woken, then run")
+        ex.stop()
+        await asyncio.wait_for(serving, 10)
+    assert await harness.state(first.run_id) == "cancelled"
 
 
 async def test_a_task_that_ignores_the_signal_is_cancelled_after_the_grace(
