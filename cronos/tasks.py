@@ -25,7 +25,6 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
-import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -39,24 +38,32 @@ _registry: dict[str, TaskFn] = {}
 
 class Cancellation:
     """A run's cancellation signal: set once, by the executor on its loop; read from the loop
-    (`event`) or from any thread (`is_set`)."""
+    (`event`, made on first use: a run nobody cancels and no task waits on costs nothing) or from
+    any thread (`is_set`: one attribute, written once)."""
 
-    __slots__ = ("_flag", "event", "reason")
+    __slots__ = ("_event", "reason")
 
     def __init__(self) -> None:
-        self.event = asyncio.Event()
-        self._flag = threading.Event()
-        self.reason: str | None = None
+        self._event: asyncio.Event | None = None
+        self.reason: str | None = None  # set: cancelled (the first reason given stays)
+
+    @property
+    def event(self) -> asyncio.Event:
+        if self._event is None:
+            self._event = asyncio.Event()
+            if self.reason is not None:
+                self._event.set()
+        return self._event
 
     def set(self, reason: str) -> None:
         """On the executor's loop: tell the work it should stop (`reason`: "cancelled by ...")."""
         if self.reason is None:
             self.reason = reason
-        self._flag.set()
-        self.event.set()
+        if self._event is not None:
+            self._event.set()
 
     def is_set(self) -> bool:
-        return self._flag.is_set()
+        return self.reason is not None
 
 
 @dataclass(frozen=True, slots=True)
