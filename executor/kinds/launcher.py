@@ -180,6 +180,7 @@ def main(args: list[str]) -> int:
             line = f"error {exc}"
         else:
             line = f"exit {_wait(child)}"
+            _command = 0  # reaped: its pid (and group id) may be another's soon
             _linger(float(grace))
     except _Stop:
         pass
