@@ -11,7 +11,6 @@ run `cancelled` (executor.cancels). Either way the audit trail names who, in the
 from __future__ import annotations
 
 import logging
-from datetime import datetime
 
 import asyncpg
 import msgspec
@@ -71,12 +70,6 @@ class CancelStore:
                    "run_id": run_id, "actor": actor, "state": state.value},
         )  # fmt: skip
         return result
-
-    async def requested(self, run_id: int) -> tuple[str, datetime] | None:
-        """Who asked to cancel run `run_id`, and when; None when nobody did."""
-        with translate_errors():
-            row = await self._pool.fetchrow(q.RUN_CANCEL_OF, run_id)
-        return None if row is None else (row["requested_by"], row["requested_at"])
 
     @staticmethod
     async def _requested_by(conn: asyncpg.Connection, run_id: int) -> str:

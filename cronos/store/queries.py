@@ -202,7 +202,7 @@ INSERT INTO run_cancels (run_id, job_id, scheduled_for, requested_by) VALUES ($1
 ON CONFLICT (run_id) DO NOTHING
 RETURNING requested_by
 """
-RUN_CANCEL_OF = "SELECT requested_by, requested_at FROM run_cancels WHERE run_id = $1"
+RUN_CANCEL_OF = "SELECT requested_by FROM run_cancels WHERE run_id = $1"  # who asked first
 
 # --- chains (API, cronos.store.chains) -------------------------------------------
 
