@@ -542,13 +542,20 @@ def _reasons(transitions: Iterable[lifecycle.Transition]) -> set[str | None]:
     return out
 
 
-def _path_ends(starts: Iterable[RunState], target: RunState, actor: Actor, steps: int) -> list[lifecycle.Transition]:
+Actors = Actor | frozenset[Actor]  # who made a step's calls (a race of the API and an executor: both)
+
+
+def _by(t: lifecycle.Transition, actor: Actors) -> bool:
+    return bool(actor & t.actors) if isinstance(actor, frozenset) else actor in t.actors
+
+
+def _path_ends(starts: Iterable[RunState], target: RunState, actor: Actors, steps: int) -> list[lifecycle.Transition]:
     """The last transitions of the paths of 1 to `steps` transitions by `actor` from `starts` to `target`."""
     ends, frontier = [], set(starts)
     for _ in range(steps):
         reached = set()
         for t in TRANSITIONS:
-            if t.sources & frontier and actor in t.actors:
+            if t.sources & frontier and _by(t, actor):
                 reached.add(t.target)
                 if t.target is target:
                     ends.append(t)
@@ -556,7 +563,7 @@ def _path_ends(starts: Iterable[RunState], target: RunState, actor: Actor, steps
     return ends
 
 
-def change_error(before: Row | None, after: Row | None, actor: Actor | None, steps: int = 1) -> str | None:
+def change_error(before: Row | None, after: Row | None, actor: Actors | None, steps: int = 1) -> str | None:
     """Why a run's change between two snapshots is no transition of TRANSITIONS that `actor` makes
     (None: the machine's own write, which moves time only: due times, leases). `steps`: the calls
     the step made at once, each a transition of the run at most (a race: a claim, then the other
@@ -567,7 +574,7 @@ def change_error(before: Row | None, after: Row | None, actor: Actor | None, ste
     if before is None:
         if actor is None:
             return "the machine's own write created a run"
-        created = [t for t in CREATED if actor in t.actors]
+        created = [t for t in CREATED if _by(t, actor)]
         if any(t.target is state for t in created):
             return None
         # and at once further (a tick written as skipped: WRITTEN, then MISFIRED)
@@ -666,11 +673,11 @@ class LifecycleMachine(RuleBasedStateMachine):
         self.model: Model | None = None
         self.prev: Snapshot | None = None
         self.snap: Snapshot | None = None
-        self.actor: Actor | None = None
+        self.actor: Actors | None = None
         self.steps = 1  # how many calls the last step made at once
         self.claimed: set[int] = set()  # every run id a claim returned (G1: never twice)
         self.stranded: frozenset[int] = frozenset()  # the last sweep's (the leader passes it to the next)
-        self.budget: Counter[str] = Counter({"elected": 3, "status": 2, "trigger": 3})  # per example
+        self.budget: Counter[str] = Counter({"elected": 3, "status": 2, "trigger": 3, "cancel": 4})  # per example
         STATS["examples"] += 1
 
     def run(self, aw: Awaitable[Any]) -> Any:
@@ -686,7 +693,7 @@ class LifecycleMachine(RuleBasedStateMachine):
     def interleave(
         self,
         label: str,
-        actor: Actor | None,
+        actor: Actors | None,
         calls: list[Callable[[], Awaitable[Any]]],
         predicts: list[Predict],
         normals: list[Normal] | None = None,
@@ -735,7 +742,7 @@ class LifecycleMachine(RuleBasedStateMachine):
     def settle(
         self,
         label: str,
-        actor: Actor | None,
+        actor: Actors | None,
         options: list[tuple[Model, Any]],
         actual: Any,
         after: Snapshot,
@@ -1215,10 +1222,65 @@ class LifecycleMachine(RuleBasedStateMachine):
         m.runs[(job_id, run.scheduled_for, 1)] = MRun("manual", Q, run.due_at)
         self.settle("trigger", Actor.API, [(m, None)], None, self.run(read(self.pool)))
 
+    @precondition(lambda self: self.budget["cancel"] > 0)
+    @rule(data=st.data(), other=st.sampled_from(("claim", "finish")))
+    def cancel_races(self, data: st.DataObject, other: str) -> None:
+        """The API cancels a run while an executor claims a queued run (the same one, or another of
+        its job, often) or reports a running run's end (the same one, often): the outcome is the
+        two serialized in some order."""
+        self.budget["cancel"] -= 1
+        key = self.pick(data, Q, W, R)
+        canceller = CancelStore(self.pool)
+
+        async def cancel() -> Any:
+            try:
+                done = await canceller.cancel(self.id_of(key), actor=CANCELLER)
+            except Conflict:
+                return "Conflict"
+            return ("now" if done.ended else "request", done.was)
+
+        calls: list[Callable[[], Awaitable[Any]]] = [cancel]
+        predicts: list[Predict] = [lambda m, _at: predict_cancel(m, key)]
+        normals: list[Normal] = [lambda r, _s: r]
+        if other == "claim":
+            queued = self.pick(data, Q)
+            node = NODES[data.draw(st.integers(0, 1), label="claimer")]
+            calls.append(lambda: self.store.claim([self.id_of(queued)], node, LEASE_S))
+            predicts.append(lambda m, at: predict_claim(m, [queued], node, at))
+            normals.append(_claims)
+        else:
+            running = self.pick(data, R)
+            owner = self.m.runs[running].node or NODES[0]
+            ended: list[FinishOutcome] = [(running, owner, "completed", None, None)]
+            calls.append(lambda: self.store.finish([self.outcome(running, owner, "completed", None, False)]))
+            predicts.append(lambda m, at: predict_finish(m, ended, at))
+            normals.append(_finished)
+
+        def serial(expected: list[Any], actual: list[Any]) -> bool:
+            # A claim decides on facts it reads unlocked, then applies its refusal (skip, wait) with a
+            # statement guarded by `queued`: when the cancel came between, that statement changes
+            # nothing but the claim still answers its refusal, where serialized after the cancel it
+            # would have answered "not queued" (as in claims_race). The ledger is the cancel's.
+            if expected == actual:
+                return True
+            refused = len(actual[1]) == 1 and isinstance(actual[1][0], Refused)
+            lenient = other == "claim" and expected[0] == actual[0] and expected[1] == [Refused.NOT_QUEUED] and refused
+            if lenient:
+                STATS["race: the claim answered its refusal"] += 1
+            return lenient
+
+        answers = self.interleave(
+            f"cancel races a {other}", frozenset({Actor.API, Actor.EXECUTOR}), calls, predicts, normals, serial
+        )
+        if other == "claim":
+            self.record_claims(answers[1], [queued])
+
+    @precondition(lambda self: self.budget["cancel"] > 0)
     @rule(data=st.data())
     def cancel(self, data: st.DataObject) -> None:
         """The API cancels a run: pending ones at once, running ones through their executor, ended
         ones refused."""
+        self.budget["cancel"] -= 1
         key = self.pick(data, Q, W, R)
         canceller = CancelStore(self.pool)
 
