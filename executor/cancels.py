@@ -1,8 +1,10 @@
 """A cancel of a running run, on the executor that runs it (cronos.lifecycle Event.STOPPED).
 
-The API records the request beside the run (run_cancels); the heartbeat's lease extension
-returns it with the run (executor.heartbeat), so the work hears of it within a beat, a third of
-the lease (at most 3.3 s at the default 10 s lease), at no cost to a run nobody cancels. Then:
+The API records the request beside the run (run_cancels) and notifies `cronos_cancels`: `listen`
+hears it within milliseconds. The heartbeat's lease extension returns the request too
+(executor.heartbeat), so a notification missed (the LISTEN connection down, the run not in hand
+yet) is acted on within a beat, a third of the lease (at most 3.3 s at the default 10 s lease).
+Neither costs anything for a run nobody cancels. Then:
 the work is signalled at once (a task's `ctx.cancelled`, a shell command's SIGTERM), and after
 the grace (CRONOS_CANCEL_GRACE_S) cancelled like a timeout (a shell run's processes killed, an
 http request aborted, an async task cancelled; a plain function's thread is waited for). From the
@@ -13,10 +15,15 @@ its end wakes the runs waiting behind it like any end.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 
 from cronos import lifecycle, metrics
+from cronos.backoff import Backoff
+from cronos.errors import BackendUnavailable
 from cronos.logs import bind
+from cronos.store import cancels
+from executor.deps import Deps
 from executor.running import InFlight
 
 log = logging.getLogger("cronos.executor")
@@ -47,3 +54,23 @@ def _force(flight: InFlight, reason: str) -> None:
     with bind(job_id=flight.run.job_id, run_id=flight.run.id, attempt=flight.run.attempt):
         log.warning("cancel grace over: cancelling the run's work", extra={"event": "run.cancel_forced"})
     flight.cancel(reason)
+
+
+async def listen(deps: Deps, dsn: str, done: asyncio.Event) -> None:
+    """The executor's side loop: each cancel request PostgreSQL notifies for a run in hand here is
+    signalled at once. It never ends the executor: a lost connection is logged and opened again
+    after a backoff (the heartbeat covers meanwhile)."""
+
+    def heard(asked: cancels.CancelRequest) -> None:
+        flight = deps.in_flight.get(asked.run_id)
+        if flight is not None:
+            request(flight, asked.by, deps.cancel_grace_s)
+
+    backoff = Backoff(base_s=0.5, cap_s=10.0)
+    while not done.is_set():
+        try:
+            await cancels.listen(dsn, heard, done, ping_s=max(deps.lease_s, 1.0))
+        except BackendUnavailable as exc:
+            log.warning("cancel notifications not heard: %s", exc, extra={"event": "executor.cancels_unheard"})
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(done.wait(), timeout=backoff.next_delay())

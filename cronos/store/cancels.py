@@ -4,23 +4,29 @@ one transaction that holds the run's row.
 A queued or waiting run ends `cancelled` at once (its token, if one is out, finds it not queued),
 and the first run waiting behind it is woken when nothing of its job runs (waiters.wake_free: a
 woken run cancelled before it started leaves no one stranded). A running run gets a request in
-`run_cancels`, which its executor's heartbeat reads: the executor stops the work and records the
-run `cancelled` (executor.cancels). Either way the audit trail names who, in the same transaction.
+`run_cancels` and a NOTIFY on `cronos_cancels`: the executor running it hears it at once
+(`listen`), or at its next heartbeat, which reads the request with the lease (the safety net for a
+notification missed: the LISTEN connection down, the run not in hand yet); it stops the work and
+records the run `cancelled` (executor.cancels). Either way the audit trail names who, in the same
+transaction.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from collections.abc import Callable
+from typing import Any
 
 import asyncpg
 import msgspec
 
 from cronos import lifecycle
-from cronos.errors import Conflict, NotFound
+from cronos.errors import BackendUnavailable, Conflict, NotFound
 from cronos.lifecycle import Cancel, RunState
 from cronos.store import queries as q
 from cronos.store.audit import record
-from cronos.store.db import translate_errors
+from cronos.store.db import connect_one, translate_errors
 from cronos.store.jobs import MAX_ID
 from cronos.store.waiters import wake_free
 
@@ -33,6 +39,49 @@ class CancelResult(msgspec.Struct, kw_only=True):
     was: str  # the state the request found: queued, waiting or running
     ended: bool  # cancelled at once; False: its executor was asked (running)
     requested_by: str  # who asked first (a repeated request keeps the first)
+
+
+class CancelRequest(msgspec.Struct, frozen=True):
+    """A notification on `cronos_cancels`: a running run someone asked to cancel."""
+
+    run_id: int
+    by: str
+
+
+_encode = msgspec.json.Encoder().encode
+_decode = msgspec.json.Decoder(CancelRequest).decode
+
+
+async def listen(
+    dsn: str, on_request: Callable[[CancelRequest], None], stop: asyncio.Event, *, ping_s: float = 5.0
+) -> None:
+    """LISTEN on `cronos_cancels` until `stop`, telling `on_request` of each request. A dedicated
+    connection, pinged every `ping_s` (an idle one never learns its peer is gone); raises
+    BackendUnavailable when it is lost (the caller connects again; the heartbeat covers meanwhile)."""
+    conn = await connect_one(dsn, timeout=ping_s, command_timeout=ping_s)
+    lost = asyncio.Event()
+
+    def notified(_conn: Any, _pid: int, _channel: str, payload: str) -> None:
+        try:
+            request = _decode(payload)
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            return  # not ours to read: the heartbeat still finds the request
+        on_request(request)
+
+    try:
+        conn.add_termination_listener(lambda _conn: lost.set())
+        with translate_errors():
+            await conn.add_listener(q.CANCELS_CHANNEL, notified)
+            while not stop.is_set():
+                try:
+                    await asyncio.wait_for(stop.wait(), timeout=ping_s)
+                except TimeoutError:
+                    await conn.fetchval(q.PING)
+                if lost.is_set():
+                    raise BackendUnavailable("postgresql", "the cancels' LISTEN connection was lost")
+    finally:
+        if not conn.is_closed():
+            conn.terminate()
 
 
 class CancelStore:
@@ -59,6 +108,8 @@ class CancelStore:
                     await conn.fetchval(q.RUN_CANCEL, run_id, tick, lifecycle.cancelled_by(actor))
                     await wake_free(conn, [job_id])
                 by = actor if first else await self._requested_by(conn, run_id)
+                if first and decision is Cancel.REQUEST:
+                    await conn.execute(q.NOTIFY_CANCEL, _encode(CancelRequest(run_id=run_id, by=actor)).decode())
                 if first:  # a repeated request of a running run changes nothing: not audited again
                     detail = {"run_id": run_id, "state": state.value, "ended": decision is Cancel.NOW}
                     await record(conn, actor, "job", "run_cancelled", job_id=job_id, detail=detail)

@@ -25,6 +25,10 @@ JOBS_CHANNEL = "cronos_jobs"
 
 NOTIFY = "SELECT pg_notify('cronos_jobs', $1)"
 NOTIFY_EACH = "SELECT pg_notify('cronos_jobs', payload) FROM unnest($1::text[]) AS payload"
+# The channel the API notifies, in the transaction of a running run's cancel request, for the
+# executor running it (cronos.store.cancels.listen). Payload: JSON {"run_id": N, "by": "who"}.
+CANCELS_CHANNEL = "cronos_cancels"
+NOTIFY_CANCEL = "SELECT pg_notify('cronos_cancels', $1)"
 
 # A liveness probe, which also reads PostgreSQL's clock (unix time): the clock due times are
 # judged by (cronos.clock).
