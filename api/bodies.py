@@ -212,7 +212,22 @@ def check_job(fields: dict[str, Any], policy: JobPolicy) -> None:
     """Validate the parts of a job msgspec cannot: its schedule, its payload for its kind, the policy."""
     if fields["kind"] == "shell" and not policy.allow_shell:
         raise InvalidInput("$.kind", SHELL_REFUSED)
-    payload = fields["payload"]
+    _payload_bounds(fields["payload"], policy)
+    for name in ("name", "payload"):
+        _no_nul(fields[name], f"$.{name}")
+    _check_when(fields)
+    _payload_shape(fields["kind"], fields["payload"], policy)
+
+
+def check_job_payload(kind: str, payload: dict[str, Any], policy: JobPolicy) -> None:
+    """A payload as a job of `kind` must have it (a run's payload with its inputs too): as check_job
+    checks it, the SSRF guard's check of an http job's address-literal URL included."""
+    _payload_bounds(payload, policy)
+    _no_nul(payload, "$.payload")
+    _payload_shape(kind, payload, policy)
+
+
+def _payload_bounds(payload: dict[str, Any], policy: JobPolicy) -> None:
     if (deep := _depth_field(payload, "$.payload")) is not None:
         raise InvalidInput(deep, f"nested deeper than {MAX_DEPTH} levels")
     size = len(_encoder.encode(payload))
@@ -220,14 +235,14 @@ def check_job(fields: dict[str, Any], policy: JobPolicy) -> None:
         raise InvalidInput(
             "$.payload", f"{size} bytes of JSON, more than {policy.payload_max_bytes} (CRONOS_JOB_PAYLOAD_MAX_BYTES)"
         )
-    for name in ("name", "payload"):
-        _no_nul(fields[name], f"$.{name}")
-    _check_when(fields)
+
+
+def _payload_shape(kind: str, payload: dict[str, Any], policy: JobPolicy) -> None:
     try:
-        check_payload(fields["kind"], convert(payload, PAYLOAD_TYPES[fields["kind"]]))
+        check_payload(kind, convert(payload, PAYLOAD_TYPES[kind]))
     except msgspec.ValidationError as exc:
         raise invalid_input(exc, base="$.payload") from exc
-    if fields["kind"] == "http" and (why := literal_host_refusal(payload["url"], policy.allow_nets)) is not None:
+    if kind == "http" and (why := literal_host_refusal(payload["url"], policy.allow_nets)) is not None:
         raise InvalidInput("$.payload.url", why)  # names are checked again, resolved, at run time
 
 

@@ -163,7 +163,8 @@ def build_spec(routes: Sequence[Route], version: str) -> dict[str, Any]:
         if params:
             op["parameters"] = params
         if route.body is not None:
-            op["requestBody"] = {"required": True, "content": {"application/json": {"schema": ref_of[route.body]}}}
+            content = {"application/json": {"schema": ref_of[route.body]}}
+            op["requestBody"] = {"required": route.body_required, "content": content}
         ok: dict[str, Any] = {"description": "success"}
         if route.response is not None:
             ok["content"] = {route.content_type: {"schema": ref_of[route.response]}}

@@ -33,7 +33,7 @@ from api.bodies import (
 from api.names import job_name
 from api.routes_tokens import audit_page
 from api.routing import BODY_ERRORS, DB_ERRORS, ID, PAGE, Errors, Query, Route
-from api.schemas import JobCreate, JobList, JobOut, JobPatch, RevisionList, RunOut
+from api.schemas import JobCreate, JobList, JobOut, JobPatch, RevisionList
 from api.schemas_tokens import AuditList
 from api.state import BACKENDS
 from cronos.errors import Conflict, InvalidInput, NotFound
@@ -157,14 +157,6 @@ async def resume_job(request: web.Request) -> web.Response:
     return await _set_status(request, "active")
 
 
-async def trigger_job(request: web.Request) -> web.Response:
-    principal, guard, _check = _checker(request)
-    job_id = path_id(request)
-    await _guard_shell_chain(request, principal, job_id, "a trigger")
-    run = await (await request.app[BACKENDS].jobs()).trigger(job_id, actor=principal.name, guard=guard)
-    return respond(run_out(run), status=202)
-
-
 async def rotate_secret(request: web.Request) -> web.Response:
     principal, guard, _check = _checker(request)
     store = await request.app[BACKENDS].jobs()
@@ -207,8 +199,7 @@ ROUTES = (
     Route("POST", f"{JOB}/pause", pause_job, "Pause a job", response=JobOut, errors=_STATUS),
     Route("POST", f"{JOB}/resume", resume_job, "Resume a job; ticks due while paused are not caught up",
           response=JobOut, errors=_STATUS),
-    Route("POST", f"{JOB}/trigger", trigger_job, "Queue one run now (even when paused)", status=202,
-          response=RunOut, errors=_GONE),
+    # POST {JOB}/trigger: api.routes_trigger (run now, with inputs)
     Route("POST", f"{JOB}/rotate-secret", rotate_secret,
           "Draw a new webhook signing secret (in this response only); the old one stops signing at once",
           response=JobOut, errors=_GONE),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import msgspec
 from aiohttp import web
 
 from api.bodies import decode_run_cursor, encode_run_cursor, path_id, query_choice, query_limit, respond, run_out
@@ -10,6 +11,7 @@ from api.schemas import RunList, RunOut
 from api.state import BACKENDS
 from cronos.errors import InvalidInput, NotFound
 from cronos.models import RUN_STATES
+from cronos.store.inputs import shown_overrides
 
 
 async def list_runs(request: web.Request) -> web.Response:
@@ -23,7 +25,8 @@ async def list_runs(request: web.Request) -> web.Response:
 
 async def get_run(request: web.Request) -> web.Response:
     run = await (await request.app[BACKENDS].jobs()).run(path_id(request))
-    return respond(run_out(run, detail=True))
+    shown = await shown_overrides(await request.app[BACKENDS].pool(), run)  # what it ran with (redacted)
+    return respond(msgspec.structs.replace(run_out(run, detail=True), inputs=shown))
 
 
 ROUTES = (

@@ -44,6 +44,7 @@ class Route:
     _: KW_ONLY
     status: int = 200
     body: type[Any] | None = None  # the request Struct
+    body_required: bool = True  # False: the body may be left out (POST .../trigger)
     response: type[Any] | None = None  # the response Struct (None: no JSON body)
     errors: Errors = ()
     query: tuple[Query, ...] = ()

@@ -165,6 +165,13 @@ WAITED_MS = Meta(
 )
 
 
+INPUTS = Meta(
+    description="the payload overrides this run was triggered with (POST /api/jobs/{id}/trigger; its retries "
+    "keep them), secrets shown as ***; null: the job's payload as it is. Only on GET /api/runs/{id} and the "
+    "trigger's answer"
+)
+
+
 class RunOut(RunSummary, kw_only=True):
     """A run; `traceback` and `result` (they can be long) only on GET /api/runs/{id}."""
 
@@ -173,6 +180,7 @@ class RunOut(RunSummary, kw_only=True):
     waited_ms: Annotated[float | None, WAITED_MS]
     traceback: str | UnsetType | None = UNSET
     result: str | UnsetType | None = UNSET
+    inputs: Annotated[dict[str, Any] | UnsetType | None, INPUTS] = UNSET  # api.routes_trigger
 
 
 class JobOut(Job, kw_only=True):

@@ -13,6 +13,7 @@ what it returns. The Promela model (`tests/model/lifecycle.pml`) names the same 
       ├─waited──▶ waiting (behind its job's running run: no token, no lock, no slot)
       ├─overlapped / misfired / expired / handed_over ──▶ skipped (the reason)
       └─cancelled (API; queued or waiting) ──▶ cancelled "cancelled by …"
+    failed | skipped (ended, not completed) ──triggered (API: "retry this run")──▶ next attempt queued
 
 A queued run is in the outbox until the leader pushes its token (`pushed_epoch` set to the
 leader's epoch); election, Redis losing its data and the watchdog only clear that mark again.
@@ -70,7 +71,7 @@ class Fence(StrEnum):
 
 class Event(StrEnum):
     WRITTEN = "written"  # a tick of the schedule
-    TRIGGERED = "triggered"  # a manual run
+    TRIGGERED = "triggered"  # a manual run; also "retry this run" (`rerun`: another attempt of a tick)
     RETRIED = "retried"  # the next attempt of a failed run
     CHAINED = "chained"  # a run of a child job after a completed run of a parent
     PUSHED = "pushed"  # its token went out (stays queued)
@@ -411,6 +412,56 @@ def chain_runs(ended: Sequence[Ended], children: Mapping[int, Sequence[tuple[int
             made[child] = made.get(child, 0) + 1
             runs.append(NewRun(child, tick, 1, "chain", tick, revision, run.id))
     return runs
+
+
+# --- "retry this run": another attempt of an ended run's tick, asked for by someone ---------------
+# The API queues it as it queues a manual run (Event.TRIGGERED: a new queued run, no owner, no
+# epoch), guarded by the tick having no unfinished attempt and by the tick identity's unique key.
+
+
+class Rerun(StrEnum):
+    """What a request to retry a run does."""
+
+    QUEUE = "queue"  # the next attempt of its tick is queued, due now
+    NOT_ENDED = "not_ended"  # the run is still queued, waiting or running (409)
+    COMPLETED = "completed"  # it succeeded: trigger the job for a new run instead (409)
+    PENDING = "pending"  # another attempt of its tick has not ended yet (409)
+
+
+def rerunnable(state: RunState) -> bool:
+    """An ended run that did not succeed: failed, skipped, and any other end state but completed
+    (a cancelled run too)."""
+    return state in TERMINAL and state is not RunState.COMPLETED
+
+
+@dataclass(frozen=True, slots=True)
+class RerunFacts:
+    """A run someone asks to retry, and what the ledger holds of its tick."""
+
+    job_id: int
+    scheduled_for: datetime
+    attempt: int
+    state: RunState
+    revision: int | None
+    parent_run_id: int | None
+    newest_attempt: int  # the highest attempt number of its tick
+    tick_unfinished: bool  # an attempt of its tick (this run included) is queued, waiting or running
+
+
+def rerun(run: RerunFacts) -> Rerun:
+    """Whether the run may be retried by hand."""
+    if run.state not in TERMINAL:
+        return Rerun.NOT_ENDED
+    if not rerunnable(run.state):
+        return Rerun.COMPLETED
+    return Rerun.PENDING if run.tick_unfinished else Rerun.QUEUE
+
+
+def rerun_of(run: RerunFacts, now: datetime) -> NewRun:
+    """The attempt a retry by hand queues: the same tick (so the same idempotency key), revision
+    and parent, numbered after the tick's newest attempt, due now."""
+    attempt = max(run.newest_attempt, run.attempt) + 1
+    return NewRun(run.job_id, run.scheduled_for, attempt, "retry", now, run.revision, run.parent_run_id)
 
 
 # --- the end of a job -------------------------------------------------------------------------

@@ -188,6 +188,16 @@ def task_targets(payload: Any, path: str = "$") -> dict[str, Any]:
     return found
 
 
+def same_target(kind: str, new: Mapping[str, Any], stored: Mapping[str, Any]) -> bool:
+    """Whether two payloads of `kind` send to the same target (TARGET_CHANGED says what that is);
+    a shell job's secrets are its child's environment: no target."""
+    if kind == "http":
+        return _same_http_target(new, stored)
+    if kind == "task":
+        return task_targets(new) == task_targets(stored)
+    return True
+
+
 def _restore_url(new: str, stored: str, field: str, why: str | None) -> str:
     if why is None and new == redact_url(stored):
         return stored
@@ -278,9 +288,7 @@ def restore_secrets(kind: str, new: dict[str, Any], stored: dict[str, Any], *, s
     why: str | None = None
     if kind != stored_kind:
         why = KIND_CHANGED
-    elif (kind == "http" and not _same_http_target(new, stored)) or (
-        kind == "task" and task_targets(new) != task_targets(stored)
-    ):
+    elif not same_target(kind, new, stored):
         why = TARGET_CHANGED
     if kind == "http":
         restored = dict(new)

@@ -71,6 +71,12 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     # clients: `cronos jobs|runs|apply` talk to this API with this token (empty: none, protected mode)
     api_url: str = "http://127.0.0.1:3002"
     api_token: str = ""
+    # notifications (docs/notifications.md): sent by the leader
+    console_url: str = ""  # links in notifications point here (empty: CRONOS_API_URL)
+    notify_timeout_s: float = 10.0  # one send (HTTP request, SMTP session) at most this long
+    notify_max_attempts: int = 10  # a delivery that failed this many times ends `failed`
+    notify_retry_base_s: float = 5.0  # retries back off from this, doubling, with jitter ...
+    notify_retry_cap_s: float = 900.0  # ... up to this
 
 
 def _number(cast: Callable[[str], N], lo: N, hi: N) -> Callable[[str], N]:
@@ -283,6 +289,11 @@ VARIABLES: dict[str, tuple[str, Callable[[str], Any], str]] = {
     "CRONOS_MAX_QUEUES": ("max_queues", _int(1, 10_000), "queues jobs may name in all (a job naming one more: 422)"),
     "CRONOS_API_URL": ("api_url", _url("http", "https"), "the API that `cronos jobs|runs|apply` call"),
     "CRONOS_API_TOKEN": ("api_token", _token, "bearer token `cronos jobs|runs|apply` send (empty: none)"),
+    "CRONOS_CONSOLE_URL": ("console_url", _url("http", "https"), "the console's address, for links in notifications"),
+    "CRONOS_NOTIFY_TIMEOUT_S": ("notify_timeout_s", _float(0.1, 300), "bound of one notification send"),
+    "CRONOS_NOTIFY_MAX_ATTEMPTS": ("notify_max_attempts", _int(1, 100), "sends of a notification before it fails"),
+    "CRONOS_NOTIFY_RETRY_BASE_S": ("notify_retry_base_s", _float(0.01, 3600), "first retry delay of a notification"),
+    "CRONOS_NOTIFY_RETRY_CAP_S": ("notify_retry_cap_s", _float(0.01, 86_400), "longest retry delay of a notification"),
 }
 
 

@@ -30,6 +30,7 @@ from cronos.keys import Keys
 from cronos.redis_client import Redis
 from cronos.settings import Settings
 from cronos.store.ledger import Ledger
+from cronos.store.notify import Outbox as NotifyOutbox
 from cronos.store.partitions import PartitionStore
 from cronos.store.queues import QueueStore
 from cronos.store.runs import RunStore
@@ -38,6 +39,7 @@ from dispatcher.auditor import Auditor
 from dispatcher.election import Election, LeadershipLost
 from dispatcher.housekeeping import Housekeeping
 from dispatcher.listener import Listener
+from dispatcher.notifier import Notifier
 from dispatcher.publisher import Publisher
 from dispatcher.ticker import Ticker
 from dispatcher.watchdog import Watchdog
@@ -144,6 +146,7 @@ class Term:
             ).run(self),
             "audit": Auditor(self._pool, settings.audit_interval_s, settings.audit_settle_s).run(self),
             "retain": retention.run(self, PartitionStore(self._pool), election, settings.runs_retention_s),
+            "notify": Notifier(NotifyOutbox(self._pool), election.check, settings).run(self),
         }
         try:
             async with asyncio.TaskGroup() as group:

@@ -1,12 +1,15 @@
-// The console's router: #/jobs, #/jobs/ID, #/jobs/ID/edit, #/new, #/runs/ID, #/cluster.
+// The console's router: #/jobs, #/jobs/ID, #/jobs/ID/edit, #/new, #/runs, #/runs/ID, #/cluster, #/channels.
 // Each page renders once, then its refresh() is polled while it is shown and the tab visible.
 import { h, replace } from "./dom.js";
 import { flash, showError } from "./feedback.js";
+import { channelsPage } from "./pages/channels.js";
 import { clusterPage } from "./pages/cluster.js";
 import { formPage } from "./pages/form.js";
 import { jobPage } from "./pages/job.js";
 import { jobsPage } from "./pages/jobs.js";
 import { runPage } from "./pages/run.js";
+import { runsPage } from "./pages/runs.js";
+import { showFailures } from "./failures.js";
 
 const ROUTES = [
   [/^#\/jobs\/?$/, jobsPage, "jobs"],
@@ -14,7 +17,9 @@ const ROUTES = [
   [/^#\/jobs\/(\d+)\/edit$/, formPage, "jobs"],
   [/^#\/new$/, formPage, "new"],
   [/^#\/runs\/(\d+)\/?$/, runPage, "jobs"],
+  [/^#\/runs\/?(?:\?(.*))?$/, runsPage, "runs"],
   [/^#\/cluster\/?$/, clusterPage, "cluster"],
+  [/^#\/channels\/?$/, channelsPage, "channels"],
 ];
 const POLL_MS = 3000;
 
@@ -69,3 +74,4 @@ window.addEventListener("resize", () => {
 window.addEventListener("hashchange", route);
 if (!location.hash) history.replaceState(null, "", "#/jobs");
 route();
+showFailures();

@@ -14,12 +14,13 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from cronos.client import runs_cli, trigger_cli
 from cronos.client.api_client import ApiClient
 from cronos.client.cancel_cli import add_command as add_cancel
 from cronos.client.cancel_cli import cancel_run
 from cronos.client.cli_output import table, when
 from cronos.errors import CronosError, NotFound
-from cronos.models import JOB_STATUSES, JOB_WRITABLE, RUN_STATES, Job
+from cronos.models import JOB_STATUSES, JOB_WRITABLE, Job
 from cronos.settings import Settings
 
 if TYPE_CHECKING:
@@ -27,7 +28,6 @@ if TYPE_CHECKING:
 
 # Of a create; everything else has a default (and the API wants cron_expression or run_at).
 _REQUIRED = ("name", "payload")
-_RUNS_SHOWN = 20
 
 
 def _number(raw: str) -> float | int:
@@ -98,22 +98,21 @@ def add_commands(sub: SubParsers, parser_class: type[argparse.ArgumentParser]) -
         ("delete", "delete a job and its runs"),
         ("pause", "pause a job"),
         ("resume", "resume a job (ticks due while paused are not caught up)"),
-        ("trigger", "queue one run now"),
+        ("trigger", "queue one run now, optionally with payload overrides or a past tick's date"),
     ):
         actions.add_parser(action, help=text).add_argument("job", help="id or name")
+    trigger_cli.add_options(actions.choices["trigger"])
     _job_fields(actions.add_parser("create", help="register a job"), create=True)
     update = actions.add_parser("update", help="change the fields given")
     update.add_argument("job", help="id or name")
     _job_fields(update, create=False)
 
-    runs = sub.add_parser("runs", help=f"a job's runs, one run with its traceback ({api})")
+    runs = sub.add_parser("runs", help=f"list runs (every job or one), get one with its traceback, retry one ({api})")
     run_actions = runs.add_subparsers(dest="action", required=True, metavar="ACTION", parser_class=parser_class)
-    run_list = run_actions.add_parser("list", help=f"a job's runs, newest first (default {_RUNS_SHOWN})")
-    run_list.add_argument("job", help="id or name")
-    run_list.add_argument("--state", choices=RUN_STATES)
-    run_list.add_argument("--limit", type=int, default=_RUNS_SHOWN, help="how many runs at most")
+    runs_cli.add_list_options(run_actions.add_parser("list", help="runs of every job or one, newest first, filtered"))
     run_actions.add_parser("get", help="one run with its error, traceback and result").add_argument("run", type=int)
     add_cancel(run_actions)
+    runs_cli.add_retry(run_actions)
     for parser in (*actions.choices.values(), *run_actions.choices.values()):
         parser.add_argument("--json", action="store_true", help="print the API's JSON (for scripts)")
 
@@ -218,8 +217,7 @@ def _jobs(api: ApiClient, args: argparse.Namespace) -> tuple[Any, Callable[[Any]
         api.call("DELETE", path)
         return {"deleted": args.job}, lambda _: f"Deleted job {args.job}."
     if args.action == "trigger":
-        run = api.call("POST", f"{path}/trigger")
-        return run, lambda r: f"Queued run {r['id']} of job {r['job_id']} (see `cronos runs get {r['id']}`)."
+        return api.call("POST", f"{path}/trigger", trigger_cli.body(args)), trigger_cli.shown
     job = api.call("POST", f"{path}/{args.action}")  # pause, resume
     return job, lambda j: f"Job {j['id']} {j['name']!r} is {j['status']}."
 
@@ -229,9 +227,9 @@ def _runs(api: ApiClient, args: argparse.Namespace) -> tuple[Any, Callable[[Any]
         return api.call("GET", f"/api/runs/{args.run}"), _show_run
     if args.action == "cancel":
         return cancel_run(api, args)
-    path = f"/api/jobs/{job_id(api, args.job)}/runs"
-    limit = max(1, min(args.limit, 500))
-    return api.call("GET", path, query={"state": args.state, "limit": limit})["items"], _runs_table
+    if args.action == "retry":
+        return runs_cli.retry_run(api, args)
+    return runs_cli.list_runs(api, args, job_id), _runs_table
 
 
 def run_command(args: argparse.Namespace, settings: Settings) -> int:

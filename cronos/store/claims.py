@@ -25,11 +25,13 @@ import msgspec
 
 from cronos import lifecycle
 from cronos.errors import Contention
+from cronos.inputs import INPUT_TRIGGERS, merged_payload
 from cronos.lifecycle import OVERLAP_REASONS, Ahead, Candidate, Overlap
 from cronos.models import FAIL_REPLACED, SKIP_EXPIRED, ConcurrencyPolicy, JobKind
 from cronos.store import queries as q
 from cronos.store import waiters
 from cronos.store.db import to_struct
+from cronos.store.inputs import RunRef, overrides_of
 
 Window = tuple[datetime | None, datetime | None]
 
@@ -54,6 +56,7 @@ class ClaimedRun(msgspec.Struct, kw_only=True):
     retry_backoff_s: float
     concurrency_policy: ConcurrencyPolicy
     webhook_secret: str  # signs http runs' requests (Standard Webhooks)
+    inputs: dict[str, Any] | None = None  # a manual run's payload overrides, merged into `payload` (with_inputs)
 
 
 class ClaimRequest(NamedTuple):
@@ -191,3 +194,18 @@ async def _claim_runs(
     ids = sorted(plan.claim)
     rows = await conn.fetch(q.CLAIM_RUNS, ids, [plan.claim[i] for i in ids], node_id, lease_s, *within)
     return {r["id"]: to_struct(r, ClaimedRun) for r in rows}
+
+
+async def with_inputs(pool: asyncpg.Pool, runs: Sequence[ClaimedRun]) -> int:
+    """Claimed manual runs and retries run with their inputs (cronos.inputs): their payload becomes
+    the job's with the overrides applied. Scheduled and chain runs are not asked about: nothing more
+    is sent for a batch without a manual run or a retry. Returns the statements sent."""
+    asked = [r for r in runs if r.trigger in INPUT_TRIGGERS]
+    if not asked:
+        return 0
+    found = await overrides_of(pool, [RunRef(r.id, r.job_id, r.scheduled_for, r.attempt) for r in asked])
+    for run in asked:
+        if run.id in found:
+            run.inputs = found[run.id][1]
+            run.payload = merged_payload(run.kind, run.payload, run.inputs)
+    return 1

@@ -88,7 +88,9 @@ class PartitionStore:
         return Change.DONE
 
     async def purge_default(self, epoch: int, before: datetime, limit: int = 10_000) -> int:
-        """Delete up to `limit` finished runs older than `before` from the default partition."""
+        """Delete up to `limit` finished runs older than `before` from the default partition, and the
+        inputs of manual runs past it (run_inputs: they outlive the days that drop)."""
         async with fenced(self._pool, epoch) as conn:
             status = await conn.execute(q.DEFAULT_PURGE, before, limit)
+            await conn.execute(q.RUN_INPUTS_PURGE, before, limit)
         return int(status.split()[-1])

@@ -208,6 +208,130 @@ RETURNING requested_by
 """
 RUN_CANCEL_OF = "SELECT requested_by FROM run_cancels WHERE run_id = $1"  # who asked first
 
+# --- all runs (API, read only; cronos.store.run_views) and "retry this run" (cronos.store.reruns) ---
+
+# GET /api/runs: newest run first (by id, the order runs entered the ledger), a page from a scan of
+# at most $4 index entries below the cursor $1, so a filter that matches rarely costs no more than
+# one that matches every run: the page is then short, and the caller goes on from the last entry
+# scanned. Four statements, one per index (a generic plan cannot switch indexes on a NULL): every
+# run (the primary key) or one job's ($11, runs_job_newest), and those ended failed, skipped or
+# cancelled (runs_unhappy_newest, runs_unhappy_job: migration 0030). [$2, $3): whole UTC days
+# holding the time range (NULL: open), which prune the day partitions and cut no row of them;
+# the exact range [$7, $8) on scheduled_for is tested with the other filters: $5 states, $6
+# trigger, $9 queue (each NULL: any). $10 the page size. The scan is read lazily: a page that
+# fills stops it there; a short one reads it to its end, and its last row comes after the hits
+# (`scan_end`, with how many entries the scan read).
+RUNS_PAGE = """
+WITH scanned AS MATERIALIZED (
+    SELECT id, job_id, scheduled_for, attempt, trigger, revision, state, due_at, node_id, epoch, started_at,
+        finished_at, lease_until, duration_ms, error, skip_reason, created_at, parent_run_id
+    FROM runs
+    WHERE id < $1 AND scheduled_for >= coalesce($2::timestamptz, '-infinity')
+      AND scheduled_for < coalesce($3::timestamptz, 'infinity')
+    ORDER BY id DESC
+    LIMIT $4),
+hits AS (
+    SELECT * FROM scanned
+    WHERE ($5::text[] IS NULL OR state = ANY($5::text[])) AND ($6::text IS NULL OR trigger = $6)
+      AND scheduled_for >= coalesce($7::timestamptz, '-infinity') AND scheduled_for < coalesce($8::timestamptz,
+          'infinity')
+      AND ($9::text IS NULL OR job_id IN (SELECT j.id FROM jobs j WHERE j.queue = $9))
+    LIMIT $10)
+SELECT false AS scan_end, NULL::bigint AS scanned, * FROM hits
+UNION ALL
+(SELECT true, count(*) OVER (), * FROM scanned ORDER BY id LIMIT 1)
+LIMIT $10
+"""
+RUNS_PAGE_OF_JOB = """
+WITH scanned AS MATERIALIZED (
+    SELECT id, job_id, scheduled_for, attempt, trigger, revision, state, due_at, node_id, epoch, started_at,
+        finished_at, lease_until, duration_ms, error, skip_reason, created_at, parent_run_id
+    FROM runs
+    WHERE job_id = $11 AND id < $1 AND scheduled_for >= coalesce($2::timestamptz, '-infinity')
+      AND scheduled_for < coalesce($3::timestamptz, 'infinity')
+    ORDER BY job_id, id DESC
+    LIMIT $4),
+hits AS (
+    SELECT * FROM scanned
+    WHERE ($5::text[] IS NULL OR state = ANY($5::text[])) AND ($6::text IS NULL OR trigger = $6)
+      AND scheduled_for >= coalesce($7::timestamptz, '-infinity') AND scheduled_for < coalesce($8::timestamptz,
+          'infinity')
+      AND ($9::text IS NULL OR job_id IN (SELECT j.id FROM jobs j WHERE j.queue = $9))
+    LIMIT $10)
+SELECT false AS scan_end, NULL::bigint AS scanned, * FROM hits
+UNION ALL
+(SELECT true, count(*) OVER (), * FROM scanned ORDER BY id LIMIT 1)
+LIMIT $10
+"""
+RUNS_PAGE_UNHAPPY = """
+WITH scanned AS MATERIALIZED (
+    SELECT id, job_id, scheduled_for, attempt, trigger, revision, state, due_at, node_id, epoch, started_at,
+        finished_at, lease_until, duration_ms, error, skip_reason, created_at, parent_run_id
+    FROM runs
+    WHERE state IN ('failed', 'skipped', 'cancelled') AND id < $1
+      AND scheduled_for >= coalesce($2::timestamptz, '-infinity') AND scheduled_for < coalesce($3::timestamptz,
+          'infinity')
+    ORDER BY id DESC
+    LIMIT $4),
+hits AS (
+    SELECT * FROM scanned
+    WHERE ($5::text[] IS NULL OR state = ANY($5::text[])) AND ($6::text IS NULL OR trigger = $6)
+      AND scheduled_for >= coalesce($7::timestamptz, '-infinity') AND scheduled_for < coalesce($8::timestamptz,
+          'infinity')
+      AND ($9::text IS NULL OR job_id IN (SELECT j.id FROM jobs j WHERE j.queue = $9))
+    LIMIT $10)
+SELECT false AS scan_end, NULL::bigint AS scanned, * FROM hits
+UNION ALL
+(SELECT true, count(*) OVER (), * FROM scanned ORDER BY id LIMIT 1)
+LIMIT $10
+"""
+RUNS_PAGE_UNHAPPY_OF_JOB = """
+WITH scanned AS MATERIALIZED (
+    SELECT id, job_id, scheduled_for, attempt, trigger, revision, state, due_at, node_id, epoch, started_at,
+        finished_at, lease_until, duration_ms, error, skip_reason, created_at, parent_run_id
+    FROM runs
+    WHERE state IN ('failed', 'skipped', 'cancelled') AND job_id = $11 AND id < $1
+      AND scheduled_for >= coalesce($2::timestamptz, '-infinity') AND scheduled_for < coalesce($3::timestamptz,
+          'infinity')
+    ORDER BY job_id, id DESC
+    LIMIT $4),
+hits AS (
+    SELECT * FROM scanned
+    WHERE ($5::text[] IS NULL OR state = ANY($5::text[])) AND ($6::text IS NULL OR trigger = $6)
+      AND scheduled_for >= coalesce($7::timestamptz, '-infinity') AND scheduled_for < coalesce($8::timestamptz,
+          'infinity')
+      AND ($9::text IS NULL OR job_id IN (SELECT j.id FROM jobs j WHERE j.queue = $9))
+    LIMIT $10)
+SELECT false AS scan_end, NULL::bigint AS scanned, * FROM hits
+UNION ALL
+(SELECT true, count(*) OVER (), * FROM scanned ORDER BY id LIMIT 1)
+LIMIT $10
+"""
+# The facts of a retry by hand (cronos.lifecycle.rerun): run $1, its job's kind, its tick's newest
+# attempt and an attempt of the tick still unfinished (looked up by tick identity: its day only).
+RERUN_FACTS = """
+SELECT r.id, r.job_id, r.scheduled_for, r.attempt, r.state, r.revision, r.parent_run_id, j.kind, now() AS now,
+    (SELECT max(t.attempt) FROM runs t WHERE t.job_id = r.job_id AND t.scheduled_for = r.scheduled_for)
+        AS newest_attempt,
+    (SELECT t.id FROM runs t WHERE t.job_id = r.job_id AND t.scheduled_for = r.scheduled_for
+        AND t.state IN ('queued', 'waiting', 'running') ORDER BY t.attempt DESC LIMIT 1) AS unfinished_run_id
+FROM runs r
+JOIN jobs j ON j.id = r.job_id
+WHERE r.id = $1
+"""
+# (none) -> queued (triggered, for an ended run's tick): $1 job, $2 tick, $3 attempt, $4 due,
+# $5 revision, $6 parent run; only while no attempt of the tick is unfinished, and once per tick
+# identity (a concurrent retry of the same tick gets no row).
+RERUN_INSERT = """
+INSERT INTO runs (job_id, scheduled_for, attempt, trigger, state, due_at, revision, parent_run_id)
+SELECT $1, $2, $3, 'retry', 'queued', $4, $5, $6
+WHERE NOT EXISTS (SELECT 1 FROM runs t WHERE t.job_id = $1 AND t.scheduled_for = $2
+    AND t.state IN ('queued', 'waiting', 'running'))
+ON CONFLICT DO NOTHING
+RETURNING id, job_id, scheduled_for, attempt, trigger, revision, state, due_at, node_id, epoch, started_at,
+    finished_at, lease_until, duration_ms, error, traceback, result, skip_reason, created_at, parent_run_id
+"""
+
 # --- chains (API, cronos.store.chains) -------------------------------------------
 
 # Changes of parents take turns (a transaction-scoped lock): two changes that each close half a
@@ -942,3 +1066,62 @@ ORDER BY scheduled_for, attempt
 
 # The id migration 0024 made once (cronos/store/identity.py).
 CLUSTER_IDENTITY = "SELECT id::text FROM cluster_identity"
+
+# --- run inputs (API, executor; cronos.inputs, cronos.store.inputs) -----------------------------
+
+# The job as a trigger with inputs checks them: its row share-locked (FOR KEY SHARE: a concurrent
+# change of the job waits until the run is queued; the leader's cursor writes do not).
+JOB_GET_KEY_SHARE = """
+SELECT id, name, cron_expression, timezone, kind, payload, timeout_s, max_retries, retry_backoff_s,
+    concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, revision, last_scheduled_for,
+    created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs, catchup_max_per_s
+FROM jobs
+WHERE id = $1 FOR KEY SHARE
+"""
+# Re-runs of job $1's ticks take turns (a transaction-scoped lock in its own two-key space): two
+# re-runs of one tick would otherwise both see it ended and queue attempts whose retries collide.
+RERUN_LOCK = "SELECT pg_advisory_xact_lock(1381322574, ($1::bigint % 2147483647)::integer)"
+# What a re-run of job $1's tick $2 is decided on (cronos.inputs.rerun_attempt): its highest
+# attempt (NULL: no run) and its runs that have not ended. One statement, one snapshot: a finish
+# that queues a retry commits both or neither.
+TICK_RERUN_FACTS = """
+SELECT max(attempt) AS last, coalesce(array_agg(id ORDER BY id) FILTER (WHERE finished_at IS NULL), '{}') AS unfinished
+FROM runs
+WHERE job_id = $1 AND scheduled_for = $2
+"""
+# A re-run of job $1's tick $2 as attempt $3: queued, due now, even for a paused job. No row: the
+# job is missing, or the attempt was taken meanwhile.
+RUN_INSERT_RERUN = """
+INSERT INTO runs (job_id, scheduled_for, attempt, trigger, state, due_at, revision)
+SELECT id, $2, $3, 'manual', 'queued', now(), revision
+FROM jobs
+WHERE id = $1
+ON CONFLICT DO NOTHING
+RETURNING id, job_id, scheduled_for, attempt, trigger, revision, state, due_at, node_id, epoch, started_at,
+    finished_at, lease_until, duration_ms, error, traceback, result, skip_reason, created_at, parent_run_id
+"""
+# $1 job, $2 tick, $3 attempt, $4 run, $5 job kind, $6 overrides (NULL: none), $7 actor.
+RUN_INPUTS_INSERT = """
+INSERT INTO run_inputs (job_id, scheduled_for, attempt, run_id, kind, payload, actor)
+VALUES ($1, $2, $3, $4, $5, $6, $7)
+"""
+# The inputs of the runs $1 (job $2, tick $3, attempt $4 each): the newest row of each one's tick at
+# or before its attempt (payload NULL: a re-run without overrides). Only manual runs and retries are
+# asked about (cronos.inputs.INPUT_TRIGGERS); one primary-key probe each.
+RUN_INPUTS_OF = """
+SELECT c.id, i.kind, i.payload
+FROM unnest($1::bigint[], $2::bigint[], $3::timestamptz[], $4::integer[]) AS c(id, job_id, tick, attempt)
+CROSS JOIN LATERAL (
+    SELECT kind, payload FROM run_inputs
+    WHERE job_id = c.job_id AND scheduled_for = c.tick AND attempt <= c.attempt
+    ORDER BY job_id, scheduled_for, attempt DESC LIMIT 1) i
+WHERE i.payload IS NOT NULL
+"""
+# Retention (cronos.store.partitions.purge_default, fenced): the inputs of runs whose tick and whose
+# trigger are both older than $1 (their runs and retries went with their days; a re-run of a tick
+# past retention is refused), at most $2.
+RUN_INPUTS_PURGE = """
+DELETE FROM run_inputs
+WHERE (job_id, scheduled_for, attempt) IN (SELECT job_id, scheduled_for, attempt FROM run_inputs
+    WHERE scheduled_for < $1 AND created_at < $1 LIMIT $2)
+"""

@@ -80,6 +80,8 @@ class RunStore:
                 return await claims.claim(self._pool, left, node_id, lease_s, within, claimed)
 
         refused, sent = await retry_contention(attempt, "claim")
+        with translate_errors():
+            sent += await claims.with_inputs(self._pool, [claimed[i] for i in ids if i in claimed])
         self.round_trips += sent
         answers: list[Claim] = []
         for run_id in run_ids:

@@ -19,3 +19,9 @@ async def ok(payload: dict[str, Any], ctx: cronos.RunContext) -> dict[str, Any]:
 @cronos.task("browser.fail", replace=True)
 async def fail(payload: dict[str, Any], ctx: cronos.RunContext) -> None:
     raise RuntimeError("browser test failure: the disk is full")
+
+
+@cronos.task("browser.echo", replace=True)
+async def echo(payload: dict[str, Any], ctx: cronos.RunContext) -> dict[str, Any]:
+    """What the run got (a trigger's overrides merged in): the run page shows it as its result."""
+    return {"payload": payload, "key": ctx.idempotency_key}

@@ -78,12 +78,29 @@ def _applied(url: str) -> None:
     assert next(job for job in jobs if job["name"] == "notify")["payload"]["headers"]["Authorization"] == "***"
 
 
+def _rerun_ran(url: str) -> None:
+    """docs/run-now.md: the re-run of a past tick ran with its override, then again without it."""
+    runs = _get(f"{url}/api/jobs/1/runs")["items"]
+    tick = max(runs, key=lambda run: run["attempt"])["scheduled_for"]
+    attempts = {run["attempt"]: run for run in runs if run["scheduled_for"] == tick}
+    assert sorted(attempts) == [1, 2] and attempts[1]["trigger"] == "manual", runs
+    for attempt, target in ((1, "orders"), (2, "users")):
+        done = block_until(lambda a=attempt: _ran_run(url, attempts[a]["id"]), timeout=30, what="the re-run")
+        assert json.loads(done["result"])["target"] == target, done
+
+
+def _ran_run(url: str, run_id: int) -> dict[str, Any] | None:
+    run: dict[str, Any] = _get(f"{url}/api/runs/{run_id}")
+    return run if run["state"] == "completed" else None
+
+
 # What a page's commands should have done, beyond each one succeeding.
 AFTERWARDS: dict[str, Callable[[str], None]] = {
     "README.md": _seed_job_ran,
     "docs/quickstart.md": _seed_job_ran,
     "docs/tutorial.md": _first_task_ran,
     "docs/jobs-as-code.md": _applied,
+    "docs/run-now.md": _rerun_ran,
 }
 
 

@@ -34,6 +34,7 @@ from schemathesis.checks import (
 )
 
 from api.bodies import MAX_ID, encode_cursor
+from api.routes_run_views import time_range
 from api.routes_ticks import window
 from api.service import ApiService
 from cronos.errors import InvalidInput
@@ -103,18 +104,28 @@ def _schema(base: str, live: Settings) -> Any:
             return False  # "in the future" depends on the clock; test_api_auth covers it
         if isinstance(body, dict) and body.get("parents"):
             return False  # which jobs exist (and make no cycle) depends on the data; test_chains covers it
+        if ctx.operation is not None and ctx.operation.path.endswith("/trigger") and body:
+            return False  # inputs fit the job's stored payload and schedule, not a schema; test_trigger_inputs
         payload = body.get("payload") if isinstance(body, dict) else None
         url = payload.get("url") if isinstance(payload, dict) else None
+        if ctx.operation is not None and ctx.operation.path.startswith("/api/channels") and isinstance(body, dict):
+            smtp = body.get("smtp")
+            hosts = [body.get("url"), f"smtp://{smtp.get('host')}" if isinstance(smtp, dict) else None]
+            return all(literal_host_refusal(h, live.http_allow_nets) is None for h in hosts if isinstance(h, str))
         return not isinstance(url, str) or literal_host_refusal(url, live.http_allow_nets) is None
 
     @schema.hook
     def filter_query(ctx: schemathesis.HookContext, query: Any) -> bool:
         # A ticks window's bounds (`from` not after `to`, at most 7 days) relate two parameters
         # and the clock, which no schema can say; test_api_ticks covers them.
-        if ctx.operation is None or not ctx.operation.path.endswith("/ticks") or not isinstance(query, dict):
+        # So do the runs view's (`to` after `from`).
+        if ctx.operation is None or not isinstance(query, dict):
             return True
         try:
-            window(query.get("from"), query.get("to"), datetime.now(UTC))
+            if ctx.operation.path.endswith("/ticks"):
+                window(query.get("from"), query.get("to"), datetime.now(UTC))
+            elif ctx.operation.path == "/api/runs":
+                time_range(query.get("from"), query.get("to"))
         except InvalidInput:
             return False
         return True

@@ -87,6 +87,7 @@ def test_request_bodies_cover_exactly_the_writable_columns() -> None:
 def test_response_bodies_derive_from_the_models() -> None:
     assert issubclass(JobOut, Job) and issubclass(RunOut, RunSummary) and issubclass(Run, RunSummary)
     derived = {"start_delay_ms", "held_back_ms", "waited_ms"}  # cronos.delays, from the run's own times
+    derived |= {"inputs"}  # a manual run's overrides, from run_inputs (cronos.store.inputs)
     assert set(RunOut.__struct_fields__) == set(Run.__struct_fields__) - {"lease_until"} | derived
 
 
@@ -183,6 +184,8 @@ def test_openapi_is_precise_about_kinds_cursors_and_scopes() -> None:
     assert ops["GET", "/api/jobs"]["security"] == [{"bearer": ["read"]}]
     assert {"401", "403", "408", "413", "415", "422"} <= set(ops["POST", "/api/jobs"]["responses"])
     assert "415" in ops["POST", "/api/jobs/{id}/trigger"]["responses"]
-    assert "408" not in ops["POST", "/api/jobs/{id}/trigger"]["responses"]
+    assert "408" not in ops["POST", "/api/jobs/{id}/pause"]["responses"]  # no body read
+    trigger = ops["POST", "/api/jobs/{id}/trigger"]  # an optional body (run now with inputs)
+    assert trigger["requestBody"]["required"] is False and {"408", "409", "422"} <= set(trigger["responses"])
     cursor = next(p for p in ops["GET", "/api/jobs"]["parameters"] if p["name"] == "cursor")
     assert cursor["schema"]["format"] == "cronos-cursor" and "next_cursor" in cursor["schema"]["description"]

@@ -3,7 +3,9 @@
 import { ApiError, del, get, post, query } from "../api.js";
 import { flash, showError } from "../feedback.js";
 import { runChart } from "../chart.js";
+import { openTrigger } from "./trigger.js";
 import { badge, fields, h, local, ms, replace, table, time, utc } from "../dom.js";
+import { jobHistory } from "./job_history.js";
 
 // The API's one start delay (from the tick) and its two parts; the page computes none of them.
 export function startDelay(run) {
@@ -116,6 +118,7 @@ export async function jobPage(main, [id], alive) {
         () => post(`/api/jobs/${id}/${paused ? "resume" : "pause"}`)) }, paused ? "Resume" : "Pause"),
       h("button", { type: "button", id: "trigger", onclick: () => act("Triggered: a run is queued",
         () => post(`/api/jobs/${id}/trigger`)) }, "Trigger now"),
+      h("button", { type: "button", id: "run-with-inputs", onclick: () => openTrigger(job, refresh) }, "Run now…"),
       h("a", { class: "button", href: `#/jobs/${id}/edit` }, "Edit"),
       h("button", { type: "button", id: "delete", class: "danger", onclick: async () => {
         if (!confirm(`Delete job "${job.name}" and all its runs? This cannot be undone.`)) return;
@@ -170,7 +173,8 @@ export async function jobPage(main, [id], alive) {
     h("section", { "aria-labelledby": "runs-h" }, h("h2", { id: "runs-h" }, "Runs"), chart, runs),
     h("section", { "aria-labelledby": "ticks-h" }, h("h2", { id: "ticks-h" }, "Ticks"),
       h("p", { class: "muted" }, "Every tick of the last 10 minutes, newest first: its run, or why it has none."),
-      ticks));
+      ticks),
+    jobHistory(id));
   await refresh();
   return refresh;
 }

@@ -3,6 +3,7 @@ import { get } from "../api.js";
 import { badge, fields, h, ms, replace, utc } from "../dom.js";
 import { runsTable, startDelay } from "./job.js";
 import { cancelButton } from "./run_cancel.js";
+import { retryButton } from "./run_retry.js";
 
 export async function runPage(main, [id], alive) {
   async function refresh() {
@@ -14,6 +15,7 @@ export async function runPage(main, [id], alive) {
     replace(main,
       h("p", {}, h("a", { href: `#/jobs/${run.job_id}` }, "← Job ", String(run.job_id))),
       h("div", { class: "title" }, h("h1", {}, `Run #${run.id}`), badge(run.state), cancelButton(run, refresh)),
+      retryButton(run),
       fields([
         ["Tick", utc(run.scheduled_for)],
         ["Attempt", `${run.attempt} (${run.trigger})`],
@@ -28,6 +30,8 @@ export async function runPage(main, [id], alive) {
         ["Epoch", run.epoch ?? "–"],
         ["Skip reason", run.skip_reason ?? "–"],
       ]),
+      run.inputs ? h("section", { "aria-labelledby": "inputs-h" }, h("h2", { id: "inputs-h" }, "Inputs (overrides of this run)"),
+        h("pre", { class: "payload", id: "inputs", tabindex: "0" }, JSON.stringify(run.inputs, null, 2))) : null,
       run.error ? h("section", { "aria-labelledby": "err-h" }, h("h2", { id: "err-h" }, "Error"),
         h("p", { class: "error" }, run.error)) : null,
       run.traceback ? h("section", { "aria-labelledby": "tb-h" }, h("h2", { id: "tb-h" }, "Traceback"),
