@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
 from collections.abc import AsyncIterator, Iterator
 from datetime import timedelta
@@ -73,10 +74,16 @@ async def stubborn(payload: dict[str, Any], ctx: cronos.RunContext) -> None:
         raise
 
 
+RELEASE = threading.Event()  # lets the first attempt's thread return
+
+
 @cronos.task("test.cancel.sleepy", replace=True)
 def sleepy(payload: dict[str, Any], ctx: cronos.RunContext) -> None:
     started = time.monotonic()
-    time.sleep(float(payload["seconds"]))  # ignores its timeout: a thread cannot be interrupted
+    if ctx.attempt == 1:
+        RELEASE.wait(10)  # ignores its timeout: a thread cannot be interrupted
+    else:
+        time.sleep(0.3)  # past its timeout too
     ATTEMPTS.append((ctx.attempt, started, time.monotonic()))
 
 
@@ -292,6 +299,7 @@ async def test_a_task_that_ignores_the_signal_is_cancelled_after_the_grace(
 async def test_a_shell_run_gets_sigterm_then_its_process_group_is_killed_after_the_grace(
     harness: Harness, api: Api, fast: Settings, tmp_path: Path
 ) -> None:
+    grace_s = 2.0  # room for the polite run to end by SIGTERM first, however busy the machine
     polite, deaf = tmp_path / "polite.pid", tmp_path / "deaf.pid"
     # `sleep` in the background and `wait`: SIGTERM to the group ends both at once.
     polite_job = await harness.job(kind="shell", payload={"argv": ["sh", "-c", f"sleep 60 & echo $! > {polite}; wait"]})
@@ -299,7 +307,7 @@ async def test_a_shell_run_gets_sigterm_then_its_process_group_is_killed_after_t
     deaf_script = f"trap '' TERM; sleep 60 & echo $! > {deaf}; wait; wait"
     deaf_job = await harness.job(kind="shell", payload={"argv": ["sh", "-c", deaf_script]})
     runs = [await harness.queue(polite_job), await harness.queue(deaf_job)]
-    async with Executor(fast) as ex:
+    async with Executor(msgspec.structs.replace(fast, cancel_grace_s=grace_s)) as ex:
         working = asyncio.create_task(ex.run_once())
         for token in runs:
             await _running(harness, token.run_id)
@@ -307,12 +315,12 @@ async def test_a_shell_run_gets_sigterm_then_its_process_group_is_killed_after_t
         asked = time.monotonic()
         for token in runs:
             assert (await api.call("POST", f"/api/runs/{token.run_id}/cancel")).status == 202
-        await wait_for(lambda: _is(harness, runs[0].run_id, "cancelled"), timeout=GRACE_S, interval=0.01,
+        await wait_for(lambda: _is(harness, runs[0].run_id, "cancelled"), timeout=grace_s, interval=0.01,
                        what="the SIGTERMed shell run to end before the grace")  # fmt: skip
         await _wait_gone(int(polite.read_text()), "the polite `sleep`")
         assert await harness.state(runs[1].run_id) == "running"  # still, within its grace
         assert await asyncio.wait_for(working, 10) == {"cancelled": 2}
-    assert time.monotonic() - asked >= GRACE_S
+    assert time.monotonic() - asked >= grace_s
     await _wait_gone(int(deaf.read_text()), "the `sleep` that ignored SIGTERM")
     polite_run, deaf_run = [await _run(harness.pool, token.run_id) for token in runs]
     for row in (polite_run, deaf_run):
@@ -360,24 +368,33 @@ async def test_a_thread_past_its_timeout_keeps_its_run_running_so_attempts_never
     harness: Harness, fast: Settings
 ) -> None:
     ATTEMPTS.clear()
-    job = await harness.job(payload={"action": "test.cancel.sleepy", "seconds": 0.8}, timeout_s=0.2, max_retries=1)
+    RELEASE.clear()
+    job = await harness.job(payload={"action": "test.cancel.sleepy"}, timeout_s=0.2, max_retries=1)
     first = await harness.queue(job)
     async with harness.outbox(), Executor(fast) as ex:
         serving = asyncio.create_task(ex.run())
         await _running(harness, first.run_id)
-        await asyncio.sleep(0.4)  # past its timeout, its thread still sleeping
+        await wait_for(_overrunning, what="the first attempt past its timeout, its thread still running")
+        await asyncio.sleep(0.3)  # time for a retry to start, were the slot given up
         assert await harness.state(first.run_id) == "running"  # kept: the forbid slot is still taken
-        assert metrics.RUNS_OVERRUNNING._value.get() == 1
+        assert len(await harness.runs(job)) == 1
+        held = time.monotonic()
+        RELEASE.set()
         await wait_for(lambda: _attempts(harness, job), timeout=10, what="both attempts to end")
         ex.stop()
         await asyncio.wait_for(serving, 10)
     (one, _one_start, one_end), (two, two_start, _two_end) = sorted(ATTEMPTS)
     assert (one, two) == (1, 2)
     assert two_start >= one_end, "the retry started while the first attempt's thread ran"
+    assert one_end >= held
     for run in await harness.runs(job):
         assert (run.state, run.error) == ("failed", "timed out after 0.2 s")
-        assert run.duration_ms is not None and run.duration_ms >= 800  # recorded when its thread returned
+        assert run.duration_ms is not None and run.duration_ms >= 300  # recorded when its thread returned
     assert metrics.RUNS_OVERRUNNING._value.get() == 0
+
+
+async def _overrunning() -> bool:
+    return bool(metrics.RUNS_OVERRUNNING._value.get() == 1)
 
 
 async def _attempts(harness: Harness, job: int) -> bool:
