@@ -63,6 +63,14 @@ LOCK_ACQUISITIONS = Counter(
     "cronos_lock_acquisitions_total", "Lock attempts by lock and result", ["lock", "result"], registry=REGISTRY
 )
 RUNS_IN_FLIGHT = Gauge("cronos_runs_in_flight", "Runs executing in this process", registry=REGISTRY)
+RUNS_OVERRUNNING = Gauge(
+    "cronos_runs_overrunning",
+    "Runs of plain (threaded) task functions past their timeout or cancel, still running until their thread returns",
+    registry=REGISTRY,
+)
+RUNS_CANCEL_SIGNALLED = Counter(
+    "cronos_runs_cancel_signalled_total", "Running runs whose work was told to stop by a cancel", registry=REGISTRY
+)
 STREAM_PENDING = Gauge(
     "cronos_stream_pending", "Tokens delivered but not yet acknowledged, per queue", ["queue"], registry=REGISTRY
 )

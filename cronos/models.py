@@ -20,7 +20,8 @@ SettableStatus = Literal["active", "paused"]
 TERMINAL_STATUSES = ("completed", "expired")
 ConcurrencyPolicy = Literal["forbid", "allow", "replace", "buffer_one", "buffer_all"]
 MisfirePolicy = Literal["run_once", "run_all", "skip"]
-RunState = Literal["queued", "waiting", "running", "completed", "failed", "skipped"]  # cronos.lifecycle.RunState
+# cronos.lifecycle.RunState
+RunState = Literal["queued", "waiting", "running", "completed", "failed", "skipped", "cancelled"]
 Trigger = Literal["schedule", "manual", "retry", "chain"]  # chain: after a run of a parent job
 
 JOB_STATUSES: tuple[str, ...] = get_args(JobStatus)

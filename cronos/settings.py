@@ -54,6 +54,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     executor_queues: tuple[str, ...] = (DEFAULT_QUEUE,)  # the queues (streams) an executor serves
     run_lease_s: float = 10.0
     drain_timeout_s: float = 30.0
+    cancel_grace_s: float = 10.0  # a cancelled run's work is told to stop, then cancelled this much later
     allow_shell: bool = False
     shell_user: str = ""  # shell jobs run as this user (the executor must be root); empty: the executor's
     result_max_bytes: int = 4096
@@ -281,6 +282,11 @@ VARIABLES: dict[str, tuple[str, Callable[[str], Any], str]] = {
     ),
     "CRONOS_RUN_LEASE_S": ("run_lease_s", _float(0.3, 3600), "run lease, renewed every third"),
     "CRONOS_DRAIN_TIMEOUT_S": ("drain_timeout_s", _float(0, 3600), "graceful drain deadline on SIGTERM"),
+    "CRONOS_CANCEL_GRACE_S": (
+        "cancel_grace_s",
+        _float(0, 3600),
+        "how long a cancelled running run may stop by itself before its work is cancelled (shell: killed)",
+    ),
     "CRONOS_ALLOW_SHELL": ("allow_shell", _bool, "allow `shell` jobs on this executor"),
     "CRONOS_SHELL_USER": (
         "shell_user",

@@ -33,6 +33,7 @@ RUNS_DELETED = "its runs were deleted with the job"
 NOT_DUE = "not yet due"
 NOT_WRITTEN = "not written yet"  # due, but after the job's cursor: the leader has not written it yet
 RETENTION = "past the runs' retention"  # its day of the ledger was dropped (CRONOS_RUNS_RETENTION)
+CANCELLED = "cancelled"  # its run was cancelled before it started (the run's error says by whom)
 UNACCOUNTED = "unaccounted"  # an active job's tick the ledger should hold and does not (G2)
 
 _US = timedelta(microseconds=1)
@@ -218,10 +219,11 @@ def _run(row: LedgerRow) -> TickRun:
 def _outcome(t: datetime, seg: Segment, rows: list[LedgerRow], horizon: _Horizon) -> tuple[Outcome, str | None]:
     now, written_until, kept_since = horizon
     if rows:
-        if any(row.state in _STARTED for row in rows):
+        if any(row.state in _STARTED or row.started_at is not None for row in rows):  # cancelled while it ran too
             return "ran", None
-        if all(row.state == "skipped" for row in rows):
-            return "skipped", max(rows, key=lambda row: row.attempt).skip_reason
+        if all(row.state in ("skipped", "cancelled") for row in rows):  # cancelled before it started
+            last = max(rows, key=lambda row: row.attempt)
+            return "skipped", last.skip_reason or CANCELLED
         return "pending", None  # queued: written, not started yet
     if seg.status == "absent":
         return "none", BEFORE_CREATED

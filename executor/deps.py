@@ -50,6 +50,7 @@ class Deps:
     redis: Any  # the Redis client (routing reads the other executors' presence)
     concurrency: InitVar[int]  # execution slots: the gate's
     routing: Routing = field(init=False)  # tokens whose action this node has no task for
+    cancel_grace_s: float = 10.0  # a cancelled run's work is cancelled this long after it is told to stop
     gate: Gate[ClaimRequest, Claim] = field(init=False)  # steps 2-3 at the due instant, with an execution slot
     locks: Batcher[str, bool] = field(init=False)  # step 1
     claims: Batcher[ClaimRequest, Claim] = field(init=False)  # steps 2-3, behind the gate

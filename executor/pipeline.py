@@ -40,6 +40,7 @@ class TokenOutcome(StrEnum):
 
     COMPLETED = "completed"
     FAILED = "failed"
+    CANCELLED = "cancelled"  # someone cancelled it while it ran (executor.cancels)
     SKIPPED = "skipped"  # the concurrency policy refused the overlap; recorded as skipped
     WAITING = "waiting"  # now waiting behind its job's running run, which wakes it (a new token then)
     LOCK_DENIED = "lock_denied"  # another executor holds this tick
@@ -196,6 +197,9 @@ async def record(deps: Deps, flight: InFlight, outcome: Outcome | None) -> Token
     if outcome.state == "completed":
         log.info("run completed", extra={"event": "run.completed", **fields})
         return TokenOutcome.COMPLETED
+    if outcome.state == "cancelled":
+        log.info("run %s", outcome.error, extra={"event": "run.cancelled", **fields})
+        return TokenOutcome.CANCELLED
     fields.update(error=outcome.error, retry_in_s=outcome.retry_delay_s)
     log.warning("run failed: %s", outcome.error, extra={"event": "run.failed", **fields})
     return TokenOutcome.FAILED

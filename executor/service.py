@@ -31,7 +31,7 @@ from cronos.settings import Settings
 from cronos.store.db import connect
 from cronos.store.runs import RunStore
 from cronos.stream import RunStream
-from executor import heartbeat, kinds
+from executor import cancels, heartbeat, kinds
 from executor.consumer import Consumer
 from executor.deps import Deps, wire
 from executor.health import BackendHealth, probe_backoff
@@ -114,6 +114,7 @@ class Executor:
             clock=clock,
             redis=client,
             concurrency=settings.executor_concurrency,
+            cancel_grace_s=settings.cancel_grace_s,
         )
         for batcher in deps.batchers:
             self._stack.push_async_callback(batcher.close)
@@ -184,6 +185,7 @@ class Executor:
         async with asyncio.TaskGroup() as group:
             beats = heartbeat.run(self.deps, self._redis, self.settings.executor_concurrency, done)
             group.create_task(beats, name="executor:heartbeat")
+            group.create_task(cancels.listen(self.deps, self.settings.database_url, done), name="executor:cancels")
             try:
                 await consumer.serve(group, self._stopping, burst=burst)
                 cancelled = await consumer.drain(self.settings.drain_timeout_s if not burst else 3600)

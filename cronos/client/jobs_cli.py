@@ -17,6 +17,8 @@ import msgspec
 
 from cronos.client import runs_cli, trigger_cli
 from cronos.client.api_client import ApiClient
+from cronos.client.cancel_cli import add_command as add_cancel
+from cronos.client.cancel_cli import cancel_run
 from cronos.client.cli_output import table, when
 from cronos.errors import CronosError, NotFound
 from cronos.models import JOB_STATUSES, JOB_WRITABLE, Job
@@ -110,6 +112,7 @@ def add_commands(sub: SubParsers, parser_class: type[argparse.ArgumentParser]) -
     run_actions = runs.add_subparsers(dest="action", required=True, metavar="ACTION", parser_class=parser_class)
     runs_cli.add_list_options(run_actions.add_parser("list", help="runs of every job or one, newest first, filtered"))
     run_actions.add_parser("get", help="one run with its error, traceback and result").add_argument("run", type=int)
+    add_cancel(run_actions)
     runs_cli.add_retry(run_actions)
     for parser in (*actions.choices.values(), *run_actions.choices.values()):
         parser.add_argument("--json", action="store_true", help="print the API's JSON (for scripts)")
@@ -223,6 +226,8 @@ def _jobs(api: ApiClient, args: argparse.Namespace) -> tuple[Any, Callable[[Any]
 def _runs(api: ApiClient, args: argparse.Namespace) -> tuple[Any, Callable[[Any], str]]:
     if args.action == "get":
         return api.call("GET", f"/api/runs/{args.run}"), _show_run
+    if args.action == "cancel":
+        return cancel_run(api, args)
     if args.action == "retry":
         return runs_cli.retry_run(api, args)
     return runs_cli.list_runs(api, args, job_id), _runs_table

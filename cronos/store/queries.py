@@ -25,6 +25,10 @@ JOBS_CHANNEL = "cronos_jobs"
 
 NOTIFY = "SELECT pg_notify('cronos_jobs', $1)"
 NOTIFY_EACH = "SELECT pg_notify('cronos_jobs', payload) FROM unnest($1::text[]) AS payload"
+# The channel the API notifies, in the transaction of a running run's cancel request, for the
+# executor running it (cronos.store.cancels.listen). Payload: JSON {"run_id": N, "by": "who"}.
+CANCELS_CHANNEL = "cronos_cancels"
+NOTIFY_CANCEL = "SELECT pg_notify('cronos_cancels', $1)"
 
 # A liveness probe, which also reads PostgreSQL's clock (unix time): the clock due times are
 # judged by (cronos.clock).
@@ -186,6 +190,28 @@ LIMIT $5
 # The tick of the run an "id:" cursor names (cursors from before 0018), so the walk goes on in tick order.
 RUN_TICK_OF_JOB = "SELECT scheduled_for FROM runs WHERE id = $1 AND job_id = $2"
 JOB_EXISTS = "SELECT EXISTS (SELECT 1 FROM jobs WHERE id = $1)"
+
+# --- cancel (API, cronos.store.cancels) -------------------------------------------
+
+# The run $1, locked against a claim, a finish or a wake while its cancel is decided (the API's
+# cancel reads it by id alone: every partition, once per operator's click).
+RUN_LOCK_FOR_CANCEL = """
+SELECT id, job_id, scheduled_for, state FROM runs WHERE id = $1 FOR NO KEY UPDATE
+"""
+# queued or waiting -> cancelled (Event.CANCELLED): the run $1 of tick $2, with its error $3 (who).
+RUN_CANCEL = """
+UPDATE runs SET state = 'cancelled', error = $3, finished_at = now(), pushed_epoch = NULL
+WHERE id = $1 AND scheduled_for = $2 AND state IN ('queued', 'waiting')
+RETURNING id
+"""
+# The record of a cancel, and for a running run its executor's request (Event.CANCEL_REQUESTED):
+# $1 run, $2 job, $3 tick, $4 who. A second request of the same run is left alone (no row).
+RUN_CANCEL_REQUEST = """
+INSERT INTO run_cancels (run_id, job_id, scheduled_for, requested_by) VALUES ($1, $2, $3, $4)
+ON CONFLICT (run_id) DO NOTHING
+RETURNING requested_by
+"""
+RUN_CANCEL_OF = "SELECT requested_by FROM run_cancels WHERE run_id = $1"  # who asked first
 
 # --- all runs (API, read only; cronos.store.run_views) and "retry this run" (cronos.store.reruns) ---
 
@@ -662,8 +688,9 @@ WHERE job_id = $1 AND id <> $2 AND state = 'running' AND exclusive
 RETURNING id
 """
 
-# Heartbeat for every run in flight on a node: extends the leases it still owns, returns their ids.
-# [$4, $5): their ticks, or NULL.
+# Heartbeat for every run in flight on a node: extends the leases it still owns, returns their ids,
+# each with who asked to cancel it (run_cancels; NULL: nobody, one probe of a small table per run
+# in flight and beat, not per run). [$4, $5): their ticks, or NULL.
 EXTEND_LEASES = """
 WITH locked AS MATERIALIZED (SELECT id, node_id, state, scheduled_for FROM runs WHERE id = ANY($1::bigint[])
     AND finished_at IS NULL AND scheduled_for >= coalesce($4::timestamptz, '-infinity')
@@ -675,7 +702,7 @@ WHERE r.id = l.id AND r.scheduled_for = l.scheduled_for AND r.scheduled_for >= c
     '-infinity')
   AND r.scheduled_for < coalesce($5::timestamptz, 'infinity')
   AND l.node_id = $2 AND l.state = 'running'
-RETURNING r.id
+RETURNING r.id, (SELECT c.requested_by FROM run_cancels c WHERE c.run_id = r.id) AS cancel_by
 """
 
 # running -> completed | failed (completed, failed, lost): each run of $1 written only while the
@@ -747,9 +774,10 @@ FROM (SELECT 1 FROM runs WHERE state = 'queued'
     AND due_at < now() - make_interval(secs => $1) LIMIT $2) AS overdue
 """
 
-# Reaper (leader, fenced by EPOCH_GUARD).
+# Reaper (leader, fenced by EPOCH_GUARD): with who asked to cancel each run (cronos.lifecycle.lost).
 LOST_RUNS = """
-SELECT r.id, r.node_id, r.scheduled_for, r.attempt, j.kind, j.max_retries, j.retry_backoff_s
+SELECT r.id, r.node_id, r.scheduled_for, r.attempt, j.kind, j.max_retries, j.retry_backoff_s,
+       (SELECT c.requested_by FROM run_cancels c WHERE c.run_id = r.id) AS cancel_by
 FROM runs r
 JOIN jobs j ON j.id = r.job_id
 WHERE r.state = 'running' AND r.lease_until < now()
