@@ -41,8 +41,8 @@ from cronos.errors import InvalidInput
 from cronos.netguard import literal_host_refusal
 from cronos.settings import Settings
 
-BUDGET_S = 150.0  # the whole run (25-75 s here, by the machine's load)
-EXAMPLES = 100  # per operation and id: a random one, then one that exists
+BUDGET_S = 240.0  # the whole run (40-100 s on a quiet 2-core box; more under load)
+EXAMPLES = 60  # per operation and id: a random one, then one that exists (about 60 operations)
 CHECKS = [
     not_a_server_error,
     status_code_conformance,
@@ -133,7 +133,7 @@ def _schema(base: str, live: Settings) -> Any:
     return schema
 
 
-@pytest.mark.timeout(200)
+@pytest.mark.timeout(300)
 def test_the_api_keeps_the_promises_of_its_openapi_document(settings: Settings) -> None:
     _register_formats()
     # Shell allowed so shell payloads are judged by their schema, not refused by policy.
