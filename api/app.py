@@ -16,6 +16,7 @@ from api import (
     health,
     jobs_file,
     routes_console,
+    routes_fleet,
     routes_jobs,
     routes_run_views,
     routes_runs,
@@ -47,6 +48,7 @@ ROUTES: tuple[Route, ...] = (
     *routes_tokens.ROUTES,
     *jobs_file.ROUTES,
     *routes_schedule.ROUTES,
+    *routes_fleet.ROUTES,
     *routes_console.ROUTES,
     *routes_ui.ROUTES,
 )

@@ -54,7 +54,7 @@ def forget(backends: Backends) -> None:
 
 
 def warnings(
-    schedule: Schedule, now: datetime, starts: Starts | None, herd_jobs: int, *, counted: bool
+    schedule: Schedule, now: datetime, starts: Starts | None, herd_jobs: int, counted: bool
 ) -> list[LintWarning]:
     """A schedule's warnings; the herd one when `starts` (the fleet's) is given. Pure, on the
     compute thread: walks the schedule over the fleet's window."""
