@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from cronos.client.api_client import ApiClient, ApiError
 from cronos.client.apply import Action, Step, describe, plan, strays, summary
+from cronos.client.apply_lint import schedule_notes
 from cronos.client.jobs_cli import client
 from cronos.client.jobs_file import ApplyInvalid, desired_jobs, parse
 from cronos.settings import Settings
@@ -83,6 +84,7 @@ def run_apply(args: argparse.Namespace, settings: Settings) -> int:
     desired = desired_jobs(documents, api.call("GET", SCHEMA_PATH), os.environ)
     current = list(api.pages("/api/jobs"))
     actions = plan(desired, current, prune=args.prune, salt=os.urandom(16))
+    by_name = {job["name"]: job for job in current}
     for action in actions:
         if not args.dry_run:
             try:
@@ -91,6 +93,8 @@ def run_apply(args: argparse.Namespace, settings: Settings) -> int:
                 where = f"{action.source}: " if action.source else ""
                 raise ApplyInvalid(f"{where}job {action.name!r}: {action.step.value} refused: {exc}") from None
         print(describe(action))
+        for line in schedule_notes(api, action, by_name.get(action.name)):  # warnings, the ticks diff
+            print(line)
         if not args.dry_run and extra:
             print(extra)
     if not args.prune:
