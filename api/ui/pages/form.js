@@ -6,6 +6,7 @@ import { ApiError, get, patch, post, query } from "../api.js";
 import { changedFields, parseIds, parseNumber } from "../edits.js";
 import { flash } from "../feedback.js";
 import { h, local, replace, utc } from "../dom.js";
+import { lintNotes, previousOf } from "./schedule_lint.js";
 
 const CHOICES = {
   kind: ["task", "http", "shell"],
@@ -131,6 +132,7 @@ export async function formPage(main, [id]) {
     try {
       const data = await get(`/api/schedule/preview${query({
         cron_expression: controls.cron_expression.value, timezone: controls.timezone.value, count: 5,
+        ...previousOf(job),
       })}`);
       if (mine !== asked) return;
       problem("cron_expression", null);
@@ -140,7 +142,8 @@ export async function formPage(main, [id]) {
           local(t.local) ? h("span", { class: "muted" }, ` (${local(t.local)})`) : null, t.dst ? h("span", { class: "dst" }, ` ${t.dst.detail}`) : null))),
         controls.start_at.value || controls.end_at.value || controls.max_runs.value
           ? h("p", { class: "muted small" }, "The cron's own fire times: the window and max runs below keep only those within them.")
-          : null);
+          : null,
+        ...lintNotes(data));
     } catch (error) {
       if (mine !== asked) return;
       const name = error.field === "$.timezone" ? "timezone" : "cron_expression";
