@@ -59,10 +59,12 @@ def warnings(
     """A schedule's warnings; the herd one when `starts` (the fleet's) is given. Pure, on the
     compute thread: walks the schedule over the fleet's window."""
     found = lint(schedule.expression, schedule.timezone, now)
-    if starts is not None:
+    # Only minutes the job could make a herd of matter; most fleets have none, and the walk is skipped.
+    busy = {} if starts is None else {i: n for i, n in enumerate(starts.counts) if n + 1 >= herd_jobs}
+    if starts is not None and busy:
         end = starts.start + len(starts.counts) * MINUTE
         fires = schedule.fire_times(max(now, starts.start), end - timedelta(microseconds=1), limit=len(starts.counts))
-        by_minute = {starts.start + i * MINUTE: n for i, n in enumerate(starts.counts) if n}
+        by_minute = {starts.start + i * MINUTE: n for i, n in busy.items()}
         if (herd := herd_warning(fires, by_minute, herd_jobs, counted=counted)) is not None:
             found.append(herd)
     return found
