@@ -242,9 +242,9 @@ ROUTES = (
               Query("from", "fire times strictly after this RFC 3339 time (default now); an ISO 8601 time "
                     "without an offset is a wall time in `timezone`", schema={"type": "string", "format": "date-time"}),
               Query("previous_cron_expression", "an edit's previous expression: `diff` lists the ticks the edit "
-                    "adds and removes", schema={"type": "string", "maxLength": 256}),
-              Query("previous_timezone", "the previous zone (default `timezone`)", schema={"type": "string",
-                    "maxLength": 64}),
+                    "adds and removes", schema=_schema(PreviewQuery, "cron_expression")),
+              Query("previous_timezone", "the previous zone (default `timezone`)",
+                    schema=_schema(PreviewQuery, "timezone")),
               Query("days", f"how far the diff looks, 1..{MAX_DIFF_DAYS} days (default {DIFF_DAYS})",
                     maximum=MAX_DIFF_DAYS),
           )),
