@@ -18,6 +18,7 @@ from api import (
     routes_cancel,
     routes_channels,
     routes_console,
+    routes_fleet,
     routes_job_health,
     routes_jobs,
     routes_run_views,
@@ -53,6 +54,7 @@ ROUTES: tuple[Route, ...] = (
     *routes_channels.ROUTES,
     *jobs_file.ROUTES,
     *routes_schedule.ROUTES,
+    *routes_fleet.ROUTES,
     *routes_console.ROUTES,
     *routes_ui.ROUTES,
 )

@@ -13,6 +13,7 @@ import msgspec
 from msgspec import UNSET, Meta, UnsetType
 
 from api.names import PATTERN as NAME_PATTERN
+from api.schemas_schedule import EditDiff, Warnings
 from cronos.models import (
     DEFAULT_QUEUE,
     QUEUE_PATTERN,
@@ -201,14 +202,11 @@ class JobOut(Job, kw_only=True):
     webhook_secret: str | UnsetType = UNSET
     # Only on GET /api/jobs/{id}.
     last_run: RunOut | UnsetType | None = UNSET
-    # Only in the answer to a create or a change (api.task_routing): what will not work as
-    # written, though it was stored (a task action no live executor of the job's queue serves).
-    warnings: Annotated[
-        list[str] | UnsetType,
-        Meta(
-            description="on create and update only: problems that do not refuse the job (e.g. no live executor "
-            "of its queue serves its task action)"
-        ),
+    # Only in the answer to a create or a change (api.job_lint, docs/schedule-lint.md).
+    warnings: Warnings | UnsetType = UNSET
+    schedule_diff: Annotated[
+        EditDiff | UnsetType,
+        Meta(description="on a change of schedule only: the ticks of the next 7 days it adds and removes"),
     ] = UNSET
 
 

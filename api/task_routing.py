@@ -13,9 +13,12 @@ from api.cluster import unserved_message
 from cronos import presence
 from cronos.errors import BackendUnavailable
 from cronos.models import Job
+from cronos.schedule_lint import LintWarning
+
+UNSERVED_ACTION = "unserved_action"  # the warning's code
 
 
-async def action_warnings(backends: Backends, job: Job) -> list[str]:
+async def action_warnings(backends: Backends, job: Job) -> list[LintWarning]:
     """What to tell the caller about `job`'s task action; empty when some live executor runs it."""
     action = job.payload.get("action") if job.kind == "task" else None
     if not isinstance(action, str):
@@ -26,4 +29,10 @@ async def action_warnings(backends: Backends, job: Job) -> list[str]:
         return []  # not known now: no warning rather than a false one
     if presence.servers(found, job.queue, action):
         return []
-    return [f"{unserved_message(job.queue, action)} until one imports a module that registers it"]
+    return [
+        LintWarning(
+            code=UNSERVED_ACTION,
+            message=f"{unserved_message(job.queue, action)} until one imports a module that registers it",
+            suggestion=f"start an executor of queue {job.queue!r} importing the module that registers {action!r}",
+        )
+    ]

@@ -71,6 +71,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     http_max_redirects: int = 5  # hops followed when a job sets follow_redirects
     job_payload_max_bytes: int = 65_536  # encoded size bound of a job's payload
     max_queues: int = 100  # queues jobs may name in all (each is a stream the leader tends)
+    herd_jobs: int = 100  # a schedule warning (code herd) when this many active jobs start in one minute
     # clients: `cronos jobs|runs|apply` talk to this API with this token (empty: none, protected mode)
     api_url: str = "http://127.0.0.1:3002"
     api_token: str = ""
@@ -312,6 +313,11 @@ VARIABLES: dict[str, tuple[str, Callable[[str], Any], str]] = {
     "CRONOS_HTTP_MAX_REDIRECTS": ("http_max_redirects", _int(0, 20), "redirect hops when a job follows them"),
     "CRONOS_JOB_PAYLOAD_MAX_BYTES": ("job_payload_max_bytes", _int(1024, 1_048_576), "bound of a job's payload"),
     "CRONOS_MAX_QUEUES": ("max_queues", _int(1, 10_000), "queues jobs may name in all (a job naming one more: 422)"),
+    "CRONOS_HERD_JOBS": (
+        "herd_jobs",
+        _int(2, 10_000_000),
+        "active jobs starting in one minute that make a herd warning",
+    ),
     "CRONOS_API_URL": ("api_url", _url("http", "https"), "the API that `cronos jobs|runs|apply` call"),
     "CRONOS_API_TOKEN": ("api_token", _token, "bearer token `cronos jobs|runs|apply` send (empty: none)"),
     "CRONOS_CONSOLE_URL": ("console_url", _url("http", "https"), "the console's address, for links in notifications"),

@@ -238,5 +238,7 @@ def run_command(args: argparse.Namespace, settings: Settings) -> int:
     answer, show = (_jobs if args.command == "jobs" else _runs)(api, args)
     print(_dump(answer) if args.json else show(answer))
     for warning in answer.get("warnings", []) if isinstance(answer, dict) else []:
-        print(f"cronos: warning: {warning}", file=sys.stderr)  # stored all the same (e.g. no executor serves it)
+        print(
+            f"cronos: warning: {warning['message']}", file=sys.stderr
+        )  # stored all the same (e.g. no executor serves it)
     return 0

@@ -1281,3 +1281,16 @@ DELETE FROM run_inputs
 WHERE (job_id, scheduled_for, attempt) IN (SELECT job_id, scheduled_for, attempt FROM run_inputs
     WHERE scheduled_for < $1 AND created_at < $1 LIMIT $2)
 """
+
+# --- the fleet's planned starts (cronos.store.fleet; api.routes_fleet, schedule lint's herd) ----
+
+# Active repeating jobs grouped by what decides their starts: (expression, zone, jitter). Ids only
+# where jitter spreads them job by job; a window (start_at/end_at) is not applied (a view, not a plan).
+FLEET_GROUPS = """
+SELECT cron_expression, timezone, jitter_s, count(*) AS jobs,
+       CASE WHEN jitter_s > 0 THEN array_agg(id ORDER BY id) END AS ids
+FROM jobs
+WHERE status = 'active' AND cron_expression IS NOT NULL AND run_at IS NULL
+GROUP BY cron_expression, timezone, jitter_s
+ORDER BY count(*) DESC, cron_expression, timezone, jitter_s
+"""

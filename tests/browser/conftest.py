@@ -8,7 +8,6 @@ Nothing downloads a browser: the suite uses /usr/bin/chromium and /usr/bin/chrom
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import shutil
 import subprocess
@@ -50,18 +49,14 @@ def _health(base: str) -> bool:
 
 
 @pytest.fixture(scope="module")
-def stack(services: Services, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    with running_stack(services, tmp_path_factory.mktemp("stack")) as started:
-        yield started
-
-
-@contextlib.contextmanager
-def running_stack(services: Services, root: Path, extra_env: dict[str, str] | None = None) -> Iterator[Stack]:
-    """`cronos dev` on a database and key prefix of its own; `extra_env` adds or overrides settings."""
+def stack(
+    services: Services, tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Iterator[Stack]:
     name = f"cronos_b_{uuid.uuid4().hex[:12]}"
     dsn = with_database(services.pg_admin_dsn, name)
     asyncio.run(migrate(dsn))  # creates the database too
     port, node = free_port(), f"browser-{uuid.uuid4().hex[:6]}"
+    root = tmp_path_factory.mktemp("stack")
     log = root / "cronos.log"
     clean = {k: v for k, v in os.environ.items() if k not in VARIABLES}
     env = {
@@ -76,7 +71,7 @@ def running_stack(services: Services, root: Path, extra_env: dict[str, str] | No
         "CRONOS_LEADER_TTL_MS": "1500",
         "CRONOS_ALLOW_SHELL": "true",  # the edit form's tests open a shell job (none of them runs it)
         "PYTHONPATH": str(REPO),  # for --import tests.browser.tasks
-        **(extra_env or {}),
+        **getattr(request.module, "STACK_ENV", {}),  # a test module's own settings
     }
     with log.open("ab") as out:
         proc = subprocess.Popen(

@@ -22,7 +22,7 @@ def test_the_cluster_page_shows_queues_executors_their_actions_and_an_unserved_o
     driver = browser
     body = {"name": "nobody-runs-me", "cron_expression": "* * * * * *", "payload": {"action": "nobody.here"}}
     job = call(stack, "POST", "/api/jobs", body)
-    assert "serves action 'nobody.here'" in job["warnings"][0], job
+    assert "serves action 'nobody.here'" in job["warnings"][0]["message"], job
     go(driver, stack, "#/cluster")
     wait(driver, lambda d: any("browser.ok" in a for a in _cells(d, "Actions")), what="the executor's actions")
     assert stack.node_id in _cells(driver, "Executor")

@@ -15,13 +15,20 @@ from typing import Any
 import asyncpg
 import pytest
 
-from tests.browser.conftest import Stack, running_stack
+from tests.browser.conftest import Stack
 from tests.browser.test_console import call, find, go, screenshot_artifact, text, wait
 from tests.cluster.receiver import Receiver
-from tests.services import Services
 from tests.waiting import block_until
 
 pytestmark = [pytest.mark.cluster, pytest.mark.browser, pytest.mark.timeout(150)]
+
+STACK_ENV = {  # this module's stack (tests/browser/conftest.py)
+    "CRONOS_HEALTH_INTERVAL_S": "0.5",  # the leader judges jobs every half second, not every 5 s
+    "CRONOS_AUDIT_INTERVAL_S": "2",  # ... and audits 2 s windows that settled 2 s ago
+    "CRONOS_AUDIT_SETTLE_S": "2",
+    "CRONOS_HTTP_ALLOW_NETS": "127.0.0.1/32",  # the receiver is on loopback
+    "CRONOS_CONSOLE_URL": "http://console.example",
+}
 
 
 @pytest.fixture(scope="module")
@@ -32,19 +39,6 @@ def receiver() -> Iterator[Receiver]:
         yield hooks
     finally:
         hooks.stop()
-
-
-@pytest.fixture(scope="module")
-def tour(services: Services, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    fast = {
-        "CRONOS_HEALTH_INTERVAL_S": "0.5",  # the leader judges jobs every half second, not every 5 s
-        "CRONOS_AUDIT_INTERVAL_S": "2",  # ... and audits 2 s windows that settled 2 s ago
-        "CRONOS_AUDIT_SETTLE_S": "2",
-        "CRONOS_HTTP_ALLOW_NETS": "127.0.0.1/32",  # the receiver is on loopback
-        "CRONOS_CONSOLE_URL": "http://console.example",
-    }
-    with running_stack(services, tmp_path_factory.mktemp("tour"), fast) as started:
-        yield started
 
 
 def _events(receiver: Receiver) -> list[dict[str, Any]]:
@@ -71,11 +65,11 @@ async def _lose_a_tick(database_url: str, job_id: int) -> str:
 
 
 def test_a_failing_job_a_missed_tick_and_an_overrunning_run_are_told_and_shown(
-    browser: Any, tour: Stack, receiver: Receiver
+    browser: Any, stack: Stack, receiver: Receiver
 ) -> None:
     import asyncio
 
-    driver = browser
+    driver, tour = browser, stack
     call(tour, "POST", "/api/channels", {"name": "ops", "kind": "webhook", "url": receiver.url("/ops"),
                                          "events": ["failed", "missed", "overran"]})  # fmt: skip
     failing = call(tour, "POST", "/api/jobs", {"name": "nightly-report", "cron_expression": "@yearly",

@@ -72,10 +72,10 @@ async def test_runs_go_to_the_executor_with_the_action_and_unserved_ones_wait_re
             "POST", "/api/jobs", {"name": "orphan", "cron_expression": "* * * * * *", "payload": {"action": "nobody"}}
         )
         assert orphan.status == 201, orphan.body
-        assert orphan.body["warnings"] == [
-            "no live executor of queue 'default' serves action 'nobody': its runs wait queued"
-            " until one imports a module that registers it"
-        ]
+        assert [(w["code"], w["message"]) for w in orphan.body["warnings"]] == [
+            ("unserved_action", "no live executor of queue 'default' serves action 'nobody': its runs wait queued"
+             " until one imports a module that registers it")
+        ]  # fmt: skip
         changed = await api.call("PATCH", f"/api/jobs/{served.body['id']}", {"timeout_s": 30})
         assert changed.status == 200 and changed.body["warnings"] == []
 
@@ -126,5 +126,5 @@ def test_the_cli_stores_the_job_and_prints_the_warning_on_stderr(
         assert "orphan" in ok(done) and "warnings" not in done.stdout
         assert done.stderr.strip() == warning
         updated = cli(tmp_path, url, "jobs", "update", "orphan", "--timeout-s", "30", "--json")
-        assert as_json(updated)["warnings"] == [warning.removeprefix("cronos: warning: ")]
+        assert [w["message"] for w in as_json(updated)["warnings"]] == [warning.removeprefix("cronos: warning: ")]
         assert updated.stderr.strip() == warning

@@ -8,6 +8,7 @@ import { flash } from "../feedback.js";
 import { flashSaved } from "./warnings.js";
 import { h, local, replace, utc } from "../dom.js";
 import { expectationFields } from "./form_expectations.js";
+import { lintNotes, previousOf } from "./schedule_lint.js";
 
 const CHOICES = {
   kind: ["task", "http", "shell"],
@@ -135,6 +136,7 @@ export async function formPage(main, [id]) {
     try {
       const data = await get(`/api/schedule/preview${query({
         cron_expression: controls.cron_expression.value, timezone: controls.timezone.value, count: 5,
+        ...previousOf(job),
       })}`);
       if (mine !== asked) return;
       problem("cron_expression", null);
@@ -144,7 +146,8 @@ export async function formPage(main, [id]) {
           local(t.local) ? h("span", { class: "muted" }, ` (${local(t.local)})`) : null, t.dst ? h("span", { class: "dst" }, ` ${t.dst.detail}`) : null))),
         controls.start_at.value || controls.end_at.value || controls.max_runs.value
           ? h("p", { class: "muted small" }, "The cron's own fire times: the window and max runs below keep only those within them.")
-          : null);
+          : null,
+        ...lintNotes(data));
     } catch (error) {
       if (mine !== asked) return;
       const name = error.field === "$.timezone" ? "timezone" : "cron_expression";

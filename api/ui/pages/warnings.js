@@ -5,7 +5,7 @@ import { flash } from "../feedback.js";
 export function flashSaved(text, warnings = []) {
   if (!warnings.length) return flash(text);
   const status = document.getElementById("status");
-  const told = `${text}. Warning: ${warnings.join(" ")}`;
+  const told = `${text}. Warning: ${warnings.map((w) => w.message).join(" ")}`;
   status.textContent = told;
   setTimeout(() => { if (status.textContent === told) status.textContent = ""; }, 20000);
 }
