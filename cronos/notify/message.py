@@ -83,6 +83,19 @@ def build(
     }
 
 
+def minimal(*, event: Mapping[str, Any], job: Mapping[str, Any]) -> dict[str, Any]:
+    """The message of an event whose full message could not be built: the event (no detail) and
+    its job, the same shape with the rest null."""
+    return {
+        "type": f"job.{event['kind']}",
+        "event": msgspec.to_builtins(dict(event)),
+        "job": dict(job),
+        "run": None,
+        "tick": None,
+        "link": None,
+    }
+
+
 def headline(message: Mapping[str, Any]) -> str:
     event = message.get("event") or {}
     job = message.get("job") or {}

@@ -11,6 +11,7 @@ import logging
 from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
+from unittest.mock import ANY
 
 import asyncpg
 import msgspec
@@ -20,6 +21,7 @@ from standardwebhooks import Webhook
 from cronos.errors import NotLeader
 from cronos.events import JobEvent, JobEventKind
 from cronos.http_guard import guarded_session
+from cronos.notify import message as msg
 from cronos.settings import Settings
 from cronos.store.epoch import EpochStore
 from cronos.store.events import insert_events
@@ -297,3 +299,48 @@ async def test_settled_deliveries_go_with_the_runs_retention(
     await pg_pool.execute("UPDATE notification_deliveries SET created_at = now() - interval '31 days'")
     assert await notifier.purge_once(datetime.now(UTC)) == 2  # the default retention is 30 days
     assert [d["state"] for d in await _deliveries(api, channel["id"])] == ["pending"]
+
+
+async def test_an_event_whose_message_cannot_be_built_holds_back_no_other(
+    api: Api,
+    notifier: Notifier,
+    pg_pool: asyncpg.Pool,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    job = (await api.create(name="j"))["id"]
+    build = msg.build
+
+    def breaks_on_poison(**parts: Any) -> dict[str, Any]:  # the message's code failing on one event's data
+        if "poison" in parts["event"]["detail"]:
+            raise ValueError("cannot show this detail")
+        return build(**parts)
+
+    monkeypatch.setattr(msg, "build", breaks_on_poison)
+    async with http_receiver() as receiver:
+        hook = await _channel(api, name="hook", kind="webhook", url=receiver.url)
+        async with pg_pool.acquire() as conn:
+            await insert_events(conn, [
+                _event(job, "failed", "poison", poison=True),
+                # A tick out of the range the explanation can compute: the message goes without it.
+                _event(job, "missed", "year-one", scheduled_for="0001-01-01T00:00:00+00:00"),
+                _event(job, "failed", "fine", consecutive_failures=2),
+            ])  # fmt: skip
+        with caplog.at_level(logging.WARNING, logger="dispatcher.notifier"):
+            assert await notifier.route_once(NOW) == 3  # one pass: none holds back the others
+        assert await notifier.route_once(NOW) == 0
+        await _sending(notifier, lambda: len(receiver.seen) == 3)
+        bodies = {b["event"]["id"]: b for b in (Webhook(hook["webhook_secret"]).verify(r.body, r.headers)
+                                                 for r in receiver.seen)}  # fmt: skip
+    (poison,) = (b for b in bodies.values() if "detail" not in b["event"])
+    (year_one,) = (b for b in bodies.values() if b["type"] == "job.missed")
+    (fine,) = (b for b in bodies.values() if b["event"].get("detail", {}).get("consecutive_failures") == 2)
+    assert poison == {
+        "type": "job.failed", "event": {"id": poison["event"]["id"], "kind": "failed", "occurred_at": ANY},
+        "job": {"id": job, "name": "j", "queue": "default"}, "run": None, "tick": None, "link": None,
+    }  # fmt: skip
+    assert year_one["tick"] is None and year_one["event"]["detail"]["scheduled_for"].startswith("0001-01-01")
+    assert year_one["link"] == f"https://cronos.example.com/#/jobs/{job}"
+    assert fine["link"] == f"https://cronos.example.com/#/jobs/{job}"
+    warned = [r for r in caplog.records if getattr(r, "event", None) == "notify.minimal_message"]
+    assert [getattr(r, "event_id", None) for r in warned] == [poison["event"]["id"]]
