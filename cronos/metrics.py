@@ -167,6 +167,9 @@ NOTIFICATIONS = Counter(
     ["kind", "outcome"],
     registry=REGISTRY,
 )
+for _kind in ("webhook", "slack", "email"):  # every series from 0: an alert's increase() sees the first one
+    for _outcome in ("sent", "retried", "failed", "suppressed"):
+        NOTIFICATIONS.labels(_kind, _outcome)
 NOTIFICATIONS_PENDING = Gauge(
     "cronos_notifications_pending", "Deliveries waiting to be sent, quiet hours' included (leader)", registry=REGISTRY
 )

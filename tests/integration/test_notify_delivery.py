@@ -21,6 +21,7 @@ from standardwebhooks import Webhook
 from cronos.errors import NotLeader
 from cronos.events import JobEvent, JobEventKind
 from cronos.http_guard import guarded_session
+from cronos.metrics import REGISTRY
 from cronos.notify import message as msg
 from cronos.settings import Settings
 from cronos.store.epoch import EpochStore
@@ -76,6 +77,10 @@ async def _sending(notifier: Notifier, done: Callable[[], bool]) -> None:
         return done()
 
     await wait_for(probe, timeout=10, interval=0.01, what="the notifications sent")
+
+
+def _counted(outcome: str, kind: str = "webhook") -> float:
+    return REGISTRY.get_sample_value("cronos_notifications_total", {"kind": kind, "outcome": outcome}) or 0.0
 
 
 def _last(received: Any) -> str:
@@ -159,7 +164,13 @@ async def test_after_n_failures_rate_limit_and_quiet_hours(api: Api, notifier: N
         async with pg_pool.acquire() as conn:
             await insert_events(conn, events)
         now = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
+        suppressed = _counted("suppressed")
         await notifier.route_once(now)
+    assert (
+        _counted("suppressed") - suppressed
+        == 8
+        == await pg_pool.fetchval("SELECT count(*) FROM notification_deliveries WHERE state = 'suppressed'")
+    )
     states = {d["occurred_at"][:19]: (d["state"], d["reason"]) for d in await _deliveries(api, third["id"])}
     assert [s for s, _ in states.values()].count("pending") == 2  # the third failure and the recovery
     assert any("below the failure threshold (1 of 3" in (r or "") for _, r in states.values())
@@ -181,9 +192,19 @@ async def test_a_refused_delivery_is_retried_with_backoff_then_sent_once(
         async with pg_pool.acquire() as conn:
             await insert_events(conn, [_event(job, "failed", "f")])
         await notifier.route_once(NOW)
+        await notifier.export(NOW)
+        assert REGISTRY.get_sample_value("cronos_notifications_pending") == 1
+        before = {outcome: _counted(outcome) for outcome in ("sent", "retried", "failed")}
         await _sending(notifier, lambda: len(receiver.seen) == 3)
         await notifier.send_once()
         assert [r.status for r in receiver.seen] == [500, 500, 200]
+        assert {outcome: _counted(outcome) - n for outcome, n in before.items()} == {
+            "sent": 1,
+            "retried": 2,
+            "failed": 0,
+        }
+        await notifier.export(NOW)
+        assert REGISTRY.get_sample_value("cronos_notifications_pending") == 0
         assert len({r.headers["webhook-id"] for r in receiver.seen}) == 1  # the same message each time
     (delivery,) = await _deliveries(api, channel["id"])
     assert delivery["state"] == "sent" and delivery["attempts"] == 3 and delivery["last_error"] is None
@@ -198,8 +219,13 @@ async def test_a_delivery_that_never_gets_through_ends_failed_with_its_error(
         async with pg_pool.acquire() as conn:
             await insert_events(conn, [_event(job, "failed", "f")])
         await notifier.route_once(NOW)
+        await pg_pool.execute("UPDATE notification_deliveries SET due_at = now() - interval '90 seconds'")
+        await notifier.export(NOW)
+        assert REGISTRY.get_sample_value("cronos_notifications_oldest_due_age_seconds") >= 90  # type: ignore[operator]
+        failed = _counted("failed")
         await _sending(notifier, lambda: len(receiver.seen) >= 3)
         assert await notifier.send_once() == 0
+        assert _counted("failed") - failed == 1
         assert len(receiver.seen) == 3  # notify_max_attempts
     (delivery,) = await _deliveries(api, channel["id"])
     assert delivery["state"] == "failed" and delivery["attempts"] == 3
