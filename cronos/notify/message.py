@@ -119,6 +119,8 @@ def _lines(message: Mapping[str, Any]) -> list[str]:
         lines.append(f"Reason: {reason}")
     if detail.get("consecutive_failures"):
         lines.append(f"Consecutive failures: {detail['consecutive_failures']}")
+    if event.get("kind") == "recovered" and detail.get("after_failures"):
+        lines.append(f"After {detail['after_failures']} failures in a row")
     if tick:
         why = f" ({tick['reason']})" if tick.get("reason") else ""
         lines.append(

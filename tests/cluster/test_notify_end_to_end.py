@@ -2,10 +2,10 @@
 `cronos dispatcher` (the leader: scheduler, health evaluator, notifier) and `cronos executor`, and a
 real HTTP receiver checking Standard Webhooks signatures.
 
-A job's task always fails (one retry); the webhook channel attached to it gets exactly one `failed`
-notification (its rate limit holds back the later failures) carrying the run, the tick's explanation
-and the console link. The job's payload is then mended by a PATCH: one `recovered` notification
-follows.
+A job's task always fails (one retry); the webhook channel attached to it (told after two failures
+in a row) gets exactly one `failed` notification (its rate limit holds back the later failures),
+carrying the run, the tick's explanation and the console link. The job's payload is then mended
+by a PATCH: one `recovered` notification follows.
 """
 
 from __future__ import annotations
@@ -78,8 +78,8 @@ async def test_a_failing_job_notifies_once_then_its_recovery(
             })  # fmt: skip
             channel = await _call(http, "POST", f"{api}/api/channels", {
                 "name": "ops-hook", "kind": "webhook", "url": receiver.url, "jobs": [job["id"]],
-                "events": ["failed", "recovered"],
-                "rate_limit_s": 3600,  # the failures after the first are held back; a recovery always passes
+                "events": ["failed", "recovered"], "after_failures": 2,  # told at the second failure in a row
+                "rate_limit_s": 3600,  # not at the failures after it; a recovery always gets through
             })  # fmt: skip
             await _call(http, "PATCH", f"{api}/api/jobs/{job['id']}", {"status": "active"})
 
@@ -98,7 +98,8 @@ async def test_a_failing_job_notifies_once_then_its_recovery(
     run = failed["run"]
     assert failed["job"] == {"id": job["id"], "name": "backup", "queue": "default"}
     assert run["state"] == "failed" and run["attempt"] == 2 and "the backup disk is full" in run["error"]
-    assert failed["event"]["detail"]["consecutive_failures"] >= 1
+    assert failed["event"]["detail"]["consecutive_failures"] == 2
+    assert recovered["event"]["detail"]["after_failures"] >= 2  # the streak it ends reached the threshold
     assert failed["tick"]["scheduled_for"] == run["scheduled_for"] and failed["tick"]["outcome"]
     assert failed["tick"]["cron_expression"] == "* * * * * *"
     assert failed["link"] == f"{CONSOLE}/#/runs/{run['id']}"

@@ -160,7 +160,9 @@ async def test_after_n_failures_rate_limit_and_quiet_hours(api: Api, notifier: N
                                  quiet_hours={**quiet_now, "hold": False})  # fmt: skip
         events = [
             _event(job, "failed", f"f{n}", at=NOW + timedelta(minutes=n), consecutive_failures=n) for n in (1, 2, 3)
-        ] + [_event(job, "recovered", "r", at=NOW + timedelta(minutes=4), consecutive_failures=3)]
+        ] + [
+            _event(job, "recovered", "r", at=NOW + timedelta(minutes=4), after_failures=3)
+        ]  # as the health evaluator says
         async with pg_pool.acquire() as conn:
             await insert_events(conn, events)
         now = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
