@@ -225,17 +225,23 @@ class Notifier:
 
     async def _deliver(self, delivery: Claimed) -> None:
         channel, settings = delivery.channel, self._settings
-        job = delivery.message.get("job") or {}
-        run = delivery.message.get("run") or {}
+        job, run = (part if isinstance(part := delivery.message.get(name), dict) else {} for name in ("job", "run"))
         fields = {"delivery_id": delivery.id, "channel": channel.name, "attempt": delivery.attempts,
                   "job_id": job.get("id"), "run_id": run.get("id")}  # fmt: skip
         with bind(**{k: v for k, v in fields.items() if v is not None}):
             assert self.http is not None
+            error = None
             try:
                 await send(channel, delivery.message, delivery.id, http=self.http,
                            allow=settings.http_allow_nets, timeout_s=settings.notify_timeout_s)  # fmt: skip
             except SendFailed as exc:
                 error = _scrubbed(str(exc), channel)
+            except _FATAL:
+                raise
+            except Exception as exc:  # noqa: BLE001 - a message or channel the sender cannot handle: a failed try
+                # Only the type: an unexpected error's text may quote the channel's URL (a Slack secret).
+                error = f"unexpected {type(exc).__name__} while sending"
+            if error is not None:
                 delay = Backoff(settings.notify_retry_base_s, settings.notify_retry_cap_s, delivery.attempts - 1)
                 again = retry_at(delivery.attempts, settings.notify_max_attempts, datetime.now(UTC), delay.next_delay())
                 await self._outbox.failed(self._epoch(), delivery.id, error, again)

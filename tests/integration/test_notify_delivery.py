@@ -372,3 +372,27 @@ async def test_an_event_whose_message_cannot_be_built_holds_back_no_other(
     assert fine["link"] == f"https://cronos.example.com/#/jobs/{job}"
     warned = [r for r in caplog.records if getattr(r, "event", None) == "notify.minimal_message"]
     assert [getattr(r, "event_id", None) for r in warned] == [poison["event"]["id"]]
+
+
+async def test_a_delivery_the_sender_cannot_handle_ends_failed_and_holds_back_no_other(
+    api: Api, notifier: Notifier, pg_pool: asyncpg.Pool
+) -> None:
+    async with http_receiver() as slack:
+        chat = await _channel(api, name="chat", kind="slack", url=slack.url + "/services/T0/B0/slack-s3cret")
+        # A stored message of a shape no Slack text can be made of (say, written by another version).
+        await pg_pool.execute(
+            "INSERT INTO notification_deliveries (channel_id, kind, occurred_at, message)"
+            " VALUES ($1, 'test', now(), $2)", chat["id"], {"event": 5, "job": 5},
+        )  # fmt: skip
+        assert (await api.call("POST", f"/api/channels/{chat['id']}/test")).status == 202
+        await _sending(notifier, lambda: len(slack.accepted()) == 1)
+
+        async def settled() -> bool:
+            await notifier.send_once()
+            return all(d["state"] != "pending" for d in await _deliveries(api, chat["id"]))
+
+        await wait_for(settled, timeout=10, interval=0.01, what="the broken delivery to end")
+    broken, fine = sorted(await _deliveries(api, chat["id"]), key=lambda d: d["id"])
+    assert fine["state"] == "sent" and slack.accepted()[0].json["text"].startswith("*Test notification")
+    assert broken["state"] == "failed" and broken["attempts"] == 3
+    assert broken["last_error"] == "unexpected AttributeError while sending"
