@@ -86,11 +86,11 @@ async def test_a_failing_job_notifies_once_then_its_recovery(
             async def told(kind: str) -> bool:
                 return kind in _kinds(receiver)
 
-            await wait_for(lambda: told("job.failed"), timeout=12, interval=0.1, what="the failed notification")
+            await wait_for(lambda: told("job.failed"), timeout=25, interval=0.1, what="the failed notification")
             await _call(
                 http, "PATCH", f"{api}/api/jobs/{job['id']}", {"payload": {"action": "notify.check", "ok": True}}
             )
-            await wait_for(lambda: told("job.recovered"), timeout=12, interval=0.1, what="the recovered notification")
+            await wait_for(lambda: told("job.recovered"), timeout=25, interval=0.1, what="the recovered notification")
             deliveries = (await _call(http, "GET", f"{api}/api/channels/{channel['id']}/deliveries"))["items"]
     assert _kinds(receiver) == ["job.failed", "job.recovered"]  # exactly one of each
     secret = channel["webhook_secret"]
