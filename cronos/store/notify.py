@@ -1,6 +1,7 @@
 """Notification channels and their outbox of deliveries in PostgreSQL (migration 0027).
 
-The API writes channels (`ChannelStore`) and queues test deliveries; the leader's notifier
+The API writes channels (`ChannelStore`; each change audited in its transaction, secrets as
+`***`) and queues test deliveries; the leader's notifier
 (dispatcher/notifier.py) routes job events into deliveries and sends them (`Outbox`). Every
 write the leader makes is fenced by its epoch (cronos.store.epoch.fenced); a delivery leaves
 `pending` only once, by a statement guarded by that state.
