@@ -19,12 +19,15 @@ from msgspec import UNSET, UnsetType
 from api.auth import principal_of
 from api.bodies import decode, decode_cursor, encode_cursor, path_id, query_limit, respond, utc_now
 from api.errors import invalid_input
+from api.routes_tokens import audit_page
 from api.routing import BODY_ERRORS, DB_ERRORS, ID, PAGE, Route
+from api.schemas_tokens import AuditList
 from api.state import BACKENDS
 from cronos.errors import Conflict, InvalidInput, NotFound
 from cronos.notify import channels as ch
 from cronos.notify import message as msg
 from cronos.redact import SECRET
+from cronos.store.audit import AuditStore
 from cronos.store.notify import ChannelStore, Delivery
 
 
@@ -91,7 +94,7 @@ async def create_channel(request: web.Request) -> web.Response:
     if body.kind == "webhook" and body.secret is None:
         drawn = ch.new_secret(secrets.token_bytes(32))
         body = msgspec.structs.replace(body, secret=drawn)
-    channel = await _store(await request.app[BACKENDS].pool()).create(body)
+    channel = await _store(await request.app[BACKENDS].pool()).create(body, actor=principal_of(request).name)
     out = msgspec.structs.asdict(ch.shown(channel))
     return respond(ChannelCreated(**out, webhook_secret=drawn if drawn is not None else UNSET), status=201)
 
@@ -118,13 +121,22 @@ async def patch_channel(request: web.Request) -> web.Response:
     patch = await decode(request, ChannelPatch)
     allow = _allow(request)
     store = _store(await request.app[BACKENDS].pool())
-    channel = await store.update(path_id(request), lambda stored: _patched(patch, stored, allow))
+    channel = await store.update(
+        path_id(request), lambda stored: _patched(patch, stored, allow), actor=principal_of(request).name
+    )
     return respond(ch.shown(channel))
 
 
 async def delete_channel(request: web.Request) -> web.Response:
-    await _store(await request.app[BACKENDS].pool()).delete(path_id(request))
+    await _store(await request.app[BACKENDS].pool()).delete(path_id(request), actor=principal_of(request).name)
     return web.Response(status=204)
+
+
+async def channel_history(request: web.Request) -> web.Response:
+    limit = query_limit(request)
+    before = decode_cursor(request.query.get("cursor"))
+    entries = await AuditStore(await request.app[BACKENDS].pool()).history("channel", before, limit)
+    return respond(audit_page(entries, limit))
 
 
 async def channel_deliveries(request: web.Request) -> web.Response:
@@ -154,6 +166,10 @@ ROUTES = (
           "Create a notification channel: a signed webhook, a Slack incoming webhook or SMTP email, for every "
           "job or the jobs or queues listed, with its events and rules", status=201, body=CHANNEL_IN,
           response=ChannelCreated, errors=(*BODY_ERRORS, Conflict, *DB_ERRORS), scope="admin"),
+    Route("GET", "/api/channels/history", channel_history,
+          "Channel creations, changes and deletions, newest first: who (actor), when, the channel before and "
+          "after (secrets shown as ***; its id and name in detail)", response=AuditList,
+          errors=(InvalidInput, *DB_ERRORS), query=PAGE, scope="admin"),
     Route("GET", f"/api/channels/{ID}", get_channel, "One channel (secrets shown as ***)", response=ch.Channel,
           errors=(NotFound, *DB_ERRORS)),
     Route("PATCH", f"/api/channels/{ID}", patch_channel, "Change a channel; a secret sent as *** keeps the stored one",

@@ -176,3 +176,34 @@ def forget_jobs() -> None:
     JOB_LAST_SUCCESS.clear()
     JOB_CONSECUTIVE_FAILURES.clear()
     JOB_METRICS_DROPPED.set(0)
+
+
+# Notifications (issue 24), by channel kind (webhook, slack, email): never a channel's name.
+# `sent`, `retried` (an attempt failed, another is due), `failed` (gave up after its attempts),
+# `suppressed` (a rule held it back at routing: threshold, rate limit, quiet hours that drop).
+NOTIFICATIONS = Counter(
+    "cronos_notifications_total",
+    "Notification deliveries by channel kind and outcome (leader)",
+    ["kind", "outcome"],
+    registry=REGISTRY,
+)
+for _kind in ("webhook", "slack", "email"):  # every series from 0: an alert's increase() sees the first one
+    for _outcome in ("sent", "retried", "failed", "suppressed"):
+        NOTIFICATIONS.labels(_kind, _outcome)
+NOTIFICATIONS_PENDING = Gauge(
+    "cronos_notifications_pending", "Deliveries waiting to be sent, quiet hours' included (leader)", registry=REGISTRY
+)
+NOTIFICATIONS_OLDEST_DUE = Gauge(
+    "cronos_notifications_oldest_due_age_seconds",
+    "How long the oldest due pending delivery has been due; 0 when none is (leader)",
+    registry=REGISTRY,
+)
+
+
+def set_pending(count: int, oldest_due_age_s: float) -> None:
+    NOTIFICATIONS_PENDING.set(count)
+    NOTIFICATIONS_OLDEST_DUE.set(oldest_due_age_s)
+
+
+def forget_pending() -> None:
+    set_pending(0, 0.0)

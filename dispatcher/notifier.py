@@ -3,7 +3,8 @@ PostgreSQL outbox, fenced by the leader's epoch.
 
 Router: takes unrouted job events (written by the health evaluator, cronos.store.events), decides
 per channel with the pure rules (cronos.notify.rules), builds each message once (cronos.notify.
-message: the event, job, run, the tick's explanation, a console link) and writes one delivery per
+message: the event, job, run, the tick's explanation, a console link; each on its own, so an
+event whose message cannot be built gets a minimal one and holds back no other) and writes one delivery per
 matching channel, marking the events routed in the same fenced transaction: an event is routed
 once, by one leader, and nothing routed is lost with a crash.
 
@@ -26,7 +27,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import aiohttp
+import msgspec
 
+from cronos import metrics
 from cronos.backoff import Backoff
 from cronos.errors import BackendUnavailable, NotFound, NotLeader
 from cronos.http_guard import guarded_session
@@ -45,6 +48,7 @@ log = logging.getLogger("dispatcher.notifier")
 
 BATCH = 100
 POLL_S = 0.5
+METRICS_EVERY = timedelta(seconds=15)  # the pending deliveries' gauges, this often
 PURGE_EVERY = timedelta(hours=1)  # settled deliveries older than CRONOS_RUNS_RETENTION go, this often
 _FATAL = (BackendUnavailable, NotLeader, LeadershipLost)
 
@@ -82,13 +86,17 @@ class Notifier:
         self._link_base = settings.console_url or settings.api_url
         self.http: aiohttp.ClientSession | None = None
         self._purged_at: datetime | None = None
+        self._exported_at: datetime | None = None
 
     async def run(self, term: Lifetime) -> None:
-        async with guarded_session(self._settings.http_allow_nets) as http:
-            self.http = http
-            async with asyncio.TaskGroup() as group:
-                group.create_task(self._loop(term, self._route_pass), name="notifier:route")
-                group.create_task(self._loop(term, self._send_pass), name="notifier:send")
+        try:
+            async with guarded_session(self._settings.http_allow_nets) as http:
+                self.http = http
+                async with asyncio.TaskGroup() as group:
+                    group.create_task(self._loop(term, self._route_pass), name="notifier:route")
+                    group.create_task(self._loop(term, self._send_pass), name="notifier:send")
+        finally:
+            metrics.forget_pending()  # a node that no longer leads shows no stale backlog
 
     async def _loop(self, term: Lifetime, work: Callable[[], Any]) -> None:
         while True:
@@ -108,6 +116,8 @@ class Notifier:
         now = datetime.now(UTC)
         if self._purged_at is None or now - self._purged_at >= PURGE_EVERY:
             await self.purge_once(now)
+        if self._exported_at is None or now - self._exported_at >= METRICS_EVERY:
+            await self.export(now)
         return await self.route_once(now) >= BATCH
 
     async def purge_once(self, now: datetime) -> int:
@@ -120,6 +130,11 @@ class Notifier:
         if purged:
             log.info("old deliveries purged", extra={"event": "notify.purged", "deliveries": purged})
         return purged
+
+    async def export(self, now: datetime) -> None:
+        """The pending deliveries' gauges (the counters move as deliveries are decided)."""
+        self._exported_at = now
+        metrics.set_pending(*await self._outbox.pending())
 
     async def _send_pass(self) -> bool:
         return await self.send_once() >= BATCH
@@ -137,14 +152,36 @@ class Notifier:
         routed = route([e.facts() for e in events], rules, last, now)
         wanted = {r.event_id for r in routed if r.outcome is Outcome.PENDING}  # worth a tick explanation
         heard = {r.event_id for r in routed}
-        messages = {e.id: await self._message(e, now, e.id in wanted) for e in events if e.id in heard}
+        messages = {e.id: await self._guarded_message(e, now, e.id in wanted) for e in events if e.id in heard}
         written = await self._outbox.route(self._epoch(), events, routed, messages)
+        kinds = {c.id: c.kind for c in channels}
+        for r in routed:
+            if r.outcome is Outcome.SUPPRESSED:
+                metrics.NOTIFICATIONS.labels(kinds[r.channel_id], "suppressed").inc()
         log.info(
             "job events routed",
             extra={"event": "notify.routed", "events": len(events), "deliveries": written,
                    "suppressed": sum(r.outcome is Outcome.SUPPRESSED for r in routed)},
         )  # fmt: skip
         return len(events)
+
+    async def _guarded_message(self, event: EventRow, now: datetime, explain: bool) -> dict[str, Any]:
+        """The event's message, built on its own: one whose data breaks the building (or its
+        encoding) gets the minimal message instead of failing the batch and, pass after pass,
+        holding back every event after it."""
+        try:
+            message = await self._message(event, now, explain)
+            msgspec.json.encode(message)  # what the outbox will store: fails here, not in the batch's write
+            return message
+        except _FATAL:
+            raise
+        except Exception:
+            fields = {"event": "notify.minimal_message", "event_id": event.id, "job_id": event.job_id}
+            log.warning("message not built; the minimal one is sent", exc_info=True, extra=fields)
+            return msg.minimal(
+                event={"id": event.id, "kind": event.kind, "occurred_at": event.occurred_at},
+                job={"id": event.job_id, "name": event.job_name, "queue": event.queue},
+            )
 
     async def _message(self, event: EventRow, now: datetime, explain: bool) -> dict[str, Any]:
         run = None
@@ -188,24 +225,32 @@ class Notifier:
 
     async def _deliver(self, delivery: Claimed) -> None:
         channel, settings = delivery.channel, self._settings
-        job = delivery.message.get("job") or {}
-        run = delivery.message.get("run") or {}
+        job, run = (part if isinstance(part := delivery.message.get(name), dict) else {} for name in ("job", "run"))
         fields = {"delivery_id": delivery.id, "channel": channel.name, "attempt": delivery.attempts,
                   "job_id": job.get("id"), "run_id": run.get("id")}  # fmt: skip
         with bind(**{k: v for k, v in fields.items() if v is not None}):
             assert self.http is not None
+            error = None
             try:
                 await send(channel, delivery.message, delivery.id, http=self.http,
                            allow=settings.http_allow_nets, timeout_s=settings.notify_timeout_s)  # fmt: skip
             except SendFailed as exc:
                 error = _scrubbed(str(exc), channel)
+            except _FATAL:
+                raise
+            except Exception as exc:  # noqa: BLE001 - a message or channel the sender cannot handle: a failed try
+                # Only the type: an unexpected error's text may quote the channel's URL (a Slack secret).
+                error = f"unexpected {type(exc).__name__} while sending"
+            if error is not None:
                 delay = Backoff(settings.notify_retry_base_s, settings.notify_retry_cap_s, delivery.attempts - 1)
                 again = retry_at(delivery.attempts, settings.notify_max_attempts, datetime.now(UTC), delay.next_delay())
                 await self._outbox.failed(self._epoch(), delivery.id, error, again)
+                metrics.NOTIFICATIONS.labels(channel.kind, "retried" if again else "failed").inc()
                 log.warning(
                     "notification not delivered: %s", error,
                     extra={"event": "notify.retry" if again else "notify.gave_up", "retry_at": again},
                 )  # fmt: skip
                 return
             await self._outbox.sent(self._epoch(), delivery.id)
+            metrics.NOTIFICATIONS.labels(channel.kind, "sent").inc()
             log.info("notification delivered", extra={"event": "notify.sent", "kind": delivery.event_kind})

@@ -83,6 +83,19 @@ def build(
     }
 
 
+def minimal(*, event: Mapping[str, Any], job: Mapping[str, Any]) -> dict[str, Any]:
+    """The message of an event whose full message could not be built: the event (no detail) and
+    its job, the same shape with the rest null."""
+    return {
+        "type": f"job.{event['kind']}",
+        "event": msgspec.to_builtins(dict(event)),
+        "job": dict(job),
+        "run": None,
+        "tick": None,
+        "link": None,
+    }
+
+
 def headline(message: Mapping[str, Any]) -> str:
     event = message.get("event") or {}
     job = message.get("job") or {}
@@ -106,6 +119,8 @@ def _lines(message: Mapping[str, Any]) -> list[str]:
         lines.append(f"Reason: {reason}")
     if detail.get("consecutive_failures"):
         lines.append(f"Consecutive failures: {detail['consecutive_failures']}")
+    if event.get("kind") == "recovered" and detail.get("after_failures"):
+        lines.append(f"After {detail['after_failures']} failures in a row")
     if tick:
         why = f" ({tick['reason']})" if tick.get("reason") else ""
         lines.append(

@@ -95,9 +95,15 @@ def applies(rule: Rule, event: EventFacts) -> bool:
     return rule.job_ids is None and rule.queues is None
 
 
-def _count(detail: Mapping[str, Any]) -> int:
-    value = detail.get("consecutive_failures")
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 1
+def _count(detail: Mapping[str, Any], kind: str = JobEventKind.FAILED) -> int:
+    """Failures in a row: a `failed` event's so far, a `recovered` event's that it ends (the health
+    evaluator names it `after_failures`); 1 when the detail does not say."""
+    names = ("after_failures", "consecutive_failures") if kind == JobEventKind.RECOVERED else ("consecutive_failures",)
+    for name in names:
+        value = detail.get(name)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return 1
 
 
 def quiet_until(quiet: QuietHours, now: datetime) -> datetime | None:
@@ -126,8 +132,8 @@ def decide(
     needed = rule.after_failures
     if event.kind == JobEventKind.FAILED and _count(event.detail) < needed:
         return Outcome.SUPPRESSED, now, BELOW_THRESHOLD.format(count=_count(event.detail), needed=needed)
-    if event.kind == JobEventKind.RECOVERED and needed > 1 and _count(event.detail) < needed:
-        return Outcome.SUPPRESSED, now, RECOVERY_BELOW.format(count=_count(event.detail), needed=needed)
+    if event.kind == JobEventKind.RECOVERED and needed > 1 and (ended := _count(event.detail, event.kind)) < needed:
+        return Outcome.SUPPRESSED, now, RECOVERY_BELOW.format(count=ended, needed=needed)
     if (
         rule.rate_limit_s > 0
         and event.kind != JobEventKind.RECOVERED

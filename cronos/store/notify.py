@@ -1,6 +1,7 @@
 """Notification channels and their outbox of deliveries in PostgreSQL (migration 0027).
 
-The API writes channels (`ChannelStore`) and queues test deliveries; the leader's notifier
+The API writes channels (`ChannelStore`; each change audited in its transaction, secrets as
+`***`) and queues test deliveries; the leader's notifier
 (dispatcher/notifier.py) routes job events into deliveries and sends them (`Outbox`). Every
 write the leader makes is fenced by its epoch (cronos.store.epoch.fenced); a delivery leaves
 `pending` only once, by a statement guarded by that state.
@@ -18,6 +19,7 @@ import msgspec
 from cronos.errors import Conflict, NotFound
 from cronos.notify import channels as ch
 from cronos.notify.rules import EventFacts, Routed
+from cronos.store import audit
 from cronos.store.db import to_struct, translate_errors
 from cronos.store.epoch import fenced
 from cronos.store.ticks import TickStore
@@ -45,7 +47,7 @@ RETURNING {_CHANNEL_COLUMNS}
 CHANNEL_GET = f"SELECT {_CHANNEL_COLUMNS} FROM notification_channels WHERE id = $1"
 CHANNEL_GET_FOR_UPDATE = f"SELECT {_CHANNEL_COLUMNS} FROM notification_channels WHERE id = $1 FOR UPDATE"
 CHANNEL_LIST = f"SELECT {_CHANNEL_COLUMNS} FROM notification_channels ORDER BY id"
-CHANNEL_DELETE = "DELETE FROM notification_channels WHERE id = $1"
+CHANNEL_DELETE = f"DELETE FROM notification_channels WHERE id = $1 RETURNING {_CHANNEL_COLUMNS}"
 
 _DELIVERY_COLUMNS = """id, channel_id, event_id, job_id, kind, occurred_at, message, state, reason, due_at, attempts,
     last_error, created_at, sent_at"""
@@ -136,6 +138,14 @@ SELECT EXISTS (SELECT 1 FROM notification_deliveries
 """
 
 
+# The metrics' gauges: how many deliveries are pending, and how long ago the oldest due one fell due.
+DELIVERIES_PENDING = """
+SELECT count(*) AS pending,
+       coalesce(extract(epoch FROM now() - min(due_at) FILTER (WHERE due_at <= now())), 0)::float8 AS oldest_due_s
+FROM notification_deliveries WHERE state = 'pending'
+"""
+
+
 # --- rows as Structs ----------------------------------------------------------------------------
 
 
@@ -197,6 +207,21 @@ def _args(fields: ch.ChannelFields) -> tuple[Any, ...]:
     )  # fmt: skip
 
 
+def _snapshot(channel: ch.Channel | None) -> dict[str, Any] | None:
+    """The channel as the audit keeps it: every secret `***` (a Slack URL too)."""
+    return None if channel is None else msgspec.to_builtins(ch.shown(channel))
+
+
+async def _audit(
+    conn: asyncpg.Connection, actor: str, action: str, before: ch.Channel | None, after: ch.Channel | None
+) -> None:
+    """The change's audit entry, in its transaction; the id and name in `detail` (the channel may go)."""
+    channel = after if after is not None else before
+    assert channel is not None
+    detail = {"channel_id": channel.id, "name": channel.name}
+    await audit.record(conn, actor, "channel", action, before=_snapshot(before), after=_snapshot(after), detail=detail)
+
+
 def _unique(exc: asyncpg.UniqueViolationError, name: str) -> Conflict:
     return Conflict(f"a channel named {name!r} already exists")
 
@@ -207,13 +232,15 @@ class ChannelStore:
     def __init__(self, pool: asyncpg.Pool) -> None:
         self._pool = pool
 
-    async def create(self, fields: ch.ChannelFields) -> ch.Channel:
+    async def create(self, fields: ch.ChannelFields, *, actor: str = audit.SYSTEM) -> ch.Channel:
         try:
             with translate_errors():
-                row = await self._pool.fetchrow(CHANNEL_INSERT, *_args(fields))
+                async with self._pool.acquire() as conn, conn.transaction():
+                    channel = _channel(await conn.fetchrow(CHANNEL_INSERT, *_args(fields)))
+                    await _audit(conn, actor, "created", None, channel)
         except asyncpg.UniqueViolationError as exc:
             raise _unique(exc, fields.name) from None
-        return _channel(row)
+        return channel
 
     async def all(self) -> list[ch.Channel]:
         with translate_errors():
@@ -227,7 +254,7 @@ class ChannelStore:
             raise NotFound(f"channel {channel_id} not found")
         return _channel(row)
 
-    async def update(self, channel_id: int, change: Any) -> ch.Channel:
+    async def update(self, channel_id: int, change: Any, *, actor: str = audit.SYSTEM) -> ch.Channel:
         """`change(stored) -> ChannelFields` applied under the row's lock (a PATCH's `***` restored
         from what is stored at that moment)."""
         try:
@@ -236,17 +263,21 @@ class ChannelStore:
                     row = await conn.fetchrow(CHANNEL_GET_FOR_UPDATE, channel_id)
                     if row is None:
                         raise NotFound(f"channel {channel_id} not found")
-                    fields: ch.ChannelFields = change(_channel(row))
-                    updated = await conn.fetchrow(CHANNEL_UPDATE, channel_id, *_args(fields))
+                    stored = _channel(row)
+                    fields: ch.ChannelFields = change(stored)
+                    updated = _channel(await conn.fetchrow(CHANNEL_UPDATE, channel_id, *_args(fields)))
+                    await _audit(conn, actor, "updated", stored, updated)
         except asyncpg.UniqueViolationError as exc:
             raise _unique(exc, "that name") from None
-        return _channel(updated)
+        return updated
 
-    async def delete(self, channel_id: int) -> None:
+    async def delete(self, channel_id: int, *, actor: str = audit.SYSTEM) -> None:
         with translate_errors():
-            status = await self._pool.execute(CHANNEL_DELETE, channel_id)
-        if status.endswith(" 0"):
-            raise NotFound(f"channel {channel_id} not found")
+            async with self._pool.acquire() as conn, conn.transaction():
+                row = await conn.fetchrow(CHANNEL_DELETE, channel_id)
+                if row is None:
+                    raise NotFound(f"channel {channel_id} not found")
+                await _audit(conn, actor, "deleted", _channel(row), None)
 
     async def deliveries(self, channel_id: int, before_id: int | None, limit: int) -> list[Delivery]:
         await self.get(channel_id)  # NotFound for an unknown channel
@@ -272,6 +303,12 @@ class Outbox:
         with translate_errors():
             rows = await self._pool.fetch(EVENTS_UNROUTED, limit)
         return [to_struct(row, EventRow) for row in rows]
+
+    async def pending(self) -> tuple[int, float]:
+        """How many deliveries are pending, and the age in seconds of the oldest due one (0: none)."""
+        with translate_errors():
+            row = await self._pool.fetchrow(DELIVERIES_PENDING)
+        return int(row["pending"]), float(row["oldest_due_s"])
 
     async def channels(self) -> list[ch.Channel]:
         return await ChannelStore(self._pool).all()

@@ -87,9 +87,25 @@ async def test_secrets_are_write_only_and_stars_keep_them(api: Api, pg_pool: asy
     assert reply.status == 422 and reply.body["field"] == "$.kind", reply.body
     shown = [await api.call("GET", "/api/channels"), *[await api.call("GET", f"/api/channels/{c['id']}")
                                                         for c in (hook, chat, mail)]]  # fmt: skip
-    for text in map(lambda r: str(r.body), shown):
+    # The audit trail: three creations and the three changes that committed (the refused ones
+    # left no entry), before and after with every secret ***.
+    history = await api.call("GET", "/api/channels/history")
+    assert history.status == 200, history.body
+    entries = history.body["items"]
+    assert [(e["action"], e["detail"]["name"]) for e in entries] == [
+        ("updated", "hook"), ("updated", "chat"), ("updated", "mail"),
+        ("created", "mail"), ("created", "chat"), ("created", "hook"),
+    ]  # fmt: skip
+    assert {e["actor"] for e in entries} == {"local"} and entries[0]["detail"]["channel_id"] == hook["id"]
+    mail_change = entries[2]
+    assert (mail_change["before"]["rate_limit_s"], mail_change["after"]["rate_limit_s"]) == (0, 60)
+    assert mail_change["after"]["smtp"]["password"] == "***" and entries[4]["after"]["url"] == "***"
+    assert entries[3]["before"] is None and entries[5]["after"]["secret"] == "***"
+    for text in map(lambda r: str(r.body), [*shown, history]):
         for secret in (SMTP["password"], "slack-s3cret", drawn, "pw-123456", "tok-98765"):
             assert secret not in text
+    audited = str([dict(r) for r in await pg_pool.fetch("SELECT before, after, detail FROM audit_log")])
+    assert all(secret not in audited for secret in (SMTP["password"], "slack-s3cret", drawn, "pw-123456"))
 
 
 async def test_scopes_names_and_deliveries(api: Api, pg_pool: asyncpg.Pool) -> None:
@@ -112,5 +128,11 @@ async def test_scopes_names_and_deliveries(api: Api, pg_pool: asyncpg.Pool) -> N
     ids = await api.walk(f"/api/channels/{chat['id']}/deliveries", 2)
     assert len(ids) == 3 and ids == sorted(ids, reverse=True)
     assert (await api.call("DELETE", f"/api/channels/{chat['id']}")).status == 204
+    for token in (reader, writer):
+        assert (await api.call("GET", "/api/channels/history", token=token)).status == 403
+    entries = (await api.call("GET", "/api/channels/history")).body["items"]
+    assert [(e["action"], e["actor"]) for e in entries] == [("deleted", "boss"), ("created", "boss")]
+    assert entries[0]["after"] is None and entries[0]["before"]["name"] == "chat"
+    assert await api.walk("/api/channels/history", 1) == [e["id"] for e in entries]
     assert (await api.call("GET", f"/api/channels/{chat['id']}/deliveries")).status == 404
     assert await pg_pool.fetchval("SELECT count(*) FROM notification_deliveries") == 0

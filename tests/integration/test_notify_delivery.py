@@ -11,6 +11,7 @@ import logging
 from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
+from unittest.mock import ANY
 
 import asyncpg
 import msgspec
@@ -20,6 +21,8 @@ from standardwebhooks import Webhook
 from cronos.errors import NotLeader
 from cronos.events import JobEvent, JobEventKind
 from cronos.http_guard import guarded_session
+from cronos.metrics import REGISTRY
+from cronos.notify import message as msg
 from cronos.settings import Settings
 from cronos.store.epoch import EpochStore
 from cronos.store.events import insert_events
@@ -74,6 +77,10 @@ async def _sending(notifier: Notifier, done: Callable[[], bool]) -> None:
         return done()
 
     await wait_for(probe, timeout=10, interval=0.01, what="the notifications sent")
+
+
+def _counted(outcome: str, kind: str = "webhook") -> float:
+    return REGISTRY.get_sample_value("cronos_notifications_total", {"kind": kind, "outcome": outcome}) or 0.0
 
 
 def _last(received: Any) -> str:
@@ -153,11 +160,19 @@ async def test_after_n_failures_rate_limit_and_quiet_hours(api: Api, notifier: N
                                  quiet_hours={**quiet_now, "hold": False})  # fmt: skip
         events = [
             _event(job, "failed", f"f{n}", at=NOW + timedelta(minutes=n), consecutive_failures=n) for n in (1, 2, 3)
-        ] + [_event(job, "recovered", "r", at=NOW + timedelta(minutes=4), consecutive_failures=3)]
+        ] + [
+            _event(job, "recovered", "r", at=NOW + timedelta(minutes=4), after_failures=3)
+        ]  # as the health evaluator says
         async with pg_pool.acquire() as conn:
             await insert_events(conn, events)
         now = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
+        suppressed = _counted("suppressed")
         await notifier.route_once(now)
+    assert (
+        _counted("suppressed") - suppressed
+        == 8
+        == await pg_pool.fetchval("SELECT count(*) FROM notification_deliveries WHERE state = 'suppressed'")
+    )
     states = {d["occurred_at"][:19]: (d["state"], d["reason"]) for d in await _deliveries(api, third["id"])}
     assert [s for s, _ in states.values()].count("pending") == 2  # the third failure and the recovery
     assert any("below the failure threshold (1 of 3" in (r or "") for _, r in states.values())
@@ -179,9 +194,19 @@ async def test_a_refused_delivery_is_retried_with_backoff_then_sent_once(
         async with pg_pool.acquire() as conn:
             await insert_events(conn, [_event(job, "failed", "f")])
         await notifier.route_once(NOW)
+        await notifier.export(NOW)
+        assert REGISTRY.get_sample_value("cronos_notifications_pending") == 1
+        before = {outcome: _counted(outcome) for outcome in ("sent", "retried", "failed")}
         await _sending(notifier, lambda: len(receiver.seen) == 3)
         await notifier.send_once()
         assert [r.status for r in receiver.seen] == [500, 500, 200]
+        assert {outcome: _counted(outcome) - n for outcome, n in before.items()} == {
+            "sent": 1,
+            "retried": 2,
+            "failed": 0,
+        }
+        await notifier.export(NOW)
+        assert REGISTRY.get_sample_value("cronos_notifications_pending") == 0
         assert len({r.headers["webhook-id"] for r in receiver.seen}) == 1  # the same message each time
     (delivery,) = await _deliveries(api, channel["id"])
     assert delivery["state"] == "sent" and delivery["attempts"] == 3 and delivery["last_error"] is None
@@ -196,8 +221,13 @@ async def test_a_delivery_that_never_gets_through_ends_failed_with_its_error(
         async with pg_pool.acquire() as conn:
             await insert_events(conn, [_event(job, "failed", "f")])
         await notifier.route_once(NOW)
+        await pg_pool.execute("UPDATE notification_deliveries SET due_at = now() - interval '90 seconds'")
+        await notifier.export(NOW)
+        assert REGISTRY.get_sample_value("cronos_notifications_oldest_due_age_seconds") >= 90  # type: ignore[operator]
+        failed = _counted("failed")
         await _sending(notifier, lambda: len(receiver.seen) >= 3)
         assert await notifier.send_once() == 0
+        assert _counted("failed") - failed == 1
         assert len(receiver.seen) == 3  # notify_max_attempts
     (delivery,) = await _deliveries(api, channel["id"])
     assert delivery["state"] == "failed" and delivery["attempts"] == 3
@@ -297,3 +327,72 @@ async def test_settled_deliveries_go_with_the_runs_retention(
     await pg_pool.execute("UPDATE notification_deliveries SET created_at = now() - interval '31 days'")
     assert await notifier.purge_once(datetime.now(UTC)) == 2  # the default retention is 30 days
     assert [d["state"] for d in await _deliveries(api, channel["id"])] == ["pending"]
+
+
+async def test_an_event_whose_message_cannot_be_built_holds_back_no_other(
+    api: Api,
+    notifier: Notifier,
+    pg_pool: asyncpg.Pool,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    job = (await api.create(name="j"))["id"]
+    build = msg.build
+
+    def breaks_on_poison(**parts: Any) -> dict[str, Any]:  # the message's code failing on one event's data
+        if "poison" in parts["event"]["detail"]:
+            raise ValueError("cannot show this detail")
+        return build(**parts)
+
+    monkeypatch.setattr(msg, "build", breaks_on_poison)
+    async with http_receiver() as receiver:
+        hook = await _channel(api, name="hook", kind="webhook", url=receiver.url)
+        async with pg_pool.acquire() as conn:
+            await insert_events(conn, [
+                _event(job, "failed", "poison", poison=True),
+                # A tick out of the range the explanation can compute: the message goes without it.
+                _event(job, "missed", "year-one", scheduled_for="0001-01-01T00:00:00+00:00"),
+                _event(job, "failed", "fine", consecutive_failures=2),
+            ])  # fmt: skip
+        with caplog.at_level(logging.WARNING, logger="dispatcher.notifier"):
+            assert await notifier.route_once(NOW) == 3  # one pass: none holds back the others
+        assert await notifier.route_once(NOW) == 0
+        await _sending(notifier, lambda: len(receiver.seen) == 3)
+        bodies = {b["event"]["id"]: b for b in (Webhook(hook["webhook_secret"]).verify(r.body, r.headers)
+                                                 for r in receiver.seen)}  # fmt: skip
+    (poison,) = (b for b in bodies.values() if "detail" not in b["event"])
+    (year_one,) = (b for b in bodies.values() if b["type"] == "job.missed")
+    (fine,) = (b for b in bodies.values() if b["event"].get("detail", {}).get("consecutive_failures") == 2)
+    assert poison == {
+        "type": "job.failed", "event": {"id": poison["event"]["id"], "kind": "failed", "occurred_at": ANY},
+        "job": {"id": job, "name": "j", "queue": "default"}, "run": None, "tick": None, "link": None,
+    }  # fmt: skip
+    assert year_one["tick"] is None and year_one["event"]["detail"]["scheduled_for"].startswith("0001-01-01")
+    assert year_one["link"] == f"https://cronos.example.com/#/jobs/{job}"
+    assert fine["link"] == f"https://cronos.example.com/#/jobs/{job}"
+    warned = [r for r in caplog.records if getattr(r, "event", None) == "notify.minimal_message"]
+    assert [getattr(r, "event_id", None) for r in warned] == [poison["event"]["id"]]
+
+
+async def test_a_delivery_the_sender_cannot_handle_ends_failed_and_holds_back_no_other(
+    api: Api, notifier: Notifier, pg_pool: asyncpg.Pool
+) -> None:
+    async with http_receiver() as slack:
+        chat = await _channel(api, name="chat", kind="slack", url=slack.url + "/services/T0/B0/slack-s3cret")
+        # A stored message of a shape no Slack text can be made of (say, written by another version).
+        await pg_pool.execute(
+            "INSERT INTO notification_deliveries (channel_id, kind, occurred_at, message)"
+            " VALUES ($1, 'test', now(), $2)", chat["id"], {"event": 5, "job": 5},
+        )  # fmt: skip
+        assert (await api.call("POST", f"/api/channels/{chat['id']}/test")).status == 202
+        await _sending(notifier, lambda: len(slack.accepted()) == 1)
+
+        async def settled() -> bool:
+            await notifier.send_once()
+            return all(d["state"] != "pending" for d in await _deliveries(api, chat["id"]))
+
+        await wait_for(settled, timeout=10, interval=0.01, what="the broken delivery to end")
+    broken, fine = sorted(await _deliveries(api, chat["id"]), key=lambda d: d["id"])
+    assert fine["state"] == "sent" and slack.accepted()[0].json["text"].startswith("*Test notification")
+    assert broken["state"] == "failed" and broken["attempts"] == 3
+    assert broken["last_error"] == "unexpected AttributeError while sending"

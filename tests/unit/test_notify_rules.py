@@ -35,6 +35,10 @@ def test_after_n_failures_and_recovery_only_past_the_threshold() -> None:
     assert decide(rule, _event(), None, T0)[2] == "below the failure threshold (1 of 3 in a row)"  # no count: 1
     assert decide(rule, _event("recovered", n=2), None, T0)[0] is Outcome.SUPPRESSED
     assert decide(rule, _event("recovered", n=5), None, T0)[0] is Outcome.PENDING
+    # The health evaluator's recovered event names the streak it ends `after_failures`.
+    ended = [EventFacts(1, 1, "default", "recovered", T0, {"after_failures": n}) for n in (2, 3)]
+    assert [decide(rule, event, None, T0)[0] for event in ended] == [Outcome.SUPPRESSED, Outcome.PENDING]
+    assert "the failures it ends (2)" in str(decide(rule, ended[0], None, T0)[2])
 
 
 def test_rate_limit_per_job_counts_the_batch_and_lets_a_recovery_through() -> None:
