@@ -65,7 +65,7 @@ class ManagedBy(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 class Job(msgspec.Struct, kw_only=True):
     id: int
     name: str
-    cron_expression: str | None  # None: a one-off (run_at)
+    cron_expression: str | None  # None: a one-off (run_at) or an interval (every)
     timezone: str
     kind: JobKind
     payload: dict[str, Any]
@@ -90,6 +90,9 @@ class Job(msgspec.Struct, kw_only=True):
     end_at: datetime | None = None
     max_runs: int | None = None
     catchup_max_per_s: float | None = None
+    # Intervals (cronos.interval): ticks at anchor + k·every; anchor None: the Unix epoch.
+    every: str | None = None
+    anchor: datetime | None = None
 
 
 # The fields of a job a client sets (the rest the system keeps), in the store's column order.
@@ -115,6 +118,8 @@ JOB_WRITABLE = (
     "end_at",
     "max_runs",
     "catchup_max_per_s",
+    "every",
+    "anchor",
 )
 
 
@@ -156,7 +161,7 @@ class DispatchJob(msgspec.Struct, kw_only=True):
     dispatcher keeps how far the job is written: every tick at or before it is in the ledger."""
 
     id: int
-    cron_expression: str | None  # None: a one-off at run_at
+    cron_expression: str | None  # None: a one-off at run_at, or an interval
     timezone: str
     misfire_policy: MisfirePolicy
     misfire_grace_s: float
@@ -172,3 +177,5 @@ class DispatchJob(msgspec.Struct, kw_only=True):
     runs_left: int | None = None  # max_runs less the scheduled runs written; None: no limit
     catchup_max_per_s: float | None = None
     queue: str = DEFAULT_QUEUE  # the stream its tokens go to
+    every: str | None = None  # an interval (cronos.interval), from anchor (None: the epoch)
+    anchor: datetime | None = None

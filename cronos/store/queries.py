@@ -38,24 +38,27 @@ PING = "SELECT extract(epoch FROM clock_timestamp())::float8"
 JOB_INSERT = """
 INSERT INTO jobs (name, cron_expression, timezone, kind, payload, timeout_s, max_retries, retry_backoff_s,
     concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, managed_by, parents, queue, run_at,
-    start_at, end_at, max_runs, catchup_max_per_s, last_scheduled_for)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21,
+    start_at, end_at, max_runs, catchup_max_per_s, every, anchor, last_scheduled_for)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23,
     least(now(), $17::timestamptz - interval '1 microsecond'))
 RETURNING id, name, cron_expression, timezone, kind, payload, timeout_s, max_retries, retry_backoff_s,
     concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, revision, last_scheduled_for,
-    created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs, catchup_max_per_s
+    created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs, catchup_max_per_s,
+    every, anchor
 """
 JOB_GET = """
 SELECT id, name, cron_expression, timezone, kind, payload, timeout_s, max_retries, retry_backoff_s,
     concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, revision, last_scheduled_for,
-    created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs, catchup_max_per_s
+    created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs, catchup_max_per_s,
+    every, anchor
 FROM jobs
 WHERE id = $1
 """
 JOB_GET_FOR_UPDATE = """
 SELECT id, name, cron_expression, timezone, kind, payload, timeout_s, max_retries, retry_backoff_s,
     concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, revision, last_scheduled_for,
-    created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs, catchup_max_per_s
+    created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs, catchup_max_per_s,
+    every, anchor
 FROM jobs
 WHERE id = $1 FOR UPDATE
 """
@@ -67,13 +70,14 @@ JOB_LIST = """
 WITH page AS (SELECT id, name, cron_expression, timezone, kind, payload, timeout_s, max_retries,
     retry_backoff_s, concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, revision,
     last_scheduled_for, created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs,
-    catchup_max_per_s, octet_length(payload::text) AS size FROM jobs WHERE ($1::text IS NULL OR status = $1)
+    catchup_max_per_s, every, anchor, octet_length(payload::text) AS size FROM jobs
+    WHERE ($1::text IS NULL OR status = $1)
     AND id > $2 ORDER BY id LIMIT $3), sized AS (SELECT *, sum(size) OVER (ORDER BY id) - size AS before
     FROM page)
 SELECT id, name, cron_expression, timezone, kind, payload, timeout_s, max_retries, retry_backoff_s,
     concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, revision, last_scheduled_for,
     created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs, catchup_max_per_s,
-    (SELECT count(*) FROM page) AS fetched
+    every, anchor, (SELECT count(*) FROM page) AS fetched
 FROM sized
 WHERE before < $4
 ORDER BY id
@@ -89,14 +93,15 @@ UPDATE jobs
 SET name = $2, cron_expression = $3, timezone = $4, kind = $5, payload = $6, timeout_s = $7, max_retries = $8,
     retry_backoff_s = $9, concurrency_policy = $10, misfire_policy = $11, misfire_grace_s = $12, jitter_s = $13,
     status = $14, managed_by = $15, parents = $16, queue = $17, run_at = $18, start_at = $19, end_at = $20,
-    max_runs = $21, catchup_max_per_s = $22, revision = $23,
-    plan_revision = CASE WHEN $24::boolean THEN $23 ELSE plan_revision END,
-    last_scheduled_for = CASE WHEN $24::boolean THEN now() WHEN $25::boolean THEN greatest(last_scheduled_for,
+    max_runs = $21, catchup_max_per_s = $22, every = $23, anchor = $24, revision = $25,
+    plan_revision = CASE WHEN $26::boolean THEN $25 ELSE plan_revision END,
+    last_scheduled_for = CASE WHEN $26::boolean THEN now() WHEN $27::boolean THEN greatest(last_scheduled_for,
     now()) ELSE last_scheduled_for END, updated_at = now()
 WHERE id = $1
 RETURNING id, name, cron_expression, timezone, kind, payload, timeout_s, max_retries, retry_backoff_s,
     concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, revision, last_scheduled_for,
-    created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs, catchup_max_per_s
+    created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs, catchup_max_per_s,
+    every, anchor
 """
 # $2 'active' or 'paused' (a change: the caller read the row locked), $3 the new revision number.
 # In SET, `status` is the old value, so a resume moves the cursor past the paused time.
@@ -107,7 +112,8 @@ SET status = $2, revision = $3, last_scheduled_for = CASE WHEN status = 'paused'
 WHERE id = $1
 RETURNING id, name, cron_expression, timezone, kind, payload, timeout_s, max_retries, retry_backoff_s,
     concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, revision, last_scheduled_for,
-    created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs, catchup_max_per_s
+    created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs, catchup_max_per_s,
+    every, anchor
 """
 # The signing secret, only where the API shows it: after a create, and on rotation.
 JOB_WEBHOOK_SECRET = "SELECT webhook_secret FROM jobs WHERE id = $1"
@@ -384,14 +390,14 @@ ORDER BY id
 DISPATCH_JOBS_ACTIVE = """
 SELECT id, cron_expression, timezone, misfire_policy, misfire_grace_s, jitter_s, concurrency_policy, status,
     coalesce(last_scheduled_for, created_at) AS cursor, revision, plan_revision, run_at, start_at, end_at,
-    max_runs - scheduled_runs AS runs_left, catchup_max_per_s, queue
+    max_runs - scheduled_runs AS runs_left, catchup_max_per_s, queue, every, anchor
 FROM jobs
 WHERE status = 'active'
 """
 DISPATCH_JOBS_BY_ID = """
 SELECT id, cron_expression, timezone, misfire_policy, misfire_grace_s, jitter_s, concurrency_policy, status,
     coalesce(last_scheduled_for, created_at) AS cursor, revision, plan_revision, run_at, start_at, end_at,
-    max_runs - scheduled_runs AS runs_left, catchup_max_per_s, queue
+    max_runs - scheduled_runs AS runs_left, catchup_max_per_s, queue, every, anchor
 FROM jobs
 WHERE id = ANY($1::bigint[])
 """
@@ -400,7 +406,7 @@ WHERE id = ANY($1::bigint[])
 DISPATCH_JOBS_CHANGED = """
 SELECT id, cron_expression, timezone, misfire_policy, misfire_grace_s, jitter_s, concurrency_policy, status,
     coalesce(last_scheduled_for, created_at) AS cursor, revision, plan_revision, run_at, start_at, end_at,
-    max_runs - scheduled_runs AS runs_left, catchup_max_per_s, queue
+    max_runs - scheduled_runs AS runs_left, catchup_max_per_s, queue, every, anchor
 FROM jobs
 WHERE updated_at > $1
 """
@@ -1000,9 +1006,9 @@ ORDER BY p.id
 # the one before it are found through job_revisions_job_at. $1 job id.
 TICK_REVISIONS = """
 SELECT job_id, number, kind, at, actor, status, fields,
-    CASE WHEN fields && ARRAY['cron_expression', 'timezone']
+    CASE WHEN fields && ARRAY['cron_expression', 'timezone', 'every', 'anchor']
         THEN (SELECT coalesce(jsonb_object_agg(key, value), '{}'::jsonb) FROM jsonb_each(changes)
-              WHERE key IN ('cron_expression', 'timezone'))
+              WHERE key IN ('cron_expression', 'timezone', 'every', 'anchor'))
         ELSE '{}'::jsonb END AS changes
 FROM job_revisions
 WHERE job_id = $1 AND (number = 1
@@ -1019,6 +1025,12 @@ SELECT coalesce((SELECT jsonb_build_object('cron_expression', changes -> 'cron_e
                  ORDER BY number DESC LIMIT 1), '{}'::jsonb)
     || coalesce((SELECT jsonb_build_object('timezone', changes -> 'timezone') FROM job_revisions
                  WHERE job_id = $1 AND number <= $2 AND 'timezone' = ANY(fields)
+                 ORDER BY number DESC LIMIT 1), '{}'::jsonb)
+    || coalesce((SELECT jsonb_build_object('every', changes -> 'every') FROM job_revisions
+                 WHERE job_id = $1 AND number <= $2 AND 'every' = ANY(fields)
+                 ORDER BY number DESC LIMIT 1), '{}'::jsonb)
+    || coalesce((SELECT jsonb_build_object('anchor', changes -> 'anchor') FROM job_revisions
+                 WHERE job_id = $1 AND number <= $2 AND 'anchor' = ANY(fields)
                  ORDER BY number DESC LIMIT 1), '{}'::jsonb)
 """
 # How far the ledger is written for the job (its cursor); no row: the job was deleted.
@@ -1046,7 +1058,8 @@ CLUSTER_IDENTITY = "SELECT id::text FROM cluster_identity"
 JOB_GET_KEY_SHARE = """
 SELECT id, name, cron_expression, timezone, kind, payload, timeout_s, max_retries, retry_backoff_s,
     concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, revision, last_scheduled_for,
-    created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs, catchup_max_per_s
+    created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs, catchup_max_per_s,
+    every, anchor
 FROM jobs
 WHERE id = $1 FOR KEY SHARE
 """
