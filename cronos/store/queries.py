@@ -978,10 +978,11 @@ LIMIT $3
 # the name or NULL (escaped by the caller), $3 last id seen (0 first), $4 page size, $5 finished
 # runs the rate is over.
 JOB_OVERVIEW = """
-WITH page AS (SELECT id, name, cron_expression, timezone, kind, status FROM jobs
+WITH page AS (SELECT id, name, cron_expression, timezone, kind, status, every, anchor FROM jobs
     WHERE ($1::text IS NULL OR status = $1) AND ($2::text IS NULL OR name ILIKE $2) AND id > $3
     ORDER BY id LIMIT $4)
-SELECT p.id, p.name, p.cron_expression, p.timezone, p.kind, p.status, l.id AS run_id, l.state AS run_state,
+SELECT p.id, p.name, p.cron_expression, p.timezone, p.kind, p.status, p.every, p.anchor,
+    l.id AS run_id, l.state AS run_state,
     l.scheduled_for AS run_scheduled_for, l.due_at AS run_due_at, l.started_at AS run_started_at,
     l.duration_ms AS run_duration_ms, s.completed, s.finished
 FROM page p
