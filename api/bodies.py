@@ -203,7 +203,7 @@ def _check_when(fields: dict[str, Any]) -> None:
     outside it) has nothing to run, and the job ends."""
     given = [name for name in WHEN_FIELDS if fields.get(name) is not None]
     if len(given) != 1:
-        field = given[-1] if given else "cron_expression"
+        field = "every" if "every" in given else "cron_expression"  # the seed's field unless an interval's
         raise InvalidInput(
             f"$.{field}", "give exactly one of cron_expression, every (an interval) and run_at (a one-off)"
         )

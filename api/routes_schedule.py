@@ -229,10 +229,10 @@ async def schedule_preview(request: web.Request) -> web.Response:
     count = _count(request.query.get("count"))
     if query.every is not None or "anchor" in request.query:
         if query.cron_expression is not None:
-            raise InvalidInput("every", "give exactly one of cron_expression and every")
+            raise InvalidInput("$.every", "give exactly one of cron_expression and every")
         if query.every is None:
             raise InvalidInput("anchor", "only an interval (every) has an anchor")
-        interval = Interval(every_seconds(query.every, "every"), EPOCH)
+        interval = Interval(every_seconds(query.every), EPOCH)
         if "anchor" in request.query:
             anchor = check_instant(query_time(request.query["anchor"], _UTC, "anchor"), "anchor")
             interval = Interval(interval.every_s, anchor.astimezone(UTC))
@@ -240,7 +240,7 @@ async def schedule_preview(request: web.Request) -> web.Response:
         after = query_time(request.query.get("from"), ZoneInfo(query.timezone))
         return respond(preview_interval(interval, query.timezone, after, count))
     if query.cron_expression is None:
-        raise InvalidInput("cron_expression", "give a cron_expression or an interval (every)")
+        raise InvalidInput("$.cron_expression", "give a cron_expression or an interval (every)")
     schedule = check_schedule(query.cron_expression, query.timezone)
     after = query_time(request.query.get("from"), ZoneInfo(schedule.timezone))
     return respond(await off_loop(preview, schedule, after, count))

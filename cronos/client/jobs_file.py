@@ -142,7 +142,7 @@ def _check(fields: dict[str, Any]) -> None:
     given = [name for name in ("cron_expression", "run_at", "every") if fields.get(name) is not None]
     if len(given) != 1:
         raise InvalidInput(
-            f"$.{given[-1] if given else 'cron_expression'}",
+            f"$.{'every' if 'every' in given else 'cron_expression'}",
             "give exactly one of cron_expression, every (an interval) and run_at (a one-off)",
         )
     if fields.get("anchor") is not None and fields.get("every") is None:
