@@ -83,7 +83,7 @@ class Interval:
         return self.anchor + (elapsed // step + 1) * step * _US
 
     def describe(self) -> str:
-        anchor = "the Unix epoch" if self.anchor == EPOCH else self.anchor.astimezone(UTC).isoformat()
+        anchor = "the Unix epoch" if self.anchor == EPOCH else f"{self.anchor.astimezone(UTC):%Y-%m-%dT%H:%M:%S}Z"
         return f"every {spell(self.every_s)} of elapsed time from {anchor} (DST moves no tick)"
 
 
