@@ -130,3 +130,35 @@ def test_interval_jobs_with_one_every_and_anchor_share_a_group_whatever_their_zo
         assert fired[job_id] == [t0 + timedelta(minutes=90 * k) for k in range(1, 5)]  # 07:30Z, 09:00Z, ...
     assert fired[10] == [datetime(2026, 3, 8, 6, 0, 7, tzinfo=UTC) + timedelta(minutes=90 * k) for k in range(4)]
     assert fired[11] == [t0 + timedelta(hours=k) for k in range(1, 7)]
+
+
+_FILE = """
+jobs:
+  - name: sync
+    every: 90m
+    anchor: "2026-01-01T00:15:00+01:00"
+    payload: {action: reindex}
+"""
+
+
+def test_a_jobs_file_spells_the_interval_as_the_api_stores_it() -> None:
+    from api.jobs_file import jobs_file_schema
+    from cronos.client.apply import Step, plan
+    from cronos.client.jobs_file import ApplyInvalid, desired_jobs, parse
+
+    def desired(text: str) -> Any:
+        return desired_jobs([("jobs.yaml", parse("jobs.yaml", text))], jobs_file_schema(), {})
+
+    (want,) = desired(_FILE)
+    assert want.fields["every"] == "1h30m"
+    stored = {**want.fields, "id": 1, "anchor": "2025-12-31T23:15:00Z", "managed_by": {"tool": "cronos-apply"}}
+    assert [a.step for a in plan([want], [stored], prune=False, salt=b"s")] == [Step.UNCHANGED]
+    (edit,) = plan(desired(_FILE.replace("90m", "2h")), [stored], prune=False, salt=b"s")
+    assert (edit.step, edit.body) == (Step.UPDATE, {"every": "2h"})
+    for text, field in (
+        (_FILE.replace("90m", "0s"), r"\$\.every"),
+        (_FILE.replace("every: 90m", "every: 1h\n    cron_expression: '@daily'"), r"\$\.every"),
+        (_FILE.replace("every: 90m", "cron_expression: '@daily'"), r"\$\.anchor"),
+    ):
+        with pytest.raises(ApplyInvalid, match=field):
+            desired(text)
