@@ -79,7 +79,7 @@ def kind_variants(components: dict[str, Any], ref_of: dict[type[Any], dict[str, 
 _KIND_KEYS = ("kind", "payload")
 # Exactly one of a cron expression, a one-off's run_at and an interval's every (a PATCH that sends
 # one clears the others); an anchor only with every.
-_WHEN_KEYS = ("cron_expression", "run_at", "every")
+_WHEN_KEYS = ("cron_expression", "run_at", "every", "anchor")  # an anchor alone: send every with it
 _NULL = {"type": "null"}
 _RECURRING = {
     "title": "recurring (cron_expression)",

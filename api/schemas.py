@@ -13,6 +13,8 @@ import msgspec
 from msgspec import UNSET, Meta, UnsetType
 
 from api.names import PATTERN as NAME_PATTERN
+from cronos.interval import MAX_S as INTERVAL_MAX_S
+from cronos.interval import MIN_S as INTERVAL_MIN_S
 from cronos.models import (
     DEFAULT_QUEUE,
     QUEUE_PATTERN,
@@ -91,7 +93,8 @@ EndAt = Annotated[datetime, Meta(tz=True, description="no tick after this instan
 MaxRuns = Annotated[int, Meta(ge=1, le=2**31 - 1, description="after this many scheduled runs the job is completed")]
 # Intervals (issue 25, cronos.interval): a duration, stored in its canonical spelling.
 Every = Annotated[
-    str | int,
+    Annotated[int, Meta(ge=INTERVAL_MIN_S, le=INTERVAL_MAX_S)]
+    | Annotated[str, Meta(min_length=1, max_length=40, extra_json_schema={"format": "cronos-duration"})],
     Meta(
         description="an interval instead of cron_expression: ticks at anchor + k·every in elapsed time (DST "
         "moves none); `90s`, `90m`, `1h30m`, `2d` or a number of seconds, 1 s to 366 days; shown as `1h30m`",
