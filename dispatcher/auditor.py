@@ -22,7 +22,7 @@ import asyncpg
 
 from cronos import metrics
 from cronos.errors import InvalidInput
-from cronos.schedule_legacy import stored_schedule
+from cronos.schedule_window import job_schedule
 from cronos.store import queries as q
 from cronos.store.db import translate_errors
 from dispatcher.lifetime import Lifetime
@@ -39,9 +39,11 @@ NAMED_LIMIT = 20
 @dataclass(frozen=True, slots=True)
 class AuditedJob:
     id: int
-    cron_expression: str
+    cron_expression: str | None  # None: an interval
     timezone: str
     created_at: datetime
+    every: str | None = None
+    anchor: datetime | None = None
 
 
 @dataclass(slots=True)
@@ -63,7 +65,8 @@ def reconcile(
     result = AuditResult(window)
     for job in jobs:
         try:
-            schedule, _notice = stored_schedule(job.cron_expression, job.timezone)  # as the dispatcher reads it
+            # As the dispatcher reads it (cronos.schedule_window: a cron expression or an interval).
+            schedule, _notice = job_schedule(job.cron_expression, job.timezone, every=job.every, anchor=job.anchor)
         except InvalidInput:
             continue  # the dispatcher does not run it either (logged there)
         ticks = schedule.fire_times(max(start, job.created_at), end, JOB_TICKS_LIMIT)

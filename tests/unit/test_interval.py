@@ -162,3 +162,13 @@ def test_a_jobs_file_spells_the_interval_as_the_api_stores_it() -> None:
     ):
         with pytest.raises(ApplyInvalid, match=field):
             desired(text)
+
+
+def test_the_auditor_expects_an_interval_jobs_ticks_as_the_leader_plans_them() -> None:
+    from dispatcher.auditor import AuditedJob, reconcile
+
+    start = datetime(2026, 3, 29, 0, 59, tzinfo=UTC)  # Berlin springs forward at 01:00Z
+    job = AuditedJob(id=7, cron_expression=None, timezone="Europe/Berlin", created_at=start, every="20s")
+    ticks = [start + timedelta(seconds=20 * k) for k in range(1, 7)]
+    result = reconcile([job], {(7, t) for t in ticks if t != ticks[3]}, (start, start + 2 * timedelta(minutes=1)))
+    assert (result.jobs, result.expected, result.unaccounted) == (1, 6, [(7, ticks[3])])
