@@ -146,6 +146,16 @@ async def test_interval_validation_switching_and_the_preview(settings: Settings)
         bad = await api.call("PATCH", f"/api/jobs/{jid}", json={"every": "0m"})
         assert bad.status == 422 and bad.body["field"] == "$.every"
 
+        # A re-run of a past tick knows the interval's ticks (cronos.ticks.plan, as the ticks API does).
+        second = await api.create(name="rerun", cron_expression=None, every="1s", payload={"action": "noop"})
+        tick = datetime.fromisoformat(second["created_at"]).replace(microsecond=0) + SECOND
+        await wait_for(lambda: _past(tick + 0.2 * SECOND), timeout=5, what="a tick in the job's past")
+        rerun = await api.call("POST", f"/api/jobs/{second['id']}/trigger", json={"scheduled_for": tick.isoformat()})
+        assert rerun.status == 202 and rerun.body["scheduled_for"] == tick.isoformat().replace("+00:00", "Z")
+        half = (tick + SECOND / 2).isoformat()
+        refused = await api.call("POST", f"/api/jobs/{second['id']}/trigger", json={"scheduled_for": half})
+        assert refused.status == 422 and refused.body["field"] == "$.scheduled_for", refused.body
+
         preview = await api.call(
             "GET", f"/api/schedule/preview?every=90m&anchor={quote(anchor)}&timezone=America/New_York"
             f"&from={quote('2026-03-08T00:00:00-05:00')}&count=4",
