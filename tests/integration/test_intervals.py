@@ -81,6 +81,9 @@ async def test_an_every_2s_job_runs_2s_apart_an_edit_is_a_revision_and_a_leader_
 
             window = await wait_for(settled, timeout=30, interval=0.2, what="every tick of the window settled")
             revisions = (await api.call("GET", f"/api/jobs/{jid}/revisions")).body["items"]
+            # A window starting after the edit reads the schedule the edit left (TICK_SCHEDULE_AT).
+            later = await _ticks(api, jid, changed + 2 * SECOND, end)
+            assert later and {t["every"] for t in later if t["reason"] != SKIP_SCHEDULE_CHANGED} == {"3s"}, later
 
     assert revisions[0]["fields"] == ["every"] and revisions[0]["changes"] == {"every": "3s"}
     misfired = 0
