@@ -67,8 +67,8 @@ async def test_an_every_2s_job_runs_2s_apart_an_edit_is_a_revision_and_a_leader_
             changed = await _at(api, jid)
             await _ran_after(api, jid, changed, 2)
             leader_gone = datetime.now(UTC)
-        # 8 s without a leader: its successor finds the overdue ticks and, beyond the 1 s grace, skips them.
-        await wait_for(lambda: _past(leader_gone + 8 * SECOND), timeout=15, what="8 s without a leader")
+        # 6.5 s without a leader: its successor finds the overdue ticks and, beyond the 1 s grace, skips them.
+        await wait_for(lambda: _past(leader_gone + 6.5 * SECOND), timeout=15, what="6.5 s without a leader")
         async with _running(Dispatcher(other)):
             took_over = datetime.now(UTC)
             await _ran_after(api, jid, took_over, 2)
