@@ -1,5 +1,9 @@
 """GET /api/schedule/preview: the next fire times of an expression, with DST notes and plain words.
 
+With `every` (and an optional `anchor`) instead of `cron_expression`, the same for an interval
+(cronos.interval): its fire times are anchor + k·every in elapsed time, shown in `timezone`; no DST
+note, since a DST change moves no tick, and the description says so.
+
 The console calls it as the user types a schedule. The expression and zone are checked as
 job creation checks them (the same 422 problem body); the fire times come from the
 scheduler's own Schedule.next_after, so the preview is what the dispatcher will do. The DST
@@ -23,15 +27,16 @@ import msgspec
 from aiohttp import web
 
 from api import lint
-from api.bodies import check_schedule, convert, respond, utc_now
+from api.bodies import check_instant, check_schedule, convert, respond, utc_now
 from api.compute import hand_back, off_loop
 from api.describe import describe
 from api.errors import invalid_input
 from api.routing import Query, Route
-from api.schemas import Expression, Timezone
+from api.schemas import Every, Expression, Timezone
 from api.schemas_schedule import DstNote, EditDiff, FireTime, Warnings
 from api.state import BACKENDS
 from cronos.errors import InvalidInput, InvalidSchedule
+from cronos.interval import EPOCH, Interval, every_seconds, spell
 from cronos.schedule import NEVER_AT, Schedule, parse_schedule
 from cronos.schedule_legacy import StoredSchedule, stored_schedule
 from cronos.schedule_lint import edit_diff
@@ -45,15 +50,17 @@ _US = timedelta(microseconds=1)
 _SECOND = timedelta(seconds=1)
 _LEAP = re.compile(r"(T\d\d:\d\d:)60")
 HORIZON = timedelta(days=36_525)  # a century past `from`: how far a preview looks at most
+_UTC = ZoneInfo("UTC")
 
 
 class PreviewQuery(msgspec.Struct, kw_only=True):
-    cron_expression: Expression
+    cron_expression: Expression | None = None
     timezone: Timezone = "UTC"
+    every: Every | None = None  # `anchor` is read as `from` is (an RFC 3339 time)
 
 
 class Preview(msgspec.Struct, kw_only=True):
-    cron_expression: str
+    cron_expression: str | None  # null for an interval
     timezone: str
     description: str
     fire_times: list[FireTime]  # `count` of them, fewer where the horizon or the calendar (year 9999) ends first
@@ -66,6 +73,8 @@ class Preview(msgspec.Struct, kw_only=True):
         EditDiff | None,
         msgspec.Meta(description="with `previous_cron_expression`: the ticks this schedule adds and removes"),
     ] = None
+    every: str | None = None  # an interval's canonical spelling; null for cron
+    anchor: datetime | None = None
 
 
 # --- pure: DST notes from fire instants --------------------------------------------------
@@ -156,6 +165,25 @@ def preview(schedule: Schedule, after: datetime, count: int) -> Preview:
     )
 
 
+def preview_interval(interval: Interval, timezone: str, after: datetime, count: int) -> Preview:
+    """An interval's next fire times: elapsed time, so no DST notes (a DST change moves no tick)."""
+    zone = ZoneInfo(timezone)
+    times: list[FireTime] = []
+    current, horizon = after, horizon_of(after)
+    for _ in range(count):
+        try:
+            current = interval.next_after(current)
+        except OverflowError:  # the calendar ends (year 9999)
+            break
+        if current > horizon:
+            break
+        times.append(FireTime(at=current, local=current.astimezone(zone).isoformat()))
+    return Preview(
+        cron_expression=None, timezone=timezone, description=interval.describe(), fire_times=times,
+        horizon=horizon, every=spell(interval.every_s), anchor=interval.anchor,
+    )  # fmt: skip
+
+
 def _schema(struct: type[msgspec.Struct], name: str) -> dict[str, Any]:
     """A query parameter's JSON schema: the same field's in the body Struct (one source of limits)."""
     _refs, components = msgspec.json.schema_components([struct])
@@ -189,12 +217,28 @@ def query_time(raw: str | None, zone: ZoneInfo, name: str = "from") -> datetime:
 
 
 async def schedule_preview(request: web.Request) -> web.Response:
-    fields = {k: request.query[k] for k in ("cron_expression", "timezone") if k in request.query}
+    fields: dict[str, Any] = {
+        k: request.query[k] for k in ("cron_expression", "timezone", "every") if k in request.query
+    }
     try:
         query = convert(fields, PreviewQuery)
     except msgspec.ValidationError as exc:
         raise invalid_input(exc) from exc
     count = _count(request.query.get("count"))
+    if query.every is not None or "anchor" in request.query:
+        if query.cron_expression is not None:
+            raise InvalidInput("$.every", "give exactly one of cron_expression and every")
+        if query.every is None:
+            raise InvalidInput("anchor", "only an interval (every) has an anchor")
+        interval = Interval(every_seconds(query.every), EPOCH)
+        if "anchor" in request.query:
+            anchor = check_instant(query_time(request.query["anchor"], _UTC, "anchor"), "anchor")
+            interval = Interval(interval.every_s, anchor.astimezone(UTC))
+        check_schedule("* * * * *", query.timezone)  # the zone, checked as job creation checks it
+        after = query_time(request.query.get("from"), ZoneInfo(query.timezone))
+        return respond(preview_interval(interval, query.timezone, after, count))
+    if query.cron_expression is None:
+        raise InvalidInput("$.cron_expression", "give a cron_expression or an interval (every)")
     schedule = check_schedule(query.cron_expression, query.timezone)
     after = query_time(request.query.get("from"), ZoneInfo(schedule.timezone))
     previous, days = _previous(request, schedule.timezone)
@@ -235,8 +279,12 @@ ROUTES = (
           "removes; a bad expression or zone is the same 422 as job creation's",
           response=Preview, errors=(InvalidInput,),
           query=(
-              Query("cron_expression", "the expression, as a job's `cron_expression`", required=True,
-                    schema=_schema(PreviewQuery, "cron_expression")),
+              Query("cron_expression", "the expression, as a job's `cron_expression`; exactly one of it and `every`",
+                    schema=msgspec.json.schema(Expression)),
+              Query("every", "an interval instead, as a job's `every` (`90m`, `1h30m`, or seconds)",
+                    schema={"type": "string", "minLength": 1, "maxLength": 40, "format": "cronos-duration"}),
+              Query("anchor", "an interval's anchor, RFC 3339 (default 1970-01-01T00:00:00Z)",
+                    schema={"type": "string", "format": "date-time"}),
               Query("timezone", "IANA time zone (default UTC)", schema=_schema(PreviewQuery, "timezone")),
               Query("count", f"how many fire times, 1..{MAX_COUNT} (default {DEFAULT_COUNT})", maximum=MAX_COUNT),
               Query("from", "fire times strictly after this RFC 3339 time (default now); an ISO 8601 time "

@@ -91,7 +91,7 @@ class Expectations(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, omi
 class Job(msgspec.Struct, kw_only=True):
     id: int
     name: str
-    cron_expression: str | None  # None: a one-off (run_at)
+    cron_expression: str | None  # None: a one-off (run_at) or an interval (every)
     timezone: str
     kind: JobKind
     payload: dict[str, Any]
@@ -117,6 +117,9 @@ class Job(msgspec.Struct, kw_only=True):
     max_runs: int | None = None
     catchup_max_per_s: float | None = None
     expectations: Expectations | None = None
+    # Intervals (cronos.interval): ticks at anchor + k·every; anchor None: the Unix epoch.
+    every: str | None = None
+    anchor: datetime | None = None
 
 
 # The fields of a job a client sets (the rest the system keeps), in the store's column order.
@@ -143,6 +146,8 @@ JOB_WRITABLE = (
     "max_runs",
     "catchup_max_per_s",
     "expectations",
+    "every",
+    "anchor",
 )
 
 
@@ -184,7 +189,7 @@ class DispatchJob(msgspec.Struct, kw_only=True):
     dispatcher keeps how far the job is written: every tick at or before it is in the ledger."""
 
     id: int
-    cron_expression: str | None  # None: a one-off at run_at
+    cron_expression: str | None  # None: a one-off at run_at, or an interval
     timezone: str
     misfire_policy: MisfirePolicy
     misfire_grace_s: float
@@ -201,3 +206,5 @@ class DispatchJob(msgspec.Struct, kw_only=True):
     catchup_max_per_s: float | None = None
     queue: str = DEFAULT_QUEUE  # the stream its tokens go to
     action: str | None = None  # a task job's payload.action: its tokens carry it (executor routing)
+    every: str | None = None  # an interval (cronos.interval), from anchor (None: the epoch)
+    anchor: datetime | None = None

@@ -48,12 +48,14 @@ _US = timedelta(microseconds=1)
 @dataclass(frozen=True, slots=True)
 class AuditedJob:
     id: int
-    cron_expression: str | None  # None: a one-off at run_at
+    cron_expression: str | None  # None: a one-off at run_at, or an interval
     timezone: str
     created_at: datetime
     run_at: datetime | None = None
     start_at: datetime | None = None
     end_at: datetime | None = None
+    every: str | None = None  # an interval's (cronos.interval), from anchor
+    anchor: datetime | None = None
     ended_after: datetime | None = None  # ended by the leader: its last tick (none is expected after it)
 
 
@@ -75,9 +77,15 @@ def reconcile(
     start, end = window
     result = AuditResult(window)
     for job in jobs:
-        try:  # as the dispatcher reads it, within its window
+        try:  # as the dispatcher reads it (a cron expression or an interval), within its window
             schedule, _notice = job_schedule(
-                job.cron_expression, job.timezone, run_at=job.run_at, start_at=job.start_at, end_at=job.end_at
+                job.cron_expression,
+                job.timezone,
+                run_at=job.run_at,
+                start_at=job.start_at,
+                end_at=job.end_at,
+                every=job.every,
+                anchor=job.anchor,
             )
         except (InvalidInput, InvalidSchedule):
             continue  # the dispatcher does not run it either (logged there)

@@ -157,10 +157,11 @@ def render(document: dict[str, Any]) -> str:
         "",
         "What `POST /api/jobs` takes, a jobs file's job holds (`cronos apply`), and `cronos jobs create`",
         "takes as options (`--timeout-s 30`). `PATCH /api/jobs/{id}` takes any of them; a PATCH that",
-        "sets `cron_expression` clears `run_at` and the other way round. Every API serves the whole",
+        "sets one of `cron_expression`, `every` and `run_at` clears the others. Every API serves the whole",
         "document, with every constraint, at `/openapi.json`.",
         "",
-        f"A job is one of: {', '.join(shapes)} — exactly one of `cron_expression` and `run_at`.",
+        f"A job is one of: {', '.join(shapes)} — exactly one of `cron_expression`, `every` and `run_at`"
+        " (intervals: [Intervals](../intervals.md)).",
         "",
         "## Fields",
         "",

@@ -27,7 +27,7 @@ from cronos.settings import Settings
 if TYPE_CHECKING:
     SubParsers = argparse._SubParsersAction[argparse.ArgumentParser]
 
-# Of a create; everything else has a default (and the API wants cron_expression or run_at).
+# Of a create; everything else has a default (and the API wants cron_expression, every or run_at).
 _REQUIRED = ("name", "payload")
 
 
@@ -175,9 +175,16 @@ def _runs_table(runs: list[dict[str, Any]]) -> str:
 
 def _jobs_table(jobs: list[dict[str, Any]]) -> str:
     header = ("ID", "NAME", "SCHEDULE", "TIMEZONE", "KIND", "STATUS", "NEXT RUN")
-    shown = ("name", "cron_expression", "timezone", "kind", "status")
-    rows = [(str(j["id"]), *(j[f] for f in shown), when(j["next_run_at"], "-")) for j in jobs]
+    shown = ("timezone", "kind", "status")
+    rows = [(str(j["id"]), j["name"], _schedule(j), *(j[f] for f in shown), when(j["next_run_at"], "-")) for j in jobs]
     return table(header, rows)
+
+
+def _schedule(job: dict[str, Any]) -> str:
+    """A cron expression, `every 1h30m` (an interval) or `once` (a one-off)."""
+    if job.get("every") is not None:
+        return f"every {job['every']}"
+    return str(job["cron_expression"]) if job.get("cron_expression") is not None else "once"
 
 
 def _show_job(job: dict[str, Any]) -> str:

@@ -42,19 +42,19 @@ PING = "SELECT extract(epoch FROM clock_timestamp())::float8"
 JOB_INSERT = """
 INSERT INTO jobs (name, cron_expression, timezone, kind, payload, timeout_s, max_retries, retry_backoff_s,
     concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, managed_by, parents, queue, run_at,
-    start_at, end_at, max_runs, catchup_max_per_s, expectations, last_scheduled_for)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22,
+    start_at, end_at, max_runs, catchup_max_per_s, expectations, every, anchor, last_scheduled_for)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24,
     least(now(), $17::timestamptz - interval '1 microsecond'))
 RETURNING id, name, cron_expression, timezone, kind, payload, timeout_s, max_retries, retry_backoff_s,
     concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, revision, last_scheduled_for,
     created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs, catchup_max_per_s,
-    expectations
+    expectations, every, anchor
 """
 JOB_GET = """
 SELECT id, name, cron_expression, timezone, kind, payload, timeout_s, max_retries, retry_backoff_s,
     concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, revision, last_scheduled_for,
     created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs, catchup_max_per_s,
-    expectations
+    expectations, every, anchor
 FROM jobs
 WHERE id = $1
 """
@@ -62,7 +62,7 @@ JOB_GET_FOR_UPDATE = """
 SELECT id, name, cron_expression, timezone, kind, payload, timeout_s, max_retries, retry_backoff_s,
     concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, revision, last_scheduled_for,
     created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs, catchup_max_per_s,
-    expectations
+    expectations, every, anchor
 FROM jobs
 WHERE id = $1 FOR UPDATE
 """
@@ -74,13 +74,13 @@ JOB_LIST = """
 WITH page AS (SELECT id, name, cron_expression, timezone, kind, payload, timeout_s, max_retries,
     retry_backoff_s, concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, revision,
     last_scheduled_for, created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs,
-    catchup_max_per_s, expectations, octet_length(payload::text) AS size FROM jobs
+    catchup_max_per_s, expectations, every, anchor, octet_length(payload::text) AS size FROM jobs
     WHERE ($1::text IS NULL OR status = $1) AND id > $2 ORDER BY id LIMIT $3),
     sized AS (SELECT *, sum(size) OVER (ORDER BY id) - size AS before FROM page)
 SELECT id, name, cron_expression, timezone, kind, payload, timeout_s, max_retries, retry_backoff_s,
     concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, revision, last_scheduled_for,
     created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs, catchup_max_per_s,
-    expectations, (SELECT count(*) FROM page) AS fetched
+    expectations, every, anchor, (SELECT count(*) FROM page) AS fetched
 FROM sized
 WHERE before < $4
 ORDER BY id
@@ -96,15 +96,15 @@ UPDATE jobs
 SET name = $2, cron_expression = $3, timezone = $4, kind = $5, payload = $6, timeout_s = $7, max_retries = $8,
     retry_backoff_s = $9, concurrency_policy = $10, misfire_policy = $11, misfire_grace_s = $12, jitter_s = $13,
     status = $14, managed_by = $15, parents = $16, queue = $17, run_at = $18, start_at = $19, end_at = $20,
-    max_runs = $21, catchup_max_per_s = $22, expectations = $23, revision = $24,
-    plan_revision = CASE WHEN $25::boolean THEN $24 ELSE plan_revision END,
-    last_scheduled_for = CASE WHEN $25::boolean THEN now() WHEN $26::boolean THEN greatest(last_scheduled_for,
+    max_runs = $21, catchup_max_per_s = $22, expectations = $23, every = $24, anchor = $25, revision = $26,
+    plan_revision = CASE WHEN $27::boolean THEN $26 ELSE plan_revision END,
+    last_scheduled_for = CASE WHEN $27::boolean THEN now() WHEN $28::boolean THEN greatest(last_scheduled_for,
     now()) ELSE last_scheduled_for END, updated_at = now()
 WHERE id = $1
 RETURNING id, name, cron_expression, timezone, kind, payload, timeout_s, max_retries, retry_backoff_s,
     concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, revision, last_scheduled_for,
     created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs, catchup_max_per_s,
-    expectations
+    expectations, every, anchor
 """
 # $2 'active' or 'paused' (a change: the caller read the row locked), $3 the new revision number.
 # In SET, `status` is the old value, so a resume moves the cursor past the paused time.
@@ -116,7 +116,7 @@ WHERE id = $1
 RETURNING id, name, cron_expression, timezone, kind, payload, timeout_s, max_retries, retry_backoff_s,
     concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, revision, last_scheduled_for,
     created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs, catchup_max_per_s,
-    expectations
+    expectations, every, anchor
 """
 # The signing secret, only where the API shows it: after a create, and on rotation.
 JOB_WEBHOOK_SECRET = "SELECT webhook_secret FROM jobs WHERE id = $1"
@@ -415,7 +415,7 @@ ORDER BY id
 DISPATCH_JOBS_ACTIVE = """
 SELECT id, cron_expression, timezone, misfire_policy, misfire_grace_s, jitter_s, concurrency_policy, status,
     coalesce(last_scheduled_for, created_at) AS cursor, revision, plan_revision, run_at, start_at, end_at,
-    max_runs - scheduled_runs AS runs_left, catchup_max_per_s, queue,
+    max_runs - scheduled_runs AS runs_left, catchup_max_per_s, queue, every, anchor,
     CASE WHEN kind = 'task' THEN payload->>'action' END AS action
 FROM jobs
 WHERE status = 'active'
@@ -423,7 +423,7 @@ WHERE status = 'active'
 DISPATCH_JOBS_BY_ID = """
 SELECT id, cron_expression, timezone, misfire_policy, misfire_grace_s, jitter_s, concurrency_policy, status,
     coalesce(last_scheduled_for, created_at) AS cursor, revision, plan_revision, run_at, start_at, end_at,
-    max_runs - scheduled_runs AS runs_left, catchup_max_per_s, queue,
+    max_runs - scheduled_runs AS runs_left, catchup_max_per_s, queue, every, anchor,
     CASE WHEN kind = 'task' THEN payload->>'action' END AS action
 FROM jobs
 WHERE id = ANY($1::bigint[])
@@ -433,7 +433,7 @@ WHERE id = ANY($1::bigint[])
 DISPATCH_JOBS_CHANGED = """
 SELECT id, cron_expression, timezone, misfire_policy, misfire_grace_s, jitter_s, concurrency_policy, status,
     coalesce(last_scheduled_for, created_at) AS cursor, revision, plan_revision, run_at, start_at, end_at,
-    max_runs - scheduled_runs AS runs_left, catchup_max_per_s, queue,
+    max_runs - scheduled_runs AS runs_left, catchup_max_per_s, queue, every, anchor,
     CASE WHEN kind = 'task' THEN payload->>'action' END AS action
 FROM jobs
 WHERE updated_at > $1
@@ -890,7 +890,7 @@ WHERE id IN (SELECT id FROM runs_default WHERE scheduled_for < $1 AND state NOT 
 # since its start (their last revision is its `ended`; their cursor is their last tick): windowed,
 # max_runs and one-off jobs too.
 AUDIT_JOBS = """
-SELECT j.id, j.cron_expression, j.timezone, j.created_at, j.run_at, j.start_at, j.end_at,
+SELECT j.id, j.cron_expression, j.timezone, j.created_at, j.run_at, j.start_at, j.end_at, j.every, j.anchor,
     CASE WHEN j.status = 'active' THEN NULL ELSE j.last_scheduled_for END AS ended_after
 FROM jobs j
 WHERE j.created_at < $2
@@ -1156,10 +1156,11 @@ LIMIT $3
 # the name or NULL (escaped by the caller), $3 last id seen (0 first), $4 page size, $5 finished
 # runs the rate is over.
 JOB_OVERVIEW = """
-WITH page AS (SELECT id, name, cron_expression, timezone, kind, status FROM jobs
+WITH page AS (SELECT id, name, cron_expression, timezone, kind, status, every, anchor FROM jobs
     WHERE ($1::text IS NULL OR status = $1) AND ($2::text IS NULL OR name ILIKE $2) AND id > $3
     ORDER BY id LIMIT $4)
-SELECT p.id, p.name, p.cron_expression, p.timezone, p.kind, p.status, l.id AS run_id, l.state AS run_state,
+SELECT p.id, p.name, p.cron_expression, p.timezone, p.kind, p.status, p.every, p.anchor,
+    l.id AS run_id, l.state AS run_state,
     l.scheduled_for AS run_scheduled_for, l.due_at AS run_due_at, l.started_at AS run_started_at,
     l.duration_ms AS run_duration_ms, s.completed, s.finished
 FROM page p
@@ -1184,9 +1185,9 @@ ORDER BY p.id
 # the one before it are found through job_revisions_job_at. $1 job id.
 TICK_REVISIONS = """
 SELECT job_id, number, kind, at, actor, status, fields,
-    CASE WHEN fields && ARRAY['cron_expression', 'timezone']
+    CASE WHEN fields && ARRAY['cron_expression', 'timezone', 'every', 'anchor']
         THEN (SELECT coalesce(jsonb_object_agg(key, value), '{}'::jsonb) FROM jsonb_each(changes)
-              WHERE key IN ('cron_expression', 'timezone'))
+              WHERE key IN ('cron_expression', 'timezone', 'every', 'anchor'))
         ELSE '{}'::jsonb END AS changes
 FROM job_revisions
 WHERE job_id = $1 AND (number = 1
@@ -1203,6 +1204,12 @@ SELECT coalesce((SELECT jsonb_build_object('cron_expression', changes -> 'cron_e
                  ORDER BY number DESC LIMIT 1), '{}'::jsonb)
     || coalesce((SELECT jsonb_build_object('timezone', changes -> 'timezone') FROM job_revisions
                  WHERE job_id = $1 AND number <= $2 AND 'timezone' = ANY(fields)
+                 ORDER BY number DESC LIMIT 1), '{}'::jsonb)
+    || coalesce((SELECT jsonb_build_object('every', changes -> 'every') FROM job_revisions
+                 WHERE job_id = $1 AND number <= $2 AND 'every' = ANY(fields)
+                 ORDER BY number DESC LIMIT 1), '{}'::jsonb)
+    || coalesce((SELECT jsonb_build_object('anchor', changes -> 'anchor') FROM job_revisions
+                 WHERE job_id = $1 AND number <= $2 AND 'anchor' = ANY(fields)
                  ORDER BY number DESC LIMIT 1), '{}'::jsonb)
 """
 # How far the ledger is written for the job (its cursor); no row: the job was deleted.
@@ -1230,7 +1237,8 @@ CLUSTER_IDENTITY = "SELECT id::text FROM cluster_identity"
 JOB_GET_KEY_SHARE = """
 SELECT id, name, cron_expression, timezone, kind, payload, timeout_s, max_retries, retry_backoff_s,
     concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, revision, last_scheduled_for,
-    created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs, catchup_max_per_s
+    created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs, catchup_max_per_s,
+    every, anchor
 FROM jobs
 WHERE id = $1 FOR KEY SHARE
 """

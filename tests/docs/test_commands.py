@@ -19,6 +19,7 @@ import subprocess
 import sys
 import urllib.request
 from collections.abc import Callable, Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -119,6 +120,13 @@ def _ran_run(url: str, run_id: int) -> dict[str, Any] | None:
     return run if run["state"] == "completed" else None
 
 
+def _intervals_ran(url: str) -> None:
+    """docs/intervals.md: the heartbeat's scheduled runs fell on its 2 s ticks, then on its 3 s ones."""
+    runs = [run for run in _get(f"{url}/api/jobs/1/runs")["items"] if run["trigger"] == "schedule"]
+    seconds = [int(datetime.fromisoformat(run["scheduled_for"]).timestamp() * 1000) for run in runs]
+    assert len(runs) >= 3 and all(s % 2000 == 0 or s % 3000 == 0 for s in seconds), runs
+
+
 # What a page's commands should have done, beyond each one succeeding.
 AFTERWARDS: dict[str, Callable[[str], None]] = {
     "README.md": _readme_told,
@@ -126,6 +134,7 @@ AFTERWARDS: dict[str, Callable[[str], None]] = {
     "docs/tutorial.md": _first_task_ran,
     "docs/jobs-as-code.md": _applied,
     "docs/run-now.md": _rerun_ran,
+    "docs/intervals.md": _intervals_ran,
 }
 
 

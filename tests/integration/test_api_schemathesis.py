@@ -33,8 +33,9 @@ from schemathesis.checks import (
     status_code_conformance,
 )
 
-from api.bodies import MAX_ID, encode_cursor
+from api.bodies import MAX_ID, check_instant, encode_cursor
 from api.routes_run_views import time_range
+from api.routes_schedule import query_time
 from api.routes_ticks import window
 from api.service import ApiService
 from cronos.errors import InvalidInput
@@ -54,11 +55,19 @@ CHECKS = [
 # Formats the document names but JSON Schema cannot check: how to draw valid values of them.
 CRONS = ["*/5 * * * *", "0 3 * * *", "@hourly", "@daily", "0 30 9 * * 1-5", "*/10 * * * * *", "15 2 1 * *",
          "0 9-17 * * MON-FRI", "*/60 * * * *"]  # fmt: skip
+DURATIONS = ["1s", "90s", "90m", "1h30m", "2d", "1d12h", "366d", "5400"]  # `every` (cronos.interval)
 ZONES = [*sorted(z for z in zoneinfo.available_timezones() if "/" in z)[:200], "UTC"]
+
+
+def _one_schedule(query: dict[str, Any]) -> bool:
+    if "anchor" in query:
+        check_instant(query_time(query["anchor"], zoneinfo.ZoneInfo("UTC"), "anchor"), "anchor")
+    return ("cron_expression" in query) != ("every" in query) and ("anchor" not in query or "every" in query)
 
 
 def _register_formats() -> None:
     schemathesis.openapi.format("cron", st.sampled_from(CRONS))
+    schemathesis.openapi.format("cronos-duration", st.sampled_from(DURATIONS))
     schemathesis.openapi.format("iana-time-zone", st.sampled_from(ZONES))
     schemathesis.openapi.format("cronos-cursor", st.integers(0, MAX_ID).map(encode_cursor))
 
@@ -126,6 +135,8 @@ def _schema(base: str, live: Settings) -> Any:
                 window(query.get("from"), query.get("to"), datetime.now(UTC))
             elif ctx.operation.path == "/api/runs":
                 time_range(query.get("from"), query.get("to"))
+            elif ctx.operation.path == "/api/schedule/preview":
+                return _one_schedule(query)  # exactly one of cron_expression and every: test_intervals
         except InvalidInput:
             return False
         return True

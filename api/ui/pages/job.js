@@ -68,7 +68,7 @@ async function recentTicks(id) {
 
 function definition(job) {
   return fields([
-    ["Schedule", [h("code", {}, job.cron_expression), ` in ${job.timezone}`]],
+    ["Schedule", [h("code", {}, job.every ? `every ${job.every}` : job.cron_expression), ` in ${job.timezone}`]],
     ["Kind", job.kind],
     ["Status", badge(job.status)],
     // The API shows secrets as "***" (write-only); the payload is shown as text, as received.
@@ -147,7 +147,7 @@ export async function jobPage(main, [id], alive) {
     if (changed || Date.now() >= firstFire) {
       try {
         const preview = await get(`/api/schedule/preview${query({
-          cron_expression: job.cron_expression, timezone: job.timezone, count: 10,
+          cron_expression: job.cron_expression, timezone: job.timezone, count: 10, every: job.every, anchor: job.anchor,
         })}`);
         replace(words, preview.description);
         firstFire = preview.fire_times.length ? new Date(preview.fire_times[0].at).getTime() : Infinity;
