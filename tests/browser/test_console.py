@@ -282,12 +282,14 @@ def test_the_jobs_page_searches_filters_and_renders_names_as_text(browser: Any, 
                                           "payload": {"action": "browser.ok"}})  # fmt: skip
     go(driver, stack, "#/jobs")
     wait(driver, lambda d: len(find_all(d, "#jobs tbody tr")) == 7, what="seven jobs")
-    names = [c.text for c in find_all(driver, "td[data-label='Name']")]
+    # Read in one go inside `wait`: the page redraws its rows (polling, verdict badges) meanwhile.
+    rows = wait(driver, lambda d: [r.text for r in find_all(d, "#jobs tbody tr")], what="the rows' text")
+    names = wait(driver, lambda d: [c.text for c in find_all(d, "td[data-label='Name']")], what="the names")
     assert hostile in names and not find_all(driver, "#jobs img") and driver.title == "Cronos"
-    row = next(r for r in find_all(driver, "#jobs tbody tr") if "weekly-report" in r.text)
-    assert "at 02:30 on Monday" in row.text and "Europe/Berlin" in row.text
-    nightly = next(r for r in find_all(driver, "#jobs tbody tr") if "nightly-every-second" in r.text)
-    assert "completed" in nightly.text or "skipped" in nightly.text
+    row = next(r for r in rows if "weekly-report" in r)
+    assert "at 02:30 on Monday" in row and "Europe/Berlin" in row
+    nightly = next(r for r in rows if "nightly-every-second" in r)
+    assert "completed" in nightly or "skipped" in nightly
     screenshot(driver, "console-jobs", LAPTOP)
     screenshot(driver, "console-jobs-phone", PHONE)
 
