@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal, get_args
 import msgspec
 
 from cronos.errors import InvalidInput
+from cronos.rules import CalendarRef
 
 JobKind = Literal["task", "http", "shell"]
 JobStatus = Literal["active", "paused", "completed", "expired"]
@@ -90,6 +91,10 @@ class Job(msgspec.Struct, kw_only=True):
     end_at: datetime | None = None
     max_runs: int | None = None
     catchup_max_per_s: float | None = None
+    # Calendars and the timed pause (issue 25, cronos.rules): set by POST /api/jobs/{id}/pause.
+    calendars: list[CalendarRef] = []
+    paused_until: datetime | None = None
+    pause_note: str | None = None
 
 
 # The fields of a job a client sets (the rest the system keeps), in the store's column order.
@@ -115,6 +120,7 @@ JOB_WRITABLE = (
     "end_at",
     "max_runs",
     "catchup_max_per_s",
+    "calendars",
 )
 
 
@@ -172,3 +178,5 @@ class DispatchJob(msgspec.Struct, kw_only=True):
     runs_left: int | None = None  # max_runs less the scheduled runs written; None: no limit
     catchup_max_per_s: float | None = None
     queue: str = DEFAULT_QUEUE  # the stream its tokens go to
+    name: str = ""  # blackout selectors name jobs
+    calendars: list[CalendarRef] = []

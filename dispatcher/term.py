@@ -32,8 +32,9 @@ from cronos.settings import Settings
 from cronos.store.ledger import Ledger
 from cronos.store.partitions import PartitionStore
 from cronos.store.queues import QueueStore
+from cronos.store.rules import RuleStore
 from cronos.store.runs import RunStore
-from dispatcher import reaper, retention
+from dispatcher import pauses, reaper, retention
 from dispatcher.auditor import Auditor
 from dispatcher.election import Election, LeadershipLost
 from dispatcher.housekeeping import Housekeeping
@@ -101,6 +102,7 @@ class Term:
             resync_interval_s=settings.resync_interval_s,
             push_lead_ms=settings.push_lead_ms,
             catchup_per_s=settings.catchup_max_per_s,
+            rules=RuleStore(pool),
         )
 
     def checkpoint(self) -> None:
@@ -144,6 +146,7 @@ class Term:
             ).run(self),
             "audit": Auditor(self._pool, settings.audit_interval_s, settings.audit_settle_s).run(self),
             "retain": retention.run(self, PartitionStore(self._pool), election, settings.runs_retention_s),
+            "unpause": pauses.run(self, RuleStore(self._pool), election),
         }
         try:
             async with asyncio.TaskGroup() as group:
