@@ -24,6 +24,7 @@ from cronos.models import (
     RunSummary,
     SettableStatus,
 )
+from cronos.rules import CalendarRef
 from cronos.store.revisions import Revision
 
 # Formats the schema cannot check (a cron expression, a time zone) are named for tools; no text
@@ -89,6 +90,11 @@ RunAt = Annotated[
 StartAt = Annotated[datetime, Meta(tz=True, description="no tick before this instant")]
 EndAt = Annotated[datetime, Meta(tz=True, description="no tick after this instant; then the job is completed")]
 MaxRuns = Annotated[int, Meta(ge=1, le=2**31 - 1, description="after this many scheduled runs the job is completed")]
+Calendars = Annotated[
+    list[CalendarRef],
+    Meta(max_length=20, description="calendars (GET /api/calendars) whose days this job's ticks skip (`exclude`) "
+         "or are limited to (`allow`); a skipped tick's reason is `calendar:<name>`"),
+]  # fmt: skip
 CatchupPerS = Annotated[
     float,
     Meta(gt=0, le=1_000_000, description="late runs of this job's catch-up at most this many a second (null: global)"),
@@ -119,6 +125,7 @@ class JobCreate(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     end_at: EndAt | None = None
     max_runs: MaxRuns | None = None
     catchup_max_per_s: CatchupPerS | None = None
+    calendars: Calendars = []
 
 
 class JobPatch(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -145,6 +152,7 @@ class JobPatch(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     end_at: EndAt | UnsetType | None = UNSET
     max_runs: MaxRuns | UnsetType | None = UNSET
     catchup_max_per_s: CatchupPerS | UnsetType | None = UNSET
+    calendars: Calendars | UnsetType = UNSET
 
     def changes(self) -> dict[str, Any]:
         changed = {f: v for f in self.__struct_fields__ if (v := getattr(self, f)) is not UNSET}

@@ -1126,14 +1126,19 @@ SELECT id FROM jobs WHERE calendars @> jsonb_build_array(jsonb_build_object('nam
 """
 # The calendars among $1 that exist (a job may name only those).
 CALENDARS_NAMED = "SELECT name FROM calendars WHERE name = ANY($1::text[]) FOR KEY SHARE"
-_BLACKOUT_COLUMNS = "id, name, action, starts_at, ends_at, cron_expression, duration_s, timezone, selector, note"
-BLACKOUTS_ALL = f"SELECT {_BLACKOUT_COLUMNS} FROM blackouts ORDER BY id"
-BLACKOUT_GET = f"SELECT {_BLACKOUT_COLUMNS} FROM blackouts WHERE id = $1"
+BLACKOUTS_ALL = """
+SELECT id, name, action, starts_at, ends_at, cron_expression, duration_s, timezone, selector, note
+FROM blackouts ORDER BY id
+"""
+BLACKOUT_GET = """
+SELECT id, name, action, starts_at, ends_at, cron_expression, duration_s, timezone, selector, note
+FROM blackouts WHERE id = $1
+"""
 # $1 name, $2 action, $3 starts_at, $4 ends_at, $5 cron_expression, $6 duration_s, $7 timezone, $8 selector, $9 note.
-BLACKOUT_INSERT = f"""
+BLACKOUT_INSERT = """
 INSERT INTO blackouts (name, action, starts_at, ends_at, cron_expression, duration_s, timezone, selector, note)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
-RETURNING {_BLACKOUT_COLUMNS}
+RETURNING id, name, action, starts_at, ends_at, cron_expression, duration_s, timezone, selector, note
 """
 BLACKOUT_DELETE = "DELETE FROM blackouts WHERE id = $1 RETURNING name"
 # Timed pauses the leader lifts (fenced, dispatcher.pauses): the jobs paused until now or before,
