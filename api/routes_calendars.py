@@ -81,9 +81,8 @@ async def get_calendar(request: web.Request) -> web.Response:
 async def create_calendar(request: web.Request) -> web.Response:
     body = await decode(request, CalendarCreate)
     store = await _store(request)
-    calendar, created = await store.put_calendar(check_calendar(body.name, body), actor=principal_of(request).name)
-    if not created:
-        raise Conflict(f"a calendar named {body.name!r} exists: PUT /api/calendars/{body.name} replaces it")
+    actor = principal_of(request).name
+    calendar, _created = await store.put_calendar(check_calendar(body.name, body), actor=actor, replace=False)
     return respond(calendar, status=201)
 
 

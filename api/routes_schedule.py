@@ -29,10 +29,14 @@ from aiohttp import web
 from api.bodies import check_schedule, convert, respond, utc_now
 from api.describe import describe
 from api.errors import invalid_input
-from api.routing import Query, Route
+from api.routing import DB_ERRORS, Query, Route
 from api.schemas import Expression, Timezone
+from api.state import BACKENDS
 from cronos.errors import InvalidInput
+from cronos.models import DEFAULT_QUEUE
+from cronos.rules import NAME_PATTERN, NO_RULES, CalendarRef, RuleBook, Rules
 from cronos.schedule import NEVER_AT, Schedule, parse_schedule
+from cronos.store.rules import RuleStore
 
 DEFAULT_COUNT = 10
 MAX_COUNT = 100
@@ -62,10 +66,18 @@ class DstNote(msgspec.Struct, kw_only=True):
     detail: str
 
 
+_EXCLUDED = msgspec.Meta(
+    description="`calendar:<name>` or `blackout:<name>`: the rule that skips or defers this tick (with `calendars`, "
+    "`job` or `queue` in the query); null: it runs"
+)
+
+
 class FireTime(msgspec.Struct, kw_only=True):
     at: datetime  # UTC
     local: str  # wall time with its offset, in the schedule's zone
     dst: DstNote | None = None
+    excluded: Annotated[str | None, _EXCLUDED] = None
+    deferred_until: Annotated[datetime | None, msgspec.Meta(description="a deferred tick's release")] = None
 
 
 class Preview(msgspec.Struct, kw_only=True):
@@ -121,7 +133,7 @@ def horizon_of(after: datetime) -> datetime:
         return NEVER_AT
 
 
-def preview(schedule: Schedule, after: datetime, count: int) -> Preview:
+def preview(schedule: Schedule, after: datetime, count: int, rules: Rules = NO_RULES) -> Preview:
     zone = ZoneInfo(schedule.timezone)
     times: list[FireTime] = []
     current, horizon = after, horizon_of(after)
@@ -131,7 +143,14 @@ def preview(schedule: Schedule, after: datetime, count: int) -> Preview:
             if current == NEVER_AT or current > horizon:  # @never, or past the horizon
                 break
             local = current.astimezone(zone)
-            times.append(FireTime(at=current, local=local.isoformat(), dst=dst_note(schedule, zone, current)))
+            verdict = rules.verdict(current) if rules else None
+            times.append(
+                FireTime(
+                    at=current, local=local.isoformat(), dst=dst_note(schedule, zone, current),
+                    excluded=None if verdict is None else verdict.reason,
+                    deferred_until=None if verdict is None else verdict.release_at,
+                )
+            )  # fmt: skip
             if index % 10 == 0:  # ~0.1 ms of work each, more for rare expressions
                 hand_back()
         except OverflowError:  # the calendar ends (year 9999): the list is shorter
@@ -199,14 +218,40 @@ async def schedule_preview(request: web.Request) -> web.Response:
     count = _count(request.query.get("count"))
     schedule = check_schedule(query.cron_expression, query.timezone)
     after = query_time(request.query.get("from"), ZoneInfo(schedule.timezone))
-    return respond(await off_loop(preview, schedule, after, count))
+    rules = await _rules(request)
+    return respond(await off_loop(preview, schedule, after, count, rules))
+
+
+def calendar_refs(raw: str) -> list[CalendarRef]:
+    """`holidays,weekdays:allow`: calendars as a job names them (mode `exclude` unless given)."""
+    refs = []
+    for part in filter(None, (p.strip() for p in raw.split(","))):
+        name, _, mode = part.partition(":")
+        if not re.fullmatch(NAME_PATTERN, name) or mode not in ("", "exclude", "allow"):
+            raise InvalidInput("calendars", f"{part[:80]!r}: NAME or NAME:exclude or NAME:allow, comma-separated")
+        refs.append(CalendarRef(name=name, mode="allow" if mode == "allow" else "exclude"))
+    return refs
+
+
+async def _rules(request: web.Request) -> Rules:
+    """The calendars and blackouts a job with these `calendars`, `job` name and `queue` would be under
+    (none unless one of them is given: a bare preview reads no database)."""
+    query = request.query
+    if not any(name in query for name in ("calendars", "job", "queue")):
+        return NO_RULES
+    refs = calendar_refs(query.get("calendars", ""))
+    book = RuleBook.of(*await RuleStore(await request.app[BACKENDS].pool()).load())
+    for index, ref in enumerate(refs):
+        if ref.name not in book.calendars:
+            raise InvalidInput("calendars", f"no calendar named {ref.name!r} (item {index})")
+    return book.rules(query.get("job", ""), query.get("queue", DEFAULT_QUEUE), refs)
 
 
 ROUTES = (
     Route("GET", "/api/schedule/preview", schedule_preview,
           "The next fire times of a cron expression (UTC and local, DST notes) within a century, and its "
           "description in words; a bad expression or zone is the same 422 as job creation's",
-          response=Preview, errors=(InvalidInput,),
+          response=Preview, errors=(InvalidInput, *DB_ERRORS),
           query=(
               Query("cron_expression", "the expression, as a job's `cron_expression`", required=True,
                     schema=_schema(PreviewQuery, "cron_expression")),
@@ -214,5 +259,9 @@ ROUTES = (
               Query("count", f"how many fire times, 1..{MAX_COUNT} (default {DEFAULT_COUNT})", maximum=MAX_COUNT),
               Query("from", "fire times strictly after this RFC 3339 time (default now); an ISO 8601 time "
                     "without an offset is a wall time in `timezone`", schema={"type": "string", "format": "date-time"}),
+              Query("calendars", "calendars as a job names them: `NAME` (exclude) or `NAME:allow`, comma-separated; "
+                    "each fire time then says which calendar or blackout excludes or defers it"),
+              Query("job", "a job name, for the blackouts that select it (with `queue`)"),
+              Query("queue", "a queue, for the blackouts that select it (default: default)"),
           )),
 )  # fmt: skip

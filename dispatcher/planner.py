@@ -102,7 +102,9 @@ def _reasons(
         return [None if run else SKIP_MISFIRED for run in runs]
     reasons: list[str | None] = [v.reason if v is not None else None for v in verdicts]
     open_ = [i for i, v in enumerate(verdicts) if v is None or v.release_at is not None]
-    runs = misfire(job.misfire_policy, [ticks[i] for i in open_], now, job.misfire_grace_s, complete=complete)
+    # Released ticks are judged at their release (the leader writes them up to a lookahead early).
+    judged = max([now, *(v.release_at for v in verdicts if v is not None and v.release_at is not None)])
+    runs = misfire(job.misfire_policy, [ticks[i] for i in open_], judged, job.misfire_grace_s, complete=complete)
     for i, run in zip(open_, runs, strict=True):
         verdict = verdicts[i]
         reasons[i] = None if run else (SKIP_MISFIRED if verdict is None else verdict.reason)

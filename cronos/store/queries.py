@@ -1119,6 +1119,12 @@ ON CONFLICT (name) DO UPDATE SET timezone = $2, dates = $3, ranges = $4, weekday
     updated_at = now()
 RETURNING name, timezone, dates, ranges, weekdays, description, (xmax = 0) AS created
 """
+# The same, create only: no row when the name exists.
+CALENDAR_INSERT = """
+INSERT INTO calendars (name, timezone, dates, ranges, weekdays, description) VALUES ($1, $2, $3, $4, $5, $6)
+ON CONFLICT (name) DO NOTHING
+RETURNING name, timezone, dates, ranges, weekdays, description, true AS created
+"""
 CALENDAR_DELETE = "DELETE FROM calendars WHERE name = $1 RETURNING name"
 # The jobs that name calendar $1 (a delete is refused while any does).
 CALENDAR_USERS = """

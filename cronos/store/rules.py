@@ -70,15 +70,16 @@ class RuleStore:
             raise NotFound(f"calendar {name!r} not found")
         return _calendar(row)
 
-    async def put_calendar(self, calendar: Calendar, *, actor: str) -> tuple[Calendar, bool]:
-        """Create or replace; True when created."""
+    async def put_calendar(self, calendar: Calendar, *, actor: str, replace: bool = True) -> tuple[Calendar, bool]:
+        """Create or replace (`replace=False`: create only, Conflict when the name exists); True when created."""
         c = calendar
         ranges = [msgspec.to_builtins(r) for r in c.ranges]
         with translate_errors():
             async with self._pool.acquire() as conn, conn.transaction():
                 values = (c.name, c.timezone, c.dates, ranges, c.weekdays, c.description)
-                row = await conn.fetchrow(q.CALENDAR_PUT, *values)
-                assert row is not None
+                row = await conn.fetchrow(q.CALENDAR_PUT if replace else q.CALENDAR_INSERT, *values)
+                if row is None:
+                    raise Conflict(f"a calendar named {c.name!r} exists: PUT /api/calendars/{c.name} replaces it")
                 op = "created" if row["created"] else "updated"
                 await record(conn, actor, "calendar", op, detail={"calendar": msgspec.to_builtins(c)})
                 await conn.execute(q.NOTIFY, RULES_NOTICE)
