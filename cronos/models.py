@@ -93,8 +93,10 @@ class Job(msgspec.Struct, kw_only=True):
     catchup_max_per_s: float | None = None
     # Calendars and the timed pause (issue 25, cronos.rules): set by POST /api/jobs/{id}/pause.
     calendars: list[CalendarRef] = []
-    paused_until: datetime | None = None
-    pause_note: str | None = None
+    paused_until: Annotated[
+        datetime | None, msgspec.Meta(description="a timed pause: the leader resumes the job at this instant")
+    ] = None
+    pause_note: Annotated[str | None, msgspec.Meta(description="the note its pause was given")] = None
 
 
 # The fields of a job a client sets (the rest the system keeps), in the store's column order.

@@ -38,6 +38,9 @@ WRITABLE = JOB_WRITABLE
 # Null unless given: apply's marker (only `cronos apply` sets it), windows and one-offs, the pace.
 _NULLABLE = ("managed_by", "run_at", "start_at", "end_at", "max_runs", "catchup_max_per_s")
 
+# Recorded in the creation's revision only when not empty (issue 25: calendars).
+_EMPTY_UNLESS_SET = ("calendars",)
+
 # bigint ids: anything larger cannot exist (and would make asyncpg raise).
 MAX_ID = 2**63 - 1
 
@@ -121,7 +124,8 @@ class JobStore:
                 defined = {
                     name: value
                     for name in WRITABLE
-                    if (value := getattr(job, name)) is not None or name not in _NULLABLE
+                    if ((value := getattr(job, name)) is not None or name not in _NULLABLE)
+                    and (value or name not in _EMPTY_UNLESS_SET)
                 }
                 await revisions.record(conn, job, "created", actor, defined)
                 await record(conn, actor, "job", "created", job_id=job.id, after=snapshot(job))
