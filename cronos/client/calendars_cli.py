@@ -100,7 +100,8 @@ def add_commands(sub: SubParsers, parser_class: type[argparse.ArgumentParser]) -
     create.add_argument("--duration-s", type=int, metavar="N", help="how long each recurring window lasts")
     create.add_argument("--timezone", default="UTC")
     create.add_argument("--jobs", type=_list, default=[], metavar="A,B", help="only these jobs (by name)")
-    create.add_argument("--queues", type=_list, default=[], metavar="A,B", help="only jobs of these queues")
+    create.add_argument("--queues", dest="selector_queues", type=_list, default=[], metavar="A,B",
+                        help="only jobs of these queues")  # fmt: skip
     create.add_argument("--note", default="")
     for parser in (*actions.choices.values(), *bactions.choices.values()):
         parser.add_argument("--json", action="store_true", help="print the API's JSON (for scripts)")
@@ -162,6 +163,6 @@ def run(api: ApiClient, args: argparse.Namespace) -> tuple[Any, Callable[[Any], 
         return {"deleted": args.blackout}, lambda _: f"Deleted blackout {args.blackout}."
     fields = ("starts_at", "ends_at", "cron_expression", "duration_s")
     body = {"name": args.name, "action": args.do, "timezone": args.timezone, "note": args.note,
-            "selector": {"jobs": args.jobs, "queues": args.queues},
+            "selector": {"jobs": args.jobs, "queues": args.selector_queues},
             **{k: v for k in fields if (v := getattr(args, k)) is not None}}  # fmt: skip
     return api.call("POST", "/api/blackouts", body), lambda b: f"Blackout {b['id']} created.\n" + _blackouts_table([b])

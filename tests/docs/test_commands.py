@@ -94,6 +94,14 @@ def _ran_run(url: str, run_id: int) -> dict[str, Any] | None:
     return run if run["state"] == "completed" else None
 
 
+def _calendars(url: str) -> None:
+    """docs/calendars.md: the deploy blackout skipped heartbeat's ticks, naming itself; the pause lifted."""
+    heartbeat = next(job for job in _get(f"{url}/api/jobs")["items"] if job["name"] == "heartbeat")
+    assert heartbeat["status"] == "active" and heartbeat["paused_until"] is None, heartbeat
+    runs = _get(f"{url}/api/jobs/{heartbeat['id']}/runs?state=skipped&limit=100")["items"]
+    assert any(run["skip_reason"] == "blackout:deploy" for run in runs), runs
+
+
 # What a page's commands should have done, beyond each one succeeding.
 AFTERWARDS: dict[str, Callable[[str], None]] = {
     "README.md": _seed_job_ran,
@@ -101,6 +109,7 @@ AFTERWARDS: dict[str, Callable[[str], None]] = {
     "docs/tutorial.md": _first_task_ran,
     "docs/jobs-as-code.md": _applied,
     "docs/run-now.md": _rerun_ran,
+    "docs/calendars.md": _calendars,
 }
 
 
