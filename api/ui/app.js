@@ -1,7 +1,8 @@
-// The console's router: #/jobs, #/jobs/ID, #/jobs/ID/edit, #/new, #/runs, #/runs/ID, #/cluster.
+// The console's router: #/jobs, #/jobs/ID, #/jobs/ID/edit, #/new, #/runs, #/runs/ID, #/calendars, #/cluster.
 // Each page renders once, then its refresh() is polled while it is shown and the tab visible.
 import { h, replace } from "./dom.js";
 import { flash, showError } from "./feedback.js";
+import { calendarsPage } from "./pages/calendars.js";
 import { clusterPage } from "./pages/cluster.js";
 import { formPage } from "./pages/form.js";
 import { jobPage } from "./pages/job.js";
@@ -18,6 +19,7 @@ const ROUTES = [
   [/^#\/runs\/(\d+)\/?$/, runPage, "jobs"],
   [/^#\/runs\/?(?:\?(.*))?$/, runsPage, "runs"],
   [/^#\/cluster\/?$/, clusterPage, "cluster"],
+  [/^#\/calendars\/?$/, calendarsPage, "calendars"],
 ];
 const POLL_MS = 3000;
 

@@ -25,6 +25,7 @@ export const FIELDS = {
   max_runs: "number",
   catchup_max_per_s: "number",
   parents: "ids",
+  calendars: "json",
 };
 
 /** Deep equality of JSON values; an object's key order does not matter. */
