@@ -858,7 +858,7 @@ WHERE id IN (SELECT id FROM runs_default WHERE scheduled_for < $1 AND state NOT 
 
 # Jobs active through a window starting at $1: created and last changed before it.
 AUDIT_JOBS = """
-SELECT id, cron_expression, timezone, created_at
+SELECT id, cron_expression, timezone, created_at, name, queue, calendars
 FROM jobs
 WHERE status = 'active' AND created_at < $1 AND updated_at < $1
   AND cron_expression IS NOT NULL AND start_at IS NULL AND end_at IS NULL

@@ -227,3 +227,18 @@ def test_misfired_ticks_before_an_excluded_newest_still_run_once() -> None:
         rows = [(s.day, r) for b in ticks for s, r in zip(b.scheduled_for, b.skip_reason, strict=True)]
     assert rows == [(5, None), (6, "calendar:holidays")]
     assert SKIP_MISFIRED not in [r for _d, r in rows]
+
+
+def test_the_auditor_does_not_count_ticks_a_blackout_still_holds_as_unaccounted() -> None:
+    """G2's auditor: a held tick is not missing until its release has passed."""
+    from dispatcher.auditor import AuditedJob, reconcile
+
+    window = _blackout("freeze", "defer", starts_at=T0, ends_at=T0 + timedelta(hours=2))
+    job = AuditedJob(id=1, cron_expression="*/10 * * * *", timezone="UTC", created_at=T0 - timedelta(days=1),
+                     name="j")  # fmt: skip
+    audit = (T0, T0 + timedelta(minutes=30))
+    held = reconcile([job], set(), audit, RuleBook.of([], [window]))
+    assert held.expected == 3 and held.unaccounted == []
+    assert len(reconcile([job], set(), audit).unaccounted) == 3  # without the blackout: missing
+    late = (T0 + timedelta(hours=2), T0 + timedelta(hours=2, minutes=30))  # after the release: missing
+    assert len(reconcile([job], set(), late, RuleBook.of([], [window])).unaccounted) == 3
