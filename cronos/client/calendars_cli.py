@@ -124,9 +124,7 @@ def _blackouts_table(items: list[dict[str, Any]]) -> str:
 
     def selector(b: dict[str, Any]) -> str:
         sel = b["selector"]
-        parts = [f"jobs={','.join(sel['jobs'])}"] * bool(sel["jobs"]) + [f"queues={','.join(sel['queues'])}"] * bool(
-            sel["queues"]
-        )
+        parts = [f"{key}={','.join(sel[key])}" for key in ("jobs", "queues") if sel[key]]
         return " ".join(parts) or "every job"
 
     rows = [(str(b["id"]), b["name"], b["action"], window(b), selector(b)) for b in items]
