@@ -20,7 +20,8 @@ from __future__ import annotations
 
 # The channel the API notifies in the same transaction as each job write, and on each
 # manual trigger. Payload: JSON {"op": "...", "job_id": N}; op is one of
-# created, updated, deleted, paused, resumed, triggered; and retry, chain, woken (runs queued by a finish).
+# created, updated, deleted, paused, resumed, triggered; and retry, chain, woken (runs queued by a finish);
+# rules (a calendar or blackout changed: job_id null, the leader reloads them).
 JOBS_CHANNEL = "cronos_jobs"
 
 NOTIFY = "SELECT pg_notify('cronos_jobs', $1)"
