@@ -24,15 +24,17 @@ from cronos.schedule_legacy import stored_schedule
 from cronos.schedule_window import NEVER, Windowed, filtered, schedule_of
 from dispatcher.planner import CATCH_UP_PER_S, JOB_ROUND_LIMIT, CatchUpPace, TickBatch, TickRound
 
-# (expression, time zone, run_at, start_at, end_at, the rules' key): jobs sharing a schedule, its
-# window and its calendars and blackouts (cronos.rules).
+# (expression, time zone, run_at, start_at, end_at, every, anchor, the rules' key): jobs sharing a
+# schedule, its window and its calendars and blackouts (cronos.rules). An interval ignores the zone
+# (elapsed time): jobs with one every+anchor share a group.
 Key = tuple[object, ...]
 
 log = logging.getLogger("dispatcher.schedule_book")
 
 
 def _key(spec: DispatchJob) -> Key:
-    return (spec.cron_expression, spec.timezone, spec.run_at, spec.start_at, spec.end_at)
+    zone = "" if spec.every is not None else spec.timezone
+    return (spec.cron_expression, zone, spec.run_at, spec.start_at, spec.end_at, spec.every, spec.anchor)
 
 
 def _read(spec: DispatchJob) -> tuple[Any, ...]:

@@ -1,9 +1,12 @@
-// The console's router: #/jobs, #/jobs/ID, #/jobs/ID/edit, #/new, #/runs, #/runs/ID, #/calendars, #/cluster.
+// The console's router: #/jobs, #/jobs/ID, #/jobs/ID/edit, #/new, #/runs, #/runs/ID, #/cluster, #/channels,
+// #/fleet, #/calendars.
 // Each page renders once, then its refresh() is polled while it is shown and the tab visible.
 import { h, replace } from "./dom.js";
 import { flash, showError } from "./feedback.js";
 import { calendarsPage } from "./pages/calendars.js";
+import { channelsPage } from "./pages/channels.js";
 import { clusterPage } from "./pages/cluster.js";
+import { fleetPage } from "./pages/fleet.js";
 import { formPage } from "./pages/form.js";
 import { jobPage } from "./pages/job.js";
 import { jobsPage } from "./pages/jobs.js";
@@ -19,6 +22,8 @@ const ROUTES = [
   [/^#\/runs\/(\d+)\/?$/, runPage, "jobs"],
   [/^#\/runs\/?(?:\?(.*))?$/, runsPage, "runs"],
   [/^#\/cluster\/?$/, clusterPage, "cluster"],
+  [/^#\/channels\/?$/, channelsPage, "channels"],
+  [/^#\/fleet\/?$/, fleetPage, "fleet"],
   [/^#\/calendars\/?$/, calendarsPage, "calendars"],
 ];
 const POLL_MS = 3000;

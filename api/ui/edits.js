@@ -26,6 +26,9 @@ export const FIELDS = {
   catchup_max_per_s: "number",
   parents: "ids",
   calendars: "json",
+  expectations: "json",
+  every: "text", // an interval (pages/interval.js)
+  anchor: "instant",
 };
 
 /** Deep equality of JSON values; an object's key order does not matter. */

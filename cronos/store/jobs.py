@@ -36,7 +36,17 @@ log = logging.getLogger("cronos.store.jobs")
 # The columns a client may set, in JOB_INSERT / JOB_UPDATE parameter order.
 WRITABLE = JOB_WRITABLE
 # Null unless given: apply's marker (only `cronos apply` sets it), windows and one-offs, the pace.
-_NULLABLE = ("managed_by", "run_at", "start_at", "end_at", "max_runs", "catchup_max_per_s")
+_NULLABLE = (
+    "managed_by",
+    "run_at",
+    "start_at",
+    "end_at",
+    "max_runs",
+    "catchup_max_per_s",
+    "expectations",
+    "every",
+    "anchor",
+)
 
 # Recorded in the creation's revision only when not empty (issue 25: calendars).
 _EMPTY_UNLESS_SET = ("calendars",)

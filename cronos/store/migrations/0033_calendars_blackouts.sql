@@ -34,7 +34,7 @@ ALTER TABLE jobs ADD COLUMN IF NOT EXISTS calendars jsonb NOT NULL DEFAULT '[]';
 ALTER TABLE jobs ADD COLUMN IF NOT EXISTS paused_until timestamptz;
 ALTER TABLE jobs ADD COLUMN IF NOT EXISTS pause_note text;
 CREATE INDEX IF NOT EXISTS jobs_paused_until ON jobs (paused_until) WHERE status = 'paused' AND paused_until IS NOT NULL;
--- Their changes are audited under their own subjects.
+-- Their changes are audited under their own subjects (with 0037's `channel`: either may run first).
 ALTER TABLE audit_log DROP CONSTRAINT IF EXISTS audit_log_subject_check;
 ALTER TABLE audit_log ADD CONSTRAINT audit_log_subject_check
-    CHECK (subject IN ('job', 'token', 'calendar', 'blackout'));
+    CHECK (subject IN ('job', 'token', 'channel', 'calendar', 'blackout'));
