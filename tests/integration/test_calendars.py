@@ -93,6 +93,13 @@ async def test_calendars_and_blackouts_are_validated_audited_and_previewed(
             ("2029-12-31", None), ("2030-01-01", "calendar:holidays"), ("2030-01-02", None), ("2030-01-03", None),
         ]  # fmt: skip
         assert (await api.call("GET", f"{path}&calendars=nope")).status == 422
+        # An interval is filtered the same way (the rules wrap whatever schedule a job has).
+        daily = "/api/schedule/preview?every=1d&anchor=2029-01-01T08:00:00Z&timezone=Europe/Berlin&count=4"
+        reply = await api.call("GET", f"{daily}&from=2029-12-30T12:00:00Z&calendars=weekdays:allow,holidays")
+        assert reply.status == 200, reply.body
+        assert [(f["at"][:10], f["excluded"]) for f in reply.body["fire_times"]] == [
+            ("2029-12-31", None), ("2030-01-01", "calendar:holidays"), ("2030-01-02", None), ("2030-01-03", None),
+        ]  # fmt: skip
         bare = await api.call("GET", f"{path}&from=2029-12-30T12:00:00Z")
         assert [f["excluded"] for f in bare.body["fire_times"]] == [None] * 4
         # A recurring blackout, and the audit trail of these changes.
