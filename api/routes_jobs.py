@@ -35,6 +35,7 @@ from api.names import job_name
 from api.routes_tokens import audit_page
 from api.routing import BODY_ERRORS, DB_ERRORS, ID, PAGE, Errors, Query, Route
 from api.schemas import JobCreate, JobList, JobOut, JobPatch, RevisionList
+from api.schemas_rules import PauseBody
 from api.schemas_tokens import AuditList
 from api.state import BACKENDS
 from cronos.errors import Conflict, InvalidInput, NotFound
@@ -141,10 +142,11 @@ async def delete_job(request: web.Request) -> web.Response:
     return web.Response(status=204)
 
 
-async def _set_status(request: web.Request, status: str | None) -> web.Response:
+async def _set_status(request: web.Request, status: str | None, pause: PauseBody | None = None) -> web.Response:
     principal, guard, _check = _checker(request)
     store = await request.app[BACKENDS].jobs()
-    job = await store.set_status(path_id(request), status, actor=principal.name, guard=guard)
+    until, note = (None, None) if pause is None else (pause.until, pause.note)
+    job = await store.set_status(path_id(request), status, actor=principal.name, guard=guard, until=until, note=note)
     return respond(job_out(job, utc_now()))
 
 
@@ -153,7 +155,11 @@ async def toggle_job(request: web.Request) -> web.Response:
 
 
 async def pause_job(request: web.Request) -> web.Response:
-    return await _set_status(request, "paused")
+    """Pause; with a body `{until, note}` the leader resumes the job at `until` (issue 25)."""
+    body = await decode(request, PauseBody) if request.body_exists else None
+    if body is not None and body.until is not None and body.until <= utc_now():
+        raise InvalidInput("$.until", "must be in the future")
+    return await _set_status(request, "paused", body)
 
 
 async def resume_job(request: web.Request) -> web.Response:
@@ -199,7 +205,9 @@ ROUTES = (
           status=204, errors=(Conflict, *_GONE)),
     Route("PATCH", f"{JOB}/toggle", toggle_job, "Pause an active job, resume a paused one (409: it ended)",
           response=JobOut, errors=_STATUS),
-    Route("POST", f"{JOB}/pause", pause_job, "Pause a job", response=JobOut, errors=_STATUS),
+    Route("POST", f"{JOB}/pause", pause_job,
+          "Pause a job; with `until`, the leader resumes it then (a timed pause, with an optional note)",
+          body=PauseBody, body_required=False, response=JobOut, errors=(*BODY_ERRORS, *_STATUS)),
     Route("POST", f"{JOB}/resume", resume_job, "Resume a job; ticks due while paused are not caught up",
           response=JobOut, errors=_STATUS),
     # POST {JOB}/trigger: api.routes_trigger (run now, with inputs)

@@ -31,15 +31,18 @@ from api.bodies import check_instant, check_schedule, convert, respond, utc_now
 from api.compute import hand_back, off_loop
 from api.describe import describe
 from api.errors import invalid_input
-from api.routing import Query, Route
+from api.routing import DB_ERRORS, Query, Route
 from api.schemas import Every, Expression, Timezone
 from api.schemas_schedule import DstNote, EditDiff, FireTime, Warnings
 from api.state import BACKENDS
 from cronos.errors import InvalidInput, InvalidSchedule
 from cronos.interval import EPOCH, Interval, every_seconds, spell
+from cronos.models import DEFAULT_QUEUE
+from cronos.rules import NAME_PATTERN, NO_RULES, CalendarRef, RuleBook, Rules
 from cronos.schedule import NEVER_AT, Schedule, parse_schedule
 from cronos.schedule_legacy import StoredSchedule, stored_schedule
 from cronos.schedule_lint import edit_diff
+from cronos.store.rules import RuleStore
 
 DEFAULT_COUNT = 10
 MAX_COUNT = 100
@@ -141,7 +144,7 @@ def horizon_of(after: datetime) -> datetime:
         return NEVER_AT
 
 
-def preview(schedule: Schedule, after: datetime, count: int) -> Preview:
+def preview(schedule: Schedule, after: datetime, count: int, rules: Rules = NO_RULES) -> Preview:
     zone = ZoneInfo(schedule.timezone)
     times: list[FireTime] = []
     current, horizon = after, horizon_of(after)
@@ -151,7 +154,14 @@ def preview(schedule: Schedule, after: datetime, count: int) -> Preview:
             if current == NEVER_AT or current > horizon:  # @never, or past the horizon
                 break
             local = current.astimezone(zone)
-            times.append(FireTime(at=current, local=local.isoformat(), dst=dst_note(schedule, zone, current)))
+            verdict = rules.verdict(current) if rules else None
+            times.append(
+                FireTime(
+                    at=current, local=local.isoformat(), dst=dst_note(schedule, zone, current),
+                    excluded=None if verdict is None else verdict.reason,
+                    deferred_until=None if verdict is None else verdict.release_at,
+                )
+            )  # fmt: skip
             if index % 10 == 0:  # ~0.1 ms of work each, more for rare expressions
                 hand_back()
         except OverflowError:  # the calendar ends (year 9999): the list is shorter
@@ -165,7 +175,9 @@ def preview(schedule: Schedule, after: datetime, count: int) -> Preview:
     )
 
 
-def preview_interval(interval: Interval, timezone: str, after: datetime, count: int) -> Preview:
+def preview_interval(
+    interval: Interval, timezone: str, after: datetime, count: int, rules: Rules = NO_RULES
+) -> Preview:
     """An interval's next fire times: elapsed time, so no DST notes (a DST change moves no tick)."""
     zone = ZoneInfo(timezone)
     times: list[FireTime] = []
@@ -177,7 +189,14 @@ def preview_interval(interval: Interval, timezone: str, after: datetime, count: 
             break
         if current > horizon:
             break
-        times.append(FireTime(at=current, local=current.astimezone(zone).isoformat()))
+        verdict = rules.verdict(current) if rules else None
+        times.append(
+            FireTime(
+                at=current, local=current.astimezone(zone).isoformat(),
+                excluded=None if verdict is None else verdict.reason,
+                deferred_until=None if verdict is None else verdict.release_at,
+            )
+        )  # fmt: skip
     return Preview(
         cron_expression=None, timezone=timezone, description=interval.describe(), fire_times=times,
         horizon=horizon, every=spell(interval.every_s), anchor=interval.anchor,
@@ -236,15 +255,17 @@ async def schedule_preview(request: web.Request) -> web.Response:
             interval = Interval(interval.every_s, anchor.astimezone(UTC))
         check_schedule("* * * * *", query.timezone)  # the zone, checked as job creation checks it
         after = query_time(request.query.get("from"), ZoneInfo(query.timezone))
-        return respond(preview_interval(interval, query.timezone, after, count))
+        rules = await _rules(request)
+        return respond(preview_interval(interval, query.timezone, after, count, rules))
     if query.cron_expression is None:
         raise InvalidInput("$.cron_expression", "give a cron_expression or an interval (every)")
     schedule = check_schedule(query.cron_expression, query.timezone)
     after = query_time(request.query.get("from"), ZoneInfo(schedule.timezone))
     previous, days = _previous(request, schedule.timezone)
+    rules = await _rules(request)
     backends = request.app[BACKENDS]
     starts = await lint.fleet_starts_or_none(backends)
-    found = await off_loop(preview, schedule, after, count)
+    found = await off_loop(preview, schedule, after, count, rules)
     found.warnings = await off_loop(lint.warnings, schedule, utc_now(), starts, backends.settings.herd_jobs, False)
     if previous is not None:
         found.diff = await off_loop(diff, previous, schedule, after, days)
@@ -272,12 +293,37 @@ def _previous(request: web.Request, timezone: str) -> tuple[StoredSchedule | Non
         raise InvalidInput(name, exc.message) from None
 
 
+def calendar_refs(raw: str) -> list[CalendarRef]:
+    """`holidays,weekdays:allow`: calendars as a job names them (mode `exclude` unless given)."""
+    refs = []
+    for part in filter(None, (p.strip() for p in raw.split(","))):
+        name, _, mode = part.partition(":")
+        if not re.fullmatch(NAME_PATTERN, name) or mode not in ("", "exclude", "allow"):
+            raise InvalidInput("calendars", f"{part[:80]!r}: NAME or NAME:exclude or NAME:allow, comma-separated")
+        refs.append(CalendarRef(name=name, mode="allow" if mode == "allow" else "exclude"))
+    return refs
+
+
+async def _rules(request: web.Request) -> Rules:
+    """The calendars and blackouts a job with these `calendars`, `job` name and `queue` would be under
+    (none unless one of them is given: a bare preview reads no database)."""
+    query = request.query
+    if not any(name in query for name in ("calendars", "job", "queue")):
+        return NO_RULES
+    refs = calendar_refs(query.get("calendars", ""))
+    book = RuleBook.of(*await RuleStore(await request.app[BACKENDS].pool()).load())
+    for index, ref in enumerate(refs):
+        if ref.name not in book.calendars:
+            raise InvalidInput("calendars", f"no calendar named {ref.name!r} (item {index})")
+    return book.rules(query.get("job", ""), query.get("queue", DEFAULT_QUEUE), refs)
+
+
 ROUTES = (
     Route("GET", "/api/schedule/preview", schedule_preview,
           "The next fire times of a cron expression (UTC and local, DST notes) within a century, and its "
           "description in words, its warnings (docs/schedule-lint.md) and, for an edit, the ticks it adds and "
           "removes; a bad expression or zone is the same 422 as job creation's",
-          response=Preview, errors=(InvalidInput,),
+          response=Preview, errors=(InvalidInput, *DB_ERRORS),
           query=(
               Query("cron_expression", "the expression, as a job's `cron_expression`; exactly one of it and `every`",
                     schema=msgspec.json.schema(Expression)),
@@ -289,6 +335,10 @@ ROUTES = (
               Query("count", f"how many fire times, 1..{MAX_COUNT} (default {DEFAULT_COUNT})", maximum=MAX_COUNT),
               Query("from", "fire times strictly after this RFC 3339 time (default now); an ISO 8601 time "
                     "without an offset is a wall time in `timezone`", schema={"type": "string", "format": "date-time"}),
+              Query("calendars", "calendars as a job names them: `NAME` (exclude) or `NAME:allow`, comma-separated; "
+                    "each fire time then says which calendar or blackout excludes or defers it"),
+              Query("job", "a job name, for the blackouts that select it (with `queue`)"),
+              Query("queue", "a queue, for the blackouts that select it (default: default)"),
               Query("previous_cron_expression", "an edit's previous expression: `diff` lists the ticks the edit "
                     "adds and removes", schema=_schema(PreviewQuery, "cron_expression")),
               Query("previous_timezone", "the previous zone (default `timezone`)",

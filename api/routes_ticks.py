@@ -11,11 +11,13 @@ on the API's compute thread (`off_loop`), not on the event loop.
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Annotated
 from zoneinfo import ZoneInfo
 
 import msgspec
 from aiohttp import web
 
+from api.backends import Backends
 from api.bodies import check_instant, decode_cursor, encode_cursor, path_id, query_limit, respond, utc_now
 from api.compute import hand_back, off_loop
 from api.routes_schedule import dst_note, query_time
@@ -23,11 +25,13 @@ from api.routing import DB_ERRORS, ID, PAGE, Query, Route
 from api.schemas_schedule import DstNote
 from api.state import BACKENDS
 from cronos.errors import InvalidInput, InvalidSchedule, NotFound
+from cronos.rules import NO_RULES, RuleBook, Rules
 from cronos.schedule import Schedule
 from cronos.schedule_legacy import stored_schedule
 from cronos.store.revisions import Revision
+from cronos.store.rules import RuleStore
 from cronos.store.ticks import TickStore
-from cronos.ticks import LedgerRow, Segment, Tick, account, plan, segments
+from cronos.ticks import NOT_WRITTEN, LedgerRow, Segment, Tick, account, plan, segments
 
 DEFAULT_WINDOW = timedelta(hours=1)
 MAX_WINDOW = timedelta(days=7)
@@ -38,8 +42,16 @@ _EPOCH = datetime(1, 1, 1, tzinfo=UTC)  # cursors count microseconds from here: 
 _UTC_ZONE = ZoneInfo("UTC")
 
 
+_RULE = msgspec.Meta(
+    description="`calendar:<name>` or `blackout:<name>`: what skips or defers this tick under the job's calendars "
+    "and the blackouts as they are now (a skipped run's `reason` names the one that skipped it then)"
+)
+
+
 class TickOut(Tick, kw_only=True):
     dst: DstNote | None = None  # a tick moved by a DST gap, or on a wall time that happens twice
+    rule: Annotated[str | None, _RULE] = None
+    deferred_until: Annotated[datetime | None, msgspec.Meta(description="a deferred tick's release")] = None
 
 
 class TickList(msgspec.Struct, kw_only=True):
@@ -49,8 +61,10 @@ class TickList(msgspec.Struct, kw_only=True):
     next_cursor: str | None
 
 
-def annotate(tick: Tick) -> TickOut:
-    """The tick with the DST note the schedule preview gives its instant (none for a legacy row)."""
+def annotate(tick: Tick, rules: Rules = NO_RULES) -> TickOut:
+    """The tick with the DST note the schedule preview gives its instant (none for a legacy row),
+    and the calendar or blackout that skips or defers it. A deferred tick the leader holds until
+    its release (not written yet) gives the blackout as its reason."""
     note = None
     try:
         schedule, _notice = stored_schedule(tick.cron_expression, tick.timezone)
@@ -58,7 +72,12 @@ def annotate(tick: Tick) -> TickOut:
             note = dst_note(schedule, ZoneInfo(schedule.timezone), tick.scheduled_for)
     except (InvalidSchedule, OverflowError):
         pass
-    return TickOut(**msgspec.structs.asdict(tick), dst=note)
+    out = TickOut(**msgspec.structs.asdict(tick), dst=note)
+    if rules and (verdict := rules.verdict(tick.scheduled_for)) is not None:
+        out.rule, out.deferred_until = verdict.reason, verdict.release_at
+        if tick.reason == NOT_WRITTEN and verdict.release_at is not None:
+            out.reason = verdict.reason
+    return out
 
 
 def window(raw_from: str | None, raw_to: str | None, now: datetime) -> tuple[datetime, datetime]:
@@ -113,6 +132,7 @@ def tick_page(
     segs: list[Segment],
     limit: int,
     horizon: tuple[datetime, datetime | None, datetime | None],
+    rules: Rules = NO_RULES,
 ) -> TickList:
     """The page: the planned ticks with their ledger rows; `horizon` is (now, the job's cursor, kept since)."""
     now, cursor, kept_since = horizon
@@ -122,7 +142,7 @@ def tick_page(
     next_cursor = cursor_of(page[-1].scheduled_for) if more and page else None
     items = []
     for index, tick in enumerate(page, 1):
-        items.append(annotate(tick))
+        items.append(annotate(tick, rules))
         if index % 20 == 0:  # ~10 us each
             hand_back()
     return TickList(items=items, next_cursor=next_cursor)
@@ -144,8 +164,18 @@ async def job_ticks(request: web.Request) -> web.Response:
     rows = await store.ledger(job_id, after if seen is None else max(after, seen), upto)
     retention = backends.settings.runs_retention_s
     kept_since = now - timedelta(seconds=retention) if retention else None
-    page = await off_loop(tick_page, planned, rows, segs, limit, (now, cursor, kept_since))
+    rules = await _rules(backends, job_id) if cursor is not None else NO_RULES
+    page = await off_loop(tick_page, planned, rows, segs, limit, (now, cursor, kept_since), rules)
     return respond(page)
+
+
+async def _rules(backends: Backends, job_id: int) -> Rules:
+    """The job's calendars and blackouts as they are now (cronos.rules); none once it is deleted."""
+    try:
+        job = await (await backends.jobs()).get(job_id)
+    except NotFound:
+        return NO_RULES
+    return RuleBook.of(*await RuleStore(await backends.pool()).load()).rules(job.name, job.queue, job.calendars)
 
 
 ROUTES = (

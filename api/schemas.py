@@ -28,6 +28,7 @@ from cronos.models import (
     RunSummary,
     SettableStatus,
 )
+from cronos.rules import CalendarRef
 from cronos.store.revisions import Revision
 
 # Formats the schema cannot check (a cron expression, a time zone) are named for tools; no text
@@ -106,6 +107,11 @@ Every = Annotated[
 Anchor = Annotated[
     datetime, Meta(tz=True, description="an interval's ticks are anchor + k·every (null: 1970-01-01T00:00:00Z)")
 ]
+Calendars = Annotated[
+    list[CalendarRef],
+    Meta(max_length=20, description="calendars (GET /api/calendars) whose days this job's ticks skip (`exclude`) "
+         "or are limited to (`allow`); a skipped tick's reason is `calendar:<name>`"),
+]  # fmt: skip
 CatchupPerS = Annotated[
     float,
     Meta(gt=0, le=1_000_000, description="late runs of this job's catch-up at most this many a second (null: global)"),
@@ -139,6 +145,7 @@ class JobCreate(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     expectations: Expectations | None = None
     every: Every | None = None
     anchor: Anchor | None = None
+    calendars: Calendars = []
 
 
 class JobPatch(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -168,6 +175,7 @@ class JobPatch(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     expectations: Expectations | UnsetType | None = UNSET
     every: Every | UnsetType | None = UNSET
     anchor: Anchor | UnsetType | None = UNSET
+    calendars: Calendars | UnsetType = UNSET
 
     def changes(self) -> dict[str, Any]:
         changed = {f: v for f in self.__struct_fields__ if (v := getattr(self, f)) is not UNSET}

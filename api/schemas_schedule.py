@@ -23,10 +23,18 @@ class DstNote(msgspec.Struct, kw_only=True):
     detail: str
 
 
+_EXCLUDED = Meta(
+    description="`calendar:<name>` or `blackout:<name>`: the rule that skips or defers this tick (with `calendars`, "
+    "`job` or `queue` in the query); null: it runs"
+)
+
+
 class FireTime(msgspec.Struct, kw_only=True):
     at: datetime  # UTC
     local: str  # wall time with its offset, in the schedule's zone
     dst: DstNote | None = None
+    excluded: Annotated[str | None, _EXCLUDED] = None
+    deferred_until: Annotated[datetime | None, Meta(description="a deferred tick's release")] = None
 
 
 WARNINGS = Meta(

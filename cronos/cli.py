@@ -71,11 +71,13 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("rest", nargs=argparse.REMAINDER)
     _token_parser(sub)
     from cronos.client.apply_cli import add_command as add_apply
+    from cronos.client.calendars_cli import add_commands as add_calendars
     from cronos.client.channels_cli import add_commands as add_channels
     from cronos.client.jobs_cli import add_commands as add_jobs
 
     add_jobs(sub, _OneLineParser)
     add_channels(sub, _OneLineParser)
+    add_calendars(sub, _OneLineParser)
     add_apply(sub)
     _import_parser(sub)
     return parser
@@ -213,7 +215,7 @@ def _serve_metrics(port: int) -> None:
 
 
 # Clients of the REST API ($CRONOS_API_URL), not roles: no database, no event loop.
-_CLIENT_COMMANDS = ("jobs", "runs", "apply", "channels")
+_CLIENT_COMMANDS = ("jobs", "runs", "apply", "channels", "calendars", "blackouts")
 # Converters: no API, no database; their stdout is the result.
 _OFFLINE_COMMANDS = ("import",)
 

@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal, get_args
 import msgspec
 
 from cronos.errors import InvalidInput
+from cronos.rules import CalendarRef
 
 JobKind = Literal["task", "http", "shell"]
 JobStatus = Literal["active", "paused", "completed", "expired"]
@@ -120,6 +121,12 @@ class Job(msgspec.Struct, kw_only=True):
     # Intervals (cronos.interval): ticks at anchor + k·every; anchor None: the Unix epoch.
     every: str | None = None
     anchor: datetime | None = None
+    # Calendars and the timed pause (issue 25, cronos.rules): set by POST /api/jobs/{id}/pause.
+    calendars: list[CalendarRef] = []
+    paused_until: Annotated[
+        datetime | None, msgspec.Meta(description="a timed pause: the leader resumes the job at this instant")
+    ] = None
+    pause_note: Annotated[str | None, msgspec.Meta(description="the note its pause was given")] = None
 
 
 # The fields of a job a client sets (the rest the system keeps), in the store's column order.
@@ -148,6 +155,7 @@ JOB_WRITABLE = (
     "expectations",
     "every",
     "anchor",
+    "calendars",
 )
 
 
@@ -208,3 +216,5 @@ class DispatchJob(msgspec.Struct, kw_only=True):
     action: str | None = None  # a task job's payload.action: its tokens carry it (executor routing)
     every: str | None = None  # an interval (cronos.interval), from anchor (None: the epoch)
     anchor: datetime | None = None
+    name: str = ""  # blackout selectors name jobs
+    calendars: list[CalendarRef] = []

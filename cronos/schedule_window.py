@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 from cronos.dst import fire_times
 from cronos.interval import interval_of
+from cronos.rules import NO_RULES, Rules, Verdict
 from cronos.schedule import NEVER_AT
 from cronos.schedule_legacy import StoredSchedule, stored_schedule
 
@@ -77,6 +78,37 @@ class Windowed:
         tick or, none left, `after` itself (it is over already: end it)."""
         found = self.next_after(after)
         return after if found == NEVER and self.bounded else found
+
+
+@dataclass(frozen=True, slots=True)
+class Filtered(Windowed):
+    """A windowed schedule under calendars and blackouts (cronos.rules): the same fire times,
+    each with a verdict. The leader's next instant for a job whose next tick is deferred is the
+    tick's release (the end of its window), when the held ticks are written."""
+
+    rules: Rules = NO_RULES
+
+    def verdict(self, tick: datetime) -> Verdict | None:
+        return self.rules.verdict(tick)
+
+    def due_after(self, after: datetime) -> datetime:
+        found = Windowed.due_after(self, after)
+        if found in (NEVER, after):
+            return found
+        verdict = self.rules.verdict(found)
+        return found if verdict is None or verdict.release_at is None else max(found, verdict.release_at)
+
+
+def filtered(schedule: Windowed, rules: Rules) -> Windowed:
+    """`schedule` under `rules` (itself when there are none: the common case costs nothing)."""
+    if not rules:
+        return schedule
+    return Filtered(schedule.base, schedule.start_at, schedule.end_at, rules)
+
+
+def verdict_of(schedule: object, tick: datetime) -> Verdict | None:
+    """The verdict on a tick of any schedule (none unless it is Filtered)."""
+    return schedule.verdict(tick) if isinstance(schedule, Filtered) else None
 
 
 def job_schedule(

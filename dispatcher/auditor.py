@@ -24,13 +24,17 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import asyncpg
+import msgspec
 
 from cronos import health, metrics
 from cronos.errors import InvalidInput, InvalidSchedule, NotLeader
+from cronos.models import DEFAULT_QUEUE
+from cronos.rules import EMPTY_BOOK, CalendarRef, RuleBook, Verdict
 from cronos.schedule_window import job_schedule
 from cronos.store import queries as q
 from cronos.store.db import translate_errors
 from cronos.store.health import HealthStore
+from cronos.store.rules import RuleStore
 from dispatcher.lifetime import Lifetime
 
 log = logging.getLogger("dispatcher.auditor")
@@ -57,6 +61,9 @@ class AuditedJob:
     every: str | None = None  # an interval's (cronos.interval), from anchor
     anchor: datetime | None = None
     ended_after: datetime | None = None  # ended by the leader: its last tick (none is expected after it)
+    name: str = ""  # name, queue and calendars: which blackouts may hold its ticks back (cronos.rules)
+    queue: str = DEFAULT_QUEUE
+    calendars: tuple[CalendarRef, ...] = ()
 
 
 @dataclass(slots=True)
@@ -72,8 +79,10 @@ def reconcile(
     jobs: Iterable[AuditedJob],
     found: set[tuple[int, datetime]],
     window: tuple[datetime, datetime],
+    book: RuleBook = EMPTY_BOOK,
 ) -> AuditResult:
-    """Pure: the ticks each job's schedule had in (start, end] that `found` does not hold."""
+    """Pure: the ticks each job's schedule had in (start, end] that `found` does not hold, but those a
+    defer blackout still holds back (released after `end`: the leader writes them then)."""
     start, end = window
     result = AuditResult(window)
     for job in jobs:
@@ -95,8 +104,21 @@ def reconcile(
         ticks = schedule.fire_times(max(start, born), until, JOB_TICKS_LIMIT) if until > start else []
         result.jobs += 1
         result.expected += len(ticks)
-        result.unaccounted.extend((job.id, t) for t in ticks if (job.id, t) not in found)
+        missing = [t for t in ticks if (job.id, t) not in found]
+        if missing and (rules := book.rules(job.name, job.queue, job.calendars)):
+            missing = [t for t in missing if not _held(rules.verdict(t), end)]
+        result.unaccounted.extend((job.id, t) for t in missing)
     return result
+
+
+def _held(verdict: Verdict | None, end: datetime) -> bool:
+    return verdict is not None and verdict.release_at is not None and verdict.release_at > end
+
+
+def _audited(row: Any) -> AuditedJob:
+    fields = dict(row)
+    fields["calendars"] = tuple(msgspec.convert(fields["calendars"], list[CalendarRef]))
+    return AuditedJob(**fields)
 
 
 class Auditor:
@@ -138,10 +160,10 @@ class Auditor:
 
     async def _audit(self, conn: Any, window: tuple[datetime, datetime]) -> AuditResult:
         start, end = window
-        jobs = [AuditedJob(**dict(r)) for r in await conn.fetch(q.AUDIT_JOBS, start, end)]
+        jobs = [_audited(r) for r in await conn.fetch(q.AUDIT_JOBS, start, end)]
         rows = await conn.fetch(q.AUDIT_TICKS, [j.id for j in jobs], start, end)
         found = {(r["job_id"], r["scheduled_for"]) for r in rows}
-        result = reconcile(jobs, found, window)
+        result = reconcile(jobs, found, window, RuleBook.of(*await RuleStore(self._pool).load()))
         result.start_delays_s = [r["start_delay_s"] for r in rows if r["start_delay_s"] is not None]
         return result
 

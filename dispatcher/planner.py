@@ -17,7 +17,8 @@ from typing import Protocol
 
 from cronos.lifecycle import ON_TIME_S, end_status, jitter_s, misfire, runs_allowed
 from cronos.models import SKIP_MISFIRED, DispatchJob
-from cronos.schedule_window import Windowed
+from cronos.rules import Verdict
+from cronos.schedule_window import Filtered, Windowed
 
 # Ticks one job contributes to one round; a long outage is caught up over several rounds.
 JOB_ROUND_LIMIT = 1000
@@ -69,6 +70,46 @@ class CatchUpPace:
         slot = self._next
         self._next = slot + self._step
         return slot
+
+
+def _held_back(
+    schedule: Filtered, ticks: list[datetime], until: datetime
+) -> tuple[list[datetime], list[Verdict | None]]:
+    """The ticks up to the first one deferred past `until` (held: written at its release), and
+    each one's verdict."""
+    verdicts: list[Verdict | None] = []
+    for tick in ticks:
+        verdict = schedule.verdict(tick)
+        if verdict is not None and verdict.release_at is not None and verdict.release_at > until:
+            break
+        verdicts.append(verdict)
+    return ticks[: len(verdicts)], verdicts
+
+
+def _release(verdicts: list[Verdict | None] | None, index: int) -> datetime | None:
+    verdict = None if verdicts is None else verdicts[index]
+    return None if verdict is None else verdict.release_at
+
+
+def _reasons(
+    job: DispatchJob, ticks: list[datetime], verdicts: list[Verdict | None] | None, now: datetime, complete: bool
+) -> list[str | None]:
+    """Each tick's skip reason (None: it runs). A tick a calendar or a skip blackout excludes is
+    skipped with that reason; the misfire policy judges the rest (a deferred tick is late once
+    released: under `run_once` one of a window's ticks runs, under `run_all` every one), and a
+    deferred tick it does not run keeps the blackout's name."""
+    if verdicts is None:
+        runs = misfire(job.misfire_policy, ticks, now, job.misfire_grace_s, complete=complete)
+        return [None if run else SKIP_MISFIRED for run in runs]
+    reasons: list[str | None] = [v.reason if v is not None else None for v in verdicts]
+    open_ = [i for i, v in enumerate(verdicts) if v is None or v.release_at is not None]
+    # Released ticks are judged at their release (the leader writes them up to a lookahead early).
+    judged = max([now, *(v.release_at for v in verdicts if v is not None and v.release_at is not None)])
+    runs = misfire(job.misfire_policy, [ticks[i] for i in open_], judged, job.misfire_grace_s, complete=complete)
+    for i, run in zip(open_, runs, strict=True):
+        verdict = verdicts[i]
+        reasons[i] = None if run else (SKIP_MISFIRED if verdict is None else verdict.reason)
+    return reasons
 
 
 def _ms(instant: datetime) -> int:
@@ -138,24 +179,32 @@ class TickRound:
                     continue
                 complete = len(ticks) <= job_limit
                 ticks = ticks[:job_limit]
+                newest_here = complete  # the newest due tick is in this list
+                verdicts = None
+                if isinstance(schedule, Filtered):  # calendars, blackouts: once per group and cursor
+                    held = len(ticks)
+                    ticks, verdicts = _held_back(schedule, ticks, until)
+                    newest_here = newest_here and len(ticks) == held
+                    if not ticks:
+                        continue  # the next tick is deferred: the group is due again at its release
                 # Decisions depend on the policy and grace only: computed once per pair, not per job.
                 decided: dict[tuple[str, float], list[str | None]] = {}
                 for job in members:
                     reasons = decided.get((job.misfire_policy, job.misfire_grace_s))
                     if reasons is None:
-                        reasons = [
-                            None if runs else SKIP_MISFIRED
-                            for runs in misfire(job.misfire_policy, ticks, now, job.misfire_grace_s, complete=complete)
-                        ]
+                        reasons = _reasons(job, ticks, verdicts, now, newest_here)
                         decided[(job.misfire_policy, job.misfire_grace_s)] = reasons
                     kept, ended = runs_allowed([r is None for r in reasons], job.runs_left)
                     ran = 0
-                    for tick, reason in zip(ticks[:kept], reasons, strict=False):
+                    for index, (tick, reason) in enumerate(zip(ticks[:kept], reasons, strict=False)):
                         due = tick
                         if job.jitter_s > 0:
                             due = tick + timedelta(seconds=jitter_s(job.id, _ms(tick), job.jitter_s))
                         if reason is None:
-                            if due < late_before:  # a late run: spread the catch-up out
+                            release = _release(verdicts, index)
+                            if release is not None:  # deferred: released at the window's end, paced
+                                due = self._late_slot(job, max(due, release), release)
+                            elif due < late_before:  # a late run: spread the catch-up out
                                 due = self._late_slot(job, due, now)
                             self.runs += 1
                             ran += 1

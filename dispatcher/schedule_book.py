@@ -19,13 +19,15 @@ from typing import Any
 
 from cronos.errors import InvalidSchedule
 from cronos.models import DispatchJob
+from cronos.rules import EMPTY_BOOK, RuleBook
 from cronos.schedule_legacy import stored_schedule
-from cronos.schedule_window import NEVER, Windowed, schedule_of
+from cronos.schedule_window import NEVER, Windowed, filtered, schedule_of
 from dispatcher.planner import CATCH_UP_PER_S, JOB_ROUND_LIMIT, CatchUpPace, TickBatch, TickRound
 
-# (expression, time zone, run_at, start_at, end_at, every, anchor): jobs sharing a schedule and
-# its window. An interval ignores the zone (elapsed time): jobs with one every+anchor share a group.
-Key = tuple[str | None, str, datetime | None, datetime | None, datetime | None, str | None, datetime | None]
+# (expression, time zone, run_at, start_at, end_at, every, anchor, the rules' key): jobs sharing a
+# schedule, its window and its calendars and blackouts (cronos.rules). An interval ignores the zone
+# (elapsed time): jobs with one every+anchor share a group.
+Key = tuple[object, ...]
 
 log = logging.getLogger("dispatcher.schedule_book")
 
@@ -44,6 +46,9 @@ def _read(spec: DispatchJob) -> tuple[Any, ...]:
         spec.revision,
         spec.runs_left,
         spec.catchup_max_per_s,
+        spec.name,
+        spec.queue,
+        spec.calendars,
     )
 
 
@@ -75,6 +80,9 @@ class ScheduleBook:
         self._ended: set[int] = set()  # jobs whose last tick a batch of this round wrote
         self._groups: dict[Key, Group] = {}
         self._jobs: dict[int, DispatchJob] = {}
+        self._keys: dict[int, Key] = {}  # each job's group
+        # Calendars and blackouts (cronos.rules); a change of them reloads the book (`clear`).
+        self.rule_book: RuleBook = EMPTY_BOOK
         self._heap: list[tuple[datetime, int, Key]] = []
         self._seq = itertools.count()
         self.id_sum = 0  # with len(), a digest of the active set to compare with the database
@@ -92,6 +100,7 @@ class ScheduleBook:
     def clear(self) -> None:
         self._groups.clear()
         self._jobs.clear()
+        self._keys.clear()
         self._heap.clear()
         self.id_sum = 0
 
@@ -119,10 +128,10 @@ class ScheduleBook:
                     if spec.cursor <= old.cursor and _same(spec, old):
                         continue  # what we hold already (a resync sees jobs it knows)
                     spec.cursor = max(spec.cursor, old.cursor)
-                touched.add(_key(old))
+                touched.add(self._keys[spec.id])
                 self._drop(spec.id)
-            if self._add(spec):
-                touched.add(_key(spec))
+            if (key := self._add(spec)) is not None:
+                touched.add(key)
             changed += 1
         if settle:
             self._settle_keys(touched)
@@ -134,15 +143,16 @@ class ScheduleBook:
             return None
         self.id_sum -= job_id
         self._job_paces.pop(job_id, None)
-        key = _key(spec)
+        key = self._keys.pop(job_id)
         group = self._groups[key]
         del group.jobs[job_id]
         if not group.jobs:
             del self._groups[key]  # its heap entries are now stale and get dropped
         return key
 
-    def _add(self, spec: DispatchJob) -> bool:
-        key = _key(spec)
+    def _add(self, spec: DispatchJob) -> Key | None:
+        rules = self.rule_book.rules(spec.name, spec.queue, spec.calendars)
+        key = (*_key(spec), rules.key)
         group = self._groups.get(key)
         if group is None:
             try:
@@ -152,7 +162,8 @@ class ScheduleBook:
                     "job has an invalid schedule; not dispatched",
                     extra={"event": "job.invalid_schedule", "job_id": spec.id, "error": str(exc)},
                 )
-                return False
+                return None
+            schedule = filtered(schedule, rules)
             if notice is not None:  # a stored row the parser now refuses keeps its old meaning
                 log.warning(
                     "job's schedule is refused now; it runs on its previous meaning until edited",
@@ -161,8 +172,9 @@ class ScheduleBook:
             group = self._groups[key] = Group(key, schedule)
         group.jobs[spec.id] = spec
         self._jobs[spec.id] = spec
+        self._keys[spec.id] = key
         self.id_sum += spec.id
-        return True
+        return key
 
     def next_due(self) -> datetime | None:
         while self._heap:

@@ -33,8 +33,9 @@ from cronos.store.ledger import Ledger
 from cronos.store.notify import Outbox as NotifyOutbox
 from cronos.store.partitions import PartitionStore
 from cronos.store.queues import QueueStore
+from cronos.store.rules import RuleStore
 from cronos.store.runs import RunStore
-from dispatcher import health, reaper, retention
+from dispatcher import health, pauses, reaper, retention
 from dispatcher.auditor import Auditor
 from dispatcher.election import Election, LeadershipLost
 from dispatcher.housekeeping import Housekeeping
@@ -103,6 +104,7 @@ class Term:
             resync_interval_s=settings.resync_interval_s,
             push_lead_ms=settings.push_lead_ms,
             catchup_per_s=settings.catchup_max_per_s,
+            rules=RuleStore(pool),
         )
 
     def checkpoint(self) -> None:
@@ -147,6 +149,7 @@ class Term:
             "audit": Auditor(self._pool, settings.audit_interval_s, settings.audit_settle_s, election.check).run(self),
             "health": health.run(self, self._pool, election.check, settings),
             "retain": retention.run(self, PartitionStore(self._pool), election, settings.runs_retention_s),
+            "unpause": pauses.run(self, RuleStore(self._pool), election),
             "notify": Notifier(NotifyOutbox(self._pool), election.check, settings).run(self),
         }
         try:

@@ -20,8 +20,10 @@ from datetime import UTC, datetime, timedelta
 
 from cronos import metrics
 from cronos.models import SKIP_MISFIRED, DispatchJob
+from cronos.rules import Blackout, Calendar, RuleBook
 from cronos.settings import Settings
 from cronos.store.ledger import Ledger
+from cronos.store.rules import RuleStore
 from dispatcher.listener import Change
 from dispatcher.outbox import Outbox, sleep_until
 from dispatcher.planner import CATCH_UP_PER_S, TickBatch
@@ -70,8 +72,11 @@ class Ticker:
         lookahead_s: float = LOOKAHEAD_S,
         push_lead_ms: int = PUSH_LEAD_MS,
         catchup_per_s: float = CATCH_UP_PER_S,
+        rules: RuleStore | None = None,
     ) -> None:
         self._ledger = ledger
+        self._rules = rules  # calendars and blackouts, reloaded on each resync (None: none)
+        self._rules_held: tuple[list[Calendar], list[Blackout]] = ([], [])
         self._publisher = publisher
         self._epoch = epoch  # the current epoch, or raises LeadershipLost
         self._resync_interval = timedelta(seconds=resync_interval_s)
@@ -182,6 +187,16 @@ class Ticker:
         """Catch what notifications missed: changed jobs since the last resync; all of them when
         the active set's digest (count, sum of ids) disagrees with the book (a deletion)."""
         self._resync_at = now + self._resync_interval
+        if self._rules is not None and (found := await self._rules.load()) != self._rules_held:
+            # Calendars or blackouts changed (op "rules", or a notification lost): every job's group
+            # may change, so the book is rebuilt from the database.
+            self._rules_held = found
+            self.book.rule_book = RuleBook.of(*found)
+            self._watermark = None
+            log.info(
+                "rules loaded",
+                extra={"event": "rules.loaded", "calendars": len(found[0]), "blackouts": len(found[1])},
+            )
         if self._watermark is not None:
             count, id_sum, db_now = await self._ledger.active_digest()
             await self._apply(await self._ledger.changed_since(self._watermark))

@@ -1,8 +1,9 @@
 // The console's router: #/jobs, #/jobs/ID, #/jobs/ID/edit, #/new, #/runs, #/runs/ID, #/cluster, #/channels,
-// #/fleet.
+// #/fleet, #/calendars.
 // Each page renders once, then its refresh() is polled while it is shown and the tab visible.
 import { h, replace } from "./dom.js";
 import { flash, showError } from "./feedback.js";
+import { calendarsPage } from "./pages/calendars.js";
 import { channelsPage } from "./pages/channels.js";
 import { clusterPage } from "./pages/cluster.js";
 import { fleetPage } from "./pages/fleet.js";
@@ -23,6 +24,7 @@ const ROUTES = [
   [/^#\/cluster\/?$/, clusterPage, "cluster"],
   [/^#\/channels\/?$/, channelsPage, "channels"],
   [/^#\/fleet\/?$/, fleetPage, "fleet"],
+  [/^#\/calendars\/?$/, calendarsPage, "calendars"],
 ];
 const POLL_MS = 3000;
 

@@ -25,6 +25,7 @@ export const FIELDS = {
   max_runs: "number",
   catchup_max_per_s: "number",
   parents: "ids",
+  calendars: "json",
   expectations: "json",
   every: "text", // an interval (pages/interval.js)
   anchor: "instant",

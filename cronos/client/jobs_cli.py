@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from cronos.client import runs_cli, trigger_cli
+from cronos.client import calendars_cli, runs_cli, trigger_cli
 from cronos.client.api_client import ApiClient
 from cronos.client.cancel_cli import add_command as add_cancel
 from cronos.client.cancel_cli import cancel_run
@@ -72,6 +72,9 @@ def _field_options() -> dict[str, dict[str, Any]]:
             kind = next(t for t in kind.types if not isinstance(t, msgspec.inspect.NoneType))
         if field.name == "payload" or isinstance(kind, msgspec.inspect.StructType):  # payload, expectations
             options[field.name] = {"type": _json_object, "help": f"the job's `{field.name}`: a JSON object"}
+        elif field.name == "calendars":
+            help_ = "calendars it names: NAME (exclude its days) or NAME:allow (only its days), comma-separated"
+            options[field.name] = {"type": calendars_cli.calendar_refs, "help": help_}
         elif isinstance(kind, msgspec.inspect.ListType):  # parents
             options[field.name] = {"type": _id_list, "help": f"the job's `{field.name}`: ids, comma-separated"}
         elif isinstance(kind, msgspec.inspect.LiteralType):
@@ -103,6 +106,7 @@ def add_commands(sub: SubParsers, parser_class: type[argparse.ArgumentParser]) -
     ):
         actions.add_parser(action, help=text).add_argument("job", help="id or name")
     trigger_cli.add_options(actions.choices["trigger"])
+    calendars_cli.add_pause_options(actions.choices["pause"])
     _job_fields(actions.add_parser("create", help="register a job"), create=True)
     update = actions.add_parser("update", help="change the fields given")
     update.add_argument("job", help="id or name")
@@ -226,8 +230,15 @@ def _jobs(api: ApiClient, args: argparse.Namespace) -> tuple[Any, Callable[[Any]
         return {"deleted": args.job}, lambda _: f"Deleted job {args.job}."
     if args.action == "trigger":
         return api.call("POST", f"{path}/trigger", trigger_cli.body(args)), trigger_cli.shown
-    job = api.call("POST", f"{path}/{args.action}")  # pause, resume
-    return job, lambda j: f"Job {j['id']} {j['name']!r} is {j['status']}."
+    body = calendars_cli.pause_body(args) if args.action == "pause" else None
+    job = api.call("POST", f"{path}/{args.action}", body)  # pause (timed: until, note), resume
+    return (
+        job,
+        lambda j: (
+            f"Job {j['id']} {j['name']!r} is {j['status']}"
+            + (f" until {when(j['paused_until'])}." if j.get("paused_until") else ".")
+        ),
+    )
 
 
 def _runs(api: ApiClient, args: argparse.Namespace) -> tuple[Any, Callable[[Any], str]]:
@@ -242,7 +253,8 @@ def _runs(api: ApiClient, args: argparse.Namespace) -> tuple[Any, Callable[[Any]
 
 def run_command(args: argparse.Namespace, settings: Settings) -> int:
     api = client(settings)
-    answer, show = (_jobs if args.command == "jobs" else _runs)(api, args)
+    commands = {"jobs": _jobs, "runs": _runs, "calendars": calendars_cli.run, "blackouts": calendars_cli.run}
+    answer, show = commands[args.command](api, args)
     print(_dump(answer) if args.json else show(answer))
     for warning in answer.get("warnings", []) if isinstance(answer, dict) else []:
         print(

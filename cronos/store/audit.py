@@ -19,7 +19,7 @@ from cronos.redact import redact_payload
 from cronos.store import queries as q
 from cronos.store.db import job_page, to_struct, translate_errors
 
-Subject = Literal["job", "token", "channel"]
+Subject = Literal["job", "token", "channel", "calendar", "blackout"]
 # Actors that are not a token's name: protected mode's loopback client, CRONOS_ADMIN_TOKEN,
 # the `cronos token` command, and store calls made outside the API (tests, tools).
 LOCAL = "local"

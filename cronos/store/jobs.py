@@ -29,6 +29,7 @@ from cronos.store import chains, revisions
 from cronos.store import queries as q
 from cronos.store.audit import SYSTEM, record, snapshot
 from cronos.store.db import ping, to_struct, translate_errors
+from cronos.store.rules import check_calendars
 
 log = logging.getLogger("cronos.store.jobs")
 
@@ -46,6 +47,9 @@ _NULLABLE = (
     "every",
     "anchor",
 )
+
+# Recorded in the creation's revision only when not empty (issue 25: calendars).
+_EMPTY_UNLESS_SET = ("calendars",)
 
 # bigint ids: anything larger cannot exist (and would make asyncpg raise).
 MAX_ID = 2**63 - 1
@@ -117,8 +121,10 @@ class JobStore:
                 if fields.get("parents"):
                     await chains.take_turn(conn)
                     await chains.check_parents(conn, None, fields["parents"])
+                await check_calendars(conn, fields.get("calendars", []))
                 try:
-                    values = dict.fromkeys(_NULLABLE) | {"parents": []} | dict(fields)  # fields a caller may leave out
+                    left_out: dict[str, Any] = {"parents": [], "calendars": []}  # fields a caller may leave out
+                    values = dict.fromkeys(_NULLABLE) | left_out | dict(fields)
                     row = await conn.fetchrow(q.JOB_INSERT, *(values[name] for name in WRITABLE))
                 except asyncpg.UniqueViolationError as exc:
                     raise Conflict(f"a job named {fields['name']!r} already exists") from exc
@@ -128,7 +134,8 @@ class JobStore:
                 defined = {
                     name: value
                     for name in WRITABLE
-                    if (value := getattr(job, name)) is not None or name not in _NULLABLE
+                    if ((value := getattr(job, name)) is not None or name not in _NULLABLE)
+                    and (value or name not in _EMPTY_UNLESS_SET)
                 }
                 await revisions.record(conn, job, "created", actor, defined)
                 await record(conn, actor, "job", "created", job_id=job.id, after=snapshot(job))
@@ -185,6 +192,8 @@ class JobStore:
                     return current
                 if "parents" in changed:
                     await chains.check_parents(conn, job_id, merged["parents"])
+                if "calendars" in changed:
+                    await check_calendars(conn, merged["calendars"])
                 new_schedule = any(f in changed for f in revisions.SCHEDULE_FIELDS)
                 resumed = changed.get("status") == "active"
                 values = (merged[n] for n in WRITABLE)
@@ -209,9 +218,20 @@ class JobStore:
         )  # fmt: skip
         return job
 
-    async def set_status(self, job_id: int, status: str | None, *, actor: str = SYSTEM, guard: Guard = _allow) -> Job:
+    async def set_status(
+        self,
+        job_id: int,
+        status: str | None,
+        *,
+        actor: str = SYSTEM,
+        guard: Guard = _allow,
+        until: datetime | None = None,
+        note: str | None = None,
+    ) -> Job:
         """Pause ('paused'), resume ('active') or toggle (None); resuming skips the paused time.
-        A job already in that status is left as it is (nothing written)."""
+        A pause may carry `until` (the leader resumes the job then: dispatcher.pauses) and a
+        note; a resume clears both. A job already in that status is left as it is (nothing
+        written), unless a pause changes its `until` or note."""
         if job_id > MAX_ID:
             raise NotFound(f"job {job_id} not found")
         with translate_errors():
@@ -223,11 +243,15 @@ class JobStore:
                         "PATCH its window (start_at, end_at, max_runs, run_at) and status to run it again"
                     )
                 target = status or ("paused" if current.status == "active" else "active")
-                if target == current.status:
+                if target != "paused":
+                    until, note = None, None
+                if target == current.status and (until, note) == (current.paused_until, current.pause_note):
                     return current
-                job = _job(await conn.fetchrow(q.JOB_SET_STATUS, job_id, target, current.revision + 1), job_id)
+                row = await conn.fetchrow(q.JOB_SET_STATUS, job_id, target, current.revision + 1, until, note)
+                job = _job(row, job_id)
                 op: revisions.RevisionKind = "paused" if job.status == "paused" else "resumed"
-                await revisions.record(conn, job, op, actor, {"status": job.status})
+                timed = {"paused_until": until, "pause_note": note} if until is not None or note is not None else {}
+                await revisions.record(conn, job, op, actor, {"status": job.status, **timed})
                 await revisions.hand_over(conn, job, schedule_changed=False)
                 await record(conn, actor, "job", op, job_id=job_id, before=snapshot(current), after=snapshot(job))
                 await conn.execute(q.NOTIFY, _notice(op, job_id))

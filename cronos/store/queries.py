@@ -20,7 +20,8 @@ from __future__ import annotations
 
 # The channel the API notifies in the same transaction as each job write, and on each
 # manual trigger. Payload: JSON {"op": "...", "job_id": N}; op is one of
-# created, updated, deleted, paused, resumed, triggered; and retry, chain, woken (runs queued by a finish).
+# created, updated, deleted, paused, resumed, triggered; and retry, chain, woken (runs queued by a finish);
+# rules (a calendar or blackout changed: job_id null, the leader reloads them).
 JOBS_CHANNEL = "cronos_jobs"
 
 NOTIFY = "SELECT pg_notify('cronos_jobs', $1)"
@@ -42,19 +43,20 @@ PING = "SELECT extract(epoch FROM clock_timestamp())::float8"
 JOB_INSERT = """
 INSERT INTO jobs (name, cron_expression, timezone, kind, payload, timeout_s, max_retries, retry_backoff_s,
     concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, managed_by, parents, queue, run_at,
-    start_at, end_at, max_runs, catchup_max_per_s, expectations, every, anchor, last_scheduled_for)
+    start_at, end_at, max_runs, catchup_max_per_s, expectations, every, anchor, calendars, last_scheduled_for)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24,
+    $25,
     least(now(), $17::timestamptz - interval '1 microsecond'))
 RETURNING id, name, cron_expression, timezone, kind, payload, timeout_s, max_retries, retry_backoff_s,
     concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, revision, last_scheduled_for,
     created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs, catchup_max_per_s,
-    expectations, every, anchor
+    expectations, every, anchor, calendars, paused_until, pause_note
 """
 JOB_GET = """
 SELECT id, name, cron_expression, timezone, kind, payload, timeout_s, max_retries, retry_backoff_s,
     concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, revision, last_scheduled_for,
     created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs, catchup_max_per_s,
-    expectations, every, anchor
+    expectations, every, anchor, calendars, paused_until, pause_note
 FROM jobs
 WHERE id = $1
 """
@@ -62,7 +64,7 @@ JOB_GET_FOR_UPDATE = """
 SELECT id, name, cron_expression, timezone, kind, payload, timeout_s, max_retries, retry_backoff_s,
     concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, revision, last_scheduled_for,
     created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs, catchup_max_per_s,
-    expectations, every, anchor
+    expectations, every, anchor, calendars, paused_until, pause_note
 FROM jobs
 WHERE id = $1 FOR UPDATE
 """
@@ -74,13 +76,14 @@ JOB_LIST = """
 WITH page AS (SELECT id, name, cron_expression, timezone, kind, payload, timeout_s, max_retries,
     retry_backoff_s, concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, revision,
     last_scheduled_for, created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs,
-    catchup_max_per_s, expectations, every, anchor, octet_length(payload::text) AS size FROM jobs
+    catchup_max_per_s, expectations, every, anchor, calendars, paused_until, pause_note,
+    octet_length(payload::text) AS size FROM jobs
     WHERE ($1::text IS NULL OR status = $1) AND id > $2 ORDER BY id LIMIT $3),
     sized AS (SELECT *, sum(size) OVER (ORDER BY id) - size AS before FROM page)
 SELECT id, name, cron_expression, timezone, kind, payload, timeout_s, max_retries, retry_backoff_s,
     concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, revision, last_scheduled_for,
     created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs, catchup_max_per_s,
-    expectations, every, anchor, (SELECT count(*) FROM page) AS fetched
+    expectations, every, anchor, calendars, paused_until, pause_note, (SELECT count(*) FROM page) AS fetched
 FROM sized
 WHERE before < $4
 ORDER BY id
@@ -96,27 +99,30 @@ UPDATE jobs
 SET name = $2, cron_expression = $3, timezone = $4, kind = $5, payload = $6, timeout_s = $7, max_retries = $8,
     retry_backoff_s = $9, concurrency_policy = $10, misfire_policy = $11, misfire_grace_s = $12, jitter_s = $13,
     status = $14, managed_by = $15, parents = $16, queue = $17, run_at = $18, start_at = $19, end_at = $20,
-    max_runs = $21, catchup_max_per_s = $22, expectations = $23, every = $24, anchor = $25, revision = $26,
-    plan_revision = CASE WHEN $27::boolean THEN $26 ELSE plan_revision END,
-    last_scheduled_for = CASE WHEN $27::boolean THEN now() WHEN $28::boolean THEN greatest(last_scheduled_for,
-    now()) ELSE last_scheduled_for END, updated_at = now()
+    max_runs = $21, catchup_max_per_s = $22, expectations = $23, every = $24, anchor = $25, calendars = $26,
+    revision = $27, plan_revision = CASE WHEN $28::boolean THEN $27 ELSE plan_revision END,
+    last_scheduled_for = CASE WHEN $28::boolean THEN now() WHEN $29::boolean THEN greatest(last_scheduled_for,
+    now()) ELSE last_scheduled_for END, updated_at = now(),
+    paused_until = CASE WHEN $14 = 'paused' THEN paused_until END,
+    pause_note = CASE WHEN $14 = 'paused' THEN pause_note END
 WHERE id = $1
 RETURNING id, name, cron_expression, timezone, kind, payload, timeout_s, max_retries, retry_backoff_s,
     concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, revision, last_scheduled_for,
     created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs, catchup_max_per_s,
-    expectations, every, anchor
+    expectations, every, anchor, calendars, paused_until, pause_note
 """
-# $2 'active' or 'paused' (a change: the caller read the row locked), $3 the new revision number.
+# $2 'active' or 'paused' (a change: the caller read the row locked), $3 the new revision number,
+# $4 when the leader lifts the pause (null: never) and $5 its note (both null on a resume).
 # In SET, `status` is the old value, so a resume moves the cursor past the paused time.
 JOB_SET_STATUS = """
 UPDATE jobs
-SET status = $2, revision = $3, last_scheduled_for = CASE WHEN status = 'paused'
+SET status = $2, revision = $3, paused_until = $4, pause_note = $5, last_scheduled_for = CASE WHEN status = 'paused'
   AND $2 = 'active' THEN greatest(last_scheduled_for, now()) ELSE last_scheduled_for END, updated_at = now()
 WHERE id = $1
 RETURNING id, name, cron_expression, timezone, kind, payload, timeout_s, max_retries, retry_backoff_s,
     concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, revision, last_scheduled_for,
     created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs, catchup_max_per_s,
-    expectations, every, anchor
+    expectations, every, anchor, calendars, paused_until, pause_note
 """
 # The signing secret, only where the API shows it: after a create, and on rotation.
 JOB_WEBHOOK_SECRET = "SELECT webhook_secret FROM jobs WHERE id = $1"
@@ -416,7 +422,7 @@ DISPATCH_JOBS_ACTIVE = """
 SELECT id, cron_expression, timezone, misfire_policy, misfire_grace_s, jitter_s, concurrency_policy, status,
     coalesce(last_scheduled_for, created_at) AS cursor, revision, plan_revision, run_at, start_at, end_at,
     max_runs - scheduled_runs AS runs_left, catchup_max_per_s, queue, every, anchor,
-    CASE WHEN kind = 'task' THEN payload->>'action' END AS action
+    CASE WHEN kind = 'task' THEN payload->>'action' END AS action, name, calendars
 FROM jobs
 WHERE status = 'active'
 """
@@ -424,7 +430,7 @@ DISPATCH_JOBS_BY_ID = """
 SELECT id, cron_expression, timezone, misfire_policy, misfire_grace_s, jitter_s, concurrency_policy, status,
     coalesce(last_scheduled_for, created_at) AS cursor, revision, plan_revision, run_at, start_at, end_at,
     max_runs - scheduled_runs AS runs_left, catchup_max_per_s, queue, every, anchor,
-    CASE WHEN kind = 'task' THEN payload->>'action' END AS action
+    CASE WHEN kind = 'task' THEN payload->>'action' END AS action, name, calendars
 FROM jobs
 WHERE id = ANY($1::bigint[])
 """
@@ -434,7 +440,7 @@ DISPATCH_JOBS_CHANGED = """
 SELECT id, cron_expression, timezone, misfire_policy, misfire_grace_s, jitter_s, concurrency_policy, status,
     coalesce(last_scheduled_for, created_at) AS cursor, revision, plan_revision, run_at, start_at, end_at,
     max_runs - scheduled_runs AS runs_left, catchup_max_per_s, queue, every, anchor,
-    CASE WHEN kind = 'task' THEN payload->>'action' END AS action
+    CASE WHEN kind = 'task' THEN payload->>'action' END AS action, name, calendars
 FROM jobs
 WHERE updated_at > $1
 """
@@ -891,7 +897,8 @@ WHERE id IN (SELECT id FROM runs_default WHERE scheduled_for < $1 AND state NOT 
 # max_runs and one-off jobs too.
 AUDIT_JOBS = """
 SELECT j.id, j.cron_expression, j.timezone, j.created_at, j.run_at, j.start_at, j.end_at, j.every, j.anchor,
-    CASE WHEN j.status = 'active' THEN NULL ELSE j.last_scheduled_for END AS ended_after
+    CASE WHEN j.status = 'active' THEN NULL ELSE j.last_scheduled_for END AS ended_after, j.name, j.queue,
+    j.calendars
 FROM jobs j
 WHERE j.created_at < $2
   AND (j.status = 'active' OR (j.status IN ('completed', 'expired') AND j.updated_at >= $1
@@ -1290,6 +1297,60 @@ WHERE (job_id, scheduled_for, attempt) IN (SELECT job_id, scheduled_for, attempt
     WHERE scheduled_for < $1 AND created_at < $1 LIMIT $2)
 """
 
+# --- calendars, blackouts, timed pauses (issue 25: cronos.rules) --------------------------------
+# Every write notifies `cronos_jobs` {"op": "rules"} in its transaction: the leader reloads both.
+
+CALENDARS_ALL = "SELECT name, timezone, dates, ranges, weekdays, description FROM calendars ORDER BY name"
+CALENDAR_GET = "SELECT name, timezone, dates, ranges, weekdays, description FROM calendars WHERE name = $1"
+# $1 name, $2 timezone, $3 dates, $4 ranges, $5 weekdays, $6 description: create or replace.
+CALENDAR_PUT = """
+INSERT INTO calendars (name, timezone, dates, ranges, weekdays, description) VALUES ($1, $2, $3, $4, $5, $6)
+ON CONFLICT (name) DO UPDATE SET timezone = $2, dates = $3, ranges = $4, weekdays = $5, description = $6,
+    updated_at = now()
+RETURNING name, timezone, dates, ranges, weekdays, description, (xmax = 0) AS created
+"""
+# The same, create only: no row when the name exists.
+CALENDAR_INSERT = """
+INSERT INTO calendars (name, timezone, dates, ranges, weekdays, description) VALUES ($1, $2, $3, $4, $5, $6)
+ON CONFLICT (name) DO NOTHING
+RETURNING name, timezone, dates, ranges, weekdays, description, true AS created
+"""
+CALENDAR_DELETE = "DELETE FROM calendars WHERE name = $1 RETURNING name"
+# The jobs that name calendar $1 (a delete is refused while any does).
+CALENDAR_USERS = """
+SELECT id FROM jobs WHERE calendars @> jsonb_build_array(jsonb_build_object('name', $1::text)) ORDER BY id LIMIT 5
+"""
+# The calendars among $1 that exist (a job may name only those).
+CALENDARS_NAMED = "SELECT name FROM calendars WHERE name = ANY($1::text[]) FOR KEY SHARE"
+BLACKOUTS_ALL = """
+SELECT id, name, action, starts_at, ends_at, cron_expression, duration_s, timezone, selector, note
+FROM blackouts ORDER BY id
+"""
+BLACKOUT_GET = """
+SELECT id, name, action, starts_at, ends_at, cron_expression, duration_s, timezone, selector, note
+FROM blackouts WHERE id = $1
+"""
+# $1 name, $2 action, $3 starts_at, $4 ends_at, $5 cron_expression, $6 duration_s, $7 timezone, $8 selector, $9 note.
+BLACKOUT_INSERT = """
+INSERT INTO blackouts (name, action, starts_at, ends_at, cron_expression, duration_s, timezone, selector, note)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+RETURNING id, name, action, starts_at, ends_at, cron_expression, duration_s, timezone, selector, note
+"""
+BLACKOUT_DELETE = "DELETE FROM blackouts WHERE id = $1 RETURNING name"
+# Timed pauses the leader lifts (fenced, dispatcher.pauses): the jobs paused until now or before,
+# locked (an API write of the same job waits, or is waited for).
+PAUSES_DUE = """
+SELECT id, name, cron_expression, timezone, kind, payload, timeout_s, max_retries, retry_backoff_s,
+    concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, revision, last_scheduled_for,
+    created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs, catchup_max_per_s,
+    calendars, paused_until, pause_note
+FROM jobs
+WHERE status = 'paused' AND paused_until <= now()
+ORDER BY id
+LIMIT $1
+FOR UPDATE SKIP LOCKED
+"""
+PAUSES_NEXT = "SELECT min(paused_until) FROM jobs WHERE status = 'paused' AND paused_until IS NOT NULL"
 # --- the fleet's planned starts (cronos.store.fleet; api.routes_fleet, schedule lint's herd) ----
 
 # Active repeating jobs grouped by what decides their starts: (expression, zone, jitter). Ids only

@@ -120,6 +120,14 @@ def _ran_run(url: str, run_id: int) -> dict[str, Any] | None:
     return run if run["state"] == "completed" else None
 
 
+def _calendars(url: str) -> None:
+    """docs/calendars.md: the deploy blackout skipped heartbeat's ticks, naming itself; the pause lifted."""
+    heartbeat = next(job for job in _get(f"{url}/api/jobs")["items"] if job["name"] == "heartbeat")
+    assert heartbeat["status"] == "active" and heartbeat["paused_until"] is None, heartbeat
+    runs = _get(f"{url}/api/jobs/{heartbeat['id']}/runs?state=skipped&limit=100")["items"]
+    assert any(run["skip_reason"] == "blackout:deploy" for run in runs), runs
+
+
 def _intervals_ran(url: str) -> None:
     """docs/intervals.md: the heartbeat's scheduled runs fell on its 2 s ticks, then on its 3 s ones."""
     runs = [run for run in _get(f"{url}/api/jobs/1/runs")["items"] if run["trigger"] == "schedule"]
@@ -134,6 +142,7 @@ AFTERWARDS: dict[str, Callable[[str], None]] = {
     "docs/tutorial.md": _first_task_ran,
     "docs/jobs-as-code.md": _applied,
     "docs/run-now.md": _rerun_ran,
+    "docs/calendars.md": _calendars,
     "docs/intervals.md": _intervals_ran,
 }
 

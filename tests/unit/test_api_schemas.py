@@ -184,7 +184,7 @@ def test_openapi_is_precise_about_kinds_cursors_and_scopes() -> None:
     assert ops["GET", "/api/jobs"]["security"] == [{"bearer": ["read"]}]
     assert {"401", "403", "408", "413", "415", "422"} <= set(ops["POST", "/api/jobs"]["responses"])
     assert "415" in ops["POST", "/api/jobs/{id}/trigger"]["responses"]
-    assert "408" not in ops["POST", "/api/jobs/{id}/pause"]["responses"]  # no body read
+    assert "408" not in ops["POST", "/api/jobs/{id}/resume"]["responses"]  # no body read
     trigger = ops["POST", "/api/jobs/{id}/trigger"]  # an optional body (run now with inputs)
     assert trigger["requestBody"]["required"] is False and {"408", "409", "422"} <= set(trigger["responses"])
     cursor = next(p for p in ops["GET", "/api/jobs"]["parameters"] if p["name"] == "cursor")

@@ -7,6 +7,7 @@ import { changedFields, parseIds, parseNumber } from "../edits.js";
 import { flash } from "../feedback.js";
 import { flashSaved } from "./warnings.js";
 import { h, local, replace, utc } from "../dom.js";
+import { calendarsText, parseCalendars } from "./calendars.js";
 import { expectationFields } from "./form_expectations.js";
 import { lintNotes, previousOf } from "./schedule_lint.js";
 import { INTERVAL, INTERVAL_LABEL, intervalBody, intervalControls, intervalFields, previewInterval } from "./interval.js";
@@ -97,6 +98,7 @@ export async function formPage(main, [id]) {
     status: select("status", value("status", "active"), "job-status"), // the page's own #status is the flash line
     queue: text("queue", value("queue", "default"), { required: true, maxlength: 64, pattern: "[A-Za-z0-9_\\-]+" }),
     parents: text("parents", value("parents", []).join(", "), { placeholder: "e.g. 12, 40", inputmode: "numeric" }),
+    calendars: text("calendars", calendarsText(value("calendars", [])), { placeholder: "e.g. holidays, weekdays:allow" }),
   };
   // Secrets come back as "***"; sent back unchanged, the API keeps the stored value (and an
   // untouched payload is not sent at all).
@@ -226,7 +228,9 @@ export async function formPage(main, [id]) {
         INSTANTS.map(([name, label, hint]) => field(name, label, controls[name], hint)),
         OPTIONAL_NUMBERS.map(([name, label, , hint]) => field(name, label, controls[name], hint)),
         field("parents", "Parents (job ids)", controls.parents,
-          "It also runs after each successful run of each of these jobs."))),
+          "It also runs after each successful run of each of these jobs."),
+        field("calendars", "Calendars", controls.calendars,
+          "Skips its ticks on a calendar's days (NAME) or on every other day (NAME:allow); see Calendars."))),
     expect.node,
     h("p", { class: "problem", id: "form-problem", role: "alert" }),
     h("div", { class: "actions" }, save, h("a", { class: "button", href: job ? `#/jobs/${id}` : "#/jobs" }, "Cancel")));
@@ -245,7 +249,13 @@ export async function formPage(main, [id]) {
       problem("run_at", "a one-off needs the instant it runs at");
       return controls.run_at.focus();
     }
-    const body = { payload, parents };
+    const calendars = parseCalendars(controls.calendars.value);
+    if (calendars === undefined) {
+      problem("calendars", "calendar names, each NAME or NAME:allow, separated by commas");
+      controls.calendars.closest("details").open = true;
+      return controls.calendars.focus();
+    }
+    const body = { payload, parents, calendars };
     for (const name of ["name", "timezone", "kind", "status", "concurrency_policy", "misfire_policy", "queue"]) {
       body[name] = controls[name].value;
     }

@@ -6,6 +6,7 @@ import { runChart } from "../chart.js";
 import { openTrigger } from "./trigger.js";
 import { badge, fields, h, local, ms, replace, table, time, utc } from "../dom.js";
 import { jobHistory } from "./job_history.js";
+import { jobRuleFields } from "./calendars.js";
 import { healthSection } from "./job_health.js";
 
 // The API's one start delay (from the tick) and its two parts; the page computes none of them.
@@ -142,7 +143,7 @@ export async function jobPage(main, [id], alive) {
     if (changed) {
       replace(head, h("h1", {}, job.name), badge(job.status));
       renderActions();
-      replace(def, h("h2", { id: "def-h" }, "Definition"), definition(job));
+      replace(def, h("h2", { id: "def-h" }, "Definition"), definition(job), jobRuleFields(job));
     }
     if (changed || Date.now() >= firstFire) {
       try {
