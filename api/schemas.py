@@ -95,6 +95,15 @@ CatchupPerS = Annotated[
 ]
 
 
+# Labels and owner (issue 25; cronos.selectors checks each label, 422 naming it: api.bodies.check_job).
+Labels = Annotated[
+    dict[str, str],
+    Meta(description="key=value labels (Kubernetes' syntax: [prefix/]name, 63 characters at most), found and "
+         "acted on by selector (`GET /api/jobs?selector=team=data`, `POST /api/jobs/bulk`)"),
+]  # fmt: skip
+Owner = Annotated[str, Meta(min_length=1, max_length=253, pattern="^[ -~]+$", description="who owns the job")]
+
+
 class JobCreate(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """The seed body `{name, cron_expression, payload}`; every other field has a default."""
 
@@ -119,6 +128,8 @@ class JobCreate(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     end_at: EndAt | None = None
     max_runs: MaxRuns | None = None
     catchup_max_per_s: CatchupPerS | None = None
+    labels: Labels = {}
+    owner: Owner | None = None
 
 
 class JobPatch(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -145,6 +156,8 @@ class JobPatch(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     end_at: EndAt | UnsetType | None = UNSET
     max_runs: MaxRuns | UnsetType | None = UNSET
     catchup_max_per_s: CatchupPerS | UnsetType | None = UNSET
+    labels: Labels | UnsetType = UNSET
+    owner: Owner | UnsetType | None = UNSET
 
     def changes(self) -> dict[str, Any]:
         changed = {f: v for f in self.__struct_fields__ if (v := getattr(self, f)) is not UNSET}

@@ -21,7 +21,7 @@ TERMINAL_STATUSES = ("completed", "expired")
 ConcurrencyPolicy = Literal["forbid", "allow", "replace", "buffer_one", "buffer_all"]
 MisfirePolicy = Literal["run_once", "run_all", "skip"]
 RunState = Literal["queued", "waiting", "running", "completed", "failed", "skipped"]  # cronos.lifecycle.RunState
-Trigger = Literal["schedule", "manual", "retry", "chain"]  # chain: after a run of a parent job
+Trigger = Literal["schedule", "manual", "retry", "chain", "backfill"]  # chain: after a run of a parent job
 
 JOB_STATUSES: tuple[str, ...] = get_args(JobStatus)
 RUN_STATES: tuple[str, ...] = get_args(RunState)
@@ -90,6 +90,9 @@ class Job(msgspec.Struct, kw_only=True):
     end_at: datetime | None = None
     max_runs: int | None = None
     catchup_max_per_s: float | None = None
+    # Labels (key=value, cronos.selectors) and an owner: found and acted on by selector (issue 25).
+    labels: dict[str, str] = {}
+    owner: str | None = None
 
 
 # The fields of a job a client sets (the rest the system keeps), in the store's column order.
@@ -115,6 +118,8 @@ JOB_WRITABLE = (
     "end_at",
     "max_runs",
     "catchup_max_per_s",
+    "labels",
+    "owner",
 )
 
 

@@ -35,7 +35,7 @@ log = logging.getLogger("cronos.store.jobs")
 # The columns a client may set, in JOB_INSERT / JOB_UPDATE parameter order.
 WRITABLE = JOB_WRITABLE
 # Null unless given: apply's marker (only `cronos apply` sets it), windows and one-offs, the pace.
-_NULLABLE = ("managed_by", "run_at", "start_at", "end_at", "max_runs", "catchup_max_per_s")
+_NULLABLE = ("managed_by", "run_at", "start_at", "end_at", "max_runs", "catchup_max_per_s", "owner")
 
 # bigint ids: anything larger cannot exist (and would make asyncpg raise).
 MAX_ID = 2**63 - 1
@@ -108,7 +108,9 @@ class JobStore:
                     await chains.take_turn(conn)
                     await chains.check_parents(conn, None, fields["parents"])
                 try:
-                    values = dict.fromkeys(_NULLABLE) | {"parents": []} | dict(fields)  # fields a caller may leave out
+                    values = (
+                        dict.fromkeys(_NULLABLE) | {"parents": [], "labels": {}} | dict(fields)
+                    )  # fields a caller may leave out
                     row = await conn.fetchrow(q.JOB_INSERT, *(values[name] for name in WRITABLE))
                 except asyncpg.UniqueViolationError as exc:
                     raise Conflict(f"a job named {fields['name']!r} already exists") from exc
@@ -132,11 +134,17 @@ class JobStore:
         with translate_errors():
             return _job(await self._pool.fetchrow(q.JOB_GET, job_id), job_id)
 
-    async def list_jobs(self, status: str | None, after_id: int, limit: int, max_bytes: int) -> tuple[list[Job], bool]:
+    async def list_jobs(
+        self, status: str | None, after_id: int, limit: int, max_bytes: int, selector: str | None = None
+    ) -> tuple[list[Job], bool]:
         """Jobs after `after_id` by id: at most `limit`, cut once their payloads reach `max_bytes`
-        of JSON (at least one). The flag says whether a next page may hold more."""
+        of JSON (at least one); with a selector (cronos.selectors.jsonpath) only those it selects.
+        The flag says whether a next page may hold more."""
         with translate_errors():
-            rows = await self._pool.fetch(q.JOB_LIST, status, after_id, limit, max_bytes)
+            if selector is None:
+                rows = await self._pool.fetch(q.JOB_LIST, status, after_id, limit, max_bytes)
+            else:
+                rows = await self._pool.fetch(q.JOB_LIST_SELECTED, status, after_id, limit, max_bytes, selector)
         more = bool(rows) and (len(rows) == limit or len(rows) < rows[0]["fetched"])
         return [to_struct(row, Job) for row in rows], more
 

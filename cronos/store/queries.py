@@ -38,24 +38,27 @@ PING = "SELECT extract(epoch FROM clock_timestamp())::float8"
 JOB_INSERT = """
 INSERT INTO jobs (name, cron_expression, timezone, kind, payload, timeout_s, max_retries, retry_backoff_s,
     concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, managed_by, parents, queue, run_at,
-    start_at, end_at, max_runs, catchup_max_per_s, last_scheduled_for)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21,
+    start_at, end_at, max_runs, catchup_max_per_s, labels, owner, last_scheduled_for)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23,
     least(now(), $17::timestamptz - interval '1 microsecond'))
 RETURNING id, name, cron_expression, timezone, kind, payload, timeout_s, max_retries, retry_backoff_s,
     concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, revision, last_scheduled_for,
-    created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs, catchup_max_per_s
+    created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs, catchup_max_per_s,
+    labels, owner
 """
 JOB_GET = """
 SELECT id, name, cron_expression, timezone, kind, payload, timeout_s, max_retries, retry_backoff_s,
     concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, revision, last_scheduled_for,
-    created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs, catchup_max_per_s
+    created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs, catchup_max_per_s,
+    labels, owner
 FROM jobs
 WHERE id = $1
 """
 JOB_GET_FOR_UPDATE = """
 SELECT id, name, cron_expression, timezone, kind, payload, timeout_s, max_retries, retry_backoff_s,
     concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, revision, last_scheduled_for,
-    created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs, catchup_max_per_s
+    created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs, catchup_max_per_s,
+    labels, owner
 FROM jobs
 WHERE id = $1 FOR UPDATE
 """
@@ -67,17 +70,21 @@ JOB_LIST = """
 WITH page AS (SELECT id, name, cron_expression, timezone, kind, payload, timeout_s, max_retries,
     retry_backoff_s, concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, revision,
     last_scheduled_for, created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs,
-    catchup_max_per_s, octet_length(payload::text) AS size FROM jobs WHERE ($1::text IS NULL OR status = $1)
-    AND id > $2 ORDER BY id LIMIT $3), sized AS (SELECT *, sum(size) OVER (ORDER BY id) - size AS before
+    catchup_max_per_s, labels, owner, octet_length(payload::text) AS size FROM jobs
+    WHERE ($1::text IS NULL OR status = $1) AND id > $2 ORDER BY id LIMIT $3),
+    sized AS (SELECT *, sum(size) OVER (ORDER BY id) - size AS before
     FROM page)
 SELECT id, name, cron_expression, timezone, kind, payload, timeout_s, max_retries, retry_backoff_s,
     concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, revision, last_scheduled_for,
     created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs, catchup_max_per_s,
-    (SELECT count(*) FROM page) AS fetched
+    labels, owner, (SELECT count(*) FROM page) AS fetched
 FROM sized
 WHERE before < $4
 ORDER BY id
 """
+# JOB_LIST of the jobs whose labels match the selector $5 (cronos.selectors.jsonpath): its
+# positive tests are answered by the GIN index jobs_labels (migration 0034).
+JOB_LIST_SELECTED = JOB_LIST.replace("AND id > $2", "AND labels @@ $5::jsonpath AND id > $2")
 # $2.. the writable fields (cronos.models.JOB_WRITABLE's order: tests/unit/test_queries.py), then
 # the new revision number; then true when
 # the schedule changed: the cursor moves to the change instant, backwards too (ticks written ahead
@@ -89,14 +96,15 @@ UPDATE jobs
 SET name = $2, cron_expression = $3, timezone = $4, kind = $5, payload = $6, timeout_s = $7, max_retries = $8,
     retry_backoff_s = $9, concurrency_policy = $10, misfire_policy = $11, misfire_grace_s = $12, jitter_s = $13,
     status = $14, managed_by = $15, parents = $16, queue = $17, run_at = $18, start_at = $19, end_at = $20,
-    max_runs = $21, catchup_max_per_s = $22, revision = $23,
-    plan_revision = CASE WHEN $24::boolean THEN $23 ELSE plan_revision END,
-    last_scheduled_for = CASE WHEN $24::boolean THEN now() WHEN $25::boolean THEN greatest(last_scheduled_for,
+    max_runs = $21, catchup_max_per_s = $22, labels = $23, owner = $24, revision = $25,
+    plan_revision = CASE WHEN $26::boolean THEN $25 ELSE plan_revision END,
+    last_scheduled_for = CASE WHEN $26::boolean THEN now() WHEN $27::boolean THEN greatest(last_scheduled_for,
     now()) ELSE last_scheduled_for END, updated_at = now()
 WHERE id = $1
 RETURNING id, name, cron_expression, timezone, kind, payload, timeout_s, max_retries, retry_backoff_s,
     concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, revision, last_scheduled_for,
-    created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs, catchup_max_per_s
+    created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs, catchup_max_per_s,
+    labels, owner
 """
 # $2 'active' or 'paused' (a change: the caller read the row locked), $3 the new revision number.
 # In SET, `status` is the old value, so a resume moves the cursor past the paused time.
@@ -107,7 +115,8 @@ SET status = $2, revision = $3, last_scheduled_for = CASE WHEN status = 'paused'
 WHERE id = $1
 RETURNING id, name, cron_expression, timezone, kind, payload, timeout_s, max_retries, retry_backoff_s,
     concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, revision, last_scheduled_for,
-    created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs, catchup_max_per_s
+    created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs, catchup_max_per_s,
+    labels, owner
 """
 # The signing secret, only where the API shows it: after a create, and on rotation.
 JOB_WEBHOOK_SECRET = "SELECT webhook_secret FROM jobs WHERE id = $1"
@@ -1030,7 +1039,7 @@ TICK_RUNS = """
 SELECT id, scheduled_for, attempt, trigger, revision, state, started_at, skip_reason, due_at
 FROM runs
 WHERE job_id = $1 AND scheduled_for > $2 AND scheduled_for <= $3
-  AND trigger IN ('schedule', 'retry')
+  AND trigger IN ('schedule', 'retry', 'backfill')
 ORDER BY scheduled_for, attempt
 """
 
@@ -1046,7 +1055,8 @@ CLUSTER_IDENTITY = "SELECT id::text FROM cluster_identity"
 JOB_GET_KEY_SHARE = """
 SELECT id, name, cron_expression, timezone, kind, payload, timeout_s, max_retries, retry_backoff_s,
     concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, revision, last_scheduled_for,
-    created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs, catchup_max_per_s
+    created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs, catchup_max_per_s,
+    labels, owner
 FROM jobs
 WHERE id = $1 FOR KEY SHARE
 """
@@ -1096,4 +1106,18 @@ RUN_INPUTS_PURGE = """
 DELETE FROM run_inputs
 WHERE (job_id, scheduled_for, attempt) IN (SELECT job_id, scheduled_for, attempt FROM run_inputs
     WHERE scheduled_for < $1 AND created_at < $1 LIMIT $2)
+"""
+
+# --- backfill (API; cronos.backfill decides, cronos.store.backfill applies) ----------------------
+
+# What the ledger holds about job $1's ticks in [$2, $3) (cronos.backfill.TickFacts), every trigger
+# counted (a re-run by hand is a run of its tick): each tick's highest attempt and its state,
+# whether a run of it ever started, its runs not ended. One snapshot, read under RERUN_LOCK.
+BACKFILL_TICK_FACTS = """
+SELECT scheduled_for, max(attempt) AS last_attempt, (array_agg(state ORDER BY attempt DESC))[1] AS last_state,
+    bool_or(state IN ('running', 'completed', 'failed')) AS started,
+    coalesce(array_agg(id ORDER BY id) FILTER (WHERE finished_at IS NULL), '{}') AS unfinished
+FROM runs
+WHERE job_id = $1 AND scheduled_for >= $2 AND scheduled_for < $3
+GROUP BY scheduled_for
 """
