@@ -84,7 +84,22 @@ ORDER BY id
 """
 # JOB_LIST of the jobs whose labels match the selector $5 (cronos.selectors.jsonpath): its
 # positive tests are answered by the GIN index jobs_labels (migration 0034).
-JOB_LIST_SELECTED = JOB_LIST.replace("AND id > $2", "AND labels @@ $5::jsonpath AND id > $2")
+JOB_LIST_SELECTED = """
+WITH page AS (SELECT id, name, cron_expression, timezone, kind, payload, timeout_s, max_retries,
+    retry_backoff_s, concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, revision,
+    last_scheduled_for, created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs,
+    catchup_max_per_s, labels, owner, octet_length(payload::text) AS size FROM jobs
+    WHERE ($1::text IS NULL OR status = $1) AND labels @@ $5::jsonpath AND id > $2 ORDER BY id LIMIT $3),
+    sized AS (SELECT *, sum(size) OVER (ORDER BY id) - size AS before
+    FROM page)
+SELECT id, name, cron_expression, timezone, kind, payload, timeout_s, max_retries, retry_backoff_s,
+    concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, revision, last_scheduled_for,
+    created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs, catchup_max_per_s,
+    labels, owner, (SELECT count(*) FROM page) AS fetched
+FROM sized
+WHERE before < $4
+ORDER BY id
+"""
 # $2.. the writable fields (cronos.models.JOB_WRITABLE's order: tests/unit/test_queries.py), then
 # the new revision number; then true when
 # the schedule changed: the cursor moves to the change instant, backwards too (ticks written ahead
