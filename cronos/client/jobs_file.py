@@ -18,6 +18,7 @@ import jsonschema
 import msgspec
 import yaml
 
+from cronos import selectors
 from cronos.errors import CronosError, InvalidInput
 from cronos.payloads import PATTERN_MEANINGS, PAYLOAD_TYPES, check_payload, explain
 from cronos.schedule import parse_schedule
@@ -141,6 +142,7 @@ def _check(fields: Mapping[str, Any]) -> None:
         raise InvalidInput("$.cron_expression", "give exactly one of cron_expression and run_at (a one-off)")
     if fields.get("cron_expression") is not None:
         parse_schedule(fields["cron_expression"], fields["timezone"])
+    selectors.check_labels(fields.get("labels") or {})
     try:
         check_payload(fields["kind"], msgspec.convert(fields["payload"], PAYLOAD_TYPES[fields["kind"]]))
     except msgspec.ValidationError as exc:

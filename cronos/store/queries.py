@@ -998,6 +998,7 @@ LIMIT $3
 JOB_OVERVIEW = """
 WITH page AS (SELECT id, name, cron_expression, timezone, kind, status FROM jobs
     WHERE ($1::text IS NULL OR status = $1) AND ($2::text IS NULL OR name ILIKE $2) AND id > $3
+    AND ($7::jsonpath IS NULL OR labels @@ $7::jsonpath)
     ORDER BY id LIMIT $4)
 SELECT p.id, p.name, p.cron_expression, p.timezone, p.kind, p.status, l.id AS run_id, l.state AS run_state,
     l.scheduled_for AS run_scheduled_for, l.due_at AS run_due_at, l.started_at AS run_started_at,

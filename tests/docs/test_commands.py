@@ -94,6 +94,22 @@ def _ran_run(url: str, run_id: int) -> dict[str, Any] | None:
     return run if run["state"] == "completed" else None
 
 
+def _backfilled(url: str) -> None:
+    """docs/backfill.md: the paused job's past ticks ran as backfill runs, each its tick's attempt 1."""
+    done = block_until(lambda: _ran(url, 1, trigger="backfill"), timeout=30, what="a backfill run")
+    runs = [run for run in _get(f"{url}/api/jobs/1/runs")["items"] if run["trigger"] == "backfill"]
+    assert runs and all(run["attempt"] == 1 for run in runs) and done["scheduled_for"] < done["created_at"], runs
+
+
+def _labelled(url: str) -> None:
+    """docs/labels.md: the selector finds the data team's jobs, the bulk trigger ran the web team's."""
+    data = _get(f"{url}/api/jobs?selector=team%3Ddata")["items"]
+    assert sorted(job["name"] for job in data) == ["orders-export", "users-export"], data
+    assert all(job["status"] == "active" and job["managed_by"]["tool"] == "cronos-apply" for job in data), data
+    web = _get(f"{url}/api/jobs?selector=team%3Dweb")["items"]
+    block_until(lambda: _ran(url, web[0]["id"]), timeout=30, what="the bulk-triggered run of cache-warm")
+
+
 # What a page's commands should have done, beyond each one succeeding.
 AFTERWARDS: dict[str, Callable[[str], None]] = {
     "README.md": _seed_job_ran,
@@ -101,6 +117,8 @@ AFTERWARDS: dict[str, Callable[[str], None]] = {
     "docs/tutorial.md": _first_task_ran,
     "docs/jobs-as-code.md": _applied,
     "docs/run-now.md": _rerun_ran,
+    "docs/backfill.md": _backfilled,
+    "docs/labels.md": _labelled,
 }
 
 
