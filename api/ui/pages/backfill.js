@@ -6,6 +6,7 @@ import { flash } from "../feedback.js";
 import { h, replace, table } from "../dom.js";
 
 const HOUR = 3600 * 1000;
+const field = (label, control) => h("div", { class: "field" }, h("label", { for: control.id }, label), control);
 const iso = (date) => date.toISOString().replace(/\.\d{3}Z$/, "Z");
 
 export function openBackfill(job, done) {
@@ -24,10 +25,10 @@ export function openBackfill(job, done) {
     h("h2", { id: "backfill-title" }, "Backfill"),
     h("p", { class: "muted small" },
       "Queue runs for this job's past ticks in [from, to), as its schedule was then; each keeps its tick's date and idempotency key."),
-    h("label", { for: "backfill-from" }, "From (UTC, or with its offset)"), from,
-    h("label", { for: "backfill-to" }, "To (not included)"), to,
-    h("label", { for: "backfill-mode" }, "Mode"), mode,
-    h("label", { for: "backfill-pace" }, "Pace (runs a second, optional)"), pace,
+    field("From (UTC, or with its offset)", from),
+    field("To (not included)", to),
+    field("Mode", mode),
+    field("Pace (runs a second, optional)", pace),
     problem, preview,
     h("div", { class: "actions" },
       h("button", { type: "submit", id: "backfill-dry-run" }, "Dry run"), queue,
@@ -40,9 +41,12 @@ export function openBackfill(job, done) {
     return sent;
   };
   const fields = { "$.from": from, from, "$.to": to, to, "$.mode": mode, "$.pace": pace };
+  const valid = () => {
+    for (const input of new Set(Object.values(fields))) input.setAttribute("aria-invalid", "false");
+  };
   const fail = (error) => {
     replace(problem, error instanceof ApiError ? error.message : String(error));
-    for (const input of new Set(Object.values(fields))) input.setAttribute("aria-invalid", "false");
+    valid();
     const named = error instanceof ApiError ? fields[error.field] : null;
     if (named) named.setAttribute("aria-invalid", "true");
   };
@@ -57,6 +61,7 @@ export function openBackfill(job, done) {
     try {
       const answer = await post(`/api/jobs/${job.id}/backfill`, body(true));
       replace(problem);
+      valid();
       replace(preview,
         h("p", { id: "backfill-summary" }, `${answer.ticks} ticks in the range; would queue ${answer.queued} at ${answer.pace}/s.`),
         table("Ticks it would queue", [

@@ -3,7 +3,7 @@
 // Every writable field of a job is here; an edit sends only what differs from the job as loaded
 // (api/ui/edits.js), so a save that changes nothing writes nothing.
 import { ApiError, get, patch, post, query } from "../api.js";
-import { changedFields, parseIds, parseNumber } from "../edits.js";
+import { changedFields, parseIds, parseLabels, parseNumber } from "../edits.js";
 import { flash } from "../feedback.js";
 import { h, local, replace, utc } from "../dom.js";
 
@@ -92,6 +92,9 @@ export async function formPage(main, [id]) {
     status: select("status", value("status", "active"), "job-status"), // the page's own #status is the flash line
     queue: text("queue", value("queue", "default"), { required: true, maxlength: 64, pattern: "[A-Za-z0-9_\\-]+" }),
     parents: text("parents", value("parents", []).join(", "), { placeholder: "e.g. 12, 40", inputmode: "numeric" }),
+    labels: text("labels", Object.entries(value("labels", {})).map(([k, v]) => `${k}=${v}`).join(", "),
+      { placeholder: "e.g. team=data, env=prod" }),
+    owner: text("owner", value("owner", null) ?? "", { maxlength: 253, placeholder: "none" }),
   };
   // Secrets come back as "***"; sent back unchanged, the API keeps the stored value (and an
   // untouched payload is not sent at all).
@@ -211,6 +214,10 @@ export async function formPage(main, [id]) {
         OPTIONAL_NUMBERS.map(([name, label, , hint]) => field(name, label, controls[name], hint)),
         field("parents", "Parents (job ids)", controls.parents,
           "It also runs after each successful run of each of these jobs."))),
+    h("details", { id: "labels-box", open }, h("summary", {}, "Labels and owner"),
+      h("div", { class: "form-grid" },
+        field("labels", "Labels", controls.labels, "key=value, separated by commas: found by selector (team=data)."),
+        field("owner", "Owner", controls.owner))),
     h("p", { class: "problem", id: "form-problem", role: "alert" }),
     h("div", { class: "actions" }, save, h("a", { class: "button", href: job ? `#/jobs/${id}` : "#/jobs" }, "Cancel")));
 
@@ -228,7 +235,12 @@ export async function formPage(main, [id]) {
       problem("run_at", "a one-off needs the instant it runs at");
       return controls.run_at.focus();
     }
-    const body = { payload, parents };
+    const labels = parseLabels(controls.labels.value);
+    if (labels === undefined) {
+      problem("labels", "key=value pairs, separated by commas");
+      return controls.labels.focus();
+    }
+    const body = { payload, parents, labels, owner: controls.owner.value.trim() || null };
     for (const name of ["name", "timezone", "kind", "status", "concurrency_policy", "misfire_policy", "queue"]) {
       body[name] = controls[name].value;
     }
