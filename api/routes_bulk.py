@@ -30,7 +30,11 @@ _STATUS = {"pause": "paused", "resume": "active"}
 
 
 class BulkBody(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
-    selector: Annotated[str, Meta(min_length=1, max_length=4000, description="a label selector (GET /api/jobs)")]
+    selector: Annotated[
+        str,
+        Meta(max_length=4000, description="a label selector (GET /api/jobs)",
+             extra_json_schema={"pattern": selectors.SELECTOR_PATTERN}),  # checked by cronos.selectors.parse
+    ]  # fmt: skip
     action: Action
 
 

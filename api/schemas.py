@@ -24,6 +24,7 @@ from cronos.models import (
     RunSummary,
     SettableStatus,
 )
+from cronos.selectors import KEY_PATTERN, MAX_LABELS, VALUE_PATTERN
 from cronos.store.revisions import Revision
 
 # Formats the schema cannot check (a cron expression, a time zone) are named for tools; no text
@@ -99,7 +100,10 @@ CatchupPerS = Annotated[
 Labels = Annotated[
     dict[str, str],
     Meta(description="key=value labels (Kubernetes' syntax: [prefix/]name, 63 characters at most), found and "
-         "acted on by selector (`GET /api/jobs?selector=team=data`, `POST /api/jobs/bulk`)"),
+         "acted on by selector (`GET /api/jobs?selector=team=data`, `POST /api/jobs/bulk`)",
+         # described here, checked by cronos.selectors.check_labels (its 422 names the label)
+         extra_json_schema={"maxProperties": MAX_LABELS, "propertyNames": {"pattern": KEY_PATTERN},
+                            "additionalProperties": {"type": "string", "pattern": VALUE_PATTERN}}),
 ]  # fmt: skip
 Owner = Annotated[str, Meta(min_length=1, max_length=253, pattern="^[ -~]+$", description="who owns the job")]
 

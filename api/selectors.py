@@ -11,6 +11,7 @@ SELECTOR = Query(
     "selector",
     "only jobs whose labels match this selector: comma-separated requirements that all hold — `key=value`, "
     "`key!=value`, `key in (a,b)`, `key notin (a,b)`, `key` (set), `!key` (not set); e.g. `team=data,env!=prod`",
+    schema={"type": "string", "pattern": selectors.SELECTOR_PATTERN},
 )
 
 

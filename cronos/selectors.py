@@ -27,11 +27,20 @@ import msgspec
 from cronos.errors import InvalidInput
 
 MAX_LABELS = 64
-MAX_OWNER = 253
-_NAME = r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
-_PREFIX = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
-_KEY_RE = re.compile(rf"({_PREFIX}/)?{_NAME}")
-_VALUE_RE = re.compile(rf"({_NAME})?")
+_NAME = r"[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
+_PREFIX = r"[a-z0-9](?:[-a-z0-9.]{0,251}[a-z0-9])?"  # a DNS subdomain's characters, 253 at most
+_KEY = rf"(?:{_PREFIX}/)?{_NAME}"
+_VALUE = rf"(?:{_NAME})?"
+_KEY_RE = re.compile(_KEY)
+_VALUE_RE = re.compile(_VALUE)
+# The grammar below as one regular expression, for the API's schema (what a client may send).
+_REQ = (
+    rf"\s*(?:!?\s*{_KEY}|{_KEY}\s*(?:==?|!=)\s*{_VALUE}"
+    rf"|{_KEY}\s+(?:in|notin)\s*\(\s*{_NAME}(?:\s*,\s*{_NAME})*\s*\))\s*"
+)
+KEY_PATTERN = f"^{_KEY}$"
+VALUE_PATTERN = f"^{_VALUE}$"
+SELECTOR_PATTERN = f"^{_REQ}(?:,{_REQ})*$"
 _SET_RE = re.compile(r"^\s*(\S+)\s+(in|notin)\s*\(([^()]*)\)\s*$")
 
 Op = Literal["=", "!=", "in", "notin", "exists", "!exists"]
@@ -48,11 +57,8 @@ def key_refusal(key: str) -> str | None:
     if not _KEY_RE.fullmatch(key):
         return (
             "is not a label key: [prefix/]name, a name of 1-63 letters, digits, '-', '_', '.' "
-            "(alphanumeric at each end)"
+            "(alphanumeric at each end), a prefix of 1-253 lower-case letters, digits, '-', '.'"
         )
-    prefix, _, _name = key.rpartition("/")
-    if len(prefix) > 253:
-        return "has a prefix longer than 253 characters"
     return None
 
 

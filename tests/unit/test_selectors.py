@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cronos import selectors
@@ -100,3 +102,35 @@ def test_parse_reads_back_what_was_written(labels: dict[str, str], parts: list[t
         for k, op, v in parts
     )  # fmt: skip
     assert selectors.matches(reqs, labels) is expected
+
+
+_keys = st.from_regex(selectors.KEY_PATTERN, fullmatch=True)
+_values = st.from_regex(selectors.VALUE_PATTERN, fullmatch=True)
+_space = st.sampled_from(["", " ", "  "])
+
+
+@st.composite
+def _requirement(draw: st.DrawFn) -> str:
+    key, value, pad = draw(_keys), draw(_values), draw(_space)
+    shape = draw(st.sampled_from(["=", "==", "!=", "in", "notin", "", "!"]))
+    if shape in ("in", "notin"):
+        names = draw(st.lists(_values.filter(bool), min_size=1, max_size=3))
+        return f"{pad}{key} {shape}{pad}({pad}{(pad + ',' + pad).join(names)}{pad}){pad}"
+    if shape in ("", "!"):
+        return f"{pad}{shape}{pad}{key}{pad}"
+    return f"{pad}{key}{pad}{shape}{pad}{value}{pad}"
+
+
+@settings(max_examples=60)
+@given(st.lists(_requirement(), min_size=1, max_size=3).map(",".join))
+def test_the_api_schemas_pattern_and_the_parser_agree(text: str) -> None:
+    assert re.search(selectors.SELECTOR_PATTERN, text), text  # what the OpenAPI document allows
+    assert selectors.parse(text)  # is accepted: no schema-valid 422
+
+
+@given(
+    st.dictionaries(st.from_regex(selectors.KEY_PATTERN, fullmatch=True),
+                    st.from_regex(selectors.VALUE_PATTERN, fullmatch=True), max_size=5)
+)  # fmt: skip
+def test_every_label_the_api_schema_allows_is_accepted(labels: dict[str, str]) -> None:
+    assert selectors.check_labels(labels) == labels
