@@ -98,12 +98,11 @@ CatchupPerS = Annotated[
 
 # Labels and owner (issue 25; cronos.selectors checks each label, 422 naming it: api.bodies.check_job).
 Labels = Annotated[
-    dict[str, str],
+    dict[str, Annotated[str, Meta(extra_json_schema={"pattern": VALUE_PATTERN})]],
     Meta(description="key=value labels (Kubernetes' syntax: [prefix/]name, 63 characters at most), found and "
          "acted on by selector (`GET /api/jobs?selector=team=data`, `POST /api/jobs/bulk`)",
          # described here, checked by cronos.selectors.check_labels (its 422 names the label)
-         extra_json_schema={"maxProperties": MAX_LABELS, "propertyNames": {"pattern": KEY_PATTERN},
-                            "additionalProperties": {"type": "string", "pattern": VALUE_PATTERN}}),
+         extra_json_schema={"maxProperties": MAX_LABELS, "propertyNames": {"pattern": KEY_PATTERN}}),
 ]  # fmt: skip
 Owner = Annotated[str, Meta(min_length=1, max_length=253, pattern="^[ -~]+$", description="who owns the job")]
 
