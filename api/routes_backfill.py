@@ -23,7 +23,7 @@ from api.routes_ticks import MAX_REVISIONS
 from api.routing import BODY_ERRORS, DB_ERRORS, Route
 from api.state import BACKENDS
 from cronos import backfill
-from cronos.backfill import MAX_PACE_PER_S, MAX_TICKS, BackfillTick, Mode
+from cronos.backfill import MAX_PACE_PER_S, MAX_TICKS, MIN_PACE_PER_S, BackfillTick, Mode
 from cronos.errors import Conflict, InvalidInput, NotFound
 from cronos.store import backfill as store_backfill
 from cronos.store.revisions import Revision
@@ -46,7 +46,7 @@ class BackfillBody(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     pace: (
         Annotated[
             float,
-            Meta(gt=0, le=MAX_PACE_PER_S, description="runs released per second (default: the job's "
+            Meta(ge=MIN_PACE_PER_S, le=MAX_PACE_PER_S, description="runs released per second (default: the job's "
                  "catchup_max_per_s, else CRONOS_CATCHUP_MAX_PER_S)"),
         ]
         | None

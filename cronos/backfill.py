@@ -37,6 +37,7 @@ Mode = Literal["missing", "failed", "all"]
 MODES: tuple[str, ...] = ("missing", "failed", "all")
 MAX_TICKS = 10_000
 MAX_PACE_PER_S = 1000.0
+MIN_PACE_PER_S = 0.001  # one run in about 17 minutes: slower paces are this (their due times would overflow)
 _US = timedelta(microseconds=1)
 
 TickState = Literal["none", "queued", "waiting", "running", "completed", "failed", "skipped"]
@@ -74,7 +75,8 @@ def ticks(segs: Sequence[Segment], start: datetime, end: datetime, now: datetime
     until = min(end - _US, now)
     if until < start:
         return []
-    found = plan(segs, start - _US, until, MAX_TICKS + 1)
+    own = [seg for seg in segs if seg.status != "absent"]  # ticks before the job existed count for nothing
+    found = plan(own, start - _US, until, MAX_TICKS + 1)
     if len(found) > MAX_TICKS:
         raise InvalidInput("to", f"the range holds more than {MAX_TICKS} ticks of this job: narrow it")
     return [t for t, seg in found if planned_refusal(seg) is None]
@@ -110,7 +112,7 @@ def select(
     pace: float,
 ) -> list[BackfillTick]:
     """The ticks the mode picks, oldest first, each with its attempt and its paced due time."""
-    step = timedelta(seconds=1 / pace)
+    step = timedelta(seconds=1 / max(pace, MIN_PACE_PER_S))
     out: list[BackfillTick] = []
     queued = 0
     for tick in planned:

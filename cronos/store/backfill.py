@@ -54,7 +54,7 @@ async def run(
                 raise NotFound(f"job {ask.job_id} not found")
             job = to_struct(row, Job)
             guard(job.kind)
-            pace = ask.pace or job.catchup_max_per_s or default_pace
+            pace = max(ask.pace or job.catchup_max_per_s or default_pace, backfill.MIN_PACE_PER_S)
             if not ask.dry_run:
                 await conn.execute(q.RERUN_LOCK, ask.job_id)
             rows = await conn.fetch(q.BACKFILL_TICK_FACTS, ask.job_id, ask.start, ask.end)

@@ -83,3 +83,14 @@ def test_attempts_states_busy_ticks_and_pace() -> None:
     # paced: 1/pace apart from now, in tick order, the busy ones taking no slot
     assert [got[t].due_at for t in TICKS[:4]] == [now + timedelta(seconds=0.25 * i) for i in range(4)]
     assert got[TICKS[4]].due_at is None and got[TICKS[5]].due_at is None
+
+
+def test_ticks_before_the_job_existed_count_for_nothing_and_a_tiny_pace_is_bounded() -> None:
+    created = T0 + timedelta(days=400)
+    segs = [_seg(None, created, "absent", "* * * * * *"), _seg(created, None, "active", "0 0 * * *")]
+    # a range of years before the job: not "more than 10000 ticks", just its own few
+    assert backfill.ticks(segs, T0, created + timedelta(days=3), now=created + timedelta(days=9)) == [
+        created.replace(hour=0) + timedelta(days=d) for d in (1, 2)
+    ]
+    got = backfill.select(7, "all", [T0, T0 + HOUR], {}, T0, 1e-300)
+    assert got[1].due_at == T0 + timedelta(seconds=1 / backfill.MIN_PACE_PER_S)
