@@ -31,6 +31,7 @@ from cronos.store.ticks import TickStore
 from cronos.ticks import segments
 
 _US = timedelta(microseconds=1)
+_FIRST_DAY = datetime(1, 1, 2, tzinfo=UTC)
 
 
 class BackfillBody(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -78,6 +79,7 @@ async def backfill_job(request: web.Request) -> web.Response:
     start = check_instant(body.from_, "$.from").astimezone(UTC)
     end = check_instant(body.to, "$.to").astimezone(UTC)
     backfill.check_range(start, end, now)
+    start = max(start, _FIRST_DAY)  # no job ticks on the calendar's first day: `start - 1 us` stays computable
     backends = request.app[BACKENDS]
     pool = await backends.pool()
     history, _cursor = await TickStore(pool).history(job_id, start - _US, end, MAX_REVISIONS + 1)
