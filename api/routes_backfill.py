@@ -17,8 +17,8 @@ from aiohttp import web
 from msgspec import Meta
 
 from api.bodies import check_instant, decode, path_id, respond, utc_now
+from api.compute import off_loop
 from api.routes_jobs import JOB, _checker, _guard_shell_chain
-from api.routes_schedule import off_loop
 from api.routes_ticks import MAX_REVISIONS
 from api.routing import BODY_ERRORS, DB_ERRORS, Route
 from api.state import BACKENDS

@@ -25,6 +25,9 @@ export const FIELDS = {
   max_runs: "number",
   catchup_max_per_s: "number",
   parents: "ids",
+  expectations: "json",
+  every: "text", // an interval (pages/interval.js)
+  anchor: "instant",
   labels: "json",
   owner: "text",
 };

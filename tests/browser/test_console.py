@@ -368,3 +368,22 @@ def test_delete_asks_first(browser: Any, stack: Stack) -> None:
 
 def _token(driver: Any) -> str:
     return str(driver.execute_script("return sessionStorage.getItem('cronos.token')"))
+
+
+def test_the_job_page_shows_the_verdict_with_its_reason_and_the_list_its_badge(browser: Any, stack: Stack) -> None:
+    driver = browser  # last: a token exists now (the page holds it)
+    token = _token(driver)
+    job = call(stack, "POST", "/api/jobs", {
+        "name": "judged", "cron_expression": "@yearly", "payload": {"action": "browser.fail"},
+        "expectations": {"finish_within_s": 60},
+    }, token=token)  # fmt: skip
+    call(stack, "POST", f"/api/jobs/{job['id']}/trigger", token=token)
+    go(driver, stack, f"#/jobs/{job['id']}")
+    # The leader's evaluator judges every CRONOS_HEALTH_INTERVAL_S (5 s); the page polls.
+    wait(driver, lambda d: text(d, "#verdict") == "failing", timeout=30, what="the verdict")
+    assert text(driver, "#verdict-reason") == "the last run failed"
+    assert text(driver, "#expected") == "finishes within 60 s"
+    screenshot_artifact(driver, "job-health")
+    go(driver, stack, "#/jobs")
+    wait(driver, lambda d: "failing" in [c.text for c in find_all(d, "#jobs td[data-label='Health']")],
+         what="the verdict badge in the list")  # fmt: skip
