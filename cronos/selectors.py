@@ -62,6 +62,12 @@ def key_refusal(key: str) -> str | None:
     return None
 
 
+def prometheus_label(key: str) -> str:
+    """The Prometheus label a label key is exported as on per-job metrics: `label_` + the key with
+    each character a Prometheus name may not have (`/`, `.`, `-`) as `_`."""
+    return "label_" + re.sub(r"[^A-Za-z0-9_]", "_", key)
+
+
 def value_refusal(value: str) -> str | None:
     """Why `value` is not a label value (None: it is one)."""
     if not _VALUE_RE.fullmatch(value):

@@ -1057,9 +1057,9 @@ WHERE job_id = ANY($1::bigint[])
 # id, how many match in all (beyond the cap: dropped), and each one's streak of failures and newest
 # success (its health row's, or the newest among its newest $3 runs; after HEALTH_PLAN).
 HEALTH_METRICS = """
-WITH chosen AS (SELECT id, name, count(*) OVER () AS total FROM jobs
+WITH chosen AS (SELECT id, name, labels, count(*) OVER () AS total FROM jobs
     WHERE cardinality($1::text[]) = 0 OR name LIKE ANY($1::text[]) ORDER BY id LIMIT $2)
-SELECT c.id AS job_id, c.name, c.total, coalesce(h.consecutive_failures, 0) AS consecutive_failures,
+SELECT c.id AS job_id, c.name, c.labels, c.total, coalesce(h.consecutive_failures, 0) AS consecutive_failures,
     greatest(h.last_success_at, (SELECT r.finished_at FROM (SELECT state, finished_at FROM runs
         WHERE job_id = c.id ORDER BY id DESC LIMIT $3) r WHERE r.state = 'completed' LIMIT 1)) AS last_success_at
 FROM chosen c
