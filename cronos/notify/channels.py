@@ -114,7 +114,8 @@ class _Rule(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 
 
 _SECRET_META = msgspec.Meta(
-    pattern=r"^whsec_(?:[A-Za-z0-9+/]{4}){6,22}(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$",
+    # 18-66 bytes: 6-22 whole groups, or 6-21 and a padded one (22 and a padded one would be 67-68).
+    pattern=r"^whsec_(?:(?:[A-Za-z0-9+/]{4}){6,22}|(?:[A-Za-z0-9+/]{4}){6,21}(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=))$",
     description="whsec_ + base64 of 18-66 bytes; write-only; default: 32 random bytes drawn",
 )
 
