@@ -19,7 +19,7 @@ from aiohttp import web
 
 from api.errors import MalformedBody, invalid_input
 from api.schemas import WHEN_FIELDS, JobOut, RunOut
-from cronos import delays
+from cronos import delays, selectors
 from cronos.errors import InvalidInput, InvalidSchedule, NotFound
 from cronos.interval import canonical
 from cronos.models import Job, Run, RunSummary
@@ -227,6 +227,7 @@ def check_job(fields: dict[str, Any], policy: JobPolicy) -> None:
         _no_nul(fields[name], f"$.{name}")
     _check_when(fields)
     _payload_shape(fields["kind"], fields["payload"], policy)
+    selectors.check_labels(fields.get("labels") or {})
 
 
 def check_job_payload(kind: str, payload: dict[str, Any], policy: JobPolicy) -> None:

@@ -43,6 +43,7 @@ class ChannelPatch(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     smtp: ch.Smtp | UnsetType = UNSET
     jobs: ch.Jobs | UnsetType | None = UNSET
     queues: ch.Queues | UnsetType | None = UNSET
+    selector: ch.Selector | UnsetType | None = UNSET
     events: ch.Events | UnsetType = UNSET
     after_failures: ch.AfterFailures | UnsetType = UNSET
     rate_limit_s: ch.RateLimit | UnsetType = UNSET

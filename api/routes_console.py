@@ -18,6 +18,7 @@ from api.bodies import decode_cursor, encode_cursor, query_choice, query_limit, 
 from api.describe import describe
 from api.routing import DB_ERRORS, PAGE, Query, Route
 from api.schemas import HELD_BACK_MS, START_DELAY_MS, WAITED_MS
+from api.selectors import SELECTOR, query_selector
 from api.state import BACKENDS
 from cronos import delays
 from cronos.errors import InvalidInput, InvalidSchedule
@@ -113,7 +114,8 @@ async def jobs_overview(request: web.Request) -> web.Response:
         raise InvalidInput("q", f"at most {MAX_SEARCH} characters, without NUL")
     limit = query_limit(request)
     after = decode_cursor(request.query.get("cursor")) or 0
-    rows = await OverviewStore(await request.app[BACKENDS].pool()).jobs(status, search, after, limit)
+    selector = query_selector(request)
+    rows = await OverviewStore(await request.app[BACKENDS].pool()).jobs(status, search, after, limit, selector)
     now = utc_now()
     cursor = encode_cursor(rows[-1].id) if len(rows) == limit else None
     return respond(JobOverviewList(items=[overview(row, now) for row in rows], next_cursor=cursor))
@@ -126,5 +128,5 @@ ROUTES = (
           errors=(InvalidInput, *DB_ERRORS),
           query=(Query("status", "only jobs in this status", enum=JOB_STATUSES),
                  Query("q", "only jobs whose name contains this text (any case)",
-                       schema={"type": "string", "maxLength": MAX_SEARCH}), *PAGE)),
+                       schema={"type": "string", "maxLength": MAX_SEARCH}), SELECTOR, *PAGE)),
 )  # fmt: skip

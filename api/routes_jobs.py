@@ -37,6 +37,7 @@ from api.routing import BODY_ERRORS, DB_ERRORS, ID, PAGE, Errors, Query, Route
 from api.schemas import JobCreate, JobList, JobOut, JobPatch, RevisionList
 from api.schemas_rules import PauseBody
 from api.schemas_tokens import AuditList
+from api.selectors import SELECTOR, query_selector
 from api.state import BACKENDS
 from cronos.errors import Conflict, InvalidInput, NotFound
 from cronos.models import JOB_STATUSES
@@ -107,7 +108,9 @@ async def list_jobs(request: web.Request) -> web.Response:
     status = query_choice(request, "status", JOB_STATUSES)
     limit = query_limit(request)
     after = decode_cursor(request.query.get("cursor")) or 0
-    jobs, more = await (await request.app[BACKENDS].jobs()).list_jobs(status, after, limit, PAGE_PAYLOAD_BYTES)
+    selector = query_selector(request)
+    store = await request.app[BACKENDS].jobs()
+    jobs, more = await store.list_jobs(status, after, limit, PAGE_PAYLOAD_BYTES, selector)
     now = utc_now()
     cursor = encode_cursor(jobs[-1].id) if more else None
     return respond(JobList(items=[job_out(j, now) for j in jobs], next_cursor=cursor))
@@ -197,7 +200,7 @@ ROUTES = (
     Route("POST", "/api/jobs", create_job, "Register a job", status=201, body=JobCreate, response=JobOut,
           errors=_WRITE),
     Route("GET", "/api/jobs", list_jobs, "List jobs by id", response=JobList, errors=(InvalidInput, *DB_ERRORS),
-          query=(Query("status", "only jobs in this status", enum=JOB_STATUSES), *PAGE)),
+          query=(Query("status", "only jobs in this status", enum=JOB_STATUSES), SELECTOR, *PAGE)),
     Route("GET", JOB, get_job, "A job, its next run time and its last run", response=JobOut, errors=_GONE),
     Route("PATCH", JOB, patch_job, "Change some fields (validated like a create; nothing changes on error)",
           body=JobPatch, response=JobOut, errors=(NotFound, *_WRITE)),

@@ -29,6 +29,7 @@ from cronos.models import (
     SettableStatus,
 )
 from cronos.rules import CalendarRef
+from cronos.selectors import KEY_PATTERN, MAX_LABELS, VALUE_PATTERN
 from cronos.store.revisions import Revision
 
 # Formats the schema cannot check (a cron expression, a time zone) are named for tools; no text
@@ -118,6 +119,17 @@ CatchupPerS = Annotated[
 ]
 
 
+# Labels and owner (issue 25; cronos.selectors checks each label, 422 naming it: api.bodies.check_job).
+Labels = Annotated[
+    dict[str, Annotated[str, Meta(extra_json_schema={"pattern": VALUE_PATTERN})]],
+    Meta(description="key=value labels (Kubernetes' syntax: [prefix/]name, 63 characters at most), found and "
+         "acted on by selector (`GET /api/jobs?selector=team=data`, `POST /api/jobs/bulk`)",
+         # described here, checked by cronos.selectors.check_labels (its 422 names the label)
+         extra_json_schema={"maxProperties": MAX_LABELS, "propertyNames": {"pattern": KEY_PATTERN}}),
+]  # fmt: skip
+Owner = Annotated[str, Meta(min_length=1, max_length=253, pattern="^[ -~]+$", description="who owns the job")]
+
+
 class JobCreate(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """The seed body `{name, cron_expression, payload}`; every other field has a default."""
 
@@ -146,6 +158,8 @@ class JobCreate(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     every: Every | None = None
     anchor: Anchor | None = None
     calendars: Calendars = []
+    labels: Labels = {}
+    owner: Owner | None = None
 
 
 class JobPatch(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -176,6 +190,8 @@ class JobPatch(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     every: Every | UnsetType | None = UNSET
     anchor: Anchor | UnsetType | None = UNSET
     calendars: Calendars | UnsetType = UNSET
+    labels: Labels | UnsetType = UNSET
+    owner: Owner | UnsetType | None = UNSET
 
     def changes(self) -> dict[str, Any]:
         changed = {f: v for f in self.__struct_fields__ if (v := getattr(self, f)) is not UNSET}

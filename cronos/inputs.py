@@ -183,7 +183,13 @@ def tick_refusal(segs: Sequence[Segment], tick: datetime, now: datetime) -> str 
     found = plan(segs, tick - _US, tick, 1)
     if not found or found[0][0] != tick:
         return NOT_A_TICK
-    if found[0][1].status == "absent":
+    return planned_refusal(found[0][1])
+
+
+def planned_refusal(seg: Segment) -> str | None:
+    """Why a tick the schedule planned in `seg` is not one of the job's own (None: it is); a
+    backfill (cronos.backfill) asks this of every tick it plans."""
+    if seg.status == "absent":
         return BEFORE_CREATED
     return None
 

@@ -8,9 +8,12 @@ All roles in one process (as `cronos dev` runs them) share this registry, so one
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Mapping
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from cronos.selectors import prometheus_label
 
 REGISTRY = CollectorRegistry(auto_describe=True)
 
@@ -142,18 +145,29 @@ BACKEND_UP = Gauge("cronos_backend_up", "1 when the backend answered the last ch
 # Per-job series (issue 24), bounded: the leader exports at most CRONOS_JOB_METRICS_MAX jobs whose
 # names match CRONOS_JOB_METRICS_JOBS, and counts the rest as dropped (dispatcher/health.py). The
 # label is `job_name`: `job` is Prometheus' own target label (a scrape would rename ours exported_job).
-JOB_LAST_SUCCESS = Gauge(
-    "cronos_job_last_success_timestamp_seconds",
-    "When the job's newest completed run finished (unix time; leader; capped, see cronos_job_metrics_dropped)",
-    ["job_name"],
-    registry=REGISTRY,
-)
-JOB_CONSECUTIVE_FAILURES = Gauge(
-    "cronos_job_consecutive_failures",
-    "Runs of the job that failed in a row, with no retry left (leader; capped, see cronos_job_metrics_dropped)",
-    ["job_name"],
-    registry=REGISTRY,
-)
+# The job labels whose keys CRONOS_METRIC_LABEL_KEYS allow-lists (at most 5: each multiplies no
+# series, but every distinct value is a series) are added as `label_<key>` ("" when a job has none).
+_JOB_LABEL_KEYS: tuple[str, ...] = ()
+
+
+def _job_gauges(keys: tuple[str, ...]) -> tuple[Gauge, Gauge]:
+    names = ["job_name", *(prometheus_label(key) for key in keys)]  # collisions: cronos.settings refuses
+    last_success = Gauge(
+        "cronos_job_last_success_timestamp_seconds",
+        "When the job's newest completed run finished (unix time; leader; capped, see cronos_job_metrics_dropped)",
+        names,
+        registry=REGISTRY,
+    )
+    failures = Gauge(
+        "cronos_job_consecutive_failures",
+        "Runs of the job that failed in a row, with no retry left (leader; capped, see cronos_job_metrics_dropped)",
+        names,
+        registry=REGISTRY,
+    )
+    return last_success, failures
+
+
+JOB_LAST_SUCCESS, JOB_CONSECUTIVE_FAILURES = _job_gauges(())
 JOB_METRICS_DROPPED = Gauge(
     "cronos_job_metrics_dropped",
     "Jobs matching CRONOS_JOB_METRICS_JOBS beyond CRONOS_JOB_METRICS_MAX: not exported per job (leader)",
@@ -161,14 +175,31 @@ JOB_METRICS_DROPPED = Gauge(
 )
 
 
-def set_jobs(jobs: list[tuple[str, int, Any]], dropped: int) -> None:
-    """The per-job series, replacing the previous set (a job gone or beyond the cap has none)."""
+def _label_keys(keys: tuple[str, ...]) -> None:
+    """The per-job gauges with these label keys: made anew (a metric's label names are fixed) when
+    they change, which is once per process (the keys are a setting)."""
+    global JOB_LAST_SUCCESS, JOB_CONSECUTIVE_FAILURES, _JOB_LABEL_KEYS
+    if keys == _JOB_LABEL_KEYS:
+        return
+    REGISTRY.unregister(JOB_LAST_SUCCESS)
+    REGISTRY.unregister(JOB_CONSECUTIVE_FAILURES)
+    JOB_LAST_SUCCESS, JOB_CONSECUTIVE_FAILURES = _job_gauges(keys)
+    _JOB_LABEL_KEYS = keys
+
+
+def set_jobs(
+    jobs: list[tuple[str, int, Any, Mapping[str, str]]], dropped: int, label_keys: tuple[str, ...] = ()
+) -> None:
+    """The per-job series, replacing the previous set (a job gone or beyond the cap has none): each
+    (name, failures in a row, last success, the job's labels), with the labels of `label_keys`."""
+    _label_keys(label_keys)
     JOB_LAST_SUCCESS.clear()
     JOB_CONSECUTIVE_FAILURES.clear()
-    for name, failures, last_success in jobs:
-        JOB_CONSECUTIVE_FAILURES.labels(job_name=name).set(failures)
+    for name, failures, last_success, labels in jobs:
+        values = [name, *(labels.get(key, "") for key in label_keys)]
+        JOB_CONSECUTIVE_FAILURES.labels(*values).set(failures)
         if last_success is not None:
-            JOB_LAST_SUCCESS.labels(job_name=name).set(last_success.timestamp())
+            JOB_LAST_SUCCESS.labels(*values).set(last_success.timestamp())
     JOB_METRICS_DROPPED.set(dropped)
 
 

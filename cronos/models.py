@@ -23,7 +23,7 @@ ConcurrencyPolicy = Literal["forbid", "allow", "replace", "buffer_one", "buffer_
 MisfirePolicy = Literal["run_once", "run_all", "skip"]
 # cronos.lifecycle.RunState
 RunState = Literal["queued", "waiting", "running", "completed", "failed", "skipped", "cancelled"]
-Trigger = Literal["schedule", "manual", "retry", "chain"]  # chain: after a run of a parent job
+Trigger = Literal["schedule", "manual", "retry", "chain", "backfill"]  # chain: after a run of a parent job
 
 JOB_STATUSES: tuple[str, ...] = get_args(JobStatus)
 RUN_STATES: tuple[str, ...] = get_args(RunState)
@@ -127,6 +127,9 @@ class Job(msgspec.Struct, kw_only=True):
         datetime | None, msgspec.Meta(description="a timed pause: the leader resumes the job at this instant")
     ] = None
     pause_note: Annotated[str | None, msgspec.Meta(description="the note its pause was given")] = None
+    # Labels (key=value, cronos.selectors) and an owner: found and acted on by selector (issue 25).
+    labels: dict[str, str] = {}
+    owner: str | None = None
 
 
 # The fields of a job a client sets (the rest the system keeps), in the store's column order.
@@ -156,6 +159,8 @@ JOB_WRITABLE = (
     "every",
     "anchor",
     "calendars",
+    "labels",
+    "owner",
 )
 
 

@@ -19,6 +19,7 @@ from dotenv import dotenv_values
 
 from cronos.errors import ConfigError, InvalidInput
 from cronos.models import DEFAULT_QUEUE, parse_queues
+from cronos.selectors import key_refusal, prometheus_label
 
 N = TypeVar("N", int, float)
 
@@ -48,6 +49,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     health_interval_s: float = 5.0  # the leader's health evaluator judges what happened this often
     job_metrics_max: int = 1000  # per-job series the leader exports at most (0: none)
     job_metrics_jobs: tuple[str, ...] = ()  # ... of the jobs with these names (`*` globs; empty: any)
+    metric_label_keys: tuple[str, ...] = ()  # job label keys carried to those series as label_<key>
     # executor
     executor_concurrency: int = 2000  # runs claimed and executing at once (coroutines: see README)
     executor_prefetch: int = 4000  # tokens in hand at once: held for their due time, executing, recording
@@ -206,6 +208,22 @@ def _names(raw: str) -> tuple[str, ...]:
     return names
 
 
+MAX_METRIC_LABEL_KEYS = 5  # each distinct value of each key is a series: keep it few
+
+
+def _label_keys(raw: str) -> tuple[str, ...]:
+    keys = tuple(dict.fromkeys(part.strip() for part in raw.split(",") if part.strip()))
+    if len(keys) > MAX_METRIC_LABEL_KEYS:
+        raise ValueError(f"at most {MAX_METRIC_LABEL_KEYS} label keys (each value of each is a series)")
+    for key in keys:
+        if (why := key_refusal(key)) is not None:
+            raise ValueError(f"{key!r} {why}")
+    names = [prometheus_label(key) for key in keys]
+    if len(set(names)) != len(names):
+        raise ValueError("two keys would be the same Prometheus label (/, . and - all become _)")
+    return keys
+
+
 def _text(raw: str) -> str:
     if not raw.strip():
         raise ValueError("must not be empty")
@@ -269,6 +287,11 @@ VARIABLES: dict[str, tuple[str, Callable[[str], Any], str]] = {
         "job_metrics_jobs",
         _names,
         "export per-job metrics only for these job names, comma-separated, `*` and `?` as globs (empty: any)",
+    ),
+    "CRONOS_METRIC_LABEL_KEYS": (
+        "metric_label_keys",
+        _label_keys,
+        f"job label keys (comma-separated, at most {MAX_METRIC_LABEL_KEYS}) added to the per-job series as label_<key>",
     ),
     "CRONOS_EXECUTOR_CONCURRENCY": ("executor_concurrency", _int(1, 10_000), "runs executing at once per executor"),
     "CRONOS_EXECUTOR_PREFETCH": (

@@ -75,6 +75,7 @@ class Evaluator:
         metrics_max: int = 1000,
         metrics_jobs: Sequence[str] = (),
         metrics_interval_s: float = 15.0,
+        metric_label_keys: Sequence[str] = (),
     ) -> None:
         self._store = store
         self._check = check  # the epoch, or NotLeader
@@ -82,6 +83,7 @@ class Evaluator:
         self._metrics_max = metrics_max
         self._metrics_patterns = like_patterns(metrics_jobs)
         self._metrics_interval = metrics_interval_s
+        self._metric_label_keys = tuple(metric_label_keys)
         self._metrics_at: float | None = None
         self._resume: tuple[datetime, int] | None = None  # a capped scan's next (end, run id)
 
@@ -186,7 +188,9 @@ class Evaluator:
         rows = await self._store.metrics(self._metrics_patterns, self._metrics_max)
         total = rows[0]["total"] if rows else 0
         metrics.set_jobs(
-            [(r["name"], r["consecutive_failures"], r["last_success_at"]) for r in rows], dropped=total - len(rows)
+            [(r["name"], r["consecutive_failures"], r["last_success_at"], r["labels"]) for r in rows],
+            dropped=total - len(rows),
+            label_keys=self._metric_label_keys,
         )
 
 
@@ -220,4 +224,5 @@ async def run(term: Lifetime, pool: asyncpg.Pool, check: Callable[[], int], sett
     await Evaluator(
         HealthStore(pool), check, settings.health_interval_s,
         metrics_max=settings.job_metrics_max, metrics_jobs=settings.job_metrics_jobs,
+        metric_label_keys=settings.metric_label_keys,
     ).run(term)  # fmt: skip

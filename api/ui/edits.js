@@ -29,6 +29,8 @@ export const FIELDS = {
   expectations: "json",
   every: "text", // an interval (pages/interval.js)
   anchor: "instant",
+  labels: "json",
+  owner: "text",
 };
 
 /** Deep equality of JSON values; an object's key order does not matter. */
@@ -79,4 +81,16 @@ export function parseIds(text) {
 export function parseNumber(text) {
   const trimmed = text.trim();
   return trimmed === "" ? null : Number(trimmed);
+}
+
+/** "team=data, env=prod" -> {team: "data", env: "prod"}; undefined when a part is not KEY=VALUE
+ * (the API checks the keys and values themselves, and names the label it refuses). */
+export function parseLabels(text) {
+  const labels = {};
+  for (const part of text.split(",").map((p) => p.trim()).filter(Boolean)) {
+    const at = part.indexOf("=");
+    if (at <= 0) return undefined;
+    labels[part.slice(0, at).trim()] = part.slice(at + 1).trim();
+  }
+  return labels;
 }

@@ -26,6 +26,7 @@ from typing import Any
 
 import msgspec
 
+from cronos import selectors
 from cronos.client.jobs_file import Desired
 from cronos.models import TERMINAL_STATUSES
 from cronos.redact import redact_payload
@@ -157,6 +158,19 @@ def strays(desired: Sequence[Desired], current: Sequence[Mapping[str, Any]]) -> 
         ordered += ready
         left = [have for have in left if all(have is not r for r in ready)]
     return ordered
+
+
+def scoped(
+    requirements: tuple[selectors.Requirement, ...], desired: Sequence[Desired], current: Sequence[Mapping[str, Any]]
+) -> tuple[list[Desired], list[Mapping[str, Any]]]:
+    """An apply limited to a selector: the files' jobs it selects, and the cluster's jobs it selects
+    (so --prune deletes only those) plus the ones the files name (found by name, not created twice)."""
+    wanted = [want for want in desired if selectors.matches(requirements, want.fields.get("labels") or {})]
+    names = {want.name for want in wanted}
+    kept = [
+        have for have in current if have["name"] in names or selectors.matches(requirements, have.get("labels") or {})
+    ]
+    return wanted, kept
 
 
 def plan(desired: Sequence[Desired], current: Sequence[Mapping[str, Any]], *, prune: bool, salt: bytes) -> list[Action]:

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from cronos import selectors
 from cronos.client.api_client import ApiClient, ApiError
-from cronos.client.apply import Action, Step, describe, plan, strays, summary
+from cronos.client.apply import Action, Step, describe, plan, scoped, strays, summary
 from cronos.client.apply_lint import schedule_notes
 from cronos.client.jobs_cli import client
 from cronos.client.jobs_file import ApplyInvalid, desired_jobs, parse
@@ -40,6 +42,10 @@ def add_command(sub: SubParsers) -> None:
     )  # fmt: skip
     apply.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
     apply.add_argument("--prune", action="store_true", help="delete jobs apply created that no file names any more")
+    apply.add_argument(
+        "-l", "--selector", metavar="SELECTOR",
+        help="only the jobs whose labels match this selector, in the files and in the cluster (--prune too)",
+    )  # fmt: skip
 
 
 def read_sources(paths: list[str]) -> list[tuple[str, str]]:
@@ -87,7 +93,9 @@ def run_apply(args: argparse.Namespace, settings: Settings) -> int:
     documents = [(source, parse(source, text)) for source, text in read_sources(args.files)]
     api = client(settings)
     desired = desired_jobs(documents, api.call("GET", SCHEMA_PATH), os.environ)
-    current = list(api.pages("/api/jobs"))
+    current: list[Mapping[str, Any]] = list(api.pages("/api/jobs"))
+    if args.selector is not None:
+        desired, current = scoped(selectors.parse(args.selector), desired, current)
     actions = plan(desired, current, prune=args.prune, salt=os.urandom(16))
     by_name = {job["name"]: job for job in current}
     for action in actions:

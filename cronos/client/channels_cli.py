@@ -1,7 +1,7 @@
 """`cronos channels add|list|show|delete|test`: notification channels through the REST API.
 
 `add` builds the channel from options (`--webhook URL`, `--slack URL` or `--email TO,...` with
-`--smtp-*`), attached to every job unless `--job` or `--queue` name some; `test` queues a test
+`--smtp-*`), attached to every job unless `--job`, `--queue` or `--selector` name some; `test` queues a test
 notification, then waits (`--wait`, default 30 s) for the leader to send it and says how it
 went. Secrets are never printed (the API shows them as ***), except a webhook's signing secret
 drawn at creation, shown that once. An SMTP password is read from an environment variable
@@ -78,6 +78,7 @@ def add_commands(sub: SubParsers, parser_class: type[argparse.ArgumentParser]) -
     add.add_argument(
         "--queue", dest="channel_queues", action="append", metavar="QUEUE", help="only this queue's jobs (repeatable)"
     )
+    add.add_argument("-l", "--selector", help="also the jobs whose labels match (team=data,env!=dev)")
     add.add_argument(
         "--on",
         dest="events",
@@ -140,6 +141,8 @@ def _body(api: ApiClient, args: argparse.Namespace) -> dict[str, Any]:
         body["jobs"] = [job_id(api, ref) for ref in args.jobs]
     if args.channel_queues:  # not `queues`: the CLI reads that one as an executor's --queue
         body["queues"] = args.channel_queues
+    if args.selector:
+        body["selector"] = args.selector
     if args.events:
         body["events"] = args.events
     if args.after_failures is not None:
@@ -164,6 +167,8 @@ def _scope(channel: dict[str, Any]) -> str:
         parts.append("jobs " + ",".join(map(str, channel["jobs"])))
     if channel.get("queues") is not None:
         parts.append("queues " + ",".join(channel["queues"]))
+    if channel.get("selector") is not None:
+        parts.append("labels " + channel["selector"])
     return "; ".join(parts) or "every job"
 
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from cronos.client import calendars_cli, runs_cli, trigger_cli
+from cronos.client import backfill_cli, calendars_cli, labels_cli, runs_cli, trigger_cli
 from cronos.client.api_client import ApiClient
 from cronos.client.cancel_cli import add_command as add_cancel
 from cronos.client.cancel_cli import cancel_run
@@ -75,6 +75,8 @@ def _field_options() -> dict[str, dict[str, Any]]:
         elif field.name == "calendars":
             help_ = "calendars it names: NAME (exclude its days) or NAME:allow (only its days), comma-separated"
             options[field.name] = {"type": calendars_cli.calendar_refs, "help": help_}
+        elif isinstance(kind, msgspec.inspect.DictType):  # labels
+            options[field.name] = {"type": labels_cli.labels, "help": "the job's labels: key=value, comma-separated"}
         elif isinstance(kind, msgspec.inspect.ListType):  # parents
             options[field.name] = {"type": _id_list, "help": f"the job's `{field.name}`: ids, comma-separated"}
         elif isinstance(kind, msgspec.inspect.LiteralType):
@@ -97,6 +99,7 @@ def add_commands(sub: SubParsers, parser_class: type[argparse.ArgumentParser]) -
     actions = jobs.add_subparsers(dest="action", required=True, metavar="ACTION", parser_class=parser_class)
     listing = actions.add_parser("list", help="every job: id, name, schedule, status, next run")
     listing.add_argument("--status", choices=JOB_STATUSES)
+    labels_cli.add_selector(listing)
     for action, text in (
         ("get", "one job, its next run and its last run"),
         ("delete", "delete a job and its runs"),
@@ -107,6 +110,9 @@ def add_commands(sub: SubParsers, parser_class: type[argparse.ArgumentParser]) -
         actions.add_parser(action, help=text).add_argument("job", help="id or name")
     trigger_cli.add_options(actions.choices["trigger"])
     calendars_cli.add_pause_options(actions.choices["pause"])
+    backfill_cli.add_options(actions.add_parser("backfill", help="queue runs for past ticks (missing, failed, all)"))
+    actions.choices["backfill"].add_argument("job", help="id or name")
+    labels_cli.add_bulk(actions)
     _job_fields(actions.add_parser("create", help="register a job"), create=True)
     update = actions.add_parser("update", help="change the fields given")
     update.add_argument("job", help="id or name")
@@ -215,7 +221,10 @@ def _given(args: argparse.Namespace) -> dict[str, Any]:
 def _jobs(api: ApiClient, args: argparse.Namespace) -> tuple[Any, Callable[[Any], str]]:
     """The API's answer to a `jobs` action and how to show it to people."""
     if args.action == "list":
-        return list(api.pages("/api/jobs", {"status": args.status})), _jobs_table
+        return list(api.pages("/api/jobs", {"status": args.status, "selector": args.selector})), _jobs_table
+    if args.action == "bulk":
+        bulk = {"selector": args.selector, "action": args.verb}
+        return api.call("POST", "/api/jobs/bulk", bulk), labels_cli.shown_bulk
     if args.action == "create":
         return api.call("POST", "/api/jobs", _given(args)), _show_job
     path = f"/api/jobs/{job_id(api, args.job)}"
@@ -230,6 +239,8 @@ def _jobs(api: ApiClient, args: argparse.Namespace) -> tuple[Any, Callable[[Any]
         return {"deleted": args.job}, lambda _: f"Deleted job {args.job}."
     if args.action == "trigger":
         return api.call("POST", f"{path}/trigger", trigger_cli.body(args)), trigger_cli.shown
+    if args.action == "backfill":
+        return api.call("POST", f"{path}/backfill", backfill_cli.body(args)), backfill_cli.shown
     body = calendars_cli.pause_body(args) if args.action == "pause" else None
     job = api.call("POST", f"{path}/{args.action}", body)  # pause (timed: until, note), resume
     return (

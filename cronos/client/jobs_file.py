@@ -18,6 +18,7 @@ import jsonschema
 import msgspec
 import yaml
 
+from cronos import selectors
 from cronos.errors import CronosError, InvalidInput
 from cronos.interval import canonical
 from cronos.payloads import PATTERN_MEANINGS, PAYLOAD_TYPES, check_payload, explain
@@ -151,6 +152,7 @@ def _check(fields: dict[str, Any]) -> None:
         fields["every"] = canonical(fields["every"])
     if fields.get("cron_expression") is not None:
         parse_schedule(fields["cron_expression"], fields["timezone"])
+    selectors.check_labels(fields.get("labels") or {})
     try:
         check_payload(fields["kind"], msgspec.convert(fields["payload"], PAYLOAD_TYPES[fields["kind"]]))
     except msgspec.ValidationError as exc:

@@ -36,7 +36,7 @@ def _object(raw: str) -> dict[str, Any]:
     return value
 
 
-def _instant(raw: str) -> str:
+def instant(raw: str) -> str:
     try:
         when = datetime.fromisoformat(raw)
     except ValueError:
@@ -57,7 +57,7 @@ def add_options(parser: argparse.ArgumentParser) -> None:
         help="payload overrides as a JSON object, merged over the job's payload (a JSON Merge Patch); then --set",
     )  # fmt: skip
     parser.add_argument(
-        "--at", type=_instant, metavar="ISO_INSTANT",
+        "--at", type=instant, metavar="ISO_INSTANT",
         help="re-run this past tick with its logical date and idempotency key (its next attempt)",
     )  # fmt: skip
 

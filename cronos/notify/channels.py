@@ -25,6 +25,7 @@ from cronos.netguard import literal_host_refusal
 from cronos.notify.rules import EVENT_KINDS, QuietHours, Rule
 from cronos.payloads import URL_PATTERN, url_problem
 from cronos.redact import SECRET, redact_url
+from cronos.selectors import SELECTOR_PATTERN, parse
 from cronos.webhooks import SECRET_PREFIX
 
 ChannelKind = Literal["webhook", "slack", "email"]
@@ -85,18 +86,26 @@ _EVENTS_META = msgspec.Meta(
 
 Jobs = Annotated[list[JobId], msgspec.Meta(max_length=1000, description="only these jobs (ids)")]
 Queues = Annotated[list[Queue], msgspec.Meta(max_length=100, description="only the jobs of these queues")]
+Selector = Annotated[
+    str,
+    msgspec.Meta(
+        min_length=1, max_length=1000, pattern=SELECTOR_PATTERN,
+        description="also the jobs whose labels match this selector (team=data,env!=dev; docs/labels.md)",
+    ),
+]  # fmt: skip
 Events = Annotated[list[EventKind], _EVENTS_META]
 AfterFailures = Annotated[int, msgspec.Meta(ge=1, le=1000, description="failed: only after N in a row")]
 RateLimit = Annotated[int, msgspec.Meta(ge=0, le=30 * 86_400, description="at most one per job per (s; 0: off)")]
 
 
 class _Rule(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
-    """What every kind of channel has: a name, what it applies to (every job unless `jobs` or
-    `queues` list some), the events it hears of and its rules."""
+    """What every kind of channel has: a name, what it applies to (every job unless `jobs`,
+    `queues` or `selector` name some), the events it hears of and its rules."""
 
     name: Name
     jobs: Jobs | None = None
     queues: Queues | None = None
+    selector: Selector | None = None
     events: Events = msgspec.field(default_factory=lambda: ["failed", "recovered", "missed"])  # rules.DEFAULT_EVENTS
     after_failures: AfterFailures = 1
     rate_limit_s: RateLimit = 0
@@ -105,7 +114,8 @@ class _Rule(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 
 
 _SECRET_META = msgspec.Meta(
-    pattern=r"^whsec_(?:[A-Za-z0-9+/]{4}){6,22}(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$",
+    # 18-66 bytes: 6-22 whole groups, or 6-21 and a padded one (22 and a padded one would be 67-68).
+    pattern=r"^whsec_(?:(?:[A-Za-z0-9+/]{4}){6,22}|(?:[A-Za-z0-9+/]{4}){6,21}(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=))$",
     description="whsec_ + base64 of 18-66 bytes; write-only; default: 32 random bytes drawn",
 )
 
@@ -213,6 +223,8 @@ def check(fields: ChannelFields, allow: tuple[str, ...]) -> None:
         why = literal_host_refusal(f"smtp://{fields.smtp.host}", allow)
         if why is not None:
             raise InvalidInput("$.smtp.host", f"refused by the SSRF guard: {why}")
+    if fields.selector is not None:
+        parse(fields.selector, "$.selector")
     if len(set(fields.events)) != len(fields.events):
         raise InvalidInput("$.events", "names an event twice")
     if fields.quiet_hours is not None:
@@ -303,6 +315,7 @@ def rule(channel: Channel) -> Rule:
         channel_id=channel.id,
         job_ids=None if channel.jobs is None else frozenset(channel.jobs),
         queues=None if channel.queues is None else frozenset(channel.queues),
+        selector=None if channel.selector is None else parse(channel.selector, "$.selector"),
         events=frozenset(channel.events),
         after_failures=channel.after_failures,
         rate_limit_s=channel.rate_limit_s,

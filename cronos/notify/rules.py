@@ -1,7 +1,8 @@
 """Which channel is told of which job event, and when: pure decisions over facts.
 
-A channel applies to every job, to the jobs it lists or to the jobs of the queues it lists, and
-hears only the event kinds it names. Its rule then decides, per (event, channel):
+A channel applies to every job, or to the jobs it lists, the jobs of the queues it lists and the
+jobs whose labels match its selector (cronos.selectors), and hears only the event kinds it names.
+Its rule then decides, per (event, channel):
 
 - `after_failures` N: a `failed` event is sent only once the job failed N times in a row (the
   event's `detail.consecutive_failures`, 1 when absent); a `recovered` event only when the run of
@@ -24,6 +25,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from cronos.events import JobEventKind
+from cronos.selectors import Requirement, matches
 
 EVENT_KINDS: tuple[str, ...] = tuple(str(kind) for kind in JobEventKind)
 DEFAULT_EVENTS: tuple[str, ...] = ("failed", "recovered", "missed")
@@ -56,6 +58,7 @@ class Rule:
     channel_id: int
     job_ids: frozenset[int] | None = None
     queues: frozenset[str] | None = None
+    selector: tuple[Requirement, ...] | None = None  # parsed once, when the channel is read
     events: frozenset[str] = frozenset(DEFAULT_EVENTS)
     after_failures: int = 1
     rate_limit_s: int = 0
@@ -73,6 +76,7 @@ class EventFacts:
     kind: str
     occurred_at: datetime
     detail: Mapping[str, Any] = field(default_factory=dict)
+    labels: Mapping[str, str] = field(default_factory=dict)  # its job's, for a channel's selector
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,7 +96,9 @@ def applies(rule: Rule, event: EventFacts) -> bool:
         return True
     if rule.queues is not None and event.queue in rule.queues:
         return True
-    return rule.job_ids is None and rule.queues is None
+    if rule.selector is not None and matches(rule.selector, event.labels):
+        return True
+    return rule.job_ids is None and rule.queues is None and rule.selector is None
 
 
 def _count(detail: Mapping[str, Any], kind: str = JobEventKind.FAILED) -> int:

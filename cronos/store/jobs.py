@@ -46,6 +46,7 @@ _NULLABLE = (
     "expectations",
     "every",
     "anchor",
+    "owner",
 )
 
 # Recorded in the creation's revision only when not empty (issue 25: calendars).
@@ -123,7 +124,7 @@ class JobStore:
                     await chains.check_parents(conn, None, fields["parents"])
                 await check_calendars(conn, fields.get("calendars", []))
                 try:
-                    left_out: dict[str, Any] = {"parents": [], "calendars": []}  # fields a caller may leave out
+                    left_out: dict[str, Any] = {"parents": [], "calendars": [], "labels": {}}  # a caller may omit them
                     values = dict.fromkeys(_NULLABLE) | left_out | dict(fields)
                     row = await conn.fetchrow(q.JOB_INSERT, *(values[name] for name in WRITABLE))
                 except asyncpg.UniqueViolationError as exc:
@@ -149,11 +150,17 @@ class JobStore:
         with translate_errors():
             return _job(await self._pool.fetchrow(q.JOB_GET, job_id), job_id)
 
-    async def list_jobs(self, status: str | None, after_id: int, limit: int, max_bytes: int) -> tuple[list[Job], bool]:
+    async def list_jobs(
+        self, status: str | None, after_id: int, limit: int, max_bytes: int, selector: str | None = None
+    ) -> tuple[list[Job], bool]:
         """Jobs after `after_id` by id: at most `limit`, cut once their payloads reach `max_bytes`
-        of JSON (at least one). The flag says whether a next page may hold more."""
+        of JSON (at least one); with a selector (cronos.selectors.jsonpath) only those it selects.
+        The flag says whether a next page may hold more."""
         with translate_errors():
-            rows = await self._pool.fetch(q.JOB_LIST, status, after_id, limit, max_bytes)
+            if selector is None:
+                rows = await self._pool.fetch(q.JOB_LIST, status, after_id, limit, max_bytes)
+            else:
+                rows = await self._pool.fetch(q.JOB_LIST_SELECTED, status, after_id, limit, max_bytes, selector)
         more = bool(rows) and (len(rows) == limit or len(rows) < rows[0]["fetched"])
         return [to_struct(row, Job) for row in rows], more
 

@@ -28,19 +28,19 @@ from cronos.ticks import account, plan, segments
 # --- statements (each named once; $n commented where not obvious) -----------------------------
 
 _CHANNEL_COLUMNS = """id, name, kind, config, secrets, job_ids, queues, events, after_failures, rate_limit_s,
-    quiet_hours, enabled, created_at, updated_at"""
+    quiet_hours, enabled, selector, created_at, updated_at"""
 # $1 name, $2 kind, $3 config, $4 secrets, $5 job ids, $6 queues, $7 events, $8 after_failures,
-# $9 rate_limit_s, $10 quiet_hours, $11 enabled
+# $9 rate_limit_s, $10 quiet_hours, $11 enabled, $12 selector (0038)
 CHANNEL_INSERT = f"""
 INSERT INTO notification_channels (name, kind, config, secrets, job_ids, queues, events, after_failures,
-    rate_limit_s, quiet_hours, enabled)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+    rate_limit_s, quiet_hours, enabled, selector)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
 RETURNING {_CHANNEL_COLUMNS}
 """
 CHANNEL_UPDATE = f"""
 UPDATE notification_channels
 SET name = $2, kind = $3, config = $4, secrets = $5, job_ids = $6, queues = $7, events = $8, after_failures = $9,
-    rate_limit_s = $10, quiet_hours = $11, enabled = $12, updated_at = now()
+    rate_limit_s = $10, quiet_hours = $11, enabled = $12, selector = $13, updated_at = now()
 WHERE id = $1
 RETURNING {_CHANNEL_COLUMNS}
 """
@@ -66,10 +66,11 @@ VALUES ($1, 'test', now(), $2)
 RETURNING {_DELIVERY_COLUMNS}
 """
 
-# The router's batch: unrouted events, oldest first, $1 at most, with their job's name and queue
+# The router's batch: unrouted events, oldest first, $1 at most, with their job's name, queue and
+# labels (a channel's selector)
 # and their run's facts (a deleted job's events went with it: ON DELETE CASCADE).
 EVENTS_UNROUTED = """
-SELECT e.id, e.job_id, e.run_id, e.kind, e.occurred_at, e.detail, j.name AS job_name, j.queue,
+SELECT e.id, e.job_id, e.run_id, e.kind, e.occurred_at, e.detail, j.name AS job_name, j.queue, j.labels,
        r.state AS run_state, r.scheduled_for AS run_scheduled_for, r.attempt AS run_attempt, r.error AS run_error
 FROM job_events e
 JOIN jobs j ON j.id = e.job_id
@@ -185,13 +186,14 @@ class EventRow(msgspec.Struct, kw_only=True):
     detail: dict[str, Any]
     job_name: str
     queue: str
+    labels: dict[str, str] = {}
     run_state: str | None
     run_scheduled_for: datetime | None
     run_attempt: int | None
     run_error: str | None
 
     def facts(self) -> EventFacts:
-        return EventFacts(self.id, self.job_id, self.queue, self.kind, self.occurred_at, self.detail)
+        return EventFacts(self.id, self.job_id, self.queue, self.kind, self.occurred_at, self.detail, self.labels)
 
 
 def _channel(row: asyncpg.Record | dict[str, Any]) -> ch.Channel:
@@ -203,7 +205,7 @@ def _args(fields: ch.ChannelFields) -> tuple[Any, ...]:
     quiet = None if fields.quiet_hours is None else msgspec.to_builtins(fields.quiet_hours)
     return (
         fields.name, fields.kind, config, secrets, fields.jobs, fields.queues, list(fields.events),
-        fields.after_failures, fields.rate_limit_s, quiet, fields.enabled,
+        fields.after_failures, fields.rate_limit_s, quiet, fields.enabled, fields.selector,
     )  # fmt: skip
 
 

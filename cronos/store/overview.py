@@ -46,9 +46,12 @@ class OverviewStore:
     def __init__(self, pool: asyncpg.Pool) -> None:
         self._pool = pool
 
-    async def jobs(self, status: str | None, search: str | None, after_id: int, limit: int) -> list[JobRow]:
+    async def jobs(
+        self, status: str | None, search: str | None, after_id: int, limit: int, selector: str | None = None
+    ) -> list[JobRow]:
+        """A page of the console's jobs list; `selector` a cronos.selectors.jsonpath (None: every job)."""
         with translate_errors():
             rows = await self._pool.fetch(
-                q.JOB_OVERVIEW, status, name_pattern(search), after_id, limit, RATE_OVER, RECENT
+                q.JOB_OVERVIEW, status, name_pattern(search), after_id, limit, RATE_OVER, RECENT, selector
             )
         return [to_struct(row, JobRow) for row in rows]

@@ -43,20 +43,21 @@ PING = "SELECT extract(epoch FROM clock_timestamp())::float8"
 JOB_INSERT = """
 INSERT INTO jobs (name, cron_expression, timezone, kind, payload, timeout_s, max_retries, retry_backoff_s,
     concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, managed_by, parents, queue, run_at,
-    start_at, end_at, max_runs, catchup_max_per_s, expectations, every, anchor, calendars, last_scheduled_for)
+    start_at, end_at, max_runs, catchup_max_per_s, expectations, every, anchor, calendars, labels, owner,
+    last_scheduled_for)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24,
-    $25,
+    $25, $26, $27,
     least(now(), $17::timestamptz - interval '1 microsecond'))
 RETURNING id, name, cron_expression, timezone, kind, payload, timeout_s, max_retries, retry_backoff_s,
     concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, revision, last_scheduled_for,
     created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs, catchup_max_per_s,
-    expectations, every, anchor, calendars, paused_until, pause_note
+    expectations, every, anchor, calendars, paused_until, pause_note, labels, owner
 """
 JOB_GET = """
 SELECT id, name, cron_expression, timezone, kind, payload, timeout_s, max_retries, retry_backoff_s,
     concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, revision, last_scheduled_for,
     created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs, catchup_max_per_s,
-    expectations, every, anchor, calendars, paused_until, pause_note
+    expectations, every, anchor, calendars, paused_until, pause_note, labels, owner
 FROM jobs
 WHERE id = $1
 """
@@ -64,7 +65,7 @@ JOB_GET_FOR_UPDATE = """
 SELECT id, name, cron_expression, timezone, kind, payload, timeout_s, max_retries, retry_backoff_s,
     concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, revision, last_scheduled_for,
     created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs, catchup_max_per_s,
-    expectations, every, anchor, calendars, paused_until, pause_note
+    expectations, every, anchor, calendars, paused_until, pause_note, labels, owner
 FROM jobs
 WHERE id = $1 FOR UPDATE
 """
@@ -76,14 +77,34 @@ JOB_LIST = """
 WITH page AS (SELECT id, name, cron_expression, timezone, kind, payload, timeout_s, max_retries,
     retry_backoff_s, concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, revision,
     last_scheduled_for, created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs,
-    catchup_max_per_s, expectations, every, anchor, calendars, paused_until, pause_note,
+    catchup_max_per_s, expectations, every, anchor, calendars, paused_until, pause_note, labels, owner,
     octet_length(payload::text) AS size FROM jobs
     WHERE ($1::text IS NULL OR status = $1) AND id > $2 ORDER BY id LIMIT $3),
     sized AS (SELECT *, sum(size) OVER (ORDER BY id) - size AS before FROM page)
 SELECT id, name, cron_expression, timezone, kind, payload, timeout_s, max_retries, retry_backoff_s,
     concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, revision, last_scheduled_for,
     created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs, catchup_max_per_s,
-    expectations, every, anchor, calendars, paused_until, pause_note, (SELECT count(*) FROM page) AS fetched
+    expectations, every, anchor, calendars, paused_until, pause_note, labels, owner, (SELECT count(*) FROM page)
+    AS fetched
+FROM sized
+WHERE before < $4
+ORDER BY id
+"""
+# JOB_LIST of the jobs whose labels match the selector $5 (cronos.selectors.jsonpath): its
+# positive tests are answered by the GIN index jobs_labels (migration 0034).
+JOB_LIST_SELECTED = """
+WITH page AS (SELECT id, name, cron_expression, timezone, kind, payload, timeout_s, max_retries,
+    retry_backoff_s, concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, revision,
+    last_scheduled_for, created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs,
+    catchup_max_per_s, expectations, every, anchor, calendars, paused_until, pause_note, labels, owner,
+    octet_length(payload::text) AS size FROM jobs
+    WHERE ($1::text IS NULL OR status = $1) AND labels @@ $5::jsonpath AND id > $2 ORDER BY id LIMIT $3),
+    sized AS (SELECT *, sum(size) OVER (ORDER BY id) - size AS before FROM page)
+SELECT id, name, cron_expression, timezone, kind, payload, timeout_s, max_retries, retry_backoff_s,
+    concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, revision, last_scheduled_for,
+    created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs, catchup_max_per_s,
+    expectations, every, anchor, calendars, paused_until, pause_note, labels, owner, (SELECT count(*) FROM page)
+    AS fetched
 FROM sized
 WHERE before < $4
 ORDER BY id
@@ -100,8 +121,8 @@ SET name = $2, cron_expression = $3, timezone = $4, kind = $5, payload = $6, tim
     retry_backoff_s = $9, concurrency_policy = $10, misfire_policy = $11, misfire_grace_s = $12, jitter_s = $13,
     status = $14, managed_by = $15, parents = $16, queue = $17, run_at = $18, start_at = $19, end_at = $20,
     max_runs = $21, catchup_max_per_s = $22, expectations = $23, every = $24, anchor = $25, calendars = $26,
-    revision = $27, plan_revision = CASE WHEN $28::boolean THEN $27 ELSE plan_revision END,
-    last_scheduled_for = CASE WHEN $28::boolean THEN now() WHEN $29::boolean THEN greatest(last_scheduled_for,
+    labels = $27, owner = $28, revision = $29, plan_revision = CASE WHEN $30::boolean THEN $29 ELSE plan_revision END,
+    last_scheduled_for = CASE WHEN $30::boolean THEN now() WHEN $31::boolean THEN greatest(last_scheduled_for,
     now()) ELSE last_scheduled_for END, updated_at = now(),
     paused_until = CASE WHEN $14 = 'paused' THEN paused_until END,
     pause_note = CASE WHEN $14 = 'paused' THEN pause_note END
@@ -109,7 +130,7 @@ WHERE id = $1
 RETURNING id, name, cron_expression, timezone, kind, payload, timeout_s, max_retries, retry_backoff_s,
     concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, revision, last_scheduled_for,
     created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs, catchup_max_per_s,
-    expectations, every, anchor, calendars, paused_until, pause_note
+    expectations, every, anchor, calendars, paused_until, pause_note, labels, owner
 """
 # $2 'active' or 'paused' (a change: the caller read the row locked), $3 the new revision number,
 # $4 when the leader lifts the pause (null: never) and $5 its note (both null on a resume).
@@ -122,7 +143,7 @@ WHERE id = $1
 RETURNING id, name, cron_expression, timezone, kind, payload, timeout_s, max_retries, retry_backoff_s,
     concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, revision, last_scheduled_for,
     created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs, catchup_max_per_s,
-    expectations, every, anchor, calendars, paused_until, pause_note
+    expectations, every, anchor, calendars, paused_until, pause_note, labels, owner
 """
 # The signing secret, only where the API shows it: after a create, and on rotation.
 JOB_WEBHOOK_SECRET = "SELECT webhook_secret FROM jobs WHERE id = $1"
@@ -1045,9 +1066,9 @@ WHERE job_id = ANY($1::bigint[])
 # id, how many match in all (beyond the cap: dropped), and each one's streak of failures and newest
 # success (its health row's, or the newest among its newest $3 runs; after HEALTH_PLAN).
 HEALTH_METRICS = """
-WITH chosen AS (SELECT id, name, count(*) OVER () AS total FROM jobs
+WITH chosen AS (SELECT id, name, labels, count(*) OVER () AS total FROM jobs
     WHERE cardinality($1::text[]) = 0 OR name LIKE ANY($1::text[]) ORDER BY id LIMIT $2)
-SELECT c.id AS job_id, c.name, c.total, coalesce(h.consecutive_failures, 0) AS consecutive_failures,
+SELECT c.id AS job_id, c.name, c.labels, c.total, coalesce(h.consecutive_failures, 0) AS consecutive_failures,
     greatest(h.last_success_at, (SELECT r.finished_at FROM (SELECT state, finished_at FROM runs
         WHERE job_id = c.id ORDER BY id DESC LIMIT $3) r WHERE r.state = 'completed' LIMIT 1)) AS last_success_at
 FROM chosen c
@@ -1165,6 +1186,7 @@ LIMIT $3
 JOB_OVERVIEW = """
 WITH page AS (SELECT id, name, cron_expression, timezone, kind, status, every, anchor FROM jobs
     WHERE ($1::text IS NULL OR status = $1) AND ($2::text IS NULL OR name ILIKE $2) AND id > $3
+    AND ($7::jsonpath IS NULL OR labels @@ $7::jsonpath)
     ORDER BY id LIMIT $4)
 SELECT p.id, p.name, p.cron_expression, p.timezone, p.kind, p.status, p.every, p.anchor,
     l.id AS run_id, l.state AS run_state,
@@ -1228,7 +1250,7 @@ TICK_RUNS = """
 SELECT id, scheduled_for, attempt, trigger, revision, state, started_at, skip_reason, due_at
 FROM runs
 WHERE job_id = $1 AND scheduled_for > $2 AND scheduled_for <= $3
-  AND trigger IN ('schedule', 'retry')
+  AND trigger IN ('schedule', 'retry', 'backfill')
 ORDER BY scheduled_for, attempt
 """
 
@@ -1245,7 +1267,7 @@ JOB_GET_KEY_SHARE = """
 SELECT id, name, cron_expression, timezone, kind, payload, timeout_s, max_retries, retry_backoff_s,
     concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, revision, last_scheduled_for,
     created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs, catchup_max_per_s,
-    every, anchor
+    expectations, every, anchor, calendars, paused_until, pause_note, labels, owner
 FROM jobs
 WHERE id = $1 FOR KEY SHARE
 """
@@ -1343,7 +1365,7 @@ PAUSES_DUE = """
 SELECT id, name, cron_expression, timezone, kind, payload, timeout_s, max_retries, retry_backoff_s,
     concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, revision, last_scheduled_for,
     created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs, catchup_max_per_s,
-    calendars, paused_until, pause_note
+    expectations, every, anchor, calendars, paused_until, pause_note, labels, owner
 FROM jobs
 WHERE status = 'paused' AND paused_until <= now()
 ORDER BY id
@@ -1351,6 +1373,22 @@ LIMIT $1
 FOR UPDATE SKIP LOCKED
 """
 PAUSES_NEXT = "SELECT min(paused_until) FROM jobs WHERE status = 'paused' AND paused_until IS NOT NULL"
+
+# --- backfill (API; cronos.backfill decides, cronos.store.backfill applies) ----------------------
+
+# What the ledger holds about job $1's ticks in [$2, $3) (cronos.backfill.TickFacts), every trigger
+# counted (a re-run by hand is a run of its tick): each tick's highest attempt and its state,
+# whether a run of it ever started, its runs not ended. One snapshot, read under RERUN_LOCK. A
+# cancelled run counts as started: an operator's decision, not a gap an outage left.
+BACKFILL_TICK_FACTS = """
+SELECT scheduled_for, max(attempt) AS last_attempt, (array_agg(state ORDER BY attempt DESC))[1] AS last_state,
+    bool_or(state IN ('running', 'completed', 'failed', 'cancelled')) AS started,
+    coalesce(array_agg(id ORDER BY id) FILTER (WHERE finished_at IS NULL), '{}') AS unfinished
+FROM runs
+WHERE job_id = $1 AND scheduled_for >= $2 AND scheduled_for < $3
+GROUP BY scheduled_for
+"""
+
 # --- the fleet's planned starts (cronos.store.fleet; api.routes_fleet, schedule lint's herd) ----
 
 # Active repeating jobs grouped by what decides their starts: (expression, zone, jitter). Ids only

@@ -128,6 +128,22 @@ def _calendars(url: str) -> None:
     assert any(run["skip_reason"] == "blackout:deploy" for run in runs), runs
 
 
+def _backfilled(url: str) -> None:
+    """docs/backfill.md: the paused job's past ticks ran as backfill runs, each its tick's attempt 1."""
+    done = block_until(lambda: _ran(url, 1, trigger="backfill"), timeout=30, what="a backfill run")
+    runs = [run for run in _get(f"{url}/api/jobs/1/runs")["items"] if run["trigger"] == "backfill"]
+    assert runs and all(run["attempt"] == 1 for run in runs) and done["scheduled_for"] < done["created_at"], runs
+
+
+def _labelled(url: str) -> None:
+    """docs/labels.md: the selector finds the data team's jobs, the bulk trigger ran the web team's."""
+    data = _get(f"{url}/api/jobs?selector=team%3Ddata")["items"]
+    assert sorted(job["name"] for job in data) == ["orders-export", "users-export"], data
+    assert all(job["status"] == "active" and job["managed_by"]["tool"] == "cronos-apply" for job in data), data
+    web = _get(f"{url}/api/jobs?selector=team%3Dweb")["items"]
+    block_until(lambda: _ran(url, web[0]["id"]), timeout=30, what="the bulk-triggered run of cache-warm")
+
+
 def _intervals_ran(url: str) -> None:
     """docs/intervals.md: the heartbeat's scheduled runs fell on its 2 s ticks, then on its 3 s ones."""
     runs = [run for run in _get(f"{url}/api/jobs/1/runs")["items"] if run["trigger"] == "schedule"]
@@ -143,6 +159,8 @@ AFTERWARDS: dict[str, Callable[[str], None]] = {
     "docs/jobs-as-code.md": _applied,
     "docs/run-now.md": _rerun_ran,
     "docs/calendars.md": _calendars,
+    "docs/backfill.md": _backfilled,
+    "docs/labels.md": _labelled,
     "docs/intervals.md": _intervals_ran,
 }
 

@@ -49,6 +49,8 @@ BAD = [
      "$.quiet_hours.timezone"),
     ({"name": "x", "kind": "slack", "url": SLACK, "colour": "red"}, "$.colour"),
     ({"name": "x", "kind": "slack", "url": "***"}, "$.url"),
+    ({"name": "x", "kind": "slack", "url": SLACK, "selector": "team in ()"}, "$.selector"),
+    ({"name": "x", "kind": "slack", "url": SLACK, "selector": "Team/x=1"}, "$.selector"),
 ]  # fmt: skip
 
 
@@ -136,3 +138,15 @@ async def test_scopes_names_and_deliveries(api: Api, pg_pool: asyncpg.Pool) -> N
     assert await api.walk("/api/channels/history", 1) == [e["id"] for e in entries]
     assert (await api.call("GET", f"/api/channels/{chat['id']}/deliveries")).status == 404
     assert await pg_pool.fetchval("SELECT count(*) FROM notification_deliveries") == 0
+
+
+async def test_a_selector_scopes_a_channel_and_is_checked(api: Api) -> None:
+    labelled = await _create(api, name="data", kind="slack", url=SLACK, selector="team=data, env notin (dev)")
+    assert labelled["selector"] == "team=data, env notin (dev)"
+    patched = await api.call("PATCH", f"/api/channels/{labelled['id']}", json={"selector": "team"})
+    assert patched.status == 200 and patched.body["selector"] == "team", patched.body
+    bad = await api.call("PATCH", f"/api/channels/{labelled['id']}", json={"selector": "team in ()"})
+    assert bad.status == 422 and bad.body["field"] == "$.selector", bad.body
+    cleared = await api.call("PATCH", f"/api/channels/{labelled['id']}", json={"selector": None})
+    assert cleared.status == 200 and cleared.body["selector"] is None, cleared.body
+    assert (await api.call("DELETE", f"/api/channels/{labelled['id']}")).status == 204

@@ -223,6 +223,40 @@ async def test_per_job_metrics_are_capped_and_allow_listed(pg_pool: asyncpg.Pool
     assert _series("cronos_job_consecutive_failures") == {}
 
 
+async def test_allow_listed_label_keys_are_labels_of_the_per_job_series(pg_pool: asyncpg.Pool, epoch: int) -> None:
+    labelled = await create(pg_pool, labels={"team": "data", "example.com/tier": "gold", "secret-ish": "no"})
+    bare = await create(pg_pool)
+    await run(pg_pool, labelled, "completed", tick_ago_s=20)
+    names = {j: await pg_pool.fetchval("SELECT name FROM jobs WHERE id = $1", j) for j in (labelled, bare)}
+    ev = evaluator(pg_pool, epoch, metrics_jobs=list(names.values()), metric_label_keys=["team", "example.com/tier"])
+    await ev.export()
+    got = {
+        s.labels["job_name"]: (s.labels, s.value)
+        for family in metrics.REGISTRY.collect()
+        for s in family.samples
+        if s.name == "cronos_job_consecutive_failures"
+    }
+    tier = "label_example_com_tier"  # example.com/tier: / and . as _
+    assert got[names[labelled]][0] == {"job_name": names[labelled], "label_team": "data", tier: "gold"}
+    assert got[names[bare]][0] == {"job_name": names[bare], "label_team": "", tier: ""}
+    assert set(got) == set(names.values())  # only the allow-listed keys: `secret-ish` is not exported
+    success = {
+        s.labels["job_name"]: s.labels.get("label_team")
+        for family in metrics.REGISTRY.collect()
+        for s in family.samples
+        if s.name == "cronos_job_last_success_timestamp_seconds"
+    }
+    assert success == {names[labelled]: "data"}
+    await evaluator(pg_pool, epoch, metrics_jobs=list(names.values())).export()  # no keys: job_name alone again
+    assert all(
+        set(s.labels) == {"job_name"}
+        for family in metrics.REGISTRY.collect()
+        for s in family.samples
+        if s.name == "cronos_job_consecutive_failures"
+    )
+    metrics.forget_jobs()
+
+
 def _series(name: str) -> dict[str, float]:
     return {
         s.labels["job_name"]: s.value

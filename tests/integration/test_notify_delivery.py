@@ -118,6 +118,30 @@ async def test_events_reach_every_job_the_listed_jobs_or_the_listed_queues(
     assert await pg_pool.fetchval("SELECT count(*) FROM job_events WHERE routed_at IS NULL") == 0
 
 
+async def test_a_selector_channel_hears_of_the_jobs_whose_labels_match(
+    api: Api, notifier: Notifier, pg_pool: asyncpg.Pool
+) -> None:
+    prod = (await api.create(name="orders", labels={"team": "data", "env": "prod"}))["id"]
+    dev = (await api.create(name="orders-dev", labels={"team": "data", "env": "dev"}))["id"]
+    web = (await api.create(name="cache", queue="reports", labels={"team": "web"}))["id"]
+    async with http_receiver() as receiver:
+        data = await _channel(api, name="data", kind="webhook", url=receiver.url + "/d", selector="team=data,env!=dev")
+        either = await _channel(api, name="either", kind="webhook", url=receiver.url + "/e", queues=["reports"],
+                                selector="env=dev")  # fmt: skip
+        async with pg_pool.acquire() as conn:
+            await insert_events(conn, [_event(j, "failed", f"failed:{j}") for j in (prod, dev, web)])
+        assert await notifier.route_once(NOW) == 3
+        await _sending(notifier, lambda: len(receiver.seen) == 3)
+    assert [d["job_id"] for d in await _deliveries(api, data["id"])] == [prod]
+    assert sorted(d["job_id"] for d in await _deliveries(api, either["id"])) == sorted([dev, web])
+    # A label changed after the event does not re-route it; the next event follows the new labels.
+    assert (await api.call("PATCH", f"/api/jobs/{dev}", json={"labels": {"team": "data", "env": "prod"}})).status == 200
+    async with pg_pool.acquire() as conn:
+        await insert_events(conn, [_event(dev, "failed", f"failed-again:{dev}", at=NOW + timedelta(seconds=1))])
+    assert await notifier.route_once(NOW) == 1
+    assert sorted(d["job_id"] for d in await _deliveries(api, data["id"])) == sorted([prod, dev])
+
+
 async def test_a_webhook_is_signed_and_carries_the_run_the_tick_and_a_link(
     api: Api, notifier: Notifier, pg_pool: asyncpg.Pool
 ) -> None:

@@ -33,6 +33,7 @@ EVERY_SECOND: dict[str, Any] = {
     "status": "active",
     "parents": [],
     "queue": "default",
+    "labels": {},  # not nullable, like parents: a creation records it
 }
 
 

@@ -8,6 +8,7 @@ import pytest
 
 from cronos.notify import message as msg
 from cronos.notify.rules import EventFacts, Outcome, QuietHours, Rule, applies, decide, quiet_until, retry_at, route
+from cronos.selectors import parse
 
 T0 = datetime(2030, 3, 1, 12, 0, tzinfo=UTC)
 
@@ -26,6 +27,19 @@ def test_scope_every_job_listed_jobs_listed_queues_and_kinds() -> None:
     assert not applies(Rule(1, queues=frozenset({"reports"})), _event(queue="default"))
     assert applies(Rule(1, job_ids=frozenset({9}), queues=frozenset({"reports"})), _event(job=1, queue="reports"))
     assert not applies(Rule(1, enabled=False), _event())
+
+
+def test_a_selector_adds_the_jobs_whose_labels_match() -> None:
+    data = parse("team=data,env!=dev")
+    prod = EventFacts(1, 1, "default", "failed", T0, {}, {"team": "data", "env": "prod"})
+    dev = EventFacts(2, 2, "default", "failed", T0, {}, {"team": "data", "env": "dev"})
+    web = EventFacts(3, 3, "reports", "failed", T0, {}, {"team": "web"})
+    assert applies(Rule(1, selector=data), prod)
+    assert not applies(Rule(1, selector=data), dev) and not applies(Rule(1, selector=data), web)
+    assert not applies(Rule(1, selector=data), _event())  # a job without labels
+    both = Rule(1, queues=frozenset({"reports"}), selector=data)  # either scope: the union
+    assert [applies(both, e) for e in (prod, dev, web)] == [True, False, True]
+    assert [r.event_id for r in route([prod, dev, web], [Rule(1, selector=data)], {}, T0)] == [1]
 
 
 def test_after_n_failures_and_recovery_only_past_the_threshold() -> None:

@@ -52,6 +52,9 @@ def test_overrides_and_node_id(tmp_path: Path) -> None:
         ("CRONOS_ALLOW_SHELL", "maybe"),
         ("CRONOS_KEY_PREFIX", "a b"),
         ("CRONOS_RUN_LEASE_S", "-1"),
+        ("CRONOS_METRIC_LABEL_KEYS", "a,b,c,d,e,f"),
+        ("CRONOS_METRIC_LABEL_KEYS", "team,-bad"),
+        ("CRONOS_METRIC_LABEL_KEYS", "a.b,a_b"),
     ],
 )
 def test_bad_value_names_the_variable(variable: str, value: str, tmp_path: Path) -> None:
@@ -109,3 +112,9 @@ def test_queues_an_executor_serves(tmp_path: Path) -> None:
     for bad in ("", " , ", "a b", "a:b"):
         with pytest.raises(ConfigError, match="CRONOS_QUEUES"):
             load_settings({"CRONOS_QUEUES": bad}, env_file=None)
+
+
+def test_metric_label_keys_are_a_short_list_of_label_keys() -> None:
+    assert load_settings({}, env_file=None).metric_label_keys == ()
+    keys = load_settings({"CRONOS_METRIC_LABEL_KEYS": " team, example.com/tier ,team"}, env_file=None)
+    assert keys.metric_label_keys == ("team", "example.com/tier")

@@ -19,6 +19,7 @@ function scope(c) {
   const parts = [];
   if (c.jobs) parts.push(h("span", {}, "jobs ", c.jobs.map((id, i) => [i ? ", " : "", h("a", { href: `#/jobs/${id}` }, String(id))])));
   if (c.queues) parts.push(`queues ${c.queues.join(", ")}`);
+  if (c.selector) parts.push(h("span", {}, "labels ", h("code", {}, c.selector)));
   return parts.length ? parts : "every job";
 }
 
@@ -45,6 +46,7 @@ function createForm(done) {
   const events = h("input", { id: "ch-events", value: "failed,recovered,missed", title: EVENTS.join(", ") });
   const jobs = h("input", { id: "ch-jobs", placeholder: "every job", inputmode: "numeric" });
   const queues = h("input", { id: "ch-queues", placeholder: "every queue" });
+  const selector = h("input", { id: "ch-selector", placeholder: "team=data,env!=dev", autocomplete: "off" });
   const after = h("input", { id: "ch-after", type: "number", min: 1, value: 1 });
   const rate = h("input", { id: "ch-rate", type: "number", min: 0, value: 0 });
   const secret = h("p", { id: "ch-secret", "aria-live": "polite" });
@@ -52,7 +54,8 @@ function createForm(done) {
     h("div", { class: "form-grid" },
       field("ch-name", "Name", name), field("ch-kind", "Kind", kind), field("ch-url", "URL", url),
       field("ch-events", "Events (comma-separated)", events), field("ch-jobs", "Job ids (comma-separated)", jobs),
-      field("ch-queues", "Queues (comma-separated)", queues), field("ch-after", "After N failures", after),
+      field("ch-queues", "Queues (comma-separated)", queues), field("ch-selector", "Labels (selector)", selector),
+      field("ch-after", "After N failures", after),
       field("ch-rate", "Rate limit (s)", rate)),
     h("div", { class: "actions" }, h("button", { type: "submit", class: "primary" }, "Add channel")), secret);
   form.addEventListener("submit", async (event) => {
@@ -61,6 +64,7 @@ function createForm(done) {
       after_failures: Number(after.value), rate_limit_s: Number(rate.value) };
     if (csv(jobs.value).length) body.jobs = csv(jobs.value).map(Number);
     if (csv(queues.value).length) body.queues = csv(queues.value);
+    if (selector.value.trim()) body.selector = selector.value.trim();
     try {
       const created = await post("/api/channels", body);
       flash(`Channel ${created.name} added`);

@@ -3,7 +3,7 @@
 // Every writable field of a job is here; an edit sends only what differs from the job as loaded
 // (api/ui/edits.js), so a save that changes nothing writes nothing.
 import { ApiError, get, patch, post, query } from "../api.js";
-import { changedFields, parseIds, parseNumber } from "../edits.js";
+import { changedFields, parseIds, parseLabels, parseNumber } from "../edits.js";
 import { flash } from "../feedback.js";
 import { flashSaved } from "./warnings.js";
 import { h, local, replace, utc } from "../dom.js";
@@ -99,6 +99,9 @@ export async function formPage(main, [id]) {
     queue: text("queue", value("queue", "default"), { required: true, maxlength: 64, pattern: "[A-Za-z0-9_\\-]+" }),
     parents: text("parents", value("parents", []).join(", "), { placeholder: "e.g. 12, 40", inputmode: "numeric" }),
     calendars: text("calendars", calendarsText(value("calendars", [])), { placeholder: "e.g. holidays, weekdays:allow" }),
+    labels: text("labels", Object.entries(value("labels", {})).map(([k, v]) => `${k}=${v}`).join(", "),
+      { placeholder: "e.g. team=data, env=prod" }),
+    owner: text("owner", value("owner", null) ?? "", { maxlength: 253, placeholder: "none" }),
   };
   // Secrets come back as "***"; sent back unchanged, the API keeps the stored value (and an
   // untouched payload is not sent at all).
@@ -231,6 +234,10 @@ export async function formPage(main, [id]) {
           "It also runs after each successful run of each of these jobs."),
         field("calendars", "Calendars", controls.calendars,
           "Skips its ticks on a calendar's days (NAME) or on every other day (NAME:allow); see Calendars."))),
+    h("details", { id: "labels-box", open }, h("summary", {}, "Labels and owner"),
+      h("div", { class: "form-grid" },
+        field("labels", "Labels", controls.labels, "key=value, separated by commas: found by selector (team=data)."),
+        field("owner", "Owner", controls.owner))),
     expect.node,
     h("p", { class: "problem", id: "form-problem", role: "alert" }),
     h("div", { class: "actions" }, save, h("a", { class: "button", href: job ? `#/jobs/${id}` : "#/jobs" }, "Cancel")));
@@ -255,7 +262,12 @@ export async function formPage(main, [id]) {
       controls.calendars.closest("details").open = true;
       return controls.calendars.focus();
     }
-    const body = { payload, parents, calendars };
+    const labels = parseLabels(controls.labels.value);
+    if (labels === undefined) {
+      problem("labels", "key=value pairs, separated by commas");
+      return controls.labels.focus();
+    }
+    const body = { payload, parents, calendars, labels, owner: controls.owner.value.trim() || null };
     for (const name of ["name", "timezone", "kind", "status", "concurrency_policy", "misfire_policy", "queue"]) {
       body[name] = controls[name].value;
     }

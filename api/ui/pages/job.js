@@ -4,6 +4,7 @@ import { ApiError, del, get, post, query } from "../api.js";
 import { flash, showError } from "../feedback.js";
 import { runChart } from "../chart.js";
 import { openTrigger } from "./trigger.js";
+import { openBackfill } from "./backfill.js";
 import { badge, fields, h, local, ms, replace, table, time, utc } from "../dom.js";
 import { jobHistory } from "./job_history.js";
 import { jobRuleFields } from "./calendars.js";
@@ -122,6 +123,7 @@ export async function jobPage(main, [id], alive) {
       h("button", { type: "button", id: "trigger", onclick: () => act("Triggered: a run is queued",
         () => post(`/api/jobs/${id}/trigger`)) }, "Trigger now"),
       h("button", { type: "button", id: "run-with-inputs", onclick: () => openTrigger(job, refresh) }, "Run now…"),
+      h("button", { type: "button", id: "backfill", onclick: () => openBackfill(job, refresh) }, "Backfill…"),
       h("a", { class: "button", href: `#/jobs/${id}/edit` }, "Edit"),
       h("button", { type: "button", id: "delete", class: "danger", onclick: async () => {
         if (!confirm(`Delete job "${job.name}" and all its runs? This cannot be undone.`)) return;

@@ -7,11 +7,12 @@ import { verdictBadge, verdicts } from "./job_health.js";
 const PAGE = 25;
 
 export async function jobsPage(main) {
-  const state = { q: "", status: "", cursors: [null] }; // cursors[i]: where page i starts
+  const state = { q: "", status: "", selector: "", cursors: [null] }; // cursors[i]: where page i starts
   const search = h("input", { id: "search", type: "search", placeholder: "Search by name", autocomplete: "off" });
   const status = h("select", { id: "status-filter" },
     h("option", { value: "" }, "All"), h("option", { value: "active" }, "Active"),
     h("option", { value: "paused" }, "Paused"));
+  const labels = h("input", { id: "label-filter", type: "search", placeholder: "team=data,env!=prod", autocomplete: "off" });
   const results = h("div", { id: "jobs", "aria-live": "polite" });
   const prev = h("button", { type: "button", id: "prev" }, "← Previous");
   const next = h("button", { type: "button", id: "next" }, "Next →");
@@ -20,8 +21,10 @@ export async function jobsPage(main) {
   async function refresh() {
     const page = state.cursors.length - 1;
     const data = await get(`/api/jobs/overview${query({
-      q: state.q, status: state.status, limit: PAGE, cursor: state.cursors[page],
-    })}`);
+      q: state.q, status: state.status, selector: state.selector, limit: PAGE, cursor: state.cursors[page],
+    })}`).catch((error) => ({ items: [], next_cursor: null, error }));
+    labels.setAttribute("aria-invalid", String(Boolean(data.error)));
+    if (data.error) return replace(results, h("p", { class: "error", role: "alert" }, data.error.message));
     const health = await verdicts(data.items);
     replace(results, table("Jobs", [
       ["Name", (j) => h("a", { href: `#/jobs/${j.id}` }, j.name)],
@@ -35,7 +38,7 @@ export async function jobsPage(main) {
         : h("span", { class: "muted" }, "none"))],
       ["Start delay", (j) => ms(j.last_run?.start_delay_ms)],
       ["Success", (j) => h("span", { title: `over the last ${j.finished} finished runs` }, percent(j.success_rate))],
-    ], data.items, state.q || state.status ? "No job matches." : "No jobs yet: create one with New job."));
+    ], data.items, state.q || state.status || state.selector ? "No job matches." : "No jobs yet: create one with New job."));
     prev.disabled = page === 0;
     next.disabled = !data.next_cursor;
     next.onclick = () => { state.cursors.push(data.next_cursor); refresh(); };
@@ -49,13 +52,15 @@ export async function jobsPage(main) {
     typing = setTimeout(() => { state.q = search.value.trim(); restart(); }, 250);
   });
   status.addEventListener("change", () => { state.status = status.value; restart(); });
+  labels.addEventListener("change", () => { state.selector = labels.value.trim(); restart(); });
   prev.addEventListener("click", () => { if (state.cursors.length > 1) { state.cursors.pop(); refresh(); } });
 
   replace(main,
     h("div", { class: "title" }, h("h1", {}, "Jobs"), h("a", { class: "button primary", href: "#/new" }, "New job")),
     h("div", { class: "filters" },
       h("label", { for: "search", class: "sr-only" }, "Search by name"), search,
-      h("span", { class: "nowrap" }, h("label", { for: "status-filter" }, "Status "), status)),
+      h("span", { class: "nowrap" }, h("label", { for: "status-filter" }, "Status "), status),
+      h("span", { class: "nowrap" }, h("label", { for: "label-filter" }, "Labels "), labels)),
     results,
     h("div", { class: "pager" }, prev, where, next));
   await refresh();
