@@ -120,6 +120,7 @@ def outcome_of(
             result=result,
             duration_ms=duration_ms,
             scheduled_for=run.scheduled_for,
+            holds_slot=run.concurrency_group is not None,
         )
     trace: str | None = None
     if isinstance(failure, asyncio.CancelledError):
@@ -140,4 +141,5 @@ def outcome_of(
         result=result,
         duration_ms=duration_ms,
         retry_delay_s=lifecycle.retry_delay_s(run.attempt, run.max_retries, run.retry_backoff_s),
+        holds_slot=run.concurrency_group is not None,
     )

@@ -525,8 +525,10 @@ RETURNING r.id
 # (a run claimed past its grace expires instead: lifecycle.expired), the job's running
 # exclusive run if any, and, for buffer_one only, whether one of the job's runs waits with an
 # earlier tick (probed in runs_waiting_job, by its columns: one entry, whatever the job's history);
-# and PostgreSQL's clock. Nothing is locked (a claim holds no lock a finish or a heartbeat could
-# wait for): a wait is checked again after it is recorded (RUNNING_JOBS_LOCKED, cronos.store.claims).
+# the job's concurrency group (a run of a grouped job also needs a slot: cronos.store.groups) and
+# whether the run holds one already; and PostgreSQL's clock. Nothing is locked (a claim holds no
+# lock a finish or a heartbeat could wait for): a wait is checked again after it is recorded
+# (RUNNING_JOBS_LOCKED, cronos.store.claims).
 # The running run is found through runs_running_exclusive (LIMIT 1: a probe per run, which the
 # planner cannot flatten into a join that reads every unfinished run; one key
 # probe; a lookup by id only when a run of the job is running: the row that table names is running,
@@ -539,9 +541,11 @@ WITH batch AS MATERIALIZED (
         AND scheduled_for < coalesce($3::timestamptz, 'infinity'))
 SELECT b.id, b.job_id, b.state, b.scheduled_for, b.attempt, b.due_at,
        j.concurrency_policy AS policy, j.jitter_s, j.misfire_grace_s, clock_timestamp() AS now,
+       j.concurrency_group AS grp, CASE WHEN j.concurrency_group IS NOT NULL THEN EXISTS (
+           SELECT 1 FROM concurrency_group_slots s WHERE s.run_id = b.id) ELSE false END AS holds_slot,
        o.scheduled_for AS ahead_scheduled_for, o.attempt AS ahead_attempt, o.started_at AS ahead_started_at,
        CASE WHEN j.concurrency_policy = 'buffer_one' THEN (
-           SELECT count(*) FROM (SELECT 1 FROM runs w WHERE w.state = 'waiting'
+           SELECT count(*) FROM (SELECT 1 FROM runs w WHERE w.state = 'waiting' AND w.waiting_for IS NULL
              AND (w.job_id, w.scheduled_for, w.attempt) < (b.job_id, b.scheduled_for, b.attempt) AND w.job_id = b.job_id
              ORDER BY w.job_id, w.scheduled_for, w.attempt LIMIT 1) e) ELSE 0 END AS earlier_waiting
 FROM batch b JOIN jobs j ON j.id = b.job_id
@@ -554,7 +558,8 @@ ORDER BY b.id
 """
 # queued -> running (claimed), in one statement, the runs of $1 whose claim needs no other fact
 # (lifecycle.claims_at_once): still queued, within their misfire grace (at least 1 s), the only run
-# of their job in the batch, and their job allows overlap or has no run running. By node $2 with a
+# of their job in the batch, and their job allows overlap or has no run running, and names no
+# concurrency group (those need a slot: CLAIM_FACTS, cronos.store.groups). By node $2 with a
 # lease of $3 seconds; ticks in [$4, $5); each `exclusive` as its job's policy is now (read in this
 # statement). The batch is read by id alone (a state named there would plan the read on a state's
 # partial index: every queued run). Locked in id order. The others are decided from CLAIM_FACTS.
@@ -569,7 +574,7 @@ WITH batch AS MATERIALIZED (
 free AS MATERIALIZED (
     SELECT b.id
     FROM batch b JOIN jobs j ON j.id = b.job_id
-    WHERE b.of_job = 1 AND b.state = 'queued'
+    WHERE b.of_job = 1 AND b.state = 'queued' AND j.concurrency_group IS NULL
       AND b.due_at + make_interval(secs => greatest(j.misfire_grace_s, 1)) >= clock_timestamp()
       AND (j.concurrency_policy = 'allow'
            OR NOT EXISTS (SELECT 1 FROM runs_running_exclusive x WHERE x.job_id = b.job_id))),
@@ -612,12 +617,12 @@ RETURNING r.id, r.job_id, r.scheduled_for, r.attempt, r.trigger, r.epoch, r.star
           j.webhook_secret
 """
 # queued -> waiting (waited): the runs $1; their tokens are acknowledged and their tick locks
-# released, and their predecessor's end wakes them. Returns their jobs.
+# released, and their predecessor's end wakes them (waiting_for NULL: not a group's). Returns their jobs.
 RUNS_WAIT = """
 WITH locked AS MATERIALIZED (
     SELECT id, state, scheduled_for FROM runs WHERE id = ANY($1::bigint[]) AND finished_at IS NULL
     ORDER BY id FOR NO KEY UPDATE)
-UPDATE runs r SET state = 'waiting', pushed_epoch = NULL
+UPDATE runs r SET state = 'waiting', pushed_epoch = NULL, waiting_for = NULL
 FROM locked l WHERE r.id = l.id AND r.scheduled_for = l.scheduled_for AND l.state = 'queued'
 RETURNING r.id, r.job_id
 """
@@ -714,7 +719,8 @@ FROM unnest($2::bigint[]) AS f(job_id)
 JOIN jobs j ON j.id = f.job_id
 CROSS JOIN LATERAL (
     SELECT id, scheduled_for, attempt, due_at FROM runs
-    WHERE job_id = f.job_id AND state = 'waiting' ORDER BY job_id, scheduled_for, attempt LIMIT $3) w
+    WHERE job_id = f.job_id AND state = 'waiting' AND waiting_for IS NULL
+    ORDER BY job_id, scheduled_for, attempt LIMIT $3) w
 WHERE NOT EXISTS (SELECT 1 FROM runs_running_exclusive x WHERE x.job_id = f.job_id)
 """
 # New queued runs (retried, chained, and the API's triggered): one per row of the arrays $1 job,
@@ -738,9 +744,12 @@ FROM (SELECT 1 FROM runs WHERE state = 'queued'
     AND due_at < now() - make_interval(secs => $1) LIMIT $2) AS overdue
 """
 
-# Reaper (leader, fenced by EPOCH_GUARD).
+# Reaper (leader, fenced by EPOCH_GUARD): runs whose lease expired, and whether each holds a slot of
+# its job's concurrency group (its end frees it).
 LOST_RUNS = """
-SELECT r.id, r.node_id, r.scheduled_for, r.attempt, j.kind, j.max_retries, j.retry_backoff_s
+SELECT r.id, r.node_id, r.scheduled_for, r.attempt, j.kind, j.max_retries, j.retry_backoff_s,
+       j.concurrency_group IS NOT NULL AND EXISTS (SELECT 1 FROM concurrency_group_slots s WHERE s.run_id = r.id)
+           AS holds_slot
 FROM runs r
 JOIN jobs j ON j.id = r.job_id
 WHERE r.state = 'running' AND r.lease_until < now()
@@ -757,7 +766,7 @@ SELECT w.id AS run_id, w.job_id, w.scheduled_for, w.attempt, w.due_at, w.earlier
        o.scheduled_for AS ahead_scheduled_for, o.attempt AS ahead_attempt, o.started_at AS ahead_started_at
 FROM (SELECT id, job_id, scheduled_for, attempt, due_at,
              row_number() OVER (PARTITION BY job_id ORDER BY scheduled_for, attempt) - 1 AS earlier
-      FROM runs WHERE state = 'waiting' ORDER BY job_id, scheduled_for, attempt LIMIT $1) w
+      FROM runs WHERE state = 'waiting' AND waiting_for IS NULL ORDER BY job_id, scheduled_for, attempt LIMIT $1) w
 JOIN jobs j ON j.id = w.job_id
 LEFT JOIN LATERAL (
     SELECT r.scheduled_for, r.attempt, r.started_at FROM runs r
@@ -1096,4 +1105,71 @@ RUN_INPUTS_PURGE = """
 DELETE FROM run_inputs
 WHERE (job_id, scheduled_for, attempt) IN (SELECT job_id, scheduled_for, attempt FROM run_inputs
     WHERE scheduled_for < $1 AND created_at < $1 LIMIT $2)
+"""
+
+
+# --- concurrency groups (cronos.store.groups; migration 0036) -----------------------------------
+#
+# Only runs of jobs that name a group come here: the claim of a job without one (CLAIM_FREE) and
+# its finish read none of these tables. Every statement that grants slots runs after GROUPS_LOCK
+# in its transaction: the group rows' lock serializes the claims and finishes of a group, so two
+# executors cannot both take its last slot, and a finish sees every wait committed before it.
+
+# The groups $1, locked in name order (FOR UPDATE: one claim or finish of a group at a time).
+GROUPS_LOCK = """
+SELECT name, run_limit FROM concurrency_groups WHERE name = ANY($1::text[]) ORDER BY name FOR UPDATE
+"""
+# The groups of the slots the runs $1 hold, locked as GROUPS_LOCK does.
+GROUPS_LOCK_OF_RUNS = """
+SELECT name, run_limit FROM concurrency_groups
+WHERE name IN (SELECT group_name FROM concurrency_group_slots WHERE run_id = ANY($1::bigint[]))
+ORDER BY name FOR UPDATE
+"""
+# What a group's allotment (cronos.lifecycle.allot) is decided on, read after GROUPS_LOCK: for each
+# group of $1, its slots held (their runs queued or running: a run ended by any path holds none),
+# and its first $2 waiting runs in tick order; and which of the runs $3 hold a slot already (woken
+# with one).
+GROUP_FACTS = """
+SELECT 'held' AS kind, s.group_name, count(*)::integer AS held, NULL::bigint AS run_id, NULL::bigint AS job_id,
+       NULL::timestamptz AS scheduled_for
+FROM concurrency_group_slots s
+WHERE s.group_name = ANY($1::text[])
+  AND EXISTS (SELECT 1 FROM runs r WHERE r.id = s.run_id AND r.finished_at IS NULL AND r.state IN ('queued', 'running'))
+GROUP BY s.group_name
+UNION ALL
+SELECT 'waiter', g.name, NULL, w.id, w.job_id, w.scheduled_for
+FROM unnest($1::text[]) AS g(name)
+CROSS JOIN LATERAL (SELECT id, job_id, scheduled_for FROM runs WHERE state = 'waiting' AND waiting_for = g.name
+                    ORDER BY waiting_for, scheduled_for, id LIMIT $2) w
+UNION ALL
+SELECT 'holder', s.group_name, NULL, s.run_id, s.job_id, s.scheduled_for
+FROM concurrency_group_slots s WHERE s.run_id = ANY($3::bigint[])
+"""
+# Slots taken: one per row of $1 run, $2 group, $3 job, $4 tick (under GROUPS_LOCK).
+SLOTS_TAKE = """
+INSERT INTO concurrency_group_slots (run_id, group_name, job_id, scheduled_for)
+SELECT * FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::timestamptz[])
+ON CONFLICT (run_id) DO NOTHING
+"""
+# The slots of the runs $1 freed (under GROUPS_LOCK_OF_RUNS); returns their groups.
+SLOTS_RELEASE = "DELETE FROM concurrency_group_slots WHERE run_id = ANY($1::bigint[]) RETURNING group_name"
+# The leader's sweep: slots whose run ended without freeing them (replaced, expired, cancelled,
+# deleted) are deleted; and the groups runs wait for. Both read little: the slots table holds a
+# group's limit of rows, and the waiting runs of groups have their own partial index.
+SLOTS_ORPHANED = """
+DELETE FROM concurrency_group_slots s
+WHERE NOT EXISTS (SELECT 1 FROM runs r WHERE r.id = s.run_id AND r.finished_at IS NULL
+                  AND r.state IN ('queued', 'running'))
+RETURNING group_name
+"""
+GROUPS_WAITED_FOR = "SELECT DISTINCT waiting_for FROM runs WHERE state = 'waiting' AND waiting_for IS NOT NULL"
+# queued -> waiting (waited) for a group: the runs $1, each waiting for the group $2 names.
+RUNS_WAIT_GROUP = """
+WITH locked AS MATERIALIZED (
+    SELECT id, state, scheduled_for FROM runs WHERE id = ANY($1::bigint[]) AND finished_at IS NULL
+    ORDER BY id FOR NO KEY UPDATE)
+UPDATE runs r SET state = 'waiting', pushed_epoch = NULL, waiting_for = c.grp
+FROM locked l, unnest($1::bigint[], $2::text[]) AS c(id, grp)
+WHERE r.id = l.id AND r.scheduled_for = l.scheduled_for AND l.state = 'queued' AND c.id = l.id
+RETURNING r.id, r.job_id
 """
