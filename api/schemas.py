@@ -15,6 +15,7 @@ from msgspec import UNSET, Meta, UnsetType
 from api.names import PATTERN as NAME_PATTERN
 from cronos.models import (
     DEFAULT_QUEUE,
+    GROUP_PATTERN,
     QUEUE_PATTERN,
     ConcurrencyPolicy,
     Job,
@@ -81,6 +82,15 @@ Queue = Annotated[
         examples=[DEFAULT_QUEUE],
     ),
 ]
+GroupName = Annotated[
+    str,
+    Meta(
+        pattern=GROUP_PATTERN,
+        description="a concurrency group (GET /api/concurrency-groups): its runs start only while the "
+        "group has a free slot, shared with every job that names it; null: none",
+        examples=["warehouse"],
+    ),
+]
 # Windows and one-offs (issue 14): instants with their offset (RFC 3339), as every time the API shows.
 RunAt = Annotated[
     datetime,
@@ -119,6 +129,7 @@ class JobCreate(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     end_at: EndAt | None = None
     max_runs: MaxRuns | None = None
     catchup_max_per_s: CatchupPerS | None = None
+    concurrency_group: GroupName | None = None
 
 
 class JobPatch(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -145,6 +156,7 @@ class JobPatch(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     end_at: EndAt | UnsetType | None = UNSET
     max_runs: MaxRuns | UnsetType | None = UNSET
     catchup_max_per_s: CatchupPerS | UnsetType | None = UNSET
+    concurrency_group: GroupName | UnsetType | None = UNSET
 
     def changes(self) -> dict[str, Any]:
         changed = {f: v for f in self.__struct_fields__ if (v := getattr(self, f)) is not UNSET}

@@ -22,7 +22,7 @@ from typing import Any
 import asyncpg
 import msgspec
 
-from cronos.errors import Conflict, NotFound
+from cronos.errors import Conflict, InvalidInput, NotFound
 from cronos.models import JOB_WRITABLE, TERMINAL_STATUSES, Job, ManagedBy, Run
 from cronos.redact import restore_secrets
 from cronos.store import chains, revisions
@@ -35,7 +35,7 @@ log = logging.getLogger("cronos.store.jobs")
 # The columns a client may set, in JOB_INSERT / JOB_UPDATE parameter order.
 WRITABLE = JOB_WRITABLE
 # Null unless given: apply's marker (only `cronos apply` sets it), windows and one-offs, the pace.
-_NULLABLE = ("managed_by", "run_at", "start_at", "end_at", "max_runs", "catchup_max_per_s")
+_NULLABLE = ("managed_by", "run_at", "start_at", "end_at", "max_runs", "catchup_max_per_s", "concurrency_group")
 
 # bigint ids: anything larger cannot exist (and would make asyncpg raise).
 MAX_ID = 2**63 - 1
@@ -95,6 +95,15 @@ async def _runs_page(
     return rows
 
 
+def _no_group(name: str | None) -> InvalidInput:
+    """A job naming a concurrency group that does not exist (jobs.concurrency_group's foreign key)."""
+    return InvalidInput(
+        "$.concurrency_group",
+        f"no concurrency group named {name!r}: create it first (PUT /api/concurrency-groups/{name}, "
+        f"`cronos groups set {name} --limit N`, or `concurrency_groups:` in a jobs file)",
+    )
+
+
 class JobStore:
     def __init__(self, pool: asyncpg.Pool) -> None:
         self._pool = pool
@@ -112,6 +121,8 @@ class JobStore:
                     row = await conn.fetchrow(q.JOB_INSERT, *(values[name] for name in WRITABLE))
                 except asyncpg.UniqueViolationError as exc:
                     raise Conflict(f"a job named {fields['name']!r} already exists") from exc
+                except asyncpg.ForeignKeyViolationError as exc:
+                    raise _no_group(fields.get("concurrency_group")) from exc
                 job = to_struct(row, Job)
                 secret: str = await conn.fetchval(q.JOB_WEBHOOK_SECRET, job.id)
                 # Every field the job was created with (apply's marker, a window... only when set).
@@ -184,6 +195,8 @@ class JobStore:
                     )
                 except asyncpg.UniqueViolationError as exc:
                     raise Conflict(f"a job named {merged['name']!r} already exists") from exc
+                except asyncpg.ForeignKeyViolationError as exc:
+                    raise _no_group(merged.get("concurrency_group")) from exc
                 job = _job(row, job_id)
                 await revisions.record(conn, job, revisions.kind_of(changed), actor, changed)
                 await revisions.hand_over(conn, job, schedule_changed=new_schedule)

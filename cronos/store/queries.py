@@ -38,24 +38,27 @@ PING = "SELECT extract(epoch FROM clock_timestamp())::float8"
 JOB_INSERT = """
 INSERT INTO jobs (name, cron_expression, timezone, kind, payload, timeout_s, max_retries, retry_backoff_s,
     concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, managed_by, parents, queue, run_at,
-    start_at, end_at, max_runs, catchup_max_per_s, last_scheduled_for)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21,
+    start_at, end_at, max_runs, catchup_max_per_s, concurrency_group, last_scheduled_for)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22,
     least(now(), $17::timestamptz - interval '1 microsecond'))
 RETURNING id, name, cron_expression, timezone, kind, payload, timeout_s, max_retries, retry_backoff_s,
     concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, revision, last_scheduled_for,
-    created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs, catchup_max_per_s
+    created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs, catchup_max_per_s,
+    concurrency_group
 """
 JOB_GET = """
 SELECT id, name, cron_expression, timezone, kind, payload, timeout_s, max_retries, retry_backoff_s,
     concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, revision, last_scheduled_for,
-    created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs, catchup_max_per_s
+    created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs, catchup_max_per_s,
+    concurrency_group
 FROM jobs
 WHERE id = $1
 """
 JOB_GET_FOR_UPDATE = """
 SELECT id, name, cron_expression, timezone, kind, payload, timeout_s, max_retries, retry_backoff_s,
     concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, revision, last_scheduled_for,
-    created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs, catchup_max_per_s
+    created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs, catchup_max_per_s,
+    concurrency_group
 FROM jobs
 WHERE id = $1 FOR UPDATE
 """
@@ -67,12 +70,14 @@ JOB_LIST = """
 WITH page AS (SELECT id, name, cron_expression, timezone, kind, payload, timeout_s, max_retries,
     retry_backoff_s, concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, revision,
     last_scheduled_for, created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs,
-    catchup_max_per_s, octet_length(payload::text) AS size FROM jobs WHERE ($1::text IS NULL OR status = $1)
+    catchup_max_per_s,
+    concurrency_group, octet_length(payload::text) AS size FROM jobs WHERE ($1::text IS NULL OR status = $1)
     AND id > $2 ORDER BY id LIMIT $3), sized AS (SELECT *, sum(size) OVER (ORDER BY id) - size AS before
     FROM page)
 SELECT id, name, cron_expression, timezone, kind, payload, timeout_s, max_retries, retry_backoff_s,
     concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, revision, last_scheduled_for,
     created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs, catchup_max_per_s,
+    concurrency_group,
     (SELECT count(*) FROM page) AS fetched
 FROM sized
 WHERE before < $4
@@ -89,14 +94,15 @@ UPDATE jobs
 SET name = $2, cron_expression = $3, timezone = $4, kind = $5, payload = $6, timeout_s = $7, max_retries = $8,
     retry_backoff_s = $9, concurrency_policy = $10, misfire_policy = $11, misfire_grace_s = $12, jitter_s = $13,
     status = $14, managed_by = $15, parents = $16, queue = $17, run_at = $18, start_at = $19, end_at = $20,
-    max_runs = $21, catchup_max_per_s = $22, revision = $23,
-    plan_revision = CASE WHEN $24::boolean THEN $23 ELSE plan_revision END,
-    last_scheduled_for = CASE WHEN $24::boolean THEN now() WHEN $25::boolean THEN greatest(last_scheduled_for,
+    max_runs = $21, catchup_max_per_s = $22, concurrency_group = $23, revision = $24,
+    plan_revision = CASE WHEN $25::boolean THEN $24 ELSE plan_revision END,
+    last_scheduled_for = CASE WHEN $25::boolean THEN now() WHEN $26::boolean THEN greatest(last_scheduled_for,
     now()) ELSE last_scheduled_for END, updated_at = now()
 WHERE id = $1
 RETURNING id, name, cron_expression, timezone, kind, payload, timeout_s, max_retries, retry_backoff_s,
     concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, revision, last_scheduled_for,
-    created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs, catchup_max_per_s
+    created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs, catchup_max_per_s,
+    concurrency_group
 """
 # $2 'active' or 'paused' (a change: the caller read the row locked), $3 the new revision number.
 # In SET, `status` is the old value, so a resume moves the cursor past the paused time.
@@ -107,7 +113,8 @@ SET status = $2, revision = $3, last_scheduled_for = CASE WHEN status = 'paused'
 WHERE id = $1
 RETURNING id, name, cron_expression, timezone, kind, payload, timeout_s, max_retries, retry_backoff_s,
     concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, revision, last_scheduled_for,
-    created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs, catchup_max_per_s
+    created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs, catchup_max_per_s,
+    concurrency_group
 """
 # The signing secret, only where the API shows it: after a create, and on rotation.
 JOB_WEBHOOK_SECRET = "SELECT webhook_secret FROM jobs WHERE id = $1"
@@ -149,7 +156,8 @@ RETURNING id, job_id, scheduled_for, attempt, trigger, revision, state, due_at, 
 """
 RUN_GET = """
 SELECT id, job_id, scheduled_for, attempt, trigger, revision, state, due_at, node_id, epoch, started_at,
-    finished_at, lease_until, duration_ms, error, traceback, result, skip_reason, created_at, parent_run_id
+    finished_at, lease_until, duration_ms, error, traceback, result, skip_reason, created_at, parent_run_id,
+    waiting_for
 FROM runs
 WHERE id = $1
 """
@@ -1036,7 +1044,7 @@ TICK_CURSOR = "SELECT last_scheduled_for FROM jobs WHERE id = $1"
 # run is no tick). The bounds on scheduled_for prune the day partitions and walk the
 # (job_id, scheduled_for, attempt) unique index.
 TICK_RUNS = """
-SELECT id, scheduled_for, attempt, trigger, revision, state, started_at, skip_reason, due_at
+SELECT id, scheduled_for, attempt, trigger, revision, state, started_at, skip_reason, due_at, waiting_for
 FROM runs
 WHERE job_id = $1 AND scheduled_for > $2 AND scheduled_for <= $3
   AND trigger IN ('schedule', 'retry')
@@ -1055,7 +1063,8 @@ CLUSTER_IDENTITY = "SELECT id::text FROM cluster_identity"
 JOB_GET_KEY_SHARE = """
 SELECT id, name, cron_expression, timezone, kind, payload, timeout_s, max_retries, retry_backoff_s,
     concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, revision, last_scheduled_for,
-    created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs, catchup_max_per_s
+    created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs, catchup_max_per_s,
+    concurrency_group
 FROM jobs
 WHERE id = $1 FOR KEY SHARE
 """
@@ -1173,3 +1182,40 @@ FROM locked l, unnest($1::bigint[], $2::text[]) AS c(id, grp)
 WHERE r.id = l.id AND r.scheduled_for = l.scheduled_for AND l.state = 'queued' AND c.id = l.id
 RETURNING r.id, r.job_id
 """
+# The API's view and edits of groups (cronos.store.group_admin). A group with the slots held (by
+# runs queued or running), the runs waiting for it and the jobs naming it; $1 one name or NULL: all.
+GROUPS_LIST = """
+SELECT g.name, g.run_limit, g.created_at, g.updated_at,
+       (SELECT count(*) FROM concurrency_group_slots s WHERE s.group_name = g.name
+          AND EXISTS (SELECT 1 FROM runs r WHERE r.id = s.run_id AND r.finished_at IS NULL
+                      AND r.state IN ('queued', 'running')))::integer AS holding,
+       (SELECT count(*) FROM runs w WHERE w.state = 'waiting' AND w.waiting_for = g.name)::integer AS waiting,
+       (SELECT count(*) FROM jobs j WHERE j.concurrency_group = g.name)::integer AS jobs
+FROM concurrency_groups g WHERE $1::text IS NULL OR g.name = $1
+ORDER BY g.name
+"""
+# A group's holders: runs with a slot (running, or woken with one and about to start), tick order.
+GROUP_HOLDERS = """
+SELECT s.run_id, s.job_id, j.name AS job_name, s.scheduled_for, r.state, r.started_at, r.node_id, s.granted_at
+FROM concurrency_group_slots s
+JOIN runs r ON r.id = s.run_id AND r.finished_at IS NULL AND r.state IN ('queued', 'running')
+JOIN jobs j ON j.id = s.job_id
+WHERE s.group_name = $1
+ORDER BY s.scheduled_for, s.run_id
+"""
+# A group's first $2 waiting runs, in the order they get slots.
+GROUP_WAITERS = """
+SELECT w.id AS run_id, w.job_id, j.name AS job_name, w.scheduled_for, w.due_at
+FROM runs w JOIN jobs j ON j.id = w.job_id
+WHERE w.state = 'waiting' AND w.waiting_for = $1
+ORDER BY w.waiting_for, w.scheduled_for, w.id LIMIT $2
+"""
+GROUP_JOBS = "SELECT id, name FROM jobs WHERE concurrency_group = $1 ORDER BY id LIMIT $2"
+# Create the group $1 with the limit $2, or set its limit; `created` tells which.
+GROUP_PUT = """
+INSERT INTO concurrency_groups AS g (name, run_limit) VALUES ($1, $2)
+ON CONFLICT (name) DO UPDATE SET run_limit = excluded.run_limit,
+    updated_at = CASE WHEN g.run_limit = excluded.run_limit THEN g.updated_at ELSE now() END
+RETURNING name, run_limit, created_at, updated_at, xmax = 0 AS created
+"""
+GROUP_DELETE = "DELETE FROM concurrency_groups WHERE name = $1 RETURNING name"

@@ -83,7 +83,8 @@ async def test_a_group_limit_holds_when_claims_race_for_the_last_slot(pg_pool: a
         assert len(claimed) == 1, answers
         assert sum(a == Refused.WAIT_GROUP for (a,) in answers) == len(jobs) - 1
         await pg_pool.execute(
-            "UPDATE runs SET state = 'skipped', skip_reason = 'test', finished_at = now() WHERE state IN ('waiting', 'running', 'queued')"
+            "UPDATE runs SET state = 'skipped', skip_reason = 'test', finished_at = now()"
+            " WHERE state IN ('waiting', 'running', 'queued')"
         )
         await pg_pool.execute("DELETE FROM concurrency_group_slots")
 
