@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from cronos.client.api_client import ApiClient, ApiError
 from cronos.client.apply import Action, Step, describe, plan, strays, summary
+from cronos.client.apply_groups import apply_groups
 from cronos.client.jobs_cli import client
 from cronos.client.jobs_file import ApplyInvalid, desired_jobs, parse
 from cronos.settings import Settings
@@ -82,6 +83,8 @@ def run_apply(args: argparse.Namespace, settings: Settings) -> int:
     api = client(settings)
     desired = desired_jobs(documents, api.call("GET", SCHEMA_PATH), os.environ)
     current = list(api.pages("/api/jobs"))
+    for line in apply_groups(api, documents, dry_run=args.dry_run):  # before the jobs that name them
+        print(line)
     actions = plan(desired, current, prune=args.prune, salt=os.urandom(16))
     for action in actions:
         if not args.dry_run:

@@ -121,5 +121,3 @@ async def _holding(pool: asyncpg.Pool, nodes: set[str]) -> tuple[str, int] | Non
         sorted(nodes),
     )
     return None if row is None else (row["node_id"], row["id"])
-
-
