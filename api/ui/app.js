@@ -4,6 +4,7 @@ import { h, replace } from "./dom.js";
 import { flash, showError } from "./feedback.js";
 import { clusterPage } from "./pages/cluster.js";
 import { formPage } from "./pages/form.js";
+import { groupsPage } from "./pages/groups.js";
 import { jobPage } from "./pages/job.js";
 import { jobsPage } from "./pages/jobs.js";
 import { runPage } from "./pages/run.js";
@@ -18,6 +19,7 @@ const ROUTES = [
   [/^#\/runs\/(\d+)\/?$/, runPage, "jobs"],
   [/^#\/runs\/?(?:\?(.*))?$/, runsPage, "runs"],
   [/^#\/cluster\/?$/, clusterPage, "cluster"],
+  [/^#\/groups(?:\/([^/?]+))?\/?$/, groupsPage, "groups"],
 ];
 const POLL_MS = 3000;
 

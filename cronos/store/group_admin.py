@@ -99,7 +99,7 @@ class GroupStore:
                 after = await conn.fetchrow(q.GROUPS_LIST, name)
         log.info(
             "concurrency group set",
-            extra={"event": "group.set", "group": name, "limit": limit, "created": row["created"],
+            extra={"event": "group.set", "group": name, "limit": limit, "new_group": row["created"],
                    "actor": actor, "woken_jobs": woken[:50]},
         )  # fmt: skip
         return Group(**_fields(after)), bool(row["created"])

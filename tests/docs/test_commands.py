@@ -94,6 +94,15 @@ def _ran_run(url: str, run_id: int) -> dict[str, Any] | None:
     return run if run["state"] == "completed" else None
 
 
+def _grouped(url: str) -> None:
+    """docs/concurrency-groups.md: the group's limit was raised, its jobs' runs waited for it and ran."""
+    group = _get(f"{url}/api/concurrency-groups/warehouse")
+    assert group["limit"] == 3 and group["jobs"] == 3, group
+    runs = _get(f"{url}/api/jobs/3/runs?limit=50")["items"]
+    waited = [_get(f"{url}/api/runs/{run['id']}") for run in runs if run["state"] == "completed"]
+    assert any(run["waiting_for"] == "warehouse" for run in waited), runs
+
+
 # What a page's commands should have done, beyond each one succeeding.
 AFTERWARDS: dict[str, Callable[[str], None]] = {
     "README.md": _seed_job_ran,
@@ -101,6 +110,7 @@ AFTERWARDS: dict[str, Callable[[str], None]] = {
     "docs/tutorial.md": _first_task_ran,
     "docs/jobs-as-code.md": _applied,
     "docs/run-now.md": _rerun_ran,
+    "docs/concurrency-groups.md": _grouped,
 }
 
 

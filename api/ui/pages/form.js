@@ -5,6 +5,7 @@
 import { ApiError, get, patch, post, query } from "../api.js";
 import { changedFields, parseIds, parseNumber } from "../edits.js";
 import { flash } from "../feedback.js";
+import { groupField } from "./groups.js";
 import { h, local, replace, utc } from "../dom.js";
 
 const CHOICES = {
@@ -91,6 +92,8 @@ export async function formPage(main, [id]) {
     misfire_policy: select("misfire_policy", value("misfire_policy", "run_once")),
     status: select("status", value("status", "active"), "job-status"), // the page's own #status is the flash line
     queue: text("queue", value("queue", "default"), { required: true, maxlength: 64, pattern: "[A-Za-z0-9_\\-]+" }),
+    concurrency_group: text("concurrency_group", value("concurrency_group", null) ?? "",
+      { maxlength: 64, pattern: "[A-Za-z0-9_.\\-]+", placeholder: "none" }),
     parents: text("parents", value("parents", []).join(", "), { placeholder: "e.g. 12, 40", inputmode: "numeric" }),
   };
   // Secrets come back as "***"; sent back unchanged, the API keeps the stored value (and an
@@ -204,7 +207,8 @@ export async function formPage(main, [id]) {
         NUMBERS.map(([name, label, , , hint]) => field(name, label, controls[name], hint)),
         field("concurrency_policy", "Overlap (concurrency)", controls.concurrency_policy),
         field("misfire_policy", "Misfire", controls.misfire_policy),
-        field("queue", "Queue", controls.queue, "Executors started with --queue NAME run it."))),
+        field("queue", "Queue", controls.queue, "Executors started with --queue NAME run it."),
+        groupField(controls.concurrency_group))),
     h("details", { id: "window", open }, h("summary", {}, "Window, limits and parents"),
       h("div", { class: "form-grid" },
         INSTANTS.map(([name, label, hint]) => field(name, label, controls[name], hint)),
@@ -232,6 +236,7 @@ export async function formPage(main, [id]) {
     for (const name of ["name", "timezone", "kind", "status", "concurrency_policy", "misfire_policy", "queue"]) {
       body[name] = controls[name].value;
     }
+    body.concurrency_group = controls.concurrency_group.value.trim() || null;
     body.cron_expression = oneOff() ? null : controls.cron_expression.value;
     body.run_at = oneOff() ? controls.run_at.value.trim() || null : null;
     for (const [name] of [...NUMBERS, ...OPTIONAL_NUMBERS]) body[name] = parseNumber(controls[name].value);
