@@ -1124,15 +1124,16 @@ WHERE (job_id, scheduled_for, attempt) IN (SELECT job_id, scheduled_for, attempt
 # in its transaction: the group rows' lock serializes the claims and finishes of a group, so two
 # executors cannot both take its last slot, and a finish sees every wait committed before it.
 
-# The groups $1, locked in name order (FOR UPDATE: one claim or finish of a group at a time).
+# The groups $1, locked in name order: one claim or release of a group at a time (NO KEY: a job
+# naming the group meanwhile, whose foreign key check takes KEY SHARE, is not held up).
 GROUPS_LOCK = """
-SELECT name, run_limit FROM concurrency_groups WHERE name = ANY($1::text[]) ORDER BY name FOR UPDATE
+SELECT name, run_limit FROM concurrency_groups WHERE name = ANY($1::text[]) ORDER BY name FOR NO KEY UPDATE
 """
 # The groups of the slots the runs $1 hold, locked as GROUPS_LOCK does.
 GROUPS_LOCK_OF_RUNS = """
 SELECT name, run_limit FROM concurrency_groups
 WHERE name IN (SELECT group_name FROM concurrency_group_slots WHERE run_id = ANY($1::bigint[]))
-ORDER BY name FOR UPDATE
+ORDER BY name FOR NO KEY UPDATE
 """
 # What a group's allotment (cronos.lifecycle.allot) is decided on, read after GROUPS_LOCK: for each
 # group of $1, its slots held (their runs queued or running: a run ended by any path holds none),

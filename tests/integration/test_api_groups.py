@@ -91,3 +91,22 @@ async def test_bad_input_names_the_field_and_writes_nothing(
         assert reply.body["field"] == field, reply.body
     assert await pg_pool.fetchval("SELECT count(*) FROM concurrency_groups") == 0
     assert await pg_pool.fetchval("SELECT count(*) FROM jobs") == 0
+
+
+async def test_a_tick_waiting_for_its_group_says_so_in_the_ticks_api(api: Api, pg_pool: asyncpg.Pool) -> None:
+    await api.call("PUT", "/api/concurrency-groups/warehouse", {"limit": 1})
+    job = (await api.call("POST", "/api/jobs", {**JOB, "cron_expression": "* * * * * *", "status": "paused"})).body
+    await api.call("PATCH", f"/api/jobs/{job['id']}", {"concurrency_group": "warehouse"})
+    tick = await pg_pool.fetchval("SELECT date_trunc('second', now()) - interval '1 second'")
+    await pg_pool.execute(
+        "INSERT INTO runs (job_id, scheduled_for, attempt, trigger, state, due_at, waiting_for)"
+        " VALUES ($1, $2, 1, 'schedule', 'waiting', $2, 'warehouse')",
+        job["id"],
+        tick,
+    )
+    since = tick.isoformat().replace("+00:00", "Z")
+    ticks = (await api.call("GET", f"/api/jobs/{job['id']}/ticks?from={since}")).body["items"]
+    (waiting,) = [t for t in ticks if t["runs"]]
+    assert waiting["outcome"] == "pending", waiting
+    assert waiting["reason"] == "waiting for concurrency group warehouse", waiting
+    assert waiting["runs"][0]["waiting_for"] == "warehouse"

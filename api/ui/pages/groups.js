@@ -57,10 +57,13 @@ function limitForm(name, limit, after) {
   return form;
 }
 
+/** The poll does not redraw a form being filled in; a save redraws at once (force). */
+const typing = (main) => main.contains(document.activeElement) && document.activeElement.closest("form") !== null;
+
 async function listPage(main, alive) {
-  async function refresh() {
+  async function refresh(force = false) {
     const groups = await get("/api/concurrency-groups");
-    if (!alive() || main.contains(document.activeElement) && document.activeElement.closest("form")) return;
+    if (!alive() || !force && typing(main)) return;
     replace(main,
       h("h1", {}, "Concurrency groups"),
       h("p", { class: "muted" }, "Jobs naming a group share its slots: at most `limit` of their runs run at once; ",
@@ -75,14 +78,14 @@ async function listPage(main, alive) {
       h("h2", {}, "Create a group or set its limit"),
       limitForm(null, 2, (g) => { location.hash = `#/groups/${encodeURIComponent(g.name)}`; }));
   }
-  await refresh();
-  return refresh;
+  await refresh(true);
+  return () => refresh();
 }
 
 async function groupPage(main, name, alive) {
-  async function refresh() {
+  async function refresh(force = false) {
     const g = await get(path(name));
-    if (!alive() || main.contains(document.activeElement) && document.activeElement.closest("form")) return;
+    if (!alive() || !force && typing(main)) return;
     replace(main,
       h("p", {}, h("a", { href: "#/groups" }, "← Groups")),
       h("h1", {}, `Group ${g.name}`),
@@ -93,7 +96,7 @@ async function groupPage(main, name, alive) {
         ["Jobs", g.members.length ? g.members.map((j, i) => [i ? ", " : "", jobLink({ job_id: j.id, job_name: j.name })])
           : "none"],
       ]),
-      limitForm(name, g.limit, refresh),
+      limitForm(name, g.limit, () => refresh(true)),
       h("h2", {}, "Holding a slot"),
       table("Runs holding a slot", [
         ["Run", runLink], ["Job", jobLink], ["Tick", (r) => utc(r.scheduled_for)], ["State", (r) => r.state],
@@ -105,8 +108,8 @@ async function groupPage(main, name, alive) {
         ["Tick", (r) => utc(r.scheduled_for)], ["Due", (r) => relative(r.due_at)],
       ], g.waiters, "No run waits."));
   }
-  await refresh();
-  return refresh;
+  await refresh(true);
+  return () => refresh();
 }
 
 export async function groupsPage(main, [name], alive) {

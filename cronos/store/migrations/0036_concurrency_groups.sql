@@ -1,6 +1,6 @@
 -- Concurrency groups (issue 25, item 5): "at most two of the warehouse jobs at a time". A job may
 -- name a group; a run of it starts only while it holds one of the group's `run_limit` slots.
--- A slot is a row of concurrency_group_slots, taken under the group row's lock (FOR UPDATE) by the
+-- A slot is a row of concurrency_group_slots, taken under the group row's lock (FOR NO KEY UPDATE) by the
 -- claim that starts the run, or handed by a finish to the group's first waiting run as it wakes
 -- it; a slot counts while its run is queued or running (a run ended by any path frees it at once,
 -- and the leader's sweep deletes the row). Jobs without a group never read these tables.
