@@ -66,31 +66,33 @@ async def test_a_raise_of_the_limit_wakes_the_waiting_runs_at_once(api: Api, pg_
     assert [(h["run_id"], h["state"]) for h in shown["holders"]] == [(run, "queued")]
 
 
-@pytest.mark.parametrize(
-    ("method", "path", "body", "status", "field"),
-    [
-        ("PUT", "/api/concurrency-groups/warehouse", {"limit": 0}, 422, "$.limit"),
-        ("PUT", "/api/concurrency-groups/warehouse", {"limit": 100_001}, 422, "$.limit"),
-        ("PUT", "/api/concurrency-groups/warehouse", {"limit": "2"}, 422, "$.limit"),
-        ("PUT", "/api/concurrency-groups/warehouse", {}, 422, "$.limit"),
-        ("PUT", "/api/concurrency-groups/warehouse", {"limit": 2, "max": 3}, 422, "$.max"),
-        ("PUT", "/api/concurrency-groups/no%20spaces", {"limit": 2}, 422, "name"),
-        ("PUT", f"/api/concurrency-groups/{'x' * 65}", {"limit": 2}, 422, "name"),
-        ("POST", "/api/jobs", {**JOB, "concurrency_group": "nowhere"}, 422, "$.concurrency_group"),
-        ("POST", "/api/jobs", {**JOB, "concurrency_group": "a b"}, 422, "$.concurrency_group"),
-        ("POST", "/api/jobs", {**JOB, "concurrency_group": ""}, 422, "$.concurrency_group"),
-        ("DELETE", "/api/concurrency-groups/nowhere", None, 404, None),
-    ],
-)
-async def test_bad_input_names_the_field_and_writes_nothing(
-    api: Api, pg_pool: asyncpg.Pool, method: str, path: str, body: object, status: int, field: str | None
-) -> None:
-    reply = await api.call(method, path, body)
-    assert reply.status == status, reply.body
-    if field is not None:
-        assert reply.body["field"] == field, reply.body
+BAD = [
+    ("PUT", "/api/concurrency-groups/warehouse", {"limit": 0}, 422, "$.limit"),
+    ("PUT", "/api/concurrency-groups/warehouse", {"limit": 100_001}, 422, "$.limit"),
+    ("PUT", "/api/concurrency-groups/warehouse", {"limit": "2"}, 422, "$.limit"),
+    ("PUT", "/api/concurrency-groups/warehouse", {}, 422, "$.limit"),
+    ("PUT", "/api/concurrency-groups/warehouse", {"limit": 2, "max": 3}, 422, "$.max"),
+    ("PUT", "/api/concurrency-groups/no%20spaces", {"limit": 2}, 422, "name"),
+    ("PUT", f"/api/concurrency-groups/{'x' * 65}", {"limit": 2}, 422, "name"),
+    ("POST", "/api/jobs", {**JOB, "concurrency_group": "nowhere"}, 422, "$.concurrency_group"),
+    ("POST", "/api/jobs", {**JOB, "concurrency_group": "a b"}, 422, "$.concurrency_group"),
+    ("POST", "/api/jobs", {**JOB, "concurrency_group": ""}, 422, "$.concurrency_group"),
+    ("DELETE", "/api/concurrency-groups/nowhere", None, 404, None),
+]
+
+
+async def test_bad_input_names_the_field_and_writes_nothing(api: Api, pg_pool: asyncpg.Pool) -> None:
+    for method, path, body, status, field in BAD:
+        reply = await api.call(method, path, body)
+        assert reply.status == status, (path, body, reply.body)
+        if field is not None:
+            assert reply.body["field"] == field, (path, body, reply.body)
     assert await pg_pool.fetchval("SELECT count(*) FROM concurrency_groups") == 0
     assert await pg_pool.fetchval("SELECT count(*) FROM jobs") == 0
+    job = (await api.call("POST", "/api/jobs", JOB)).body
+    patched = await api.call("PATCH", f"/api/jobs/{job['id']}", {"concurrency_group": "nowhere"})
+    assert patched.status == 422 and patched.body["field"] == "$.concurrency_group", patched.body
+    assert "no concurrency group named 'nowhere'" in patched.body["detail"]
 
 
 async def test_a_tick_waiting_for_its_group_says_so_in_the_ticks_api(api: Api, pg_pool: asyncpg.Pool) -> None:
