@@ -79,6 +79,7 @@ class Refused(StrEnum):
 
 
 Claim = ClaimedRun | Refused
+_ENDED_OR_WAITING = frozenset({Refused.OVERLAP, Refused.BUFFER_FULL, Refused.EXPIRED, Refused.WAIT})
 REFUSALS = {Overlap.SKIP: Refused.OVERLAP, Overlap.BUFFER_FULL: Refused.BUFFER_FULL, Overlap.WAIT: Refused.WAIT}
 # The skip reason a run refused by its job's concurrency policy is recorded with.
 SKIP_REASONS: dict[Refused, str] = {
@@ -195,7 +196,7 @@ async def _claim_deciding(
             sent += 1
     # Runs woken with a slot that do not start after all (skipped, expired, behind their job's
     # running run): the slot goes to the group's next waiting run.
-    unused = [r["id"] for r in rows if r["holds_slot"] and r["id"] in plan.refused]
+    unused = [r["id"] for r in rows if r["holds_slot"] and plan.refused.get(r["id"]) in _ENDED_OR_WAITING]
     if unused:
         async with pool.acquire() as conn, conn.transaction():
             await groups.release(conn, unused)

@@ -1161,8 +1161,16 @@ INSERT INTO concurrency_group_slots (run_id, group_name, job_id, scheduled_for)
 SELECT * FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::timestamptz[])
 ON CONFLICT (run_id) DO NOTHING
 """
-# The slots of the runs $1 freed (under GROUPS_LOCK_OF_RUNS); returns their groups.
-SLOTS_RELEASE = "DELETE FROM concurrency_group_slots WHERE run_id = ANY($1::bigint[]) RETURNING group_name"
+# The slots of the runs $1 freed (under GROUPS_LOCK_OF_RUNS), each only once its run is neither queued
+# nor running (a finish in this transaction ended it; a claim refused a run another executor claimed
+# meanwhile: that one keeps its slot); returns their groups.
+SLOTS_RELEASE = """
+DELETE FROM concurrency_group_slots s
+WHERE s.run_id = ANY($1::bigint[])
+  AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.id = s.run_id AND r.finished_at IS NULL
+                  AND r.state IN ('queued', 'running'))
+RETURNING group_name
+"""
 # The leader's sweep: slots whose run ended without freeing them (replaced, expired, cancelled,
 # deleted) are deleted; and the groups runs wait for. Both read little: the slots table holds a
 # group's limit of rows, and the waiting runs of groups have their own partial index.

@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 import asyncpg
 import pytest
 
+from cronos.store import groups
 from cronos.store.runs import ClaimedRun, Outcome, Refused, RunStore
 from tests.integration.ledger_helpers import insert_job, insert_run, set_epoch
 
@@ -68,6 +69,11 @@ async def test_a_full_group_makes_runs_wait_and_a_finish_wakes_the_first_in_tick
     (woken,) = await store.claim([runs[3].run_id], "b", 30)
     assert isinstance(woken, ClaimedRun) and woken.concurrency_group == "warehouse"
     assert await pg_pool.fetchval("SELECT count(*) FROM runs WHERE state = 'running'") == 2
+    # A repeated token of a running holder, or a release asked for it, leaves its slot alone.
+    assert await store.claim([runs[3].run_id], "c", 30) == [Refused.NOT_QUEUED]
+    async with pg_pool.acquire() as conn, conn.transaction():
+        assert await groups.release(conn, [runs[3].run_id]) == []
+    assert runs[3].run_id in await slots(pg_pool)
 
 
 async def test_a_group_limit_holds_when_claims_race_for_the_last_slot(pg_pool: asyncpg.Pool) -> None:
