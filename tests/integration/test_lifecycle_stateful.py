@@ -438,7 +438,7 @@ ROWS = (
 )
 JOBS = "SELECT id, status, last_scheduled_for, revision FROM jobs ORDER BY id"
 EXCLUSIVE = "SELECT job_id, run_id FROM runs_running_exclusive"
-RESET = "TRUNCATE runs, runs_running_exclusive, jobs, job_revisions, audit_log"
+RESET = "TRUNCATE runs, runs_running_exclusive, jobs, job_revisions, audit_log, concurrency_group_slots CASCADE"
 INSERT_JOB = (
     "INSERT INTO jobs (name, cron_expression, kind, payload, timeout_s, max_retries, retry_backoff_s,"
     " concurrency_policy, misfire_policy, misfire_grace_s)"
