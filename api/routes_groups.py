@@ -14,7 +14,7 @@ from api.auth import principal_of
 from api.bodies import decode, respond
 from api.routing import BODY_ERRORS, DB_ERRORS, Route
 from api.state import BACKENDS
-from cronos.errors import Conflict, InvalidInput, NotFound
+from cronos.errors import Conflict, NotFound
 from cronos.models import GROUP_PATTERN
 from cronos.store.group_admin import Group, GroupStore, GroupView
 
@@ -30,9 +30,11 @@ class GroupList(msgspec.Struct, kw_only=True):
 
 
 def group_name(request: web.Request) -> str:
+    """The path's group name; one no group can have is not a resource (404, as the router answers
+    for any other character)."""
     name = request.match_info["name"]
     if not re.fullmatch(GROUP_PATTERN, name):
-        raise InvalidInput("name", "a group name is 1-64 letters, digits, '.', '-' or '_'")
+        raise NotFound(f"no concurrency group can be named that: a name is {GROUP_RULE}")
     return name
 
 
@@ -60,15 +62,16 @@ async def delete_group(request: web.Request) -> web.Response:
     return web.Response(status=204)
 
 
-_PATH = "/api/concurrency-groups/{name}"
+_PATH = "/api/concurrency-groups/{name:[A-Za-z0-9_.-]+}"
+GROUP_RULE = "1-64 letters, digits, '.', '-' or '_'"
 ROUTES = (
     Route("GET", "/api/concurrency-groups", list_groups, "Concurrency groups: limit, slots held, runs waiting, jobs",
           response=GroupList, errors=DB_ERRORS),
     Route("GET", _PATH, get_group, "A concurrency group: its holders (runs with a slot) and waiting runs in order",
-          response=GroupView, errors=(InvalidInput, NotFound, *DB_ERRORS)),
+          response=GroupView, errors=(NotFound, *DB_ERRORS)),
     Route("PUT", _PATH, put_group, "Create a concurrency group or set its limit (a raise starts waiting runs now)",
-          body=GroupPut, response=Group, errors=(*BODY_ERRORS, *DB_ERRORS),
+          body=GroupPut, response=Group, errors=(*BODY_ERRORS, NotFound, *DB_ERRORS),
           also=((201, "created", Group),)),
     Route("DELETE", _PATH, delete_group, "Delete a concurrency group no job names", status=204,
-          errors=(InvalidInput, NotFound, Conflict, *DB_ERRORS)),
+          errors=(NotFound, Conflict, *DB_ERRORS)),
 )  # fmt: skip
