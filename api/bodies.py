@@ -18,9 +18,10 @@ import msgspec
 from aiohttp import web
 
 from api.errors import MalformedBody, invalid_input
-from api.schemas import JobOut, RunOut
+from api.schemas import WHEN_FIELDS, JobOut, RunOut
 from cronos import delays
 from cronos.errors import InvalidInput, InvalidSchedule, NotFound
+from cronos.interval import canonical
 from cronos.models import Job, Run, RunSummary
 from cronos.netguard import literal_host_refusal
 from cronos.payloads import PAYLOAD_TYPES, check_payload
@@ -197,10 +198,19 @@ def check_schedule(expression: str, timezone: str) -> Schedule:
 
 
 def _check_when(fields: dict[str, Any]) -> None:
-    """A cron expression or a one-off's run_at (exactly one). A window clamps whatever it holds: an
-    empty one (end_at before start_at, a run_at outside it) has nothing to run, and the job ends."""
-    if (fields["cron_expression"] is None) == (fields.get("run_at") is None):
-        raise InvalidInput("$.cron_expression", "give exactly one of cron_expression and run_at (a one-off)")
+    """A cron expression, an interval (`every`, spelled canonically here) or a one-off's run_at
+    (exactly one). A window clamps whatever it holds: an empty one (end_at before start_at, a run_at
+    outside it) has nothing to run, and the job ends."""
+    given = [name for name in WHEN_FIELDS if fields.get(name) is not None]
+    if len(given) != 1:
+        field = "every" if "every" in given else "cron_expression"  # the seed's field unless an interval's
+        raise InvalidInput(
+            f"$.{field}", "give exactly one of cron_expression, every (an interval) and run_at (a one-off)"
+        )
+    if fields.get("anchor") is not None and fields.get("every") is None:
+        raise InvalidInput("$.anchor", "only an interval (every) has an anchor")
+    if fields.get("every") is not None:
+        fields["every"] = canonical(fields["every"])
     if fields["cron_expression"] is not None:
         check_schedule(fields["cron_expression"], fields["timezone"])
     else:
@@ -255,6 +265,8 @@ def created_past_window(fields: dict[str, Any], now: datetime) -> bool:
         run_at=fields.get("run_at"),
         start_at=fields.get("start_at"),
         end_at=fields.get("end_at"),
+        every=fields.get("every"),
+        anchor=fields.get("anchor"),
     )
     return window_over(schedule, now, now, fields.get("max_runs"), grace_s=fields["misfire_grace_s"])
 

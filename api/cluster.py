@@ -1,5 +1,6 @@
-"""GET /api/cluster: the cluster's identity, the leader and its epoch, every node's heartbeat, each
-queue's stream backlog.
+"""GET /api/cluster: the cluster's identity, the leader and its epoch, every node's heartbeat (an
+executor's with its queues and task actions), each queue's stream backlog, and the task actions
+whose runs no live executor of their queue serves (executor.routing).
 
 Reads only. Each backend is asked separately, so the view still answers (with nulls)
 when Redis or PostgreSQL is down, and says which.
@@ -15,15 +16,16 @@ from aiohttp import web
 from api.backends import Backends
 from api.bodies import respond
 from api.routing import Route
-from api.schemas import ClusterOut, LeaderHealthOut, LeaderOut, NodeOut, StreamOut
+from api.schemas import ClusterOut, LeaderHealthOut, LeaderOut, NodeOut, StreamOut, UnservedOut
 from api.state import BACKENDS
+from cronos import presence
 from cronos.errors import BackendUnavailable
 from cronos.models import DEFAULT_QUEUE
 from cronos.presence import nodes
 from cronos.store.identity import database_id
 from cronos.stream import RunStream
 
-_NODE_FIELDS = ("role", "node_id", "last_heartbeat")
+_NODE_FIELDS = ("role", "node_id", "last_heartbeat", "actions", "unserved")  # the last two: structured
 
 
 def node_out(raw: dict[str, str], now_s: float) -> NodeOut:
@@ -37,10 +39,31 @@ def node_out(raw: dict[str, str], now_s: float) -> NodeOut:
         last_heartbeat=None if beat is None else datetime.fromtimestamp(beat, UTC),
         age_s=None if beat is None else round(max(0.0, now_s - beat), 3),
         info={k: v for k, v in raw.items() if k not in _NODE_FIELDS},
+        queues=presence.queues_of(raw),
+        actions=presence.actions_of(raw),
     )
 
 
-async def _redis_view(backends: Backends) -> tuple[str | None, list[NodeOut], dict[str, StreamOut]]:
+def unserved_message(queue: str, action: str) -> str:
+    return f"no live executor of queue '{queue}' serves action '{action}': its runs wait queued"
+
+
+def unserved(found: list[dict[str, str]]) -> list[UnservedOut]:
+    """The (queue, action) pairs executors reported unserved that still no live executor serves."""
+    reporters: dict[tuple[str, str], list[str]] = {}
+    for node in found:
+        for pair in presence.unserved_of(node):
+            reporters.setdefault(pair, []).append(node.get("node_id", ""))
+    return [
+        UnservedOut(queue=q, action=a, message=unserved_message(q, a), reported_by=sorted(by))
+        for (q, a), by in sorted(reporters.items())
+        if not presence.servers(found, q, a)
+    ]
+
+
+async def _redis_view(
+    backends: Backends,
+) -> tuple[str | None, list[NodeOut], dict[str, StreamOut], list[UnservedOut]]:
     client, keys = backends.redis, backends.keys
     holder = await backends.redis_call(client.get(keys.leader))
     found = await backends.redis_call(nodes(client, keys))
@@ -51,7 +74,7 @@ async def _redis_view(backends: Backends) -> tuple[str | None, list[NodeOut], di
         queues[queue] = StreamOut(length=info.length, pending=info.pending, lag=info.lag, consumers=info.consumers)
     now_s = time.time()
     leader = holder.decode() if isinstance(holder, bytes) else holder
-    return leader, [node_out(n, now_s) for n in found], queues
+    return leader, [node_out(n, now_s) for n in found], queues, unserved(found)
 
 
 async def cluster(request: web.Request) -> web.Response:
@@ -59,9 +82,10 @@ async def cluster(request: web.Request) -> web.Response:
     leader = LeaderOut()
     node_list: list[NodeOut] = []
     queues: dict[str, StreamOut] = {}
+    not_served: list[UnservedOut] = []
     cache = database = "connected"
     try:
-        leader.node_id, node_list, queues = await _redis_view(backends)
+        leader.node_id, node_list, queues, not_served = await _redis_view(backends)
     except BackendUnavailable:
         cache = "disconnected"
     cluster_id = None
@@ -81,6 +105,7 @@ async def cluster(request: web.Request) -> web.Response:
             database=database,
             cache=cache,
             leader_health=health,
+            unserved=not_served,
         )
     )
 
@@ -113,6 +138,7 @@ def leader_health(holder: str | None, node_list: list[NodeOut], ttl_s: float) ->
 
 ROUTES = (
     Route("GET", "/api/cluster", cluster,
-          "Leader, epoch, nodes and each queue's stream backlog (nulls when a backend is down)",
+          "Leader, epoch, nodes (executors with their queues and actions), each queue's stream backlog and "
+          "unserved task actions (nulls when a backend is down)",
           response=ClusterOut),
 )  # fmt: skip

@@ -28,7 +28,7 @@ _MONTHS = (
 _DAYS = ("Sunday", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday")
 _ORDINALS = ("first", "second", "third", "fourth", "fifth")
 _NUMBER = re.compile(r"\d{1,2}", re.ASCII)
-_STEP = re.compile(r"\*/(\d{1,2})", re.ASCII)
+_STEP = re.compile(r"\*/(\d{1,3})", re.ASCII)
 _RANGE = re.compile(r"(\d{1,2})-(\d{1,2})", re.ASCII)
 _NTH = re.compile(r"(\d)#([1-5])", re.ASCII)
 _LAST_DAY = re.compile(r"(\d)L", re.ASCII | re.IGNORECASE)
@@ -76,6 +76,8 @@ def _time(second: str | None, minute: str, hour: str) -> str:
             return "every minute" if not sec else f"every minute at second {sec}"
         if (step := _STEP.fullmatch(minute)) and not sec:
             return _plural(int(step[1]), "minute")
+        if minute == "first":
+            return "at minute 0 of every hour"
         if minutes is not None and len(minutes) == 1 and not sec:
             return "every hour" if minutes[0] == 0 else f"every hour at minute {minutes[0]}"
     if minutes is not None and len(minutes) == 1:
@@ -137,6 +139,16 @@ def _months(field: str) -> str | None:
     return "in " + _join([_MONTHS[m - 1] for m in months])
 
 
+def _stepped(field: str, cycle: int) -> str:
+    """A `*/n` the words would misread, spelled as the values it matches: a step past the field
+    (`*/90` in minutes) keeps only its start, one that does not divide the field (`*/7`) restarts
+    at each wrap. Anything else as written."""
+    step = _STEP.fullmatch(field)
+    if step is None or cycle % int(step[1]) == 0:
+        return field
+    return ",".join(str(v) for v in range(0, cycle, int(step[1])))
+
+
 def describe(expression: str) -> str:
     """A sentence for a valid expression: the time of day, then which days, then which months."""
     text = expression.strip()
@@ -147,6 +159,11 @@ def describe(expression: str) -> str:
         return f"on the schedule {text!r}"
     second = fields[0] if len(fields) == 6 else None
     minute, hour, dom, month, dow = fields[-5:]
+    if second is not None:
+        second = _stepped(second, 60)
+    if minute != (minute := _stepped(minute, 60)) and minute == "0" and hour == "*" and not second:
+        minute = "first"  # `*/90`: "at minute 0 of every hour", said so (not "every hour")
+    hour = _stepped(hour, 24)
     month = _names(month, _MONTHS, 1)
     dow = _names(dow, _DAYS, 0)
     words = [_time(second, minute, hour)]

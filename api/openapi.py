@@ -63,32 +63,38 @@ def kind_variants(components: dict[str, Any], ref_of: dict[type[Any], dict[str, 
             "properties": {"payload": ref_of[PAYLOAD_TYPES["task"]]},
         }
         components["JobCreate"]["oneOf"] = [*refs, default_task]
-        components["JobCreate"]["allOf"] = [{"oneOf": [_RECURRING, _ONE_OFF]}]
+        components["JobCreate"]["allOf"] = [{"oneOf": [_RECURRING, _ONE_OFF, _INTERVAL]}]
         components["JobCreate"]["description"] += " `kind` (default task) chooses the payload's shape."
     if "JobPatch" in components:
         # Both or neither: a payload is checked against the job's kind as it will be.
         neither = {"title": "kind and payload unchanged", "not": {"anyOf": [{"required": [k]} for k in _KIND_KEYS]}}
         components["JobPatch"]["oneOf"] = [*refs, neither]
         unchanged = {"title": "schedule unchanged", "not": {"anyOf": [{"required": [k]} for k in _WHEN_KEYS]}}
-        components["JobPatch"]["allOf"] = [{"oneOf": [unchanged, _RECURRING, _ONE_OFF]}]
+        components["JobPatch"]["allOf"] = [{"oneOf": [unchanged, _RECURRING, _ONE_OFF, _INTERVAL]}]
         components["JobPatch"]["description"] += (
             " Send `kind` with `payload` (the server also takes a payload alone when it fits the stored kind)."
         )
 
 
 _KIND_KEYS = ("kind", "payload")
-# Exactly one of a cron expression and a one-off's run_at (a PATCH that sends one clears the other).
-_WHEN_KEYS = ("cron_expression", "run_at")
+# Exactly one of a cron expression, a one-off's run_at and an interval's every (a PATCH that sends
+# one clears the others); an anchor only with every.
+_WHEN_KEYS = ("cron_expression", "run_at", "every", "anchor")  # an anchor alone: send every with it
 _NULL = {"type": "null"}
 _RECURRING = {
     "title": "recurring (cron_expression)",
     "required": ["cron_expression"],
-    "properties": {"cron_expression": {"type": "string"}, "run_at": _NULL},
+    "properties": {"cron_expression": {"type": "string"}, "run_at": _NULL, "every": _NULL, "anchor": _NULL},
 }
 _ONE_OFF = {
     "title": "one-off (run_at)",
     "required": ["run_at"],
-    "properties": {"run_at": {"type": "string"}, "cron_expression": _NULL},
+    "properties": {"run_at": {"type": "string"}, "cron_expression": _NULL, "every": _NULL, "anchor": _NULL},
+}
+_INTERVAL = {
+    "title": "interval (every)",
+    "required": ["every"],
+    "properties": {"every": {"type": ["string", "integer"]}, "cron_expression": _NULL, "run_at": _NULL},
 }
 
 

@@ -21,9 +21,11 @@ from api.schemas import HELD_BACK_MS, START_DELAY_MS, WAITED_MS
 from api.state import BACKENDS
 from cronos import delays
 from cronos.errors import InvalidInput, InvalidSchedule
+from cronos.interval import interval_of
 from cronos.models import JOB_STATUSES, JobKind, JobStatus, RunState
 from cronos.schedule import upcoming
-from cronos.schedule_legacy import StoredSchedule, stored_schedule
+from cronos.schedule_legacy import stored_schedule
+from cronos.schedule_window import NextAfter
 from cronos.store.overview import RATE_OVER, JobRow, OverviewStore
 
 MAX_SEARCH = 200  # a job name's own bound
@@ -43,7 +45,7 @@ class LastRun(msgspec.Struct, kw_only=True):
 class JobOverview(msgspec.Struct, kw_only=True):
     id: int
     name: str
-    cron_expression: str | None  # None: a one-off (run_at, on the job's page)
+    cron_expression: str | None  # None: a one-off (run_at, on the job's page) or an interval
     description: str
     timezone: str
     kind: JobKind
@@ -52,6 +54,7 @@ class JobOverview(msgspec.Struct, kw_only=True):
     last_run: LastRun | None  # the newest run that started or ended (not one still queued)
     success_rate: float | None  # completed / finished over the last `finished` runs; null before any
     finished: int
+    every: str | None = None  # an interval (`every 1h30m` in the description)
 
 
 class JobOverviewList(msgspec.Struct, kw_only=True):
@@ -59,10 +62,18 @@ class JobOverviewList(msgspec.Struct, kw_only=True):
     next_cursor: str | None
 
 
+def _describe(row: JobRow) -> str:
+    if row.every is not None:
+        return f"every {row.every}"
+    return "once" if row.cron_expression is None else describe(row.cron_expression)
+
+
 def overview(row: JobRow, now: datetime) -> JobOverview:
     try:  # a stored row keeps its pre-issue-12 meaning until edited (cronos.schedule_legacy)
-        schedule: StoredSchedule | None = None
-        if row.cron_expression is not None:
+        schedule: NextAfter | None = None
+        if row.every is not None:
+            schedule = interval_of(row.every, row.anchor)
+        elif row.cron_expression is not None:
             schedule = stored_schedule(row.cron_expression, row.timezone)[0]
     except InvalidSchedule:
         schedule = None  # neither meaning accepts the row: nothing fires (the job page says why)
@@ -83,7 +94,8 @@ def overview(row: JobRow, now: datetime) -> JobOverview:
         id=row.id,
         name=row.name,
         cron_expression=row.cron_expression,
-        description="once" if row.cron_expression is None else describe(row.cron_expression),
+        every=row.every,
+        description=_describe(row),
         timezone=row.timezone,
         kind=row.kind,
         status=row.status,

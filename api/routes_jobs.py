@@ -30,6 +30,7 @@ from api.bodies import (
     run_out,
     utc_now,
 )
+from api.job_lint import job_extras
 from api.names import job_name
 from api.routes_tokens import audit_page
 from api.routing import BODY_ERRORS, DB_ERRORS, ID, PAGE, Errors, Query, Route
@@ -97,6 +98,7 @@ async def create_job(request: web.Request) -> web.Response:
     job, secret = await (await request.app[BACKENDS].jobs()).create(fields, actor=principal.name)
     # The signing secret of an http job's requests, shown this once (and on rotation).
     extra = {"webhook_secret": secret} if job.kind == "http" else {}
+    extra |= await job_extras(request.app[BACKENDS], job)  # warnings
     return respond(job_out(job, utc_now(), **extra), status=201)
 
 
@@ -128,8 +130,9 @@ async def patch_job(request: web.Request) -> web.Response:
     if "queue" in changes:
         await _check_queue_cap(request, changes["queue"], job_id)
     store = await request.app[BACKENDS].jobs()
+    before = await store.get(job_id) if {"cron_expression", "timezone"} & changes.keys() else None  # for the diff
     job = await store.update(job_id, changes, check, actor=principal.name, guard=guard)
-    return respond(job_out(job, utc_now()))
+    return respond(job_out(job, utc_now(), **await job_extras(request.app[BACKENDS], job, before)))
 
 
 async def delete_job(request: web.Request) -> web.Response:

@@ -1,5 +1,9 @@
 """GET /api/schedule/preview: the next fire times of an expression, with DST notes and plain words.
 
+With `every` (and an optional `anchor`) instead of `cron_expression`, the same for an interval
+(cronos.interval): its fire times are anchor + k·every in elapsed time, shown in `timezone`; no DST
+note, since a DST change moves no tick, and the description says so.
+
 The console calls it as the user types a schedule. The expression and zone are checked as
 job creation checks them (the same 422 problem body); the fire times come from the
 scheduler's own Schedule.next_after, so the preview is what the dispatcher will do. The DST
@@ -14,62 +18,49 @@ compute thread (`off_loop`), never on the event loop.
 
 from __future__ import annotations
 
-import asyncio
 import re
-import time
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any
 from zoneinfo import ZoneInfo
 
 import msgspec
 from aiohttp import web
 
-from api.bodies import check_schedule, convert, respond, utc_now
+from api import lint
+from api.bodies import check_instant, check_schedule, convert, respond, utc_now
+from api.compute import hand_back, off_loop
 from api.describe import describe
 from api.errors import invalid_input
 from api.routing import Query, Route
-from api.schemas import Expression, Timezone
-from cronos.errors import InvalidInput
+from api.schemas import Every, Expression, Timezone
+from api.schemas_schedule import DstNote, EditDiff, FireTime, Warnings
+from api.state import BACKENDS
+from cronos.errors import InvalidInput, InvalidSchedule
+from cronos.interval import EPOCH, Interval, every_seconds, spell
 from cronos.schedule import NEVER_AT, Schedule, parse_schedule
+from cronos.schedule_legacy import StoredSchedule, stored_schedule
+from cronos.schedule_lint import edit_diff
 
 DEFAULT_COUNT = 10
 MAX_COUNT = 100
+DIFF_DAYS = 7  # an edit's diff looks this many days ahead by default
+MAX_DIFF_DAYS = 31
+DIFF_CAP = 200  # ticks listed per side of a diff
 _US = timedelta(microseconds=1)
 _SECOND = timedelta(seconds=1)
 _LEAP = re.compile(r"(T\d\d:\d\d:)60")
 HORIZON = timedelta(days=36_525)  # a century past `from`: how far a preview looks at most
-T = TypeVar("T")
-# One thread for the API's pure computations (previews, tick pages): bounded, but milliseconds of
-# CPU that must not hold the event loop (/health, and in `cronos dev` the dispatcher and executor).
-# One, because the GIL lets no second one add throughput, only contention with the loop.
-_COMPUTE = ThreadPoolExecutor(max_workers=1, thread_name_prefix="api-compute")
-
-DstKind = Literal["gap", "fold_once", "fold_first", "fold_second"]
+_UTC = ZoneInfo("UTC")
 
 
 class PreviewQuery(msgspec.Struct, kw_only=True):
-    cron_expression: Expression
+    cron_expression: Expression | None = None
     timezone: Timezone = "UTC"
-
-
-class DstNote(msgspec.Struct, kw_only=True):
-    """`gap`: moved to the end of a spring-forward gap. `fold_once`: a repeated wall time, fired
-    once (its first pass). `fold_first` / `fold_second`: a repeated wall time fired on each pass."""
-
-    kind: DstKind
-    detail: str
-
-
-class FireTime(msgspec.Struct, kw_only=True):
-    at: datetime  # UTC
-    local: str  # wall time with its offset, in the schedule's zone
-    dst: DstNote | None = None
+    every: Every | None = None  # `anchor` is read as `from` is (an RFC 3339 time)
 
 
 class Preview(msgspec.Struct, kw_only=True):
-    cron_expression: str
+    cron_expression: str | None  # null for an interval
     timezone: str
     description: str
     fire_times: list[FireTime]  # `count` of them, fewer where the horizon or the calendar (year 9999) ends first
@@ -77,6 +68,13 @@ class Preview(msgspec.Struct, kw_only=True):
         datetime,
         msgspec.Meta(description="fire times are looked for up to this instant (`from` plus a century) and no further"),
     ]
+    warnings: Warnings = []  # api.lint
+    diff: Annotated[
+        EditDiff | None,
+        msgspec.Meta(description="with `previous_cron_expression`: the ticks this schedule adds and removes"),
+    ] = None
+    every: str | None = None  # an interval's canonical spelling; null for cron
+    anchor: datetime | None = None
 
 
 # --- pure: DST notes from fire instants --------------------------------------------------
@@ -114,6 +112,28 @@ def dst_note(schedule: Schedule, zone: ZoneInfo, at: datetime) -> DstNote | None
     return DstNote(kind="fold_once", detail=f"{clock} happens twice (clocks fall back); fires once, on the first")
 
 
+def _fire(schedule: StoredSchedule, at: datetime) -> FireTime:
+    zone = ZoneInfo(schedule.timezone)
+    note = dst_note(schedule, zone, at) if isinstance(schedule, Schedule) else None
+    return FireTime(at=at, local=at.astimezone(zone).isoformat(), dst=note)
+
+
+def diff(previous: StoredSchedule, new: StoredSchedule, after: datetime, days: int) -> EditDiff:
+    """The ticks an edit from `previous` to `new` adds and removes over `days` after `after`, each with
+    its DST note (a tick a clock change moves, or doubles)."""
+    until = after + timedelta(days=days)
+    found = edit_diff(previous, new, after, until, DIFF_CAP)
+    return EditDiff(
+        previous_cron_expression=previous.expression,
+        previous_timezone=previous.timezone,
+        until=until,
+        added=[_fire(new, t) for t in found.added],
+        removed=[_fire(previous, t) for t in found.removed],
+        kept=found.kept,
+        partial=found.more,
+    )
+
+
 def horizon_of(after: datetime) -> datetime:
     try:
         return (after + HORIZON).astimezone(UTC)
@@ -145,17 +165,23 @@ def preview(schedule: Schedule, after: datetime, count: int) -> Preview:
     )
 
 
-def hand_back() -> None:
-    """Between two steps of a computation on the compute thread: let the event loop's thread take the
-    GIL if it waits for it. Otherwise it gets it only when the switch interval (5 ms) forces a
-    hand-over, several times per request (/health p99 ~60 ms instead of ~30 ms under 8 clients).
-    Called every few steps: each call may give the CPU away too."""
-    time.sleep(0)  # releases the GIL
-
-
-async def off_loop(compute: Callable[..., T], *args: Any) -> T:
-    """`compute(*args)` on the API's compute thread, its turn after those already waiting."""
-    return await asyncio.get_running_loop().run_in_executor(_COMPUTE, compute, *args)
+def preview_interval(interval: Interval, timezone: str, after: datetime, count: int) -> Preview:
+    """An interval's next fire times: elapsed time, so no DST notes (a DST change moves no tick)."""
+    zone = ZoneInfo(timezone)
+    times: list[FireTime] = []
+    current, horizon = after, horizon_of(after)
+    for _ in range(count):
+        try:
+            current = interval.next_after(current)
+        except OverflowError:  # the calendar ends (year 9999)
+            break
+        if current > horizon:
+            break
+        times.append(FireTime(at=current, local=current.astimezone(zone).isoformat()))
+    return Preview(
+        cron_expression=None, timezone=timezone, description=interval.describe(), fire_times=times,
+        horizon=horizon, every=spell(interval.every_s), anchor=interval.anchor,
+    )  # fmt: skip
 
 
 def _schema(struct: type[msgspec.Struct], name: str) -> dict[str, Any]:
@@ -191,28 +217,83 @@ def query_time(raw: str | None, zone: ZoneInfo, name: str = "from") -> datetime:
 
 
 async def schedule_preview(request: web.Request) -> web.Response:
-    fields = {k: request.query[k] for k in ("cron_expression", "timezone") if k in request.query}
+    fields: dict[str, Any] = {
+        k: request.query[k] for k in ("cron_expression", "timezone", "every") if k in request.query
+    }
     try:
         query = convert(fields, PreviewQuery)
     except msgspec.ValidationError as exc:
         raise invalid_input(exc) from exc
     count = _count(request.query.get("count"))
+    if query.every is not None or "anchor" in request.query:
+        if query.cron_expression is not None:
+            raise InvalidInput("$.every", "give exactly one of cron_expression and every")
+        if query.every is None:
+            raise InvalidInput("anchor", "only an interval (every) has an anchor")
+        interval = Interval(every_seconds(query.every), EPOCH)
+        if "anchor" in request.query:
+            anchor = check_instant(query_time(request.query["anchor"], _UTC, "anchor"), "anchor")
+            interval = Interval(interval.every_s, anchor.astimezone(UTC))
+        check_schedule("* * * * *", query.timezone)  # the zone, checked as job creation checks it
+        after = query_time(request.query.get("from"), ZoneInfo(query.timezone))
+        return respond(preview_interval(interval, query.timezone, after, count))
+    if query.cron_expression is None:
+        raise InvalidInput("$.cron_expression", "give a cron_expression or an interval (every)")
     schedule = check_schedule(query.cron_expression, query.timezone)
     after = query_time(request.query.get("from"), ZoneInfo(schedule.timezone))
-    return respond(await off_loop(preview, schedule, after, count))
+    previous, days = _previous(request, schedule.timezone)
+    backends = request.app[BACKENDS]
+    starts = await lint.fleet_starts_or_none(backends)
+    found = await off_loop(preview, schedule, after, count)
+    found.warnings = await off_loop(lint.warnings, schedule, utc_now(), starts, backends.settings.herd_jobs, False)
+    if previous is not None:
+        found.diff = await off_loop(diff, previous, schedule, after, days)
+    return respond(found)
+
+
+def _previous(request: web.Request, timezone: str) -> tuple[StoredSchedule | None, int]:
+    """The schedule an edit replaces (`previous_cron_expression`, `previous_timezone`: a stored
+    job's, so a legacy expression is read as the job runs it) and the diff's `days`."""
+    raw_days = request.query.get("days")
+    if raw_days is None:
+        days = DIFF_DAYS
+    elif raw_days.isascii() and raw_days.isdigit() and len(raw_days) <= 2 and 1 <= int(raw_days) <= MAX_DIFF_DAYS:
+        days = int(raw_days)
+    else:
+        raise InvalidInput("days", f"must be an integer between 1 and {MAX_DIFF_DAYS}")
+    expression = request.query.get("previous_cron_expression")
+    if expression is None:
+        return None, days
+    zone = request.query.get("previous_timezone", timezone)
+    try:
+        return stored_schedule(expression, zone)[0], days
+    except InvalidSchedule as exc:
+        name = "previous_timezone" if exc.field == "$.timezone" else "previous_cron_expression"
+        raise InvalidInput(name, exc.message) from None
 
 
 ROUTES = (
     Route("GET", "/api/schedule/preview", schedule_preview,
           "The next fire times of a cron expression (UTC and local, DST notes) within a century, and its "
-          "description in words; a bad expression or zone is the same 422 as job creation's",
+          "description in words, its warnings (docs/schedule-lint.md) and, for an edit, the ticks it adds and "
+          "removes; a bad expression or zone is the same 422 as job creation's",
           response=Preview, errors=(InvalidInput,),
           query=(
-              Query("cron_expression", "the expression, as a job's `cron_expression`", required=True,
-                    schema=_schema(PreviewQuery, "cron_expression")),
+              Query("cron_expression", "the expression, as a job's `cron_expression`; exactly one of it and `every`",
+                    schema=msgspec.json.schema(Expression)),
+              Query("every", "an interval instead, as a job's `every` (`90m`, `1h30m`, or seconds)",
+                    schema={"type": "string", "minLength": 1, "maxLength": 40, "format": "cronos-duration"}),
+              Query("anchor", "an interval's anchor, RFC 3339 (default 1970-01-01T00:00:00Z)",
+                    schema={"type": "string", "format": "date-time"}),
               Query("timezone", "IANA time zone (default UTC)", schema=_schema(PreviewQuery, "timezone")),
               Query("count", f"how many fire times, 1..{MAX_COUNT} (default {DEFAULT_COUNT})", maximum=MAX_COUNT),
               Query("from", "fire times strictly after this RFC 3339 time (default now); an ISO 8601 time "
                     "without an offset is a wall time in `timezone`", schema={"type": "string", "format": "date-time"}),
+              Query("previous_cron_expression", "an edit's previous expression: `diff` lists the ticks the edit "
+                    "adds and removes", schema=_schema(PreviewQuery, "cron_expression")),
+              Query("previous_timezone", "the previous zone (default `timezone`)",
+                    schema=_schema(PreviewQuery, "timezone")),
+              Query("days", f"how far the diff looks, 1..{MAX_DIFF_DAYS} days (default {DIFF_DAYS})",
+                    maximum=MAX_DIFF_DAYS),
           )),
 )  # fmt: skip

@@ -17,8 +17,10 @@ import msgspec
 from aiohttp import web
 
 from api.bodies import check_instant, decode_cursor, encode_cursor, path_id, query_limit, respond, utc_now
-from api.routes_schedule import DstNote, dst_note, hand_back, off_loop, query_time
+from api.compute import hand_back, off_loop
+from api.routes_schedule import dst_note, query_time
 from api.routing import DB_ERRORS, ID, PAGE, Query, Route
+from api.schemas_schedule import DstNote
 from api.state import BACKENDS
 from cronos.errors import InvalidInput, InvalidSchedule, NotFound
 from cronos.schedule import Schedule

@@ -13,11 +13,15 @@ import msgspec
 from msgspec import UNSET, Meta, UnsetType
 
 from api.names import PATTERN as NAME_PATTERN
+from api.schemas_schedule import EditDiff, Warnings
+from cronos.interval import MAX_S as INTERVAL_MAX_S
+from cronos.interval import MIN_S as INTERVAL_MIN_S
 from cronos.models import (
     DEFAULT_QUEUE,
     GROUP_PATTERN,
     QUEUE_PATTERN,
     ConcurrencyPolicy,
+    Expectations,
     Job,
     JobKind,
     ManagedBy,
@@ -99,6 +103,19 @@ RunAt = Annotated[
 StartAt = Annotated[datetime, Meta(tz=True, description="no tick before this instant")]
 EndAt = Annotated[datetime, Meta(tz=True, description="no tick after this instant; then the job is completed")]
 MaxRuns = Annotated[int, Meta(ge=1, le=2**31 - 1, description="after this many scheduled runs the job is completed")]
+# Intervals (issue 25, cronos.interval): a duration, stored in its canonical spelling.
+Every = Annotated[
+    Annotated[int, Meta(ge=INTERVAL_MIN_S, le=INTERVAL_MAX_S)]
+    | Annotated[str, Meta(min_length=1, max_length=40, extra_json_schema={"format": "cronos-duration"})],
+    Meta(
+        description="an interval instead of cron_expression: ticks at anchor + k·every in elapsed time (DST "
+        "moves none); `90s`, `90m`, `1h30m`, `2d` or a number of seconds, 1 s to 366 days; shown as `1h30m`",
+        examples=["90m"],
+    ),
+]
+Anchor = Annotated[
+    datetime, Meta(tz=True, description="an interval's ticks are anchor + k·every (null: 1970-01-01T00:00:00Z)")
+]
 CatchupPerS = Annotated[
     float,
     Meta(gt=0, le=1_000_000, description="late runs of this job's catch-up at most this many a second (null: global)"),
@@ -109,7 +126,7 @@ class JobCreate(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """The seed body `{name, cron_expression, payload}`; every other field has a default."""
 
     name: Name
-    cron_expression: Expression | None = None  # required unless run_at is given
+    cron_expression: Expression | None = None  # required unless run_at or every is given
     payload: Payload
     timezone: Timezone = "UTC"
     kind: JobKind = "task"
@@ -129,6 +146,9 @@ class JobCreate(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     end_at: EndAt | None = None
     max_runs: MaxRuns | None = None
     catchup_max_per_s: CatchupPerS | None = None
+    expectations: Expectations | None = None
+    every: Every | None = None
+    anchor: Anchor | None = None
     concurrency_group: GroupName | None = None
 
 
@@ -156,15 +176,27 @@ class JobPatch(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     end_at: EndAt | UnsetType | None = UNSET
     max_runs: MaxRuns | UnsetType | None = UNSET
     catchup_max_per_s: CatchupPerS | UnsetType | None = UNSET
+    expectations: Expectations | UnsetType | None = UNSET
+    every: Every | UnsetType | None = UNSET
+    anchor: Anchor | UnsetType | None = UNSET
     concurrency_group: GroupName | UnsetType | None = UNSET
 
     def changes(self) -> dict[str, Any]:
         changed = {f: v for f in self.__struct_fields__ if (v := getattr(self, f)) is not UNSET}
-        # A schedule replaces a one-off's run_at and a run_at a schedule: one field switches the job.
-        for given, other in (("cron_expression", "run_at"), ("run_at", "cron_expression")):
+        # One of cron_expression, run_at and every replaces the others: one field switches the job
+        # (an interval's anchor goes with it).
+        for given in WHEN_FIELDS:
             if changed.get(given) is not None:
-                changed.setdefault(other, None)
+                for other in WHEN_FIELDS:
+                    if other != given:
+                        changed.setdefault(other, None)
+                if given != "every":
+                    changed.setdefault("anchor", None)
         return changed
+
+
+# A job's schedule is exactly one of these.
+WHEN_FIELDS = ("cron_expression", "run_at", "every")
 
 
 # One start delay everywhere (cronos.delays): from the scheduled tick, with its two parts beside it.
@@ -210,6 +242,12 @@ class JobOut(Job, kw_only=True):
     webhook_secret: str | UnsetType = UNSET
     # Only on GET /api/jobs/{id}.
     last_run: RunOut | UnsetType | None = UNSET
+    # Only in the answer to a create or a change (api.job_lint, docs/schedule-lint.md).
+    warnings: Warnings | UnsetType = UNSET
+    schedule_diff: Annotated[
+        EditDiff | UnsetType,
+        Meta(description="on a change of schedule only: the ticks of the next 7 days it adds and removes"),
+    ] = UNSET
 
 
 class JobList(msgspec.Struct, kw_only=True):
@@ -261,6 +299,18 @@ class NodeOut(msgspec.Struct, kw_only=True):
     last_heartbeat: datetime | None
     age_s: float | None
     info: dict[str, str]
+    queues: Annotated[list[str], Meta(description="an executor's queues (empty for other roles)")] = []
+    actions: Annotated[
+        list[str] | None,
+        Meta(description="the task actions an executor runs (null: another role, or an executor that does not say)"),
+    ] = None
+
+
+class UnservedOut(msgspec.Struct, kw_only=True):
+    queue: str
+    action: str
+    message: str
+    reported_by: Annotated[list[str], Meta(description="the executors that declined its runs lately")]
 
 
 class StreamOut(msgspec.Struct, kw_only=True):
@@ -285,3 +335,7 @@ class ClusterOut(msgspec.Struct, kw_only=True):
         dict[str, StreamOut],
         Meta(description="each queue's stream: length, pending, lag (tokens no executor read yet), consumers"),
     ] = msgspec.field(default_factory=dict)
+    unserved: Annotated[
+        list[UnservedOut],
+        Meta(description="task actions whose runs no live executor of their queue serves: they wait queued"),
+    ] = msgspec.field(default_factory=list)

@@ -1,4 +1,5 @@
-"""Bodies of /api/tokens and of the audit trail (GET /api/jobs/{id}/history, /api/tokens/history)."""
+"""Bodies of /api/tokens and of the audit trail (GET /api/jobs/{id}/history, /api/tokens/history,
+/api/channels/history)."""
 
 from __future__ import annotations
 
@@ -43,8 +44,9 @@ class TokenList(msgspec.Struct, kw_only=True):
 
 
 class AuditOut(AuditFields, kw_only=True):
-    """Who (`actor`: a token's name, `local`, `admin-token` or `cli`) did what, when; a job's
-    fields before and after the change, secrets shown as `***`."""
+    """Who (`actor`: a token's name, `local`, `admin-token` or `cli`) did what, when; the job's
+    or channel's fields before and after the change, secrets shown as `***` (a channel's id and
+    name are in `detail`)."""
 
 
 class AuditList(msgspec.Struct, kw_only=True):

@@ -34,6 +34,9 @@ SECRET_ADDED = (
     "would hold a secret (a sensitive name, credentials in a URL, a value with its own scheme): "
     "secrets are set on the job (PATCH), never in a run's inputs"
 )
+# Executors are chosen by a task's action (each announces the actions it serves): a run of another
+# action is a run of another job.
+ACTION_CHANGED = "a run's inputs may not change a task job's action: trigger a job with that action instead"
 TARGET_CHANGED = (
     "the job holds secrets, which never go to another target: a run's inputs may not change an http job's "
     "scheme, host, port, path or method, nor a task payload's action, URLs, methods, hosts or ports"
@@ -146,6 +149,8 @@ def check_overrides(kind: str, payload: Mapping[str, Any], overrides: Mapping[st
             raise InvalidInput(field(place), SECRET_OVERRIDDEN)
         if any(_related(_folded(kind, place), s) for s in after):
             raise InvalidInput(field(place), SECRET_ADDED)
+    if kind == "task" and merged.get("action") != payload.get("action"):
+        raise InvalidInput("$.payload.action", ACTION_CHANGED)
     if before and not same_target(kind, merged, payload):
         raise InvalidInput(_target_field(kind, touched, merged, payload), TARGET_CHANGED)
     return merged

@@ -8,9 +8,11 @@ what it returns. The Promela model (`tests/model/lifecycle.pml`) names the same 
     queued ──claimed──▶ running ──completed──▶ completed ──▶ chain runs of its child jobs queued
       │ ▲                │    └──failed──────▶ failed ───(a retry left)──▶ next attempt queued
       │ │ woken          ├──lost (reaper)──▶ failed "executor lost"
-      │ │                └──replaced───────▶ failed "replaced"
+      │ │                ├──replaced───────▶ failed "replaced"
+      │ │                └──cancel_requested (API) ··· stopped (its executor) ──▶ cancelled "cancelled by …"
       ├─waited──▶ waiting (behind its job's running run: no token, no lock, no slot)
-      └─overlapped / misfired / expired / handed_over ──▶ skipped (the reason)
+      ├─overlapped / misfired / expired / handed_over ──▶ skipped (the reason)
+      └─cancelled (API; queued or waiting) ──▶ cancelled "cancelled by …"
     failed | skipped (ended, not completed) ──triggered (API: "retry this run")──▶ next attempt queued
 
 A queued run is in the outbox until the leader pushes its token (`pushed_epoch` set to the
@@ -45,9 +47,10 @@ class RunState(StrEnum):
     COMPLETED = "completed"
     FAILED = "failed"
     SKIPPED = "skipped"  # with its reason
+    CANCELLED = "cancelled"  # by someone (its error says who); never retried
 
 
-TERMINAL = frozenset({RunState.COMPLETED, RunState.FAILED, RunState.SKIPPED})
+TERMINAL = frozenset({RunState.COMPLETED, RunState.FAILED, RunState.SKIPPED, RunState.CANCELLED})
 PENDING = frozenset({RunState.QUEUED, RunState.WAITING})  # not started: expiry and misfire apply
 
 
@@ -84,6 +87,9 @@ class Event(StrEnum):
     FAILED = "failed"
     LOST = "lost"  # its lease expired: the executor is gone
     REPLACED = "replaced"  # `replace`: a newer run of the job took over
+    CANCELLED = "cancelled"  # the API ends a run that has not started
+    CANCEL_REQUESTED = "cancel_requested"  # the API asks a running run's executor to stop it (stays running)
+    STOPPED = "stopped"  # that executor stopped the run (or the reaper, when that executor is gone)
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,7 +125,7 @@ TRANSITIONS: tuple[Transition, ...] = (
     _t(Event.UNPUSHED, "queued", Q, "leader", Fence.EPOCH),
     _t(Event.CLAIMED, "queued", R, "executor", Fence.STATE),
     _t(Event.WAITED, "queued", W, "executor", Fence.STATE),
-    _t(Event.WOKEN, "waiting", Q, "executor leader", Fence.STATE),
+    _t(Event.WOKEN, "waiting", Q, "api executor leader", Fence.STATE),  # api: behind a run it cancelled
     _t(Event.OVERLAPPED, "queued waiting", RunState.SKIPPED, "executor leader", Fence.STATE, SKIP_OVERLAP),
     _t(Event.MISFIRED, "queued", RunState.SKIPPED, "leader", Fence.EPOCH, SKIP_MISFIRED),
     _t(Event.EXPIRED, "queued waiting", RunState.SKIPPED, "leader executor", Fence.STATE, SKIP_EXPIRED),
@@ -128,6 +134,9 @@ TRANSITIONS: tuple[Transition, ...] = (
     _t(Event.FAILED, "running", RunState.FAILED, "executor", Fence.OWNER),
     _t(Event.LOST, "running", RunState.FAILED, "leader", Fence.EPOCH, FAIL_EXECUTOR_LOST),
     _t(Event.REPLACED, "running", RunState.FAILED, "executor", Fence.STATE, FAIL_REPLACED),
+    _t(Event.CANCELLED, "queued waiting", RunState.CANCELLED, "api", Fence.STATE),
+    _t(Event.CANCEL_REQUESTED, "running", R, "api", Fence.STATE),  # recorded beside the run, not in it
+    _t(Event.STOPPED, "running", RunState.CANCELLED, "executor leader", Fence.OWNER),  # leader: reaped, asked
 )
 BY_EVENT = {t.event: t for t in TRANSITIONS}
 # OVERLAPPED also records SKIP_BUFFER_FULL (buffer_one), HANDED_OVER also SKIP_SCHEDULE_CHANGED.
@@ -143,6 +152,40 @@ def transition(event: Event, source: RunState | None) -> Transition:
     if (source is None and t.sources) or (source is not None and source not in t.sources):
         raise IllegalTransition(f"{event} cannot happen to a run that is {source or 'not written yet'}")
     return t
+
+
+# --- cancel: ended at once, or asked of the executor running it ------------------------------
+
+
+class Cancel(StrEnum):
+    """What a cancel request does to a run, by the state it is in."""
+
+    NOW = "now"  # queued or waiting: ended `cancelled` at once (Event.CANCELLED)
+    REQUEST = "request"  # running: recorded; its executor signals the work, forces it after a grace
+    ENDED = "ended"  # over already: nothing to cancel (the API's 409)
+
+
+def cancel(state: RunState) -> Cancel:
+    if state in PENDING:
+        return Cancel.NOW
+    if state is RunState.RUNNING:
+        return Cancel.REQUEST
+    return Cancel.ENDED
+
+
+def cancelled_by(actor: str) -> str:
+    """The error a cancelled run records: who cancelled it (a token's name, `local`, ...)."""
+    return f"cancelled by {actor}"
+
+
+def lost(cancel_by: str | None) -> tuple[RunState, str, bool]:
+    """A running run whose lease expired (its executor is gone): failed "executor lost" and retried
+    as its job allows (Event.LOST); or, when someone had asked to cancel it, cancelled and never
+    retried (Event.STOPPED: the cancel holds though nobody was left to honour it). (state, error,
+    whether it may be retried.)"""
+    if cancel_by is None:
+        return RunState.FAILED, FAIL_EXECUTOR_LOST, True
+    return RunState.CANCELLED, f"{cancelled_by(cancel_by)} ({FAIL_EXECUTOR_LOST})", False
 
 
 # --- misfire: ticks late beyond their grace -------------------------------------------------
@@ -389,7 +432,7 @@ class Rerun(StrEnum):
 
 def rerunnable(state: RunState) -> bool:
     """An ended run that did not succeed: failed, skipped, and any other end state but completed
-    (a cancelled run too, once that state exists)."""
+    (a cancelled run too)."""
     return state in TERMINAL and state is not RunState.COMPLETED
 
 

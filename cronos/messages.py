@@ -26,6 +26,10 @@ class RunToken(msgspec.Struct, frozen=True, kw_only=True, array_like=False):
     # leader's push lead): the executor locks at once, then claims at this instant. None
     # (tokens from an older leader): due when pushed. Never earlier than scheduled_for_ms.
     due_ms: int | None = None
+    # A task job's `payload.action`: an executor that has no task of that name leaves the token
+    # for one that has (executor.routing) before it locks or claims. None: not a task job, or a
+    # token from an older leader (claimed as before).
+    action: str | None = None
 
 
 _encoder = msgspec.msgpack.Encoder()

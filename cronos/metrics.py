@@ -8,6 +8,7 @@ All roles in one process (as `cronos dev` runs them) share this registry, so one
 from __future__ import annotations
 
 import contextlib
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
@@ -62,6 +63,14 @@ LOCK_ACQUISITIONS = Counter(
     "cronos_lock_acquisitions_total", "Lock attempts by lock and result", ["lock", "result"], registry=REGISTRY
 )
 RUNS_IN_FLIGHT = Gauge("cronos_runs_in_flight", "Runs executing in this process", registry=REGISTRY)
+RUNS_OVERRUNNING = Gauge(
+    "cronos_runs_overrunning",
+    "Runs of plain (threaded) task functions past their timeout or cancel, still running until their thread returns",
+    registry=REGISTRY,
+)
+RUNS_CANCEL_SIGNALLED = Counter(
+    "cronos_runs_cancel_signalled_total", "Running runs whose work was told to stop by a cancel", registry=REGISTRY
+)
 STREAM_PENDING = Gauge(
     "cronos_stream_pending", "Tokens delivered but not yet acknowledged, per queue", ["queue"], registry=REGISTRY
 )
@@ -112,8 +121,89 @@ TICK_START_DELAY = Histogram(
 EXECUTOR_LOST_RUNS = Counter(
     "cronos_executor_lost_runs_total", "Runs reaped because their executor was lost", registry=REGISTRY
 )
+TOKENS_HANDED_OVER = Counter(
+    "cronos_tokens_handed_over_total",
+    "Run tokens an executor without their task action gave back to its queue's other executors",
+    ["queue"],
+    registry=REGISTRY,
+)
+TOKENS_UNSERVED = Counter(
+    "cronos_tokens_unserved_total",
+    "Run tokens whose task action no live executor of their queue serves (the run stays queued)",
+    ["queue"],
+    registry=REGISTRY,
+)
 JOBS = Gauge("cronos_jobs", "Registered jobs by status", ["status"], registry=REGISTRY)
 RUNS_SKIPPED = Counter(
     "cronos_runs_skipped_total", "Ticks recorded as skipped, by reason", ["reason"], registry=REGISTRY
 )
 BACKEND_UP = Gauge("cronos_backend_up", "1 when the backend answered the last check", ["backend"], registry=REGISTRY)
+
+# Per-job series (issue 24), bounded: the leader exports at most CRONOS_JOB_METRICS_MAX jobs whose
+# names match CRONOS_JOB_METRICS_JOBS, and counts the rest as dropped (dispatcher/health.py). The
+# label is `job_name`: `job` is Prometheus' own target label (a scrape would rename ours exported_job).
+JOB_LAST_SUCCESS = Gauge(
+    "cronos_job_last_success_timestamp_seconds",
+    "When the job's newest completed run finished (unix time; leader; capped, see cronos_job_metrics_dropped)",
+    ["job_name"],
+    registry=REGISTRY,
+)
+JOB_CONSECUTIVE_FAILURES = Gauge(
+    "cronos_job_consecutive_failures",
+    "Runs of the job that failed in a row, with no retry left (leader; capped, see cronos_job_metrics_dropped)",
+    ["job_name"],
+    registry=REGISTRY,
+)
+JOB_METRICS_DROPPED = Gauge(
+    "cronos_job_metrics_dropped",
+    "Jobs matching CRONOS_JOB_METRICS_JOBS beyond CRONOS_JOB_METRICS_MAX: not exported per job (leader)",
+    registry=REGISTRY,
+)
+
+
+def set_jobs(jobs: list[tuple[str, int, Any]], dropped: int) -> None:
+    """The per-job series, replacing the previous set (a job gone or beyond the cap has none)."""
+    JOB_LAST_SUCCESS.clear()
+    JOB_CONSECUTIVE_FAILURES.clear()
+    for name, failures, last_success in jobs:
+        JOB_CONSECUTIVE_FAILURES.labels(job_name=name).set(failures)
+        if last_success is not None:
+            JOB_LAST_SUCCESS.labels(job_name=name).set(last_success.timestamp())
+    JOB_METRICS_DROPPED.set(dropped)
+
+
+def forget_jobs() -> None:
+    JOB_LAST_SUCCESS.clear()
+    JOB_CONSECUTIVE_FAILURES.clear()
+    JOB_METRICS_DROPPED.set(0)
+
+
+# Notifications (issue 24), by channel kind (webhook, slack, email): never a channel's name.
+# `sent`, `retried` (an attempt failed, another is due), `failed` (gave up after its attempts),
+# `suppressed` (a rule held it back at routing: threshold, rate limit, quiet hours that drop).
+NOTIFICATIONS = Counter(
+    "cronos_notifications_total",
+    "Notification deliveries by channel kind and outcome (leader)",
+    ["kind", "outcome"],
+    registry=REGISTRY,
+)
+for _kind in ("webhook", "slack", "email"):  # every series from 0: an alert's increase() sees the first one
+    for _outcome in ("sent", "retried", "failed", "suppressed"):
+        NOTIFICATIONS.labels(_kind, _outcome)
+NOTIFICATIONS_PENDING = Gauge(
+    "cronos_notifications_pending", "Deliveries waiting to be sent, quiet hours' included (leader)", registry=REGISTRY
+)
+NOTIFICATIONS_OLDEST_DUE = Gauge(
+    "cronos_notifications_oldest_due_age_seconds",
+    "How long the oldest due pending delivery has been due; 0 when none is (leader)",
+    registry=REGISTRY,
+)
+
+
+def set_pending(count: int, oldest_due_age_s: float) -> None:
+    NOTIFICATIONS_PENDING.set(count)
+    NOTIFICATIONS_OLDEST_DUE.set(oldest_due_age_s)
+
+
+def forget_pending() -> None:
+    set_pending(0, 0.0)

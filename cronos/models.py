@@ -20,7 +20,8 @@ SettableStatus = Literal["active", "paused"]
 TERMINAL_STATUSES = ("completed", "expired")
 ConcurrencyPolicy = Literal["forbid", "allow", "replace", "buffer_one", "buffer_all"]
 MisfirePolicy = Literal["run_once", "run_all", "skip"]
-RunState = Literal["queued", "waiting", "running", "completed", "failed", "skipped"]  # cronos.lifecycle.RunState
+# cronos.lifecycle.RunState
+RunState = Literal["queued", "waiting", "running", "completed", "failed", "skipped", "cancelled"]
 Trigger = Literal["schedule", "manual", "retry", "chain"]  # chain: after a run of a parent job
 
 JOB_STATUSES: tuple[str, ...] = get_args(JobStatus)
@@ -65,10 +66,35 @@ class ManagedBy(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     secrets_digest: Annotated[str, msgspec.Meta(max_length=300, pattern="^[!-~]+$")] | None = None
 
 
+_WITHIN = {"gt": 0, "le": 366 * 86_400}
+
+
+class Expectations(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, omit_defaults=True):
+    """What a job is expected to do, from its schedule (issue 24: the dead-man's switch); each
+    optional. The leader's health evaluator judges every run by those of the revision that planned it."""
+
+    start_within_s: (
+        Annotated[float, msgspec.Meta(**_WITHIN, description="a run starts at most this long after its tick (late)")]
+        | None
+    ) = None
+    finish_within_s: (
+        Annotated[float, msgspec.Meta(**_WITHIN, description="a run ends at most this long after it started (overran)")]
+        | None
+    ) = None
+    not_faster_than_s: (
+        Annotated[float, msgspec.Meta(**_WITHIN, description="a completed run took at least this long (too fast)")]
+        | None
+    ) = None
+    success_every_s: (
+        Annotated[float, msgspec.Meta(**_WITHIN, description="at least one completed run this often (no success)")]
+        | None
+    ) = None
+
+
 class Job(msgspec.Struct, kw_only=True):
     id: int
     name: str
-    cron_expression: str | None  # None: a one-off (run_at)
+    cron_expression: str | None  # None: a one-off (run_at) or an interval (every)
     timezone: str
     kind: JobKind
     payload: dict[str, Any]
@@ -93,6 +119,10 @@ class Job(msgspec.Struct, kw_only=True):
     end_at: datetime | None = None
     max_runs: int | None = None
     catchup_max_per_s: float | None = None
+    expectations: Expectations | None = None
+    # Intervals (cronos.interval): ticks at anchor + k·every; anchor None: the Unix epoch.
+    every: str | None = None
+    anchor: datetime | None = None
     concurrency_group: str | None = None  # its runs start only with a slot of this group (cronos.store.groups)
 
 
@@ -119,6 +149,9 @@ JOB_WRITABLE = (
     "end_at",
     "max_runs",
     "catchup_max_per_s",
+    "expectations",
+    "every",
+    "anchor",
     "concurrency_group",
 )
 
@@ -164,7 +197,7 @@ class DispatchJob(msgspec.Struct, kw_only=True):
     dispatcher keeps how far the job is written: every tick at or before it is in the ledger."""
 
     id: int
-    cron_expression: str | None  # None: a one-off at run_at
+    cron_expression: str | None  # None: a one-off at run_at, or an interval
     timezone: str
     misfire_policy: MisfirePolicy
     misfire_grace_s: float
@@ -180,3 +213,6 @@ class DispatchJob(msgspec.Struct, kw_only=True):
     runs_left: int | None = None  # max_runs less the scheduled runs written; None: no limit
     catchup_max_per_s: float | None = None
     queue: str = DEFAULT_QUEUE  # the stream its tokens go to
+    action: str | None = None  # a task job's payload.action: its tokens carry it (executor routing)
+    every: str | None = None  # an interval (cronos.interval), from anchor (None: the epoch)
+    anchor: datetime | None = None

@@ -4,7 +4,8 @@ the schedule book and the API use as they use a cron schedule. Pure: no clock, n
 A window fires no tick before `start_at` nor after `end_at` (both inclusive bounds); a one-off
 fires once, at `run_at`. Past its last tick a windowed schedule's `next_after` is `NEVER` (so
 `fire_times` simply stops); `over_at` is the instant the leader may end the job (no tick left),
-and `over_after(t)` says whether a tick at `t` was its last.
+and `over_after(t)` says whether a tick at `t` was its last. An interval (cronos.interval) is a
+base as a cron schedule is: every caller gets it through `job_schedule` / `schedule_of`.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
 from cronos.dst import fire_times
+from cronos.interval import interval_of
 from cronos.schedule import NEVER_AT
 from cronos.schedule_legacy import StoredSchedule, stored_schedule
 
@@ -84,18 +86,22 @@ def job_schedule(
     run_at: datetime | None = None,
     start_at: datetime | None = None,
     end_at: datetime | None = None,
+    every: str | None = None,
+    anchor: datetime | None = None,
     parse: Callable[[str, str], tuple[Any, str | None]] = stored_schedule,
 ) -> tuple[Windowed, str | None]:
-    """A stored job's schedule (a one-off when `run_at` is set) clamped to its window, and the
-    parser's notice for a stored expression it now refuses (cronos.schedule_legacy). Raises
-    InvalidSchedule as `parse` does."""
+    """A stored job's schedule (a one-off when `run_at` is set, an interval when `every` is)
+    clamped to its window, and the parser's notice for a stored expression it now refuses
+    (cronos.schedule_legacy). Raises InvalidSchedule as `parse` does."""
     run_at, start_at, end_at = _aware(run_at), _aware(start_at), _aware(end_at)
     base: NextAfter
     notice = None
     if run_at is not None:
         base = OneOff(run_at)
+    elif every is not None:
+        base = interval_of(every, anchor)
     else:
-        assert cron_expression is not None, "a job has a cron expression or a run_at"
+        assert cron_expression is not None, "a job has a cron expression, an interval or a run_at"
         parsed: StoredSchedule
         parsed, notice = parse(cron_expression, timezone)
         base = parsed
@@ -115,6 +121,10 @@ class Timed(Protocol):
     def start_at(self) -> datetime | None: ...
     @property
     def end_at(self) -> datetime | None: ...
+    @property
+    def every(self) -> str | None: ...
+    @property
+    def anchor(self) -> datetime | None: ...
 
 
 def schedule_of(
@@ -122,8 +132,9 @@ def schedule_of(
 ) -> tuple[Windowed, str | None]:
     """`job_schedule` of a job."""
     return job_schedule(
-        job.cron_expression, job.timezone, run_at=job.run_at, start_at=job.start_at, end_at=job.end_at, parse=parse
-    )
+        job.cron_expression, job.timezone, run_at=job.run_at, start_at=job.start_at, end_at=job.end_at,
+        every=job.every, anchor=job.anchor, parse=parse,
+    )  # fmt: skip
 
 
 def _aware(instant: datetime | None) -> datetime | None:

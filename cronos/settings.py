@@ -45,12 +45,16 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     audit_interval_s: float = 60.0  # the reconciliation auditor checks one window this long
     audit_settle_s: float = 30.0  # ... ending this long ago (settled: written, caught up)
     runs_retention_s: float = 30 * 86_400  # runs older than this go, a whole day at a time; 0: keep all
+    health_interval_s: float = 5.0  # the leader's health evaluator judges what happened this often
+    job_metrics_max: int = 1000  # per-job series the leader exports at most (0: none)
+    job_metrics_jobs: tuple[str, ...] = ()  # ... of the jobs with these names (`*` globs; empty: any)
     # executor
     executor_concurrency: int = 2000  # runs claimed and executing at once (coroutines: see README)
     executor_prefetch: int = 4000  # tokens in hand at once: held for their due time, executing, recording
     executor_queues: tuple[str, ...] = (DEFAULT_QUEUE,)  # the queues (streams) an executor serves
     run_lease_s: float = 10.0
     drain_timeout_s: float = 30.0
+    cancel_grace_s: float = 10.0  # a cancelled run's work is told to stop, then cancelled this much later
     allow_shell: bool = False
     shell_user: str = ""  # shell jobs run as this user (the executor must be root); empty: the executor's
     result_max_bytes: int = 4096
@@ -67,9 +71,16 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     http_max_redirects: int = 5  # hops followed when a job sets follow_redirects
     job_payload_max_bytes: int = 65_536  # encoded size bound of a job's payload
     max_queues: int = 100  # queues jobs may name in all (each is a stream the leader tends)
+    herd_jobs: int = 100  # a schedule warning (code herd) when this many active jobs start in one minute
     # clients: `cronos jobs|runs|apply` talk to this API with this token (empty: none, protected mode)
     api_url: str = "http://127.0.0.1:3002"
     api_token: str = ""
+    # notifications (docs/notifications.md): sent by the leader
+    console_url: str = ""  # links in notifications point here (empty: CRONOS_API_URL)
+    notify_timeout_s: float = 10.0  # one send (HTTP request, SMTP session) at most this long
+    notify_max_attempts: int = 10  # a delivery that failed this many times ends `failed`
+    notify_retry_base_s: float = 5.0  # retries back off from this, doubling, with jitter ...
+    notify_retry_cap_s: float = 900.0  # ... up to this
 
 
 def _number(cast: Callable[[str], N], lo: N, hi: N) -> Callable[[str], N]:
@@ -188,6 +199,13 @@ def _queues(raw: str) -> tuple[str, ...]:
         raise ValueError(f"must be a comma-separated list of queue names: {exc.message}") from None
 
 
+def _names(raw: str) -> tuple[str, ...]:
+    names = tuple(dict.fromkeys(part.strip() for part in raw.split(",") if part.strip()))
+    if any(len(name) > 200 for name in names):
+        raise ValueError("must be comma-separated job names (each 200 characters at most)")
+    return names
+
+
 def _text(raw: str) -> str:
     if not raw.strip():
         raise ValueError("must not be empty")
@@ -237,6 +255,21 @@ VARIABLES: dict[str, tuple[str, Callable[[str], Any], str]] = {
         _retention,
         "leader drops runs older than this, a whole day at a time (30d, 36h, 2w; 0: keep all)",
     ),
+    "CRONOS_HEALTH_INTERVAL_S": (
+        "health_interval_s",
+        _float(0.1, 3600),
+        "the leader derives job events (failed, late start, overran...) and verdicts this often",
+    ),
+    "CRONOS_JOB_METRICS_MAX": (
+        "job_metrics_max",
+        _int(0, 100_000),
+        "per-job metric series the leader exports at most; jobs beyond: cronos_job_metrics_dropped (0: none)",
+    ),
+    "CRONOS_JOB_METRICS_JOBS": (
+        "job_metrics_jobs",
+        _names,
+        "export per-job metrics only for these job names, comma-separated, `*` and `?` as globs (empty: any)",
+    ),
     "CRONOS_EXECUTOR_CONCURRENCY": ("executor_concurrency", _int(1, 10_000), "runs executing at once per executor"),
     "CRONOS_EXECUTOR_PREFETCH": (
         "executor_prefetch",
@@ -250,6 +283,11 @@ VARIABLES: dict[str, tuple[str, Callable[[str], Any], str]] = {
     ),
     "CRONOS_RUN_LEASE_S": ("run_lease_s", _float(0.3, 3600), "run lease, renewed every third"),
     "CRONOS_DRAIN_TIMEOUT_S": ("drain_timeout_s", _float(0, 3600), "graceful drain deadline on SIGTERM"),
+    "CRONOS_CANCEL_GRACE_S": (
+        "cancel_grace_s",
+        _float(0, 3600),
+        "how long a cancelled running run may stop by itself before its work is cancelled (shell: killed)",
+    ),
     "CRONOS_ALLOW_SHELL": ("allow_shell", _bool, "allow `shell` jobs on this executor"),
     "CRONOS_SHELL_USER": (
         "shell_user",
@@ -275,8 +313,18 @@ VARIABLES: dict[str, tuple[str, Callable[[str], Any], str]] = {
     "CRONOS_HTTP_MAX_REDIRECTS": ("http_max_redirects", _int(0, 20), "redirect hops when a job follows them"),
     "CRONOS_JOB_PAYLOAD_MAX_BYTES": ("job_payload_max_bytes", _int(1024, 1_048_576), "bound of a job's payload"),
     "CRONOS_MAX_QUEUES": ("max_queues", _int(1, 10_000), "queues jobs may name in all (a job naming one more: 422)"),
+    "CRONOS_HERD_JOBS": (
+        "herd_jobs",
+        _int(2, 10_000_000),
+        "active jobs starting in one minute that make a herd warning",
+    ),
     "CRONOS_API_URL": ("api_url", _url("http", "https"), "the API that `cronos jobs|runs|apply` call"),
     "CRONOS_API_TOKEN": ("api_token", _token, "bearer token `cronos jobs|runs|apply` send (empty: none)"),
+    "CRONOS_CONSOLE_URL": ("console_url", _url("http", "https"), "the console's address, for links in notifications"),
+    "CRONOS_NOTIFY_TIMEOUT_S": ("notify_timeout_s", _float(0.1, 300), "bound of one notification send"),
+    "CRONOS_NOTIFY_MAX_ATTEMPTS": ("notify_max_attempts", _int(1, 100), "sends of a notification before it fails"),
+    "CRONOS_NOTIFY_RETRY_BASE_S": ("notify_retry_base_s", _float(0.01, 3600), "first retry delay of a notification"),
+    "CRONOS_NOTIFY_RETRY_CAP_S": ("notify_retry_cap_s", _float(0.01, 86_400), "longest retry delay of a notification"),
 }
 
 

@@ -212,6 +212,22 @@ class RunStream:
                 raise
             # Redis lost the stream: nothing is left to acknowledge (the locks went first).
 
+    async def hand_over(self, entry: EntryRef, token: RunToken) -> None:
+        """Give a token back to its queue's group (executor.routing): re-add it as a new entry and
+        acknowledge the old one, atomically (MULTI; on a Redis Cluster, a pipeline in that order:
+        cut between the two, the token is there twice, which the tick lock makes harmless). A
+        stream Redis lost is not made again here (NOMKSTREAM): the leader re-pushes its runs."""
+        queue, entry_id = entry
+        key = self.stream_key(queue)
+        pipe = self._client.pipeline(transaction=not redis_client.is_cluster(self._client))
+        pipe.xadd(key, {TOKEN_FIELD: encode_token(token)}, nomkstream=True)
+        pipe.xack(key, self.group, entry_id)
+        try:
+            await pipe.execute()
+        except ResponseError as exc:
+            if not _stream_lost(exc):
+                raise
+
     async def touch(self, consumer: str, entries: Sequence[EntryRef]) -> None:
         """Reset the idle time of entries `consumer` still works on, so no other executor's
         XAUTOCLAIM takes a long run's token."""

@@ -1,7 +1,7 @@
 """Tick accountability (issue 14): every tick a job's schedule had in a window, and what became of it.
 
 Pure: the job's revision history, the window, `now` and the ledger rows are parameters. The
-history is cut into segments, one per revision, each with the expression, time zone and status
+history is cut into segments, one per revision, each with the expression (or interval), time zone and status
 that revision left (`segments`); a segment owns the ticks in (its revision's instant, the next
 revision's], as the dispatcher's cursor does (creation, a schedule change and a resume move the
 cursor to the change's instant, so only ticks strictly after it are due). Ticks are computed per
@@ -18,7 +18,9 @@ from typing import Annotated, Any, Literal, Protocol
 import msgspec
 
 from cronos import delays
+from cronos.dst import fire_times
 from cronos.errors import InvalidSchedule
+from cronos.interval import interval_of
 from cronos.models import RunState, Trigger
 from cronos.schedule_legacy import stored_schedule
 
@@ -33,6 +35,7 @@ RUNS_DELETED = "its runs were deleted with the job"
 NOT_DUE = "not yet due"
 NOT_WRITTEN = "not written yet"  # due, but after the job's cursor: the leader has not written it yet
 RETENTION = "past the runs' retention"  # its day of the ledger was dropped (CRONOS_RUNS_RETENTION)
+CANCELLED = "cancelled"  # its run was cancelled before it started (the run's error says by whom)
 UNACCOUNTED = "unaccounted"  # an active job's tick the ledger should hold and does not (G2)
 
 _US = timedelta(microseconds=1)
@@ -62,6 +65,8 @@ class Segment(msgspec.Struct, frozen=True, kw_only=True):
     status: SegmentStatus
     cron_expression: str
     timezone: str
+    every: str | None = None  # an interval (cronos.interval) instead of the expression
+    anchor: datetime | None = None
 
 
 class LedgerRow(msgspec.Struct, kw_only=True):
@@ -122,9 +127,11 @@ class Tick(msgspec.Struct, kw_only=True):
     outcome: Annotated[Outcome, _OUTCOME]
     reason: Annotated[str | None, _REASON]
     revision: Annotated[int, _REVISION]
-    cron_expression: str
+    cron_expression: Annotated[str, msgspec.Meta(description="the schedule's expression; empty for an interval")]
     timezone: str
     runs: list[TickRun]
+    every: Annotated[str | None, msgspec.Meta(description="the interval the tick belongs to; null: cron")] = None
+    anchor: datetime | None = None
 
 
 def segments(history: Sequence[Change]) -> list[Segment]:
@@ -144,10 +151,22 @@ def segments(history: Sequence[Change]) -> list[Segment]:
 def _segment(
     start: datetime | None, end: datetime | None, number: int, status: str, fields: Mapping[str, Any]
 ) -> Segment:
+    every, anchor = fields.get("every"), fields.get("anchor")
     return Segment(
         start=start, end=end, revision=number, status=_STATUSES.get(status, "active"),
-        cron_expression=str(fields.get("cron_expression", "")), timezone=str(fields.get("timezone", "UTC")),
+        cron_expression=str(fields.get("cron_expression") or ""), timezone=str(fields.get("timezone", "UTC")),
+        every=None if every is None else str(every), anchor=_instant(anchor),
     )  # fmt: skip
+
+
+def _instant(value: Any) -> datetime | None:
+    """An anchor as a revision keeps it (JSON: RFC 3339 text) or as a Struct holds it."""
+    if value is None or isinstance(value, datetime):
+        return value
+    try:
+        return datetime.fromisoformat(str(value))
+    except ValueError:
+        return None
 
 
 def plan(segs: Iterable[Segment], after: datetime, until: datetime, limit: int) -> list[tuple[datetime, Segment]]:
@@ -160,8 +179,11 @@ def plan(segs: Iterable[Segment], after: datetime, until: datetime, limit: int) 
         if low >= high or len(found) >= limit:
             continue
         try:
-            schedule, _notice = stored_schedule(seg.cron_expression, seg.timezone)
-            times = schedule.fire_times(low, high, limit - len(found))
+            if seg.every is not None:
+                times = fire_times(interval_of(seg.every, seg.anchor).next_after, low, high, limit - len(found))
+            else:
+                schedule, _notice = stored_schedule(seg.cron_expression, seg.timezone)
+                times = schedule.fire_times(low, high, limit - len(found))
         except (InvalidSchedule, OverflowError):
             continue
         found.extend((t, seg) for t in times)
@@ -207,7 +229,7 @@ def _tick(t: datetime, seg: Segment, rows: list[LedgerRow], horizon: _Horizon) -
     outcome, reason = _outcome(t, seg, rows, horizon)
     return Tick(
         scheduled_for=t, outcome=outcome, reason=reason, revision=seg.revision,
-        cron_expression=seg.cron_expression, timezone=seg.timezone, runs=runs,
+        cron_expression=seg.cron_expression, timezone=seg.timezone, runs=runs, every=seg.every, anchor=seg.anchor,
     )  # fmt: skip
 
 
@@ -224,10 +246,11 @@ def _run(row: LedgerRow) -> TickRun:
 def _outcome(t: datetime, seg: Segment, rows: list[LedgerRow], horizon: _Horizon) -> tuple[Outcome, str | None]:
     now, written_until, kept_since = horizon
     if rows:
-        if any(row.state in _STARTED for row in rows):
+        if any(row.state in _STARTED or row.started_at is not None for row in rows):  # cancelled while it ran too
             return "ran", None
-        if all(row.state == "skipped" for row in rows):
-            return "skipped", max(rows, key=lambda row: row.attempt).skip_reason
+        if all(row.state in ("skipped", "cancelled") for row in rows):  # cancelled before it started
+            last = max(rows, key=lambda row: row.attempt)
+            return "skipped", last.skip_reason or CANCELLED
         group = next((row.waiting_for for row in rows if row.state == "waiting" and row.waiting_for), None)
         if group is not None:
             return "pending", f"waiting for concurrency group {group}"

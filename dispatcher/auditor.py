@@ -6,25 +6,31 @@ looks for each one in the ledger — a run of any state or a recorded skip. A ti
 is *unaccounted*: G2 says that never happens, so `cronos_ticks_unaccounted_total` must stay 0
 and an alert fires when it moves (deploy/prometheus/alerts.yml).
 
-Audited: jobs active through the whole window, created and last changed before it (a job
-paused, resumed or edited during the window is left out of that window rather than guessed).
+Audited: jobs whose definition held through the whole window — no pause, resume or edit of theirs
+since its start (such a window is left out rather than guessed: an edit raises no false alarm) —
+active ones and those the leader ended meanwhile (a window, `max_runs` or a one-off done: up to
+their last tick); a window or a one-off bounds their expected ticks as it bounds the leader's.
+
+Each unaccounted tick is also a `missed` job event (cronos.health.missed, once per tick), written
+fenced with the job's health row (verdict `missing`), so an operator is told.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import asyncpg
 
-from cronos import metrics
-from cronos.errors import InvalidInput
-from cronos.schedule_legacy import stored_schedule
+from cronos import health, metrics
+from cronos.errors import InvalidInput, InvalidSchedule, NotLeader
+from cronos.schedule_window import job_schedule
 from cronos.store import queries as q
 from cronos.store.db import translate_errors
+from cronos.store.health import HealthStore
 from dispatcher.lifetime import Lifetime
 
 log = logging.getLogger("dispatcher.auditor")
@@ -36,12 +42,21 @@ JOB_TICKS_LIMIT = 10_000
 NAMED_LIMIT = 20
 
 
+_US = timedelta(microseconds=1)
+
+
 @dataclass(frozen=True, slots=True)
 class AuditedJob:
     id: int
-    cron_expression: str
+    cron_expression: str | None  # None: a one-off at run_at, or an interval
     timezone: str
     created_at: datetime
+    run_at: datetime | None = None
+    start_at: datetime | None = None
+    end_at: datetime | None = None
+    every: str | None = None  # an interval's (cronos.interval), from anchor
+    anchor: datetime | None = None
+    ended_after: datetime | None = None  # ended by the leader: its last tick (none is expected after it)
 
 
 @dataclass(slots=True)
@@ -62,11 +77,22 @@ def reconcile(
     start, end = window
     result = AuditResult(window)
     for job in jobs:
-        try:
-            schedule, _notice = stored_schedule(job.cron_expression, job.timezone)  # as the dispatcher reads it
-        except InvalidInput:
+        try:  # as the dispatcher reads it (a cron expression or an interval), within its window
+            schedule, _notice = job_schedule(
+                job.cron_expression,
+                job.timezone,
+                run_at=job.run_at,
+                start_at=job.start_at,
+                end_at=job.end_at,
+                every=job.every,
+                anchor=job.anchor,
+            )
+        except (InvalidInput, InvalidSchedule):
             continue  # the dispatcher does not run it either (logged there)
-        ticks = schedule.fire_times(max(start, job.created_at), end, JOB_TICKS_LIMIT)
+        # Its cursor started at creation (a one-off created late within its grace: just before run_at).
+        born = job.created_at if job.run_at is None else min(job.created_at, job.run_at - _US)
+        until = end if job.ended_after is None else min(end, job.ended_after)
+        ticks = schedule.fire_times(max(start, born), until, JOB_TICKS_LIMIT) if until > start else []
         result.jobs += 1
         result.expected += len(ticks)
         result.unaccounted.extend((job.id, t) for t in ticks if (job.id, t) not in found)
@@ -76,8 +102,11 @@ def reconcile(
 class Auditor:
     """Audits one window per `interval_s`, each ending `settle_s` ago, contiguous within a term."""
 
-    def __init__(self, pool: asyncpg.Pool, interval_s: float, settle_s: float) -> None:
+    def __init__(
+        self, pool: asyncpg.Pool, interval_s: float, settle_s: float, check: Callable[[], int] | None = None
+    ) -> None:
         self._pool = pool
+        self._check = check  # the leader's epoch (NotLeader when lost): missed ticks become job events
         self._interval = timedelta(seconds=interval_s)
         self._settle = timedelta(seconds=settle_s)
         self._audited_to: datetime | None = None
@@ -87,6 +116,8 @@ class Auditor:
             await term.sleep(self._interval.total_seconds())
             try:
                 await self.once(datetime.now(UTC))
+            except NotLeader:
+                raise  # the term is over: its missed events are the next leader's to write
             except Exception as exc:  # auditing must never take the leader down: next pass retries
                 log.warning("audit pass failed: %s", exc, exc_info=True, extra={"event": "audit.failed"})
 
@@ -98,13 +129,16 @@ class Auditor:
         with translate_errors():
             async with self._pool.acquire() as conn:
                 result = await self._audit(conn, (start, end))
+        if self._check is not None and result.unaccounted:
+            events = [health.missed(job_id, tick) for job_id, tick in result.unaccounted]
+            await HealthStore(self._pool).missed(self._check(), events)
         self._audited_to = end
         self._export(result)
         return result
 
     async def _audit(self, conn: Any, window: tuple[datetime, datetime]) -> AuditResult:
         start, end = window
-        jobs = [AuditedJob(**dict(r)) for r in await conn.fetch(q.AUDIT_JOBS, start)]
+        jobs = [AuditedJob(**dict(r)) for r in await conn.fetch(q.AUDIT_JOBS, start, end)]
         rows = await conn.fetch(q.AUDIT_TICKS, [j.id for j in jobs], start, end)
         found = {(r["job_id"], r["scheduled_for"]) for r in rows}
         result = reconcile(jobs, found, window)

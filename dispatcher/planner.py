@@ -45,6 +45,7 @@ class TickBatch:
     ended: dict[int, tuple[str, int]] = field(default_factory=dict)
     runs: dict[int, int] = field(default_factory=dict)  # queued runs of each job with a max_runs
     queues: dict[int, str] = field(default_factory=dict)  # each job's queue (the stream its tokens go to)
+    actions: dict[int, str | None] = field(default_factory=dict)  # each task job's action (its tokens carry it)
 
     def __len__(self) -> int:
         return len(self.job_ids)
@@ -168,6 +169,7 @@ class TickRound:
                     if kept:
                         batch.cursors[job.id] = ticks[kept - 1]
                         batch.queues[job.id] = job.queue
+                        batch.actions[job.id] = job.action
                     if job.runs_left is not None:
                         batch.runs[job.id] = ran
                     over = isinstance(schedule, Windowed) and schedule.over_after(ticks[kept - 1] if kept else cursor)

@@ -33,6 +33,7 @@ def token_of(run: QueuedRun, epoch: int, *, due_ms: int | None) -> RunToken:
         trigger=run.trigger,
         epoch=epoch,
         due_ms=due_ms,
+        action=run.action,
     )
 
 

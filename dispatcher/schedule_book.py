@@ -23,14 +23,16 @@ from cronos.schedule_legacy import stored_schedule
 from cronos.schedule_window import NEVER, Windowed, schedule_of
 from dispatcher.planner import CATCH_UP_PER_S, JOB_ROUND_LIMIT, CatchUpPace, TickBatch, TickRound
 
-# (expression, time zone, run_at, start_at, end_at): jobs sharing a schedule and its window.
-Key = tuple[str | None, str, datetime | None, datetime | None, datetime | None]
+# (expression, time zone, run_at, start_at, end_at, every, anchor): jobs sharing a schedule and
+# its window. An interval ignores the zone (elapsed time): jobs with one every+anchor share a group.
+Key = tuple[str | None, str, datetime | None, datetime | None, datetime | None, str | None, datetime | None]
 
 log = logging.getLogger("dispatcher.schedule_book")
 
 
 def _key(spec: DispatchJob) -> Key:
-    return (spec.cron_expression, spec.timezone, spec.run_at, spec.start_at, spec.end_at)
+    zone = "" if spec.every is not None else spec.timezone
+    return (spec.cron_expression, zone, spec.run_at, spec.start_at, spec.end_at, spec.every, spec.anchor)
 
 
 def _read(spec: DispatchJob) -> tuple[Any, ...]:

@@ -30,14 +30,16 @@ from cronos.keys import Keys
 from cronos.redis_client import Redis
 from cronos.settings import Settings
 from cronos.store.ledger import Ledger
+from cronos.store.notify import Outbox as NotifyOutbox
 from cronos.store.partitions import PartitionStore
 from cronos.store.queues import QueueStore
 from cronos.store.runs import RunStore
-from dispatcher import reaper, retention
+from dispatcher import health, reaper, retention
 from dispatcher.auditor import Auditor
 from dispatcher.election import Election, LeadershipLost
 from dispatcher.housekeeping import Housekeeping
 from dispatcher.listener import Listener
+from dispatcher.notifier import Notifier
 from dispatcher.publisher import Publisher
 from dispatcher.ticker import Ticker
 from dispatcher.watchdog import Watchdog
@@ -142,8 +144,10 @@ class Term:
                 settings.overdue_after_ms,
                 self.ticker.take_soon,
             ).run(self),
-            "audit": Auditor(self._pool, settings.audit_interval_s, settings.audit_settle_s).run(self),
+            "audit": Auditor(self._pool, settings.audit_interval_s, settings.audit_settle_s, election.check).run(self),
+            "health": health.run(self, self._pool, election.check, settings),
             "retain": retention.run(self, PartitionStore(self._pool), election, settings.runs_retention_s),
+            "notify": Notifier(NotifyOutbox(self._pool), election.check, settings).run(self),
         }
         try:
             async with asyncio.TaskGroup() as group:

@@ -235,6 +235,7 @@ class Ticker:
                     batch.revision,
                     batch.ended,
                     queues=batch.queues,
+                    actions=batch.actions,
                     counted=batch.runs.keys(),
                 )
             finally:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import InitVar, dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from cronos.clock import DbClock
 from cronos.keys import Keys
@@ -18,6 +18,7 @@ from executor.batcher import Batcher
 from executor.gate import Gate
 from executor.health import BackendHealth
 from executor.kinds import Env
+from executor.routing import Routing
 
 if TYPE_CHECKING:
     from executor.running import InFlight
@@ -46,7 +47,10 @@ class Deps:
     tick_locks: TickLocks
     health: BackendHealth
     clock: DbClock  # PostgreSQL's: tokens are held and claimed by it
+    redis: Any  # the Redis client (routing reads the other executors' presence)
     concurrency: InitVar[int]  # execution slots: the gate's
+    routing: Routing = field(init=False)  # tokens whose action this node has no task for
+    cancel_grace_s: float = 10.0  # a cancelled run's work is cancelled this long after it is told to stop
     gate: Gate[ClaimRequest, Claim] = field(init=False)  # steps 2-3 at the due instant, with an execution slot
     locks: Batcher[str, bool] = field(init=False)  # step 1
     claims: Batcher[ClaimRequest, Claim] = field(init=False)  # steps 2-3, behind the gate
@@ -62,6 +66,7 @@ class Deps:
         self.locks = Batcher("locks", functools.partial(self.tick_locks.acquire, ttl_ms=lock_ttl_ms))
         self.finishes = Batcher("finishes", self._finish)
         self.settles = Batcher("settles", self._settle)
+        self.routing = Routing(self.redis, self.keys, self.stream, self.node_id, fresh_s=self.lease_s / 3)
 
     @property
     def batchers(self) -> list[Batcher[object, object]]:

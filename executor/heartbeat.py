@@ -1,10 +1,12 @@
 """The lease heartbeat, every third of a lease: one statement extends the leases of all
 runs in flight here and one script call renews their tick locks, both only where this
 node still owns them; their stream entries are touched so no other executor reclaims
-them; the node's presence is refreshed; and the node's clock is measured against
+them; the node's presence is refreshed (with the queues and task actions it serves, and the
+actions it saw no executor serve: executor.routing); and the node's clock is measured against
 PostgreSQL's again (cronos.clock: tokens are held and claimed by PostgreSQL's clock). A run
 that is no longer ours (reaped while we were frozen, or replaced) has its work cancelled and
-reports nothing.
+reports nothing. A run someone asked to cancel (the extension returns who) is signalled to stop
+(executor.cancels).
 
 The lease lives in PostgreSQL; the Redis part of a beat is bounded by the beat interval, so
 an executor cut from Redis (a silent partition) still extends its leases every interval and
@@ -20,12 +22,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
-from cronos import presence
+from cronos import presence, tasks
 from cronos.errors import BackendUnavailable
 from cronos.logs import bind
+from executor import cancels
 from executor.deps import Deps
 
 log = logging.getLogger("cronos.executor.heartbeat")
@@ -40,7 +44,7 @@ async def beat(deps: Deps) -> list[int]:
     if not flights:
         return []
     async with _within(deps, "postgresql", deps.lease_s / 3):
-        owned = await deps.store.extend_leases(
+        owned = await deps.store.beat(
             [f.run.id for f in flights], deps.node_id, deps.lease_s, [f.run.scheduled_for for f in flights]
         )
     lost: list[int] = []
@@ -52,6 +56,10 @@ async def beat(deps: Deps) -> list[int]:
         lost.append(flight.run.id)
         with bind(job_id=flight.run.job_id, run_id=flight.run.id, attempt=flight.run.attempt):
             log.warning("run no longer owned here: cancelling its work", extra={"event": "run.lost"})
+    for flight in flights:
+        by = owned.get(flight.run.id)
+        if by is not None:
+            cancels.request(flight, by, deps.cancel_grace_s)
     mine = [f for f in flights if f.run.id in owned]
     async with _within(deps, "redis", deps.lease_s / 3):
         await deps.tick_locks.renew([f.lock_key for f in mine], int(deps.lease_s * 1000))
@@ -95,6 +103,8 @@ async def run(deps: Deps, client: Any, concurrency: int, done: asyncio.Event) ->
                     in_flight=len(deps.in_flight),
                     concurrency=concurrency,
                     queues=",".join(deps.stream.queues),
+                    actions=tasks.registered(),  # what it takes (executor.routing, /api/cluster)
+                    unserved=deps.routing.reported(time.time()),
                 )
         except BackendUnavailable as exc:
             if exc.backend == "postgresql":

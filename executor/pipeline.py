@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
-from cronos import delays, metrics
+from cronos import delays, metrics, tasks
 from cronos.backoff import Backoff
 from cronos.errors import BackendUnavailable
 from cronos.logs import bind
@@ -40,6 +40,7 @@ class TokenOutcome(StrEnum):
 
     COMPLETED = "completed"
     FAILED = "failed"
+    CANCELLED = "cancelled"  # someone cancelled it while it ran (executor.cancels)
     SKIPPED = "skipped"  # the concurrency policy refused the overlap; recorded as skipped
     WAITING = "waiting"  # now waiting behind its job's running run, which wakes it (a new token then)
     LOCK_DENIED = "lock_denied"  # another executor holds this tick
@@ -48,6 +49,8 @@ class TokenOutcome(StrEnum):
     GIVEN_BACK = "given_back"  # drained before its due time: left pending, unclaimed
     DEFERRED = "deferred"  # a backend failed and the executor stopped before it answered: left pending
     MALFORMED = "malformed"  # undecodable entry: acknowledged and dropped
+    HANDED_OVER = "handed_over"  # no task for its action here: given back to the queue's other executors
+    UNSERVED = "unserved"  # no live executor of its queue serves its action: acknowledged, the run left queued
     ERROR = "error"  # a bug: logged, left pending
 
 
@@ -79,6 +82,11 @@ async def process(delivery: Delivery, deps: Deps) -> TokenOutcome:
 
 
 async def _process(token: RunToken, entry: EntryRef, deps: Deps) -> TokenOutcome:
+    if token.action is not None and tasks.lookup(token.action) is None:  # step 0: a token this node can run
+        if await deps.routing.decline(token, entry):
+            return TokenOutcome.HANDED_OVER
+        await settle(deps, None, entry)
+        return TokenOutcome.UNSERVED
     lock_key = deps.keys.tick_lock(token.job_id, token.scheduled_for_ms, token.attempt)
     due_ms = _due_ms(token, deps.clock.time())
     try:
@@ -192,6 +200,9 @@ async def record(deps: Deps, flight: InFlight, outcome: Outcome | None) -> Token
     if outcome.state == "completed":
         log.info("run completed", extra={"event": "run.completed", **fields})
         return TokenOutcome.COMPLETED
+    if outcome.state == "cancelled":
+        log.info("run %s", outcome.error, extra={"event": "run.cancelled", **fields})
+        return TokenOutcome.CANCELLED
     fields.update(error=outcome.error, retry_in_s=outcome.retry_delay_s)
     log.warning("run failed: %s", outcome.error, extra={"event": "run.failed", **fields})
     return TokenOutcome.FAILED

@@ -4,6 +4,10 @@ The work runs inline in the token's own task (no extra task per run): the heartb
 the drain cancel it through its `InFlight`, and `run_under_timeout` turns the
 cancellation back into an outcome (or into nothing, when ownership was lost).
 
+A cancel (executor.cancels) first sets the run's `Cancellation` (a task sees `ctx.cancelled`, a
+shell command gets SIGTERM), then after the grace cancels the work like a timeout does; from the
+signal on the run ends `cancelled`, by whoever asked, whatever the work then returns.
+
 The job's own secret values (cronos.redact.secret_values) never leave the run: they are
 scrubbed from every line logged while the work runs and from its error, traceback and result
 before the outcome is made (one place: `outcome_of`).
@@ -15,7 +19,7 @@ import asyncio
 import logging
 import time
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from cronos import delays, lifecycle, metrics
@@ -23,6 +27,7 @@ from cronos.logs import bind_secrets
 from cronos.redact import scrub, secret_values
 from cronos.store.runs import ClaimedRun, Outcome
 from cronos.stream import EntryRef
+from cronos.tasks import Cancellation
 from executor import kinds
 
 log = logging.getLogger("cronos.executor")
@@ -43,6 +48,9 @@ class InFlight:
     task: asyncio.Task[Any] | None = None  # set only while the work runs
     cancel_reason: str | None = None
     lost: bool = False  # ownership went elsewhere: cancel, report nothing
+    cancellation: Cancellation = field(default_factory=Cancellation)  # the work's signal (ctx.cancelled)
+    cancel_by: str | None = None  # who cancelled the run (executor.cancels): it ends `cancelled`
+    force: asyncio.TimerHandle | None = None  # the end of a cancel's grace
 
     @property
     def working(self) -> bool:
@@ -76,7 +84,7 @@ async def run_under_timeout(flight: InFlight, env: kinds.Env, node_id: str) -> O
         flight.task = task
         with bind_secrets(secrets):
             async with asyncio.timeout(run.timeout_s) as deadline:
-                result = await kinds.execute(run, env)
+                result = await kinds.execute(run, env, flight.cancellation)
     except asyncio.CancelledError:  # heartbeat (lost), drain, or the executor going away
         if flight.task is not None or flight.cancel_reason is None:
             flight.cancel_reason = flight.cancel_reason or DRAIN_CANCELLED  # not ours: shutdown
@@ -93,6 +101,8 @@ async def run_under_timeout(flight: InFlight, env: kinds.Env, node_id: str) -> O
         failure = exc
     finally:
         flight.task = None
+        if flight.force is not None:
+            flight.force.cancel()
         metrics.RUNS_IN_FLIGHT.dec()
     if flight.lost:
         return None
@@ -112,6 +122,18 @@ def outcome_of(
     run = flight.run
     if result is not None:
         result = scrub(result, secrets)
+    if flight.cancel_by is not None:  # signalled: cancelled, whatever the work did then; never retried
+        kept = failure.result if isinstance(failure, kinds.RunFailed) else result
+        return Outcome(
+            run_id=run.id,
+            node_id=node_id,
+            scheduled_for=run.scheduled_for,
+            state="cancelled",
+            error=lifecycle.cancelled_by(flight.cancel_by),
+            result=None if kept is None else scrub(kept, secrets),
+            duration_ms=duration_ms,
+            holds_slot=run.concurrency_group is not None,
+        )
     if failure is None:
         return Outcome(
             run_id=run.id,

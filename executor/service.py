@@ -14,6 +14,8 @@ import asyncio
 import contextlib
 import importlib
 import logging
+import os
+import sys
 from collections.abc import Awaitable, Callable, Sequence
 from types import TracebackType
 from typing import Self, TypeVar
@@ -29,7 +31,7 @@ from cronos.settings import Settings
 from cronos.store.db import connect
 from cronos.store.runs import RunStore
 from cronos.stream import RunStream
-from executor import heartbeat, kinds
+from executor import cancels, heartbeat, kinds
 from executor.consumer import Consumer
 from executor.deps import Deps, wire
 from executor.health import BackendHealth, probe_backoff
@@ -38,6 +40,15 @@ from executor.kinds import shell
 
 log = logging.getLogger("cronos.executor")
 T = TypeVar("T")
+
+
+def importable_cwd() -> None:
+    """Task modules are imported from the current directory, as `python -m`, celery and rq do: a
+    console script's sys.path starts at its own bin folder, so `cronos executor --import
+    myapp.tasks` run from the app's folder found no `myapp`."""
+    cwd = os.getcwd()
+    if cwd not in sys.path and "" not in sys.path:
+        sys.path.insert(0, cwd)
 
 
 class Executor:
@@ -64,6 +75,8 @@ class Executor:
         return self
 
     async def _open(self) -> None:
+        if self._imports:
+            importable_cwd()
         for module in self._imports:
             try:
                 importlib.import_module(module)
@@ -99,7 +112,9 @@ class Executor:
             tick_locks=TickLocks(scripts, self.node_id),
             health=health,
             clock=clock,
+            redis=client,
             concurrency=settings.executor_concurrency,
+            cancel_grace_s=settings.cancel_grace_s,
         )
         for batcher in deps.batchers:
             self._stack.push_async_callback(batcher.close)
@@ -170,6 +185,7 @@ class Executor:
         async with asyncio.TaskGroup() as group:
             beats = heartbeat.run(self.deps, self._redis, self.settings.executor_concurrency, done)
             group.create_task(beats, name="executor:heartbeat")
+            group.create_task(cancels.listen(self.deps, self.settings.database_url, done), name="executor:cancels")
             try:
                 await consumer.serve(group, self._stopping, burst=burst)
                 cancelled = await consumer.drain(self.settings.drain_timeout_s if not burst else 3600)

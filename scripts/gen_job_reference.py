@@ -31,6 +31,8 @@ NOTES: dict[str, dict[str, str]] = {
         "status": "`paused` stops its ticks until resumed (ticks while paused are not caught up)",
         "managed_by": "set by `cronos apply` on the jobs it keeps in step with a file; "
         "`null` releases the job from apply; not a field of a jobs file",
+        "expectations": "what the job is expected to do, each optional: the leader judges every run by those "
+        "of the revision that planned it and tells of each breach as a job event (docs/expectations.md)",
     },
     "JobOut": {
         "id": "the job's id (never reused)",
@@ -155,10 +157,11 @@ def render(document: dict[str, Any]) -> str:
         "",
         "What `POST /api/jobs` takes, a jobs file's job holds (`cronos apply`), and `cronos jobs create`",
         "takes as options (`--timeout-s 30`). `PATCH /api/jobs/{id}` takes any of them; a PATCH that",
-        "sets `cron_expression` clears `run_at` and the other way round. Every API serves the whole",
+        "sets one of `cron_expression`, `every` and `run_at` clears the others. Every API serves the whole",
         "document, with every constraint, at `/openapi.json`.",
         "",
-        f"A job is one of: {', '.join(shapes)} — exactly one of `cron_expression` and `run_at`.",
+        f"A job is one of: {', '.join(shapes)} — exactly one of `cron_expression`, `every` and `run_at`"
+        " (intervals: [Intervals](../intervals.md)).",
         "",
         "## Fields",
         "",
@@ -171,6 +174,14 @@ def render(document: dict[str, Any]) -> str:
         schema = components[schema_name]
         extra = "; any other key is the function's input" if schema.get("additionalProperties") is not False else ""
         out += [f"### `{kind}`", "", f"`{schema_name}`{extra}.", "", *_table(components, schema_name), ""]
+    out += [
+        "## Expectations",
+        "",
+        "`expectations` (each field optional; docs/expectations.md):",
+        "",
+        *_table(components, "Expectations"),
+        "",
+    ]
     out += [
         "## What the API adds",
         "",

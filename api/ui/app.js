@@ -1,8 +1,11 @@
-// The console's router: #/jobs, #/jobs/ID, #/jobs/ID/edit, #/new, #/runs, #/runs/ID, #/cluster.
+// The console's router: #/jobs, #/jobs/ID, #/jobs/ID/edit, #/new, #/runs, #/runs/ID, #/cluster, #/channels,
+// #/fleet.
 // Each page renders once, then its refresh() is polled while it is shown and the tab visible.
 import { h, replace } from "./dom.js";
 import { flash, showError } from "./feedback.js";
+import { channelsPage } from "./pages/channels.js";
 import { clusterPage } from "./pages/cluster.js";
+import { fleetPage } from "./pages/fleet.js";
 import { formPage } from "./pages/form.js";
 import { groupsPage } from "./pages/groups.js";
 import { jobPage } from "./pages/job.js";
@@ -19,6 +22,8 @@ const ROUTES = [
   [/^#\/runs\/(\d+)\/?$/, runPage, "jobs"],
   [/^#\/runs\/?(?:\?(.*))?$/, runsPage, "runs"],
   [/^#\/cluster\/?$/, clusterPage, "cluster"],
+  [/^#\/channels\/?$/, channelsPage, "channels"],
+  [/^#\/fleet\/?$/, fleetPage, "fleet"],
   [/^#\/groups(?:\/([^/?]+))?\/?$/, groupsPage, "groups"],
 ];
 const POLL_MS = 3000;

@@ -4,7 +4,7 @@ import { h, ms, svg, utc } from "./dom.js";
 const H = 200;
 const PAD = { left: 56, right: 12, top: 12, bottom: 24 };
 
-function ticks(max) {
+export function ticks(max) {
   if (max <= 0) return [0];
   const step = 10 ** Math.floor(Math.log10(max));
   const unit = max / step > 5 ? step * 2 : max / step > 2 ? step : step / 2;

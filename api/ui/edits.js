@@ -26,6 +26,9 @@ export const FIELDS = {
   max_runs: "number",
   catchup_max_per_s: "number",
   parents: "ids",
+  expectations: "json",
+  every: "text", // an interval (pages/interval.js)
+  anchor: "instant",
 };
 
 /** Deep equality of JSON values; an object's key order does not matter. */

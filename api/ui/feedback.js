@@ -7,8 +7,11 @@ export function showError(where, error) {
   replace(where, h("p", { class: "error", role: "alert" }, text));
 }
 
+let flashed; // the timer of the newest flash: an older one must not clear the same text shown again
+
 export function flash(text) {
   const status = document.getElementById("status");
   status.textContent = text;
-  setTimeout(() => { if (status.textContent === text) status.textContent = ""; }, 4000);
+  clearTimeout(flashed);
+  flashed = setTimeout(() => { if (status.textContent === text) status.textContent = ""; }, 4000);
 }

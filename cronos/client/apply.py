@@ -113,7 +113,7 @@ def _payload_change(want: Desired, have: Mapping[str, Any]) -> str | None:
     return None
 
 
-_INSTANTS = ("run_at", "start_at", "end_at")
+_INSTANTS = ("run_at", "start_at", "end_at", "anchor")
 
 
 def _equal(field: str, want: Any, have: Any) -> bool:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from cronos.client.api_client import ApiClient, ApiError
 from cronos.client.apply import Action, Step, describe, plan, strays, summary
 from cronos.client.apply_groups import apply_groups
+from cronos.client.apply_lint import schedule_notes
 from cronos.client.jobs_cli import client
 from cronos.client.jobs_file import ApplyInvalid, desired_jobs, parse
 from cronos.settings import Settings
@@ -65,13 +66,18 @@ def read_sources(paths: list[str]) -> list[tuple[str, str]]:
 def _carry_out(api: ApiClient, action: Action) -> str | None:
     """Make the API call of one action; a line to print after it, if any."""
     path = f"/api/jobs/{action.job_id}"
-    if action.step is Step.CREATE:
-        job = api.call("POST", "/api/jobs", action.body)
+    if action.step in (Step.CREATE, Step.UPDATE):
+        create = action.step is Step.CREATE
+        job = api.call("POST", "/api/jobs", action.body) if create else api.call("PATCH", path, action.body)
+        # The schedule's warnings are in the plan already (apply_lint); the others are said here.
+        told = [w for w in job.get("warnings", []) if w["code"] == "unserved_action"]
+        lines = [f"           warning of {action.name!r}: {w['message']}" for w in told]
         if job.get("webhook_secret"):
-            return f"           webhook signing secret of {action.name!r} (shown this once): {job['webhook_secret']}"
-    elif action.step is Step.UPDATE:
-        api.call("PATCH", path, action.body)
-    elif action.step in (Step.PAUSE, Step.RESUME):
+            lines.append(
+                f"           webhook signing secret of {action.name!r} (shown this once): {job['webhook_secret']}"
+            )
+        return "\n".join(lines) or None
+    if action.step in (Step.PAUSE, Step.RESUME):
         api.call("POST", f"{path}/{action.step.value}")
     elif action.step is Step.DELETE:
         api.call("DELETE", path)
@@ -86,6 +92,7 @@ def run_apply(args: argparse.Namespace, settings: Settings) -> int:
     for line in apply_groups(api, documents, dry_run=args.dry_run):  # before the jobs that name them
         print(line)
     actions = plan(desired, current, prune=args.prune, salt=os.urandom(16))
+    by_name = {job["name"]: job for job in current}
     for action in actions:
         if not args.dry_run:
             try:
@@ -94,6 +101,8 @@ def run_apply(args: argparse.Namespace, settings: Settings) -> int:
                 where = f"{action.source}: " if action.source else ""
                 raise ApplyInvalid(f"{where}job {action.name!r}: {action.step.value} refused: {exc}") from None
         print(describe(action))
+        for line in schedule_notes(api, action, by_name.get(action.name)):  # warnings, the ticks diff
+            print(line)
         if not args.dry_run and extra:
             print(extra)
     if not args.prune:

@@ -9,6 +9,7 @@ line on stderr (main prints the CronosError) and a non-zero exit.
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -16,6 +17,8 @@ import msgspec
 
 from cronos.client import runs_cli, trigger_cli
 from cronos.client.api_client import ApiClient
+from cronos.client.cancel_cli import add_command as add_cancel
+from cronos.client.cancel_cli import cancel_run
 from cronos.client.cli_output import table, when
 from cronos.errors import CronosError, NotFound
 from cronos.models import JOB_STATUSES, JOB_WRITABLE, Job
@@ -24,7 +27,7 @@ from cronos.settings import Settings
 if TYPE_CHECKING:
     SubParsers = argparse._SubParsersAction[argparse.ArgumentParser]
 
-# Of a create; everything else has a default (and the API wants cron_expression or run_at).
+# Of a create; everything else has a default (and the API wants cron_expression, every or run_at).
 _REQUIRED = ("name", "payload")
 
 
@@ -67,8 +70,8 @@ def _field_options() -> dict[str, dict[str, Any]]:
         kind = field.type
         if isinstance(kind, msgspec.inspect.UnionType):  # an optional field: typed as its value
             kind = next(t for t in kind.types if not isinstance(t, msgspec.inspect.NoneType))
-        if field.name == "payload":
-            options[field.name] = {"type": _json_object, "help": "a JSON object"}
+        if field.name == "payload" or isinstance(kind, msgspec.inspect.StructType):  # payload, expectations
+            options[field.name] = {"type": _json_object, "help": f"the job's `{field.name}`: a JSON object"}
         elif isinstance(kind, msgspec.inspect.ListType):  # parents
             options[field.name] = {"type": _id_list, "help": f"the job's `{field.name}`: ids, comma-separated"}
         elif isinstance(kind, msgspec.inspect.LiteralType):
@@ -109,6 +112,7 @@ def add_commands(sub: SubParsers, parser_class: type[argparse.ArgumentParser]) -
     run_actions = runs.add_subparsers(dest="action", required=True, metavar="ACTION", parser_class=parser_class)
     runs_cli.add_list_options(run_actions.add_parser("list", help="runs of every job or one, newest first, filtered"))
     run_actions.add_parser("get", help="one run with its error, traceback and result").add_argument("run", type=int)
+    add_cancel(run_actions)
     runs_cli.add_retry(run_actions)
     for parser in (*actions.choices.values(), *run_actions.choices.values()):
         parser.add_argument("--json", action="store_true", help="print the API's JSON (for scripts)")
@@ -171,13 +175,20 @@ def _runs_table(runs: list[dict[str, Any]]) -> str:
 
 def _jobs_table(jobs: list[dict[str, Any]]) -> str:
     header = ("ID", "NAME", "SCHEDULE", "TIMEZONE", "KIND", "STATUS", "NEXT RUN")
-    shown = ("name", "cron_expression", "timezone", "kind", "status")
-    rows = [(str(j["id"]), *(j[f] for f in shown), when(j["next_run_at"], "-")) for j in jobs]
+    shown = ("timezone", "kind", "status")
+    rows = [(str(j["id"]), j["name"], _schedule(j), *(j[f] for f in shown), when(j["next_run_at"], "-")) for j in jobs]
     return table(header, rows)
 
 
+def _schedule(job: dict[str, Any]) -> str:
+    """A cron expression, `every 1h30m` (an interval) or `once` (a one-off)."""
+    if job.get("every") is not None:
+        return f"every {job['every']}"
+    return str(job["cron_expression"]) if job.get("cron_expression") is not None else "once"
+
+
 def _show_job(job: dict[str, Any]) -> str:
-    text = _fields(job, skip=("last_run", "webhook_secret"))
+    text = _fields(job, skip=("last_run", "webhook_secret", "warnings"))
     if job.get("last_run"):
         text += "\n\nlast run:\n" + _runs_table([job["last_run"]])
     if job.get("webhook_secret"):
@@ -222,6 +233,8 @@ def _jobs(api: ApiClient, args: argparse.Namespace) -> tuple[Any, Callable[[Any]
 def _runs(api: ApiClient, args: argparse.Namespace) -> tuple[Any, Callable[[Any], str]]:
     if args.action == "get":
         return api.call("GET", f"/api/runs/{args.run}"), _show_run
+    if args.action == "cancel":
+        return cancel_run(api, args)
     if args.action == "retry":
         return runs_cli.retry_run(api, args)
     return runs_cli.list_runs(api, args, job_id), _runs_table
@@ -231,4 +244,8 @@ def run_command(args: argparse.Namespace, settings: Settings) -> int:
     api = client(settings)
     answer, show = (_jobs if args.command == "jobs" else _runs)(api, args)
     print(_dump(answer) if args.json else show(answer))
+    for warning in answer.get("warnings", []) if isinstance(answer, dict) else []:
+        print(
+            f"cronos: warning: {warning['message']}", file=sys.stderr
+        )  # stored all the same (e.g. no executor serves it)
     return 0

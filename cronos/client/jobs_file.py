@@ -19,6 +19,7 @@ import msgspec
 import yaml
 
 from cronos.errors import CronosError, InvalidInput
+from cronos.interval import canonical
 from cronos.payloads import PATTERN_MEANINGS, PAYLOAD_TYPES, check_payload, explain
 from cronos.schedule import parse_schedule
 
@@ -135,10 +136,19 @@ def _expand(value: Any, environ: Mapping[str, str], path: str) -> Any:
     return _VAR.sub(sub, value)
 
 
-def _check(fields: Mapping[str, Any]) -> None:
-    """The API's checks a schema cannot make: the schedule, and the payload for its kind."""
-    if (fields.get("cron_expression") is None) == (fields.get("run_at") is None):
-        raise InvalidInput("$.cron_expression", "give exactly one of cron_expression and run_at (a one-off)")
+def _check(fields: dict[str, Any]) -> None:
+    """The API's checks a schema cannot make: the schedule (an interval spelled as the API stores
+    it, so `90m` matches a stored `1h30m`), and the payload for its kind."""
+    given = [name for name in ("cron_expression", "run_at", "every") if fields.get(name) is not None]
+    if len(given) != 1:
+        raise InvalidInput(
+            f"$.{'every' if 'every' in given else 'cron_expression'}",
+            "give exactly one of cron_expression, every (an interval) and run_at (a one-off)",
+        )
+    if fields.get("anchor") is not None and fields.get("every") is None:
+        raise InvalidInput("$.anchor", "only an interval (every) has an anchor")
+    if fields.get("every") is not None:
+        fields["every"] = canonical(fields["every"])
     if fields.get("cron_expression") is not None:
         parse_schedule(fields["cron_expression"], fields["timezone"])
     try:

@@ -1,8 +1,9 @@
-"""The audit trail: who changed which job or token, when, and its fields before and after.
+"""The audit trail: who changed which job, token or notification channel, when, and its fields before and after.
 
 An entry is written by `record` inside the transaction of the change it describes, so
 there is never a change without its entry nor an entry for a change that rolled back.
-Job snapshots pass through cronos.redact first: no secret value is ever stored here.
+Job snapshots pass through cronos.redact first, channels through cronos.notify.channels.shown:
+no secret value is ever stored here.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from cronos.redact import redact_payload
 from cronos.store import queries as q
 from cronos.store.db import job_page, to_struct, translate_errors
 
-Subject = Literal["job", "token"]
+Subject = Literal["job", "token", "channel"]
 # Actors that are not a token's name: protected mode's loopback client, CRONOS_ADMIN_TOKEN,
 # the `cronos token` command, and store calls made outside the API (tests, tools).
 LOCAL = "local"

@@ -33,7 +33,7 @@ class Outcome(msgspec.Struct, kw_only=True):
 
     run_id: int
     node_id: str
-    state: Literal["completed", "failed"]
+    state: Literal["completed", "failed", "cancelled"]  # cancelled: its executor stopped it (lifecycle STOPPED)
     error: str | None = None
     traceback: str | None = None
     result: str | None = None

@@ -35,7 +35,18 @@ log = logging.getLogger("cronos.store.jobs")
 # The columns a client may set, in JOB_INSERT / JOB_UPDATE parameter order.
 WRITABLE = JOB_WRITABLE
 # Null unless given: apply's marker (only `cronos apply` sets it), windows and one-offs, the pace.
-_NULLABLE = ("managed_by", "run_at", "start_at", "end_at", "max_runs", "catchup_max_per_s", "concurrency_group")
+_NULLABLE = (
+    "managed_by",
+    "run_at",
+    "start_at",
+    "end_at",
+    "max_runs",
+    "catchup_max_per_s",
+    "expectations",
+    "every",
+    "anchor",
+    "concurrency_group",
+)
 
 # bigint ids: anything larger cannot exist (and would make asyncpg raise).
 MAX_ID = 2**63 - 1

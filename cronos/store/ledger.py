@@ -34,6 +34,7 @@ class QueuedRun(msgspec.Struct, frozen=True, array_like=True):
     trigger: str
     due_ms: int
     queue: str = DEFAULT_QUEUE  # its job's: the stream its token goes to
+    action: str | None = None  # its task job's payload.action (executors route on it)
 
 
 class TickResult(msgspec.Struct, kw_only=True):
@@ -53,7 +54,7 @@ def _ms(instant: datetime) -> int:
 
 def _taken(row: Any, due_anew: datetime | None = None) -> QueuedRun:
     tick, due = _ms(row["scheduled_for"]), _ms(due_anew or row["due_at"])
-    return QueuedRun(row["id"], row["job_id"], tick, row["attempt"], row["trigger"], due, row["queue"])
+    return QueuedRun(row["id"], row["job_id"], tick, row["attempt"], row["trigger"], due, row["queue"], row["action"])
 
 
 def _late_tick(row: Any, now: datetime) -> bool:
@@ -112,6 +113,7 @@ class Ledger:
         ended: Mapping[int, tuple[str, int]] | None = None,
         *,
         queues: Mapping[int, str] | None = None,
+        actions: Mapping[int, str | None] | None = None,
         counted: Collection[int] = (),
     ) -> TickResult:
         """Insert ticks (queued or skipped), each with the job revision that planned it, and move
@@ -119,7 +121,8 @@ class Ledger:
         whose schedule changed after the revision that planned their ticks, get nothing. In the
         same transaction: the queued runs of the jobs in `counted` (those with a max_runs) are
         counted, and the jobs in `ended` (id -> terminal status, planning revision) end. `queues`:
-        each job's queue (the stream its tokens go to), default otherwise."""
+        each job's queue (the stream its tokens go to), default otherwise; `actions`: each task
+        job's action (carried by its tokens)."""
         ended_ids: list[int] = []
 
         async def attempt() -> list[Any]:
@@ -138,6 +141,7 @@ class Ledger:
 
         rows = await retry_contention(attempt, "tick write")
         queue_of = queues or {}
+        action_of = actions or {}
         queued = [
             QueuedRun(
                 r["id"],
@@ -147,6 +151,7 @@ class Ledger:
                 "schedule",
                 r["due_ms"],
                 queue_of.get(r["job_id"], DEFAULT_QUEUE),
+                action_of.get(r["job_id"]),
             )
             for r in rows
             if r["state"] == "queued"

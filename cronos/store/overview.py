@@ -30,6 +30,8 @@ class JobRow(msgspec.Struct, kw_only=True):
     run_duration_ms: float | None
     completed: int
     finished: int
+    every: str | None = None  # an interval (cronos.interval)
+    anchor: datetime | None = None
 
 
 def name_pattern(search: str | None) -> str | None:

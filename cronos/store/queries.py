@@ -25,6 +25,10 @@ JOBS_CHANNEL = "cronos_jobs"
 
 NOTIFY = "SELECT pg_notify('cronos_jobs', $1)"
 NOTIFY_EACH = "SELECT pg_notify('cronos_jobs', payload) FROM unnest($1::text[]) AS payload"
+# The channel the API notifies, in the transaction of a running run's cancel request, for the
+# executor running it (cronos.store.cancels.listen). Payload: JSON {"run_id": N, "by": "who"}.
+CANCELS_CHANNEL = "cronos_cancels"
+NOTIFY_CANCEL = "SELECT pg_notify('cronos_cancels', $1)"
 
 # A liveness probe, which also reads PostgreSQL's clock (unix time): the clock due times are
 # judged by (cronos.clock).
@@ -38,19 +42,20 @@ PING = "SELECT extract(epoch FROM clock_timestamp())::float8"
 JOB_INSERT = """
 INSERT INTO jobs (name, cron_expression, timezone, kind, payload, timeout_s, max_retries, retry_backoff_s,
     concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, managed_by, parents, queue, run_at,
-    start_at, end_at, max_runs, catchup_max_per_s, concurrency_group, last_scheduled_for)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22,
+    start_at, end_at, max_runs, catchup_max_per_s, expectations, every, anchor, concurrency_group, last_scheduled_for)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24,
+    $25,
     least(now(), $17::timestamptz - interval '1 microsecond'))
 RETURNING id, name, cron_expression, timezone, kind, payload, timeout_s, max_retries, retry_backoff_s,
     concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, revision, last_scheduled_for,
     created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs, catchup_max_per_s,
-    concurrency_group
+    expectations, every, anchor, concurrency_group
 """
 JOB_GET = """
 SELECT id, name, cron_expression, timezone, kind, payload, timeout_s, max_retries, retry_backoff_s,
     concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, revision, last_scheduled_for,
     created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs, catchup_max_per_s,
-    concurrency_group
+    expectations, every, anchor, concurrency_group
 FROM jobs
 WHERE id = $1
 """
@@ -58,7 +63,7 @@ JOB_GET_FOR_UPDATE = """
 SELECT id, name, cron_expression, timezone, kind, payload, timeout_s, max_retries, retry_backoff_s,
     concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, revision, last_scheduled_for,
     created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs, catchup_max_per_s,
-    concurrency_group
+    expectations, every, anchor, concurrency_group
 FROM jobs
 WHERE id = $1 FOR UPDATE
 """
@@ -70,15 +75,13 @@ JOB_LIST = """
 WITH page AS (SELECT id, name, cron_expression, timezone, kind, payload, timeout_s, max_retries,
     retry_backoff_s, concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, revision,
     last_scheduled_for, created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs,
-    catchup_max_per_s,
-    concurrency_group, octet_length(payload::text) AS size FROM jobs WHERE ($1::text IS NULL OR status = $1)
-    AND id > $2 ORDER BY id LIMIT $3), sized AS (SELECT *, sum(size) OVER (ORDER BY id) - size AS before
-    FROM page)
+    catchup_max_per_s, expectations, every, anchor, concurrency_group, octet_length(payload::text) AS size
+    FROM jobs WHERE ($1::text IS NULL OR status = $1) AND id > $2 ORDER BY id LIMIT $3),
+    sized AS (SELECT *, sum(size) OVER (ORDER BY id) - size AS before FROM page)
 SELECT id, name, cron_expression, timezone, kind, payload, timeout_s, max_retries, retry_backoff_s,
     concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, revision, last_scheduled_for,
     created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs, catchup_max_per_s,
-    concurrency_group,
-    (SELECT count(*) FROM page) AS fetched
+    expectations, every, anchor, concurrency_group, (SELECT count(*) FROM page) AS fetched
 FROM sized
 WHERE before < $4
 ORDER BY id
@@ -94,15 +97,16 @@ UPDATE jobs
 SET name = $2, cron_expression = $3, timezone = $4, kind = $5, payload = $6, timeout_s = $7, max_retries = $8,
     retry_backoff_s = $9, concurrency_policy = $10, misfire_policy = $11, misfire_grace_s = $12, jitter_s = $13,
     status = $14, managed_by = $15, parents = $16, queue = $17, run_at = $18, start_at = $19, end_at = $20,
-    max_runs = $21, catchup_max_per_s = $22, concurrency_group = $23, revision = $24,
-    plan_revision = CASE WHEN $25::boolean THEN $24 ELSE plan_revision END,
-    last_scheduled_for = CASE WHEN $25::boolean THEN now() WHEN $26::boolean THEN greatest(last_scheduled_for,
+    max_runs = $21, catchup_max_per_s = $22, expectations = $23, every = $24, anchor = $25,
+    concurrency_group = $26, revision = $27,
+    plan_revision = CASE WHEN $28::boolean THEN $27 ELSE plan_revision END,
+    last_scheduled_for = CASE WHEN $28::boolean THEN now() WHEN $29::boolean THEN greatest(last_scheduled_for,
     now()) ELSE last_scheduled_for END, updated_at = now()
 WHERE id = $1
 RETURNING id, name, cron_expression, timezone, kind, payload, timeout_s, max_retries, retry_backoff_s,
     concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, revision, last_scheduled_for,
     created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs, catchup_max_per_s,
-    concurrency_group
+    expectations, every, anchor, concurrency_group
 """
 # $2 'active' or 'paused' (a change: the caller read the row locked), $3 the new revision number.
 # In SET, `status` is the old value, so a resume moves the cursor past the paused time.
@@ -114,7 +118,7 @@ WHERE id = $1
 RETURNING id, name, cron_expression, timezone, kind, payload, timeout_s, max_retries, retry_backoff_s,
     concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, revision, last_scheduled_for,
     created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs, catchup_max_per_s,
-    concurrency_group
+    expectations, every, anchor, concurrency_group
 """
 # The signing secret, only where the API shows it: after a create, and on rotation.
 JOB_WEBHOOK_SECRET = "SELECT webhook_secret FROM jobs WHERE id = $1"
@@ -189,6 +193,31 @@ LIMIT $5
 # The tick of the run an "id:" cursor names (cursors from before 0018), so the walk goes on in tick order.
 RUN_TICK_OF_JOB = "SELECT scheduled_for FROM runs WHERE id = $1 AND job_id = $2"
 JOB_EXISTS = "SELECT EXISTS (SELECT 1 FROM jobs WHERE id = $1)"
+
+# --- cancel (API, cronos.store.cancels) -------------------------------------------
+
+# The run $1, locked against a claim, a finish or a wake while its cancel is decided (the API's
+# cancel reads it by id alone: every partition, once per operator's click).
+# The concurrency group of the run $1's job (NULL: none): a cancel locks it (GROUPS_LOCK) before the
+# run, in the order a claim takes them, so freeing the run's slot cannot deadlock with a claim.
+RUN_GROUP_FOR_CANCEL = "SELECT j.concurrency_group FROM runs r JOIN jobs j ON j.id = r.job_id WHERE r.id = $1"
+RUN_LOCK_FOR_CANCEL = """
+SELECT id, job_id, scheduled_for, state FROM runs WHERE id = $1 FOR NO KEY UPDATE
+"""
+# queued or waiting -> cancelled (Event.CANCELLED): the run $1 of tick $2, with its error $3 (who).
+RUN_CANCEL = """
+UPDATE runs SET state = 'cancelled', error = $3, finished_at = now(), pushed_epoch = NULL
+WHERE id = $1 AND scheduled_for = $2 AND state IN ('queued', 'waiting')
+RETURNING id
+"""
+# The record of a cancel, and for a running run its executor's request (Event.CANCEL_REQUESTED):
+# $1 run, $2 job, $3 tick, $4 who. A second request of the same run is left alone (no row).
+RUN_CANCEL_REQUEST = """
+INSERT INTO run_cancels (run_id, job_id, scheduled_for, requested_by) VALUES ($1, $2, $3, $4)
+ON CONFLICT (run_id) DO NOTHING
+RETURNING requested_by
+"""
+RUN_CANCEL_OF = "SELECT requested_by FROM run_cancels WHERE run_id = $1"  # who asked first
 
 # --- all runs (API, read only; cronos.store.run_views) and "retry this run" (cronos.store.reruns) ---
 
@@ -392,14 +421,16 @@ ORDER BY id
 DISPATCH_JOBS_ACTIVE = """
 SELECT id, cron_expression, timezone, misfire_policy, misfire_grace_s, jitter_s, concurrency_policy, status,
     coalesce(last_scheduled_for, created_at) AS cursor, revision, plan_revision, run_at, start_at, end_at,
-    max_runs - scheduled_runs AS runs_left, catchup_max_per_s, queue
+    max_runs - scheduled_runs AS runs_left, catchup_max_per_s, queue, every, anchor,
+    CASE WHEN kind = 'task' THEN payload->>'action' END AS action
 FROM jobs
 WHERE status = 'active'
 """
 DISPATCH_JOBS_BY_ID = """
 SELECT id, cron_expression, timezone, misfire_policy, misfire_grace_s, jitter_s, concurrency_policy, status,
     coalesce(last_scheduled_for, created_at) AS cursor, revision, plan_revision, run_at, start_at, end_at,
-    max_runs - scheduled_runs AS runs_left, catchup_max_per_s, queue
+    max_runs - scheduled_runs AS runs_left, catchup_max_per_s, queue, every, anchor,
+    CASE WHEN kind = 'task' THEN payload->>'action' END AS action
 FROM jobs
 WHERE id = ANY($1::bigint[])
 """
@@ -408,7 +439,8 @@ WHERE id = ANY($1::bigint[])
 DISPATCH_JOBS_CHANGED = """
 SELECT id, cron_expression, timezone, misfire_policy, misfire_grace_s, jitter_s, concurrency_policy, status,
     coalesce(last_scheduled_for, created_at) AS cursor, revision, plan_revision, run_at, start_at, end_at,
-    max_runs - scheduled_runs AS runs_left, catchup_max_per_s, queue
+    max_runs - scheduled_runs AS runs_left, catchup_max_per_s, queue, every, anchor,
+    CASE WHEN kind = 'task' THEN payload->>'action' END AS action
 FROM jobs
 WHERE updated_at > $1
 """
@@ -480,14 +512,15 @@ OUTBOX_PLAN = "SET LOCAL enable_sort = off"
 # The runs to push: never pushed in this epoch, due by $1, at most $2, in due order, locked (a run
 # being claimed right now is left for the next pass), with the facts the misfire rule decides on
 # (cronos.lifecycle.stale_tick_runs: the job's policy, grace and cursor, its newest written tick),
-# and its job's queue (the stream its token goes to).
+# and its job's queue (the stream its token goes to) and task action (executors route on it).
 OUTBOX_TAKE = """
 WITH pick AS MATERIALIZED (
     SELECT id, job_id, scheduled_for, attempt, trigger, due_at FROM runs
     WHERE state = 'queued' AND pushed_epoch IS NULL AND due_at <= $1
     ORDER BY due_at LIMIT $2 FOR NO KEY UPDATE SKIP LOCKED)
 SELECT p.id, p.job_id, p.scheduled_for, p.attempt, p.trigger, p.due_at,
-       j.misfire_policy, j.misfire_grace_s, j.last_scheduled_for AS cursor, j.queue
+       j.misfire_policy, j.misfire_grace_s, j.last_scheduled_for AS cursor, j.queue,
+       CASE WHEN j.kind = 'task' THEN j.payload->>'action' END AS action
 FROM pick p JOIN jobs j ON j.id = p.job_id
 """
 # queued -> queued, pushed by epoch $1 (pushed): the runs $2 (which OUTBOX_TAKE locked); those of
@@ -666,8 +699,9 @@ WHERE job_id = $1 AND id <> $2 AND state = 'running' AND exclusive
 RETURNING id
 """
 
-# Heartbeat for every run in flight on a node: extends the leases it still owns, returns their ids.
-# [$4, $5): their ticks, or NULL.
+# Heartbeat for every run in flight on a node: extends the leases it still owns, returns their ids,
+# each with who asked to cancel it (run_cancels; NULL: nobody, one probe of a small table per run
+# in flight and beat, not per run). [$4, $5): their ticks, or NULL.
 EXTEND_LEASES = """
 WITH locked AS MATERIALIZED (SELECT id, node_id, state, scheduled_for FROM runs WHERE id = ANY($1::bigint[])
     AND finished_at IS NULL AND scheduled_for >= coalesce($4::timestamptz, '-infinity')
@@ -679,7 +713,7 @@ WHERE r.id = l.id AND r.scheduled_for = l.scheduled_for AND r.scheduled_for >= c
     '-infinity')
   AND r.scheduled_for < coalesce($5::timestamptz, 'infinity')
   AND l.node_id = $2 AND l.state = 'running'
-RETURNING r.id
+RETURNING r.id, (SELECT c.requested_by FROM run_cancels c WHERE c.run_id = r.id) AS cancel_by
 """
 
 # running -> completed | failed (completed, failed, lost): each run of $1 written only while the
@@ -752,10 +786,11 @@ FROM (SELECT 1 FROM runs WHERE state = 'queued'
     AND due_at < now() - make_interval(secs => $1) LIMIT $2) AS overdue
 """
 
-# Reaper (leader, fenced by EPOCH_GUARD): runs whose lease expired, and whether each holds a slot of
-# its job's concurrency group (its end frees it).
+# Reaper (leader, fenced by EPOCH_GUARD): runs whose lease expired, with who asked to cancel each
+# (cronos.lifecycle.lost) and whether each holds a slot of its job's concurrency group (its end frees it).
 LOST_RUNS = """
 SELECT r.id, r.node_id, r.scheduled_for, r.attempt, j.kind, j.max_retries, j.retry_backoff_s,
+       (SELECT c.requested_by FROM run_cancels c WHERE c.run_id = r.id) AS cancel_by,
        j.concurrency_group IS NOT NULL AND EXISTS (SELECT 1 FROM concurrency_group_slots s WHERE s.run_id = r.id)
            AS holds_slot
 FROM runs r
@@ -864,13 +899,20 @@ WHERE id IN (SELECT id FROM runs_default WHERE scheduled_for < $1 AND state NOT 
 
 # --- reconciliation auditor (dispatcher/auditor.py) ----------------------------
 
-# Jobs active through a window starting at $1: created and last changed before it.
+# The jobs whose definition held through the window ($1, $2]: created before its end, with no change
+# of theirs (pause, resume, edit) since its start (job_revisions_job_at) — an edit moves ticks, and
+# a window it cut through is left out rather than guessed. Active ones, and those the leader ended
+# since its start (their last revision is its `ended`; their cursor is their last tick): windowed,
+# max_runs and one-off jobs too.
 AUDIT_JOBS = """
-SELECT id, cron_expression, timezone, created_at
-FROM jobs
-WHERE status = 'active' AND created_at < $1 AND updated_at < $1
-  AND cron_expression IS NOT NULL AND start_at IS NULL AND end_at IS NULL
-  AND max_runs IS NULL
+SELECT j.id, j.cron_expression, j.timezone, j.created_at, j.run_at, j.start_at, j.end_at, j.every, j.anchor,
+    CASE WHEN j.status = 'active' THEN NULL ELSE j.last_scheduled_for END AS ended_after
+FROM jobs j
+WHERE j.created_at < $2
+  AND (j.status = 'active' OR (j.status IN ('completed', 'expired') AND j.updated_at >= $1
+       AND EXISTS (SELECT 1 FROM job_revisions e WHERE e.job_id = j.id AND e.number = j.revision AND e.kind = 'ended')))
+  AND NOT EXISTS (SELECT 1 FROM job_revisions r WHERE r.job_id = j.id AND r.at >= $1 AND r.number > 1
+                  AND r.kind <> 'ended')
 """
 # Their scheduled ticks in ($2, $3] that the ledger holds (any state), first attempts, with
 # the start delay of those that started.
@@ -879,6 +921,146 @@ SELECT job_id, scheduled_for, extract(epoch FROM started_at - scheduled_for)::fl
 FROM runs
 WHERE job_id = ANY($1::bigint[]) AND scheduled_for > $2 AND scheduled_for <= $3
   AND attempt = 1 AND trigger = 'schedule'
+"""
+
+
+# --- job health (leader, cronos.store.health; writes fenced) -------------------------------------
+
+# Sent first in the transaction of a read of a job's newest runs (runs_job_newest): over partitions,
+# the newest N of a job must be a merge of each partition's index, not a sort of all its runs, which
+# stale statistics (an empty new day) make the planner pick (as OUTBOX_PLAN does for the outbox).
+HEALTH_PLAN = "SET LOCAL enable_sort = off"
+# How far the scan of runs that ended unhappily went, and PostgreSQL's clock (the scan's upper bound).
+HEALTH_SCAN_FROM = "SELECT scanned_to, clock_timestamp() AS now FROM health_scan WHERE id = 1"
+HEALTH_SCAN_MOVE = "UPDATE health_scan SET scanned_to = greatest(scanned_to, $1) WHERE id = 1"
+# Runs that ended failed, skipped or cancelled after ($1 finished_at, $2 id) and by $3, at most $4, in
+# end order: a walk of the partial index runs_unhappy_finished (completed runs are not in it). For a
+# failure, whether its tick has a next attempt (a retry queued in the failure's own transaction):
+# one probe of the (job_id, scheduled_for, attempt) unique key.
+HEALTH_ENDED = """
+SELECT r.id AS run_id, r.job_id, r.state, r.scheduled_for, r.attempt, r.finished_at, r.error, r.skip_reason,
+       r.state = 'failed' AND EXISTS (SELECT 1 FROM runs n WHERE n.job_id = r.job_id
+           AND n.scheduled_for = r.scheduled_for AND n.attempt = r.attempt + 1) AS retried
+FROM runs r
+WHERE r.state IN ('failed', 'skipped', 'cancelled') AND (r.finished_at, r.id) > ($1::timestamptz, $2::bigint)
+  AND r.finished_at <= $3
+ORDER BY r.finished_at, r.id
+LIMIT $4
+"""
+# The health rows of the jobs $1, and every row whose verdict is not ok (to clear when its cause ends).
+HEALTH_ROWS = """
+SELECT job_id, verdict, reason, consecutive_failures, last_success_at, last_failure_at, last_failure_run_id,
+    missed_at, judged_run_id
+FROM job_health
+WHERE job_id = ANY($1::bigint[])
+UNION
+SELECT job_id, verdict, reason, consecutive_failures, last_success_at, last_failure_at, last_failure_run_id,
+    missed_at, judged_run_id
+FROM job_health
+WHERE verdict <> 'ok'
+"""
+# Each of the jobs $1's newest completed run (by id) among its newest $2 runs (runs_job_newest: at
+# most $2 entries a job, whatever its history; after HEALTH_PLAN).
+HEALTH_NEWEST_SUCCESS = """
+SELECT f.job_id, c.id AS run_id, c.finished_at
+FROM unnest($1::bigint[]) AS f(job_id)
+CROSS JOIN LATERAL (SELECT id, finished_at FROM (SELECT id, state, finished_at FROM runs WHERE job_id = f.job_id
+    ORDER BY id DESC LIMIT $2) recent WHERE state = 'completed' LIMIT 1) c
+"""
+# The jobs with expectations (jobs_expecting), each with how far its runs were judged.
+HEALTH_EXPECTING = """
+SELECT j.id AS job_id, j.expectations, j.revision, j.status, j.updated_at, coalesce(h.judged_run_id, 0) AS judged_run_id
+FROM jobs j
+LEFT JOIN job_health h ON h.job_id = j.id
+WHERE j.expectations IS NOT NULL
+"""
+# Runs of the jobs $1 after the run ids $2, at most $3 a job, by id (runs_job_newest); a job never
+# judged ($2 = 0) starts from its newest $3 runs, not from its whole history.
+HEALTH_RUNS_AFTER = """
+SELECT f.job_id, r.id AS run_id, r.state, r.scheduled_for, r.attempt, r.revision, r.started_at, r.finished_at,
+    r.duration_ms
+FROM unnest($1::bigint[], $2::bigint[]) AS f(job_id, after_id)
+CROSS JOIN LATERAL (
+    (SELECT id, state, scheduled_for, attempt, revision, started_at, finished_at, duration_ms FROM runs
+     WHERE job_id = f.job_id AND id > f.after_id AND f.after_id > 0 ORDER BY id LIMIT $3)
+    UNION ALL
+    (SELECT id, state, scheduled_for, attempt, revision, started_at, finished_at, duration_ms FROM runs
+     WHERE job_id = f.job_id AND f.after_id = 0 ORDER BY id DESC LIMIT $3)) r
+ORDER BY f.job_id, r.id
+"""
+# The expectations in force at revision $2[i] of job $1[i]: those the newest revision at or before
+# it set (job_revisions_expectations); no row: never set (or set to null).
+HEALTH_EXPECTATIONS_AT = """
+SELECT f.job_id, f.number, e.changes -> 'expectations' AS expectations
+FROM unnest($1::bigint[], $2::integer[]) AS f(job_id, number)
+CROSS JOIN LATERAL (SELECT changes FROM job_revisions WHERE job_id = f.job_id AND number <= f.number
+    AND 'expectations' = ANY(fields) ORDER BY number DESC LIMIT 1) e
+WHERE jsonb_typeof(e.changes -> 'expectations') = 'object'
+"""
+# Running runs (runs_running_lease: as many as executors run at once) with their job's timeout,
+# expectations and revision, and PostgreSQL's clock.
+HEALTH_RUNNING = """
+SELECT r.id AS run_id, r.job_id, r.scheduled_for, r.attempt, r.revision, r.started_at, j.timeout_s,
+    j.expectations, j.revision AS job_revision, clock_timestamp() AS now
+FROM runs r
+JOIN jobs j ON j.id = r.job_id
+WHERE r.state = 'running' AND r.lease_until IS NOT NULL
+"""
+# Health rows as the evaluator leaves them: one per element of the arrays.
+HEALTH_UPSERT = """
+INSERT INTO job_health (job_id, verdict, reason, consecutive_failures, last_success_at, last_failure_at,
+    last_failure_run_id, missed_at, judged_run_id, updated_at)
+SELECT u.*, now()
+FROM unnest($1::bigint[], $2::text[], $3::text[], $4::integer[], $5::timestamptz[], $6::timestamptz[],
+    $7::bigint[], $8::timestamptz[], $9::bigint[]) AS u(job_id, verdict, reason, consecutive_failures,
+    last_success_at, last_failure_at, last_failure_run_id, missed_at, judged_run_id)
+JOIN jobs ON jobs.id = u.job_id
+ON CONFLICT (job_id) DO UPDATE SET verdict = EXCLUDED.verdict, reason = EXCLUDED.reason,
+    consecutive_failures = EXCLUDED.consecutive_failures, last_success_at = EXCLUDED.last_success_at,
+    last_failure_at = EXCLUDED.last_failure_at, last_failure_run_id = EXCLUDED.last_failure_run_id,
+    missed_at = greatest(job_health.missed_at, EXCLUDED.missed_at), judged_run_id = EXCLUDED.judged_run_id,
+    updated_at = now()
+"""
+# The auditor's missed ticks: job $1[i]'s newest missed tick $2[i]; a row whose verdict is ok, late or
+# unknown becomes missing (a worse one stays: the evaluator's next pass settles it).
+HEALTH_MISSED = """
+INSERT INTO job_health (job_id, verdict, reason, missed_at)
+SELECT u.job_id, 'missing', 'a tick has no run and no recorded skip', u.missed_at
+FROM unnest($1::bigint[], $2::timestamptz[]) AS u(job_id, missed_at)
+JOIN jobs ON jobs.id = u.job_id
+ON CONFLICT (job_id) DO UPDATE SET missed_at = greatest(job_health.missed_at, EXCLUDED.missed_at),
+    verdict = CASE WHEN job_health.verdict IN ('ok', 'late', 'unknown') THEN 'missing' ELSE job_health.verdict END,
+    reason = CASE WHEN job_health.verdict IN ('ok', 'late', 'unknown') THEN EXCLUDED.reason ELSE job_health.reason END,
+    updated_at = now()
+"""
+# The API's view of a job's health ($1): its row (none: never judged) and its newest success among
+# its newest $2 runs (after HEALTH_PLAN).
+HEALTH_OF_JOB = """
+SELECT j.id AS job_id, h.verdict, h.reason, h.consecutive_failures, h.last_success_at, h.last_failure_at,
+    h.missed_at, h.updated_at, (SELECT c.finished_at FROM (SELECT state, finished_at FROM runs WHERE job_id = j.id
+        ORDER BY id DESC LIMIT $2) c WHERE c.state = 'completed' LIMIT 1) AS newest_success
+FROM jobs j
+LEFT JOIN job_health h ON h.job_id = j.id
+WHERE j.id = $1
+"""
+# The verdicts of the jobs $1 that have a row (the console's badges: a job without one is shown as it is).
+HEALTH_VERDICTS = """
+SELECT job_id, verdict, reason, consecutive_failures, last_success_at, last_failure_at, missed_at, updated_at
+FROM job_health
+WHERE job_id = ANY($1::bigint[])
+"""
+# Per-job metrics (leader): the jobs whose names match $1 (LIKE patterns; empty: any), at most $2 by
+# id, how many match in all (beyond the cap: dropped), and each one's streak of failures and newest
+# success (its health row's, or the newest among its newest $3 runs; after HEALTH_PLAN).
+HEALTH_METRICS = """
+WITH chosen AS (SELECT id, name, count(*) OVER () AS total FROM jobs
+    WHERE cardinality($1::text[]) = 0 OR name LIKE ANY($1::text[]) ORDER BY id LIMIT $2)
+SELECT c.id AS job_id, c.name, c.total, coalesce(h.consecutive_failures, 0) AS consecutive_failures,
+    greatest(h.last_success_at, (SELECT r.finished_at FROM (SELECT state, finished_at FROM runs
+        WHERE job_id = c.id ORDER BY id DESC LIMIT $3) r WHERE r.state = 'completed' LIMIT 1)) AS last_success_at
+FROM chosen c
+LEFT JOIN job_health h ON h.job_id = c.id
+ORDER BY c.id
 """
 
 
@@ -989,10 +1171,11 @@ LIMIT $3
 # the name or NULL (escaped by the caller), $3 last id seen (0 first), $4 page size, $5 finished
 # runs the rate is over.
 JOB_OVERVIEW = """
-WITH page AS (SELECT id, name, cron_expression, timezone, kind, status FROM jobs
+WITH page AS (SELECT id, name, cron_expression, timezone, kind, status, every, anchor FROM jobs
     WHERE ($1::text IS NULL OR status = $1) AND ($2::text IS NULL OR name ILIKE $2) AND id > $3
     ORDER BY id LIMIT $4)
-SELECT p.id, p.name, p.cron_expression, p.timezone, p.kind, p.status, l.id AS run_id, l.state AS run_state,
+SELECT p.id, p.name, p.cron_expression, p.timezone, p.kind, p.status, p.every, p.anchor,
+    l.id AS run_id, l.state AS run_state,
     l.scheduled_for AS run_scheduled_for, l.due_at AS run_due_at, l.started_at AS run_started_at,
     l.duration_ms AS run_duration_ms, s.completed, s.finished
 FROM page p
@@ -1017,9 +1200,9 @@ ORDER BY p.id
 # the one before it are found through job_revisions_job_at. $1 job id.
 TICK_REVISIONS = """
 SELECT job_id, number, kind, at, actor, status, fields,
-    CASE WHEN fields && ARRAY['cron_expression', 'timezone']
+    CASE WHEN fields && ARRAY['cron_expression', 'timezone', 'every', 'anchor']
         THEN (SELECT coalesce(jsonb_object_agg(key, value), '{}'::jsonb) FROM jsonb_each(changes)
-              WHERE key IN ('cron_expression', 'timezone'))
+              WHERE key IN ('cron_expression', 'timezone', 'every', 'anchor'))
         ELSE '{}'::jsonb END AS changes
 FROM job_revisions
 WHERE job_id = $1 AND (number = 1
@@ -1036,6 +1219,12 @@ SELECT coalesce((SELECT jsonb_build_object('cron_expression', changes -> 'cron_e
                  ORDER BY number DESC LIMIT 1), '{}'::jsonb)
     || coalesce((SELECT jsonb_build_object('timezone', changes -> 'timezone') FROM job_revisions
                  WHERE job_id = $1 AND number <= $2 AND 'timezone' = ANY(fields)
+                 ORDER BY number DESC LIMIT 1), '{}'::jsonb)
+    || coalesce((SELECT jsonb_build_object('every', changes -> 'every') FROM job_revisions
+                 WHERE job_id = $1 AND number <= $2 AND 'every' = ANY(fields)
+                 ORDER BY number DESC LIMIT 1), '{}'::jsonb)
+    || coalesce((SELECT jsonb_build_object('anchor', changes -> 'anchor') FROM job_revisions
+                 WHERE job_id = $1 AND number <= $2 AND 'anchor' = ANY(fields)
                  ORDER BY number DESC LIMIT 1), '{}'::jsonb)
 """
 # How far the ledger is written for the job (its cursor); no row: the job was deleted.
@@ -1064,7 +1253,7 @@ JOB_GET_KEY_SHARE = """
 SELECT id, name, cron_expression, timezone, kind, payload, timeout_s, max_retries, retry_backoff_s,
     concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, revision, last_scheduled_for,
     created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs, catchup_max_per_s,
-    concurrency_group
+    every, anchor, concurrency_group
 FROM jobs
 WHERE id = $1 FOR KEY SHARE
 """
@@ -1116,6 +1305,18 @@ WHERE (job_id, scheduled_for, attempt) IN (SELECT job_id, scheduled_for, attempt
     WHERE scheduled_for < $1 AND created_at < $1 LIMIT $2)
 """
 
+# --- the fleet's planned starts (cronos.store.fleet; api.routes_fleet, schedule lint's herd) ----
+
+# Active repeating jobs grouped by what decides their starts: (expression, zone, jitter). Ids only
+# where jitter spreads them job by job; a window (start_at/end_at) is not applied (a view, not a plan).
+FLEET_GROUPS = """
+SELECT cron_expression, timezone, jitter_s, count(*) AS jobs,
+       CASE WHEN jitter_s > 0 THEN array_agg(id ORDER BY id) END AS ids
+FROM jobs
+WHERE status = 'active' AND cron_expression IS NOT NULL AND run_at IS NULL
+GROUP BY cron_expression, timezone, jitter_s
+ORDER BY count(*) DESC, cron_expression, timezone, jitter_s
+"""
 
 # --- concurrency groups (cronos.store.groups; migration 0036) -----------------------------------
 #

@@ -37,7 +37,7 @@ RevisionStatus = Literal["active", "paused", "deleted", "completed", "expired"]
 
 # Fields whose change gives the job a new schedule: ticks written ahead under the old one are
 # handed over and the cursor moves to the change instant.
-SCHEDULE_FIELDS = ("cron_expression", "timezone", "run_at", "start_at", "end_at")
+SCHEDULE_FIELDS = ("cron_expression", "timezone", "run_at", "start_at", "end_at", "every", "anchor")
 
 _TICK = timedelta(microseconds=1)
 MAX_NUMBER = 2**31 - 1  # revision numbers are integers: a page cursor past this means "from the newest"

@@ -19,7 +19,7 @@ import msgspec
 
 from cronos import lifecycle, metrics
 from cronos.clock import DbClock
-from cronos.models import FAIL_EXECUTOR_LOST, SKIP_EXPIRED
+from cronos.models import SKIP_EXPIRED
 from cronos.store import claims, finishes, groups, waiters
 from cronos.store import queries as q
 from cronos.store.claims import SKIP_REASONS, Claim, ClaimedRun, ClaimRequest, Refused
@@ -107,8 +107,14 @@ class RunStore:
     ) -> set[int]:
         """Heartbeat: extend the leases `node_id` still owns; returns those ids. `ticks`: their
         scheduled_for, when known."""
+        return set(await self.beat(run_ids, node_id, lease_s, ticks))
+
+    async def beat(
+        self, run_ids: Sequence[int], node_id: str, lease_s: float, ticks: Sequence[datetime | None] = ()
+    ) -> dict[int, str | None]:
+        """`extend_leases`, each owned id with who asked to cancel its run (None: nobody)."""
         if not run_ids:
-            return set()
+            return {}
         within = window(ticks)
 
         async def attempt() -> list[Any]:
@@ -116,7 +122,7 @@ class RunStore:
                 self.round_trips += 1
                 return await self._pool.fetch(q.EXTEND_LEASES, list(run_ids), node_id, lease_s, *within)  # type: ignore[no-any-return]
 
-        return {r["id"] for r in await retry_contention(attempt, "lease heartbeat")}
+        return {r["id"]: r["cancel_by"] for r in await retry_contention(attempt, "lease heartbeat")}
 
     async def finish(self, outcomes: Sequence[Outcome]) -> FinishResult:
         """Record outcomes, and the follow-ups they make (retries, chain runs, waiting runs woken),
@@ -144,6 +150,21 @@ class RunStore:
             )
         return result
 
+    @staticmethod
+    def _lost(row: Any) -> Outcome:
+        state, error, retried = lifecycle.lost(row["cancel_by"])
+        return Outcome(
+            run_id=row["id"],
+            node_id=row["node_id"],
+            state=state.value,  # type: ignore[arg-type]
+            error=error,
+            retry_delay_s=lifecycle.retry_delay_s(row["attempt"], row["max_retries"], row["retry_backoff_s"])
+            if retried
+            else None,
+            scheduled_for=row["scheduled_for"],
+            holds_slot=row["holds_slot"],
+        )
+
     async def reap(self, epoch: int, *, limit: int = 1000) -> ReapResult:
         """Leader only, fenced by `epoch`: end runs whose executor is gone, expire stale queued runs.
 
@@ -151,25 +172,14 @@ class RunStore:
         """
         async with fenced(self._pool, epoch) as conn:
             lost = await conn.fetch(q.LOST_RUNS, limit)
-            outcomes = [
-                Outcome(
-                    run_id=r["id"],
-                    node_id=r["node_id"],
-                    state="failed",
-                    error=FAIL_EXECUTOR_LOST,
-                    retry_delay_s=lifecycle.retry_delay_s(r["attempt"], r["max_retries"], r["retry_backoff_s"]),
-                    scheduled_for=r["scheduled_for"],
-                    holds_slot=r["holds_slot"],
-                )
-                for r in lost
-            ]
+            outcomes = [self._lost(r) for r in lost]
             finished = await finishes.finish(conn, outcomes, window([o.scheduled_for for o in outcomes]))
             expired = await conn.fetch(q.EXPIRE_PENDING, limit, SKIP_EXPIRED)
             if expired:  # a run woken with a group's slot that expired frees it
                 await groups.release(conn, [r["id"] for r in expired])
-        for r in lost:
+        for r, outcome in zip(lost, outcomes, strict=True):
             if r["id"] in finished.written:
-                metrics.RUNS.labels(state="failed", kind=r["kind"]).inc()
+                metrics.RUNS.labels(state=outcome.state, kind=r["kind"]).inc()
         metrics.EXECUTOR_LOST_RUNS.inc(len(finished.written))
         metrics.RUNS_SKIPPED.labels(reason=SKIP_EXPIRED).inc(len(expired))
         result = ReapResult(lost=len(finished.written), expired=len(expired), retried=finished.retried)

@@ -9,14 +9,17 @@ from collections.abc import Awaitable, Callable
 
 from cronos.models import JobKind
 from cronos.store.runs import ClaimedRun
+from cronos.tasks import Cancellation
 from executor.kinds import http, shell, task
 from executor.kinds.base import Env, RunFailed, excerpt
 
 __all__ = ["Env", "RunFailed", "excerpt", "execute"]
 
-Runner = Callable[[ClaimedRun, Env], Awaitable[str | None]]
+# Each gets the run's cancellation signal: a task sees it (ctx.cancelled), a shell command gets
+# SIGTERM, an http request has no way to hear it (it is aborted when the grace ends).
+Runner = Callable[[ClaimedRun, Env, Cancellation], Awaitable[str | None]]
 RUNNERS: dict[JobKind, Runner] = {"task": task.run, "http": http.run, "shell": shell.run}
 
 
-async def execute(run: ClaimedRun, env: Env) -> str | None:
-    return await RUNNERS[run.kind](run, env)
+async def execute(run: ClaimedRun, env: Env, cancellation: Cancellation | None = None) -> str | None:
+    return await RUNNERS[run.kind](run, env, cancellation or Cancellation())

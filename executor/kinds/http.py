@@ -24,7 +24,7 @@ from cronos.netguard import host_literal_refusal
 from cronos.payloads import HttpPayload, explain
 from cronos.redact import is_hidden, redact_url
 from cronos.store.runs import ClaimedRun
-from cronos.tasks import idempotency_key
+from cronos.tasks import Cancellation, idempotency_key
 from executor import webhooks
 from executor.http_client import PREFIX, guard_refusal
 from executor.kinds.base import Env, RunFailed, excerpt
@@ -93,7 +93,7 @@ def _next_hop(
     return target, method, data, True
 
 
-async def run(run: ClaimedRun, env: Env) -> str | None:
+async def run(run: ClaimedRun, env: Env, _cancellation: Cancellation) -> str | None:
     try:
         payload = msgspec.convert(run.payload, HttpPayload)
     except msgspec.ValidationError as exc:

@@ -12,7 +12,9 @@ init, so every process of the run stays its descendant. It starts the command in
 group of its own, in the launcher's session (as UID:GID with GROUPS when they are not -1:
 CRONOS_SHELL_USER; the launcher keeps its own user, so the job cannot signal it), waits for it,
 gives what the command left running GRACE_S to finish (PIPE_GRACE_S: a background writer),
-then SIGKILLs every descendant and reaps it. SIGTERM (the executor's timeout, cancel or drain)
+then SIGKILLs every descendant and reaps it. SIGUSR1 (a cancel's signal) sends SIGTERM to the
+command's process group, so it may stop cleanly within the cancel's grace. SIGTERM (the
+executor's timeout, the end of a cancel's grace, or a drain)
 and the executor's death (PR_SET_PDEATHSIG) skip straight to the kill. It exits after the last
 descendant is gone.
 
@@ -39,6 +41,16 @@ POLL_S = 0.005
 
 class _Stop(Exception):
     """SIGTERM: stop waiting and kill."""
+
+
+_command = 0  # the command's pid (and process group) once started
+
+
+def _on_usr1(signum: int, frame: object) -> None:
+    """A cancel: ask the command's process group to stop (the executor kills it after the grace)."""
+    if _command:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(_command, signal.SIGTERM)
 
 
 def _on_term(signum: int, frame: object) -> None:
@@ -108,7 +120,8 @@ def spawn(argv: list[str], ids: tuple[int, int, list[int]] | None) -> int:
         try:
             os.close(errors_r)
             os.setpgid(0, 0)
-            for signum in (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGTERM):  # exec keeps what Python ignores
+            # exec keeps what Python ignores, and a handler becomes the default
+            for signum in (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGTERM, signal.SIGUSR1):
                 signal.signal(signum, signal.SIG_DFL)
             if ids is not None:
                 uid, gid, groups = ids
@@ -149,8 +162,10 @@ def _linger(grace_s: float) -> None:
 def main(args: list[str]) -> int:
     status_fd, grace, parent, uid, gid, groups, dashes, *argv = args
     assert dashes == "--" and argv, "usage: see the module docstring"
+    global _command
     me = os.getpid()
     signal.signal(signal.SIGTERM, _on_term)
+    signal.signal(signal.SIGUSR1, _on_usr1)
     prctl(PR_SET_CHILD_SUBREAPER, 1)  # elsewhere than Linux: the executor's own scan is all there is
     prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
     line = "exit -15"
@@ -160,16 +175,18 @@ def main(args: list[str]) -> int:
         os.set_inheritable(int(status_fd), False)  # the command does not get it
         ids = None if int(uid) < 0 else (int(uid), int(gid), _ints(groups))
         try:
-            child = spawn(argv, ids)
+            child = _command = spawn(argv, ids)
         except OSError as exc:
             line = f"error {exc}"
         else:
             line = f"exit {_wait(child)}"
+            _command = 0  # reaped: its pid (and group id) may be another's soon
             _linger(float(grace))
     except _Stop:
         pass
     finally:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.signal(signal.SIGUSR1, signal.SIG_IGN)
         kill_all(me)
     with contextlib.suppress(OSError):
         os.write(int(status_fd), f"{line}\n".encode(errors="replace"))

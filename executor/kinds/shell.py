@@ -28,7 +28,9 @@ group of its own in that session (so `kill -$$` and `kill 0` in a script end the
 ends when the launcher exits and its pipes reach end of file. After the command exits,
 what it left running (a background writer, one that escaped with `setsid`) gets
 PIPE_GRACE_S (0.5 s) to finish, then the launcher SIGKILLs it and the run ends, by the
-command's exit code. At a timeout, a drain or lost ownership the run ends at once: the
+command's exit code. A cancel first asks (the launcher gets SIGUSR1 and sends SIGTERM to the
+command's process group); its grace over, the run is killed as at a timeout. At a timeout, a drain
+or lost ownership the run ends at once: the
 launcher gets SIGTERM and SIGKILLs every process of the run (no SIGTERM to them first: a
 run past its deadline has had its time); and so when the executor dies (PR_SET_PDEATHSIG).
 So a job cannot leave a process behind (a daemon belongs to a service manager). Should the
@@ -51,6 +53,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import msgspec
 
@@ -58,6 +61,7 @@ from cronos.errors import ConfigError
 from cronos.payloads import ShellPayload
 from cronos.settings import Settings
 from cronos.store.runs import ClaimedRun
+from cronos.tasks import Cancellation
 from executor.kinds import leftovers
 from executor.kinds.base import Capture, Env, RunFailed
 from executor.kinds.launcher import prctl
@@ -140,7 +144,7 @@ def launcher_argv(argv: Sequence[str], status_fd: int, parent: int, user: RunAs 
     return [sys.executable, "-I", "-S", LAUNCHER, str(status_fd), str(PIPE_GRACE_S), str(parent), *ids, "--", *argv]
 
 
-async def run(run: ClaimedRun, env: Env) -> str | None:
+async def run(run: ClaimedRun, env: Env, cancellation: Cancellation) -> str | None:
     if not env.settings.allow_shell:
         raise RunFailed("shell jobs are disabled on this executor (set CRONOS_ALLOW_SHELL=1 to allow them)")
     try:
@@ -172,7 +176,7 @@ async def run(run: ClaimedRun, env: Env) -> str | None:
         finally:
             os.close(status_w)
         try:
-            await child.exited
+            await _exited(transport, child, cancellation)
             await asyncio.wait([child.drained], timeout=PIPE_GRACE_S)
         finally:
             await _end(transport, child)
@@ -187,6 +191,20 @@ async def run(run: ClaimedRun, env: Env) -> str | None:
     if code != 0:
         raise RunFailed(f"exit code {code}", result=result)
     return result
+
+
+async def _exited(transport: asyncio.SubprocessTransport, child: _Child, cancellation: Cancellation) -> None:
+    """Until the launcher exits; a cancel meanwhile has it ask the command to stop (SIGUSR1)."""
+    asked = asyncio.ensure_future(cancellation.event.wait())
+    ends: list[asyncio.Future[Any]] = [child.exited, asked]
+    try:
+        await asyncio.wait(ends, return_when=asyncio.FIRST_COMPLETED)
+        if not child.exited.done():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(transport.get_pid(), signal.SIGUSR1)
+            await child.exited
+    finally:
+        asked.cancel()
 
 
 def _status(fd: int) -> str:

@@ -49,7 +49,9 @@ def _health(base: str) -> bool:
 
 
 @pytest.fixture(scope="module")
-def stack(services: Services, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+def stack(
+    services: Services, tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Iterator[Stack]:
     name = f"cronos_b_{uuid.uuid4().hex[:12]}"
     dsn = with_database(services.pg_admin_dsn, name)
     asyncio.run(migrate(dsn))  # creates the database too
@@ -69,6 +71,7 @@ def stack(services: Services, tmp_path_factory: pytest.TempPathFactory) -> Itera
         "CRONOS_LEADER_TTL_MS": "1500",
         "CRONOS_ALLOW_SHELL": "true",  # the edit form's tests open a shell job (none of them runs it)
         "PYTHONPATH": str(REPO),  # for --import tests.browser.tasks
+        **getattr(request.module, "STACK_ENV", {}),  # a test module's own settings
     }
     with log.open("ab") as out:
         proc = subprocess.Popen(

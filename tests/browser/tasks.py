@@ -25,3 +25,13 @@ async def fail(payload: dict[str, Any], ctx: cronos.RunContext) -> None:
 async def echo(payload: dict[str, Any], ctx: cronos.RunContext) -> dict[str, Any]:
     """What the run got (a trigger's overrides merged in): the run page shows it as its result."""
     return {"payload": payload, "key": ctx.idempotency_key}
+
+
+@cronos.task("browser.slow", replace=True)
+async def slow(payload: dict[str, Any], ctx: cronos.RunContext) -> dict[str, Any]:
+    """Runs `seconds` (default 8) unless cancelled: an export that overruns what its job expects."""
+    try:
+        await asyncio.wait_for(ctx.cancelled.wait(), timeout=float(payload.get("seconds", 8)))
+    except TimeoutError:
+        return {"done": True}
+    return {"done": False, "cancelled": True}

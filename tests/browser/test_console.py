@@ -282,12 +282,14 @@ def test_the_jobs_page_searches_filters_and_renders_names_as_text(browser: Any, 
                                           "payload": {"action": "browser.ok"}})  # fmt: skip
     go(driver, stack, "#/jobs")
     wait(driver, lambda d: len(find_all(d, "#jobs tbody tr")) == 7, what="seven jobs")
-    names = [c.text for c in find_all(driver, "td[data-label='Name']")]
+    # Read in one go inside `wait`: the page redraws its rows (polling, verdict badges) meanwhile.
+    rows = wait(driver, lambda d: [r.text for r in find_all(d, "#jobs tbody tr")], what="the rows' text")
+    names = wait(driver, lambda d: [c.text for c in find_all(d, "td[data-label='Name']")], what="the names")
     assert hostile in names and not find_all(driver, "#jobs img") and driver.title == "Cronos"
-    row = next(r for r in find_all(driver, "#jobs tbody tr") if "weekly-report" in r.text)
-    assert "at 02:30 on Monday" in row.text and "Europe/Berlin" in row.text
-    nightly = next(r for r in find_all(driver, "#jobs tbody tr") if "nightly-every-second" in r.text)
-    assert "completed" in nightly.text or "skipped" in nightly.text
+    row = next(r for r in rows if "weekly-report" in r)
+    assert "at 02:30 on Monday" in row and "Europe/Berlin" in row
+    nightly = next(r for r in rows if "nightly-every-second" in r)
+    assert "completed" in nightly or "skipped" in nightly
     screenshot(driver, "console-jobs", LAPTOP)
     screenshot(driver, "console-jobs-phone", PHONE)
 
@@ -368,3 +370,22 @@ def test_delete_asks_first(browser: Any, stack: Stack) -> None:
 
 def _token(driver: Any) -> str:
     return str(driver.execute_script("return sessionStorage.getItem('cronos.token')"))
+
+
+def test_the_job_page_shows_the_verdict_with_its_reason_and_the_list_its_badge(browser: Any, stack: Stack) -> None:
+    driver = browser  # last: a token exists now (the page holds it)
+    token = _token(driver)
+    job = call(stack, "POST", "/api/jobs", {
+        "name": "judged", "cron_expression": "@yearly", "payload": {"action": "browser.fail"},
+        "expectations": {"finish_within_s": 60},
+    }, token=token)  # fmt: skip
+    call(stack, "POST", f"/api/jobs/{job['id']}/trigger", token=token)
+    go(driver, stack, f"#/jobs/{job['id']}")
+    # The leader's evaluator judges every CRONOS_HEALTH_INTERVAL_S (5 s); the page polls.
+    wait(driver, lambda d: text(d, "#verdict") == "failing", timeout=30, what="the verdict")
+    assert text(driver, "#verdict-reason") == "the last run failed"
+    assert text(driver, "#expected") == "finishes within 60 s"
+    screenshot_artifact(driver, "job-health")
+    go(driver, stack, "#/jobs")
+    wait(driver, lambda d: "failing" in [c.text for c in find_all(d, "#jobs td[data-label='Health']")],
+         what="the verdict badge in the list")  # fmt: skip

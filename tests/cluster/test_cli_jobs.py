@@ -68,6 +68,7 @@ def test_failures_are_one_line_with_the_problem_detail(tmp_path: Path, database_
         base = ("jobs", "create", "--name", "a", "--payload", '{"action": "x"}')
         one_line_error(run(*base, "--cron-expression", "0 25 * * *"), "422", "$.cron_expression", "hour")
         one_line_error(run(*base, "--cron-expression", YEARLY, "--timezone", "Mars/Base"), "422", "$.timezone")
+        one_line_error(run(*base, "--every", "0s"), "422", "$.every", "at least 1 s")  # an interval (issue 25)
         ok(run(*base, "--cron-expression", YEARLY))
         one_line_error(run(*base, "--cron-expression", YEARLY), "409", "already exists")
         one_line_error(run("jobs", "get", "42"), "404", "job 42 not found")

@@ -114,3 +114,102 @@ def test_an_unaccounted_tick_alerts_until_it_leaves_the_window(tmp_path: Path) -
     assert done.returncode == 0, done.stdout + done.stderr
     silent = {**case, "alert_rule_test": [{**case["alert_rule_test"][1], "exp_alerts": []}]}
     assert _promtool_test(tmp_path, [silent]).returncode != 0, "negative control: the alert does fire"
+
+
+def _job_case(series: str, leader: str, former: str, alert: str, evals: list[tuple[str, str | None]]) -> dict[str, Any]:
+    """A per-job series on the leader (D1) and on a former leader (D2, its stale value), job `nightly`."""
+    rule = _rules()[alert]
+    labels = {**rule["labels"], "job_name": "nightly"}
+
+    def expected(value: str) -> list[dict[str, Any]]:
+        annotations = {
+            k: v.replace("{{ $value }}", value).replace("{{ $labels.job_name }}", "nightly")
+            for k, v in rule["annotations"].items()
+        }
+        return [{"exp_labels": labels, "exp_annotations": annotations}]
+
+    return {
+        "interval": "1m",
+        "input_series": [
+            {"series": f"cronos_leader{{{D1}}}", "values": "1x40"},
+            {"series": f'{series}{{{D1}, job_name="nightly"}}', "values": leader},
+            {"series": f"cronos_leader{{{D2}}}", "values": "0x40"},
+            {"series": f'{series}{{{D2}, job_name="nightly"}}', "values": former},
+        ],
+        "alert_rule_test": [
+            {"eval_time": at, "alertname": alert, "exp_alerts": [] if value is None else expected(value)}
+            for at, value in evals
+        ],
+    }
+
+
+@needs_promtool
+def test_a_job_failing_three_times_alerts_with_its_name_on_the_leaders_series_only(tmp_path: Path) -> None:
+    used = _rules()["CronosJobFailing"]["expr"]
+    assert "cronos_job_consecutive_failures" in used and "job_name" in used
+    tests = [
+        _job_case(
+            "cronos_job_consecutive_failures",
+            "1 2 3x10 0x10",
+            "0x30",
+            "CronosJobFailing",
+            [("1m", None), ("5m", "3"), ("20m", None)],
+        ),
+        _job_case("cronos_job_consecutive_failures", "0x30", "5x30", "CronosJobFailing", [("5m", None)]),
+        _job_case("cronos_job_metrics_dropped", "0x30", "0x30", "CronosJobMetricsDropped", [("5m", None)]),
+    ]
+    done = _promtool_test(tmp_path, tests)
+    assert done.returncode == 0, done.stdout + done.stderr
+    silent = _job_case("cronos_job_consecutive_failures", "3x30", "0x30", "CronosJobFailing", [("5m", None)])
+    assert _promtool_test(tmp_path, [silent]).returncode != 0, "negative control: the alert does fire"
+
+
+def _notify_case(
+    alert: str, series: str, leader: str, former: str, evals: list[tuple[str, dict[str, str] | None]]
+) -> dict[str, Any]:
+    """`series` on the leader (D1) and a former leader (D2); at each eval time the alert fires with
+    the given template values replaced in its annotations, or (None) stays silent."""
+    rule = _rules()[alert]
+
+    def expected(values: dict[str, str]) -> list[dict[str, Any]]:
+        annotations = dict(rule["annotations"])
+        for template, value in values.items():
+            annotations = {k: v.replace(template, value) for k, v in annotations.items()}
+        labels = {
+            **rule["labels"],
+            **({"kind": values["{{ $labels.kind }}"]} if "{{ $labels.kind }}" in values else {}),
+        }
+        return [{"exp_labels": labels, "exp_annotations": annotations}]
+
+    return {
+        "interval": "1m",
+        "input_series": [
+            {"series": f"cronos_leader{{{D1}}}", "values": "1x60"},
+            {"series": series.format(D1), "values": leader},
+            {"series": f"cronos_leader{{{D2}}}", "values": "0x60"},
+            {"series": series.format(D2), "values": former},
+        ],
+        "alert_rule_test": [
+            {"eval_time": at, "alertname": alert, "exp_alerts": [] if values is None else expected(values)}
+            for at, values in evals
+        ],
+    }
+
+
+@needs_promtool
+def test_notifications_given_up_or_stuck_alert_on_the_leaders_series(tmp_path: Path) -> None:
+    failed = 'cronos_notifications_total{{{}, kind="webhook", outcome="failed"}}'
+    webhook = {"{{ $labels.kind }}": "webhook"}
+    stuck = "cronos_notifications_oldest_due_age_seconds{{{}}}"
+    tests = [
+        # Given up once at 11m: it alerts for the 30 minutes after; a former leader's old count does not.
+        _notify_case("CronosNotificationsFailing", failed, "0x10 1x50", "3x60",
+                     [("5m", None), ("15m", webhook), ("50m", None)]),
+        _notify_case("CronosNotificationsStuck", stuck, "0x5 700x40", "0x60",
+                     [("8m", None), ("15m", {"{{ $value | humanizeDuration }}": "11m 40s"})]),
+        _notify_case("CronosNotificationsStuck", stuck, "0x60", "900x60", [("15m", None)]),
+    ]  # fmt: skip
+    done = _promtool_test(tmp_path, tests)
+    assert done.returncode == 0, done.stdout + done.stderr
+    silent = _notify_case("CronosNotificationsFailing", failed, "0x10 1x50", "0x60", [("15m", None)])
+    assert _promtool_test(tmp_path, [silent]).returncode != 0, "negative control: the alert does fire"

@@ -19,6 +19,7 @@ import subprocess
 import sys
 import urllib.request
 from collections.abc import Callable, Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +66,31 @@ def _seed_job_ran(url: str) -> None:
     block_until(lambda: _ran(url, 1), timeout=30, interval=0.1, what="the triggered reindex run to complete")
 
 
+def _post(url: str, body: dict[str, Any]) -> Any:
+    request = urllib.request.Request(url, json.dumps(body).encode(), {"content-type": "application/json"})
+    with urllib.request.urlopen(request, timeout=5) as resp:
+        return json.loads(resp.read())
+
+
+def _readme_told(url: str) -> None:
+    """The README's channel (`--after-failures 2`, failed and recovered) really hears the seed job:
+    two runs failing in a row (a payload the example task cannot read), then a success. Slack is
+    out of reach here: the notification is due (or given up), not suppressed, which is the point."""
+    _seed_job_ran(url)
+    for inputs in ({"seconds": "not a number"}, {"seconds": "not a number"}, {}):
+        run = _post(f"{url}/api/jobs/1/trigger", {"payload": inputs})
+        block_until(lambda r=run: _get(f"{url}/api/runs/{r['id']}")["state"] in ("failed", "completed"), timeout=30,
+                    interval=0.1, what="a triggered run to end")  # fmt: skip
+    channel = next(c for c in _get(f"{url}/api/channels")["items"] if c["name"] == "ops-slack")
+
+    def told() -> list[tuple[str, str]] | None:
+        found = [(d["kind"], d["state"]) for d in _get(f"{url}/api/channels/{channel['id']}/deliveries")["items"]]
+        return found if any(kind == "recovered" for kind, _ in found) else None
+
+    deliveries = block_until(told, timeout=30, interval=0.2, what="the README channel's recovered delivery")
+    assert [kind for kind, state in deliveries if state != "suppressed"] == ["recovered", "failed"], deliveries
+
+
 def _first_task_ran(url: str) -> None:
     done = block_until(lambda: _ran(url, 1), timeout=30, interval=0.1, what="greet-world's triggered run")
     result = _get(f"{url}/api/runs/{done['id']}")["result"]
@@ -103,14 +129,22 @@ def _grouped(url: str) -> None:
     assert any(run["waiting_for"] == "warehouse" for run in waited), runs
 
 
+def _intervals_ran(url: str) -> None:
+    """docs/intervals.md: the heartbeat's scheduled runs fell on its 2 s ticks, then on its 3 s ones."""
+    runs = [run for run in _get(f"{url}/api/jobs/1/runs")["items"] if run["trigger"] == "schedule"]
+    seconds = [int(datetime.fromisoformat(run["scheduled_for"]).timestamp() * 1000) for run in runs]
+    assert len(runs) >= 3 and all(s % 2000 == 0 or s % 3000 == 0 for s in seconds), runs
+
+
 # What a page's commands should have done, beyond each one succeeding.
 AFTERWARDS: dict[str, Callable[[str], None]] = {
-    "README.md": _seed_job_ran,
+    "README.md": _readme_told,
     "docs/quickstart.md": _seed_job_ran,
     "docs/tutorial.md": _first_task_ran,
     "docs/jobs-as-code.md": _applied,
     "docs/run-now.md": _rerun_ran,
     "docs/concurrency-groups.md": _grouped,
+    "docs/intervals.md": _intervals_ran,
 }
 
 

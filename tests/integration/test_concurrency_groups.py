@@ -11,6 +11,7 @@ import asyncpg
 import pytest
 
 from cronos.store import groups
+from cronos.store.cancels import CancelStore
 from cronos.store.runs import ClaimedRun, Outcome, Refused, RunStore
 from tests.integration.ledger_helpers import insert_job, insert_run, set_epoch
 
@@ -140,6 +141,38 @@ async def test_a_woken_run_that_does_not_start_hands_its_slot_on(pg_pool: asyncp
     await store.finish([done(first[0])])
     assert (await state_of(pg_pool, late.run_id))[0] == "queued"  # woken, but past its grace now
     assert await store.claim([late.run_id], "a", 30) == [Refused.EXPIRED]
+    assert await state_of(pg_pool, last.run_id) == ("queued", "warehouse")
+    assert await slots(pg_pool) == [last.run_id]
+
+
+async def test_a_cancelled_run_frees_its_slot_like_other_ends(pg_pool: asyncpg.Pool, store: RunStore) -> None:
+    a, b, c, d = await grouped_jobs(pg_pool, 4, limit=1)
+    held, woken, behind, last = [
+        await insert_run(pg_pool, job, at(s)) for job, s in ((a, -4), (b, -3), (c, -2), (d, -1))
+    ]
+    cancels = CancelStore(pg_pool)
+    (first,) = await store.claim([held.run_id], "a", 30)
+    assert await store.claim([woken.run_id, behind.run_id, last.run_id], "a", 30) == [Refused.WAIT_GROUP] * 3
+    # Running, then stopped by its executor (a cancel asked of it): its finish frees the slot.
+    assert isinstance(first, ClaimedRun)
+    assert not (await cancels.cancel(held.run_id, actor="ops")).ended
+    stopped = Outcome(run_id=first.id, node_id="a", state="cancelled", error="cancelled by ops", holds_slot=True)
+    assert (await store.finish([stopped])).woken == 1
+    assert await state_of(pg_pool, woken.run_id) == ("queued", "warehouse")
+    assert await slots(pg_pool) == [woken.run_id]
+    # Woken with the slot and cancelled before it started: the slot goes to the next waiter at once.
+    assert (await cancels.cancel(woken.run_id, actor="ops")).ended
+    assert (await state_of(pg_pool, woken.run_id))[0] == "cancelled"
+    assert await state_of(pg_pool, behind.run_id) == ("queued", "warehouse")
+    assert await slots(pg_pool) == [behind.run_id]
+    # Running, asked to cancel, its executor gone: the reaper ends it cancelled and frees the slot.
+    (taken,) = await store.claim([behind.run_id], "gone", 30)
+    assert isinstance(taken, ClaimedRun)
+    await cancels.cancel(behind.run_id, actor="ops")
+    await pg_pool.execute("UPDATE runs SET lease_until = now() - interval '1 second' WHERE id = $1", behind.run_id)
+    await set_epoch(pg_pool, 7)
+    assert (await store.reap(7)).lost == 1
+    assert (await state_of(pg_pool, behind.run_id))[0] == "cancelled"
     assert await state_of(pg_pool, last.run_id) == ("queued", "warehouse")
     assert await slots(pg_pool) == [last.run_id]
 

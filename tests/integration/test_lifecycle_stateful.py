@@ -38,10 +38,9 @@ from hypothesis.stateful import (
 )
 
 from cronos import lifecycle
-from cronos.errors import NotLeader
+from cronos.errors import Conflict, NotLeader
 from cronos.lifecycle import OVERLAP_REASONS, TERMINAL, TRANSITIONS, Actor, Ahead, Candidate, Overlap, RunState
 from cronos.models import (
-    FAIL_EXECUTOR_LOST,
     FAIL_REPLACED,
     SKIP_BUFFER_FULL,
     SKIP_EXPIRED,
@@ -50,6 +49,7 @@ from cronos.models import (
     SKIP_OVERLAP,
     SKIP_SCHEDULE_CHANGED,
 )
+from cronos.store.cancels import CancelStore
 from cronos.store.claims import REFUSALS, ClaimedRun, Refused
 from cronos.store.db import connect
 from cronos.store.epoch import EpochStore
@@ -105,6 +105,7 @@ class MRun:
     error: str | None = None
     started_at: datetime | None = None
     retry_of: tuple[Key, float] | None = None
+    cancel_by: str | None = None  # who asked to cancel it (run_cancels; the first asker stays)
 
 
 @dataclass
@@ -259,13 +260,15 @@ def predict_finish(m: Model, outcomes: list[FinishOutcome], at: datetime) -> tup
 
 def predict_reap(m: Model, at: datetime) -> tuple[int, int, int]:
     """RunStore.reap: running runs whose lease expired failed "executor lost" (with the retry their
-    job has left), then pending runs past their grace skipped "expired". (lost, expired, retried)."""
+    job has left), or cancelled if someone had asked (lifecycle.lost), then pending runs past their
+    grace skipped "expired". (lost, expired, retried)."""
     lost = [k for k, r in m.runs.items() if r.state is R and r.lease == "expired"]
     outcomes: list[FinishOutcome] = []
     for key in lost:
         job, run = m.jobs[key[0]], m.runs[key]
-        delay = lifecycle.retry_delay_s(key[2], job.max_retries, job.backoff_s)
-        outcomes.append((key, run.node or "", "failed", FAIL_EXECUTOR_LOST, delay))
+        state, error, retried = lifecycle.lost(run.cancel_by)
+        delay = lifecycle.retry_delay_s(key[2], job.max_retries, job.backoff_s) if retried else None
+        outcomes.append((key, run.node or "", state.value, error, delay))
     written, retried, _, _ = predict_finish(m, outcomes, at)
     expired = 0
     for run in m.runs.values():
@@ -299,6 +302,22 @@ def predict_take(m: Model, at: datetime) -> tuple[list[int], int]:
         if key in kept:  # a stale tick its misfire policy runs is due anew: no claim expires it
             m.runs[key].due_at = at
     return [m.runs[k].id for k in push], len(stale)  # type: ignore[misc]
+
+
+def predict_cancel(m: Model, key: Key) -> Any:
+    """CancelStore.cancel (lifecycle.cancel): a pending run cancelled at once, and its job's first
+    waiting run woken if nothing of the job runs (waiters.wake_free); a running run's request
+    recorded (its state unchanged); an ended run refused (Conflict)."""
+    run = m.runs[key]
+    was = run.state
+    decision = lifecycle.cancel(was)
+    if decision is lifecycle.Cancel.ENDED:
+        return "Conflict"
+    run.cancel_by = run.cancel_by or CANCELLER
+    if decision is lifecycle.Cancel.NOW:
+        run.state, run.error, run.pushed = RunState.CANCELLED, lifecycle.cancelled_by(CANCELLER), None
+        look_again(m, key[0])
+    return (decision.value, was.value)
 
 
 def predict_unmark(m: Model) -> int:
@@ -438,7 +457,12 @@ ROWS = (
 )
 JOBS = "SELECT id, status, last_scheduled_for, revision FROM jobs ORDER BY id"
 EXCLUSIVE = "SELECT job_id, run_id FROM runs_running_exclusive"
-RESET = "TRUNCATE runs, runs_running_exclusive, jobs, job_revisions, audit_log, concurrency_group_slots CASCADE"
+# CASCADE: the tables that refer to jobs (job_events, notification deliveries, ...) are emptied too.
+RESET = (
+    "TRUNCATE runs, runs_running_exclusive, run_cancels, jobs, job_revisions, audit_log, concurrency_group_slots"
+    " CASCADE"
+)
+CANCELLER = "sm"  # the API caller that cancels in the machine
 INSERT_JOB = (
     "INSERT INTO jobs (name, cron_expression, kind, payload, timeout_s, max_retries, retry_backoff_s,"
     " concurrency_policy, misfire_policy, misfire_grace_s)"
@@ -522,13 +546,20 @@ def _reasons(transitions: Iterable[lifecycle.Transition]) -> set[str | None]:
     return out
 
 
-def _path_ends(starts: Iterable[RunState], target: RunState, actor: Actor, steps: int) -> list[lifecycle.Transition]:
+Actors = Actor | frozenset[Actor]  # who made a step's calls (a race of the API and an executor: both)
+
+
+def _by(t: lifecycle.Transition, actor: Actors) -> bool:
+    return bool(actor & t.actors) if isinstance(actor, frozenset) else actor in t.actors
+
+
+def _path_ends(starts: Iterable[RunState], target: RunState, actor: Actors, steps: int) -> list[lifecycle.Transition]:
     """The last transitions of the paths of 1 to `steps` transitions by `actor` from `starts` to `target`."""
     ends, frontier = [], set(starts)
     for _ in range(steps):
         reached = set()
         for t in TRANSITIONS:
-            if t.sources & frontier and actor in t.actors:
+            if t.sources & frontier and _by(t, actor):
                 reached.add(t.target)
                 if t.target is target:
                     ends.append(t)
@@ -536,7 +567,7 @@ def _path_ends(starts: Iterable[RunState], target: RunState, actor: Actor, steps
     return ends
 
 
-def change_error(before: Row | None, after: Row | None, actor: Actor | None, steps: int = 1) -> str | None:
+def change_error(before: Row | None, after: Row | None, actor: Actors | None, steps: int = 1) -> str | None:
     """Why a run's change between two snapshots is no transition of TRANSITIONS that `actor` makes
     (None: the machine's own write, which moves time only: due times, leases). `steps`: the calls
     the step made at once, each a transition of the run at most (a race: a claim, then the other
@@ -547,7 +578,7 @@ def change_error(before: Row | None, after: Row | None, actor: Actor | None, ste
     if before is None:
         if actor is None:
             return "the machine's own write created a run"
-        created = [t for t in CREATED if actor in t.actors]
+        created = [t for t in CREATED if _by(t, actor)]
         if any(t.target is state for t in created):
             return None
         # and at once further (a tick written as skipped: WRITTEN, then MISFIRED)
@@ -646,11 +677,11 @@ class LifecycleMachine(RuleBasedStateMachine):
         self.model: Model | None = None
         self.prev: Snapshot | None = None
         self.snap: Snapshot | None = None
-        self.actor: Actor | None = None
+        self.actor: Actors | None = None
         self.steps = 1  # how many calls the last step made at once
         self.claimed: set[int] = set()  # every run id a claim returned (G1: never twice)
         self.stranded: frozenset[int] = frozenset()  # the last sweep's (the leader passes it to the next)
-        self.budget: Counter[str] = Counter({"elected": 3, "status": 2, "trigger": 3})  # per example
+        self.budget: Counter[str] = Counter({"elected": 3, "status": 2, "trigger": 3, "cancel": 4})  # per example
         STATS["examples"] += 1
 
     def run(self, aw: Awaitable[Any]) -> Any:
@@ -666,7 +697,7 @@ class LifecycleMachine(RuleBasedStateMachine):
     def interleave(
         self,
         label: str,
-        actor: Actor | None,
+        actor: Actors | None,
         calls: list[Callable[[], Awaitable[Any]]],
         predicts: list[Predict],
         normals: list[Normal] | None = None,
@@ -715,7 +746,7 @@ class LifecycleMachine(RuleBasedStateMachine):
     def settle(
         self,
         label: str,
-        actor: Actor | None,
+        actor: Actors | None,
         options: list[tuple[Model, Any]],
         actual: Any,
         after: Snapshot,
@@ -1102,15 +1133,32 @@ class LifecycleMachine(RuleBasedStateMachine):
         intruder = self.other_node(data, owner)
         node = owner if by_owner and owner is not None else intruder
 
-        def predict(m: Model, _at: datetime) -> set[int]:
+        def predict(m: Model, _at: datetime) -> dict[int, str | None]:
             run = m.runs[key]
             if run.state is R and run.node == node:
                 run.lease = "live"
-                return {self.id_of(key)}
-            return set()
+                return {self.id_of(key): run.cancel_by}  # the beat tells the owner of a cancel request
+            return {}
 
+        self.step("heartbeat", Actor.EXECUTOR, lambda: self.store.beat([self.id_of(key)], node, LEASE_S), predict)
+
+    @rule(data=st.data(), by_owner=st.integers(0, 3).map(bool))
+    def stopped(self, data: st.DataObject, by_owner: bool) -> None:
+        """An executor that was asked to cancel its run records it cancelled (never retried; its end
+        wakes the runs waiting behind it like any end); by a node that does not own it: nothing."""
+        asked = sorted(k for k, r in self.m.runs.items() if r.state is R and r.cancel_by is not None)
+        key = self.choose(data, asked, "run asked to stop") or self.pick(data, R)
+        owner = self.m.runs[key].node
+        node = owner if by_owner and owner is not None else self.other_node(data, owner)
+        error = lifecycle.cancelled_by(CANCELLER)
+        outcome = Outcome(run_id=self.id_of(key), node_id=node, state="cancelled", error=error, retry_delay_s=None)
+        ended: list[FinishOutcome] = [(key, node, "cancelled", error, None)]
         self.step(
-            "heartbeat", Actor.EXECUTOR, lambda: self.store.extend_leases([self.id_of(key)], node, LEASE_S), predict
+            "stopped",
+            Actor.EXECUTOR,
+            lambda: self.store.finish([outcome]),
+            lambda m, at: predict_finish(m, ended, at),
+            _finished,
         )
 
     # -- time passes (the machine's own writes: no transition) --------------------------------
@@ -1177,6 +1225,77 @@ class LifecycleMachine(RuleBasedStateMachine):
         m = self.m.copy()
         m.runs[(job_id, run.scheduled_for, 1)] = MRun("manual", Q, run.due_at)
         self.settle("trigger", Actor.API, [(m, None)], None, self.run(read(self.pool)))
+
+    @precondition(lambda self: self.budget["cancel"] > 0)
+    @rule(data=st.data(), other=st.sampled_from(("claim", "finish")))
+    def cancel_races(self, data: st.DataObject, other: str) -> None:
+        """The API cancels a run while an executor claims a queued run (the same one, or another of
+        its job, often) or reports a running run's end (the same one, often): the outcome is the
+        two serialized in some order."""
+        self.budget["cancel"] -= 1
+        key = self.pick(data, Q, W, R)
+        canceller = CancelStore(self.pool)
+
+        async def cancel() -> Any:
+            try:
+                done = await canceller.cancel(self.id_of(key), actor=CANCELLER)
+            except Conflict:
+                return "Conflict"
+            return ("now" if done.ended else "request", done.was)
+
+        calls: list[Callable[[], Awaitable[Any]]] = [cancel]
+        predicts: list[Predict] = [lambda m, _at: predict_cancel(m, key)]
+        normals: list[Normal] = [lambda r, _s: r]
+        if other == "claim":
+            queued = self.pick(data, Q)
+            node = NODES[data.draw(st.integers(0, 1), label="claimer")]
+            calls.append(lambda: self.store.claim([self.id_of(queued)], node, LEASE_S))
+            predicts.append(lambda m, at: predict_claim(m, [queued], node, at))
+            normals.append(_claims)
+        else:
+            running = self.pick(data, R)
+            owner = self.m.runs[running].node or NODES[0]
+            ended: list[FinishOutcome] = [(running, owner, "completed", None, None)]
+            calls.append(lambda: self.store.finish([self.outcome(running, owner, "completed", None, False)]))
+            predicts.append(lambda m, at: predict_finish(m, ended, at))
+            normals.append(_finished)
+
+        def serial(expected: list[Any], actual: list[Any]) -> bool:
+            # A claim decides on facts it reads unlocked, then applies its refusal (skip, wait) with a
+            # statement guarded by `queued`: when the cancel came between, that statement changes
+            # nothing but the claim still answers its refusal, where serialized after the cancel it
+            # would have answered "not queued" (as in claims_race). The ledger is the cancel's.
+            if expected == actual:
+                return True
+            refused = len(actual[1]) == 1 and isinstance(actual[1][0], Refused)
+            lenient = other == "claim" and expected[0] == actual[0] and expected[1] == [Refused.NOT_QUEUED] and refused
+            if lenient:
+                STATS["race: the claim answered its refusal"] += 1
+            return lenient
+
+        answers = self.interleave(
+            f"cancel races a {other}", frozenset({Actor.API, Actor.EXECUTOR}), calls, predicts, normals, serial
+        )
+        if other == "claim":
+            self.record_claims(answers[1], [queued])
+
+    @precondition(lambda self: self.budget["cancel"] > 0)
+    @rule(data=st.data())
+    def cancel(self, data: st.DataObject) -> None:
+        """The API cancels a run: pending ones at once, running ones through their executor, ended
+        ones refused."""
+        self.budget["cancel"] -= 1
+        key = self.pick(data, Q, W, R)
+        canceller = CancelStore(self.pool)
+
+        async def call() -> Any:
+            try:
+                done = await canceller.cancel(self.id_of(key), actor=CANCELLER)
+            except Conflict:
+                return "Conflict"
+            return ("now" if done.ended else "request", done.was)
+
+        self.step("cancel", Actor.API, call, lambda m, _at: predict_cancel(m, key))
 
     # -- invariants, after every step --------------------------------------------------------
 

@@ -301,3 +301,21 @@ async def test_the_cluster_identity_is_claimed_and_checked_on_a_cluster(
     await pg_pool.execute("UPDATE cluster_identity SET id = gen_random_uuid()")  # now another cluster's database
     with pytest.raises(ClusterMismatch, match=f"belongs to cluster {ours} but database "):
         await check(cluster_settings)
+
+
+async def test_a_token_is_handed_over_on_a_cluster(client: redis_client.Redis, cluster_settings: Settings) -> None:
+    """executor.routing's hand-over (re-add, then ack: a plain pipeline on a cluster) and the
+    presence it reads (actions as JSON) work on a Redis Cluster."""
+    keys = Keys(cluster_settings.key_prefix)
+    stream = RunStream(client, keys)
+    await stream.ensure_group()
+    await stream.publish([RunToken(run_id=1, job_id=1, scheduled_for_ms=1000, action="hello")])
+    (got,) = await stream.read("lacks", 10, None)
+    assert got.token is not None
+    await stream.hand_over(got.ref, got.token)
+    (again,) = await stream.read("has", 10, None)
+    assert again.entry_id != got.entry_id and again.token == got.token
+    info = await stream.info()
+    assert info.length == 2 and info.pending == 1 and info.consumers == {"lacks": 0, "has": 1}
+    await presence.beat(client, keys, "executor", "has", 10, queues="default", actions=["hello"])
+    assert presence.servers(await presence.nodes(client, keys), "default", "hello") == ["has"]

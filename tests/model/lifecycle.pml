@@ -18,7 +18,8 @@
  * the step of its claim's or wake's commit. A claim locks nothing: its facts (an end not committed
  * yet still runs), the wait it records, and its look again are three steps. The run in slot X has no retry. Faults (Redis losing
  * its data, one leader and one executor pausing or dying, a clean stop, possibly with Redis losing
- * its data too, a spurious watchdog, an expiry, a hand-over, a replace, the extra run) each happen
+ * its data too, a spurious watchdog, an expiry, a hand-over, a replace, the extra run, a cancel by the
+ * API: of a pending run at once, of a running one a request its executor's finish honours) each happen
  * at most once, at most MAXF of them (-DMAXF=n, -DOFF=mask: faults disabled) per execution. A paused
  * process may wake up; one that does not is dead: its leader lock, tick lock and lease expire.
  * The misfire scenario (run_once): a leader stops, Redis loses its data (with the stop or after),
@@ -64,13 +65,14 @@
 #define WAITREC 6     /* decided to wait: RUNS_WAIT is its next statement */
 #define RECHECK 7     /* recorded waiting: it looks again (waiters.wake_free) */
 
-mtype = { queued, waiting, running, completed, failed, skipped };
+mtype = { cancelled, queued, waiting, running, completed, failed, skipped };  /* cancelled first: the others keep their numbers */
 
 /* PostgreSQL */
 mtype st[NR];       /* run state; NEW: not written */
 byte pushed[NR];    /* queued: the epoch that pushed its token, 0 = in the outbox */
 byte owner[NR];     /* running: the executor that claimed it */
 bool lease[NR];     /* running: its lease is valid */
+bool creq[NR];      /* running: a cancel was requested (run_cancels), its executor stops it */
 byte cursor;        /* ticks written */
 byte epoch;
 byte xjob;          /* job of slot X: 1 manual run of the job, 2 a child job's run */
@@ -88,7 +90,7 @@ bool seen[5];       /* BUG_WAKE_SAME_SNAPSHOT: "someone waits", read before the 
 /* environment and ghosts */
 byte asleep;        /* the paused process that will wake up (a paused one that will not is dead) */
 byte faults;
-bit f_redis, f_lpause, f_epause, f_stop, f_spur, f_expire, f_hand, f_extra, f_repl;
+bit f_redis, f_lpause, f_epause, f_stop, f_spur, f_expire, f_hand, f_extra, f_repl, f_cancel;
 bool stopped;        /* a leader stopped and nobody was elected since */
 bool lost_after_stop; /* ... and then Redis lost its data */
 bool late;
@@ -120,6 +122,7 @@ hidden byte i, r, o, j;   /* scratch, within one atomic step */
 #define F_f_hand 64
 #define F_f_extra 128
 #define F_f_repl 256
+#define F_f_cancel 512
 #define ANY(c) (c(0) || c(1) || c(2) || c(3) || c(4))
 #define PICK(c, v) if :: c(0) -> v = 0 :: c(1) -> v = 1 :: c(2) -> v = 2 :: c(3) -> v = 3 :: c(4) -> v = 4 fi
 #define FIRST(c, v) v = NONE; for (i : 0 .. NR - 1) { if :: v == NONE && c(i) -> v = i :: else fi }; i = 0
@@ -128,6 +131,7 @@ hidden byte i, r, o, j;   /* scratch, within one atomic step */
 #define C_TOKEN(s) (tok[s])
 #define C_QUEUED(s) (st[s] == queued)
 #define C_PENDING(s) (st[s] == queued || st[s] == waiting)
+#define C_RUNNING(s) (st[s] == running)
 #define C_OUTBOX(s) (st[s] == queued && pushed[s] == 0)
 #define C_PUSHED(s) (st[s] == queued && pushed[s] != 0)
 #define HELD(s) (AT(3, CLAIM) && hand[3] == s || AT(4, CLAIM) && hand[4] == s)
@@ -197,6 +201,9 @@ inline ev_completed(s) { assert(st[s] == running); st[s] = completed; owner[s] =
 inline ev_failed(s)    { assert(st[s] == running); st[s] = failed; owner[s] = 0; lease[s] = false TAKEN(failed) }
 inline ev_lost(s)      { assert(st[s] == running); st[s] = failed; owner[s] = 0; lease[s] = false TAKEN(lost) }
 inline ev_replaced(s)  { assert(st[s] == running); st[s] = failed; owner[s] = 0; lease[s] = false TAKEN(replaced) }
+inline ev_cancelled(s) { assert(st[s] == queued || st[s] == waiting); st[s] = cancelled; pushed[s] = 0 TAKEN(cancelled) }
+inline ev_cancel_requested(s) { assert(st[s] == running); creq[s] = true TAKEN(cancel_requested) }
+inline ev_stopped(s)   { assert(st[s] == running); st[s] = cancelled; owner[s] = 0; lease[s] = false TAKEN(stopped) }
 
 inline retry_of(s) { if :: AT1(s) -> ev_retried(s) :: else fi }   /* in the failure's step */
 inline unpush_all() { for (i : 0 .. NR - 1) { if :: st[i] == queued -> ev_unpushed(i) :: else fi }; i = 0; rlost = false }
@@ -262,7 +269,9 @@ end: do
        if :: FENCE -> G5; unpush_all() :: else -> step_down() fi }
   :: atomic { AT(me, LEAD) && ANY(C_REAP) ->                                    /* reaper */
        if
-       :: FENCE -> G5; FIRST(C_REAP, r); ev_lost(r); retry_of(r); hand[me] = r; ph[me] = RWAKE; r = 0
+       :: FENCE -> G5; FIRST(C_REAP, r);
+          if :: creq[r] -> ev_stopped(r) :: else -> ev_lost(r); retry_of(r) fi;   /* lifecycle.lost */
+          hand[me] = r; ph[me] = RWAKE; r = 0
        :: else -> step_down()
        fi }
 #ifndef BUG_REAP_NO_WAKE
@@ -328,6 +337,7 @@ end: do
           :: ev_completed(r);
              if :: FAULT(f_extra) && st[X] == NEW && r < X -> f_extra = 1; faults++; ev_chained() :: true fi
           :: ev_failed(r); retry_of(r)
+          :: creq[r] -> ev_stopped(r)                     /* cancelled: never retried */
           fi; ph[me] = WAKE
        :: else -> ack(r)                                  /* no longer its run: reports nothing */
        fi; r = 0 }
@@ -353,6 +363,8 @@ end: do
        for (i : 0 .. NR - 1) { if :: C_PAUSED_LOCK(i) -> tlock[i] = 0 :: else fi; if :: C_PAUSED_LEASE(i) -> lease[i] = false :: else fi }; i = 0 }
   :: atomic { FAULT(f_extra) && st[X] == NEW -> f_extra = 1; faults++; ev_triggered() }  /* API */
   :: atomic { FAULT(f_hand) && ANY(C_QUEUED) -> f_hand = 1; faults++; PICK(C_QUEUED, r); ev_handed_over(r); r = 0 }
+  :: atomic { FAULT(f_cancel) && ANY(C_PENDING) -> f_cancel = 1; faults++; PICK(C_PENDING, r); ev_cancelled(r); r = 0 }  /* API */
+  :: atomic { FAULT(f_cancel) && ANY(C_RUNNING) -> f_cancel = 1; faults++; PICK(C_RUNNING, r); ev_cancel_requested(r); r = 0 }
   od
 }
 

@@ -38,6 +38,7 @@ F = {
     "hand_over": 64,
     "extra_run": 128,
     "replace": 256,
+    "cancel": 512,
 }
 
 

@@ -189,3 +189,12 @@ def test_openapi_is_precise_about_kinds_cursors_and_scopes() -> None:
     assert trigger["requestBody"]["required"] is False and {"408", "409", "422"} <= set(trigger["responses"])
     cursor = next(p for p in ops["GET", "/api/jobs"]["parameters"] if p["name"] == "cursor")
     assert cursor["schema"]["format"] == "cronos-cursor" and "next_cursor" in cursor["schema"]["description"]
+
+
+def test_openapi_describes_the_channels_audit_trail_as_the_tokens_one() -> None:
+    spec = build_spec(ROUTES, "test")
+    ops = {(m.upper(), p): op for p, methods in spec["paths"].items() for m, op in methods.items()}
+    channels, tokens = ops["GET", "/api/channels/history"], ops["GET", "/api/tokens/history"]
+    assert channels["security"] == tokens["security"] == [{"bearer": ["admin"]}]
+    assert channels["responses"]["200"] == tokens["responses"]["200"]  # the same AuditList
+    assert [p["name"] for p in channels["parameters"]] == [p["name"] for p in tokens["parameters"]]

@@ -204,5 +204,23 @@ def test_one_offs_and_windows_compare_as_instants_and_an_ended_job_is_not_resume
     )
     update = next(a for a in later if a.step is Step.UPDATE)
     assert update.body == {"end_at": "2031-01-01T00:00:00Z", "status": "active"}  # a new window revives it
-    with pytest.raises(ApplyInvalid, match=r"job .once.: \$\.cron_expression"):
+    with pytest.raises(ApplyInvalid, match=r"job .once.: \$\.(cron_expression|run_at)"):  # one of the two
         _desired(ONE_OFF.replace("    run_at:", '    cron_expression: "@daily"\n    run_at:'))
+
+
+def test_expectations_in_a_file_are_checked_and_compared_like_any_field() -> None:
+    text = FILE.replace("    payload: {action: reindex, target: users}\n",
+                        "    payload: {action: reindex, target: users}\n"
+                        "    expectations: {finish_within_s: 600, success_every_s: 86400}\n")  # fmt: skip
+    desired = _desired(text)
+    assert desired[0].fields["expectations"] == {"finish_within_s": 600, "success_every_s": 86400}
+    assert desired[1].fields["expectations"] is None
+    created = plan(desired, [], prune=False, salt=SALT)
+    stored = _stored(created)
+    stored[0]["expectations"] = {"finish_within_s": 600.0, "success_every_s": 86400.0}  # as the API shows them
+    assert [a.step for a in plan(desired, stored, prune=False, salt=SALT)] == [Step.UNCHANGED] * 3
+    tightened = _desired(text.replace("finish_within_s: 600", "finish_within_s: 60"))
+    update = plan(tightened, stored, prune=False, salt=SALT)[0]
+    assert update.step is Step.UPDATE and update.changed == ("expectations",)
+    assert "expectations" in _refusal(text.replace("finish_within_s: 600", "finish_within_s: -1"))
+    assert "expectations" in _refusal(text.replace("finish_within_s: 600", "finish_in: 1"))

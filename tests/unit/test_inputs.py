@@ -80,7 +80,6 @@ def test_task_targets_stay_while_secrets_are_held() -> None:
     assert (refused.field, refused.message) == ("$.payload.endpoint", inputs.TARGET_CHANGED)
     assert _refused("task", task, {"action": "other"}).field == "$.payload.action"
     assert _refused("task", task, {"api_key": "mine"}).message == inputs.SECRET_OVERRIDDEN
-    assert inputs.check_overrides("task", {"action": "a"}, {"action": "b"}) == {"action": "b"}  # no secret: free
 
 
 def test_shell_env_secrets_are_kept_argv_may_change() -> None:
@@ -126,3 +125,10 @@ def test_overrides_are_stored_as_the_checks_left_them() -> None:
     merged = {"url": "https://x.example/", "expect_status": [200], "headers": {"x-a": "1", "B": "2"}}
     patch = {"expect_status": [200.0], "headers": {"x-a": "1"}, "gone": None}
     assert inputs.as_applied(patch, merged) == {"expect_status": [200], "headers": {"x-a": "1"}, "gone": None}
+
+
+def test_a_task_runs_its_own_action() -> None:
+    """The run token carries the job's action, and only executors serving it take the token."""
+    refused = _refused("task", {"action": "sync", "batch": 10}, {"action": "purge"})
+    assert (refused.field, refused.message) == ("$.payload.action", inputs.ACTION_CHANGED)
+    assert _refused("task", {"action": "sync"}, {"action": None}).field == "$.payload.action"

@@ -16,6 +16,7 @@ from cronos.lifecycle import (
     TRANSITIONS,
     Actor,
     Ahead,
+    Cancel,
     Candidate,
     Ended,
     Event,
@@ -25,10 +26,13 @@ from cronos.lifecycle import (
     Overlap,
     RunState,
     after_wait,
+    cancel,
+    cancelled_by,
     chain_runs,
     claims_at_once,
     end_status,
     jitter_s,
+    lost,
     misfire,
     on_time_at,
     overlap,
@@ -340,3 +344,16 @@ def test_the_documented_table_is_the_lifecycles() -> None:
             f"| `{t.event.value}` | {sources} | {t.target.value} | {actors} | {t.fence.value} | {t.reason or ''} |"
         )
     assert rows == expected
+
+
+def test_cancel_ends_a_pending_run_asks_a_running_one_and_refuses_an_ended_one() -> None:
+    expected = {"queued": Cancel.NOW, "waiting": Cancel.NOW, "running": Cancel.REQUEST}
+    for state in RunState:
+        assert cancel(state) is expected.get(state.value, Cancel.ENDED), state
+    assert cancelled_by("ops") == "cancelled by ops"
+    assert RunState.CANCELLED in TERMINAL
+
+
+def test_a_lost_run_is_retried_unless_someone_asked_to_cancel_it() -> None:
+    assert lost(None) == (RunState.FAILED, "executor lost", True)
+    assert lost("ops") == (RunState.CANCELLED, "cancelled by ops (executor lost)", False)

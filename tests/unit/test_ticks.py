@@ -14,6 +14,7 @@ from cronos.errors import InvalidInput
 from cronos.models import SKIP_JOB_INACTIVE, SKIP_MISFIRED, SKIP_SCHEDULE_CHANGED
 from cronos.ticks import (
     BEFORE_CREATED,
+    CANCELLED,
     DELETED,
     NOT_DUE,
     NOT_WRITTEN,
@@ -200,3 +201,15 @@ def test_a_cursor_names_its_tick_to_the_microsecond_in_any_year() -> None:
         assert cursor_after(cursor_of(tick)) == tick
     assert cursor_after(None) is None
     assert cursor_after(encode_cursor(2**63 - 1)) == datetime.max.replace(tzinfo=UTC)  # past the calendar: the end
+
+
+def test_a_tick_whose_run_was_cancelled_ran_if_it_started_else_it_was_skipped() -> None:
+    history = HISTORY[:4]
+    rows = [
+        _row(1, at(1), "cancelled", started_at=at(1, 1)),  # stopped while it ran
+        _row(2, at(2), "cancelled"),  # cancelled while queued
+    ]
+    planned = _plan(history, at(1), at(3))
+    ticks = {t.scheduled_for: t for t in account(planned, rows, segments(history), now=at(3), written_until=at(3))}
+    assert (ticks[at(1)].outcome, ticks[at(1)].reason) == ("ran", None)
+    assert (ticks[at(2)].outcome, ticks[at(2)].reason) == ("skipped", CANCELLED)

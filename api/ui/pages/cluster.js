@@ -1,6 +1,8 @@
-// The cluster: leader and epoch, every node with its role and heartbeat age, the run stream.
+// The cluster: leader and epoch, every node with its role and heartbeat age, the run stream; its
+// queues and executors (cluster_work.js).
 import { get } from "../api.js";
 import { fields, h, replace, table } from "../dom.js";
+import { workSections } from "./cluster_work.js";
 
 export async function clusterPage(main, _params, alive) {
   async function refresh() {
@@ -20,6 +22,7 @@ export async function clusterPage(main, _params, alive) {
         ["Pending", String(c.stream?.pending ?? "–")],
         ["Lag", String(c.stream?.lag ?? "–")],
       ]),
+      ...workSections(c),
       h("h2", {}, "Nodes"),
       table("Nodes", [
         ["Node", (n) => [n.node_id, n.node_id === c.leader.node_id && n.role === "dispatcher" ? " (leader)" : ""]],

@@ -6,17 +6,21 @@ import { ApiError, get, patch, post, query } from "../api.js";
 import { changedFields, parseIds, parseNumber } from "../edits.js";
 import { flash } from "../feedback.js";
 import { groupField } from "./groups.js";
+import { flashSaved } from "./warnings.js";
 import { h, local, replace, utc } from "../dom.js";
+import { expectationFields } from "./form_expectations.js";
+import { lintNotes, previousOf } from "./schedule_lint.js";
+import { INTERVAL, INTERVAL_LABEL, intervalBody, intervalControls, intervalFields, previewInterval } from "./interval.js";
 
 const CHOICES = {
   kind: ["task", "http", "shell"],
-  schedule_type: ["cron", "run_at"],
+  schedule_type: ["cron", "run_at", INTERVAL],
   concurrency_policy: ["forbid", "allow", "replace", "buffer_one", "buffer_all"],
   misfire_policy: ["run_once", "run_all", "skip"],
   status: ["active", "paused"],
 };
 const LABELS = {
-  schedule_type: { cron: "Repeating (cron)", run_at: "Once (run_at)" },
+  schedule_type: { cron: "Repeating (cron)", run_at: "Once (run_at)", [INTERVAL]: INTERVAL_LABEL },
   concurrency_policy: {
     forbid: "forbid (skip while one runs)",
     allow: "allow (side by side)",
@@ -78,10 +82,11 @@ function managedNotice(owner) {
 export async function formPage(main, [id]) {
   const job = id ? await get(`/api/jobs/${id}`) : null;
   const value = (name, fallback) => (job ? job[name] : fallback);
-  const once = job ? job.cron_expression === null : false;
+  const once = job ? job.cron_expression === null && !job.every : false;
   const controls = {
     name: text("name", value("name", ""), { required: true, maxlength: 200, spellcheck: null, autocomplete: null }),
-    schedule_type: select("schedule_type", once ? "run_at" : "cron"),
+    schedule_type: select("schedule_type", job?.every ? INTERVAL : once ? "run_at" : "cron"),
+    ...intervalControls(job, text),
     cron_expression: text("cron_expression", value("cron_expression", "*/5 * * * *"),
       { maxlength: 256, "aria-describedby": "preview" }),
     run_at: text("run_at", value("run_at", ""), { placeholder: INSTANT_EXAMPLE, "aria-describedby": "run_at-hint" }),
@@ -107,6 +112,8 @@ export async function formPage(main, [id]) {
       placeholder: unset });
   }
   for (const [name] of INSTANTS) controls[name] = text(name, value(name, null), { placeholder: "none" });
+  const expect = expectationFields(job, field);
+  controls.expectations = expect.first; // where a 422 on $.expectations.* is shown
   const preview = h("div", { id: "preview", class: "preview", "aria-live": "polite" });
   const save = h("button", { type: "submit", class: "primary", id: "save" }, job ? "Save changes" : "Create job");
 
@@ -119,10 +126,12 @@ export async function formPage(main, [id]) {
   }
 
   const oneOff = () => controls.schedule_type.value === "run_at";
+  const interval = () => controls.schedule_type.value === INTERVAL;
 
   let asked = 0;
   async function checkSchedule() {
     const mine = ++asked;
+    if (interval()) return previewInterval(controls, controls.timezone.value, preview, problem, () => mine === asked);
     if (oneOff()) {
       problem("cron_expression", null);
       const at = Date.parse(controls.run_at.value);
@@ -134,6 +143,7 @@ export async function formPage(main, [id]) {
     try {
       const data = await get(`/api/schedule/preview${query({
         cron_expression: controls.cron_expression.value, timezone: controls.timezone.value, count: 5,
+        ...previousOf(job),
       })}`);
       if (mine !== asked) return;
       problem("cron_expression", null);
@@ -143,7 +153,8 @@ export async function formPage(main, [id]) {
           local(t.local) ? h("span", { class: "muted" }, ` (${local(t.local)})`) : null, t.dst ? h("span", { class: "dst" }, ` ${t.dst.detail}`) : null))),
         controls.start_at.value || controls.end_at.value || controls.max_runs.value
           ? h("p", { class: "muted small" }, "The cron's own fire times: the window and max runs below keep only those within them.")
-          : null);
+          : null,
+        ...lintNotes(data));
     } catch (error) {
       if (mine !== asked) return;
       const name = error.field === "$.timezone" ? "timezone" : "cron_expression";
@@ -169,10 +180,12 @@ export async function formPage(main, [id]) {
       "5 fields, 6 with seconds first, @hourly, @daily, …, or @never (runs only by hand or after its parents)"),
     run_at: field("run_at", "Run at", controls.run_at, "An instant with its offset (RFC 3339), e.g. " +
       `${INSTANT_EXAMPLE}; the job runs once then.`),
+    ...intervalFields(field, controls),
   };
   function showScheduleType() {
-    fields.cron_expression.hidden = oneOff();
+    fields.cron_expression.hidden = oneOff() || interval();
     fields.run_at.hidden = !oneOff();
+    fields.every.hidden = fields.anchor.hidden = !interval();
     checkSchedule();
   }
 
@@ -180,6 +193,7 @@ export async function formPage(main, [id]) {
   const later = () => { clearTimeout(typing); typing = setTimeout(checkSchedule, 250); };
   controls.cron_expression.addEventListener("input", later);
   controls.run_at.addEventListener("input", later);
+  for (const name of ["every", "anchor"]) controls[name].addEventListener("input", later);
   controls.timezone.addEventListener("input", later);
   for (const name of ["start_at", "end_at", "max_runs"]) controls[name].addEventListener("input", later); // the note
   controls.schedule_type.addEventListener("change", showScheduleType);
@@ -199,6 +213,8 @@ export async function formPage(main, [id]) {
       field("schedule_type", "Runs", controls.schedule_type),
       fields.cron_expression,
       fields.run_at,
+      fields.every,
+      fields.anchor,
       field("timezone", "Time zone (IANA)", controls.timezone)),
     h("section", { class: "preview-box", "aria-label": "Schedule preview" }, preview),
     field("payload", "Payload (JSON)", controls.payload, "Secrets show as *** and are kept when sent back unchanged."),
@@ -215,6 +231,7 @@ export async function formPage(main, [id]) {
         OPTIONAL_NUMBERS.map(([name, label, , hint]) => field(name, label, controls[name], hint)),
         field("parents", "Parents (job ids)", controls.parents,
           "It also runs after each successful run of each of these jobs."))),
+    expect.node,
     h("p", { class: "problem", id: "form-problem", role: "alert" }),
     h("div", { class: "actions" }, save, h("a", { class: "button", href: job ? `#/jobs/${id}` : "#/jobs" }, "Cancel")));
 
@@ -237,10 +254,12 @@ export async function formPage(main, [id]) {
       body[name] = controls[name].value;
     }
     body.concurrency_group = controls.concurrency_group.value.trim() || null;
-    body.cron_expression = oneOff() ? null : controls.cron_expression.value;
+    body.cron_expression = oneOff() || interval() ? null : controls.cron_expression.value;
+    intervalBody(body, interval(), controls);
     body.run_at = oneOff() ? controls.run_at.value.trim() || null : null;
     for (const [name] of [...NUMBERS, ...OPTIONAL_NUMBERS]) body[name] = parseNumber(controls[name].value);
     for (const [name] of INSTANTS) body[name] = controls[name].value.trim() || null;
+    body.expectations = expect.value();
     return body;
   }
 
@@ -259,11 +278,11 @@ export async function formPage(main, [id]) {
     save.disabled = true;
     try {
       const saved = job ? await patch(`/api/jobs/${id}`, changes) : await post("/api/jobs", body);
-      flash(job ? `Saved: ${Object.keys(changes).sort().join(", ")}` : "Created");
+      flashSaved(job ? `Saved: ${Object.keys(changes).sort().join(", ")}` : "Created", saved.warnings);
       location.hash = `#/jobs/${saved.id}`;
     } catch (error) {
       let name = error instanceof ApiError && error.field ? error.field.replace(/^\$\./, "").split(/[.[]/)[0] : "form";
-      if (name in fields && fields[name].hidden) name = oneOff() ? "run_at" : "cron_expression"; // the one shown
+      if (name in fields && fields[name].hidden) name = oneOff() ? "run_at" : interval() ? "every" : "cron_expression";
       if (!problem(name, error.message)) problem("form", error.message);
       controls[name]?.closest("details")?.setAttribute("open", ""); // a policy field: show it
       (controls[name] ?? save).focus();

@@ -6,6 +6,7 @@ import { runChart } from "../chart.js";
 import { openTrigger } from "./trigger.js";
 import { badge, fields, h, local, ms, replace, table, time, utc } from "../dom.js";
 import { jobHistory } from "./job_history.js";
+import { healthSection } from "./job_health.js";
 
 // The API's one start delay (from the tick) and its two parts; the page computes none of them.
 export function startDelay(run) {
@@ -67,7 +68,7 @@ async function recentTicks(id) {
 
 function definition(job) {
   return fields([
-    ["Schedule", [h("code", {}, job.cron_expression), ` in ${job.timezone}`]],
+    ["Schedule", [h("code", {}, job.every ? `every ${job.every}` : job.cron_expression), ` in ${job.timezone}`]],
     ["Kind", job.kind],
     ["Status", badge(job.status)],
     // The API shows secrets as "***" (write-only); the payload is shown as text, as received.
@@ -98,6 +99,7 @@ export async function jobPage(main, [id], alive) {
   const chart = h("div", { id: "chart" });
   const runs = h("div", { id: "runs", "aria-live": "polite" });
   const ticks = h("div", { id: "ticks" });
+  const health = healthSection(id);
   let job;
   let firstFire = 0; // the list of fire times is read again once its first one has passed
 
@@ -145,7 +147,7 @@ export async function jobPage(main, [id], alive) {
     if (changed || Date.now() >= firstFire) {
       try {
         const preview = await get(`/api/schedule/preview${query({
-          cron_expression: job.cron_expression, timezone: job.timezone, count: 10,
+          cron_expression: job.cron_expression, timezone: job.timezone, count: 10, every: job.every, anchor: job.anchor,
         })}`);
         replace(words, preview.description);
         firstFire = preview.fire_times.length ? new Date(preview.fire_times[0].at).getTime() : Infinity;
@@ -160,6 +162,7 @@ export async function jobPage(main, [id], alive) {
       ["duration", "duration", (r) => r.duration_ms],
     ]));
     replace(runs, runsTable(list.items));
+    await health.refresh(job);
     try {
       const recent = await recentTicks(id);
       if (alive()) replace(ticks, ticksTable(recent));
@@ -169,7 +172,7 @@ export async function jobPage(main, [id], alive) {
   }
 
   replace(main, head, words, actions,
-    h("div", { class: "columns" }, def, fires),
+    health.node, h("div", { class: "columns" }, def, fires),
     h("section", { "aria-labelledby": "runs-h" }, h("h2", { id: "runs-h" }, "Runs"), chart, runs),
     h("section", { "aria-labelledby": "ticks-h" }, h("h2", { id: "ticks-h" }, "Ticks"),
       h("p", { class: "muted" }, "Every tick of the last 10 minutes, newest first: its run, or why it has none."),

@@ -2,6 +2,7 @@
 // next fire, last run and success rate; pages by cursor (fast however many jobs there are).
 import { get, query } from "../api.js";
 import { badge, h, ms, percent, replace, table, time } from "../dom.js";
+import { verdictBadge, verdicts } from "./job_health.js";
 
 const PAGE = 25;
 
@@ -21,11 +22,13 @@ export async function jobsPage(main) {
     const data = await get(`/api/jobs/overview${query({
       q: state.q, status: state.status, limit: PAGE, cursor: state.cursors[page],
     })}`);
+    const health = await verdicts(data.items);
     replace(results, table("Jobs", [
       ["Name", (j) => h("a", { href: `#/jobs/${j.id}` }, j.name)],
       ["Schedule", (j) => [j.description, h("br"), h("code", { class: "small" }, j.cron_expression)]],
       ["Zone", (j) => j.timezone],
       ["Status", (j) => badge(j.status)],
+      ["Health", (j) => verdictBadge(health, j)],
       ["Next fire", (j) => time(j.next_run_at)],
       ["Last run", (j) => (j.last_run
         ? h("a", { href: `#/runs/${j.last_run.id}` }, badge(j.last_run.state))

@@ -3,6 +3,7 @@ import { get } from "../api.js";
 import { badge, fields, h, ms, replace, utc } from "../dom.js";
 import { runsTable, startDelay } from "./job.js";
 import { groupRow } from "./groups.js";
+import { cancelButton } from "./run_cancel.js";
 import { retryButton } from "./run_retry.js";
 
 export async function runPage(main, [id], alive) {
@@ -14,7 +15,7 @@ export async function runPage(main, [id], alive) {
     const chain = recent.items.filter((r) => r.scheduled_for === run.scheduled_for).sort((a, b) => a.attempt - b.attempt);
     replace(main,
       h("p", {}, h("a", { href: `#/jobs/${run.job_id}` }, "← Job ", String(run.job_id))),
-      h("div", { class: "title" }, h("h1", {}, `Run #${run.id}`), badge(run.state)),
+      h("div", { class: "title" }, h("h1", {}, `Run #${run.id}`), badge(run.state), cancelButton(run, refresh)),
       retryButton(run),
       fields([
         ["Tick", utc(run.scheduled_for)],

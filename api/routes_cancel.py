@@ -1,0 +1,35 @@
+"""POST /api/runs/{id}/cancel: end a run that has not started, or ask its executor to stop it.
+
+200: the run was queued or waiting and is `cancelled` now. 202: it is running; its executor
+signals the work at its next heartbeat and records it `cancelled` (after the grace, by force),
+so the run shown is still `running`. 409 when the run has ended already; 404 for no such run.
+Who asked is the run's error ("cancelled by <token>") and an audit entry of its job.
+"""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from api.auth import principal_of
+from api.bodies import path_id, respond, run_out
+from api.routing import DB_ERRORS, ID, Route
+from api.schemas import RunOut
+from api.state import BACKENDS
+from cronos.errors import Conflict, NotFound
+from cronos.store.cancels import CancelStore
+
+
+async def cancel_run(request: web.Request) -> web.Response:
+    backends = request.app[BACKENDS]
+    done = await CancelStore(await backends.pool()).cancel(path_id(request), actor=principal_of(request).name)
+    run = await (await backends.jobs()).run(done.run_id)
+    return respond(run_out(run, detail=True), status=200 if done.ended else 202)
+
+
+ROUTES = (
+    Route("POST", f"/api/runs/{ID}/cancel", cancel_run,
+          "Cancel a run: a queued or waiting one ends `cancelled` at once (200); a running one's executor is "
+          "asked to stop it (202: still `running`, then `cancelled`); 409 when it has ended",
+          response=RunOut, errors=(NotFound, Conflict, *DB_ERRORS),
+          also=((202, "running: its executor was asked to stop it (the run as it is now)", RunOut),)),
+)  # fmt: skip

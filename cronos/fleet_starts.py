@@ -1,0 +1,104 @@
+"""Planned starts per minute across the fleet's active jobs over a window (pure).
+
+The API reads the active jobs grouped by (expression, zone, jitter) (cronos.store.fleet) and
+hands the groups here: each distinct schedule's fire times are walked once, whatever the number
+of jobs sharing it, as the leader's schedule book does. A job with jitter starts at its tick plus
+its jitter (cronos.lifecycle.jitter_s, the same deterministic delay the leader adds), so those are
+counted job by job. The walk is bounded: past `budget` steps it stops and says the counts are
+partial.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from cronos.cron_fields import parse
+from cronos.errors import InvalidSchedule
+from cronos.lifecycle import jitter_s
+from cronos.schedule import NEVER_AT
+from cronos.schedule_legacy import stored_schedule
+
+MINUTE = timedelta(minutes=1)
+DEFAULT_BUDGET = 400_000  # fire times walked at most (~1 s of CPU on the compute thread)
+
+
+@dataclass(frozen=True, slots=True)
+class Group:
+    """Active jobs sharing an expression, a zone and a jitter; `ids` only when jitter_s > 0."""
+
+    expression: str
+    timezone: str
+    jitter_s: float
+    jobs: int
+    ids: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Starts:
+    start: datetime  # the first minute (UTC, whole minute)
+    counts: list[int]  # planned starts in each minute from `start`
+    jobs: int  # active cron jobs counted
+    schedules: int  # distinct (expression, zone) walked
+    partial: bool  # the budget ran out: later groups are missing
+
+
+def _seconds_in(expression: str) -> list[int] | None:
+    """For a 6-field expression, the seconds it fires at in a matching minute (sorted)."""
+    try:
+        fields = parse(expression)
+    except InvalidSchedule:
+        return None
+    return sorted(fields.seconds) if fields.has_seconds else None
+
+
+def starts_per_minute(groups: Sequence[Group], start: datetime, minutes: int, budget: int = DEFAULT_BUDGET) -> Starts:
+    """Planned starts in each of `minutes` minutes from `start` (floored to its minute)."""
+    start = start.replace(second=0, microsecond=0)
+    end = start + minutes * MINUTE
+    counts = [0] * minutes
+    steps, partial, walked = 0, False, set()
+    for group in groups:
+        if steps >= budget:
+            partial = True
+            break
+        try:
+            schedule, _notice = stored_schedule(group.expression, group.timezone)
+        except InvalidSchedule:
+            continue  # never valid: the leader does not run it either
+        walked.add((group.expression, group.timezone))
+        seconds = _seconds_in(group.expression) if group.jitter_s <= 0 else None
+        current = start - timedelta(microseconds=1)
+        while steps < budget:
+            steps += 1
+            try:
+                current = schedule.next_after(current)
+            except OverflowError:
+                break
+            if current >= end or current >= NEVER_AT:
+                break
+            if group.jitter_s <= 0:
+                index = int((current - start) / MINUTE)
+                if seconds is not None:  # every second it fires in this minute, in one step
+                    here = sum(1 for s in seconds if s >= current.second)
+                    counts[index] += here * group.jobs
+                    current = current.replace(second=59)
+                else:
+                    counts[index] += group.jobs
+                continue
+            ms = int(current.timestamp() * 1000)
+            for job_id in group.ids:
+                steps += 1
+                at = current + timedelta(seconds=jitter_s(job_id, ms, group.jitter_s))
+                if at < end:
+                    counts[int((at - start) / MINUTE)] += 1
+        else:
+            partial = True
+    return Starts(start, counts, sum(g.jobs for g in groups), len(walked), partial)
+
+
+def peaks(starts: Starts, top: int = 5) -> list[tuple[datetime, int]]:
+    """The `top` busiest minutes, busiest first (earlier first among equals), none empty."""
+    ranked = sorted(range(len(starts.counts)), key=lambda i: (-starts.counts[i], i))[:top]
+    return [(starts.start + i * MINUTE, starts.counts[i]) for i in ranked if starts.counts[i] > 0]

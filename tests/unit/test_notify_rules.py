@@ -1,0 +1,110 @@
+"""cronos.notify.rules and cronos.notify.message: pure decisions and texts, a fake clock."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, time, timedelta
+
+import pytest
+
+from cronos.notify import message as msg
+from cronos.notify.rules import EventFacts, Outcome, QuietHours, Rule, applies, decide, quiet_until, retry_at, route
+
+T0 = datetime(2030, 3, 1, 12, 0, tzinfo=UTC)
+
+
+def _event(kind: str = "failed", *, job: int = 1, queue: str = "default", at: datetime = T0, n: int | None = None,
+           id: int = 1) -> EventFacts:  # fmt: skip
+    return EventFacts(id, job, queue, kind, at, {} if n is None else {"consecutive_failures": n})
+
+
+def test_scope_every_job_listed_jobs_listed_queues_and_kinds() -> None:
+    assert applies(Rule(1), _event())
+    assert not applies(Rule(1), _event("late_start"))  # not among the default kinds
+    assert applies(Rule(1, job_ids=frozenset({1})), _event(job=1))
+    assert not applies(Rule(1, job_ids=frozenset({2})), _event(job=1))
+    assert applies(Rule(1, queues=frozenset({"reports"})), _event(queue="reports"))
+    assert not applies(Rule(1, queues=frozenset({"reports"})), _event(queue="default"))
+    assert applies(Rule(1, job_ids=frozenset({9}), queues=frozenset({"reports"})), _event(job=1, queue="reports"))
+    assert not applies(Rule(1, enabled=False), _event())
+
+
+def test_after_n_failures_and_recovery_only_past_the_threshold() -> None:
+    rule = Rule(1, after_failures=3, events=frozenset({"failed", "recovered"}))
+    assert decide(rule, _event(n=2), None, T0)[0] is Outcome.SUPPRESSED
+    assert decide(rule, _event(n=3), None, T0)[0] is Outcome.PENDING
+    assert decide(rule, _event(), None, T0)[2] == "below the failure threshold (1 of 3 in a row)"  # no count: 1
+    assert decide(rule, _event("recovered", n=2), None, T0)[0] is Outcome.SUPPRESSED
+    assert decide(rule, _event("recovered", n=5), None, T0)[0] is Outcome.PENDING
+    # The health evaluator's recovered event names the streak it ends `after_failures`.
+    ended = [EventFacts(1, 1, "default", "recovered", T0, {"after_failures": n}) for n in (2, 3)]
+    assert [decide(rule, event, None, T0)[0] for event in ended] == [Outcome.SUPPRESSED, Outcome.PENDING]
+    assert "the failures it ends (2)" in str(decide(rule, ended[0], None, T0)[2])
+
+
+def test_rate_limit_per_job_counts_the_batch_and_lets_a_recovery_through() -> None:
+    rule = Rule(1, rate_limit_s=600, events=frozenset({"failed", "recovered"}))
+    events = [
+        _event(id=1, at=T0), _event(id=2, at=T0 + timedelta(minutes=5)), _event(id=3, job=2, at=T0),
+        _event(id=4, at=T0 + timedelta(minutes=11)), _event("recovered", id=5, at=T0 + timedelta(minutes=12)),
+    ]  # fmt: skip
+    outcomes = {r.event_id: r.outcome for r in route(events, [rule], {}, T0)}
+    assert outcomes == {1: Outcome.PENDING, 2: Outcome.SUPPRESSED, 3: Outcome.PENDING, 4: Outcome.PENDING,
+                        5: Outcome.PENDING}  # fmt: skip
+    earlier = {(1, 1): T0 - timedelta(minutes=1)}  # notified before this batch
+    assert route([_event(id=1)], [rule], earlier, T0)[0].outcome is Outcome.SUPPRESSED
+
+
+@pytest.mark.parametrize(
+    ("start", "end", "now", "until"),
+    [
+        ("22:00", "07:00", datetime(2030, 3, 1, 23, 30, tzinfo=UTC), datetime(2030, 3, 2, 7, 0, tzinfo=UTC)),
+        ("22:00", "07:00", datetime(2030, 3, 2, 6, 59, tzinfo=UTC), datetime(2030, 3, 2, 7, 0, tzinfo=UTC)),
+        ("22:00", "07:00", datetime(2030, 3, 2, 7, 0, tzinfo=UTC), None),
+        ("12:00", "13:00", datetime(2030, 3, 2, 12, 30, tzinfo=UTC), datetime(2030, 3, 2, 13, 0, tzinfo=UTC)),
+        ("12:00", "13:00", datetime(2030, 3, 2, 11, 59, tzinfo=UTC), None),
+        ("12:00", "12:00", datetime(2030, 3, 2, 12, 0, tzinfo=UTC), None),
+    ],
+)
+def test_quiet_hours_end(start: str, end: str, now: datetime, until: datetime | None) -> None:
+    quiet = QuietHours(time.fromisoformat(start), time.fromisoformat(end))
+    assert quiet_until(quiet, now) == until
+
+
+def test_quiet_hours_follow_their_time_zone_across_dst() -> None:
+    # Europe/Paris springs forward on 2030-03-31: 22:00-07:00 local ends at 05:00 UTC that morning.
+    quiet = QuietHours(time(22), time(7), "Europe/Paris")
+    assert quiet_until(quiet, datetime(2030, 3, 30, 21, 30, tzinfo=UTC)) == datetime(2030, 3, 31, 5, 0, tzinfo=UTC)
+    assert quiet_until(quiet, datetime(2030, 3, 30, 20, 30, tzinfo=UTC)) is None  # 21:30 in Paris
+
+
+def test_quiet_hours_hold_or_drop() -> None:
+    quiet = QuietHours(time(0), time(23, 59))
+    held = decide(Rule(1, quiet_hours=quiet), _event(), None, T0)
+    assert held == (Outcome.PENDING, datetime(2030, 3, 1, 23, 59, tzinfo=UTC), None)
+    dropped = decide(Rule(1, quiet_hours=QuietHours(time(0), time(23, 59), hold=False)), _event(), None, T0)
+    assert dropped[0] is Outcome.SUPPRESSED and "quiet hours" in str(dropped[2])
+
+
+def test_retries_until_the_bound() -> None:
+    assert retry_at(1, 3, T0, 5.0) == T0 + timedelta(seconds=5)
+    assert retry_at(3, 3, T0, 5.0) is None
+
+
+def test_messages_read_well_in_every_form() -> None:
+    run = msg.RunFacts(id=7, state="failed", scheduled_for=T0, attempt=2, error="x" * 900)
+    message = msg.build(
+        event={"id": 3, "kind": "failed", "occurred_at": T0, "detail": {"consecutive_failures": 4}},
+        job={"id": 1, "name": "backup", "queue": "default"}, run=run,
+        tick={"scheduled_for": T0, "outcome": "ran", "reason": None, "revision": 2, "cron_expression": "0 12 * * *",
+              "timezone": "UTC", "runs": []},
+        link=msg.console_link("https://c.example/", 7, 1),
+    )  # fmt: skip
+    assert message["type"] == "job.failed" and len(message["run"]["error"]) == msg.ERROR_EXCERPT_CHARS
+    assert message["link"] == "https://c.example/#/runs/7"
+    text = msg.slack_text(message)
+    assert text.splitlines()[0] == "*backup failed*"
+    assert "Run 7 (attempt 2) of the tick 2030-03-01T12:00:00Z: failed" in text
+    assert "Consecutive failures: 4" in text and "revision 2: ran" in text
+    subject, body = msg.email(message)
+    assert subject == "[Cronos] backup failed" and body.startswith("backup failed.\n")
+    assert msg.console_link("", 7, 1) is None and msg.console_link("http://h", None, 1) == "http://h/#/jobs/1"
