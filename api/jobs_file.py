@@ -15,13 +15,22 @@ from aiohttp import web
 from api.openapi import kind_variants
 from api.routing import Route
 from api.schemas import JobCreate
-from cronos.models import ManagedBy
+from cronos.models import GROUP_PATTERN, ManagedBy
 from cronos.payloads import PAYLOAD_TYPES
 
 PATH = "/api/jobs-file.schema.json"
 _DEFS = "#/$defs/{name}"
 # Set by apply itself, never written in a file.
 _NOT_IN_FILE = ("managed_by",)
+
+
+# `concurrency_groups: {name: limit}`: created or set before the jobs (cronos.client.apply_groups).
+_GROUPS = {
+    "type": "object",
+    "description": "concurrency groups the jobs name, each with its limit (runs of its jobs at once, at most)",
+    "propertyNames": {"pattern": GROUP_PATTERN},
+    "additionalProperties": {"type": "integer", "minimum": 1, "maximum": 100_000},
+}
 
 
 def jobs_file_schema() -> dict[str, Any]:
@@ -43,7 +52,7 @@ def jobs_file_schema() -> dict[str, Any]:
         "title": "Cronos jobs file",
         "description": "`cronos apply -f FILE|DIR` makes the cluster's jobs match the file(s).",
         "type": "object",
-        "properties": {"jobs": {"type": "array", "items": refs[0]}},
+        "properties": {"jobs": {"type": "array", "items": refs[0]}, "concurrency_groups": _GROUPS},
         "required": ["jobs"],
         "additionalProperties": False,
         "$defs": defs,

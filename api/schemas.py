@@ -18,6 +18,7 @@ from cronos.interval import MAX_S as INTERVAL_MAX_S
 from cronos.interval import MIN_S as INTERVAL_MIN_S
 from cronos.models import (
     DEFAULT_QUEUE,
+    GROUP_PATTERN,
     QUEUE_PATTERN,
     ConcurrencyPolicy,
     Expectations,
@@ -85,6 +86,15 @@ Queue = Annotated[
         pattern=QUEUE_PATTERN,
         description="the queue whose executors run it (`cronos executor --queue NAME`)",
         examples=[DEFAULT_QUEUE],
+    ),
+]
+GroupName = Annotated[
+    str,
+    Meta(
+        pattern=GROUP_PATTERN,
+        description="a concurrency group (GET /api/concurrency-groups): its runs start only while the "
+        "group has a free slot, shared with every job that names it; null: none",
+        examples=["warehouse"],
     ),
 ]
 # Windows and one-offs (issue 14): instants with their offset (RFC 3339), as every time the API shows.
@@ -160,6 +170,7 @@ class JobCreate(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     calendars: Calendars = []
     labels: Labels = {}
     owner: Owner | None = None
+    concurrency_group: GroupName | None = None
 
 
 class JobPatch(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -192,6 +203,7 @@ class JobPatch(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     calendars: Calendars | UnsetType = UNSET
     labels: Labels | UnsetType = UNSET
     owner: Owner | UnsetType | None = UNSET
+    concurrency_group: GroupName | UnsetType | None = UNSET
 
     def changes(self) -> dict[str, Any]:
         changed = {f: v for f in self.__struct_fields__ if (v := getattr(self, f)) is not UNSET}

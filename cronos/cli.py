@@ -73,11 +73,13 @@ def _parser() -> argparse.ArgumentParser:
     from cronos.client.apply_cli import add_command as add_apply
     from cronos.client.calendars_cli import add_commands as add_calendars
     from cronos.client.channels_cli import add_commands as add_channels
+    from cronos.client.groups_cli import add_commands as add_groups
     from cronos.client.jobs_cli import add_commands as add_jobs
 
     add_jobs(sub, _OneLineParser)
     add_channels(sub, _OneLineParser)
     add_calendars(sub, _OneLineParser)
+    add_groups(sub, _OneLineParser)
     add_apply(sub)
     _import_parser(sub)
     return parser
@@ -215,7 +217,7 @@ def _serve_metrics(port: int) -> None:
 
 
 # Clients of the REST API ($CRONOS_API_URL), not roles: no database, no event loop.
-_CLIENT_COMMANDS = ("jobs", "runs", "apply", "channels", "calendars", "blackouts")
+_CLIENT_COMMANDS = ("jobs", "runs", "apply", "channels", "calendars", "blackouts", "groups")
 # Converters: no API, no database; their stdout is the result.
 _OFFLINE_COMMANDS = ("import",)
 
@@ -245,10 +247,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command in _CLIENT_COMMANDS:  # synchronous REST API calls
             from cronos.client.apply_cli import run_apply
             from cronos.client.channels_cli import run_channels
+            from cronos.client.groups_cli import run_command as run_groups
             from cronos.client.jobs_cli import run_command
 
             if args.command == "channels":
                 return run_channels(args, settings)
+            if args.command == "groups":
+                return run_groups(args, settings)
             return run_apply(args, settings) if args.command == "apply" else run_command(args, settings)
         if args.command == "import":
             from cronos.client.import_cli import run_import

@@ -328,12 +328,14 @@ def overlap(run: Candidate, now: datetime) -> Overlap:
     return Overlap.WAIT if deadline is None or now < deadline else Overlap.SKIP
 
 
-def claims_at_once(policy: ConcurrencyPolicy, *, running: bool, expired_: bool, of_job_in_batch: int) -> bool:
+def claims_at_once(
+    policy: ConcurrencyPolicy, *, running: bool, expired_: bool, of_job_in_batch: int, grouped: bool = False
+) -> bool:
     """A queued run that is claimed whatever its other facts: within its grace, its job's only run
     in the claim's batch, and nothing of its job running (or the job allows overlap): `overlap`
-    then answers CLAIM. The store claims these in one statement (CLAIM_FREE), the others after
-    reading their facts."""
-    return not expired_ and of_job_in_batch == 1 and (not running or not exclusive(policy))
+    then answers CLAIM; and its job names no concurrency group (that needs a slot: `allot`). The
+    store claims these in one statement (CLAIM_FREE), the others after reading their facts."""
+    return not expired_ and of_job_in_batch == 1 and (not running or not exclusive(policy)) and not grouped
 
 
 def after_wait(run: Candidate, ended: Ahead, now: datetime) -> Overlap:
@@ -485,3 +487,41 @@ def runs_allowed(runs: Sequence[bool], runs_left: int | None) -> tuple[int, bool
 def end_status(*, one_off: bool, ran: int) -> str:
     """The status of a job that has nothing left to run: a one-off whose tick was skipped expired."""
     return "expired" if one_off and not ran else "completed"
+
+
+# --- concurrency groups: runs of several jobs sharing `limit` slots ---------------------------
+# A run of a job in a group starts only with a slot of the group. Its claim takes one (when the
+# job's own policy lets it start), or the run waits for the group (Event.WAITED, `waiting_for` the
+# group); a slot freed by a run's end goes to the group's first waiting run (Event.WOKEN), which
+# holds it from then on. No new state or transition: the same `waiting` and `woken` as overlap.
+
+
+@dataclass(frozen=True, slots=True)
+class Contender:
+    """A run asking for a slot of a group: being claimed now, or waiting for the group."""
+
+    run_id: int
+    scheduled_for: datetime
+    waiting: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Allotment:
+    claim: frozenset[int] = frozenset()  # runs being claimed that take a slot: they start
+    wait: frozenset[int] = frozenset()  # runs being claimed that wait for the group
+    wake: tuple[int, ...] = ()  # waiting runs handed a slot, in tick order: woken
+
+
+def allot(limit: int, held: int, contenders: Sequence[Contender]) -> Allotment:
+    """The group's free slots (`limit` less the `held` ones: runs queued or running with a slot)
+    go to its contenders in tick order (scheduled_for, then run id), whether they are being claimed
+    now or already wait: a new tick never overtakes a run that waits for the group. A contender
+    being claimed that gets no slot waits."""
+    free = max(limit - held, 0)
+    ordered = sorted(contenders, key=lambda c: (c.scheduled_for, c.run_id))
+    granted, refused = ordered[:free], ordered[free:]
+    return Allotment(
+        claim=frozenset(c.run_id for c in granted if not c.waiting),
+        wait=frozenset(c.run_id for c in refused if not c.waiting),
+        wake=tuple(c.run_id for c in granted if c.waiting),
+    )

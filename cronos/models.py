@@ -38,6 +38,9 @@ SKIP_SCHEDULE_CHANGED = "schedule changed"  # written ahead, then a new schedule
 FAIL_EXECUTOR_LOST = "executor lost"
 FAIL_REPLACED = "replaced"
 
+# Concurrency groups: a name jobs share (migration 0036's check says the same).
+GROUP_PATTERN = "^[A-Za-z0-9_.-]{1,64}$"
+
 # Queues (one Redis stream each): a short name, so it fits a key, a metric label and a CLI list.
 DEFAULT_QUEUE = "default"
 QUEUE_PATTERN = "^[A-Za-z0-9_-]{1,64}$"
@@ -130,6 +133,7 @@ class Job(msgspec.Struct, kw_only=True):
     # Labels (key=value, cronos.selectors) and an owner: found and acted on by selector (issue 25).
     labels: dict[str, str] = {}
     owner: str | None = None
+    concurrency_group: str | None = None  # its runs start only with a slot of this group (cronos.store.groups)
 
 
 # The fields of a job a client sets (the rest the system keeps), in the store's column order.
@@ -161,6 +165,7 @@ JOB_WRITABLE = (
     "calendars",
     "labels",
     "owner",
+    "concurrency_group",
 )
 
 
@@ -185,6 +190,9 @@ class RunSummary(msgspec.Struct, kw_only=True):
     created_at: datetime | None
     parent_run_id: (
         Annotated[int, msgspec.Meta(description="trigger `chain`: the parent job's run it follows")] | None
+    ) = None
+    waiting_for: (
+        Annotated[str, msgspec.Meta(description="the concurrency group it waits (state waiting) or waited for")] | None
     ) = None
 
 

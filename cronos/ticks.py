@@ -81,6 +81,7 @@ class LedgerRow(msgspec.Struct, kw_only=True):
     started_at: datetime | None
     skip_reason: str | None
     due_at: datetime | None = None  # None: a row read without it
+    waiting_for: str | None = None  # the concurrency group it waits (or waited) for
 
 
 _DELAY = msgspec.Meta(description="started_at - scheduled_for: the start delay (cronos.delays); null until it starts")
@@ -96,12 +97,16 @@ _OUTCOME = msgspec.Meta(
 )
 _REASON = msgspec.Meta(
     description="why there is no run, or the ledger's skip reason; `unaccounted`: an active job's tick the "
-    "ledger does not hold; null when it ran or is queued"
+    "ledger does not hold; `waiting for concurrency group NAME`: pending until the group has a free slot; "
+    "null when it ran or is queued"
 )
 _REVISION = msgspec.Meta(
     description="the job revision whose schedule and status the tick belongs to (for a tick only the ledger "
     "knows: the one that planned it)"
 )
+
+
+_GROUP = msgspec.Meta(description="the concurrency group this run waits for (state waiting), or waited for")
 
 
 class TickRun(msgspec.Struct, kw_only=True):
@@ -114,6 +119,7 @@ class TickRun(msgspec.Struct, kw_only=True):
     held_back_s: Annotated[float | None, _HELD_BACK] = None
     waited_s: Annotated[float | None, _WAITED] = None
     skip_reason: str | None = None
+    waiting_for: Annotated[str | None, _GROUP] = None
 
 
 class Tick(msgspec.Struct, kw_only=True):
@@ -233,7 +239,7 @@ def _run(row: LedgerRow) -> TickRun:
         id=row.id, attempt=row.attempt, state=row.state, skip_reason=row.skip_reason,
         start_delay_s=delays.start_delay_s(row.scheduled_for, started),
         held_back_s=None if due is None else delays.held_back_s(row.scheduled_for, due),
-        waited_s=None if due is None else delays.waited_s(due, started),
+        waited_s=None if due is None else delays.waited_s(due, started), waiting_for=row.waiting_for,
     )  # fmt: skip
 
 
@@ -245,6 +251,9 @@ def _outcome(t: datetime, seg: Segment, rows: list[LedgerRow], horizon: _Horizon
         if all(row.state in ("skipped", "cancelled") for row in rows):  # cancelled before it started
             last = max(rows, key=lambda row: row.attempt)
             return "skipped", last.skip_reason or CANCELLED
+        group = next((row.waiting_for for row in rows if row.state == "waiting" and row.waiting_for), None)
+        if group is not None:
+            return "pending", f"waiting for concurrency group {group}"
         return "pending", None  # queued: written, not started yet
     if seg.status == "absent":
         return "none", BEFORE_CREATED

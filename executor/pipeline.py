@@ -152,6 +152,8 @@ async def claim_run(deps: Deps, token: RunToken, due_ms: int | None) -> Claim:
         log.info("tick skipped: %s", reason, extra={"event": "run.skipped"})
     elif claim is Refused.WAIT:
         log.info("run waits for its job's running run", extra={"event": "run.waiting"})
+    elif claim is Refused.WAIT_GROUP:
+        log.info("run waits for a slot of its concurrency group", extra={"event": "run.waiting_group"})
     elif claim is Refused.NOT_QUEUED:
         log.debug("run not queued any more", extra={"event": "token.not_queued"})
     return claim
@@ -162,6 +164,7 @@ _REFUSED = {
     Refused.OVERLAP: TokenOutcome.SKIPPED,
     Refused.BUFFER_FULL: TokenOutcome.SKIPPED,
     Refused.WAIT: TokenOutcome.WAITING,
+    Refused.WAIT_GROUP: TokenOutcome.WAITING,
     Refused.EXPIRED: TokenOutcome.SKIPPED,
 }
 

@@ -132,6 +132,7 @@ def outcome_of(
             error=lifecycle.cancelled_by(flight.cancel_by),
             result=None if kept is None else scrub(kept, secrets),
             duration_ms=duration_ms,
+            holds_slot=run.concurrency_group is not None,
         )
     if failure is None:
         return Outcome(
@@ -141,6 +142,7 @@ def outcome_of(
             result=result,
             duration_ms=duration_ms,
             scheduled_for=run.scheduled_for,
+            holds_slot=run.concurrency_group is not None,
         )
     trace: str | None = None
     if isinstance(failure, asyncio.CancelledError):
@@ -161,4 +163,5 @@ def outcome_of(
         result=result,
         duration_ms=duration_ms,
         retry_delay_s=lifecycle.retry_delay_s(run.attempt, run.max_retries, run.retry_backoff_s),
+        holds_slot=run.concurrency_group is not None,
     )

@@ -8,6 +8,7 @@ import { channelsPage } from "./pages/channels.js";
 import { clusterPage } from "./pages/cluster.js";
 import { fleetPage } from "./pages/fleet.js";
 import { formPage } from "./pages/form.js";
+import { groupsPage } from "./pages/groups.js";
 import { jobPage } from "./pages/job.js";
 import { jobsPage } from "./pages/jobs.js";
 import { runPage } from "./pages/run.js";
@@ -25,6 +26,7 @@ const ROUTES = [
   [/^#\/channels\/?$/, channelsPage, "channels"],
   [/^#\/fleet\/?$/, fleetPage, "fleet"],
   [/^#\/calendars\/?$/, calendarsPage, "calendars"],
+  [/^#\/groups(?:\/([^/?]+))?\/?$/, groupsPage, "groups"],
 ];
 const POLL_MS = 3000;
 

@@ -20,6 +20,7 @@ export const FIELDS = {
   concurrency_policy: "text",
   misfire_policy: "text",
   queue: "text",
+  concurrency_group: "text", // null: none (the form's empty field)
   start_at: "instant",
   end_at: "instant",
   max_runs: "number",

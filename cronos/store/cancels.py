@@ -3,8 +3,9 @@ one transaction that holds the run's row.
 
 A queued or waiting run ends `cancelled` at once (its token, if one is out, finds it not queued),
 and the first run waiting behind it is woken when nothing of its job runs (waiters.wake_free: a
-woken run cancelled before it started leaves no one stranded). A running run gets a request in
-`run_cancels` and a NOTIFY on `cronos_cancels`: the executor running it hears it at once
+woken run cancelled before it started leaves no one stranded); a run woken with its concurrency
+group's slot frees it, handed to the group's next waiting run (groups.release). A running run gets
+a request in `run_cancels` and a NOTIFY on `cronos_cancels`: the executor running it hears it at once
 (`listen`), or at its next heartbeat, which reads the request with the lease (the safety net for a
 notification missed: the LISTEN connection down, the run not in hand yet); it stops the work and
 records the run `cancelled` (executor.cancels). Either way the audit trail names who, in the same
@@ -24,6 +25,7 @@ import msgspec
 from cronos import lifecycle
 from cronos.errors import BackendUnavailable, Conflict, NotFound
 from cronos.lifecycle import Cancel, RunState
+from cronos.store import groups
 from cronos.store import queries as q
 from cronos.store.audit import record
 from cronos.store.db import connect_one, translate_errors
@@ -94,6 +96,9 @@ class CancelStore:
             raise NotFound(f"run {run_id} not found")
         with translate_errors():
             async with self._pool.acquire() as conn, conn.transaction():
+                group = await conn.fetchval(q.RUN_GROUP_FOR_CANCEL, run_id)
+                if group is not None:  # the group before the run, as a claim takes them
+                    await conn.fetch(q.GROUPS_LOCK, [group])
                 row = await conn.fetchrow(q.RUN_LOCK_FOR_CANCEL, run_id)
                 if row is None:
                     raise NotFound(f"run {run_id} not found")
@@ -107,6 +112,8 @@ class CancelStore:
                 if decision is Cancel.NOW:
                     await conn.fetchval(q.RUN_CANCEL, run_id, tick, lifecycle.cancelled_by(actor))
                     await wake_free(conn, [job_id])
+                    if group is not None:  # a run woken with a slot frees it: the group's next waiter gets it
+                        await groups.release(conn, [run_id])
                 by = actor if first else await self._requested_by(conn, run_id)
                 if first and decision is Cancel.REQUEST:
                     await conn.execute(q.NOTIFY_CANCEL, _encode(CancelRequest(run_id=run_id, by=actor)).decode())

@@ -28,8 +28,8 @@ from cronos.errors import Contention
 from cronos.inputs import INPUT_TRIGGERS, merged_payload
 from cronos.lifecycle import OVERLAP_REASONS, Ahead, Candidate, Overlap
 from cronos.models import FAIL_REPLACED, SKIP_EXPIRED, ConcurrencyPolicy, JobKind
+from cronos.store import groups, waiters
 from cronos.store import queries as q
-from cronos.store import waiters
 from cronos.store.db import to_struct
 from cronos.store.inputs import RunRef, overrides_of
 
@@ -57,6 +57,7 @@ class ClaimedRun(msgspec.Struct, kw_only=True):
     concurrency_policy: ConcurrencyPolicy
     webhook_secret: str  # signs http runs' requests (Standard Webhooks)
     inputs: dict[str, Any] | None = None  # a manual run's payload overrides, merged into `payload` (with_inputs)
+    concurrency_group: str | None = None  # the group whose slot it holds (its finish frees it)
 
 
 class ClaimRequest(NamedTuple):
@@ -73,10 +74,12 @@ class Refused(StrEnum):
     OVERLAP = "skipped"  # ended skipped SKIP_OVERLAP: the job's previous run is still running
     BUFFER_FULL = "buffer_full"  # ended skipped SKIP_BUFFER_FULL (buffer_one: another run waits)
     WAIT = "wait"  # now waiting: its predecessor's end wakes it (a token of its own then)
+    WAIT_GROUP = "wait_group"  # now waiting for a slot of its job's concurrency group: a freed slot wakes it
     EXPIRED = "expired"  # ended skipped SKIP_EXPIRED: claimed past its misfire grace (a token held through an outage)
 
 
 Claim = ClaimedRun | Refused
+_ENDED_OR_WAITING = frozenset({Refused.OVERLAP, Refused.BUFFER_FULL, Refused.EXPIRED, Refused.WAIT})
 REFUSALS = {Overlap.SKIP: Refused.OVERLAP, Overlap.BUFFER_FULL: Refused.BUFFER_FULL, Overlap.WAIT: Refused.WAIT}
 # The skip reason a run refused by its job's concurrency policy is recorded with.
 SKIP_REASONS: dict[Refused, str] = {
@@ -167,7 +170,15 @@ async def _claim_deciding(
     for job_id, run_id in plan.replace.items():  # first: the claim would find them running
         await pool.fetch(q.REPLACE_RUNNING, job_id, run_id, FAIL_REPLACED)
         sent += 1
+    by_id = {r["id"]: r for r in rows}
+    asking = [
+        groups.Asking(i, by_id[i]["job_id"], by_id[i]["scheduled_for"], by_id[i]["grp"])
+        for i in plan.claim
+        if by_id[i]["grp"] is not None
+    ]
     try:
+        if asking:  # runs of grouped jobs: a slot each, or they wait for their group
+            sent += await _claim_grouped(pool, plan, asking, node_id, lease_s, within, claimed)
         claimed.update(await _claim_runs(pool, plan, node_id, lease_s, within))
     except asyncpg.UniqueViolationError as exc:  # another run of one of these jobs was claimed meanwhile
         raise Contention("postgresql", f"claimed concurrently: {exc}") from exc
@@ -183,7 +194,34 @@ async def _claim_deciding(
         if skipped:
             await pool.fetch(q.RUNS_SKIP, skipped, reason)
             sent += 1
+    # Runs woken with a slot that do not start after all (skipped, expired, behind their job's
+    # running run): the slot goes to the group's next waiting run.
+    unused = [r["id"] for r in rows if r["holds_slot"] and plan.refused.get(r["id"]) in _ENDED_OR_WAITING]
+    if unused:
+        async with pool.acquire() as conn, conn.transaction():
+            await groups.release(conn, unused)
+        sent += 4
     return plan.refused, sent
+
+
+async def _claim_grouped(
+    pool: asyncpg.Pool, plan: ClaimPlan, asking: Sequence[groups.Asking], node_id: str, lease_s: float,
+    within: Window, claimed: dict[int, ClaimedRun],
+) -> int:  # fmt: skip
+    """Claim the runs of grouped jobs that take a slot (cronos.store.groups, under the groups'
+    lock, in one transaction with their claim); the others wait for their group. They leave
+    `plan.claim` either way. Returns the statements sent."""
+    group_of = {a.run_id: a.group for a in asking}
+    mine = ClaimPlan(claim={a.run_id: plan.claim.pop(a.run_id) for a in asking})
+    async with pool.acquire() as conn, conn.transaction():
+        taken = await groups.take(conn, asking)
+        mine.claim = {i: e for i, e in mine.claim.items() if i in taken.claim}
+        runs = await _claim_runs(conn, mine, node_id, lease_s, within)
+    for run_id, run in runs.items():
+        run.concurrency_group = group_of[run_id]
+    claimed.update(runs)
+    plan.refused.update((i, Refused.WAIT_GROUP) for i in taken.wait)
+    return taken.sent + bool(mine.claim)
 
 
 async def _claim_runs(

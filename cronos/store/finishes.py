@@ -20,6 +20,7 @@ import msgspec
 
 from cronos import lifecycle
 from cronos.lifecycle import Ahead, Ended, NewRun, RunState
+from cronos.store import groups
 from cronos.store import queries as q
 from cronos.store.db import columns
 from cronos.store.waiters import WAITERS_PER_JOB, notify, wake_behind
@@ -39,6 +40,7 @@ class Outcome(msgspec.Struct, kw_only=True):
     duration_ms: float | None = None  # None: computed from started_at
     retry_delay_s: float | None = None  # None: no retry
     scheduled_for: datetime | None = None  # the run's tick, when known: the write looks in its day only
+    holds_slot: bool = False  # a slot of its job's concurrency group, which its end frees (cronos.store.groups)
 
 
 class FinishResult(msgspec.Struct, kw_only=True):
@@ -82,6 +84,9 @@ async def finish(
     }
     woken = await wake_behind(conn, waiters, ahead, rows[0]["finished_at"])
     result.woken = len(woken)
+    slotted = [o.run_id for o in outcomes if o.holds_slot and o.run_id in result.written]
+    if slotted:  # runs of grouped jobs only: their slots go to their groups' next waiting runs (told there)
+        result.woken += len(await groups.release(conn, slotted))
     ops = [("retry", r.job_id) for r in retries] + [("chain", r.job_id) for r in chains]
     ops += [("woken", job) for job in woken]
     await notify(conn, ops)

@@ -22,7 +22,7 @@ from typing import Any
 import asyncpg
 import msgspec
 
-from cronos.errors import Conflict, NotFound
+from cronos.errors import Conflict, InvalidInput, NotFound
 from cronos.models import JOB_WRITABLE, TERMINAL_STATUSES, Job, ManagedBy, Run
 from cronos.redact import restore_secrets
 from cronos.store import chains, revisions
@@ -47,6 +47,7 @@ _NULLABLE = (
     "every",
     "anchor",
     "owner",
+    "concurrency_group",
 )
 
 # Recorded in the creation's revision only when not empty (issue 25: calendars).
@@ -110,6 +111,15 @@ async def _runs_page(
     return rows
 
 
+def _no_group(name: str | None) -> InvalidInput:
+    """A job naming a concurrency group that does not exist (jobs.concurrency_group's foreign key)."""
+    return InvalidInput(
+        "$.concurrency_group",
+        f"no concurrency group named {name!r}: create it first (PUT /api/concurrency-groups/{name}, "
+        f"`cronos groups set {name} --limit N`, or `concurrency_groups:` in a jobs file)",
+    )
+
+
 class JobStore:
     def __init__(self, pool: asyncpg.Pool) -> None:
         self._pool = pool
@@ -129,6 +139,8 @@ class JobStore:
                     row = await conn.fetchrow(q.JOB_INSERT, *(values[name] for name in WRITABLE))
                 except asyncpg.UniqueViolationError as exc:
                     raise Conflict(f"a job named {fields['name']!r} already exists") from exc
+                except asyncpg.ForeignKeyViolationError as exc:
+                    raise _no_group(fields.get("concurrency_group")) from exc
                 job = to_struct(row, Job)
                 secret: str = await conn.fetchval(q.JOB_WEBHOOK_SECRET, job.id)
                 # Every field the job was created with (apply's marker, a window... only when set).
@@ -210,6 +222,8 @@ class JobStore:
                     )
                 except asyncpg.UniqueViolationError as exc:
                     raise Conflict(f"a job named {merged['name']!r} already exists") from exc
+                except asyncpg.ForeignKeyViolationError as exc:
+                    raise _no_group(merged.get("concurrency_group")) from exc
                 job = _job(row, job_id)
                 await revisions.record(conn, job, revisions.kind_of(changed), actor, changed)
                 await revisions.hand_over(conn, job, schedule_changed=new_schedule)

@@ -44,20 +44,20 @@ JOB_INSERT = """
 INSERT INTO jobs (name, cron_expression, timezone, kind, payload, timeout_s, max_retries, retry_backoff_s,
     concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, managed_by, parents, queue, run_at,
     start_at, end_at, max_runs, catchup_max_per_s, expectations, every, anchor, calendars, labels, owner,
-    last_scheduled_for)
+    concurrency_group, last_scheduled_for)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24,
-    $25, $26, $27,
+    $25, $26, $27, $28,
     least(now(), $17::timestamptz - interval '1 microsecond'))
 RETURNING id, name, cron_expression, timezone, kind, payload, timeout_s, max_retries, retry_backoff_s,
     concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, revision, last_scheduled_for,
     created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs, catchup_max_per_s,
-    expectations, every, anchor, calendars, paused_until, pause_note, labels, owner
+    expectations, every, anchor, calendars, paused_until, pause_note, labels, owner, concurrency_group
 """
 JOB_GET = """
 SELECT id, name, cron_expression, timezone, kind, payload, timeout_s, max_retries, retry_backoff_s,
     concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, revision, last_scheduled_for,
     created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs, catchup_max_per_s,
-    expectations, every, anchor, calendars, paused_until, pause_note, labels, owner
+    expectations, every, anchor, calendars, paused_until, pause_note, labels, owner, concurrency_group
 FROM jobs
 WHERE id = $1
 """
@@ -65,7 +65,7 @@ JOB_GET_FOR_UPDATE = """
 SELECT id, name, cron_expression, timezone, kind, payload, timeout_s, max_retries, retry_backoff_s,
     concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, revision, last_scheduled_for,
     created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs, catchup_max_per_s,
-    expectations, every, anchor, calendars, paused_until, pause_note, labels, owner
+    expectations, every, anchor, calendars, paused_until, pause_note, labels, owner, concurrency_group
 FROM jobs
 WHERE id = $1 FOR UPDATE
 """
@@ -78,14 +78,14 @@ WITH page AS (SELECT id, name, cron_expression, timezone, kind, payload, timeout
     retry_backoff_s, concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, revision,
     last_scheduled_for, created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs,
     catchup_max_per_s, expectations, every, anchor, calendars, paused_until, pause_note, labels, owner,
-    octet_length(payload::text) AS size FROM jobs
+    concurrency_group, octet_length(payload::text) AS size FROM jobs
     WHERE ($1::text IS NULL OR status = $1) AND id > $2 ORDER BY id LIMIT $3),
     sized AS (SELECT *, sum(size) OVER (ORDER BY id) - size AS before FROM page)
 SELECT id, name, cron_expression, timezone, kind, payload, timeout_s, max_retries, retry_backoff_s,
     concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, revision, last_scheduled_for,
     created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs, catchup_max_per_s,
-    expectations, every, anchor, calendars, paused_until, pause_note, labels, owner, (SELECT count(*) FROM page)
-    AS fetched
+    expectations, every, anchor, calendars, paused_until, pause_note, labels, owner, concurrency_group,
+    (SELECT count(*) FROM page) AS fetched
 FROM sized
 WHERE before < $4
 ORDER BY id
@@ -97,14 +97,14 @@ WITH page AS (SELECT id, name, cron_expression, timezone, kind, payload, timeout
     retry_backoff_s, concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, revision,
     last_scheduled_for, created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs,
     catchup_max_per_s, expectations, every, anchor, calendars, paused_until, pause_note, labels, owner,
-    octet_length(payload::text) AS size FROM jobs
+    concurrency_group, octet_length(payload::text) AS size FROM jobs
     WHERE ($1::text IS NULL OR status = $1) AND labels @@ $5::jsonpath AND id > $2 ORDER BY id LIMIT $3),
     sized AS (SELECT *, sum(size) OVER (ORDER BY id) - size AS before FROM page)
 SELECT id, name, cron_expression, timezone, kind, payload, timeout_s, max_retries, retry_backoff_s,
     concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, revision, last_scheduled_for,
     created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs, catchup_max_per_s,
-    expectations, every, anchor, calendars, paused_until, pause_note, labels, owner, (SELECT count(*) FROM page)
-    AS fetched
+    expectations, every, anchor, calendars, paused_until, pause_note, labels, owner, concurrency_group,
+    (SELECT count(*) FROM page) AS fetched
 FROM sized
 WHERE before < $4
 ORDER BY id
@@ -121,8 +121,9 @@ SET name = $2, cron_expression = $3, timezone = $4, kind = $5, payload = $6, tim
     retry_backoff_s = $9, concurrency_policy = $10, misfire_policy = $11, misfire_grace_s = $12, jitter_s = $13,
     status = $14, managed_by = $15, parents = $16, queue = $17, run_at = $18, start_at = $19, end_at = $20,
     max_runs = $21, catchup_max_per_s = $22, expectations = $23, every = $24, anchor = $25, calendars = $26,
-    labels = $27, owner = $28, revision = $29, plan_revision = CASE WHEN $30::boolean THEN $29 ELSE plan_revision END,
-    last_scheduled_for = CASE WHEN $30::boolean THEN now() WHEN $31::boolean THEN greatest(last_scheduled_for,
+    labels = $27, owner = $28, concurrency_group = $29, revision = $30,
+    plan_revision = CASE WHEN $31::boolean THEN $30 ELSE plan_revision END,
+    last_scheduled_for = CASE WHEN $31::boolean THEN now() WHEN $32::boolean THEN greatest(last_scheduled_for,
     now()) ELSE last_scheduled_for END, updated_at = now(),
     paused_until = CASE WHEN $14 = 'paused' THEN paused_until END,
     pause_note = CASE WHEN $14 = 'paused' THEN pause_note END
@@ -130,7 +131,7 @@ WHERE id = $1
 RETURNING id, name, cron_expression, timezone, kind, payload, timeout_s, max_retries, retry_backoff_s,
     concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, revision, last_scheduled_for,
     created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs, catchup_max_per_s,
-    expectations, every, anchor, calendars, paused_until, pause_note, labels, owner
+    expectations, every, anchor, calendars, paused_until, pause_note, labels, owner, concurrency_group
 """
 # $2 'active' or 'paused' (a change: the caller read the row locked), $3 the new revision number,
 # $4 when the leader lifts the pause (null: never) and $5 its note (both null on a resume).
@@ -143,7 +144,7 @@ WHERE id = $1
 RETURNING id, name, cron_expression, timezone, kind, payload, timeout_s, max_retries, retry_backoff_s,
     concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, revision, last_scheduled_for,
     created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs, catchup_max_per_s,
-    expectations, every, anchor, calendars, paused_until, pause_note, labels, owner
+    expectations, every, anchor, calendars, paused_until, pause_note, labels, owner, concurrency_group
 """
 # The signing secret, only where the API shows it: after a create, and on rotation.
 JOB_WEBHOOK_SECRET = "SELECT webhook_secret FROM jobs WHERE id = $1"
@@ -185,7 +186,8 @@ RETURNING id, job_id, scheduled_for, attempt, trigger, revision, state, due_at, 
 """
 RUN_GET = """
 SELECT id, job_id, scheduled_for, attempt, trigger, revision, state, due_at, node_id, epoch, started_at,
-    finished_at, lease_until, duration_ms, error, traceback, result, skip_reason, created_at, parent_run_id
+    finished_at, lease_until, duration_ms, error, traceback, result, skip_reason, created_at, parent_run_id,
+    waiting_for
 FROM runs
 WHERE id = $1
 """
@@ -222,6 +224,9 @@ JOB_EXISTS = "SELECT EXISTS (SELECT 1 FROM jobs WHERE id = $1)"
 
 # The run $1, locked against a claim, a finish or a wake while its cancel is decided (the API's
 # cancel reads it by id alone: every partition, once per operator's click).
+# The concurrency group of the run $1's job (NULL: none): a cancel locks it (GROUPS_LOCK) before the
+# run, in the order a claim takes them, so freeing the run's slot cannot deadlock with a claim.
+RUN_GROUP_FOR_CANCEL = "SELECT j.concurrency_group FROM runs r JOIN jobs j ON j.id = r.job_id WHERE r.id = $1"
 RUN_LOCK_FOR_CANCEL = """
 SELECT id, job_id, scheduled_for, state FROM runs WHERE id = $1 FOR NO KEY UPDATE
 """
@@ -587,8 +592,10 @@ RETURNING r.id
 # (a run claimed past its grace expires instead: lifecycle.expired), the job's running
 # exclusive run if any, and, for buffer_one only, whether one of the job's runs waits with an
 # earlier tick (probed in runs_waiting_job, by its columns: one entry, whatever the job's history);
-# and PostgreSQL's clock. Nothing is locked (a claim holds no lock a finish or a heartbeat could
-# wait for): a wait is checked again after it is recorded (RUNNING_JOBS_LOCKED, cronos.store.claims).
+# the job's concurrency group (a run of a grouped job also needs a slot: cronos.store.groups) and
+# whether the run holds one already; and PostgreSQL's clock. Nothing is locked (a claim holds no
+# lock a finish or a heartbeat could wait for): a wait is checked again after it is recorded
+# (RUNNING_JOBS_LOCKED, cronos.store.claims).
 # The running run is found through runs_running_exclusive (LIMIT 1: a probe per run, which the
 # planner cannot flatten into a join that reads every unfinished run; one key
 # probe; a lookup by id only when a run of the job is running: the row that table names is running,
@@ -601,9 +608,11 @@ WITH batch AS MATERIALIZED (
         AND scheduled_for < coalesce($3::timestamptz, 'infinity'))
 SELECT b.id, b.job_id, b.state, b.scheduled_for, b.attempt, b.due_at,
        j.concurrency_policy AS policy, j.jitter_s, j.misfire_grace_s, clock_timestamp() AS now,
+       j.concurrency_group AS grp, CASE WHEN j.concurrency_group IS NOT NULL THEN EXISTS (
+           SELECT 1 FROM concurrency_group_slots s WHERE s.run_id = b.id) ELSE false END AS holds_slot,
        o.scheduled_for AS ahead_scheduled_for, o.attempt AS ahead_attempt, o.started_at AS ahead_started_at,
        CASE WHEN j.concurrency_policy = 'buffer_one' THEN (
-           SELECT count(*) FROM (SELECT 1 FROM runs w WHERE w.state = 'waiting'
+           SELECT count(*) FROM (SELECT 1 FROM runs w WHERE w.state = 'waiting' AND w.waiting_for IS NULL
              AND (w.job_id, w.scheduled_for, w.attempt) < (b.job_id, b.scheduled_for, b.attempt) AND w.job_id = b.job_id
              ORDER BY w.job_id, w.scheduled_for, w.attempt LIMIT 1) e) ELSE 0 END AS earlier_waiting
 FROM batch b JOIN jobs j ON j.id = b.job_id
@@ -616,7 +625,8 @@ ORDER BY b.id
 """
 # queued -> running (claimed), in one statement, the runs of $1 whose claim needs no other fact
 # (lifecycle.claims_at_once): still queued, within their misfire grace (at least 1 s), the only run
-# of their job in the batch, and their job allows overlap or has no run running. By node $2 with a
+# of their job in the batch, and their job allows overlap or has no run running, and names no
+# concurrency group (those need a slot: CLAIM_FACTS, cronos.store.groups). By node $2 with a
 # lease of $3 seconds; ticks in [$4, $5); each `exclusive` as its job's policy is now (read in this
 # statement). The batch is read by id alone (a state named there would plan the read on a state's
 # partial index: every queued run). Locked in id order. The others are decided from CLAIM_FACTS.
@@ -631,7 +641,7 @@ WITH batch AS MATERIALIZED (
 free AS MATERIALIZED (
     SELECT b.id
     FROM batch b JOIN jobs j ON j.id = b.job_id
-    WHERE b.of_job = 1 AND b.state = 'queued'
+    WHERE b.of_job = 1 AND b.state = 'queued' AND j.concurrency_group IS NULL
       AND b.due_at + make_interval(secs => greatest(j.misfire_grace_s, 1)) >= clock_timestamp()
       AND (j.concurrency_policy = 'allow'
            OR NOT EXISTS (SELECT 1 FROM runs_running_exclusive x WHERE x.job_id = b.job_id))),
@@ -674,12 +684,12 @@ RETURNING r.id, r.job_id, r.scheduled_for, r.attempt, r.trigger, r.epoch, r.star
           j.webhook_secret
 """
 # queued -> waiting (waited): the runs $1; their tokens are acknowledged and their tick locks
-# released, and their predecessor's end wakes them. Returns their jobs.
+# released, and their predecessor's end wakes them (waiting_for NULL: not a group's). Returns their jobs.
 RUNS_WAIT = """
 WITH locked AS MATERIALIZED (
     SELECT id, state, scheduled_for FROM runs WHERE id = ANY($1::bigint[]) AND finished_at IS NULL
     ORDER BY id FOR NO KEY UPDATE)
-UPDATE runs r SET state = 'waiting', pushed_epoch = NULL
+UPDATE runs r SET state = 'waiting', pushed_epoch = NULL, waiting_for = NULL
 FROM locked l WHERE r.id = l.id AND r.scheduled_for = l.scheduled_for AND l.state = 'queued'
 RETURNING r.id, r.job_id
 """
@@ -777,7 +787,8 @@ FROM unnest($2::bigint[]) AS f(job_id)
 JOIN jobs j ON j.id = f.job_id
 CROSS JOIN LATERAL (
     SELECT id, scheduled_for, attempt, due_at FROM runs
-    WHERE job_id = f.job_id AND state = 'waiting' ORDER BY job_id, scheduled_for, attempt LIMIT $3) w
+    WHERE job_id = f.job_id AND state = 'waiting' AND waiting_for IS NULL
+    ORDER BY job_id, scheduled_for, attempt LIMIT $3) w
 WHERE NOT EXISTS (SELECT 1 FROM runs_running_exclusive x WHERE x.job_id = f.job_id)
 """
 # New queued runs (retried, chained, and the API's triggered): one per row of the arrays $1 job,
@@ -801,10 +812,13 @@ FROM (SELECT 1 FROM runs WHERE state = 'queued'
     AND due_at < now() - make_interval(secs => $1) LIMIT $2) AS overdue
 """
 
-# Reaper (leader, fenced by EPOCH_GUARD): with who asked to cancel each run (cronos.lifecycle.lost).
+# Reaper (leader, fenced by EPOCH_GUARD): runs whose lease expired, with who asked to cancel each
+# (cronos.lifecycle.lost) and whether each holds a slot of its job's concurrency group (its end frees it).
 LOST_RUNS = """
 SELECT r.id, r.node_id, r.scheduled_for, r.attempt, j.kind, j.max_retries, j.retry_backoff_s,
-       (SELECT c.requested_by FROM run_cancels c WHERE c.run_id = r.id) AS cancel_by
+       (SELECT c.requested_by FROM run_cancels c WHERE c.run_id = r.id) AS cancel_by,
+       j.concurrency_group IS NOT NULL AND EXISTS (SELECT 1 FROM concurrency_group_slots s WHERE s.run_id = r.id)
+           AS holds_slot
 FROM runs r
 JOIN jobs j ON j.id = r.job_id
 WHERE r.state = 'running' AND r.lease_until < now()
@@ -821,7 +835,7 @@ SELECT w.id AS run_id, w.job_id, w.scheduled_for, w.attempt, w.due_at, w.earlier
        o.scheduled_for AS ahead_scheduled_for, o.attempt AS ahead_attempt, o.started_at AS ahead_started_at
 FROM (SELECT id, job_id, scheduled_for, attempt, due_at,
              row_number() OVER (PARTITION BY job_id ORDER BY scheduled_for, attempt) - 1 AS earlier
-      FROM runs WHERE state = 'waiting' ORDER BY job_id, scheduled_for, attempt LIMIT $1) w
+      FROM runs WHERE state = 'waiting' AND waiting_for IS NULL ORDER BY job_id, scheduled_for, attempt LIMIT $1) w
 JOIN jobs j ON j.id = w.job_id
 LEFT JOIN LATERAL (
     SELECT r.scheduled_for, r.attempt, r.started_at FROM runs r
@@ -1247,7 +1261,7 @@ TICK_CURSOR = "SELECT last_scheduled_for FROM jobs WHERE id = $1"
 # run is no tick). The bounds on scheduled_for prune the day partitions and walk the
 # (job_id, scheduled_for, attempt) unique index.
 TICK_RUNS = """
-SELECT id, scheduled_for, attempt, trigger, revision, state, started_at, skip_reason, due_at
+SELECT id, scheduled_for, attempt, trigger, revision, state, started_at, skip_reason, due_at, waiting_for
 FROM runs
 WHERE job_id = $1 AND scheduled_for > $2 AND scheduled_for <= $3
   AND trigger IN ('schedule', 'retry', 'backfill')
@@ -1267,7 +1281,7 @@ JOB_GET_KEY_SHARE = """
 SELECT id, name, cron_expression, timezone, kind, payload, timeout_s, max_retries, retry_backoff_s,
     concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, revision, last_scheduled_for,
     created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs, catchup_max_per_s,
-    expectations, every, anchor, calendars, paused_until, pause_note, labels, owner
+    expectations, every, anchor, calendars, paused_until, pause_note, labels, owner, concurrency_group
 FROM jobs
 WHERE id = $1 FOR KEY SHARE
 """
@@ -1401,3 +1415,115 @@ WHERE status = 'active' AND cron_expression IS NOT NULL AND run_at IS NULL
 GROUP BY cron_expression, timezone, jitter_s
 ORDER BY count(*) DESC, cron_expression, timezone, jitter_s
 """
+
+# --- concurrency groups (cronos.store.groups; migration 0036) -----------------------------------
+#
+# Only runs of jobs that name a group come here: the claim of a job without one (CLAIM_FREE) and
+# its finish read none of these tables. Every statement that grants slots runs after GROUPS_LOCK
+# in its transaction: the group rows' lock serializes the claims and finishes of a group, so two
+# executors cannot both take its last slot, and a finish sees every wait committed before it.
+
+# The groups $1, locked in name order: one claim or release of a group at a time (NO KEY: a job
+# naming the group meanwhile, whose foreign key check takes KEY SHARE, is not held up).
+GROUPS_LOCK = """
+SELECT name, run_limit FROM concurrency_groups WHERE name = ANY($1::text[]) ORDER BY name FOR NO KEY UPDATE
+"""
+# The groups of the slots the runs $1 hold, locked as GROUPS_LOCK does.
+GROUPS_LOCK_OF_RUNS = """
+SELECT name, run_limit FROM concurrency_groups
+WHERE name IN (SELECT group_name FROM concurrency_group_slots WHERE run_id = ANY($1::bigint[]))
+ORDER BY name FOR NO KEY UPDATE
+"""
+# What a group's allotment (cronos.lifecycle.allot) is decided on, read after GROUPS_LOCK: for each
+# group of $1, its slots held (their runs queued or running: a run ended by any path holds none),
+# and its first $2 waiting runs in tick order; and which of the runs $3 hold a slot already (woken
+# with one).
+GROUP_FACTS = """
+SELECT 'held' AS kind, s.group_name, count(*)::integer AS held, NULL::bigint AS run_id, NULL::bigint AS job_id,
+       NULL::timestamptz AS scheduled_for
+FROM concurrency_group_slots s
+WHERE s.group_name = ANY($1::text[])
+  AND EXISTS (SELECT 1 FROM runs r WHERE r.id = s.run_id AND r.finished_at IS NULL AND r.state IN ('queued', 'running'))
+GROUP BY s.group_name
+UNION ALL
+SELECT 'waiter', g.name, NULL, w.id, w.job_id, w.scheduled_for
+FROM unnest($1::text[]) AS g(name)
+CROSS JOIN LATERAL (SELECT id, job_id, scheduled_for FROM runs WHERE state = 'waiting' AND waiting_for = g.name
+                    ORDER BY waiting_for, scheduled_for, id LIMIT $2) w
+UNION ALL
+SELECT 'holder', s.group_name, NULL, s.run_id, s.job_id, s.scheduled_for
+FROM concurrency_group_slots s WHERE s.run_id = ANY($3::bigint[])
+"""
+# Slots taken: one per row of $1 run, $2 group, $3 job, $4 tick (under GROUPS_LOCK).
+SLOTS_TAKE = """
+INSERT INTO concurrency_group_slots (run_id, group_name, job_id, scheduled_for)
+SELECT * FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::timestamptz[])
+ON CONFLICT (run_id) DO NOTHING
+"""
+# The slots of the runs $1 freed (under GROUPS_LOCK_OF_RUNS), each only once its run is neither queued
+# nor running (a finish in this transaction ended it; a claim refused a run another executor claimed
+# meanwhile: that one keeps its slot); returns their groups.
+SLOTS_RELEASE = """
+DELETE FROM concurrency_group_slots s
+WHERE s.run_id = ANY($1::bigint[])
+  AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.id = s.run_id AND r.finished_at IS NULL
+                  AND r.state IN ('queued', 'running'))
+RETURNING group_name
+"""
+# The leader's sweep: slots whose run ended without freeing them (replaced, expired, cancelled,
+# deleted) are deleted; and the groups runs wait for. Both read little: the slots table holds a
+# group's limit of rows, and the waiting runs of groups have their own partial index.
+SLOTS_ORPHANED = """
+DELETE FROM concurrency_group_slots s
+WHERE NOT EXISTS (SELECT 1 FROM runs r WHERE r.id = s.run_id AND r.finished_at IS NULL
+                  AND r.state IN ('queued', 'running'))
+RETURNING group_name
+"""
+GROUPS_WAITED_FOR = "SELECT DISTINCT waiting_for FROM runs WHERE state = 'waiting' AND waiting_for IS NOT NULL"
+# queued -> waiting (waited) for a group: the runs $1, each waiting for the group $2 names.
+RUNS_WAIT_GROUP = """
+WITH locked AS MATERIALIZED (
+    SELECT id, state, scheduled_for FROM runs WHERE id = ANY($1::bigint[]) AND finished_at IS NULL
+    ORDER BY id FOR NO KEY UPDATE)
+UPDATE runs r SET state = 'waiting', pushed_epoch = NULL, waiting_for = c.grp
+FROM locked l, unnest($1::bigint[], $2::text[]) AS c(id, grp)
+WHERE r.id = l.id AND r.scheduled_for = l.scheduled_for AND l.state = 'queued' AND c.id = l.id
+RETURNING r.id, r.job_id
+"""
+# The API's view and edits of groups (cronos.store.group_admin). A group with the slots held (by
+# runs queued or running), the runs waiting for it and the jobs naming it; $1 one name or NULL: all.
+GROUPS_LIST = """
+SELECT g.name, g.run_limit, g.created_at, g.updated_at,
+       (SELECT count(*) FROM concurrency_group_slots s WHERE s.group_name = g.name
+          AND EXISTS (SELECT 1 FROM runs r WHERE r.id = s.run_id AND r.finished_at IS NULL
+                      AND r.state IN ('queued', 'running')))::integer AS holding,
+       (SELECT count(*) FROM runs w WHERE w.state = 'waiting' AND w.waiting_for = g.name)::integer AS waiting,
+       (SELECT count(*) FROM jobs j WHERE j.concurrency_group = g.name)::integer AS jobs
+FROM concurrency_groups g WHERE $1::text IS NULL OR g.name = $1
+ORDER BY g.name
+"""
+# A group's holders: runs with a slot (running, or woken with one and about to start), tick order.
+GROUP_HOLDERS = """
+SELECT s.run_id, s.job_id, j.name AS job_name, s.scheduled_for, r.state, r.started_at, r.node_id, s.granted_at
+FROM concurrency_group_slots s
+JOIN runs r ON r.id = s.run_id AND r.finished_at IS NULL AND r.state IN ('queued', 'running')
+JOIN jobs j ON j.id = s.job_id
+WHERE s.group_name = $1
+ORDER BY s.scheduled_for, s.run_id
+"""
+# A group's first $2 waiting runs, in the order they get slots.
+GROUP_WAITERS = """
+SELECT w.id AS run_id, w.job_id, j.name AS job_name, w.scheduled_for, w.due_at
+FROM runs w JOIN jobs j ON j.id = w.job_id
+WHERE w.state = 'waiting' AND w.waiting_for = $1
+ORDER BY w.waiting_for, w.scheduled_for, w.id LIMIT $2
+"""
+GROUP_JOBS = "SELECT id, name FROM jobs WHERE concurrency_group = $1 ORDER BY id LIMIT $2"
+# Create the group $1 with the limit $2, or set its limit; `created` tells which.
+GROUP_PUT = """
+INSERT INTO concurrency_groups AS g (name, run_limit) VALUES ($1, $2)
+ON CONFLICT (name) DO UPDATE SET run_limit = excluded.run_limit,
+    updated_at = CASE WHEN g.run_limit = excluded.run_limit THEN g.updated_at ELSE now() END
+RETURNING name, run_limit, created_at, updated_at, xmax = 0 AS created
+"""
+GROUP_DELETE = "DELETE FROM concurrency_groups WHERE name = $1 RETURNING name"

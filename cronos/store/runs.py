@@ -20,7 +20,7 @@ import msgspec
 from cronos import lifecycle, metrics
 from cronos.clock import DbClock
 from cronos.models import SKIP_EXPIRED
-from cronos.store import claims, finishes, waiters
+from cronos.store import claims, finishes, groups, waiters
 from cronos.store import queries as q
 from cronos.store.claims import SKIP_REASONS, Claim, ClaimedRun, ClaimRequest, Refused
 from cronos.store.db import ping, retry_contention, sync_clock, translate_errors
@@ -142,6 +142,7 @@ class RunStore:
         """Leader only, fenced: decide every waiting run again (cronos.store.waiters)."""
         async with fenced(self._pool, epoch) as conn:
             result = await waiters.sweep(conn, seen_stranded)
+            result.woken += await groups.sweep(conn)
         if result.skipped or result.woken:
             log.info(
                 "waiting runs swept",
@@ -161,6 +162,7 @@ class RunStore:
             if retried
             else None,
             scheduled_for=row["scheduled_for"],
+            holds_slot=row["holds_slot"],
         )
 
     async def reap(self, epoch: int, *, limit: int = 1000) -> ReapResult:
@@ -173,6 +175,8 @@ class RunStore:
             outcomes = [self._lost(r) for r in lost]
             finished = await finishes.finish(conn, outcomes, window([o.scheduled_for for o in outcomes]))
             expired = await conn.fetch(q.EXPIRE_PENDING, limit, SKIP_EXPIRED)
+            if expired:  # a run woken with a group's slot that expired frees it
+                await groups.release(conn, [r["id"] for r in expired])
         for r, outcome in zip(lost, outcomes, strict=True):
             if r["id"] in finished.written:
                 metrics.RUNS.labels(state=outcome.state, kind=r["kind"]).inc()

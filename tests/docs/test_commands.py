@@ -144,6 +144,15 @@ def _labelled(url: str) -> None:
     block_until(lambda: _ran(url, web[0]["id"]), timeout=30, what="the bulk-triggered run of cache-warm")
 
 
+def _grouped(url: str) -> None:
+    """docs/concurrency-groups.md: the group's limit was raised, its jobs' runs waited for it and ran."""
+    group = _get(f"{url}/api/concurrency-groups/warehouse")
+    assert group["limit"] == 3 and group["jobs"] == 3, group
+    runs = _get(f"{url}/api/jobs/3/runs?limit=50")["items"]
+    waited = [_get(f"{url}/api/runs/{run['id']}") for run in runs if run["state"] == "completed"]
+    assert any(run["waiting_for"] == "warehouse" for run in waited), runs
+
+
 def _intervals_ran(url: str) -> None:
     """docs/intervals.md: the heartbeat's scheduled runs fell on its 2 s ticks, then on its 3 s ones."""
     runs = [run for run in _get(f"{url}/api/jobs/1/runs")["items"] if run["trigger"] == "schedule"]
@@ -161,6 +170,7 @@ AFTERWARDS: dict[str, Callable[[str], None]] = {
     "docs/calendars.md": _calendars,
     "docs/backfill.md": _backfilled,
     "docs/labels.md": _labelled,
+    "docs/concurrency-groups.md": _grouped,
     "docs/intervals.md": _intervals_ran,
 }
 

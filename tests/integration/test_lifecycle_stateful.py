@@ -458,7 +458,10 @@ ROWS = (
 JOBS = "SELECT id, status, last_scheduled_for, revision FROM jobs ORDER BY id"
 EXCLUSIVE = "SELECT job_id, run_id FROM runs_running_exclusive"
 # CASCADE: the tables that refer to jobs (job_events, notification deliveries, ...) are emptied too.
-RESET = "TRUNCATE runs, runs_running_exclusive, run_cancels, jobs, job_revisions, audit_log CASCADE"
+RESET = (
+    "TRUNCATE runs, runs_running_exclusive, run_cancels, jobs, job_revisions, audit_log, concurrency_group_slots"
+    " CASCADE"
+)
 CANCELLER = "sm"  # the API caller that cancels in the machine
 INSERT_JOB = (
     "INSERT INTO jobs (name, cron_expression, kind, payload, timeout_s, max_retries, retry_backoff_s,"

@@ -5,6 +5,7 @@
 import { ApiError, get, patch, post, query } from "../api.js";
 import { changedFields, parseIds, parseLabels, parseNumber } from "../edits.js";
 import { flash } from "../feedback.js";
+import { groupField } from "./groups.js";
 import { flashSaved } from "./warnings.js";
 import { h, local, replace, utc } from "../dom.js";
 import { calendarsText, parseCalendars } from "./calendars.js";
@@ -97,6 +98,8 @@ export async function formPage(main, [id]) {
     misfire_policy: select("misfire_policy", value("misfire_policy", "run_once")),
     status: select("status", value("status", "active"), "job-status"), // the page's own #status is the flash line
     queue: text("queue", value("queue", "default"), { required: true, maxlength: 64, pattern: "[A-Za-z0-9_\\-]+" }),
+    concurrency_group: text("concurrency_group", value("concurrency_group", null) ?? "",
+      { maxlength: 64, pattern: "[A-Za-z0-9_.\\-]+", placeholder: "none" }),
     parents: text("parents", value("parents", []).join(", "), { placeholder: "e.g. 12, 40", inputmode: "numeric" }),
     calendars: text("calendars", calendarsText(value("calendars", [])), { placeholder: "e.g. holidays, weekdays:allow" }),
     labels: text("labels", Object.entries(value("labels", {})).map(([k, v]) => `${k}=${v}`).join(", "),
@@ -225,7 +228,8 @@ export async function formPage(main, [id]) {
         NUMBERS.map(([name, label, , , hint]) => field(name, label, controls[name], hint)),
         field("concurrency_policy", "Overlap (concurrency)", controls.concurrency_policy),
         field("misfire_policy", "Misfire", controls.misfire_policy),
-        field("queue", "Queue", controls.queue, "Executors started with --queue NAME run it."))),
+        field("queue", "Queue", controls.queue, "Executors started with --queue NAME run it."),
+        groupField(controls.concurrency_group))),
     h("details", { id: "window", open }, h("summary", {}, "Window, limits and parents"),
       h("div", { class: "form-grid" },
         INSTANTS.map(([name, label, hint]) => field(name, label, controls[name], hint)),
@@ -271,6 +275,7 @@ export async function formPage(main, [id]) {
     for (const name of ["name", "timezone", "kind", "status", "concurrency_policy", "misfire_policy", "queue"]) {
       body[name] = controls[name].value;
     }
+    body.concurrency_group = controls.concurrency_group.value.trim() || null;
     body.cron_expression = oneOff() || interval() ? null : controls.cron_expression.value;
     intervalBody(body, interval(), controls);
     body.run_at = oneOff() ? controls.run_at.value.trim() || null : null;

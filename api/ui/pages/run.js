@@ -2,6 +2,7 @@
 import { get } from "../api.js";
 import { badge, fields, h, ms, replace, utc } from "../dom.js";
 import { runsTable, startDelay } from "./job.js";
+import { groupRow } from "./groups.js";
 import { cancelButton } from "./run_cancel.js";
 import { retryButton } from "./run_retry.js";
 
@@ -29,6 +30,7 @@ export async function runPage(main, [id], alive) {
         ["Node", run.node_id ?? "–"],
         ["Epoch", run.epoch ?? "–"],
         ["Skip reason", run.skip_reason ?? "–"],
+        ...groupRow(run),
       ]),
       run.inputs ? h("section", { "aria-labelledby": "inputs-h" }, h("h2", { id: "inputs-h" }, "Inputs (overrides of this run)"),
         h("pre", { class: "payload", id: "inputs", tabindex: "0" }, JSON.stringify(run.inputs, null, 2))) : null,
