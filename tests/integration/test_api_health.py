@@ -158,8 +158,9 @@ async def test_openapi_describes_every_route_body_and_error(settings: Settings) 
     assert "application/problem+json" in create["responses"]["422"]["content"]
     schemas = doc["components"]["schemas"]
     assert {"JobCreate", "JobPatch", "JobOut", "RunOut", "Problem", "Health", "ClusterOut"} <= set(schemas)
-    assert schemas["JobCreate"]["required"] == ["name", "payload"]  # and a schedule: one of these two
-    assert [v["required"] for v in schemas["JobCreate"]["allOf"][0]["oneOf"]] == [["cron_expression"], ["run_at"]]
+    assert schemas["JobCreate"]["required"] == ["name", "payload"]  # and a schedule: one of these three
+    shapes = [v["required"] for v in schemas["JobCreate"]["allOf"][0]["oneOf"]]
+    assert shapes == [["cron_expression"], ["run_at"], ["every"]], shapes
     assert schemas["JobCreate"]["properties"]["name"]["maxLength"] == 200
     assert doc["paths"]["/health"]["get"]["responses"]["503"]["content"]
 

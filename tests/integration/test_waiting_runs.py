@@ -89,7 +89,10 @@ async def test_waiting_runs_cost_nothing_and_vanish_with_their_job(
         outcomes = dict(executor.counts)
         after = await xact_per_s(pg_pool, WINDOW_S)
         assert executor.counts == outcomes, "no token of the deleted job is claimed again"
-        assert after - idle < WAITING_XACT_BOUND / 5, f"{after:.0f} xact/s after the delete (idle {idle:.0f})"
+        # The leader's idle loops (outbox, health, notifier, timed pauses, group sweep: ~30 xact/s with
+        # the pool's reset statements) jitter by ~10 xact/s between two 3 s windows; the polling this
+        # guards against cost 182-334 xact/s and went on after the delete.
+        assert after - idle < WAITING_XACT_BOUND / 2, f"{after:.0f} xact/s after the delete (idle {idle:.0f})"
         assert await _count(pg_pool, job) == 0
     print(f"xact/s: idle {idle:.1f}, runs waiting {waiting:.1f}, after the delete {after:.1f}")
 
