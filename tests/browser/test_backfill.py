@@ -29,7 +29,8 @@ def test_backfill_dialog_dry_run_then_queue(browser: Any, stack: Stack) -> None:
     job = call(stack, "POST", "/api/jobs", {"name": "backfilled", "cron_expression": "* * * * * *",
                                             "status": "paused", "payload": {"action": "browser.echo"}})  # fmt: skip
     created = datetime.fromisoformat(job["created_at"])
-    past = created + timedelta(seconds=2.2)  # two ticks pass while it is paused
+    # Two whole ticks pass while it is paused, before the dialog's `to` (now, cut to the second).
+    past = created + timedelta(seconds=3.2)
     wait(driver, lambda _d: datetime.now(UTC) > past, what="two ticks to pass")
     go(driver, stack, f"#/jobs/{job['id']}")
     wait(driver, lambda d: find(d, "#backfill"), what="the job page").click()
