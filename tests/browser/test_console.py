@@ -313,6 +313,8 @@ def test_the_keyboard_reaches_a_job_and_its_actions(browser: Any, stack: Stack) 
     find(driver, "#search").click()
     driver.switch_to.active_element.send_keys(Keys.TAB)  # the status filter
     assert driver.switch_to.active_element.get_attribute("id") == "status-filter"
+    driver.switch_to.active_element.send_keys(Keys.TAB)  # the label selector
+    assert driver.switch_to.active_element.get_attribute("id") == "label-filter"
     driver.switch_to.active_element.send_keys(Keys.TAB)  # the first job's link
     assert driver.switch_to.active_element.text == "nightly-every-second"
     driver.switch_to.active_element.send_keys(Keys.ENTER)
