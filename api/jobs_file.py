@@ -15,8 +15,10 @@ from aiohttp import web
 from api.openapi import kind_variants
 from api.routing import Route
 from api.schemas import JobCreate
+from api.schemas_rules import CalendarIn
 from cronos.models import GROUP_PATTERN, ManagedBy
 from cronos.payloads import PAYLOAD_TYPES
+from cronos.rules import NAME_PATTERN
 
 PATH = "/api/jobs-file.schema.json"
 _DEFS = "#/$defs/{name}"
@@ -35,7 +37,7 @@ _GROUPS = {
 
 def jobs_file_schema() -> dict[str, Any]:
     """A top-level `jobs:` list of job create bodies (without what apply sets itself)."""
-    types: list[type[Any]] = [JobCreate, *PAYLOAD_TYPES.values()]
+    types: list[type[Any]] = [JobCreate, *PAYLOAD_TYPES.values(), CalendarIn]
     refs, defs = msgspec.json.schema_components(types, ref_template=_DEFS)
     kind_variants(defs, dict(zip(types, refs, strict=True)), ref=_DEFS)
     job = defs["JobCreate"]
@@ -52,7 +54,17 @@ def jobs_file_schema() -> dict[str, Any]:
         "title": "Cronos jobs file",
         "description": "`cronos apply -f FILE|DIR` makes the cluster's jobs match the file(s).",
         "type": "object",
-        "properties": {"jobs": {"type": "array", "items": refs[0]}, "concurrency_groups": _GROUPS},
+        "properties": {
+            "jobs": {"type": "array", "items": refs[0]},
+            "concurrency_groups": _GROUPS,
+            # `calendars: {name: days}`: created or replaced before the jobs (cronos.client.apply_groups).
+            "calendars": {
+                "type": "object",
+                "description": "calendars the jobs name, each its days (as PUT /api/calendars/{name})",
+                "propertyNames": {"pattern": NAME_PATTERN},
+                "additionalProperties": refs[-1],
+            },
+        },
         "required": ["jobs"],
         "additionalProperties": False,
         "$defs": defs,

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from cronos import selectors
 from cronos.client.api_client import ApiClient, ApiError
 from cronos.client.apply import Action, Step, describe, plan, scoped, strays, summary
-from cronos.client.apply_groups import apply_groups
+from cronos.client.apply_groups import apply_named
 from cronos.client.apply_lint import schedule_notes
 from cronos.client.jobs_cli import client
 from cronos.client.jobs_file import ApplyInvalid, desired_jobs, parse
@@ -97,7 +97,7 @@ def run_apply(args: argparse.Namespace, settings: Settings) -> int:
     current: list[Mapping[str, Any]] = list(api.pages("/api/jobs"))
     if args.selector is not None:
         desired, current = scoped(selectors.parse(args.selector), desired, current)
-    for line in apply_groups(api, documents, dry_run=args.dry_run):  # before the jobs that name them
+    for line in apply_named(api, documents, dry_run=args.dry_run):  # before the jobs that name them
         print(line)
     actions = plan(desired, current, prune=args.prune, salt=os.urandom(16))
     by_name = {job["name"]: job for job in current}

@@ -167,3 +167,45 @@ def test_apply_refusals_name_the_file_the_job_and_the_field(tmp_path: Path, data
         assert set(_jobs(url)) == {"ok"}  # what came before stays; applying again finishes
         one_line_error(cli(tmp_path, url, "apply", "-f", str(tmp_path / "none.yaml")), "no such file or folder")
     one_line_error(cli(tmp_path, url, "apply", "-f", str(bad), "--dry-run"), "cannot reach the API")
+
+
+SHARED = """\
+concurrency_groups:
+  warehouse: 2
+calendars:
+  holidays:
+    timezone: Europe/Paris
+    dates: [2026-12-25, 2027-01-01]
+    weekdays: [sat, sun]
+jobs:
+  - name: load-orders
+    cron_expression: "0 3 * * *"
+    concurrency_group: warehouse
+    calendars: [{name: holidays}]
+    payload: {action: load}
+"""
+
+
+async def test_apply_declares_the_groups_and_calendars_its_jobs_name(
+    tmp_path: Path, database_url: str, key_prefix: str
+) -> None:
+    jobs = tmp_path / "shared.yaml"
+    jobs.write_text(SHARED)
+    with api_process(tmp_path, database_url, key_prefix) as url:
+        planned = ok(cli(tmp_path, url, "apply", "-f", str(jobs), "--dry-run")).splitlines()
+        assert planned[:2] == [
+            "create     concurrency group warehouse: limit 2",
+            "create     calendar holidays: 2 dates, 0 ranges, 2 weekdays in Europe/Paris",
+        ], planned
+        assert get(url, "/api/calendars")["items"] == []  # a dry run writes nothing
+        ok(cli(tmp_path, url, "apply", "-f", str(jobs)))
+        (calendar,) = get(url, "/api/calendars")["items"]
+        assert calendar["dates"] == ["2026-12-25", "2027-01-01"] and calendar["timezone"] == "Europe/Paris"
+        job = _jobs(url)["load-orders"]
+        assert job["concurrency_group"] == "warehouse" and job["calendars"][0]["name"] == "holidays"
+        again = ok(cli(tmp_path, url, "apply", "-f", str(jobs))).splitlines()
+        assert "unchanged  calendar holidays: 2 dates, 0 ranges, 2 weekdays in Europe/Paris" in again, again
+        jobs.write_text(SHARED.replace("[sat, sun]", "[sun]"))
+        changed = ok(cli(tmp_path, url, "apply", "-f", str(jobs))).splitlines()
+        assert "update     calendar holidays: 2 dates, 0 ranges, 1 weekdays in Europe/Paris" in changed, changed
+        assert get(url, "/api/calendars")["items"][0]["weekdays"] == ["sun"]
