@@ -34,7 +34,7 @@ async def api(settings: Settings) -> AsyncIterator[Api]:
 
 
 async def _dry_run(api: Api, settings: Settings, path: Path, capsys: pytest.CaptureFixture[str]) -> str:
-    args = argparse.Namespace(files=[str(path)], dry_run=True, prune=False)
+    args = argparse.Namespace(files=[str(path)], dry_run=True, prune=False, selector=None)
     client = msgspec.structs.replace(settings, api_url=api.base)
     assert await asyncio.to_thread(run_apply, args, client) == 0
     return capsys.readouterr().out
