@@ -136,7 +136,10 @@ class Dispatcher:
             pool = await connect(
                 self.settings.database_url,
                 min_size=0,  # no background "restore the floor" reconnects (and tracebacks) while PostgreSQL is down
-                max_size=4,
+                # One connection at a time per loop of a term (ticks, outbox, reaper, watchdog, auditor,
+                # health, notifier, timed pauses, group sweep): on a slow link each holds its
+                # connection longer, and the tick write must not queue behind the side loops.
+                max_size=12,
                 timeout=max(db_timeout_s, 1.0),
                 server_settings={
                     "idle_in_transaction_session_timeout": str(ttl_ms),
