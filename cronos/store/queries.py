@@ -247,7 +247,6 @@ RUN_CANCEL_OF = "SELECT requested_by FROM run_cancels WHERE run_id = $1"  # who 
 
 # --- all runs (API, read only; cronos.store.run_views) and "retry this run" (cronos.store.reruns) ---
 
-
 # GET /api/runs: newest run first (by id, the order runs entered the ledger), a page from a scan of
 # at most $4 index entries below the cursor $1, so a filter that matches rarely costs no more than
 # one that matches every run: the page is then short, and the caller goes on from the last entry
@@ -259,16 +258,14 @@ RUN_CANCEL_OF = "SELECT requested_by FROM run_cancels WHERE run_id = $1"  # who 
 # trigger, $9 queue (each NULL: any). $10 the page size. The scan is read lazily: a page that
 # fills stops it there; a short one reads it to its end, and its last row comes after the hits
 # (`scan_end`, with how many entries the scan read).
-def _runs_page(scan: str, order: str) -> str:
-    """A GET /api/runs statement: the scan of its index (`scan`: its own WHERE terms), then the filters."""
-    return f"""
+RUNS_PAGE = """
 WITH scanned AS MATERIALIZED (
     SELECT id, job_id, scheduled_for, attempt, trigger, revision, state, due_at, node_id, epoch, started_at,
         finished_at, lease_until, duration_ms, error, skip_reason, created_at, parent_run_id
     FROM runs
-    WHERE {scan}id < $1 AND scheduled_for >= coalesce($2::timestamptz, '-infinity')
+    WHERE id < $1 AND scheduled_for >= coalesce($2::timestamptz, '-infinity')
       AND scheduled_for < coalesce($3::timestamptz, 'infinity')
-    ORDER BY {order}
+    ORDER BY id DESC
     LIMIT $4),
 hits AS (
     SELECT * FROM scanned
@@ -282,14 +279,71 @@ UNION ALL
 (SELECT true, count(*) OVER (), * FROM scanned ORDER BY id LIMIT 1)
 LIMIT $10
 """
-
-
-_UNHAPPY = "state IN ('failed', 'skipped', 'cancelled') AND "  # the partial indexes' predicate
-RUNS_PAGE = _runs_page("", "id DESC")
-RUNS_PAGE_OF_JOB = _runs_page("job_id = $11 AND ", "job_id, id DESC")
-RUNS_PAGE_UNHAPPY = _runs_page(_UNHAPPY, "id DESC")
-RUNS_PAGE_UNHAPPY_OF_JOB = _runs_page(_UNHAPPY + "job_id = $11 AND ", "job_id, id DESC")
-
+RUNS_PAGE_OF_JOB = """
+WITH scanned AS MATERIALIZED (
+    SELECT id, job_id, scheduled_for, attempt, trigger, revision, state, due_at, node_id, epoch, started_at,
+        finished_at, lease_until, duration_ms, error, skip_reason, created_at, parent_run_id
+    FROM runs
+    WHERE job_id = $11 AND id < $1 AND scheduled_for >= coalesce($2::timestamptz, '-infinity')
+      AND scheduled_for < coalesce($3::timestamptz, 'infinity')
+    ORDER BY job_id, id DESC
+    LIMIT $4),
+hits AS (
+    SELECT * FROM scanned
+    WHERE ($5::text[] IS NULL OR state = ANY($5::text[])) AND ($6::text IS NULL OR trigger = $6)
+      AND scheduled_for >= coalesce($7::timestamptz, '-infinity') AND scheduled_for < coalesce($8::timestamptz,
+          'infinity')
+      AND ($9::text IS NULL OR job_id IN (SELECT j.id FROM jobs j WHERE j.queue = $9))
+    LIMIT $10)
+SELECT false AS scan_end, NULL::bigint AS scanned, * FROM hits
+UNION ALL
+(SELECT true, count(*) OVER (), * FROM scanned ORDER BY id LIMIT 1)
+LIMIT $10
+"""
+RUNS_PAGE_UNHAPPY = """
+WITH scanned AS MATERIALIZED (
+    SELECT id, job_id, scheduled_for, attempt, trigger, revision, state, due_at, node_id, epoch, started_at,
+        finished_at, lease_until, duration_ms, error, skip_reason, created_at, parent_run_id
+    FROM runs
+    WHERE state IN ('failed', 'skipped', 'cancelled') AND id < $1
+      AND scheduled_for >= coalesce($2::timestamptz, '-infinity') AND scheduled_for < coalesce($3::timestamptz,
+          'infinity')
+    ORDER BY id DESC
+    LIMIT $4),
+hits AS (
+    SELECT * FROM scanned
+    WHERE ($5::text[] IS NULL OR state = ANY($5::text[])) AND ($6::text IS NULL OR trigger = $6)
+      AND scheduled_for >= coalesce($7::timestamptz, '-infinity') AND scheduled_for < coalesce($8::timestamptz,
+          'infinity')
+      AND ($9::text IS NULL OR job_id IN (SELECT j.id FROM jobs j WHERE j.queue = $9))
+    LIMIT $10)
+SELECT false AS scan_end, NULL::bigint AS scanned, * FROM hits
+UNION ALL
+(SELECT true, count(*) OVER (), * FROM scanned ORDER BY id LIMIT 1)
+LIMIT $10
+"""
+RUNS_PAGE_UNHAPPY_OF_JOB = """
+WITH scanned AS MATERIALIZED (
+    SELECT id, job_id, scheduled_for, attempt, trigger, revision, state, due_at, node_id, epoch, started_at,
+        finished_at, lease_until, duration_ms, error, skip_reason, created_at, parent_run_id
+    FROM runs
+    WHERE state IN ('failed', 'skipped', 'cancelled') AND job_id = $11 AND id < $1
+      AND scheduled_for >= coalesce($2::timestamptz, '-infinity') AND scheduled_for < coalesce($3::timestamptz,
+          'infinity')
+    ORDER BY job_id, id DESC
+    LIMIT $4),
+hits AS (
+    SELECT * FROM scanned
+    WHERE ($5::text[] IS NULL OR state = ANY($5::text[])) AND ($6::text IS NULL OR trigger = $6)
+      AND scheduled_for >= coalesce($7::timestamptz, '-infinity') AND scheduled_for < coalesce($8::timestamptz,
+          'infinity')
+      AND ($9::text IS NULL OR job_id IN (SELECT j.id FROM jobs j WHERE j.queue = $9))
+    LIMIT $10)
+SELECT false AS scan_end, NULL::bigint AS scanned, * FROM hits
+UNION ALL
+(SELECT true, count(*) OVER (), * FROM scanned ORDER BY id LIMIT 1)
+LIMIT $10
+"""
 # The facts of a retry by hand (cronos.lifecycle.rerun): run $1, its job's kind, its tick's newest
 # attempt and an attempt of the tick still unfinished (looked up by tick identity: its day only).
 RERUN_FACTS = """
