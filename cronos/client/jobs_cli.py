@@ -41,16 +41,6 @@ def _number(raw: str) -> float | int:
     return number
 
 
-def _json_object(raw: str) -> dict[str, Any]:
-    try:
-        value = msgspec.json.decode(raw)
-    except msgspec.DecodeError as exc:
-        raise argparse.ArgumentTypeError(f"not JSON: {exc}") from None
-    if not isinstance(value, dict):
-        raise argparse.ArgumentTypeError("must be a JSON object")
-    return value
-
-
 def _id_list(raw: str) -> list[int]:
     """`3,5` -> [3, 5]; `` (empty) -> [] (no parents)."""
     parts = [p.strip() for p in raw.split(",") if p.strip()]
@@ -71,7 +61,7 @@ def _field_options() -> dict[str, dict[str, Any]]:
         if isinstance(kind, msgspec.inspect.UnionType):  # an optional field: typed as its value
             kind = next(t for t in kind.types if not isinstance(t, msgspec.inspect.NoneType))
         if field.name == "payload" or isinstance(kind, msgspec.inspect.StructType):  # payload, expectations
-            options[field.name] = {"type": _json_object, "help": f"the job's `{field.name}`: a JSON object"}
+            options[field.name] = {"type": trigger_cli.json_object, "help": f"the job's `{field.name}`: a JSON object"}
         elif field.name == "calendars":
             help_ = "calendars it names: NAME (exclude its days) or NAME:allow (only its days), comma-separated"
             options[field.name] = {"type": calendars_cli.calendar_refs, "help": help_}

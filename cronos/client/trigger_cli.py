@@ -26,7 +26,8 @@ def _assignment(raw: str) -> tuple[list[str], Any]:
     return keys, value
 
 
-def _object(raw: str) -> dict[str, Any]:
+def json_object(raw: str) -> dict[str, Any]:
+    """An argparse type: a JSON object (the trigger's --payload, and jobs create/update's)."""
     try:
         value = msgspec.json.decode(raw)
     except msgspec.DecodeError as exc:
@@ -53,7 +54,7 @@ def add_options(parser: argparse.ArgumentParser) -> None:
         "JSON when it parses, else text; null removes the field); repeatable",
     )  # fmt: skip
     parser.add_argument(
-        "--payload", type=_object, metavar="JSON",
+        "--payload", type=json_object, metavar="JSON",
         help="payload overrides as a JSON object, merged over the job's payload (a JSON Merge Patch); then --set",
     )  # fmt: skip
     parser.add_argument(
