@@ -85,7 +85,22 @@ class Executor:
         settings = self.settings
         shell.prepare(settings)  # non-dumpable; a warning when shell jobs would run as root
         keys = Keys(settings.key_prefix)
-        pool = await self._until_up("postgresql", lambda: connect(settings.database_url, min_size=1, max_size=6))
+        # A transaction left open by an executor cut from PostgreSQL mid-statement would keep its
+        # row locks (a job's G3 row, the chain lock) and stall every other executor's claims and
+        # heartbeats behind them; PostgreSQL ends it after a lease, when its runs are reaped anyway.
+        in_transaction_ms = str(int(max(settings.run_lease_s, 1.0) * 1000))
+        pool = await self._until_up(
+            "postgresql",
+            lambda: connect(
+                settings.database_url,
+                min_size=1,
+                max_size=6,
+                server_settings={
+                    "idle_in_transaction_session_timeout": in_transaction_ms,
+                    "application_name": "cronos-executor",
+                },
+            ),
+        )
         self._stack.push_async_callback(pool.close)
         client = self._redis = redis_client.connect(settings.redis_url)
         self._stack.push_async_callback(client.aclose)

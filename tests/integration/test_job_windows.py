@@ -235,5 +235,10 @@ def _late(stack: Stack, path: str, before: datetime) -> list[float]:
 
 
 def _rate(arrivals: list[float]) -> float:
-    """Deliveries a second, first to last arrival."""
-    return (len(arrivals) - 1) / max(arrivals[-1] - arrivals[0], 1e-6)
+    """Deliveries a second: the least-squares slope of the arrivals against their rank, so that one
+    late first or last delivery (a busy box) does not move the figure as a first-to-last span does."""
+    n = len(arrivals)
+    mean_rank, mean_at = (n - 1) / 2, sum(arrivals) / n
+    spread = sum((i - mean_rank) ** 2 for i in range(n))
+    seconds_per_delivery = sum((i - mean_rank) * (at - mean_at) for i, at in enumerate(arrivals)) / spread
+    return 1 / max(seconds_per_delivery, 1e-6)
