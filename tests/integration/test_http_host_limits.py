@@ -130,6 +130,27 @@ async def test_a_jobs_own_host_limit_is_honoured(
     assert slow.most == 3 and slow.served == 12
 
 
+async def test_a_redirect_is_counted_at_the_host_it_leads_to(
+    harness: Harness, settings: Settings, start: Callable[..., Awaitable[Receiver]]
+) -> None:
+    target = await start("127.0.0.1", delay_s=0.1)
+
+    async def moved(request: web.Request) -> web.StreamResponse:
+        raise web.HTTPFound(target.url)
+
+    runner, port = await serve(moved, "127.0.0.2")
+    try:
+        url = f"http://127.0.0.2:{port}/old"
+        jobs = [await harness.job(kind="http", payload={"url": url, "follow_redirects": True}) for _ in range(8)]
+        for job in jobs:
+            await harness.queue(job)
+        async with Executor(limited(settings, "127.0.0.1=2, 127.0.0.2=0")) as ex:
+            assert await ex.run_once() == {"completed": 8}
+    finally:
+        await runner.cleanup()
+    assert target.most == 2 and target.served == 8
+
+
 async def test_a_run_whose_timeout_comes_while_it_waits_fails_naming_the_host(
     harness: Harness, settings: Settings, start: Callable[..., Awaitable[Receiver]]
 ) -> None:

@@ -185,7 +185,9 @@ async def test_a_cancel_ends_the_wait_at_once() -> None:
     requests.send("cancelled", cancellation=cancellation)
     await requests.until_waiting(KEY_A, 1)
     cancellation.set("cancelled by ops")
-    with pytest.raises(HostWaitEnded, match="cancelled while waiting for a connection slot to host https://a.exa"):
+    with pytest.raises(
+        HostWaitEnded, match=r"cancelled while waiting for a connection slot to host https://a\.example:443"
+    ):
         await asyncio.wait_for(requests.tasks["cancelled"], 5)
     assert requests.limiter.waiting(KEY_A) == 0
     requests.release["1"].set()
