@@ -82,9 +82,12 @@ def guarded_socket_factory(allow: Sequence[str]) -> Callable[[Any], socket.socke
     return make
 
 
-def guarded_session(allow: Sequence[str]) -> aiohttp.ClientSession:
-    """A ClientSession for http runs (call inside the running loop; close it when done)."""
-    connector = aiohttp.TCPConnector(resolver=GuardedResolver(allow), socket_factory=guarded_socket_factory(allow))
+def guarded_session(allow: Sequence[str], *, limit: int = 100) -> aiohttp.ClientSession:
+    """A ClientSession for http runs (call inside the running loop; close it when done), with at
+    most `limit` connections at once (aiohttp's default 100)."""
+    connector = aiohttp.TCPConnector(
+        resolver=GuardedResolver(allow), socket_factory=guarded_socket_factory(allow), limit=limit
+    )
     return aiohttp.ClientSession(connector=connector, trust_env=False)
 
 

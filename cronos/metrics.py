@@ -74,6 +74,28 @@ RUNS_OVERRUNNING = Gauge(
 RUNS_CANCEL_SIGNALLED = Counter(
     "cronos_runs_cancel_signalled_total", "Running runs whose work was told to stop by a cancel", registry=REGISTRY
 )
+# Per-host limits of http requests (executor.host_limits): aggregates only, a host is never a label
+# (targets are unbounded); the host is named in the run's error and the http.host_wait_long log.
+HTTP_HOST_WAITS = Counter(
+    "cronos_http_host_waits_total",
+    "http requests that waited for their host's limit, by how the wait ended: granted, timed_out, cancelled",
+    ["outcome"],
+    registry=REGISTRY,
+)
+for _outcome in ("granted", "timed_out", "cancelled"):  # every series from 0
+    HTTP_HOST_WAITS.labels(_outcome)
+HTTP_HOST_WAIT = Histogram(
+    "cronos_http_host_wait_seconds",
+    "How long an http request that waited for its host's limit waited",
+    buckets=_LAG_BUCKETS,
+    registry=REGISTRY,
+)
+HTTP_HOST_REQUESTS_WAITING = Gauge(
+    "cronos_http_host_requests_waiting", "http requests waiting now for their host's limit", registry=REGISTRY
+)
+HTTP_HOSTS_WAITING = Gauge(
+    "cronos_http_hosts_waiting", "Hosts with at least one http request waiting for their limit now", registry=REGISTRY
+)
 STREAM_PENDING = Gauge(
     "cronos_stream_pending", "Tokens delivered but not yet acknowledged, per queue", ["queue"], registry=REGISTRY
 )

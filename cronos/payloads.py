@@ -11,6 +11,7 @@ from urllib.parse import urlsplit
 import msgspec
 
 from cronos.errors import InvalidInput
+from cronos.host_limits import DEFAULT_HOST_LIMIT, MAX_HOST_LIMIT
 
 # The API validates a job's payload against its kind.
 #
@@ -129,6 +130,19 @@ class HttpPayload(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     timeout_s: Annotated[float, msgspec.Meta(gt=0, le=86_400)] | None = None
     expect_status: list[Annotated[int, msgspec.Meta(ge=100, le=599)]] | int | None = None
     follow_redirects: bool = False
+    host_limit: (
+        Annotated[
+            int,
+            msgspec.Meta(
+                ge=1,
+                le=MAX_HOST_LIMIT,
+                description="this job's request starts only while fewer than this many requests are in flight to"
+                " its host (scheme, host, port) on its executor; lowers the host's limit (CRONOS_HTTP_HOST_LIMITS,"
+                f" default {DEFAULT_HOST_LIMIT}), never raises it (default: the host's)",
+            ),
+        ]
+        | None
+    ) = None
 
 
 class ShellPayload(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):

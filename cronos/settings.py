@@ -18,6 +18,7 @@ import msgspec
 from dotenv import dotenv_values
 
 from cronos.errors import ConfigError, InvalidInput
+from cronos.host_limits import DEFAULT_HOST_LIMIT, HostLimit, parse_host_limits
 from cronos.models import DEFAULT_QUEUE, parse_queues
 from cronos.selectors import key_refusal, prometheus_label
 
@@ -71,6 +72,8 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     metrics_token: str = ""  # set: GET /metrics wants this bearer token (or a read token)
     http_allow_nets: tuple[str, ...] = ()  # CIDRs http jobs may reach despite the SSRF guard
     http_max_redirects: int = 5  # hops followed when a job sets follow_redirects
+    # requests in flight at once per host (scheme, host, port) on each executor (cronos.host_limits)
+    http_host_limits: tuple[HostLimit, ...] = ()
     job_payload_max_bytes: int = 65_536  # encoded size bound of a job's payload
     max_queues: int = 100  # queues jobs may name in all (each is a stream the leader tends)
     herd_jobs: int = 100  # a schedule warning (code herd) when this many active jobs start in one minute
@@ -334,6 +337,12 @@ VARIABLES: dict[str, tuple[str, Callable[[str], Any], str]] = {
     "CRONOS_METRICS_TOKEN": ("metrics_token", _secret, "bearer token for GET /metrics (empty: a read token)"),
     "CRONOS_HTTP_ALLOW_NETS": ("http_allow_nets", _networks, "CIDRs http jobs may reach despite the SSRF guard"),
     "CRONOS_HTTP_MAX_REDIRECTS": ("http_max_redirects", _int(0, 20), "redirect hops when a job follows them"),
+    "CRONOS_HTTP_HOST_LIMITS": (
+        "http_host_limits",
+        parse_host_limits,
+        f"http requests in flight at once per host on each executor, as HOST=N,... (api.example.com=5,"
+        f"*.internal=10,*=64; 0: no limit; a host no entry names: {DEFAULT_HOST_LIMIT}); beyond it, runs wait",
+    ),
     "CRONOS_JOB_PAYLOAD_MAX_BYTES": ("job_payload_max_bytes", _int(1024, 1_048_576), "bound of a job's payload"),
     "CRONOS_MAX_QUEUES": ("max_queues", _int(1, 10_000), "queues jobs may name in all (a job naming one more: 422)"),
     "CRONOS_HERD_JOBS": (

@@ -5,7 +5,8 @@ hears it within milliseconds. The heartbeat's lease extension returns the reques
 (executor.heartbeat), so a notification missed (the LISTEN connection down, the run not in hand
 yet) is acted on within a beat, a third of the lease (at most 3.3 s at the default 10 s lease).
 Neither costs anything for a run nobody cancels. Then:
-the work is signalled at once (a task's `ctx.cancelled`, a shell command's SIGTERM), and after
+the work is signalled at once (a task's `ctx.cancelled`, a shell command's SIGTERM, an http run
+waiting for its host's limit stops waiting), and after
 the grace (CRONOS_CANCEL_GRACE_S) cancelled like a timeout (a shell run's processes killed, an
 http request aborted, an async task cancelled; a plain function's thread is waited for). From the
 signal on, the run ends `cancelled` by whoever asked (executor.running.outcome_of), not retried;

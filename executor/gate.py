@@ -8,6 +8,10 @@ batch after batch). Held tokens take no slot: slots bound only runs being claime
 executed, so tokens waiting for the next second never keep this second's runs from
 starting. Slots are handed out in arrival order, so ticks start in due order. On drain,
 `withdraw` gives every waiting token Withdrawn: those go back unclaimed.
+
+A running run that waits for something outside the executor (an http run for its host's limit,
+`executor.host_limits`) lends its slot back meanwhile (`lend`) and takes one again, ahead of
+every token, when it may go on (`reclaim`): a slow target's queue never holds the slots.
 """
 
 from __future__ import annotations
@@ -52,6 +56,7 @@ class Gate(Generic[I, O]):
         self._clock = clock  # unix time by PostgreSQL's clock (cronos.clock)
         self._instants: dict[int, _Instant[I, O]] = {}
         self._closed = False  # withdrawn: nothing waits here any more
+        self._reclaims: deque[asyncio.Future[None]] = deque()  # runs taking back a slot they lent
 
     @property
     def busy(self) -> int:
@@ -100,7 +105,36 @@ class Gate(Generic[I, O]):
         self._free += 1
         self._admit()
 
+    def lend(self) -> None:
+        """A running run gives its slot back while it waits elsewhere; `reclaim` before it goes on."""
+        self.leave()
+
+    async def reclaim(self) -> None:
+        """Take back a lent slot, before any token waiting here. Whether this returns or raises
+        (cancelled), the caller holds a slot again: its run gives it back when its work ends."""
+        if self._free > 0 and not self._reclaims:
+            self._free -= 1
+            return
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._reclaims.append(future)
+        try:
+            await future
+        except BaseException:
+            if not future.done() or future.cancelled():  # none handed over: take one anyway (given back at once)
+                future.cancel()
+                self._free -= 1
+            raise
+
+    def retake(self) -> None:
+        """Take back a lent slot at once, free or not, for a run whose work is ending (it leaves at once)."""
+        self._free -= 1
+
     def _admit(self) -> None:
+        while self._free > 0 and self._reclaims:
+            future = self._reclaims.popleft()
+            if not future.done():
+                self._free -= 1
+                future.set_result(None)
         while self._free > 0 and self._queue:
             waiter = self._queue.popleft()
             if waiter.future.done() or waiter.admitted:  # cancelled while waiting

@@ -35,6 +35,7 @@ from executor import cancels, heartbeat, kinds
 from executor.consumer import Consumer
 from executor.deps import Deps, wire
 from executor.health import BackendHealth, probe_backoff
+from executor.host_limits import HostLimiter
 from executor.http_client import guarded_session
 from executor.kinds import shell
 
@@ -104,7 +105,9 @@ class Executor:
         self._stack.push_async_callback(pool.close)
         client = self._redis = redis_client.connect(settings.redis_url)
         self._stack.push_async_callback(client.aclose)
-        http = guarded_session(settings.http_allow_nets)  # the SSRF guard pins every connection
+        # The SSRF guard pins every connection. A connection per execution slot: the hosts' limits
+        # (executor.host_limits) bound each target, not a pool that one slow host could fill.
+        http = guarded_session(settings.http_allow_nets, limit=settings.executor_concurrency)
         self._stack.push_async_callback(http.close)
         scripts = Scripts(client)
         stream = RunStream(client, keys, scripts, queues=settings.executor_queues)  # only these queues' jobs
@@ -121,7 +124,7 @@ class Executor:
             keys=keys,
             lease_s=settings.run_lease_s,
             lead_ms=settings.push_lead_ms,
-            env=kinds.Env(settings, http),
+            env=kinds.Env(settings, http, HostLimiter(settings.http_host_limits)),
             store=store,
             stream=stream,
             tick_locks=TickLocks(scripts, self.node_id),
@@ -131,6 +134,7 @@ class Executor:
             concurrency=settings.executor_concurrency,
             cancel_grace_s=settings.cancel_grace_s,
         )
+        deps.env.hosts.slots = deps.gate  # a run waiting for its host lends its execution slot back
         for batcher in deps.batchers:
             self._stack.push_async_callback(batcher.close)
         self.consumer = Consumer(deps, settings.executor_prefetch)

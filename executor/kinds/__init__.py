@@ -16,7 +16,8 @@ from executor.kinds.base import Env, RunFailed, excerpt
 __all__ = ["Env", "RunFailed", "excerpt", "execute"]
 
 # Each gets the run's cancellation signal: a task sees it (ctx.cancelled), a shell command gets
-# SIGTERM, an http request has no way to hear it (it is aborted when the grace ends).
+# SIGTERM, an http run still waiting for its host stops waiting; a request under way has no way to
+# hear it (it is aborted when the grace ends).
 Runner = Callable[[ClaimedRun, Env, Cancellation], Awaitable[str | None]]
 RUNNERS: dict[JobKind, Runner] = {"task": task.run, "http": http.run, "shell": shell.run}
 

@@ -8,11 +8,12 @@ An excerpt is text fit to store: at most its bound of UTF-8, and no NUL (Postgre
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import aiohttp
 
 from cronos.settings import Settings
+from executor.host_limits import HostLimiter
 
 
 class RunFailed(Exception):
@@ -24,10 +25,11 @@ class RunFailed(Exception):
 
 @dataclass(frozen=True, slots=True)
 class Env:
-    """What every kind may use: settings and the executor's shared HTTP client."""
+    """What every kind may use: settings, the executor's shared HTTP client and its per-host limits."""
 
     settings: Settings
     http: aiohttp.ClientSession
+    hosts: HostLimiter = field(default_factory=HostLimiter)
 
 
 def excerpt(value: str | bytes | None, max_bytes: int) -> str | None:

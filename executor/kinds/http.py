@@ -7,11 +7,17 @@ The job's secrets stay with its URL's origin (scheme, host, port): a hop to anot
 drops every header `cronos.redact` hides (by name or by value) and the signature, for the rest
 of the chain, and is refused when it would resend the body. URLs in run errors are redacted
 (`cronos.redact.redact_url`).
+
+Each request first takes a place at its origin (`executor.host_limits`: at most the host's limit
+in flight, the rest wait in line), kept across redirect hops within the origin; a hop to another
+origin takes a place there. Time spent waiting counts against the run's timeout, not the
+request's own `timeout_s`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Sequence
 
@@ -26,12 +32,16 @@ from cronos.redact import is_hidden, redact_url
 from cronos.store.runs import ClaimedRun
 from cronos.tasks import Cancellation, idempotency_key
 from executor import webhooks
+from executor.host_limits import HostWaitEnded
 from executor.http_client import PREFIX, guard_refusal
 from executor.kinds.base import Env, RunFailed, excerpt
 
 REDIRECTS = frozenset({301, 302, 303, 307, 308})
 # Headers only the job's own origin gets, besides those cronos.redact hides.
 ORIGIN_BOUND = frozenset({"host", "webhook-id", "webhook-timestamp", "webhook-signature"})
+# A wait for a host's place gives up this much before the run's timeout (entered just before this
+# kind runs) so the run fails with the wait's reason, not a bare "timed out".
+WAIT_MARGIN_S = 0.05
 
 
 def identity_headers(run: ClaimedRun) -> dict[str, str]:
@@ -93,7 +103,7 @@ def _next_hop(
     return target, method, data, True
 
 
-async def run(run: ClaimedRun, env: Env, _cancellation: Cancellation) -> str | None:
+async def run(run: ClaimedRun, env: Env, cancellation: Cancellation) -> str | None:
     try:
         payload = msgspec.convert(run.payload, HttpPayload)
     except msgspec.ValidationError as exc:
@@ -108,7 +118,11 @@ async def run(run: ClaimedRun, env: Env, _cancellation: Cancellation) -> str | N
         headers.setdefault("Content-Type", "application/json")
     settings = env.settings
     loop = asyncio.get_running_loop()
-    deadline = loop.time() + min(payload.timeout_s or run.timeout_s, run.timeout_s)
+    started = loop.time()
+    ends = started + run.timeout_s
+    give_up_at = ends - min(WAIT_MARGIN_S, run.timeout_s / 10)
+    request_s = min(payload.timeout_s or run.timeout_s, run.timeout_s)
+    waited = 0.0  # for places at hosts: the request's own timeout does not count it
     msg_id = webhooks.message_id(run.job_id, run.scheduled_for)
     method: str = payload.method
     try:
@@ -118,42 +132,61 @@ async def run(run: ClaimedRun, env: Env, _cancellation: Cancellation) -> str | N
     max_bytes = settings.result_max_bytes
     hops = 0
     signed = True  # until the chain leaves the job's origin: the signature is for its receiver only
-    while True:
-        check_target(url, settings.http_allow_nets)
-        if signed:
-            body = data if data is not None else b""
-            headers.update(webhooks.signature_headers(run.webhook_secret, msg_id, int(time.time()), body))
-        try:
-            async with env.http.request(
-                method,
-                url,
-                headers=headers,
-                data=data,
-                allow_redirects=False,
-                timeout=aiohttp.ClientTimeout(total=max(deadline - loop.time(), 0.001)),
-            ) as response:
-                status = response.status
-                location = response.headers.get("Location")
-                if payload.follow_redirects and status in REDIRECTS and location:
-                    hops += 1
-                    if hops > settings.http_max_redirects:
-                        raise RunFailed(
-                            f"too many redirects: more than {settings.http_max_redirects} (CRONOS_HTTP_MAX_REDIRECTS)"
-                            f" from {payload.method} {redact_url(payload.url)}"
+    async with contextlib.AsyncExitStack() as places:
+        at: tuple[str, str | None, int | None] | None = None  # the origin holding this run's place
+        while True:
+            check_target(url, settings.http_allow_nets)
+            if _origin(url) != at:
+                await places.aclose()  # the previous origin's place, if any
+                try:
+                    waited += await places.enter_async_context(
+                        env.hosts.place(
+                            url.scheme,
+                            url.raw_host or "",
+                            url.port or 0,
+                            payload.host_limit,
+                            give_up_at=give_up_at,
+                            cancellation=cancellation,
                         )
-                    url, method, data, left = _next_hop(url, status, location, method, data, headers)
-                    signed = signed and not left
-                    shown = str(url)
-                    continue
-                content = await response.content.read(max_bytes + 1)
-        except aiohttp.ClientError as exc:
-            refused = guard_refusal(exc)
-            if refused is not None:
-                raise RunFailed(PREFIX + refused.reason) from None  # expected: no traceback noise
-            message = str(exc).replace(str(url), redact_url(str(url))).replace(shown, redact_url(shown))
-            # Not chained: the cause's text (in the stored traceback) may hold the URL unredacted.
-            raise RunFailed(f"http request failed: {type(exc).__name__}: {message}") from None
-        break
+                    )
+                except HostWaitEnded as exc:
+                    raise RunFailed(exc.message) from None
+                at = _origin(url)
+            if signed:
+                body = data if data is not None else b""
+                headers.update(webhooks.signature_headers(run.webhook_secret, msg_id, int(time.time()), body))
+            deadline = min(started + waited + request_s, ends)
+            try:
+                async with env.http.request(
+                    method,
+                    url,
+                    headers=headers,
+                    data=data,
+                    allow_redirects=False,
+                    timeout=aiohttp.ClientTimeout(total=max(deadline - loop.time(), 0.001)),
+                ) as response:
+                    status = response.status
+                    location = response.headers.get("Location")
+                    if payload.follow_redirects and status in REDIRECTS and location:
+                        hops += 1
+                        if hops > settings.http_max_redirects:
+                            raise RunFailed(
+                                f"too many redirects: more than {settings.http_max_redirects}"
+                                f" (CRONOS_HTTP_MAX_REDIRECTS) from {payload.method} {redact_url(payload.url)}"
+                            )
+                        url, method, data, left = _next_hop(url, status, location, method, data, headers)
+                        signed = signed and not left
+                        shown = str(url)
+                        continue
+                    content = await response.content.read(max_bytes + 1)
+            except aiohttp.ClientError as exc:
+                refused = guard_refusal(exc)
+                if refused is not None:
+                    raise RunFailed(PREFIX + refused.reason) from None  # expected: no traceback noise
+                message = str(exc).replace(str(url), redact_url(str(url))).replace(shown, redact_url(shown))
+                # Not chained: the cause's text (in the stored traceback) may hold the URL unredacted.
+                raise RunFailed(f"http request failed: {type(exc).__name__}: {message}") from None
+            break
     result = f"HTTP {status}\n{excerpt(content, max_bytes)}"
     if not status_expected(status, payload.expect_status):
         raise RunFailed(f"unexpected HTTP status {status} from {method} {redact_url(shown)}", result=result)

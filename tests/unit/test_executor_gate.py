@@ -126,3 +126,42 @@ async def test_withdraw_fails_every_wait_and_every_later_one() -> None:
     with pytest.raises(Withdrawn):
         await gate.claim(4)  # draining: nothing new starts
     assert backend.calls == [[1]]
+
+
+async def test_a_lent_slot_goes_to_a_waiting_token_and_comes_back_before_the_next_one() -> None:
+    gate, backend = gate_of(1)
+    await gate.claim(1)  # the run that will wait for its host
+    second = started(gate.claim(2))
+    await wait_for(holds(lambda: gate.queued == 1), timeout=5, interval=0, what="a token waiting for a slot")
+    gate.lend()  # the run waits elsewhere: its slot serves the waiting token
+    assert await asyncio.wait_for(second[0], 5) == 20
+    third = started(gate.claim(3))
+    await wait_for(holds(lambda: gate.queued == 1), timeout=5, interval=0, what="another token waiting")
+    back = started(gate.reclaim())
+    await asyncio.sleep(0)  # one step: the reclaim is in line
+    gate.leave()  # token 2's work ends: the lender gets the slot before token 3
+    await asyncio.wait_for(back[0], 5)
+    assert gate.busy == 1 and gate.queued == 1 and not third[0].done()
+    gate.leave()
+    assert await asyncio.wait_for(third[0], 5) == 30
+    assert backend.calls == [[1], [2], [3]]
+
+
+async def test_reclaim_holds_a_slot_however_it_ends() -> None:
+    gate, _ = gate_of(1)
+    await gate.claim(1)
+    gate.lend()
+    await gate.claim(2)  # the lent slot is taken
+    back = started(gate.reclaim())
+    await asyncio.sleep(0)  # one step: the reclaim is in line
+    back[0].cancel()  # the run's timeout ends its wait for a slot: it holds one all the same
+    with pytest.raises(asyncio.CancelledError):
+        await back[0]
+    assert gate.busy == 2  # one over, for a moment: the run gives it back as its work ends
+    gate.leave()
+    gate.leave()
+    assert gate.busy == 0
+    await gate.claim(3)
+    gate.lend()
+    gate.retake()  # a run that lent its slot and ends at once takes it back without waiting
+    assert gate.busy == 1
