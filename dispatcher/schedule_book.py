@@ -93,6 +93,7 @@ class ScheduleBook:
         self._seq = itertools.count()
         self.id_sum = 0  # with len(), a digest of the active set to compare with the database
         self.queues: Counter[str] = Counter()  # the queues of the jobs held: how many name each
+        self._planning: list[Group] = []  # the groups of the round in progress
 
     def __len__(self) -> int:
         return len(self._jobs)
@@ -208,8 +209,9 @@ class ScheduleBook:
     def ahead(self, until: datetime) -> list[Group]:
         """The groups due by `until`, left on the heap (dispatcher.due_ahead counts their runs ahead
         of time): a walk of the heap that stops below every entry past `until`, so it costs the
-        groups due by then, not all of them. Groups in a round right now are not among them."""
-        heap, found = self._heap, {}
+        groups due by then, not all of them; and the groups of a round in progress (off the heap)."""
+        heap = self._heap
+        found = {g.key: g for g in self._planning if self._groups.get(g.key) is g}
         stack = [0] if heap else []
         while stack:
             index = stack.pop()
@@ -236,6 +238,7 @@ class ScheduleBook:
         with each batch once the ledger committed it; on exit the groups are settled: their next
         due instants follow the cursors that moved (and come back on the heap even after a failure)."""
         groups = self._due(now if horizon is None else horizon)
+        self._planning = groups  # off the heap meanwhile, still due: `ahead` counts them
         try:
             yield TickRound(
                 ((g.schedule, g.jobs.values()) for g in groups),
@@ -254,6 +257,7 @@ class ScheduleBook:
             for job_id in ended:
                 self._drop(job_id)
             self._settle_keys([g.key for g in groups])
+            self._planning = []
 
     def advance(self, batch: TickBatch) -> None:
         """Move the cursors of a committed batch forward (never back)."""

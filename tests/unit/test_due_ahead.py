@@ -77,6 +77,20 @@ def test_only_groups_due_within_the_longest_horizon_are_read() -> None:
     assert len(_rounds(book, NOW, NOW + timedelta(seconds=31))) == 1  # and the leader still ticks it
 
 
+def test_a_group_the_leader_is_writing_still_counts() -> None:
+    """A herd's round takes a while (its batches are written one after the other): its group is off
+    the heap meanwhile, and still counted."""
+    book = _book([_job(i, "* * * * *", NOW, queue="batch") for i in range(1, 101)])
+    before = _runs(_due(book))
+    noon = datetime(2026, 1, 5, 12, 0, tzinfo=UTC)
+    with book.round(noon - timedelta(seconds=1), horizon=noon, batch_rows=10) as ticks:
+        for batch in ticks:
+            book.advance(batch)
+            assert _runs(_due(book)) == before  # between two batches, as the gauge loop may run
+    assert _runs(_due(book)) == before
+    assert book._planning == []
+
+
 def test_paused_and_deleted_jobs_count_for_nothing() -> None:
     """The ticker removes a job from the book when it is paused or deleted (a timed pause too)."""
     book = _book([_job(1, "* * * * * *", NOW, queue="q"), _job(2, "* * * * * *", NOW, queue="q")])
