@@ -6,31 +6,21 @@ from __future__ import annotations
 import asyncio
 import math
 from collections import Counter
-from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cronos.models import DispatchJob
-from cronos.rules import Blackout, Calendar, CalendarRef, RuleBook, Selector
+from cronos.rules import Blackout, Calendar, CalendarRef, Selector
 from dispatcher.due_ahead import HORIZONS_S, NOTHING, Due, runs_due
 from dispatcher.due_gauge import compute
 from dispatcher.schedule_book import ScheduleBook
 from tests.unit.test_planner import _job
+from tests.unit.test_rules import _book
 from tests.unit.test_schedule_window import _rounds
 
 NOW = datetime(2026, 1, 5, 11, 59, 30, 250_000, tzinfo=UTC)  # a Monday, 30.25 s before noon
 LONGEST = timedelta(seconds=max(HORIZONS_S))
-
-
-def _book(
-    jobs: Sequence[DispatchJob], calendars: Sequence[Calendar] = (), blackouts: Sequence[Blackout] = ()
-) -> ScheduleBook:
-    book = ScheduleBook()
-    book.rule_book = RuleBook.of(calendars, blackouts)
-    book.apply(jobs, ())
-    return book
 
 
 def _due(book: ScheduleBook, now: datetime = NOW) -> dict[str, Due]:
