@@ -116,6 +116,50 @@ def forget_queue(queue: str) -> None:
             gauge.remove(queue)
 
 
+# Runs due ahead (issue 27: an autoscaler brings executors up before a herd), from the leader's
+# schedule (dispatcher/due_gauge.py), for a fixed set of horizons: the `within_s` label.
+RUNS_DUE = Gauge(
+    "cronos_runs_due",
+    "Runs the schedule has due in the next within_s seconds, per queue: paused jobs, calendar days off and"
+    " blackouts excluded (leader)",
+    ["queue", "within_s"],
+    registry=REGISTRY,
+)
+RUNS_DUE_PEAK = Gauge(
+    "cronos_runs_due_peak",
+    "The most runs due in any one second of the next within_s seconds, per queue: the herd executors must"
+    " take at once (leader)",
+    ["queue", "within_s"],
+    registry=REGISTRY,
+)
+
+
+def set_due(due: Mapping[str, tuple[Mapping[int, int], Mapping[int, int]]], before: set[str]) -> set[str]:
+    """The runs-due series of these queues, each (runs, peak) by horizon; the series of the queues
+    exported `before` and absent now are removed (set first, then removed: a scrape in between sees
+    no gap). Returns the queues exported."""
+    for queue, (runs, peak) in due.items():
+        for horizon, count in runs.items():
+            RUNS_DUE.labels(queue, str(horizon)).set(count)
+            RUNS_DUE_PEAK.labels(queue, str(horizon)).set(peak[horizon])
+    for queue in before - set(due):
+        for gauge in (RUNS_DUE, RUNS_DUE_PEAK):
+            for labels in [k for k in _label_sets(gauge) if k[0] == queue]:
+                with contextlib.suppress(KeyError):
+                    gauge.remove(*labels)
+    return set(due)
+
+
+def _label_sets(gauge: Gauge) -> list[tuple[str, ...]]:
+    return [tuple(sample.labels.values()) for family in gauge.collect() for sample in family.samples]
+
+
+def forget_due() -> None:
+    """No runs-due series: a node that does not lead exports none (never a former leader's numbers)."""
+    RUNS_DUE.clear()
+    RUNS_DUE_PEAK.clear()
+
+
 RUNS_OVERDUE = Gauge(
     "cronos_runs_overdue",
     "Queued runs more than a second past their due time: the backlog executors have not started (leader;"

@@ -13,6 +13,7 @@ import contextlib
 import heapq
 import itertools
 import logging
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime
 from typing import Any
@@ -58,13 +59,18 @@ def _same(a: DispatchJob, b: DispatchJob) -> bool:
 
 
 class Group:
-    __slots__ = ("jobs", "key", "next_due", "schedule")
+    __slots__ = ("capped", "jobs", "key", "next_due", "queues", "schedule")
 
     def __init__(self, key: Key, schedule: Windowed) -> None:
         self.key = key
         self.schedule = schedule
         self.jobs: dict[int, DispatchJob] = {}
         self.next_due: datetime | None = None
+        # For the runs due ahead (dispatcher.due_ahead), kept as jobs come and go so that counting a
+        # group costs its queues, not its jobs: the queues of the members without a max_runs, and
+        # the members with one (their runs_left caps what they run).
+        self.queues: Counter[str] = Counter()
+        self.capped: dict[int, DispatchJob] = {}
 
 
 class ScheduleBook:
@@ -86,6 +92,8 @@ class ScheduleBook:
         self._heap: list[tuple[datetime, int, Key]] = []
         self._seq = itertools.count()
         self.id_sum = 0  # with len(), a digest of the active set to compare with the database
+        self.queues: Counter[str] = Counter()  # the queues of the jobs held: how many name each
+        self._planning: list[Group] = []  # the groups of the round in progress
 
     def __len__(self) -> int:
         return len(self._jobs)
@@ -103,6 +111,7 @@ class ScheduleBook:
         self._keys.clear()
         self._heap.clear()
         self.id_sum = 0
+        self.queues.clear()
 
     def settle_all(self) -> None:
         self._settle_keys(list(self._groups))
@@ -146,6 +155,13 @@ class ScheduleBook:
         key = self._keys.pop(job_id)
         group = self._groups[key]
         del group.jobs[job_id]
+        if group.capped.pop(job_id, None) is None:
+            group.queues[spec.queue] -= 1
+            if not group.queues[spec.queue]:
+                del group.queues[spec.queue]
+        self.queues[spec.queue] -= 1
+        if not self.queues[spec.queue]:
+            del self.queues[spec.queue]
         if not group.jobs:
             del self._groups[key]  # its heap entries are now stale and get dropped
         return key
@@ -171,6 +187,11 @@ class ScheduleBook:
                 )
             group = self._groups[key] = Group(key, schedule)
         group.jobs[spec.id] = spec
+        if spec.runs_left is None:
+            group.queues[spec.queue] += 1
+        else:
+            group.capped[spec.id] = spec
+        self.queues[spec.queue] += 1
         self._jobs[spec.id] = spec
         self._keys[spec.id] = key
         self.id_sum += spec.id
@@ -184,6 +205,24 @@ class ScheduleBook:
                 return when
             heapq.heappop(self._heap)  # stale entry
         return None
+
+    def ahead(self, until: datetime) -> list[Group]:
+        """The groups due by `until`, left on the heap (dispatcher.due_ahead counts their runs ahead
+        of time): a walk of the heap that stops below every entry past `until`, so it costs the
+        groups due by then, not all of them; and the groups of a round in progress (off the heap)."""
+        heap = self._heap
+        found = {g.key: g for g in self._planning if self._groups.get(g.key) is g}
+        stack = [0] if heap else []
+        while stack:
+            index = stack.pop()
+            when, _seq, key = heap[index]
+            if when > until:
+                continue  # and so is every entry below it
+            group = self._groups.get(key)
+            if group is not None and group.next_due == when:
+                found[key] = group  # once, however many entries a re-created group left
+            stack.extend(child for child in (2 * index + 1, 2 * index + 2) if child < len(heap))
+        return list(found.values())
 
     @contextlib.contextmanager
     def round(
@@ -199,6 +238,7 @@ class ScheduleBook:
         with each batch once the ledger committed it; on exit the groups are settled: their next
         due instants follow the cursors that moved (and come back on the heap even after a failure)."""
         groups = self._due(now if horizon is None else horizon)
+        self._planning = groups  # off the heap meanwhile, still due: `ahead` counts them
         try:
             yield TickRound(
                 ((g.schedule, g.jobs.values()) for g in groups),
@@ -217,6 +257,7 @@ class ScheduleBook:
             for job_id in ended:
                 self._drop(job_id)
             self._settle_keys([g.key for g in groups])
+            self._planning = []
 
     def advance(self, batch: TickBatch) -> None:
         """Move the cursors of a committed batch forward (never back)."""

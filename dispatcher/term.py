@@ -1,5 +1,5 @@
-"""One leadership term: renew, listen, tick, reap, housekeep, watch, audit and retain side by side,
-ended together.
+"""One leadership term: renew, listen, tick, reap, housekeep, watch, audit, retain and count the runs
+due ahead side by side, ended together.
 
 A term ends when any of its loops ends: a refused or late renewal (LeadershipLost), a
 fenced write refused (NotLeader), PostgreSQL or Redis going away (BackendUnavailable,
@@ -35,7 +35,7 @@ from cronos.store.partitions import PartitionStore
 from cronos.store.queues import QueueStore
 from cronos.store.rules import RuleStore
 from cronos.store.runs import RunStore
-from dispatcher import health, pauses, reaper, retention
+from dispatcher import due_gauge, health, pauses, reaper, retention
 from dispatcher.auditor import Auditor
 from dispatcher.election import Election, LeadershipLost
 from dispatcher.housekeeping import Housekeeping
@@ -151,6 +151,7 @@ class Term:
             "retain": retention.run(self, PartitionStore(self._pool), election, settings.runs_retention_s),
             "unpause": pauses.run(self, RuleStore(self._pool), election),
             "notify": Notifier(NotifyOutbox(self._pool), election.check, settings).run(self),
+            "due": due_gauge.run(self, self.ticker.book, self._clock.now),
         }
         try:
             async with asyncio.TaskGroup() as group:

@@ -39,6 +39,7 @@ from tests.deploy.manifests import (
     one,
     pod_spec,
     pool_manifests,
+    rendered,
 )
 
 kubernetes_validate = pytest.importorskip(
@@ -55,6 +56,9 @@ POOL_MANIFESTS = pool_manifests()
 EVERYTHING = MANIFESTS + POOL_MANIFESTS
 WORKLOADS = ("cronos-api", "cronos-dispatcher", "cronos-executor")
 KUSTOMIZATIONS = [K8S, *sorted(p for p in POOLS.iterdir() if p.is_dir())]
+# The HPA alternative to KEDA (tests/deploy/test_autoscaling.py): no workload, so no image of its own.
+AUTOSCALING = [K8S / "autoscaling" / "hpa"]
+AUTOSCALING_MANIFESTS = [m for directory in AUTOSCALING for m in rendered(directory)]
 
 # Variables in a pod's environment that Cronos does not read, and why they are there.
 NON_CRONOS_VARIABLES = {
@@ -85,6 +89,11 @@ def _workloads(manifests: list[Manifest]) -> Iterator[tuple[Manifest, dict[str, 
                 yield m, container
 
 
+def _stream_triggers(spec: dict[str, Any]) -> list[dict[str, Any]]:
+    """A ScaledObject's triggers on its Redis streams (not the prometheus one on the runs due ahead)."""
+    return [t for t in spec["triggers"] if t["type"] != "prometheus"]
+
+
 def _settings(manifests: list[Manifest], container: dict[str, Any]) -> Settings:
     return load_settings(environ=environment(manifests, container), env_file=None)
 
@@ -96,7 +105,7 @@ def _kustomize_image() -> str:
     return f"{images[0].get('newName', 'cronos')}:{images[0]['newTag']}"
 
 
-@pytest.mark.parametrize("manifest", EVERYTHING, ids=lambda m: m.id)
+@pytest.mark.parametrize("manifest", EVERYTHING + AUTOSCALING_MANIFESTS, ids=lambda m: m.id)
 def test_manifest_is_schema_valid(manifest: Manifest) -> None:
     _validate(manifest.doc)
 
@@ -115,7 +124,7 @@ def test_the_validators_reject_a_typo() -> None:
         _validate(scaled)
 
 
-@pytest.mark.parametrize("directory", KUSTOMIZATIONS, ids=lambda d: str(d.relative_to(K8S)))
+@pytest.mark.parametrize("directory", KUSTOMIZATIONS + AUTOSCALING, ids=lambda d: str(d.relative_to(K8S)))
 def test_kustomization_lists_every_manifest_file(directory: Path) -> None:
     kustomization = yaml.safe_load((directory / "kustomization.yaml").read_text())
     jsonschema.Draft202012Validator(json.loads((SCHEMAS / "kustomization.json").read_text())).validate(kustomization)
@@ -123,7 +132,7 @@ def test_kustomization_lists_every_manifest_file(directory: Path) -> None:
     assert set(kustomization["resources"]) == files
 
 
-@pytest.mark.parametrize("directory", KUSTOMIZATIONS, ids=lambda d: str(d.relative_to(K8S)))
+@pytest.mark.parametrize("directory", KUSTOMIZATIONS + AUTOSCALING, ids=lambda d: str(d.relative_to(K8S)))
 def test_the_python_rendering_is_what_kubectl_kustomize_renders(directory: Path) -> None:
     """The renderer these tests read through agrees with kustomize itself, object for object."""
     kubectl = shutil.which("kubectl")
@@ -153,7 +162,8 @@ def test_all_expected_objects_exist() -> None:
         assert ("PodDisruptionBudget", name) in kinds
     expected = {("Service", "cronos-api"), ("ConfigMap", "cronos-config"), ("Secret", "cronos-secrets")}
     assert expected | {("ScaledObject", "cronos-executor")} <= kinds
-    assert all("namespace" not in m.doc["metadata"] for m in EVERYTHING), "manifests must be namespace-less"
+    everything = EVERYTHING + AUTOSCALING_MANIFESTS
+    assert all("namespace" not in m.doc["metadata"] for m in everything), "manifests must be namespace-less"
 
 
 def test_every_image_is_the_one_kustomize_sets() -> None:
@@ -323,7 +333,7 @@ def test_scaledobject_scales_the_executor_on_its_stream_group() -> None:
     assert one(MANIFESTS, "Deployment", target["name"])  # exists
     prefix = one(MANIFESTS, "ConfigMap", "cronos-config")["data"]["CRONOS_KEY_PREFIX"]
     keys = Keys(prefix)
-    triggers = scaled["triggers"]
+    triggers = _stream_triggers(scaled)  # and one on the runs due ahead: tests/deploy/test_autoscaling.py
     assert any("pendingEntriesCount" in t["metadata"] for t in triggers)
     secret = one(MANIFESTS, "Secret", "cronos-secrets")["stringData"]
     for trigger in triggers:
@@ -393,10 +403,10 @@ def test_each_pool_scales_on_the_streams_of_the_queues_it_serves() -> None:
         deployment = one(EVERYTHING, "Deployment", scaled.doc["spec"]["scaleTargetRef"]["name"])
         queues = _settings(EVERYTHING, pod_spec(deployment)["containers"][0]).executor_queues
         served[scaled.name] = queues
-        streams = {t["metadata"]["stream"] for t in scaled.doc["spec"]["triggers"]}
+        streams = {t["metadata"]["stream"] for t in _stream_triggers(scaled.doc["spec"])}
         assert streams == {keys.queue_stream(q) for q in queues}, scaled.name
-        assert all(t["metadata"]["consumerGroup"] == keys.group for t in scaled.doc["spec"]["triggers"])
-        for trigger in scaled.doc["spec"]["triggers"]:
+        assert all(t["metadata"]["consumerGroup"] == keys.group for t in _stream_triggers(scaled.doc["spec"]))
+        for trigger in _stream_triggers(scaled.doc["spec"]):
             one(EVERYTHING, "TriggerAuthentication", trigger["authenticationRef"]["name"])
     assert len(served) >= 2 and len({q for qs in served.values() for q in qs}) >= 2
     selectors = [
