@@ -72,6 +72,7 @@ class Verdict:
     window_states: dict[str, int]
     all_states: dict[str, int]
     shares: dict[str, int]  # node id -> completed runs of the expected ticks (every executor, 0 included)
+    node_task_delays_ms: dict[str, list[float]]  # node id -> the task delays of the runs it completed
 
     @property
     def failed(self) -> bool:
@@ -90,11 +91,15 @@ async def judge(
     for field, value in (await client.hgetall(executions_key(prefix))).items():
         job_id, ms, _attempt = parse_field(field)
         counted[(job_id, ms)] += int(value)
+    node_of = {(r["job_id"], r["ms"]): r["node_id"] or "?" for r in ran}
     task_delays: list[float] = []
+    by_node: dict[str, list[float]] = {node: [] for node in nodes}
     for field, value in (await client.hgetall(started_key(prefix))).items():
         job_id, ms, attempt = parse_field(field)
         if (job_id, ms) in expected and attempt == 1:
             task_delays.append(int(value) / 1000 - ms)
+            if (job_id, ms) in node_of:
+                by_node.setdefault(node_of[(job_id, ms)], []).append(task_delays[-1])
     return Verdict(
         expected=len(expected),
         completed=sum(1 for tick in expected if completed[tick]),
@@ -109,6 +114,7 @@ async def judge(
         window_states=dict(Counter(r["state"] for r in rows)),
         all_states={r["state"]: int(r["n"]) for r in await conn.fetch(STATE_COUNTS)},
         shares=dict.fromkeys(nodes, 0) | Counter(r["node_id"] or "?" for r in ran),
+        node_task_delays_ms=by_node,
     )
 
 
@@ -140,6 +146,12 @@ def shares_text(shares: dict[str, int]) -> str:
     return ", ".join(f"{node} {n:,} ({100 * n / total:.1f}%)" for node, n in sorted(shares.items())) or "none"
 
 
+def _by_node(delays: dict[str, list[float]]) -> str:
+    return "; ".join(
+        f"{node} p50 {pct(d, 0.5):.1f} ms, p99 {pct(d, 0.99):.1f} ms" for node, d in sorted(delays.items())
+    )
+
+
 def render(
     verdict: Verdict,
     window: Window,
@@ -164,6 +176,7 @@ def render(
         ("duplicate ticks", f"{verdict.dup_ledger} (ledger), {verdict.dup_counter} (counter)"),
         ("runs/s", f"{verdict.finished_in_window / window.seconds:,.1f} (completed runs finished in the window)"),
         ("executor shares", f"{shares_text(verdict.shares)} (completed runs of the window's ticks, by node_id)"),
+        ("at the task, by executor", _by_node(verdict.node_task_delays_ms)),
         (
             "cpu per run",
             f"{1000 * total_s / runs:.3f} ms (every process below, over the runs finished in the window)",

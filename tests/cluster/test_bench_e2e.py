@@ -73,6 +73,8 @@ def test_bench_e2e_runs_every_expected_tick_once(tmp_path: Path, services: Servi
     assert task[0] >= claim[0] - 1 and task[1] >= claim[1] - 1 and task[2] >= claim[2] - 1, out
     assert re.search(r"^  cpu per run\s+[\d.]+ ms", out, re.MULTILINE), out
     assert _shares(out) == {"bench-executor-1": (250, 100.0)}, out
+    by_executor = r"at the task, by executor\s+bench-executor-1 p50 [\d.]+ ms, p99 [\d.]+ ms$"
+    assert re.search(by_executor, out, re.MULTILINE), out
     for process in ("api", "dispatcher", "executor-1", "postgres", "redis-server"):
         assert re.search(rf"^{process}\b", out, re.MULTILINE), out
     assert "+" in out and "completed" in out  # progress lines while it ran
@@ -91,6 +93,7 @@ def test_bench_e2e_cpu_task_prints_each_executors_share(tmp_path: Path, services
     assert set(shares) == {"bench-executor-1", "bench-executor-2"}, out
     assert sum(n for n, _ in shares.values()) == 80, out
     assert abs(sum(share for _, share in shares.values()) - 100) < 0.2, out
+    assert len(re.findall(r"bench-executor-\d p50 [\d.]+ ms, p99", out)) == 2, out  # at the task, by executor
     # 4 ms of CPU before the stamp is written cannot hide: the executors burnt at least 80 x 4 ms.
     burnt = sum(float(s) for s in re.findall(r"^executor-\d\s+([\d.]+)", out, re.MULTILINE))
     assert burnt >= 0.25, out  # /proc counts in 10 ms steps, and the window edges cut a few runs
