@@ -1,9 +1,12 @@
-"""`cronos bench dispatch|run|e2e|schedule`: benchmarks (the first three on real PostgreSQL and Redis).
+"""`cronos bench dispatch|run|e2e|schedule|apscheduler|compare`: benchmarks (dispatch, run, e2e and
+compare on real PostgreSQL and Redis).
 
-    dispatch  the leader alone: burst throughput, steady lag, election -> first push, idle CPU
-    run       executors alone: runs inserted and pushed by the bench, runs/s and start delay
-    e2e       api + dispatcher + executors, jobs registered over REST, run at their defaults
-    schedule  next-fire calls/s of cronos.schedule against cronsim, in-process, per common form
+    dispatch     the leader alone: burst throughput, steady lag, election -> first push, idle CPU
+    run          executors alone: runs inserted and pushed by the bench, runs/s and start delay
+    e2e          api + dispatcher + executors, jobs registered over REST, run at their defaults
+    schedule     next-fire calls/s of cronos.schedule against cronsim, in-process, per common form
+    apscheduler  an in-process APScheduler 3 measured as e2e measures Cronos (the `bench` extra)
+    compare      apscheduler, then e2e, in the same sitting: side by side with ratios
 
 Each benchmark drives the roles as `cronos` processes on a database and key prefix of its
 own, so it never imports a role package (import-linter: `cronos` imports no role).
@@ -16,7 +19,7 @@ from collections.abc import Sequence
 
 from cronos.settings import Settings
 
-BENCHMARKS = ("dispatch", "run", "e2e", "schedule")
+BENCHMARKS = ("dispatch", "run", "e2e", "schedule", "apscheduler", "compare")
 
 
 def main(which: str, settings: Settings, argv: Sequence[str]) -> int:

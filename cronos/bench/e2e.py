@@ -1,21 +1,25 @@
 """`cronos bench e2e`: the whole system at its defaults, jobs registered through the REST API.
 
     cronos bench e2e --jobs 1000 --duration 60 --executors 2
+    cronos bench e2e --jobs 200 --duration 30 --executors 2 --task cpu:4ms
     cronos bench e2e --jobs 1000 --duration 60 --autovacuum off
     cronos bench e2e --jobs 1000 --env CRONOS_EXECUTOR_CONCURRENCY=64 --env CRONOS_LOG_LEVEL=WARNING
 
 Starts `cronos api`, one `cronos dispatcher` and K `cronos executor` processes with the default
 settings (plus only what --env sets) on a fresh database and Redis key prefix, registers N jobs
 firing every second (`POST /api/jobs`, action `bench.count`: a no-op that counts its executions
-in Redis), waits --warmup seconds, then measures --duration seconds. The window is (warm-up
-end, warm-up end + duration]: every job's whole-second ticks in it are expected. After the
-window it waits (up to --settle s) for those ticks to finish, stops the roles and prints
-executions / expected, start delay p50/p99/max (the ledger's started_at - scheduled_for, as the
-API, CLI, console and metrics define it; and the task code start: when the task's code started -
-the tick, which adds the hand-off to the code), missed and duplicate ticks (ledger and counter),
-runs/s, CPU seconds in the window of each role, of the PostgreSQL backends connected to the
-database (sampled every second, so a short-lived autovacuum worker may be missed) and of
-redis-server (which may serve others too), each role's peak RSS and the final run state counts.
+in Redis; with --task cpu:4ms it first burns 4 ms of CPU on the executor's loop), waits
+--warmup seconds, then measures --duration seconds. The window is (warm-up end, warm-up end +
+duration]: every job's whole-second ticks in it are expected. After the window it waits (up to
+--settle s) for those ticks to finish, stops the roles and prints the start delay at the task
+p50/p99/max (the task's first statement, by its own wall clock, minus the tick: the headline),
+the start delay at the claim beside it (the ledger's started_at - scheduled_for, as the API,
+CLI, console and metrics define it), executions / expected, missed and duplicate ticks (ledger
+and counter), runs/s, each executor's share of the runs (the ledger's node_id), the CPU per run
+of all processes together, CPU seconds in the window of each role, of the PostgreSQL backends
+connected to the database (sampled every second, so a short-lived autovacuum worker may be
+missed) and of redis-server (which may serve others too), each role's peak RSS and the final
+run state counts.
 Exits 1 when a tick was missed or duplicated. The database, keys and role logs are removed
 after unless --keep (role logs are kept when the benchmark fails).
 """
@@ -29,7 +33,8 @@ import signal
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -38,9 +43,9 @@ import aiohttp
 import asyncpg
 
 from cronos.bench.common import Scratch, delete_keys, free_port, say, scratch_database
-from cronos.bench.counter import COUNTER_TASK, executions_key
+from cronos.bench.counter import executions_key, task_payload
 from cronos.bench.roles import Roles, Usage
-from cronos.bench.window import Window, judge, render
+from cronos.bench.window import Verdict, Window, judge, render
 from cronos.errors import ConfigError
 from cronos.redis_client import connect as connect_redis
 from cronos.settings import VARIABLES, Settings, load_settings
@@ -63,13 +68,25 @@ UNSETTLED = (
 )
 
 
-def _parser() -> argparse.ArgumentParser:
+@dataclass(frozen=True, slots=True)
+class Result:
+    """What `cronos bench compare` sets beside APScheduler's figures."""
+
+    verdict: Verdict
+    window: Window
+    cpu_s: dict[str, float | None]
+
+
+def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="cronos bench e2e", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     p.add_argument("--jobs", type=int, default=100, help="jobs registered, each firing every second")
     p.add_argument("--duration", type=float, default=60.0, help="seconds measured, after the warm-up")
     p.add_argument("--executors", type=int, default=1, help="executor processes")
+    p.add_argument(
+        "--task", default="noop", help="the jobs' task: noop (default) or cpu:<N>ms, N ms of CPU per run (e.g. cpu:4ms)"
+    )
     p.add_argument("--warmup", type=float, default=5.0, help="seconds between registration and the window")
     p.add_argument("--settle", type=float, default=30.0, help="longest wait for the window's ticks to finish")
     p.add_argument("--progress", type=float, default=5.0, help="seconds between progress lines")
@@ -81,7 +98,7 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _role_env(pairs: Sequence[str]) -> dict[str, str]:
+def role_env(pairs: Sequence[str]) -> dict[str, str]:
     """--env pairs, Cronos variables checked as the roles will decode them (ConfigError names the bad one)."""
     env: dict[str, str] = {}
     for pair in pairs:
@@ -100,21 +117,22 @@ class E2E:
         self.settings = settings
         self.args = args
         self.env = env
+        self.payload = task_payload(args.task)  # ValueError names a bad --task
         self.scratch = Scratch.new(settings.database_url)
         self.workdir = Path(tempfile.mkdtemp(prefix=f"cronos-bench-e2e-{self.scratch.tag}-"))
         self.roles = Roles(self.workdir, self.scratch.dsn, settings.redis_url, self.scratch.prefix, free_port(), env)
         self.client: Any = connect_redis(settings.redis_url)
         self._last_line: tuple[float, int] | None = None  # (postgres cpu s, runs ended) at the last progress line
 
-    async def run(self) -> int:
+    async def run(self) -> Result:
         ok = False
         try:
             async with scratch_database(self.scratch, keep=self.args.keep) as dsn:
                 conn = await connect_one(dsn)
                 try:
-                    status = await self._run(conn)
+                    result = await self._run(conn)
                     ok = True
-                    return status
+                    return result
                 finally:
                     self.roles.stop(timeout_s=5)  # already stopped unless something failed
                     await conn.close()
@@ -127,7 +145,7 @@ class E2E:
             else:
                 print(f"role logs kept in {self.workdir}", file=sys.stderr)
 
-    async def _run(self, conn: asyncpg.Connection) -> int:
+    async def _run(self, conn: asyncpg.Connection) -> Result:
         args = self.args
         if args.autovacuum == "off":
             # Tables with storage: a partitioned table (runs) takes no storage options, its partitions do.
@@ -145,7 +163,7 @@ class E2E:
             self.roles.start(args.executors)
             await self.roles.wait_ready(http, conn, self.client)
             say(f"ready; registering {args.jobs:,} jobs through POST /api/jobs")
-            job_ids = await _register(http, self.roles.base_url, args.jobs)
+            job_ids = await _register(http, self.roles.base_url, args.jobs, self.payload)
         usage = Usage(self.roles, conn, self.scratch.db_name, await _redis_pid(self.client))
         started = time.time()
         say(f"registered; warming up for {args.warmup:g} s")
@@ -159,11 +177,15 @@ class E2E:
         rss = usage.peak_rss()
         say("stopping the roles")
         self.roles.stop()
-        verdict = await judge(conn, self.client, self.scratch.prefix, job_ids, window)
-        head = f"cronos bench e2e --jobs {args.jobs} --duration {args.duration:g} --executors {args.executors}"
+        nodes = self.roles.executor_node_ids
+        verdict = await judge(conn, self.client, self.scratch.prefix, job_ids, window, nodes)
+        head = (
+            f"cronos bench e2e --jobs {args.jobs} --duration {args.duration:g} --executors {args.executors}"
+            f" --task {args.task}"
+        )
         print(f"\n{head} (autovacuum {autovacuum}; --env {extra})")
         print(render(verdict, window, cpu_s, rss, len(usage.backends)), flush=True)
-        return 1 if verdict.failed else 0
+        return Result(verdict, window, cpu_s)
 
     async def _watch(self, conn: asyncpg.Connection, usage: Usage, since: float, until: float) -> None:
         """Sample CPU every second until `until`; a progress line every --progress seconds."""
@@ -207,11 +229,11 @@ class E2E:
         say(f"the window's ticks did not all finish within --settle {self.args.settle:g} s")
 
 
-async def _register(http: aiohttp.ClientSession, base_url: str, count: int) -> list[int]:
+async def _register(http: aiohttp.ClientSession, base_url: str, count: int, payload: dict[str, Any]) -> list[int]:
     gate = asyncio.Semaphore(16)
 
     async def one(i: int) -> int:
-        body = {"name": f"bench-{i:06d}", "cron_expression": "* * * * * *", "payload": {"action": COUNTER_TASK}}
+        body = {"name": f"bench-{i:06d}", "cron_expression": "* * * * * *", "payload": payload}
         async with gate, http.post(f"{base_url}/api/jobs", json=body) as resp:
             reply = await resp.json(content_type=None)
             if resp.status != 201:
@@ -231,30 +253,46 @@ async def _redis_pid(client: Any) -> int | None:
     return int(info["process_id"]) if "process_id" in info else None
 
 
-async def _main(bench: E2E) -> int:
-    # SIGTERM stops the benchmark as Ctrl-C does: the roles are stopped and the database dropped.
+def stop_on_sigterm() -> None:
+    """SIGTERM stops the benchmark as Ctrl-C does: the roles are stopped and the database dropped."""
     main_task = asyncio.current_task()
     assert main_task is not None
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, main_task.cancel)
-    return await bench.run()
+
+
+async def _main(bench: E2E) -> int:
+    stop_on_sigterm()
+    return 1 if (await bench.run()).verdict.failed else 0
+
+
+def prepare(settings: Settings, args: argparse.Namespace, prog: str = "cronos bench e2e") -> E2E | None:
+    """The benchmark for parsed arguments, or None once a bad one is told on stderr."""
+    if args.jobs < 1 or args.executors < 1 or args.duration <= 0 or args.warmup < 0:
+        print(f"{prog}: --jobs and --executors must be >= 1, --duration > 0, --warmup >= 0", file=sys.stderr)
+        return None
+    try:
+        return E2E(settings, args, role_env(args.env))
+    except (ConfigError, ValueError) as exc:
+        print(f"{prog}: {exc}", file=sys.stderr)
+        return None
 
 
 def main(settings: Settings, argv: Sequence[str]) -> int:
-    args = _parser().parse_args(list(argv))
-    if args.jobs < 1 or args.executors < 1 or args.duration <= 0 or args.warmup < 0:
-        print("cronos bench e2e: --jobs and --executors must be >= 1, --duration > 0, --warmup >= 0", file=sys.stderr)
+    args = parser().parse_args(list(argv))
+    bench = prepare(settings, args)
+    if bench is None:
         return 2
+    return run_to_exit(_main(bench), keep=args.keep, prog="cronos bench e2e")
+
+
+def run_to_exit(main: Coroutine[Any, Any, int], keep: bool, prog: str) -> int:
+    """Run a benchmark's main coroutine; its exit status, or 1 on a failure, 130 / 143 when interrupted."""
     try:
-        bench = E2E(settings, args, _role_env(args.env))
-    except ConfigError as exc:
-        print(f"cronos bench e2e: {exc}", file=sys.stderr)
-        return 2
-    try:
-        return asyncio.run(_main(bench))
+        return asyncio.run(main)
     except (TimeoutError, RuntimeError, aiohttp.ClientError) as exc:
         print(f"bench failed: {exc}", file=sys.stderr)
         return 1
     except (KeyboardInterrupt, asyncio.CancelledError) as exc:
-        dropped = "kept" if args.keep else "dropped"
-        print(f"cronos bench e2e: interrupted; the roles are stopped, the database {dropped}", file=sys.stderr)
+        dropped = "kept" if keep else "dropped"
+        print(f"{prog}: interrupted; the roles are stopped, the database {dropped}", file=sys.stderr)
         return 130 if isinstance(exc, KeyboardInterrupt) else 143

@@ -66,9 +66,13 @@ class Roles:
         for i in range(1, executors + 1):
             self._spawn(f"executor-{i}", ["executor", "--import", "cronos.bench.counter"])
 
+    @property
+    def executor_node_ids(self) -> list[str]:
+        return [_node_id(r.name) for r in self.roles if r.name.startswith("executor-")]
+
     def _spawn(self, name: str, args: list[str], **extra: str) -> None:
         log = self.workdir / f"{name}.log"
-        env = {**self._base, "CRONOS_NODE_ID": f"bench-{name}", **extra}
+        env = {**self._base, "CRONOS_NODE_ID": _node_id(name), **extra}
         with log.open("wb") as out:
             # A session of its own: Ctrl-C reaches the benchmark only, which then stops the roles.
             proc = subprocess.Popen(
@@ -111,6 +115,10 @@ class Roles:
 
     def stop(self, timeout_s: float = 45.0) -> None:
         stop_processes([r.proc for r in self.roles], timeout_s)
+
+
+def _node_id(role: str) -> str:
+    return f"bench-{role}"
 
 
 @dataclass
