@@ -66,8 +66,8 @@ def _parser() -> argparse.ArgumentParser:
             metavar="A,B",
             help="serve only these queues, comma-separated (default: $CRONOS_QUEUES, else `default`)",
         )
-    bench = sub.add_parser("bench", help="benchmarks: `cronos bench dispatch|run|e2e|schedule --help`")
-    bench.add_argument("which", choices=["dispatch", "run", "e2e", "schedule"])
+    bench = sub.add_parser("bench", help="benchmarks: `cronos bench dispatch|run|e2e|schedule|herd|million --help`")
+    bench.add_argument("which", choices=["dispatch", "run", "e2e", "schedule", "herd", "million"])
     bench.add_argument("rest", nargs=argparse.REMAINDER)
     _token_parser(sub)
     from cronos.client.apply_cli import add_command as add_apply

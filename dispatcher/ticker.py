@@ -158,6 +158,8 @@ class Ticker:
         candidates.append(now if self._probe_at is None else self._probe_at)
         if (due := self.book.next_due()) is not None:
             candidates.append(due - self._lookahead)
+        if (herd := self.book.next_herd()) is not None:
+            candidates.append(herd)
         if (take_at := self.outbox.take_at()) is not None:
             candidates.append(take_at)
         return min(candidates)
@@ -268,6 +270,7 @@ class Ticker:
             result.skipped += written.skipped
 
         horizon = now + self._lookahead
+        began = time.perf_counter()
         with self.book.round(now, horizon=horizon, max_rows=self._max_rows, batch_rows=self._batch_rows) as ticks:
             try:
                 async with asyncio.TaskGroup() as group:
@@ -278,10 +281,10 @@ class Ticker:
                 raise failed.exceptions[0] from None  # the batches failed for one reason (NotLeader, a backend)
         result.more = ticks.truncated
         if written_any := result.queued + result.skipped:
+            took = time.perf_counter() - began
+            metrics.TICK_WRITE.observe(took)
             metrics.RUNS_SKIPPED.labels(reason=SKIP_MISFIRED).inc(result.skipped)
             level = logging.INFO if result.skipped or ticks.truncated else logging.DEBUG
-            log.log(
-                level,
-                "ticks written",
-                extra={"event": "ticks.queued", "count": result.queued, "skipped": result.skipped, "rows": written_any},
-            )
+            fields: dict[str, float] = {"count": result.queued, "skipped": result.skipped, "rows": written_any}
+            fields["duration_ms"] = round(took * 1000, 1)
+            log.log(level, "ticks written", extra={"event": "ticks.queued", **fields})

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 from cronos.settings import Settings
 
-BENCHMARKS = ("dispatch", "run", "e2e", "schedule")
+BENCHMARKS = ("dispatch", "run", "e2e", "schedule", "herd", "million")
 
 
 def main(which: str, settings: Settings, argv: Sequence[str]) -> int:
