@@ -107,6 +107,15 @@ async def wait_loaded(roles: StagedRoles, jobs: int, timeout_s: float) -> float:
     return time.monotonic() - started
 
 
+def proc_rss(pid: int) -> int | None:
+    """Resident set size in bytes (VmRSS) of a live process, from /proc (None elsewhere)."""
+    try:
+        lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+    except OSError:
+        return None
+    return next((int(line.split()[1]) * 1024 for line in lines if line.startswith("VmRSS:")), None)
+
+
 def ms_summary(values: list[float]) -> dict[str, Any]:
     """first/median/p99/last of `values` (ms), as printed."""
     return {
