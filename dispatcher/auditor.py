@@ -17,6 +17,7 @@ fenced with the job's health row (verdict `missing`), so an operator is told.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -44,6 +45,8 @@ log = logging.getLogger("dispatcher.auditor")
 JOB_TICKS_LIMIT = 10_000
 # Unaccounted ticks named in the warning of one pass.
 NAMED_LIMIT = 20
+# Jobs audited at a time (read, looked up in the ledger, reconciled), the event loop running between.
+CHUNK = 5000
 
 
 _US = timedelta(microseconds=1)
@@ -75,33 +78,54 @@ class AuditResult:
     start_delays_s: list[float] = field(default_factory=list)
 
 
+def _expected(job: AuditedJob, window: tuple[datetime, datetime]) -> list[datetime] | None:
+    """The fire times the job's schedule had in the window (None: the dispatcher does not run it)."""
+    start, end = window
+    try:  # as the dispatcher reads it (a cron expression or an interval), within its window
+        schedule, _notice = job_schedule(
+            job.cron_expression,
+            job.timezone,
+            run_at=job.run_at,
+            start_at=job.start_at,
+            end_at=job.end_at,
+            every=job.every,
+            anchor=job.anchor,
+        )
+    except (InvalidInput, InvalidSchedule):
+        return None  # the dispatcher does not run it either (logged there)
+    # Its cursor started at creation (a one-off created late within its grace: just before run_at).
+    born = job.created_at if job.run_at is None else min(job.created_at, job.run_at - _US)
+    until = end if job.ended_after is None else min(end, job.ended_after)
+    return schedule.fire_times(max(start, born), until, JOB_TICKS_LIMIT) if until > start else []
+
+
+def _same_ticks(job: AuditedJob, start: datetime) -> tuple[object, ...]:
+    """What a job's expected ticks depend on: jobs alike (a million jobs, 85,000 schedules) share one computation."""
+    born = job.created_at if job.run_at is None else min(job.created_at, job.run_at - _US)
+    return (job.cron_expression, job.timezone, job.run_at, job.start_at, job.end_at, job.every, job.anchor,
+            job.ended_after, max(start, born))  # fmt: skip
+
+
 def reconcile(
     jobs: Iterable[AuditedJob],
     found: set[tuple[int, datetime]],
     window: tuple[datetime, datetime],
     book: RuleBook = EMPTY_BOOK,
+    memo: dict[tuple[object, ...], list[datetime] | None] | None = None,
 ) -> AuditResult:
     """Pure: the ticks each job's schedule had in (start, end] that `found` does not hold, but those a
-    defer blackout still holds back (released after `end`: the leader writes them then)."""
+    defer blackout still holds back (released after `end`: the leader writes them then). `memo`
+    keeps the expected ticks of jobs alike across calls of one window."""
     start, end = window
     result = AuditResult(window)
+    memo = {} if memo is None else memo
     for job in jobs:
-        try:  # as the dispatcher reads it (a cron expression or an interval), within its window
-            schedule, _notice = job_schedule(
-                job.cron_expression,
-                job.timezone,
-                run_at=job.run_at,
-                start_at=job.start_at,
-                end_at=job.end_at,
-                every=job.every,
-                anchor=job.anchor,
-            )
-        except (InvalidInput, InvalidSchedule):
-            continue  # the dispatcher does not run it either (logged there)
-        # Its cursor started at creation (a one-off created late within its grace: just before run_at).
-        born = job.created_at if job.run_at is None else min(job.created_at, job.run_at - _US)
-        until = end if job.ended_after is None else min(end, job.ended_after)
-        ticks = schedule.fire_times(max(start, born), until, JOB_TICKS_LIMIT) if until > start else []
+        key = _same_ticks(job, start)
+        if key not in memo:
+            memo[key] = _expected(job, window)
+        ticks = memo[key]
+        if ticks is None:
+            continue
         result.jobs += 1
         result.expected += len(ticks)
         missing = [t for t in ticks if (job.id, t) not in found]
@@ -159,12 +183,23 @@ class Auditor:
         return result
 
     async def _audit(self, conn: Any, window: tuple[datetime, datetime]) -> AuditResult:
+        """The window's audit, CHUNK jobs at a time from one snapshot: a million jobs are never all
+        in memory, and the event loop (the leader's lease renewal) runs between chunks."""
         start, end = window
-        jobs = [_audited(r) for r in await conn.fetch(q.AUDIT_JOBS, start, end)]
-        rows = await conn.fetch(q.AUDIT_TICKS, [j.id for j in jobs], start, end)
-        found = {(r["job_id"], r["scheduled_for"]) for r in rows}
-        result = reconcile(jobs, found, window, RuleBook.of(*await RuleStore(self._pool).load()))
-        result.start_delays_s = [r["start_delay_s"] for r in rows if r["start_delay_s"] is not None]
+        book = RuleBook.of(*await RuleStore(self._pool).load())
+        result = AuditResult(window)
+        memo: dict[tuple[object, ...], list[datetime] | None] = {}
+        async with conn.transaction(isolation="repeatable_read", readonly=True):
+            cursor = await conn.cursor(q.AUDIT_JOBS, start, end)
+            while chunk := await cursor.fetch(CHUNK):
+                jobs = [_audited(r) for r in chunk]
+                rows = await conn.fetch(q.AUDIT_TICKS, [j.id for j in jobs], start, end)
+                part = reconcile(jobs, {(r["job_id"], r["scheduled_for"]) for r in rows}, window, book, memo)
+                result.jobs += part.jobs
+                result.expected += part.expected
+                result.unaccounted += part.unaccounted
+                result.start_delays_s += [r["start_delay_s"] for r in rows if r["start_delay_s"] is not None]
+                await asyncio.sleep(0)
         return result
 
     @staticmethod
