@@ -339,6 +339,7 @@ def month_shape(year: int, month: int) -> tuple[int, int]:
     return shape
 
 
+@lru_cache(maxsize=_PARTS)
 def _ever_fires(days: Days, months: frozenset[int]) -> bool:
     """Every (length, weekday of the 1st) a month can have comes round within 28 years."""
     lengths = {2: (28, 29), 4: (30,), 6: (30,), 9: (30,), 11: (30,)}
