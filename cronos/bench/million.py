@@ -27,15 +27,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import random
-import shutil
-import signal
 import sys
-import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
@@ -44,12 +40,9 @@ import asyncpg
 import msgspec
 
 from cronos.bench.bulk import Spec, copy_jobs
-from cronos.bench.common import Scratch, delete_keys, free_port, pct, proc_peak_rss, say, scratch_database
-from cronos.bench.herd import register
-from cronos.bench.scale import StagedRoles, proc_rss, wait_loaded, written
-from cronos.redis_client import connect as connect_redis
+from cronos.bench.common import pct, proc_peak_rss, say
+from cronos.bench.scale import ScaleBench, StagedRoles, proc_rss, register, run_bench, wait_loaded, written
 from cronos.settings import Settings
-from cronos.store.db import connect_one
 
 TARGET_RSS = 2**30  # issue 27: the leader under 1 GB with a million jobs
 TARGET_WRITE_MS = 100.0
@@ -95,37 +88,10 @@ class Timing:
     items: int  # the last response's items
 
 
-class MillionBench:
-    def __init__(self, settings: Settings, args: argparse.Namespace) -> None:
-        self.args = args
-        self.scratch = Scratch.new(settings.database_url)
-        self.workdir = Path(tempfile.mkdtemp(prefix=f"cronos-bench-million-{self.scratch.tag}-"))
-        scratch = self.scratch
-        self.roles = StagedRoles(self.workdir, scratch.dsn, settings.redis_url, scratch.prefix, free_port(), {})
-        self.client: Any = connect_redis(settings.redis_url)
+class MillionBench(ScaleBench):
+    name = "million"
 
-    async def run(self) -> int:
-        ok = False
-        try:
-            async with scratch_database(self.scratch, keep=self.args.keep) as dsn:
-                conn = await connect_one(dsn)
-                try:
-                    status = await self._run(conn)
-                    ok = True
-                    return status
-                finally:
-                    self.roles.stop(timeout_s=5)
-                    await conn.close()
-        finally:
-            if not self.args.keep:
-                await delete_keys(self.client, self.scratch.prefix)
-            await self.client.aclose()
-            if ok and not self.args.keep:
-                shutil.rmtree(self.workdir, ignore_errors=True)
-            else:
-                print(f"role logs kept in {self.workdir}", file=sys.stderr)
-
-    async def _run(self, conn: asyncpg.Connection) -> int:
+    async def measure(self, conn: asyncpg.Connection) -> int:
         args = self.args
         specs = mix(args.jobs, args.seed)
         say(f"starting the api on {self.scratch.db_name} (logs {self.workdir})")
@@ -230,24 +196,9 @@ def _mb(value: int | None) -> str:
     return "n/a" if value is None else f"{value / 2**20:,.0f} MB"
 
 
-async def _main(bench: MillionBench) -> int:
-    main_task = asyncio.current_task()
-    assert main_task is not None
-    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, main_task.cancel)
-    return await bench.run()
-
-
 def main(settings: Settings, argv: Sequence[str]) -> int:
     args = _parser().parse_args(list(argv))
     if args.jobs < 2 or args.executors < 1 or args.window <= 0 or args.requests < 1:
         print("cronos bench million: --jobs >= 2, --executors >= 1, --window > 0, --requests >= 1", file=sys.stderr)
         return 2
-    bench = MillionBench(settings, args)
-    try:
-        return asyncio.run(_main(bench))
-    except (TimeoutError, RuntimeError, aiohttp.ClientError) as exc:
-        print(f"bench failed: {exc}", file=sys.stderr)
-        return 1
-    except (KeyboardInterrupt, asyncio.CancelledError) as exc:
-        print("cronos bench million: interrupted; the roles are stopped", file=sys.stderr)
-        return 130 if isinstance(exc, KeyboardInterrupt) else 143
+    return run_bench(MillionBench(settings, args))

@@ -10,7 +10,12 @@ skipped ticks; the other roles keep their defaults.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
+import shutil
+import signal
+import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from datetime import datetime
@@ -18,10 +23,15 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import asyncpg
 import msgspec
 
-from cronos.bench.common import pct
+from cronos.bench.common import Scratch, delete_keys, free_port, pct, scratch_database
+from cronos.bench.counter import COUNTER_TASK
 from cronos.bench.roles import Roles
+from cronos.redis_client import connect as connect_redis
+from cronos.settings import Settings
+from cronos.store.db import connect_one
 
 LOADED = "schedule.loaded"
 WRITTEN = "ticks.queued"
@@ -81,6 +91,18 @@ def _lines(path: Path) -> Iterator[bytes]:
                 yield line
 
 
+async def register(
+    http: aiohttp.ClientSession, base_url: str, name: str, expression: str, labels: dict[str, str]
+) -> int:
+    """One job through POST /api/jobs, running the counting task; its id."""
+    body = {"name": name, "cron_expression": expression, "payload": {"action": COUNTER_TASK}, "labels": labels}
+    async with http.post(f"{base_url}/api/jobs", json=body) as resp:
+        reply = await resp.json(content_type=None)
+        if resp.status != 201:
+            raise RuntimeError(f"POST /api/jobs answered {resp.status}: {reply}")
+        return int(reply["id"])
+
+
 def loaded_jobs(path: Path) -> int | None:
     """How many jobs the leader's last full schedule load held (None: none yet)."""
     found = None
@@ -124,3 +146,63 @@ def ms_summary(values: list[float]) -> dict[str, Any]:
         "p99": pct(values, 0.99),
         "last": max(values, default=0.0),
     }
+
+
+class ScaleBench:
+    """A scale benchmark's frame: its scratch database and key prefix, its staged roles, and what is
+    removed after (the database, keys and role logs, unless --keep; the logs are kept on a failure).
+    A benchmark implements `measure`."""
+
+    name = "scale"
+
+    def __init__(self, settings: Settings, args: argparse.Namespace) -> None:
+        self.settings = settings
+        self.args = args
+        self.scratch = scratch = Scratch.new(settings.database_url)
+        self.workdir = Path(tempfile.mkdtemp(prefix=f"cronos-bench-{self.name}-{scratch.tag}-"))
+        self.roles = StagedRoles(self.workdir, scratch.dsn, settings.redis_url, scratch.prefix, free_port(), {})
+        self.client: Any = connect_redis(settings.redis_url)
+
+    async def measure(self, conn: asyncpg.Connection) -> int:
+        raise NotImplementedError
+
+    async def run(self) -> int:
+        ok = False
+        try:
+            async with scratch_database(self.scratch, keep=self.args.keep) as dsn:
+                conn = await connect_one(dsn)
+                try:
+                    status = await self.measure(conn)
+                    ok = True
+                    return status
+                finally:
+                    self.roles.stop(timeout_s=5)
+                    await conn.close()
+        finally:
+            if not self.args.keep:
+                await delete_keys(self.client, self.scratch.prefix)
+            await self.client.aclose()
+            if ok and not self.args.keep:
+                shutil.rmtree(self.workdir, ignore_errors=True)
+            else:
+                print(f"role logs kept in {self.workdir}", file=sys.stderr)
+
+
+async def _run(bench: ScaleBench) -> int:
+    # SIGTERM stops the benchmark as Ctrl-C does: the roles are stopped and the database dropped.
+    main_task = asyncio.current_task()
+    assert main_task is not None
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, main_task.cancel)
+    return await bench.run()
+
+
+def run_bench(bench: ScaleBench) -> int:
+    """Run a benchmark to its exit status (1: it failed, 130/143: interrupted)."""
+    try:
+        return asyncio.run(_run(bench))
+    except (TimeoutError, RuntimeError, aiohttp.ClientError) as exc:
+        print(f"bench failed: {exc}", file=sys.stderr)
+        return 1
+    except (KeyboardInterrupt, asyncio.CancelledError) as exc:
+        print(f"cronos bench {bench.name}: interrupted; the roles are stopped", file=sys.stderr)
+        return 130 if isinstance(exc, KeyboardInterrupt) else 143
