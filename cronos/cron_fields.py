@@ -17,6 +17,7 @@ import re
 from bisect import bisect_left
 from calendar import monthrange
 from dataclasses import dataclass
+from functools import lru_cache
 
 from cronos.errors import InvalidSchedule
 
@@ -87,25 +88,35 @@ class Days:
 
     def in_month(self, length: int, first: int) -> tuple[int, ...]:
         """The matching days of a month of ``length`` days whose 1st is weekday ``first``."""
-        weekdays = [d for d in range(1, length + 1) if (first + d - 1) % 7 not in (0, 6)]
-        near = {min(weekdays, key=lambda w: abs(w - n)) for n in self.nearest if n <= length}
-        out = []
-        for day in range(1, length + 1):
-            weekday = (first + day - 1) % 7
-            by_dom = (
-                day in self.dom
-                or day in near
-                or (self.last and day == length)
-                or (self.last_weekday and day == weekdays[-1])
-            )
-            by_dow = (
-                weekday in self.dow
-                or (weekday, (day - 1) // 7 + 1) in self.nth
-                or (weekday in self.last_of and day + 7 > length)
-            )
-            if (by_dom and by_dow) if self.both else (by_dom or by_dow):
-                out.append(day)
-        return tuple(out)
+        return _in_month(self, length, first)
+
+
+# Parsed parts are immutable and few distinct ones exist: memoised, a leader holding 100,000
+# schedules holds each once (`*`'s 31 days, a minute's next-value table...), not once per schedule.
+_PARTS = 4096
+
+
+@lru_cache(maxsize=_PARTS)
+def _in_month(days: Days, length: int, first: int) -> tuple[int, ...]:
+    weekdays = [d for d in range(1, length + 1) if (first + d - 1) % 7 not in (0, 6)]
+    near = {min(weekdays, key=lambda w: abs(w - n)) for n in days.nearest if n <= length}
+    out = []
+    for day in range(1, length + 1):
+        weekday = (first + day - 1) % 7
+        by_dom = (
+            day in days.dom
+            or day in near
+            or (days.last and day == length)
+            or (days.last_weekday and day == weekdays[-1])
+        )
+        by_dow = (
+            weekday in days.dow
+            or (weekday, (day - 1) // 7 + 1) in days.nth
+            or (weekday in days.last_of and day + 7 > length)
+        )
+        if (by_dom and by_dow) if days.both else (by_dom or by_dow):
+            out.append(day)
+    return tuple(out)
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,6 +208,7 @@ def _spell(values: set[int]) -> str:
     return ",".join(str(v) for v in sorted(values))
 
 
+@lru_cache(maxsize=_PARTS)
 def _plain(token: str, field: Field) -> frozenset[int]:
     values: set[int] = set()
     for part in token.split(","):
@@ -258,6 +270,7 @@ def _day_of_week(token: str) -> _DowParts:
     return dow, frozenset(nth), frozenset(last_of)
 
 
+@lru_cache(maxsize=_PARTS)
 def _days(dom_token: str, dow_token: str) -> Days:
     dom, last, last_weekday, nearest = _day_of_month(dom_token)
     dow, nth, last_of = _day_of_week(dow_token)
@@ -326,6 +339,7 @@ def month_shape(year: int, month: int) -> tuple[int, int]:
     return shape
 
 
+@lru_cache(maxsize=_PARTS)
 def _ever_fires(days: Days, months: frozenset[int]) -> bool:
     """Every (length, weekday of the 1st) a month can have comes round within 28 years."""
     lengths = {2: (28, 29), 4: (30,), 6: (30,), 9: (30,), 11: (30,)}
@@ -333,6 +347,7 @@ def _ever_fires(days: Days, months: frozenset[int]) -> bool:
     return any(days.in_month(n, first) for n, first in sorted(shapes, reverse=True))
 
 
+@lru_cache(maxsize=_PARTS)
 def next_table(values: frozenset[int], size: int) -> tuple[int, ...]:
     """t[v] = the smallest value >= v in ``values``, or -1 (carry); len ``size`` + 1."""
     ordered = sorted(values)

@@ -34,6 +34,12 @@ LEADER_LAST_WRITE = Gauge(
     "When this leader last wrote ticks to the ledger (unix time; 0: none yet)",
     registry=REGISTRY,
 )
+TICK_WRITE = Histogram(
+    "cronos_tick_write_seconds",
+    "A tick-write round of the leader: its due ticks planned, written to the ledger, handed to the outbox",
+    buckets=_LAG_BUCKETS,
+    registry=REGISTRY,
+)
 LEADER_ELECTIONS = Counter("cronos_leader_elections_total", "Elections this process won", registry=REGISTRY)
 TICKS_DISPATCHED = Counter("cronos_ticks_dispatched_total", "Run tokens pushed onto the stream", registry=REGISTRY)
 DISPATCH_LAG = Histogram(

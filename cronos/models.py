@@ -204,10 +204,12 @@ class Run(RunSummary, kw_only=True):
     result: str | None
 
 
-class DispatchJob(msgspec.Struct, kw_only=True):
+class DispatchJob(msgspec.Struct, kw_only=True, gc=False):
     """A job as the dispatcher's schedule holds it and its planner reads it: mutable, because
     the leader moves `cursor` in memory as its tick writes commit. `cursor` is the one place the
-    dispatcher keeps how far the job is written: every tick at or before it is in the ledger."""
+    dispatcher keeps how far the job is written: every tick at or before it is in the ledger.
+    The leader holds one per active job (a million of them): not tracked by the garbage collector
+    (it holds no reference cycle), its calendars a tuple (the empty one is shared)."""
 
     id: int
     cron_expression: str | None  # None: a one-off at run_at, or an interval
@@ -230,4 +232,4 @@ class DispatchJob(msgspec.Struct, kw_only=True):
     every: str | None = None  # an interval (cronos.interval), from anchor (None: the epoch)
     anchor: datetime | None = None
     name: str = ""  # blackout selectors name jobs
-    calendars: list[CalendarRef] = []
+    calendars: tuple[CalendarRef, ...] = ()

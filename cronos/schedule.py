@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 from importlib import resources
+from weakref import WeakValueDictionary
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from cronos.cron_fields import EXPR, NEVER, CronFields, month_shape, next_table, parse
@@ -59,7 +60,7 @@ def load_zone(name: str) -> ZoneInfo:
         raise InvalidSchedule(_TZ, f"unknown time zone {name!r}") from None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, weakref_slot=True)
 class ZonedSchedule:
     """What every meaning of a stored schedule has: an expression in one time zone, its fire times
     found by its `next_after` (remembering its last answer)."""
@@ -235,7 +236,11 @@ def upcoming(next_after: Callable[[datetime], datetime], now: datetime) -> datet
     return None if found >= NEVER_AT else found
 
 
-@lru_cache(maxsize=4096)
+# Schedules something still holds (a leader's 85,000 groups), found again by whoever parses the same
+# expression (its auditor, each minute): one object each, however many parse it.
+_LIVE: WeakValueDictionary[tuple[str, str], Schedule] = WeakValueDictionary()
+
+
 def parse_schedule(expression: str, timezone: str = "UTC") -> Schedule:
     """Validate ``expression`` in IANA zone ``timezone``; raise InvalidSchedule if bad.
 
@@ -243,6 +248,15 @@ def parse_schedule(expression: str, timezone: str = "UTC") -> Schedule:
     """
     if not isinstance(expression, str):
         raise InvalidSchedule(EXPR, "expression must be a string")
+    key = (expression, timezone)
+    found = _LIVE.get(key)
+    if found is None:
+        found = _LIVE[key] = _parse_schedule(expression, timezone)
+    return found
+
+
+@lru_cache(maxsize=4096)
+def _parse_schedule(expression: str, timezone: str) -> Schedule:
     text = expression.strip(" \t")
     has_seconds = not text.startswith("@") and len(text.split()) == 6
     return Schedule(text, timezone, has_seconds)

@@ -17,9 +17,10 @@ fenced with the job's health row (verdict `missing`), so an operator is told.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -44,6 +45,9 @@ log = logging.getLogger("dispatcher.auditor")
 JOB_TICKS_LIMIT = 10_000
 # Unaccounted ticks named in the warning of one pass.
 NAMED_LIMIT = 20
+# Schedules read at a time, and jobs looked up in the ledger at a time: the event loop runs between.
+GROUPS = 1000
+CHUNK = 5000
 
 
 _US = timedelta(microseconds=1)
@@ -75,33 +79,54 @@ class AuditResult:
     start_delays_s: list[float] = field(default_factory=list)
 
 
+def _expected(job: AuditedJob, window: tuple[datetime, datetime]) -> list[datetime] | None:
+    """The fire times the job's schedule had in the window (None: the dispatcher does not run it)."""
+    start, end = window
+    try:  # as the dispatcher reads it (a cron expression or an interval), within its window
+        schedule, _notice = job_schedule(
+            job.cron_expression,
+            job.timezone,
+            run_at=job.run_at,
+            start_at=job.start_at,
+            end_at=job.end_at,
+            every=job.every,
+            anchor=job.anchor,
+        )
+    except (InvalidInput, InvalidSchedule):
+        return None  # the dispatcher does not run it either (logged there)
+    # Its cursor started at creation (a one-off created late within its grace: just before run_at).
+    born = job.created_at if job.run_at is None else min(job.created_at, job.run_at - _US)
+    until = end if job.ended_after is None else min(end, job.ended_after)
+    return schedule.fire_times(max(start, born), until, JOB_TICKS_LIMIT) if until > start else []
+
+
+def _same_ticks(job: AuditedJob, start: datetime) -> tuple[object, ...]:
+    """What a job's expected ticks depend on: jobs alike share one computation."""
+    born = job.created_at if job.run_at is None else min(job.created_at, job.run_at - _US)
+    return (job.cron_expression, job.timezone, job.run_at, job.start_at, job.end_at, job.every, job.anchor,
+            job.ended_after, max(start, born))  # fmt: skip
+
+
 def reconcile(
     jobs: Iterable[AuditedJob],
     found: set[tuple[int, datetime]],
     window: tuple[datetime, datetime],
     book: RuleBook = EMPTY_BOOK,
+    memo: dict[tuple[object, ...], list[datetime] | None] | None = None,
 ) -> AuditResult:
     """Pure: the ticks each job's schedule had in (start, end] that `found` does not hold, but those a
-    defer blackout still holds back (released after `end`: the leader writes them then)."""
+    defer blackout still holds back (released after `end`: the leader writes them then). `memo`
+    keeps the expected ticks of jobs alike across calls of one window."""
     start, end = window
     result = AuditResult(window)
+    memo = {} if memo is None else memo
     for job in jobs:
-        try:  # as the dispatcher reads it (a cron expression or an interval), within its window
-            schedule, _notice = job_schedule(
-                job.cron_expression,
-                job.timezone,
-                run_at=job.run_at,
-                start_at=job.start_at,
-                end_at=job.end_at,
-                every=job.every,
-                anchor=job.anchor,
-            )
-        except (InvalidInput, InvalidSchedule):
-            continue  # the dispatcher does not run it either (logged there)
-        # Its cursor started at creation (a one-off created late within its grace: just before run_at).
-        born = job.created_at if job.run_at is None else min(job.created_at, job.run_at - _US)
-        until = end if job.ended_after is None else min(end, job.ended_after)
-        ticks = schedule.fire_times(max(start, born), until, JOB_TICKS_LIMIT) if until > start else []
+        key = _same_ticks(job, start)
+        if key not in memo:
+            memo[key] = _expected(job, window)
+        ticks = memo[key]
+        if ticks is None:
+            continue
         result.jobs += 1
         result.expected += len(ticks)
         missing = [t for t in ticks if (job.id, t) not in found]
@@ -115,10 +140,14 @@ def _held(verdict: Verdict | None, end: datetime) -> bool:
     return verdict is not None and verdict.release_at is not None and verdict.release_at > end
 
 
-def _audited(row: Any) -> AuditedJob:
-    fields = dict(row)
-    fields["calendars"] = tuple(msgspec.convert(fields["calendars"], list[CalendarRef]))
-    return AuditedJob(**fields)
+# What AUDIT_SCHEDULES groups jobs by, as AuditedJob names it.
+_SCHEDULE_FIELDS = ("cron_expression", "timezone", "run_at", "start_at", "end_at", "every", "anchor", "ended_after")
+
+
+def _named(job: AuditedJob, row: Any) -> AuditedJob:
+    calendars = row["calendars"]
+    refs = tuple(msgspec.convert(calendars, list[CalendarRef])) if calendars else ()
+    return replace(job, name=row["name"], queue=row["queue"], calendars=refs)
 
 
 class Auditor:
@@ -159,13 +188,52 @@ class Auditor:
         return result
 
     async def _audit(self, conn: Any, window: tuple[datetime, datetime]) -> AuditResult:
+        """The window's audit from one snapshot: the jobs by schedule (AUDIT_SCHEDULES), each
+        schedule's ticks computed once, then the jobs that had one looked up and reconciled CHUNK at
+        a time; the event loop (the leader's lease renewal) runs between chunks (a pass over a
+        million jobs held it past the lease, once)."""
         start, end = window
-        jobs = [_audited(r) for r in await conn.fetch(q.AUDIT_JOBS, start, end)]
-        rows = await conn.fetch(q.AUDIT_TICKS, [j.id for j in jobs], start, end)
-        found = {(r["job_id"], r["scheduled_for"]) for r in rows}
-        result = reconcile(jobs, found, window, RuleBook.of(*await RuleStore(self._pool).load()))
-        result.start_delays_s = [r["start_delay_s"] for r in rows if r["start_delay_s"] is not None]
+        book = RuleBook.of(*await RuleStore(self._pool).load())
+        result = AuditResult(window)
+        due: list[AuditedJob] = []  # jobs with ticks in the window, not looked up yet
+        async with conn.transaction(isolation="repeatable_read", readonly=True):
+            cursor = await conn.cursor(q.AUDIT_SCHEDULES, start, end)
+            while groups := await cursor.fetch(GROUPS):
+                for group in groups:
+                    fields = {name: group[name] for name in _SCHEDULE_FIELDS}
+                    # created_at: since when the jobs count (AUDIT_SCHEDULES' `after`), as reconcile reads it
+                    first = AuditedJob(id=0, created_at=group["after"], **fields)
+                    ticks = _expected(first, window)
+                    if ticks is None:
+                        continue  # the dispatcher does not run them either
+                    if not ticks:
+                        result.jobs += len(group["ids"])
+                        continue
+                    due += [replace(first, id=job_id) for job_id in group["ids"]]
+                while len(due) >= CHUNK:
+                    await self._reconcile(conn, due[:CHUNK], window, book, result)
+                    del due[:CHUNK]
+                await asyncio.sleep(0)
+            if due:
+                await self._reconcile(conn, due, window, book, result)
         return result
+
+    @staticmethod
+    async def _reconcile(
+        conn: Any, jobs: list[AuditedJob], window: tuple[datetime, datetime], book: RuleBook, result: AuditResult
+    ) -> None:
+        """Look the jobs' ticks up in the ledger and add what reconcile finds to `result`."""
+        start, end = window
+        ids = [job.id for job in jobs]
+        rows = await conn.fetch(q.AUDIT_TICKS, ids, start, end)
+        if book.calendars or book.windows:  # rules pick jobs by name, queue and calendars
+            named = {r["id"]: r for r in await conn.fetch(q.AUDIT_JOB_NAMES, ids)}
+            jobs = [_named(job, named[job.id]) for job in jobs if job.id in named]
+        part = reconcile(jobs, {(r["job_id"], r["scheduled_for"]) for r in rows}, window, book)
+        result.jobs += part.jobs
+        result.expected += part.expected
+        result.unaccounted += part.unaccounted
+        result.start_delays_s += [r["start_delay_s"] for r in rows if r["start_delay_s"] is not None]
 
     @staticmethod
     def _export(result: AuditResult) -> None:

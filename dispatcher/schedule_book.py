@@ -23,6 +23,7 @@ from cronos.models import DispatchJob
 from cronos.rules import EMPTY_BOOK, RuleBook
 from cronos.schedule_legacy import stored_schedule
 from cronos.schedule_window import NEVER, Windowed, filtered, schedule_of
+from dispatcher.herds import Herds
 from dispatcher.planner import CATCH_UP_PER_S, JOB_ROUND_LIMIT, CatchUpPace, TickBatch, TickRound
 
 # (expression, time zone, run_at, start_at, end_at, every, anchor, the rules' key): jobs sharing a
@@ -59,7 +60,7 @@ def _same(a: DispatchJob, b: DispatchJob) -> bool:
 
 
 class Group:
-    __slots__ = ("capped", "jobs", "key", "next_due", "queues", "schedule")
+    __slots__ = ("capped", "counted", "jobs", "key", "next_due", "queues", "schedule")
 
     def __init__(self, key: Key, schedule: Windowed) -> None:
         self.key = key
@@ -71,6 +72,7 @@ class Group:
         # the members with one (their runs_left caps what they run).
         self.queues: Counter[str] = Counter()
         self.capped: dict[int, DispatchJob] = {}
+        self.counted = 0  # its jobs counted in the herds' load at next_due
 
 
 class ScheduleBook:
@@ -79,8 +81,10 @@ class ScheduleBook:
         parse: Callable[[str, str], tuple[Any, str | None]] = stored_schedule,
         *,
         catchup_per_s: float = CATCH_UP_PER_S,
+        herds: Herds | None = None,
     ) -> None:
         self._parse = parse
+        self._herds = herds or Herds()  # jobs due at each instant: a herd is planned early
         self._pace = CatchUpPace(catchup_per_s)
         self._job_paces: dict[int, CatchUpPace] = {}  # jobs with their own catch-up pace
         self._ended: set[int] = set()  # jobs whose last tick a batch of this round wrote
@@ -110,6 +114,7 @@ class ScheduleBook:
         self._jobs.clear()
         self._keys.clear()
         self._heap.clear()
+        self._herds.clear()
         self.id_sum = 0
         self.queues.clear()
 
@@ -163,6 +168,7 @@ class ScheduleBook:
         if not self.queues[spec.queue]:
             del self.queues[spec.queue]
         if not group.jobs:
+            self._set_due(group, None)
             del self._groups[key]  # its heap entries are now stale and get dropped
         return key
 
@@ -224,6 +230,10 @@ class ScheduleBook:
             stack.extend(child for child in (2 * index + 1, 2 * index + 2) if child < len(heap))
         return list(found.values())
 
+    def next_herd(self) -> datetime | None:
+        """When the next herd (dispatcher.herds) is to be planned, ahead of its due instant."""
+        return self._herds.next_plan()
+
     @contextlib.contextmanager
     def round(
         self,
@@ -234,16 +244,20 @@ class ScheduleBook:
         batch_rows: int = 2_000,
         job_limit: int = JOB_ROUND_LIMIT,
     ) -> Iterator[TickRound]:
-        """The planner's round over the groups due by `horizon` (default: now). Call `advance`
+        """The planner's round over the groups due by `horizon` (default: now), and those of a herd
+        whose planning time (dispatcher.herds) has come by `now`, up to its instant. Call `advance`
         with each batch once the ledger committed it; on exit the groups are settled: their next
         due instants follow the cursors that moved (and come back on the heap even after a failure)."""
-        groups = self._due(now if horizon is None else horizon)
+        until = now if horizon is None else horizon
+        if (herd := self._herds.due_by(now)) is not None:
+            until = max(until, herd)
+        groups = self._due(until)
         self._planning = groups  # off the heap meanwhile, still due: `ahead` counts them
         try:
             yield TickRound(
                 ((g.schedule, g.jobs.values()) for g in groups),
                 now,
-                horizon=horizon,
+                horizon=until,
                 max_rows=max_rows,
                 batch_rows=batch_rows,
                 job_limit=job_limit,
@@ -275,7 +289,7 @@ class ScheduleBook:
             when, _seq, key = heapq.heappop(self._heap)
             group = self._groups.get(key)
             if group is not None and group.next_due == when:
-                group.next_due = None  # off the heap until settled
+                self._set_due(group, None)  # off the heap until settled
                 found.append(group)
         return found
 
@@ -289,8 +303,19 @@ class ScheduleBook:
             if when == NEVER:
                 continue
             if when != group.next_due:
-                group.next_due = when
+                self._set_due(group, when)
                 heapq.heappush(self._heap, (when, next(self._seq), key))
+            elif group.counted != len(group.jobs):
+                self._set_due(group, when)  # jobs came or went: the load at its instant follows
         if len(self._heap) > 2 * len(self._groups) + 64:
             self._heap = [(g.next_due, next(self._seq), k) for k, g in self._groups.items() if g.next_due]
             heapq.heapify(self._heap)
+
+    def _set_due(self, group: Group, when: datetime | None) -> None:
+        """The group's next due instant, its jobs counted in the load at that instant."""
+        if group.next_due is not None:
+            self._herds.remove(group.next_due, group.counted)
+        group.next_due, group.counted = when, 0
+        if when is not None:
+            group.counted = len(group.jobs)
+            self._herds.add(when, group.counted)

@@ -12,6 +12,7 @@ or a change. Tests drive `run_once(now)` (writer, then outbox) with a fake `now`
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Callable, Iterable
@@ -158,6 +159,8 @@ class Ticker:
         candidates.append(now if self._probe_at is None else self._probe_at)
         if (due := self.book.next_due()) is not None:
             candidates.append(due - self._lookahead)
+        if (herd := self.book.next_herd()) is not None:
+            candidates.append(herd)
         if (take_at := self.outbox.take_at()) is not None:
             candidates.append(take_at)
         return min(candidates)
@@ -204,22 +207,32 @@ class Ticker:
             if (count, id_sum) == (len(self.book), self.book.id_sum):
                 return
         count, _sum, db_now = await self._ledger.active_digest()
-        jobs = await self._ledger.active_jobs()
         self.book.clear()
-        for start in range(0, len(jobs), _LOAD_CHUNK):  # in chunks: the renewer must not starve
-            self.book.apply(jobs[start : start + _LOAD_CHUNK], (), settle=False)
-            await asyncio.sleep(0)
+        loaded = 0
+        async with contextlib.aclosing(self._ledger.active_jobs()) as chunks:
+            async for jobs in chunks:  # a chunk at a time: the renewer must not starve
+                self.book.apply(jobs, (), settle=False)
+                loaded += len(jobs)
+                await asyncio.sleep(0)
         self.book.settle_all()
         # Changes notified meanwhile stay queued: they may postdate the snapshot just loaded.
         self._watermark = db_now - _RESYNC_SLACK
         log.info(
             "schedule loaded",
-            extra={"event": "schedule.loaded", "jobs": len(jobs), "groups": self.book.group_count},
+            extra={"event": "schedule.loaded", "jobs": loaded, "groups": self.book.group_count},
         )
 
     async def _apply(self, jobs: list[DispatchJob], missing: Iterable[int] = ()) -> None:
         gone = {*missing, *(j.id for j in jobs if j.status != "active")}
-        self.book.apply((j for j in jobs if j.status == "active"), gone)
+        active = [j for j in jobs if j.status == "active"]
+        if len(active) <= _LOAD_CHUNK:
+            self.book.apply(active, gone)
+        else:  # a bulk change, in chunks: the renewer must not starve
+            self.book.apply((), gone)
+            for start in range(0, len(active), _LOAD_CHUNK):
+                self.book.apply(active[start : start + _LOAD_CHUNK], (), settle=False)
+                await asyncio.sleep(0)
+            self.book.settle_all()
         # Runs written ahead for jobs now paused or deleted are not pushed: the change that stopped
         # the job skipped (or deleted) them in its own transaction (cronos.store.revisions). A job
         # that ended (completed, expired) keeps its last runs: they are pushed when due.
@@ -268,6 +281,7 @@ class Ticker:
             result.skipped += written.skipped
 
         horizon = now + self._lookahead
+        began = time.perf_counter()
         with self.book.round(now, horizon=horizon, max_rows=self._max_rows, batch_rows=self._batch_rows) as ticks:
             try:
                 async with asyncio.TaskGroup() as group:
@@ -278,10 +292,10 @@ class Ticker:
                 raise failed.exceptions[0] from None  # the batches failed for one reason (NotLeader, a backend)
         result.more = ticks.truncated
         if written_any := result.queued + result.skipped:
+            took = time.perf_counter() - began
+            metrics.TICK_WRITE.observe(took)
             metrics.RUNS_SKIPPED.labels(reason=SKIP_MISFIRED).inc(result.skipped)
             level = logging.INFO if result.skipped or ticks.truncated else logging.DEBUG
-            log.log(
-                level,
-                "ticks written",
-                extra={"event": "ticks.queued", "count": result.queued, "skipped": result.skipped, "rows": written_any},
-            )
+            fields: dict[str, float] = {"count": result.queued, "skipped": result.skipped, "rows": written_any}
+            fields["duration_ms"] = round(took * 1000, 1)
+            log.log(level, "ticks written", extra={"event": "ticks.queued", **fields})

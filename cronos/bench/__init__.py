@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 from cronos.settings import Settings
 
-BENCHMARKS = ("dispatch", "run", "e2e", "schedule", "apscheduler", "compare")
+BENCHMARKS = ("dispatch", "run", "e2e", "schedule", "apscheduler", "compare", "herd", "million")
 
 
 def main(which: str, settings: Settings, argv: Sequence[str]) -> int:

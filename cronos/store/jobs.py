@@ -25,7 +25,7 @@ import msgspec
 from cronos.errors import Conflict, InvalidInput, NotFound
 from cronos.models import JOB_WRITABLE, TERMINAL_STATUSES, Job, ManagedBy, Run
 from cronos.redact import restore_secrets
-from cronos.store import chains, revisions
+from cronos.store import chains, pages, revisions
 from cronos.store import queries as q
 from cronos.store.audit import SYSTEM, record, snapshot
 from cronos.store.db import ping, to_struct, translate_errors
@@ -169,12 +169,36 @@ class JobStore:
         of JSON (at least one); with a selector (cronos.selectors.jsonpath) only those it selects.
         The flag says whether a next page may hold more."""
         with translate_errors():
-            if selector is None:
-                rows = await self._pool.fetch(q.JOB_LIST, status, after_id, limit, max_bytes)
+            if selector is None and status is None:
+                rows = await self._pool.fetch(q.JOB_LIST, after_id, limit, max_bytes)
+            elif selector is None:
+                async with self._pool.acquire() as conn, conn.transaction():
+                    await conn.execute(q.PAGE_PLAN)
+                    rows = await conn.fetch(q.JOB_LIST_STATUS, status, after_id, limit, max_bytes)
             else:
-                rows = await self._pool.fetch(q.JOB_LIST_SELECTED, status, after_id, limit, max_bytes, selector)
+                return await self._list_selected(status, after_id, limit, max_bytes, selector)
         more = bool(rows) and (len(rows) == limit or len(rows) < rows[0]["fetched"])
         return [to_struct(row, Job) for row in rows], more
+
+    async def _list_selected(
+        self, status: str | None, after_id: int, limit: int, max_bytes: int, selector: str
+    ) -> tuple[list[Job], bool]:
+        """A selector's page: a slice by id, then, when it ends short, the labels index (cronos.store.pages)."""
+        head = await self._pool.fetch(q.JOB_LIST_SELECTED, status, after_id, limit, max_bytes, selector, pages.SLICE)
+        found = [row for row in head if row["id"] is not None]
+        fetched, scanned = head[0]["fetched"], head[0]["scanned"]
+        jobs = [to_struct(row, Job) for row in found]
+        if len(found) < fetched:  # cut by the payload bytes
+            return jobs, True
+        spent = found[-1]["before"] + found[-1]["size"] if found else 0
+        if not pages.goes_on(len(found), limit, scanned) or spent >= max_bytes:
+            return jobs, len(found) == limit or scanned >= pages.SLICE
+        after = head[0]["scanned_to"]
+        rest = await self._pool.fetch(
+            q.JOB_LIST_SELECTED_INDEXED, status, after, limit - len(found), max_bytes - spent, selector
+        )
+        more = bool(rest) and (len(rest) == limit - len(found) or len(rest) < rest[0]["fetched"])
+        return jobs + [to_struct(row, Job) for row in rest], more
 
     async def update(
         self, job_id: int, changes: Mapping[str, Any], check: Check, *, actor: str = SYSTEM, guard: Guard = _allow

@@ -8,7 +8,7 @@ ttl, partitioned) writes nothing and gets NotLeader. Rows are columns in, Struct
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import AsyncGenerator, Collection, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -43,8 +43,33 @@ class TickResult(msgspec.Struct, kw_only=True):
     ended: list[int] = []  # jobs this write ended (completed, expired)
 
 
-def _job(row: Any) -> DispatchJob:
-    return to_struct(row, DispatchJob)
+# Values many jobs share (their schedule, policies, queue, action; a cursor, until the first tick
+# moves it): held once however many jobs a load brings, not once per row (a million rows bring a
+# million copies). No two of these fields hold equal values of different types (0 and 0.0).
+_SHARED = (
+    "cron_expression",
+    "timezone",
+    "misfire_policy",
+    "misfire_grace_s",
+    "jitter_s",
+    "concurrency_policy",
+    "status",
+    "queue",
+    "action",
+    "cursor",
+)
+# Rows converted at a time by a load: the event loop (the leader's lease renewal) runs in between.
+LOAD_CHUNK = 5000
+
+
+def _job(row: Any, shared: dict[Any, Any] | None = None) -> DispatchJob:
+    if shared is None:
+        return to_struct(row, DispatchJob)
+    fields = dict(row)
+    for name in _SHARED:
+        if (value := fields[name]) is not None:
+            fields[name] = shared.setdefault(value, value)
+    return to_struct(fields, DispatchJob)
 
 
 def _ms(instant: datetime) -> int:
@@ -77,11 +102,15 @@ class Ledger:
     def __init__(self, pool: asyncpg.Pool) -> None:
         self._pool = pool
 
-    async def active_jobs(self) -> list[DispatchJob]:
+    async def active_jobs(self, chunk: int = LOAD_CHUNK) -> AsyncGenerator[list[DispatchJob], None]:
+        """Every active job, `chunk` at a time, from one snapshot: a million jobs are never all
+        held as rows as well as Structs, and no conversion holds the event loop for long."""
+        shared: dict[Any, Any] = {}
         with translate_errors():
-            async with self._pool.acquire() as conn:
-                rows = await conn.fetch(q.DISPATCH_JOBS_ACTIVE)
-        return [_job(r) for r in rows]
+            async with self._pool.acquire() as conn, conn.transaction(isolation="repeatable_read", readonly=True):
+                cursor = await conn.cursor(q.DISPATCH_JOBS_ACTIVE)
+                while rows := await cursor.fetch(chunk):
+                    yield [_job(r, shared) for r in rows]
 
     async def jobs(self, ids: Sequence[int]) -> list[DispatchJob]:
         """These jobs as they are now; missing ids were deleted."""
@@ -93,7 +122,8 @@ class Ledger:
         """Jobs created, edited, paused or resumed after `since` (as active or paused)."""
         with translate_errors():
             rows = await self._pool.fetch(q.DISPATCH_JOBS_CHANGED, since)
-        return [_job(r) for r in rows]
+        shared: dict[Any, Any] = {}
+        return [_job(r, shared) for r in rows]
 
     async def active_digest(self) -> tuple[int, int, datetime]:
         """(count, sum of ids) of the active jobs, and the database's now()."""

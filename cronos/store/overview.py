@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 import asyncpg
 import msgspec
 
 from cronos.models import JobKind, JobStatus, RunState
+from cronos.store import pages
 from cronos.store import queries as q
 from cronos.store.db import to_struct, translate_errors
 
@@ -50,8 +52,34 @@ class OverviewStore:
         self, status: str | None, search: str | None, after_id: int, limit: int, selector: str | None = None
     ) -> list[JobRow]:
         """A page of the console's jobs list; `selector` a cronos.selectors.jsonpath (None: every job)."""
+        pattern = name_pattern(search)
         with translate_errors():
-            rows = await self._pool.fetch(
-                q.JOB_OVERVIEW, status, name_pattern(search), after_id, limit, RATE_OVER, RECENT, selector
-            )
+            if pattern is not None or selector is not None:
+                rows = await self._filtered(status, pattern, after_id, limit, selector)
+            elif status is not None:
+                async with self._pool.acquire() as conn, conn.transaction():
+                    await conn.execute(q.PAGE_PLAN)
+                    rows = await conn.fetch(q.JOB_OVERVIEW_STATUS, status, after_id, limit, RATE_OVER, RECENT)
+            else:
+                rows = await self._pool.fetch(q.JOB_OVERVIEW, after_id, limit, RATE_OVER, RECENT)
         return [to_struct(row, JobRow) for row in rows]
+
+    async def _filtered(
+        self, status: str | None, pattern: str | None, after_id: int, limit: int, selector: str | None
+    ) -> list[Any]:
+        """A page with a name search or a selector: a slice by id, then, when it ends short, the
+        search's or the selector's index (cronos.store.pages)."""
+        args = (status, pattern, after_id, limit, RATE_OVER, RECENT, selector, pages.SLICE)
+        head = await self._pool.fetch(q.JOB_OVERVIEW_FILTERED, *args)
+        rows = [row for row in head if row["id"] is not None]
+        if not pages.goes_on(len(rows), limit, head[0]["scanned"]):
+            return rows
+        after, wanted = head[0]["scanned_to"], limit - len(rows)
+        if pattern is not None:
+            rest_args = (status, pattern, after, wanted, RATE_OVER, RECENT, selector)
+            async with self._pool.acquire() as conn, conn.transaction():
+                await conn.execute(q.PAGE_PLAN)
+                rest = await conn.fetch(q.JOB_OVERVIEW_SEARCHED, *rest_args)
+        else:
+            rest = await self._pool.fetch(q.JOB_OVERVIEW_SELECTED, status, after, wanted, RATE_OVER, RECENT, selector)
+        return rows + list(rest)

@@ -69,8 +69,8 @@ SELECT id, name, cron_expression, timezone, kind, payload, timeout_s, max_retrie
 FROM jobs
 WHERE id = $1 FOR UPDATE
 """
-# $1 status filter or NULL, $2 last id seen (0 for the first page), $3 limit.
-# A page of jobs by id: at most $3 rows, and cut once the payloads before a row reach $4 bytes
+# $1 last id seen (0 for the first page), $2 limit.
+# A page of jobs by id: at most $2 rows, and cut once the payloads before a row reach $3 bytes
 # of JSON (a page holds at least one job), so a page of big payloads stays small; `fetched` says
 # how many rows the page had before the cut (more than returned: the client pages on).
 JOB_LIST = """
@@ -79,7 +79,30 @@ WITH page AS (SELECT id, name, cron_expression, timezone, kind, payload, timeout
     last_scheduled_for, created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs,
     catchup_max_per_s, expectations, every, anchor, calendars, paused_until, pause_note, labels, owner,
     concurrency_group, octet_length(payload::text) AS size FROM jobs
-    WHERE ($1::text IS NULL OR status = $1) AND id > $2 ORDER BY id LIMIT $3),
+    WHERE id > $1 ORDER BY id LIMIT $2),
+    sized AS (SELECT *, sum(size) OVER (ORDER BY id) - size AS before FROM page)
+SELECT id, name, cron_expression, timezone, kind, payload, timeout_s, max_retries, retry_backoff_s,
+    concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, revision, last_scheduled_for,
+    created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs, catchup_max_per_s,
+    expectations, every, anchor, calendars, paused_until, pause_note, labels, owner, concurrency_group,
+    (SELECT count(*) FROM page) AS fetched
+FROM sized
+WHERE before < $3
+ORDER BY id
+"""
+# Sent first, in the same transaction, before a page whose best plan depends on its value (a
+# status, a name search): a generic plan (a prepared statement's, after five runs) cannot tell a
+# status few jobs have from one all have, nor read a pattern's trigrams, and walks every job.
+PAGE_PLAN = "SET LOCAL plan_cache_mode = force_custom_plan"
+# JOB_LIST of the jobs in status $1, through jobs_status_id (status, id) (PAGE_PLAN first: a million
+# jobs, none paused, and `?status=paused` read them all).
+JOB_LIST_STATUS = """
+WITH page AS (SELECT id, name, cron_expression, timezone, kind, payload, timeout_s, max_retries,
+    retry_backoff_s, concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, revision,
+    last_scheduled_for, created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs,
+    catchup_max_per_s, expectations, every, anchor, calendars, paused_until, pause_note, labels, owner,
+    concurrency_group, octet_length(payload::text) AS size FROM jobs
+    WHERE status = $1 AND id > $2 ORDER BY id LIMIT $3),
     sized AS (SELECT *, sum(size) OVER (ORDER BY id) - size AS before FROM page)
 SELECT id, name, cron_expression, timezone, kind, payload, timeout_s, max_retries, retry_backoff_s,
     concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, revision, last_scheduled_for,
@@ -90,15 +113,47 @@ FROM sized
 WHERE before < $4
 ORDER BY id
 """
-# JOB_LIST of the jobs whose labels match the selector $5 (cronos.selectors.jsonpath): its
-# positive tests are answered by the GIN index jobs_labels (migration 0034).
+# A filtered page (a selector, a name search) reads jobs by id from the cursor, at most $6 of them
+# (a slice, read through the primary key whatever the filter: no plan can walk every job for a
+# filter that matches few), and keeps those that match; when the slice ends before the page is
+# full, the page goes on from the slice's end through the filter's index (JOB_LIST_SELECTED_INDEXED,
+# JOB_OVERVIEW_SEARCHED, JOB_OVERVIEW_SELECTED: cronos.store.pages decides). A broad filter fills
+# its page from the slice; a narrow one is found through its index, which reads only its matches.
+# JOB_LIST of the slice's jobs whose labels match the selector $5 (cronos.selectors.jsonpath). Its
+# first row says how many jobs the slice read and the last one's id; a row without an id stands
+# for none matching. `before` and `size`: the page's payload bytes, for the rest of the page.
 JOB_LIST_SELECTED = """
-WITH page AS (SELECT id, name, cron_expression, timezone, kind, payload, timeout_s, max_retries,
+WITH slice AS MATERIALIZED (SELECT id, status, labels FROM jobs WHERE id > $2 ORDER BY id LIMIT $6),
+    page AS (SELECT id, name, cron_expression, timezone, kind, payload, timeout_s, max_retries,
     retry_backoff_s, concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, revision,
     last_scheduled_for, created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs,
     catchup_max_per_s, expectations, every, anchor, calendars, paused_until, pause_note, labels, owner,
     concurrency_group, octet_length(payload::text) AS size FROM jobs
-    WHERE ($1::text IS NULL OR status = $1) AND labels @@ $5::jsonpath AND id > $2 ORDER BY id LIMIT $3),
+    WHERE id IN (SELECT id FROM slice WHERE ($1::text IS NULL OR status = $1) AND labels @@ $5::jsonpath
+        ORDER BY id LIMIT $3)),
+    sized AS (SELECT *, sum(size) OVER (ORDER BY id) - size AS before FROM page)
+SELECT p.id, p.name, p.cron_expression, p.timezone, p.kind, p.payload, p.timeout_s, p.max_retries,
+    p.retry_backoff_s, p.concurrency_policy, p.misfire_policy, p.misfire_grace_s, p.jitter_s, p.status, p.revision,
+    p.last_scheduled_for, p.created_at, p.updated_at, p.managed_by, p.parents, p.queue, p.run_at, p.start_at,
+    p.end_at, p.max_runs, p.catchup_max_per_s, p.expectations, p.every, p.anchor, p.calendars, p.paused_until,
+    p.pause_note, p.labels, p.owner, p.concurrency_group, p.before, p.size,
+    (SELECT count(*) FROM page) AS fetched, s.scanned, s.scanned_to
+FROM (SELECT count(*) AS scanned, max(id) AS scanned_to FROM slice) s
+LEFT JOIN sized p ON p.before < $4
+ORDER BY p.id
+"""
+# The rest of a selector's page (JOB_LIST_SELECTED) through the GIN index jobs_labels (migration
+# 0034): the jobs after $2 that match $5, the first $3 by id, cut at $4 payload bytes as JOB_LIST.
+# The matches are read whole, then cut at $2: a plan that met the index with the id range read the
+# primary key's every entry past $2 (a filter reaches here only when it is narrow).
+JOB_LIST_SELECTED_INDEXED = """
+WITH hits AS MATERIALIZED (SELECT id FROM jobs WHERE labels @@ $5::jsonpath AND ($1::text IS NULL OR status = $1)),
+    page AS (SELECT id, name, cron_expression, timezone, kind, payload, timeout_s, max_retries,
+    retry_backoff_s, concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, revision,
+    last_scheduled_for, created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs,
+    catchup_max_per_s, expectations, every, anchor, calendars, paused_until, pause_note, labels, owner,
+    concurrency_group, octet_length(payload::text) AS size FROM jobs
+    WHERE id IN (SELECT id FROM hits WHERE id > $2 ORDER BY id LIMIT $3)),
     sized AS (SELECT *, sum(size) OVER (ORDER BY id) - size AS before FROM page)
 SELECT id, name, cron_expression, timezone, kind, payload, timeout_s, max_retries, retry_backoff_s,
     concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, revision, last_scheduled_for,
@@ -929,18 +984,26 @@ WHERE id IN (SELECT id FROM runs_default WHERE scheduled_for < $1 AND state NOT 
 # of theirs (pause, resume, edit) since its start (job_revisions_job_at) — an edit moves ticks, and
 # a window it cut through is left out rather than guessed. Active ones, and those the leader ended
 # since its start (their last revision is its `ended`; their cursor is their last tick): windowed,
-# max_runs and one-off jobs too.
-AUDIT_JOBS = """
-SELECT j.id, j.cron_expression, j.timezone, j.created_at, j.run_at, j.start_at, j.end_at, j.every, j.anchor,
-    CASE WHEN j.status = 'active' THEN NULL ELSE j.last_scheduled_for END AS ended_after, j.name, j.queue,
-    j.calendars
+# max_runs and one-off jobs too. Grouped by what their ticks in the window depend on (their schedule
+# and window, the end the leader gave them, and since when they count: the window's start, or their
+# creation within it; a one-off's just before its run_at): a million jobs on 85,000 schedules are
+# 85,000 rows, each schedule's fire times computed once, and only the jobs that had a tick looked up.
+AUDIT_SCHEDULES = """
+SELECT j.cron_expression, j.timezone, j.run_at, j.start_at, j.end_at, j.every, j.anchor,
+    CASE WHEN j.status = 'active' THEN NULL ELSE j.last_scheduled_for END AS ended_after,
+    greatest($1, CASE WHEN j.run_at IS NULL THEN j.created_at
+                      ELSE least(j.created_at, j.run_at - interval '1 microsecond') END) AS after,
+    array_agg(j.id) AS ids
 FROM jobs j
 WHERE j.created_at < $2
   AND (j.status = 'active' OR (j.status IN ('completed', 'expired') AND j.updated_at >= $1
        AND EXISTS (SELECT 1 FROM job_revisions e WHERE e.job_id = j.id AND e.number = j.revision AND e.kind = 'ended')))
   AND NOT EXISTS (SELECT 1 FROM job_revisions r WHERE r.job_id = j.id AND r.at >= $1 AND r.number > 1
                   AND r.kind <> 'ended')
+GROUP BY 1, 2, 3, 4, 5, 6, 7, 8, 9
 """
+# What blackouts select jobs by (cronos.rules): of the jobs $1.
+AUDIT_JOB_NAMES = "SELECT id, name, queue, calendars FROM jobs WHERE id = ANY($1::bigint[])"
 # Their scheduled ticks in ($2, $3] that the ledger holds (any state), first attempts, with
 # the start delay of those that started.
 AUDIT_TICKS = """
@@ -1192,16 +1255,87 @@ LIMIT $3
 # --- console (API, read only) ---------------------------------------------------------
 
 # The jobs page of the console: a page of jobs by id, each with its last started-or-ended run
-# and its success over its last finished runs, both among its newest $6 runs: each lateral read
-# walks at most $6 entries of runs_job_newest (job_id, id DESC), so a page costs the same with
-# 10,000 jobs and millions of runs, whatever their states. $1 status or NULL, $2 ILIKE pattern on
-# the name or NULL (escaped by the caller), $3 last id seen (0 first), $4 page size, $5 finished
-# runs the rate is over.
+# and its success over its last finished runs, both among its newest runs (the recent runs'
+# bound): each lateral read walks at most that many entries of runs_job_newest (job_id, id DESC),
+# so a page costs the same with 10,000 jobs and millions of runs, whatever their states. Five
+# statements, one per filter, so that no plan (a prepared statement's generic one included) walks
+# every job for a filter that matches few (a million jobs: a status none has took 1.7 s).
+# No filter: $1 last id seen (0 first), $2 page size, $3 finished runs the rate is over, $4 the
+# recent runs' bound.
 JOB_OVERVIEW = """
 WITH page AS (SELECT id, name, cron_expression, timezone, kind, status, every, anchor FROM jobs
-    WHERE ($1::text IS NULL OR status = $1) AND ($2::text IS NULL OR name ILIKE $2) AND id > $3
-    AND ($7::jsonpath IS NULL OR labels @@ $7::jsonpath)
-    ORDER BY id LIMIT $4)
+    WHERE id > $1 ORDER BY id LIMIT $2)
+SELECT p.id, p.name, p.cron_expression, p.timezone, p.kind, p.status, p.every, p.anchor,
+    l.id AS run_id, l.state AS run_state,
+    l.scheduled_for AS run_scheduled_for, l.due_at AS run_due_at, l.started_at AS run_started_at,
+    l.duration_ms AS run_duration_ms, s.completed, s.finished
+FROM page p
+LEFT
+JOIN LATERAL (SELECT * FROM (SELECT id, state, scheduled_for, due_at, started_at, duration_ms  FROM runs
+    WHERE job_id = p.id ORDER BY id DESC LIMIT $4) recent  WHERE state <> 'queued'
+    ORDER BY id DESC LIMIT 1) l ON true
+LEFT
+JOIN LATERAL (SELECT count(*) FILTER (WHERE state = 'completed') AS completed, count(*) AS finished
+    FROM (SELECT state FROM (SELECT id, state FROM runs WHERE job_id = p.id ORDER BY id DESC LIMIT $4) recent
+    WHERE state IN ('completed', 'failed') ORDER BY id DESC LIMIT $3) f) s ON true
+ORDER BY p.id
+"""
+# A status ($1) only, through jobs_status_id (status, id) (PAGE_PLAN first): $2 last id seen, $3 page
+# size, $4 rate, $5 bound.
+JOB_OVERVIEW_STATUS = """
+WITH page AS (SELECT id, name, cron_expression, timezone, kind, status, every, anchor FROM jobs
+    WHERE status = $1 AND id > $2 ORDER BY id LIMIT $3)
+SELECT p.id, p.name, p.cron_expression, p.timezone, p.kind, p.status, p.every, p.anchor,
+    l.id AS run_id, l.state AS run_state,
+    l.scheduled_for AS run_scheduled_for, l.due_at AS run_due_at, l.started_at AS run_started_at,
+    l.duration_ms AS run_duration_ms, s.completed, s.finished
+FROM page p
+LEFT
+JOIN LATERAL (SELECT * FROM (SELECT id, state, scheduled_for, due_at, started_at, duration_ms  FROM runs
+    WHERE job_id = p.id ORDER BY id DESC LIMIT $5) recent  WHERE state <> 'queued'
+    ORDER BY id DESC LIMIT 1) l ON true
+LEFT
+JOIN LATERAL (SELECT count(*) FILTER (WHERE state = 'completed') AS completed, count(*) AS finished
+    FROM (SELECT state FROM (SELECT id, state FROM runs WHERE job_id = p.id ORDER BY id DESC LIMIT $5) recent
+    WHERE state IN ('completed', 'failed') ORDER BY id DESC LIMIT $4) f) s ON true
+ORDER BY p.id
+"""
+# A name search or a selector (a filtered page: JOB_LIST_SELECTED's comment): $1 status or NULL,
+# $2 ILIKE pattern on the name or NULL (escaped by the caller), $3 last id seen, $4 page size, $5 rate,
+# $6 bound, $7 a selector's jsonpath or NULL, $8 the slice. Its first row says how many jobs the
+# slice read and the last one's id (a row without an id: none matched); the page goes on through
+# JOB_OVERVIEW_SEARCHED (a name search: the trigram index jobs_name_trgm, migration 0039) or
+# JOB_OVERVIEW_SELECTED (a selector: jobs_labels), whose matches are read whole, then cut at the
+# cursor (as JOB_LIST_SELECTED_INDEXED's).
+JOB_OVERVIEW_FILTERED = """
+WITH slice AS MATERIALIZED (SELECT id, status, name, labels FROM jobs WHERE id > $3 ORDER BY id LIMIT $8),
+    page AS (SELECT id, name, cron_expression, timezone, kind, status, every, anchor FROM jobs
+    WHERE id IN (SELECT id FROM slice WHERE ($1::text IS NULL OR status = $1) AND ($2::text IS NULL OR name ILIKE $2)
+        AND ($7::jsonpath IS NULL OR labels @@ $7::jsonpath) ORDER BY id LIMIT $4))
+SELECT p.id, p.name, p.cron_expression, p.timezone, p.kind, p.status, p.every, p.anchor,
+    l.id AS run_id, l.state AS run_state,
+    l.scheduled_for AS run_scheduled_for, l.due_at AS run_due_at, l.started_at AS run_started_at,
+    l.duration_ms AS run_duration_ms, s.completed, s.finished, c.scanned, c.scanned_to
+FROM (SELECT count(*) AS scanned, max(id) AS scanned_to FROM slice) c
+LEFT JOIN page p ON true
+LEFT
+JOIN LATERAL (SELECT * FROM (SELECT id, state, scheduled_for, due_at, started_at, duration_ms  FROM runs
+    WHERE job_id = p.id ORDER BY id DESC LIMIT $6) recent  WHERE state <> 'queued'
+    ORDER BY id DESC LIMIT 1) l ON true
+LEFT
+JOIN LATERAL (SELECT count(*) FILTER (WHERE state = 'completed') AS completed, count(*) AS finished
+    FROM (SELECT state FROM (SELECT id, state FROM runs WHERE job_id = p.id ORDER BY id DESC LIMIT $6) recent
+    WHERE state IN ('completed', 'failed') ORDER BY id DESC LIMIT $5) f) s ON true
+ORDER BY p.id
+"""
+# The rest of a name search's page: JOB_OVERVIEW_FILTERED's parameters but the slice. Planned for its
+# pattern each time (PAGE_PLAN first): a generic plan, blind to the pattern's trigrams, may read the
+# table instead of the index.
+JOB_OVERVIEW_SEARCHED = """
+WITH hits AS MATERIALIZED (SELECT id FROM jobs WHERE name ILIKE $2 AND ($1::text IS NULL OR status = $1)
+    AND ($7::jsonpath IS NULL OR labels @@ $7::jsonpath)),
+    page AS (SELECT id, name, cron_expression, timezone, kind, status, every, anchor FROM jobs
+    WHERE id IN (SELECT id FROM hits WHERE id > $3 ORDER BY id LIMIT $4))
 SELECT p.id, p.name, p.cron_expression, p.timezone, p.kind, p.status, p.every, p.anchor,
     l.id AS run_id, l.state AS run_state,
     l.scheduled_for AS run_scheduled_for, l.due_at AS run_due_at, l.started_at AS run_started_at,
@@ -1215,6 +1349,27 @@ LEFT
 JOIN LATERAL (SELECT count(*) FILTER (WHERE state = 'completed') AS completed, count(*) AS finished
     FROM (SELECT state FROM (SELECT id, state FROM runs WHERE job_id = p.id ORDER BY id DESC LIMIT $6) recent
     WHERE state IN ('completed', 'failed') ORDER BY id DESC LIMIT $5) f) s ON true
+ORDER BY p.id
+"""
+# The rest of a selector's page (no name search): $1 status or NULL, $2 last id seen, $3 page size,
+# $4 rate, $5 bound, $6 the selector.
+JOB_OVERVIEW_SELECTED = """
+WITH hits AS MATERIALIZED (SELECT id FROM jobs WHERE labels @@ $6::jsonpath AND ($1::text IS NULL OR status = $1)),
+    page AS (SELECT id, name, cron_expression, timezone, kind, status, every, anchor FROM jobs
+    WHERE id IN (SELECT id FROM hits WHERE id > $2 ORDER BY id LIMIT $3))
+SELECT p.id, p.name, p.cron_expression, p.timezone, p.kind, p.status, p.every, p.anchor,
+    l.id AS run_id, l.state AS run_state,
+    l.scheduled_for AS run_scheduled_for, l.due_at AS run_due_at, l.started_at AS run_started_at,
+    l.duration_ms AS run_duration_ms, s.completed, s.finished
+FROM page p
+LEFT
+JOIN LATERAL (SELECT * FROM (SELECT id, state, scheduled_for, due_at, started_at, duration_ms  FROM runs
+    WHERE job_id = p.id ORDER BY id DESC LIMIT $5) recent  WHERE state <> 'queued'
+    ORDER BY id DESC LIMIT 1) l ON true
+LEFT
+JOIN LATERAL (SELECT count(*) FILTER (WHERE state = 'completed') AS completed, count(*) AS finished
+    FROM (SELECT state FROM (SELECT id, state FROM runs WHERE job_id = p.id ORDER BY id DESC LIMIT $5) recent
+    WHERE state IN ('completed', 'failed') ORDER BY id DESC LIMIT $4) f) s ON true
 ORDER BY p.id
 """
 

@@ -78,3 +78,27 @@ async def test_windowed_max_runs_and_one_off_jobs_are_audited_and_missed_ticks_a
     assert sorted((r["job_id"], r["occurred_at"]) for r in rows) == expected_missing, "each missed tick once"
     verdicts = await pg_pool.fetch("SELECT job_id, verdict FROM job_health ORDER BY job_id")
     assert {(r["job_id"], r["verdict"]) for r in verdicts} == {(j, "missing") for j, _t in expected_missing}
+
+
+async def test_a_pass_reads_jobs_by_schedule_and_names_them_only_for_the_rules(pg_pool: asyncpg.Pool) -> None:
+    """Jobs alike come as one schedule (AUDIT_SCHEDULES); a defer blackout that selects one job by name
+    still holds that job's ticks (not missing), while the same schedule's other job misses its own."""
+    t0 = datetime.now(UTC).replace(second=0, microsecond=0) - timedelta(minutes=10)
+    held, plain = await add_job(pg_pool, t0), await add_job(pg_pool, t0)
+    others = [await add_job(pg_pool, t0) for _ in range(3)]
+    name = await pg_pool.fetchval("SELECT name FROM jobs WHERE id = $1", held)
+    await pg_pool.execute(
+        "INSERT INTO blackouts (name, action, starts_at, ends_at, selector) VALUES ('freeze', 'defer', $1, $2, $3)",
+        t0, t0 + timedelta(hours=1), {"jobs": [name]},
+    )  # fmt: skip
+    ticks = [t0 + timedelta(seconds=s) for s in range(10, 70, 10)]
+    for job_id in others:  # their runs are all there
+        await pg_pool.execute(
+            "INSERT INTO runs (job_id, scheduled_for, attempt, trigger, state, due_at, finished_at)"
+            " SELECT $1, t, 1, 'schedule', 'completed', t, t FROM unnest($2::timestamptz[]) t",
+            job_id, ticks,
+        )  # fmt: skip
+
+    result = await Auditor(pg_pool, interval_s=60, settle_s=0).once(t0 + timedelta(seconds=60))
+    assert result.jobs == 5 and result.expected == 5 * 6
+    assert sorted(result.unaccounted) == [(plain, t) for t in ticks], "the held job's ticks are deferred, not missing"

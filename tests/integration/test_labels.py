@@ -172,8 +172,10 @@ async def test_the_cli_sets_lists_and_acts_by_selector(
 
 
 async def test_a_selector_is_answered_through_the_labels_index(pg_pool: asyncpg.Pool) -> None:
-    """5,000 jobs, 50 labelled team=data: the listing's plan reads the GIN index, not every job,
-    with PostgreSQL's generic plan (a prepared statement's, after five runs) as with a custom one."""
+    """5,000 jobs, 50 labelled team=data: past the page's slice (read by id), the rest of the page
+    is read through the GIN index, never every job, with PostgreSQL's generic plan (a prepared
+    statement's, after five runs) as with a custom one (tests/integration/test_job_pages.py: the
+    slice and the pages themselves)."""
     await pg_pool.execute(
         "INSERT INTO jobs (name, cron_expression, kind, payload, labels)"
         " SELECT 'job-' || g, '@daily', 'task', '{\"action\": \"noop\"}',"
@@ -185,8 +187,10 @@ async def test_a_selector_is_answered_through_the_labels_index(pg_pool: asyncpg.
     async with pg_pool.acquire() as conn:
         for mode in ("force_custom_plan", "force_generic_plan"):
             await conn.execute(f"SET plan_cache_mode = {mode}")
-            plan = await conn.fetchval(f"EXPLAIN (FORMAT JSON) {q.JOB_LIST_SELECTED}", None, 0, 100, 2**40, path)
+            plan = await conn.fetchval(
+                f"EXPLAIN (FORMAT JSON) {q.JOB_LIST_SELECTED_INDEXED}", None, 0, 100, 2**40, path
+            )
             text = json.dumps(plan)
-            assert "jobs_labels" in text and '"Seq Scan"' not in text, (mode, text)
-        rows = await conn.fetch(q.JOB_LIST_SELECTED, None, 0, 100, 2**40, path)
+            assert "jobs_labels" in text and '"Seq Scan"' not in text and "BitmapAnd" not in text, (mode, text)
+        rows = await conn.fetch(q.JOB_LIST_SELECTED_INDEXED, None, 0, 100, 2**40, path)
     assert len(rows) == 50 and all(r["labels"]["team"] == "data" for r in rows)
