@@ -19,8 +19,8 @@ from datetime import datetime, timedelta
 HERD_WRITE_PER_S = 20_000.0
 # The earliest a herd is planned: a million jobs at one instant are not written more than this ahead.
 HERD_MOST_AHEAD_S = 30.0
-# Instants with fewer jobs are not tracked: the lookahead covers them.
-HERD_MIN_JOBS = 1000
+# Instants with fewer jobs are not tracked: the ticker's lookahead (a second) writes them in time.
+HERD_MIN_JOBS = 20_000
 
 
 class Herds:

@@ -69,12 +69,14 @@ def test_bench_herd_starts_every_job_of_the_herd_once(tmp_path: Path, services: 
 
 
 def test_bench_million_prints_the_leaders_memory_tick_writes_and_page_times(tmp_path: Path, services: Services) -> None:
-    args = ("million", "--jobs", "5000", "--window", "5", "--requests", "3")
+    args = ("million", "--jobs", "5000", "--warmup", "2", "--window", "5", "--requests", "3")
     done = _bench(tmp_path, services, *args, timeout=150)
     out = done.stdout
-    assert done.returncode == 0, out + done.stderr
+    # Its figures against the targets (exit 1 when one is missed) are a measure, not this test's verdict.
+    assert done.returncode in (0, 1) and "bench failed" not in done.stderr, out + done.stderr
 
     assert re.search(r"leader RSS\s+[\d,]+ MB after loading 5,000 jobs in [\d.]+ s", out), out
+    assert re.search(r"catch-up\s+[\d,]+ rows in \d+ rounds before the window", out), out
     assert re.search(r"tick write\s+p50 [\d.]+ ms, p99 [\d.]+ ms, max [\d.]+ ms over [1-9]\d* rounds", out), out
     pages: dict[str, int | None] = {
         "GET /api/jobs first page": 50,
