@@ -4,7 +4,7 @@ An executor's hash also says what it serves: `queues` (comma-separated, as it al
 `actions` (a JSON list: the task names it registered) and `unserved` (a JSON list of
 [queue, action] pairs it recently saw no live executor serve). The pure helpers below read
 them for the executors' routing (executor.routing), /api/cluster and the API's create-time
-warning.
+warning. A node that stops cleanly removes its hash (`leave`).
 """
 
 from __future__ import annotations
@@ -27,6 +27,12 @@ async def beat(client: Any, keys: Keys, role: str, node_id: str, ttl_s: float, *
     pipe.hset(key, mapping=fields)
     pipe.pexpire(key, int(ttl_s * 1000))
     await pipe.execute()
+
+
+async def leave(client: Any, keys: Keys, role: str, node_id: str) -> None:
+    """Remove this node's presence as it stops cleanly: the cluster view drops it at once, not
+    when its ttl runs out."""
+    await client.delete(keys.node_heartbeat(role, node_id))
 
 
 async def nodes(client: Any, keys: Keys) -> list[dict[str, str]]:
