@@ -1,5 +1,5 @@
 """An executor that stops cleanly leaves its stream-group consumer and its presence behind it
-(executor.leaving)."""
+(executor.leaving), having counted the runs it started (executor.tally)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import redis.asyncio as aioredis
 
 import cronos
 from cronos.keys import Keys
+from cronos.metrics import REGISTRY
 from cronos.settings import Settings
 from cronos.stream import RunStream
 from cronos.stream_members import StreamMembers
@@ -49,3 +50,5 @@ async def test_a_cleanly_stopped_executor_removes_its_consumer_and_its_presence(
         await asyncio.wait_for(task, 10)
     assert await members.of(["default"]) == []
     assert not await redis_client.exists(keys.node_heartbeat("executor", node))
+    assert REGISTRY.get_sample_value("cronos_executor_runs_started_total", {"node": node}) == 1.0
+    assert ex.deps is not None and ex.deps.tally.started == 1
