@@ -1,6 +1,6 @@
 """GET /api/cluster: the cluster's identity, the leader and its epoch, every node's heartbeat (an
-executor's with its queues and task actions), each queue's stream backlog, and the task actions
-whose runs no live executor of their queue serves (executor.routing).
+executor's with its queues, task actions and share of the runs), each queue's stream backlog, and
+the task actions whose runs no live executor of their queue serves (executor.routing).
 
 Reads only. Each backend is asked separately, so the view still answers (with nulls)
 when Redis or PostgreSQL is down, and says which.
@@ -16,7 +16,7 @@ from aiohttp import web
 from api.backends import Backends
 from api.bodies import respond
 from api.routing import Route
-from api.schemas import ClusterOut, LeaderHealthOut, LeaderOut, NodeOut, StreamOut, UnservedOut
+from api.schemas import ClusterOut, LeaderHealthOut, LeaderOut, NodeOut, RunShareOut, StreamOut, UnservedOut
 from api.state import BACKENDS
 from cronos import presence
 from cronos.errors import BackendUnavailable
@@ -25,10 +25,29 @@ from cronos.presence import nodes
 from cronos.store.identity import database_id
 from cronos.stream import RunStream
 
-_NODE_FIELDS = ("role", "node_id", "last_heartbeat", "actions", "unserved")  # the last two: structured
+# Shown as fields of their own (structured), not in `info`.
+_NODE_FIELDS = ("role", "node_id", "last_heartbeat", "actions", "unserved", *presence.RUN_FIELDS)
 
 
-def node_out(raw: dict[str, str], now_s: float) -> NodeOut:
+def shares(found: list[dict[str, str]], now_s: float) -> dict[str, RunShareOut]:
+    """Each executor's runs over its window and its share of all executors' (by runs a second, so a
+    node younger than the window is not shown short), by node id."""
+    counts = {n.get("node_id", ""): c for n in found if n.get("role") == "executor" and (c := presence.runs_of(n))}
+    total = sum(c.rate for c in counts.values())
+    return {
+        node: RunShareOut(
+            window_s=round(c.recent_s, 1),
+            started=c.recent,
+            share_pct=round(100 * c.rate / total, 1) if total > 0 else None,
+            started_total=c.started,
+            last_claimed_at=None if c.claimed_at is None else datetime.fromtimestamp(c.claimed_at, UTC),
+            last_claimed_age_s=None if c.claimed_at is None else round(max(0.0, now_s - c.claimed_at), 3),
+        )
+        for node, c in counts.items()
+    }
+
+
+def node_out(raw: dict[str, str], now_s: float, share: RunShareOut | None = None) -> NodeOut:
     try:
         beat = float(raw.get("last_heartbeat", ""))
     except ValueError:
@@ -41,6 +60,7 @@ def node_out(raw: dict[str, str], now_s: float) -> NodeOut:
         info={k: v for k, v in raw.items() if k not in _NODE_FIELDS},
         queues=presence.queues_of(raw),
         actions=presence.actions_of(raw),
+        runs=share,
     )
 
 
@@ -74,7 +94,11 @@ async def _redis_view(
         queues[queue] = StreamOut(length=info.length, pending=info.pending, lag=info.lag, consumers=info.consumers)
     now_s = time.time()
     leader = holder.decode() if isinstance(holder, bytes) else holder
-    return leader, [node_out(n, now_s) for n in found], queues, unserved(found)
+    share = shares(found, now_s)
+    node_list = [
+        node_out(n, now_s, share.get(n.get("node_id", "")) if n.get("role") == "executor" else None) for n in found
+    ]
+    return leader, node_list, queues, unserved(found)
 
 
 async def cluster(request: web.Request) -> web.Response:

@@ -317,6 +317,20 @@ class LeaderHealthOut(msgspec.Struct, kw_only=True):
     write_age_s: float | None = None
 
 
+class RunShareOut(msgspec.Struct, kw_only=True):
+    """An executor's share of the work, from its presence (executor.tally)."""
+
+    window_s: Annotated[float, Meta(description="the window the counts cover: 5 minutes, or the node's age")]
+    started: Annotated[int, Meta(description="runs it started in the window")]
+    share_pct: Annotated[
+        float | None,
+        Meta(description="its runs a second over the window, in % of all executors' (null: none started any)"),
+    ]
+    started_total: Annotated[int, Meta(description="runs it started since it started")]
+    last_claimed_at: Annotated[datetime | None, Meta(description="when it last started a run (null: never)")] = None
+    last_claimed_age_s: float | None = None
+
+
 class NodeOut(msgspec.Struct, kw_only=True):
     role: str
     node_id: str
@@ -327,6 +341,9 @@ class NodeOut(msgspec.Struct, kw_only=True):
     actions: Annotated[
         list[str] | None,
         Meta(description="the task actions an executor runs (null: another role, or an executor that does not say)"),
+    ] = None
+    runs: Annotated[
+        RunShareOut | None, Meta(description="an executor's runs and share of the work (null: another role)")
     ] = None
 
 

@@ -71,6 +71,14 @@ RUN_WAITED = Histogram(
 LOCK_ACQUISITIONS = Counter(
     "cronos_lock_acquisitions_total", "Lock attempts by lock and result", ["lock", "result"], registry=REGISTRY
 )
+# Each executor process exports its own series (one per process, whatever the fleet's size): the
+# share of each is sum by (node) (rate(...)) over the fleet's scrapes.
+EXECUTOR_RUNS_STARTED = Counter(
+    "cronos_executor_runs_started_total",
+    "Runs this executor claimed and started, labelled with its node id (the cluster page shows each one's share)",
+    ["node"],
+    registry=REGISTRY,
+)
 RUNS_IN_FLIGHT = Gauge("cronos_runs_in_flight", "Runs executing in this process", registry=REGISTRY)
 RUNS_OVERRUNNING = Gauge(
     "cronos_runs_overrunning",

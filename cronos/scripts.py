@@ -92,6 +92,51 @@ redis.call('SREM', KEYS[2], ARGV[1])
 return 1
 """
 
+# KEYS[1] a queue's stream; ARGV[1] its group, ARGV[2] a consumer, ARGV[3] retire it only if idle
+# at least this many ms (0: whatever its idle), ARGV[4] hand back its entries pending at least this
+# many ms, ARGV[5] at most this many of them. Each entry handed back is re-added to the stream as a
+# new entry (read by the group's next reader) and acknowledged; then, if nothing is pending for the
+# consumer any more, XGROUP DELCONSUMER (which would destroy pending entries: never while any is).
+# Returns {handed back, outcome}: removed | pending (entries left: kept) | active (idle below
+# ARGV[3]: kept) | absent (no such consumer, group or stream).
+RETIRE_CONSUMER = """
+local ok, consumers = pcall(redis.call, 'XINFO', 'CONSUMERS', KEYS[1], ARGV[1])
+if not ok then
+  return {0, 'absent'}
+end
+local idle = nil
+for _, row in ipairs(consumers) do
+  local fields = {}
+  for i = 1, #row, 2 do
+    fields[row[i]] = row[i + 1]
+  end
+  if fields['name'] == ARGV[2] then
+    idle = tonumber(fields['idle'])
+  end
+end
+if idle == nil then
+  return {0, 'absent'}
+end
+if idle < tonumber(ARGV[3]) then
+  return {0, 'active'}
+end
+local handed = 0
+local entries = redis.call('XPENDING', KEYS[1], ARGV[1], 'IDLE', ARGV[4], '-', '+', ARGV[5], ARGV[2])
+for _, entry in ipairs(entries) do
+  local found = redis.call('XRANGE', KEYS[1], entry[1], entry[1])
+  if #found > 0 then
+    redis.call('XADD', KEYS[1], '*', unpack(found[1][2]))
+    handed = handed + 1
+  end
+  redis.call('XACK', KEYS[1], ARGV[1], entry[1])
+end
+if #redis.call('XPENDING', KEYS[1], ARGV[1], '-', '+', 1, ARGV[2]) > 0 then
+  return {handed, 'pending'}
+end
+redis.call('XGROUP', 'DELCONSUMER', KEYS[1], ARGV[1], ARGV[2])
+return {handed, 'removed'}
+"""
+
 
 class Scripts:
     """The scripts registered on one client; EVALSHA with automatic reload."""
@@ -104,3 +149,4 @@ class Scripts:
         self.acquire_many_nx = client.register_script(ACQUIRE_MANY_NX)
         self.append_batch = client.register_script(APPEND_BATCH)
         self.drop_queue_if_empty = client.register_script(DROP_QUEUE_IF_EMPTY)
+        self.retire_consumer = client.register_script(RETIRE_CONSUMER)

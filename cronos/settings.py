@@ -43,6 +43,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     stream_maxlen: int = 100_000
     push_lead_ms: int = 250  # tokens go out this long before they are due (executors wait, then claim)
     overdue_after_ms: int = 3000  # the watchdog re-pushes a pushed run still queued this long past due (0: off)
+    consumer_idle_remove_s: float = 300.0  # the leader removes stream consumers of executors gone this long (0: off)
     catchup_max_per_s: float = 2000.0  # late runs of a catch-up are spread out at this rate
     audit_interval_s: float = 60.0  # the reconciliation auditor checks one window this long
     audit_settle_s: float = 30.0  # ... ending this long ago (settled: written, caught up)
@@ -259,6 +260,12 @@ VARIABLES: dict[str, tuple[str, Callable[[str], Any], str]] = {
         "overdue_after_ms",
         _int(0, 3_600_000),
         "the leader re-pushes a queued run whose token went out but nobody claimed this long past due (0: off)",
+    ),
+    "CRONOS_CONSUMER_IDLE_REMOVE_S": (
+        "consumer_idle_remove_s",
+        _float(0, 604_800),
+        "the leader removes the stream-group consumer of an executor gone (no heartbeat) and idle this long,"
+        " once nothing is pending for it (0: never)",
     ),
     "CRONOS_CATCHUP_MAX_PER_S": (
         "catchup_max_per_s",

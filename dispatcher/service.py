@@ -19,7 +19,7 @@ import time
 from types import TracebackType
 from typing import Any, Self
 
-from cronos import redis_client
+from cronos import presence, redis_client
 from cronos.backoff import RECONNECT_CAP_S, Backoff
 from cronos.clock import DbClock
 from cronos.errors import BackendUnavailable
@@ -182,3 +182,11 @@ class Dispatcher:
                 finally:
                     await self._hand_over(client, election, term)
                 self._transition("candidate")
+            await self._leave(client)
+
+    async def _leave(self, client: Any) -> None:
+        """Stopped: remove this node's presence, so the cluster view drops it at once (not when its
+        ttl runs out). Bounded like the handover; a Redis that does not answer leaves it to the ttl."""
+        with contextlib.suppress(Exception):
+            async with asyncio.timeout(1.0):
+                await presence.leave(client, self.keys, "dispatcher", self.settings.node_id)

@@ -1,5 +1,5 @@
-"""One leadership term: renew, listen, tick, reap, housekeep, watch, audit, retain and count the runs
-due ahead side by side, ended together.
+"""One leadership term: renew, listen, tick, reap, housekeep, watch, audit, retain, count the runs
+due ahead and remove gone executors' stream consumers side by side, ended together.
 
 A term ends when any of its loops ends: a refused or late renewal (LeadershipLost), a
 fenced write refused (NotLeader), PostgreSQL or Redis going away (BackendUnavailable,
@@ -37,6 +37,7 @@ from cronos.store.rules import RuleStore
 from cronos.store.runs import RunStore
 from dispatcher import due_gauge, health, pauses, reaper, retention
 from dispatcher.auditor import Auditor
+from dispatcher.consumer_reaper import ConsumerReaper
 from dispatcher.election import Election, LeadershipLost
 from dispatcher.housekeeping import Housekeeping
 from dispatcher.listener import Listener
@@ -153,6 +154,11 @@ class Term:
             "notify": Notifier(NotifyOutbox(self._pool), election.check, settings).run(self),
             "due": due_gauge.run(self, self.ticker.book, self._clock.now),
         }
+        if settings.consumer_idle_remove_s > 0:
+            reaper_of_consumers = ConsumerReaper(
+                self._client, self._keys, self._publisher.queues, election.check, settings.consumer_idle_remove_s
+            )
+            loops["consumers"] = reaper_of_consumers.run(self)
         try:
             async with asyncio.TaskGroup() as group:
                 for name in ("renew", "listen", "stop"):

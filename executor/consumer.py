@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import random
 import time
 from collections import Counter
 
@@ -26,10 +27,18 @@ from executor.pipeline import TokenOutcome, process
 
 log = logging.getLogger("cronos.executor.consumer")
 
-READ_BLOCK_MS = 500  # how long one XREADGROUP waits; also bounds how fast a stop is noticed
+READ_BLOCK_MS = 500  # how long one XREADGROUP waits (on average); also bounds how fast a stop is noticed
 # At most this many tokens per read: a burst is then shared by every executor instead of
 # being swallowed by the first one, and its first runs start while the rest are still read.
 READ_BATCH = 200
+# At light load each second's tokens arrive while the executors wait in XREADGROUP, and Redis hands
+# them to the reader that has waited longest (up to its COUNT: all of them). With one fixed timeout,
+# the executor that took a second's tokens re-blocks right after, times out and re-blocks in step with
+# the pushes (a second is two timeouts), and is the longest waiting again at the next push: it took
+# every second's runs (10 executors, 200 jobs: one ran 60 % of them, four none). A timeout drawn
+# anew each time changes who has waited longest from push to push: each executor takes a fair share
+# of the seconds (10 executors: 7-12 % each over 5 minutes), and a burst still goes out in one claim.
+READ_BLOCK_JITTER = 0.5  # each read blocks READ_BLOCK_MS times 1 +- this
 
 
 class Consumer:
@@ -48,6 +57,7 @@ class Consumer:
         self.autoclaim_idle_ms = int(deps.lease_s * 2000)
         self._last_autoclaim = 0.0
         self.autoclaims = 0  # XAUTOCLAIM passes made (tests wait on it)
+        self._random = random.Random()
 
     @property
     def free(self) -> int:
@@ -98,7 +108,10 @@ class Consumer:
             if claimed:
                 log.info("took over idle entries", extra={"event": "stream.autoclaimed", "count": len(claimed)})
                 return claimed
-        return await self._stream.read(self._deps.node_id, min(free, READ_BATCH), READ_BLOCK_MS if block else None)
+        return await self._stream.read(self._deps.node_id, min(free, READ_BATCH), self._block_ms() if block else None)
+
+    def _block_ms(self) -> int:
+        return round(READ_BLOCK_MS * (1 + self._random.uniform(-READ_BLOCK_JITTER, READ_BLOCK_JITTER)))
 
     def _spawn(self, group: asyncio.TaskGroup, deliveries: list[Delivery]) -> None:
         for delivery in deliveries:

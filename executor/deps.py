@@ -19,6 +19,7 @@ from executor.gate import Gate
 from executor.health import BackendHealth
 from executor.kinds import Env
 from executor.routing import Routing
+from executor.tally import Tally
 
 if TYPE_CHECKING:
     from executor.running import InFlight
@@ -57,6 +58,7 @@ class Deps:
     finishes: Batcher[Outcome, bool] = field(init=False)  # step 5
     settles: Batcher[Settle, None] = field(init=False)  # step 6
     in_flight: dict[int, InFlight] = field(default_factory=dict)  # run id -> its execution (step 4)
+    tally: Tally = field(init=False)  # runs started here (its share: a metric and its presence)
 
     def __post_init__(self, concurrency: int) -> None:
         # A tick lock is taken up to the push lead before the run is claimed: its ttl covers both.
@@ -66,6 +68,7 @@ class Deps:
         self.locks = Batcher("locks", functools.partial(self.tick_locks.acquire, ttl_ms=lock_ttl_ms))
         self.finishes = Batcher("finishes", self._finish)
         self.settles = Batcher("settles", self._settle)
+        self.tally = Tally(self.node_id)
         self.routing = Routing(self.redis, self.keys, self.stream, self.node_id, fresh_s=self.lease_s / 3)
 
     @property
@@ -74,7 +77,9 @@ class Deps:
 
     async def _claim(self, requests: list[ClaimRequest]) -> list[Claim]:
         ids, ticks_ms = [r.run_id for r in requests], [r.scheduled_for_ms for r in requests]
-        return await self.store.claim(ids, self.node_id, self.lease_s, ticks_ms)
+        claims = await self.store.claim(ids, self.node_id, self.lease_s, ticks_ms)
+        self.tally.count(claims)
+        return claims
 
     async def _finish(self, outcomes: list[Outcome]) -> list[bool]:
         written = (await self.store.finish(outcomes)).written

@@ -105,6 +105,7 @@ async def run(deps: Deps, client: Any, concurrency: int, done: asyncio.Event) ->
                     queues=",".join(deps.stream.queues),
                     actions=tasks.registered(),  # what it takes (executor.routing, /api/cluster)
                     unserved=deps.routing.reported(time.time()),
+                    **deps.tally.counts().fields(),  # its share of the work (executor.tally)
                 )
         except BackendUnavailable as exc:
             if exc.backend == "postgresql":

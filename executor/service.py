@@ -31,7 +31,7 @@ from cronos.settings import Settings
 from cronos.store.db import connect
 from cronos.store.runs import RunStore
 from cronos.stream import RunStream
-from executor import cancels, heartbeat, kinds
+from executor import cancels, heartbeat, kinds, leaving
 from executor.consumer import Consumer
 from executor.deps import Deps, wire
 from executor.health import BackendHealth, probe_backoff
@@ -216,3 +216,7 @@ class Executor:
                 done.set()
         if self._stopping.is_set():
             log.info("executor drained", extra={"event": "executor.drained", **self.counts})
+            # The heartbeat has ended: nothing writes the presence again once it is gone.
+            await leaving.leave(
+                self._redis, self.deps.keys, self.node_id, self.deps.stream.queues, self.settings.executor_prefetch
+            )

@@ -1,6 +1,7 @@
 """The console's cluster page shows each queue (lag, pending, consumers), each executor with its
-queues and task actions, and the actions no live executor serves; the job form tells a saved job's
-warning (no live executor serves its action). A real `cronos dev` stack and headless Chromium."""
+queues, task actions and share of the runs, and the actions no live executor serves; the job form
+tells a saved job's warning (no live executor serves its action). A real `cronos dev` stack and
+headless Chromium."""
 
 from __future__ import annotations
 
@@ -30,6 +31,21 @@ def test_the_cluster_page_shows_queues_executors_their_actions_and_an_unserved_o
          what="the default queue and its consumer")  # fmt: skip
     wait(driver, lambda d: "nobody.here" in text(d, "#unserved"), timeout=40, what="the unserved action reported")
     screenshot_artifact(driver, "cluster-work")
+    call(stack, "DELETE", f"/api/jobs/{job['id']}")
+
+
+def test_the_cluster_page_shows_each_executors_share_of_the_runs(browser: Any, stack: Stack) -> None:
+    driver = browser
+    body = {"name": "share-me", "cron_expression": "* * * * * *", "payload": {"action": "browser.ok"}}
+    job = call(stack, "POST", "/api/jobs", body)
+    go(driver, stack, "#/cluster")
+    # The only executor started every run: all of the share, and a last claim a moment ago.
+    wait(driver, lambda d: _cells(d, "Share") == ["100.0 %"], timeout=40, what="the executor's share")
+    (runs,) = _cells(driver, "Runs started")
+    assert runs.split(" in ")[0].isdigit() and int(runs.split(" in ")[0]) > 0, runs
+    (claimed,) = _cells(driver, "Last claimed")
+    assert claimed.endswith(" ago"), claimed
+    screenshot_artifact(driver, "cluster-share")
     call(stack, "DELETE", f"/api/jobs/{job['id']}")
 
 

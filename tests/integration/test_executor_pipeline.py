@@ -474,7 +474,13 @@ async def test_a_held_token_is_given_back_unclaimed_at_the_drain_deadline(
         await asyncio.wait_for(task, 5)
     assert ex.counts == {"given_back": 1}
     assert await redis_client.exists(lock) == 0, "released for whoever takes the token"
-    assert await harness.state(token.run_id) == "queued" and (await harness.stream.info()).pending == 1
+    assert await harness.state(token.run_id) == "queued"
+    # Handed back to the group as the executor left (executor.leaving): unread, for the next reader;
+    # nothing pending, and its consumer gone.
+    info = await harness.stream.info()
+    assert (info.pending, info.lag, info.consumers) == (0, 1, {}), info
+    (again,) = await harness.stream.read("another", 10, None)
+    assert again.token == token
 
 
 async def _all_exist(client: Any, keys: list[str]) -> bool:

@@ -1,9 +1,13 @@
 // The cluster page's work sections: each queue's stream (length, lag, pending, consumers), each
-// executor with the queues it reads and the task actions it runs, and the actions no live
-// executor of their queue serves (their runs wait queued: executor.routing).
+// executor with the queues it reads, the task actions it runs and its share of the runs (runs it
+// started in the last 5 minutes, % of all executors', its last claim: an idle healthy executor has a
+// fresh heartbeat and an old claim), and the actions no live executor of their queue serves (their
+// runs wait queued: executor.routing).
 import { h, table } from "../dom.js";
 
 const list = (items) => (items?.length ? items.join(", ") : "–");
+const minutes = (s) => (s >= 60 ? `${Math.round(s / 60)} min` : `${Math.round(s)} s`);
+const ago = (s) => (s >= 120 ? `${Math.round(s / 60)} min` : `${s.toFixed(1)} s`);
 
 export function workSections(c) {
   const queues = Object.entries(c.queues ?? {}).map(([name, q]) => ({ name, ...q }));
@@ -25,6 +29,9 @@ export function workSections(c) {
       ["Queues", (n) => list(n.queues)],
       ["Actions", (n) => (n.actions === null ? "any (older release)" : list(n.actions))],
       ["In flight", (n) => `${n.info.in_flight ?? "–"} / ${n.info.concurrency ?? "–"}`],
+      ["Runs started", (n) => (n.runs ? `${n.runs.started} in ${minutes(n.runs.window_s)}` : "–")],
+      ["Share", (n) => ((n.runs?.share_pct ?? null) === null ? "–" : `${n.runs.share_pct.toFixed(1)} %`)],
+      ["Last claimed", (n) => (!n.runs ? "–" : n.runs.last_claimed_age_s === null ? "never" : `${ago(n.runs.last_claimed_age_s)} ago`)],
     ], executors, "No executor has reported in."),
   ];
 }
