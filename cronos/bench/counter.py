@@ -41,6 +41,11 @@ def started_key(prefix: str) -> str:
     return f"{prefix}bench:started"
 
 
+def started_ms(value: bytes | str) -> float:
+    """A start recorded in `started_key` (microseconds of the wall clock), in milliseconds."""
+    return int(value) / 1000
+
+
 def execution_field(job_id: int, scheduled_for_ms: int, attempt: int) -> str:
     return f"{job_id}:{scheduled_for_ms}:{attempt}"
 

@@ -35,7 +35,7 @@ import asyncpg
 
 from cronos.bench.bulk import Spec, copy_jobs
 from cronos.bench.common import say, table
-from cronos.bench.counter import executions_key, parse_field, started_key
+from cronos.bench.counter import executions_key, parse_field, started_key, started_ms
 from cronos.bench.roles import Usage
 from cronos.bench.scale import (
     ScaleBench,
@@ -236,7 +236,7 @@ class HerdBench(ScaleBench):
         for field, value in (await self.client.hgetall(started_key(prefix))).items():
             _job_id, ms, attempt = parse_field(field)
             if ms == tick_ms and attempt == 1:
-                starts.append(float(int(value) - tick_ms))
+                starts.append(started_ms(value) - tick_ms)
         rows = await conn.fetch(HERD_RUNS, tick)
         completed = Counter(r["job_id"] for r in rows if r["state"] == "completed")
         jobs = self.args.jobs

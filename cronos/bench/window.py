@@ -24,7 +24,7 @@ from typing import Any
 import asyncpg
 
 from cronos.bench.common import pct, table
-from cronos.bench.counter import executions_key, parse_field, started_key
+from cronos.bench.counter import executions_key, parse_field, started_key, started_ms
 
 # $1, $2: the window's bounds (start exclusive, end inclusive).
 WINDOW_RUNS = """
@@ -97,7 +97,7 @@ async def judge(
     for field, value in (await client.hgetall(started_key(prefix))).items():
         job_id, ms, attempt = parse_field(field)
         if (job_id, ms) in expected and attempt == 1:
-            task_delays.append(int(value) / 1000 - ms)
+            task_delays.append(started_ms(value) - ms)
             if (job_id, ms) in node_of:
                 by_node.setdefault(node_of[(job_id, ms)], []).append(task_delays[-1])
     return Verdict(
