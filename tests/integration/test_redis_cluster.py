@@ -32,6 +32,7 @@ from cronos.scripts import Scripts
 from cronos.settings import Settings
 from cronos.store.identity import check
 from cronos.stream import RunStream
+from cronos.stream_members import StreamMembers
 from dispatcher.service import Dispatcher
 from executor.service import Executor
 from tests.cluster.servers import free_port
@@ -272,6 +273,12 @@ async def test_a_leader_and_an_executor_run_ticks_through_a_cluster_and_survive_
             return int(left) == 0
 
         await wait_for(settled, timeout=30, what="every tick due before the check ended")
+    # The executor stopped cleanly: its consumer went with it (one script on the stream's shard).
+    client = redis_client.connect(cluster_settings.redis_url)
+    try:
+        assert await StreamMembers(client, Keys(cluster_settings.key_prefix)).of(["default"]) == []
+    finally:
+        await client.aclose()
     gc.collect()
     assert (
         await pg_pool.fetchval(
