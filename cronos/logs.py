@@ -131,9 +131,21 @@ def bind_global(**fields: Any) -> None:
 def _fields(record: logging.LogRecord) -> dict[str, Any]:
     fields = dict(_context.get())
     for key, value in record.__dict__.items():
-        if key not in _RESERVED and not key.startswith("_"):
+        if key not in _RESERVED and key[0] != "_":
             fields[key] = value
     return fields
+
+
+_second: list[Any] = [None, ""]  # [the whole second last formatted, its text up to the seconds]
+
+
+def _timestamp(created: float) -> str:
+    """`created` in UTC as ISO 8601 to the millisecond; the text up to the seconds is made once a
+    second (an executor writes a line per run: a datetime per line was a tenth of one)."""
+    second = int(created)
+    if _second[0] != second:
+        _second[:] = [second, dt.datetime.fromtimestamp(second, dt.UTC).strftime("%Y-%m-%dT%H:%M:%S")]
+    return f"{_second[1]}.{int((created - second) * 1000):03d}+00:00"
 
 
 def _default(value: Any) -> Any:
@@ -145,11 +157,12 @@ def _default(value: Any) -> Any:
 class JsonFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         fields = _fields(record)
+        message = record.getMessage()
         line: dict[str, Any] = {
-            "ts": dt.datetime.fromtimestamp(record.created, dt.UTC).isoformat(timespec="milliseconds"),
+            "ts": _timestamp(record.created),
             "level": record.levelname.lower(),
-            "event": fields.pop("event", record.getMessage()),
-            "msg": record.getMessage(),
+            "event": fields.pop("event", message),
+            "msg": message,
             "logger": record.name,
             **fields,
         }
@@ -187,5 +200,9 @@ def setup_logging(level: str = "INFO", fmt: str = "auto") -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
+    # What no formatter of ours writes, not looked up for every record (the logging HOWTO's
+    # "Optimization"): the caller's file and line (a walk up the stack), thread and process.
+    logging._srcfile = None
+    logging.logThreads = logging.logProcesses = logging.logMultiprocessing = False
     # aiohttp's access log is one line per request; keep it but at the configured level.
     logging.getLogger("aiohttp.access").setLevel(max(logging.getLevelName(level), logging.WARNING))
