@@ -11,6 +11,7 @@ secret there. Known secret values are also scrubbed from what a run writes (`scr
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Mapping
@@ -27,6 +28,7 @@ _PARTS = ("token", "secret", "key", "password", "passwd", "pwd", "auth", "cookie
 _SCHEMED = re.compile(r"(?:bearer|basic|token|digest)\s+\S", re.IGNORECASE)
 
 
+@functools.lru_cache(maxsize=4096)  # a few names, asked about for every run's payload (secret_values)
 def is_sensitive(name: str) -> bool:
     lowered = name.lower()
     return lowered in _EXACT or any(part in lowered for part in _PARTS)
