@@ -17,6 +17,7 @@ from typing import NoReturn
 
 import msgspec
 
+from cronos import runtime
 from cronos.errors import BackendUnavailable, ConfigError, CronosError, InvalidInput
 from cronos.logs import bind_global, setup_logging
 from cronos.models import parse_queues
@@ -263,7 +264,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return run_import(args)
         if getattr(args, "imports", None):
             _import_path()
-        return asyncio.run(_main(args, settings))
+        return runtime.run(_main(args, settings), settings.event_loop)
     except BackendUnavailable as exc:
         print(f"cronos: {exc}", file=sys.stderr)
         return 1

@@ -14,6 +14,8 @@ from collections.abc import Sequence
 from types import TracebackType
 from typing import Protocol, Self
 
+from cronos.runtime import settle_heap
+
 log = logging.getLogger("cronos.roles")
 
 
@@ -46,6 +48,7 @@ async def serve(roles: Sequence[Role]) -> None:
         async with contextlib.AsyncExitStack() as stack:
             for role in roles:
                 await stack.enter_async_context(role)
+            settle_heap()  # what the roles opened stays: no collection scans it again
             async with asyncio.TaskGroup() as group:
                 for role in roles:
                     group.create_task(role.run(), name=f"role:{role.name}")

@@ -20,6 +20,7 @@ from dotenv import dotenv_values
 from cronos.errors import ConfigError, InvalidInput
 from cronos.host_limits import DEFAULT_HOST_LIMIT, HostLimit, parse_host_limits
 from cronos.models import DEFAULT_QUEUE, parse_queues
+from cronos.runtime import EVENT_LOOPS
 from cronos.selectors import key_refusal, prometheus_label
 
 N = TypeVar("N", int, float)
@@ -36,6 +37,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     key_prefix: str = "cronos:"
     log_level: str = "INFO"
     log_format: str = "auto"
+    event_loop: str = "uvloop"  # the roles' event loop (cronos.runtime)
     # dispatcher
     leader_ttl_ms: int = 5000
     leader_db_timeout_ms: int = 2000  # a leader without a PostgreSQL round trip this long steps down
@@ -247,6 +249,7 @@ VARIABLES: dict[str, tuple[str, Callable[[str], Any], str]] = {
     "CRONOS_KEY_PREFIX": ("key_prefix", _prefix, "prefix of every Redis key"),
     "CRONOS_LOG_LEVEL": ("log_level", _choice(*_LOG_LEVELS), "DEBUG, INFO, WARNING or ERROR"),
     "CRONOS_LOG_FORMAT": ("log_format", _choice(*_LOG_FORMATS), "auto (json unless a terminal), json or text"),
+    "CRONOS_EVENT_LOOP": ("event_loop", _choice(*EVENT_LOOPS), "the roles' event loop: uvloop (less CPU) or asyncio"),
     "CRONOS_LEADER_TTL_MS": ("leader_ttl_ms", _int(300, 600_000), "leader lock ttl in ms"),
     "CRONOS_LEADER_DB_TIMEOUT_MS": (
         "leader_db_timeout_ms",
