@@ -11,24 +11,15 @@ import subprocess
 import sys
 from pathlib import Path
 
-import asyncpg
 import pytest
 
 from cronos.settings import VARIABLES
+from tests.cluster.test_bench_e2e import _databases_like  # one scratch-database check for every bench
 from tests.services import Services
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.cluster
 SECONDS = r"[+-]\d+\.\d\d s"
-
-
-async def _databases_like(admin_dsn: str, pattern: str) -> list[str]:
-    conn = await asyncpg.connect(admin_dsn)
-    try:
-        rows = await conn.fetch("SELECT datname FROM pg_database WHERE datname LIKE $1", pattern)
-        return [r["datname"] for r in rows]
-    finally:
-        await conn.close()
 
 
 def _bench(tmp_path: Path, services: Services, *args: str, timeout: float) -> subprocess.CompletedProcess[str]:
