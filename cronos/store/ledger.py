@@ -60,6 +60,8 @@ _SHARED = (
 )
 # Rows converted at a time by a load: the event loop (the leader's lease renewal) runs in between.
 LOAD_CHUNK = 5000
+# Queued runs put back in the outbox by one statement of an unmark (election, Redis lost its data).
+UNMARK_PAGE = 5000
 
 
 def _job(row: Any, shared: dict[Any, Any] | None = None) -> DispatchJob:
@@ -218,11 +220,18 @@ class Ledger:
             value = await self._pool.fetchval(q.OUTBOX_NEXT_DUE)
         return value  # type: ignore[no-any-return]
 
-    async def unmark(self, epoch: int) -> int:
-        """Every queued run back in the outbox (election, Redis lost its data); how many (fenced)."""
-        async with fenced(self._pool, epoch) as conn:
-            status = await conn.execute(q.OUTBOX_UNMARK)
-        return int(status.split()[-1])
+    async def unmark(self, epoch: int, page: int = UNMARK_PAGE) -> int:
+        """Every queued run back in the outbox (election, Redis lost its data); how many. A page
+        a fenced transaction, in id order (q.OUTBOX_UNMARK: short statements, whatever the backlog)."""
+        count, after = 0, 0
+        while True:
+            async with fenced(self._pool, epoch) as conn:
+                await conn.execute(q.OUTBOX_PLAN)
+                ids = [r["id"] for r in await conn.fetch(q.OUTBOX_UNMARK, after, page)]
+            count += len(ids)
+            if len(ids) < page:
+                return count
+            after = max(ids)
 
     async def unmark_overdue(
         self, epoch: int, late_s: float, leave_out: Sequence[int], limit: int = 1000, queues_out: Sequence[str] = ()

@@ -616,8 +616,21 @@ RETURNING r.id
 """
 # When the outbox has work next: the due time of the first queued run not pushed.
 OUTBOX_NEXT_DUE = "SELECT min(due_at) FROM runs WHERE state = 'queued' AND pushed_epoch IS NULL"
-# queued -> queued, not pushed (unpushed): every queued run (election, Redis lost its data).
-OUTBOX_UNMARK = "UPDATE runs SET pushed_epoch = NULL WHERE state = 'queued' AND pushed_epoch IS NOT NULL"
+# queued -> queued, not pushed (unpushed): the next page of queued runs marked pushed, in id
+# order after run $1, at most $2 (election, Redis lost its data: Ledger.unmark pages through them
+# all). Pages, not one statement over every queued run: with a backlog of 100,000s that statement
+# ran for tens of seconds, held the epoch row (an election waits for it) and, locking in scan order,
+# deadlocked with claims, so the new leader's term timed out and the next one began it again.
+# Read through runs_unfinished_id (OUTBOX_PLAN first); rows locked in id order, like every statement
+# that locks runs.
+OUTBOX_UNMARK = """
+WITH pick AS MATERIALIZED (
+    SELECT id, scheduled_for FROM runs
+    WHERE finished_at IS NULL AND id > $1 AND state = 'queued' AND pushed_epoch IS NOT NULL
+    ORDER BY id LIMIT $2 FOR NO KEY UPDATE)
+UPDATE runs r SET pushed_epoch = NULL FROM pick WHERE r.id = pick.id AND r.scheduled_for = pick.scheduled_for
+RETURNING r.id
+"""
 # unpushed, the watchdog's: queued runs whose token went out (pushed_epoch set) and that nobody
 # has claimed $1 seconds past due, oldest first, leaving out $2 (run ids it unmarked moments ago)
 # and rows being claimed right now (SKIP LOCKED) and runs of jobs in the queues $4 (whose streams

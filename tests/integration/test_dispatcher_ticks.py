@@ -375,6 +375,27 @@ async def test_every_push_goes_to_the_stream_of_its_jobs_queue(stack: Stack) -> 
     assert await stack.publisher.data_lost() is None  # made again
 
 
+async def test_an_unmark_pages_through_every_queued_run_in_short_fenced_statements(stack: Stack) -> None:
+    """An election puts every queued run back in the outbox a page at a time (a statement over a
+    backlog of 100,000s outlived the new leader's term): every page, none left marked, nothing else
+    touched, and a page sent under an old epoch writes nothing."""
+    job = await add_job(stack.pool, "* * * * * *", cursor=T0 - timedelta(seconds=8))
+    written = await stack.new_ticker().run_once(T0 + timedelta(seconds=0.2))  # marked pushed as written
+    assert written.queued == 8
+    first = await stack.pool.fetchval("SELECT min(id) FROM runs WHERE job_id = $1", job)
+    await stack.pool.execute("UPDATE runs SET state = 'running', node_id = 'n' WHERE id = $1", first)
+
+    async def marked() -> int:
+        return int(await stack.pool.fetchval("SELECT count(*) FROM runs WHERE pushed_epoch IS NOT NULL"))
+
+    with pytest.raises(NotLeader):
+        await stack.ledger.unmark(stack.epoch - 1, page=3)
+    assert await marked() == 8
+    assert await stack.ledger.unmark(stack.epoch, page=3) == 7  # pages of 3, 3, 1
+    assert await marked() == 1  # the running run keeps its mark
+    assert await stack.ledger.unmark(stack.epoch, page=3) == 0
+
+
 async def test_a_repush_ends_ticks_late_beyond_their_grace_per_misfire_policy(stack: Stack) -> None:
     """Ticks written ahead whose tokens Redis lost are, when pushed again late beyond their grace,
     decided by the policy (G7): `skip` runs none, `run_once` only the newest, `run_all` every one."""

@@ -129,13 +129,16 @@ async def test_batch_statements_read_rows_in_proportion_to_the_batch(pg_pool: as
         # the outbox after an election: every queued run back in it, a page taken in due order
         "OUTBOX_TAKE": (q.OUTBOX_TAKE, (datetime.now(UTC), BATCH)),
         "OUTBOX_MARK": (q.OUTBOX_MARK, (2, batch, batch[:10], datetime.now(UTC))),
+        # an election's unmark, one page of the backlog (the Ledger pages through it by id)
+        "OUTBOX_UNMARK": (q.OUTBOX_UNMARK, (backlog[BATCH], BATCH)),
         # the watchdog's page, leaving out the oldest runs (put back moments ago)
         "OUTBOX_UNMARK_OVERDUE": (q.OUTBOX_UNMARK_OVERDUE, (3.0, backlog[:BATCH], BATCH, [])),
         # ... while another queue's stream lags (its jobs' runs are left out, looked up by job)
         "OUTBOX_UNMARK_OVERDUE_LAGGING": (q.OUTBOX_UNMARK_OVERDUE, (3.0, backlog[:BATCH], BATCH, ["gpu"])),
     }
     preludes = {  # what the Ledger sends first
-        "OUTBOX_TAKE": q.OUTBOX_PLAN + "; " + q.OUTBOX_UNMARK,
+        "OUTBOX_TAKE": q.OUTBOX_PLAN + "; UPDATE runs SET pushed_epoch = NULL WHERE state = 'queued'",
+        "OUTBOX_UNMARK": q.OUTBOX_PLAN,
         "OUTBOX_UNMARK_OVERDUE": q.OUTBOX_PLAN,
         "OUTBOX_UNMARK_OVERDUE_LAGGING": q.OUTBOX_PLAN,
     }
