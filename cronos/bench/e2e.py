@@ -7,19 +7,19 @@
 
 Starts `cronos api`, one `cronos dispatcher` and K `cronos executor` processes with the default
 settings (plus only what --env sets) on a fresh database and Redis key prefix, registers N jobs
-firing every second (`POST /api/jobs`, action `bench.count`: a no-op that counts its executions
-in Redis; with --task cpu:4ms it first burns 4 ms of CPU on the executor's loop), waits
---warmup seconds, then measures --duration seconds. The window is (warm-up end, warm-up end +
-duration]: every job's whole-second ticks in it are expected. After the window it waits (up to
---settle s) for those ticks to finish, stops the roles and prints the start delay at the task
-p50/p99/max (the task's first statement, by its own wall clock, minus the tick: the headline),
-the start delay at the claim beside it (the ledger's started_at - scheduled_for, as the API,
-CLI, console and metrics define it), executions / expected, missed and duplicate ticks (ledger
-and counter), runs/s, each executor's share of the runs (the ledger's node_id), the CPU per run
-of all processes together, CPU seconds in the window of each role, of the PostgreSQL backends
-connected to the database (sampled every second, so a short-lived autovacuum worker may be
-missed) and of redis-server (which may serve others too), each role's peak RSS and the final
-run state counts.
+firing every second (`POST /api/jobs`, paused, then resumed 1,000 at a time by `POST
+/api/jobs/bulk`; action `bench.count`: a no-op that counts its executions in Redis; with --task
+cpu:4ms it first burns 4 ms of CPU on the executor's loop), waits --warmup seconds, then
+measures --duration seconds. The window is (warm-up end, warm-up end + duration]: every job's
+whole-second ticks in it are expected. After the window it waits (up to --settle s) for those
+ticks to finish, stops the roles and prints the start delay at the task p50/p99/max (the task's
+first statement, by its own wall clock, minus the tick: the headline), the start delay at the
+claim beside it (the ledger's started_at - scheduled_for, as the API, CLI, console and metrics
+define it), executions / expected, missed and duplicate ticks (ledger and counter), runs/s,
+each executor's share of the runs (the ledger's node_id), the CPU per run of all processes
+together, CPU seconds in the window of each role, of the PostgreSQL backends connected to the
+database (sampled every second, so a short-lived autovacuum worker may be missed) and of
+redis-server (which may serve others too), each role's peak RSS and the final run state counts.
 Exits 1 when a tick was missed or duplicated. The database, keys and role logs are removed
 after unless --keep (role logs are kept when the benchmark fails).
 """
@@ -53,6 +53,7 @@ from cronos.store.db import connect_one
 
 # What the benchmark itself sets on every role: --env may not change it.
 OWNED = ("DATABASE_URL", "REDIS_URL", "CRONOS_KEY_PREFIX", "CRONOS_NODE_ID", "PORT")
+BULK_CHUNK = 1000  # jobs resumed by one POST /api/jobs/bulk (its limit)
 # $1: since when (scheduled_for, exclusive).
 PROGRESS = (
     "SELECT count(*) FILTER (WHERE state = 'completed' AND scheduled_for > $1) AS completed,"
@@ -230,19 +231,38 @@ class E2E:
 
 
 async def _register(http: aiohttp.ClientSession, base_url: str, count: int, payload: dict[str, Any]) -> list[int]:
+    """Register the jobs paused, then resume them a chunk at a time through `POST /api/jobs/bulk`
+    (label `bench-chunk`): registering active jobs one by one while the ones before fire made a
+    10,000-job registration take minutes and load the cluster before the measurement began."""
     gate = asyncio.Semaphore(16)
 
     async def one(i: int) -> int:
-        body = {"name": f"bench-{i:06d}", "cron_expression": "* * * * * *", "payload": payload}
+        body = {
+            "name": f"bench-{i:06d}",
+            "cron_expression": "* * * * * *",
+            "payload": payload,
+            "status": "paused",
+            "labels": {"bench-chunk": str(i // BULK_CHUNK)},
+        }
         async with gate, http.post(f"{base_url}/api/jobs", json=body) as resp:
             reply = await resp.json(content_type=None)
             if resp.status != 201:
                 raise RuntimeError(f"POST /api/jobs answered {resp.status}: {reply}")
             return int(reply["id"])
 
+    async def resume(chunk: int) -> None:
+        body = {"selector": f"bench-chunk={chunk}", "action": "resume"}
+        async with gate, http.post(f"{base_url}/api/jobs/bulk", json=body) as resp:
+            reply = await resp.json(content_type=None)
+            if resp.status != 200 or reply.get("unchanged"):
+                raise RuntimeError(f"POST /api/jobs/bulk answered {resp.status}: {reply}")
+
     try:
         async with asyncio.TaskGroup() as group:
             tasks = [group.create_task(one(i)) for i in range(count)]
+        async with asyncio.TaskGroup() as group:
+            for chunk in range((count + BULK_CHUNK - 1) // BULK_CHUNK):
+                group.create_task(resume(chunk))
     except ExceptionGroup as failed:
         raise failed.exceptions[0] from failed
     return sorted(t.result() for t in tasks)
