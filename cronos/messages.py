@@ -30,6 +30,11 @@ class RunToken(msgspec.Struct, frozen=True, kw_only=True, array_like=False):
     # for one that has (executor.routing) before it locks or claims. None: not a task job, or a
     # token from an older leader (claimed as before).
     action: str | None = None
+    # UTC epoch ms past which the run's misfire grace is over (its due time plus the grace, at
+    # least ON_TIME_S, as claims and the reaper judge it): a token read later is acknowledged
+    # unclaimed (executor.pipeline), as the run can only end skipped "expired", which the leader's
+    # reaper does a page at a time. None: a token from an older leader (claimed as before).
+    expires_ms: int | None = None
 
 
 _encoder = msgspec.msgpack.Encoder()

@@ -220,6 +220,12 @@ JOBS = Gauge("cronos_jobs", "Registered jobs by status", ["status"], registry=RE
 RUNS_SKIPPED = Counter(
     "cronos_runs_skipped_total", "Ticks recorded as skipped, by reason", ["reason"], registry=REGISTRY
 )
+TOKENS_PAST_GRACE = Counter(
+    "cronos_tokens_past_grace_total",
+    "Run tokens an executor read past their run's misfire grace and acknowledged without a lock or a claim"
+    " (the leader's reaper ends those runs skipped, expired): an overload's backlog older than the grace",
+    registry=REGISTRY,
+)
 BACKEND_UP = Gauge("cronos_backend_up", "1 when the backend answered the last check", ["backend"], registry=REGISTRY)
 
 # Per-job series (issue 24), bounded: the leader exports at most CRONOS_JOB_METRICS_MAX jobs whose

@@ -47,6 +47,7 @@ class TickBatch:
     runs: dict[int, int] = field(default_factory=dict)  # queued runs of each job with a max_runs
     queues: dict[int, str] = field(default_factory=dict)  # each job's queue (the stream its tokens go to)
     actions: dict[int, str | None] = field(default_factory=dict)  # each task job's action (its tokens carry it)
+    graces: dict[int, float] = field(default_factory=dict)  # each job's misfire grace (its tokens carry its end)
 
     def __len__(self) -> int:
         return len(self.job_ids)
@@ -219,6 +220,7 @@ class TickRound:
                         batch.cursors[job.id] = ticks[kept - 1]
                         batch.queues[job.id] = job.queue
                         batch.actions[job.id] = job.action
+                        batch.graces[job.id] = job.misfire_grace_s
                     if job.runs_left is not None:
                         batch.runs[job.id] = ran
                     over = isinstance(schedule, Windowed) and schedule.over_after(ticks[kept - 1] if kept else cursor)

@@ -9,7 +9,7 @@ from collections import defaultdict
 from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
-from cronos import metrics, redis_client
+from cronos import lifecycle, metrics, redis_client
 from cronos.keys import Keys
 from cronos.messages import RunToken
 from cronos.models import DEFAULT_QUEUE
@@ -19,6 +19,7 @@ from cronos.stream import RunStream
 
 log = logging.getLogger("dispatcher.publisher")
 
+ON_TIME_MS = int(lifecycle.ON_TIME_S * 1000)  # the least grace a claim or the reaper grants
 LAG_SAMPLES = 64  # lag observations per published batch at most (every token in batches up to 127)
 
 
@@ -34,6 +35,7 @@ def token_of(run: QueuedRun, epoch: int, *, due_ms: int | None) -> RunToken:
         epoch=epoch,
         due_ms=due_ms,
         action=run.action,
+        expires_ms=None if run.grace_ms is None else run.due_ms + max(run.grace_ms, ON_TIME_MS),
     )
 
 

@@ -267,6 +267,7 @@ class Ticker:
                     batch.ended,
                     queues=batch.queues,
                     actions=batch.actions,
+                    graces=batch.graces,
                     counted=batch.runs.keys(),
                 )
             finally:

@@ -34,6 +34,9 @@ from executor.running import InFlight, run_under_timeout
 
 log = logging.getLogger("cronos.executor")
 
+# A token read this long past its run's grace is past it by PostgreSQL's clock too.
+PAST_GRACE_MARGIN_MS = 1000
+
 
 class TokenOutcome(StrEnum):
     """How one token ended on this executor."""
@@ -51,6 +54,7 @@ class TokenOutcome(StrEnum):
     MALFORMED = "malformed"  # undecodable entry: acknowledged and dropped
     HANDED_OVER = "handed_over"  # no task for its action here: given back to the queue's other executors
     UNSERVED = "unserved"  # no live executor of its queue serves its action: acknowledged, the run left queued
+    PAST_GRACE = "past_grace"  # read past its run's misfire grace: acknowledged unclaimed (the reaper expires the run)
     ERROR = "error"  # a bug: logged, left pending
 
 
@@ -82,6 +86,15 @@ async def process(delivery: Delivery, deps: Deps) -> TokenOutcome:
 
 
 async def _process(token: RunToken, entry: EntryRef, deps: Deps) -> TokenOutcome:
+    if past_grace(token, deps.clock.time()):
+        # Its run can only end skipped "expired" now, which the leader's reaper does a page at a
+        # time: no lock and no claim spent on it. Under an overload whose backlog outgrew the
+        # grace, each expired token cost a lock and two claim statements, and the executors did
+        # nothing else (0 runs/s, every run expiring).
+        await settle(deps, None, entry)
+        metrics.TOKENS_PAST_GRACE.inc()
+        log.debug("token read past its run's grace", extra={"event": "token.past_grace"})
+        return TokenOutcome.PAST_GRACE
     if token.action is not None and tasks.lookup(token.action) is None:  # step 0: a token this node can run
         if await deps.routing.decline(token, entry):
             return TokenOutcome.HANDED_OVER
@@ -122,6 +135,12 @@ async def _process(token: RunToken, entry: EntryRef, deps: Deps) -> TokenOutcome
         deps.in_flight.pop(claim.id, None)
     await settle(deps, lock_key, entry)  # step 6
     return ended
+
+
+def past_grace(token: RunToken, now: float) -> bool:
+    """Read past its run's misfire grace (`now`: PostgreSQL's clock, unix time), with a margin for
+    the error of this node's estimate of that clock."""
+    return token.expires_ms is not None and now * 1000 > token.expires_ms + PAST_GRACE_MARGIN_MS
 
 
 def _due_ms(token: RunToken, now: float) -> int | None:

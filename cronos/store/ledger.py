@@ -35,6 +35,7 @@ class QueuedRun(msgspec.Struct, frozen=True, array_like=True):
     due_ms: int
     queue: str = DEFAULT_QUEUE  # its job's: the stream its token goes to
     action: str | None = None  # its task job's payload.action (executors route on it)
+    grace_ms: int | None = None  # its job's misfire grace (its token's expires_ms follows)
 
 
 class TickResult(msgspec.Struct, kw_only=True):
@@ -81,7 +82,14 @@ def _ms(instant: datetime) -> int:
 
 def _taken(row: Any, due_anew: datetime | None = None) -> QueuedRun:
     tick, due = _ms(row["scheduled_for"]), _ms(due_anew or row["due_at"])
-    return QueuedRun(row["id"], row["job_id"], tick, row["attempt"], row["trigger"], due, row["queue"], row["action"])
+    grace = _ms_of(row["misfire_grace_s"])
+    return QueuedRun(
+        row["id"], row["job_id"], tick, row["attempt"], row["trigger"], due, row["queue"], row["action"], grace
+    )
+
+
+def _ms_of(seconds: float) -> int:
+    return int(seconds * 1000)
 
 
 def _late_tick(row: Any, now: datetime) -> bool:
@@ -146,6 +154,7 @@ class Ledger:
         *,
         queues: Mapping[int, str] | None = None,
         actions: Mapping[int, str | None] | None = None,
+        graces: Mapping[int, float] | None = None,
         counted: Collection[int] = (),
     ) -> TickResult:
         """Insert ticks (queued or skipped), each with the job revision that planned it, and move
@@ -154,7 +163,8 @@ class Ledger:
         same transaction: the queued runs of the jobs in `counted` (those with a max_runs) are
         counted, and the jobs in `ended` (id -> terminal status, planning revision) end. `queues`:
         each job's queue (the stream its tokens go to), default otherwise; `actions`: each task
-        job's action (carried by its tokens)."""
+        job's action (carried by its tokens); `graces`: each job's misfire grace in seconds (its
+        tokens carry when it ends)."""
         ended_ids: list[int] = []
 
         async def attempt() -> list[Any]:
@@ -174,6 +184,7 @@ class Ledger:
         rows = await retry_contention(attempt, "tick write")
         queue_of = queues or {}
         action_of = actions or {}
+        grace_of = {job_id: _ms_of(grace) for job_id, grace in (graces or {}).items()}
         queued = [
             QueuedRun(
                 r["id"],
@@ -184,6 +195,7 @@ class Ledger:
                 r["due_ms"],
                 queue_of.get(r["job_id"], DEFAULT_QUEUE),
                 action_of.get(r["job_id"]),
+                grace_of.get(r["job_id"]),
             )
             for r in rows
             if r["state"] == "queued"

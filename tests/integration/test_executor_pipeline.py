@@ -24,7 +24,7 @@ from cronos.models import FAIL_REPLACED, SKIP_OVERLAP
 from cronos.settings import Settings
 from cronos.stream import RunStream
 from executor.service import Executor
-from tests.integration.ledger_helpers import Harness, insert_run, push_due_retries
+from tests.integration.ledger_helpers import Harness, insert_run, push_due_retries, tick
 from tests.waiting import wait_for
 
 EXECUTIONS: collections.Counter[int] = collections.Counter()
@@ -121,6 +121,27 @@ async def test_noop_run_completes_and_token_is_settled(harness: Harness, executo
     assert info.pending == 0  # acknowledged
     lock = Keys(ex.settings.key_prefix).tick_lock(job, token.scheduled_for_ms, 1)
     assert await redis_client.exists(lock) == 0  # released
+
+
+async def test_a_token_read_past_its_runs_grace_is_acknowledged_without_a_lock_or_a_claim(
+    harness: Harness, executor: Factory
+) -> None:
+    """An overload whose backlog outgrew the misfire grace: a token read past its run's grace is
+    only acknowledged (its run can only end expired, which the reaper does), so the executor's
+    work goes to the runs still within theirs, which run."""
+    late_job = await harness.job(payload={"action": "test.count"})
+    fresh_job = await harness.job(payload={"action": "test.count"})
+    now_ms = int(time.time() * 1000)
+    late = msgspec.structs.replace(await insert_run(harness.pool, late_job, tick(0)), expires_ms=now_ms - 5_000)
+    fresh = msgspec.structs.replace(await insert_run(harness.pool, fresh_job, tick(0)), expires_ms=now_ms + 60_000)
+    await harness.stream.publish([late, fresh])
+    async with executor() as ex:
+        counts = await ex.run_once()
+    assert counts == {"past_grace": 1, "completed": 1}
+    (left,) = await harness.runs(late_job)
+    assert (left.state, left.node_id, EXECUTIONS[late.run_id]) == ("queued", None, 0)  # never claimed
+    assert [r.state for r in await harness.runs(fresh_job)] == ["completed"]
+    assert (await harness.stream.info()).pending == 0  # both acknowledged
 
 
 async def test_two_executors_racing_for_one_token_run_it_once(harness: Harness, executor: Factory) -> None:

@@ -4,6 +4,9 @@ import msgspec
 import pytest
 
 from cronos.messages import TOKEN_VERSION, RunToken, decode_token, encode_token
+from cronos.store.ledger import QueuedRun
+from dispatcher.publisher import token_of
+from executor.pipeline import past_grace
 
 
 def test_token_round_trips() -> None:
@@ -21,7 +24,7 @@ def test_token_from_a_newer_release_with_unknown_fields_still_decodes() -> None:
 def test_token_from_an_older_release_gets_defaults() -> None:
     older = {"run_id": 1, "job_id": 2, "scheduled_for_ms": 5}
     token = decode_token(msgspec.msgpack.encode(older))
-    assert (token.attempt, token.trigger, token.epoch, token.due_ms) == (1, "schedule", 0, None)
+    assert (token.attempt, token.trigger, token.epoch, token.due_ms, token.expires_ms) == (1, "schedule", 0, None, None)
 
 
 def test_token_pushed_ahead_carries_its_due_time() -> None:
@@ -54,3 +57,23 @@ def test_a_trigger_this_release_does_not_know_still_decodes() -> None:
     """A newer leader's trigger (as `chain` was new) must not make an older executor drop the token."""
     raw = msgspec.msgpack.encode({"v": 1, "run_id": 1, "job_id": 2, "scheduled_for_ms": 3, "trigger": "later"})
     assert decode_token(raw).trigger == "later"
+
+
+@pytest.mark.parametrize(("grace_ms", "expires_ms"), [(60_000, 65_300), (0, 6_300), (None, None)])
+def test_a_token_carries_when_its_runs_misfire_grace_ends(grace_ms: int | None, expires_ms: int | None) -> None:
+    """Due time plus the job's grace, at least the second a claim and the reaper always grant; a run
+    queued by an older leader (no grace known) carries none."""
+    run = QueuedRun(1, 2, 5_000, 1, "schedule", 5_300, grace_ms=grace_ms)
+    token = decode_token(encode_token(token_of(run, epoch=3, due_ms=5_300)))
+    assert token.expires_ms == expires_ms
+
+
+@pytest.mark.parametrize(
+    ("now_ms", "expires_ms", "past"),
+    [(66_000, 65_000, False), (66_010, 65_000, True), (10**12, None, False)],
+)
+def test_an_executor_takes_a_token_as_past_its_grace_only_beyond_the_margin(
+    now_ms: int, expires_ms: int | None, past: bool
+) -> None:
+    token = RunToken(run_id=1, job_id=2, scheduled_for_ms=5_000, expires_ms=expires_ms)
+    assert past_grace(token, now_ms / 1000) is past
