@@ -147,7 +147,12 @@ class Gate(Generic[I, O]):
         instant = self._instants.get(at_ms)
         if instant is None:
             instant = self._instants[at_ms] = _Instant()
-            self._release(at_ms)
+            # Armed, not released here: the caller joins the instant after this returns. Released
+            # here, an instant that came between the caller's clock reading and this one was gone
+            # before the caller joined it, and that token waited for good (its run started only when
+            # the watchdog pushed it again, 3 s late: tokens arrive at their instant, the push lead).
+            delay = max(0.0, at_ms / 1000 - self._clock())
+            instant.timer = asyncio.get_running_loop().call_later(delay, self._release, at_ms)
         return instant
 
     def _release(self, at_ms: int) -> None:

@@ -165,3 +165,20 @@ async def test_reclaim_holds_a_slot_however_it_ends() -> None:
     gate.lend()
     gate.retake()  # a run that lent its slot and ends at once takes it back without waiting
     assert gate.busy == 1
+
+
+@pytest.mark.parametrize("waits", ["until", "claim"])
+async def test_an_instant_that_comes_between_two_clock_readings_still_releases_its_token(waits: str) -> None:
+    """A token arrives at its instant (the push lead): the caller reads the clock just before it,
+    the gate just after. The token is released all the same, at once (it waited for good, and its
+    run started 3 s late when the watchdog pushed it again)."""
+    readings = iter([99.999, 100.001])
+    clock = Clock(100.001)
+    gate, backend = gate_of(2, lambda: next(readings, clock()))
+    at_ms = 100_000
+    if waits == "until":
+        await asyncio.wait_for(gate.until(at_ms), 1)
+    else:
+        assert await asyncio.wait_for(gate.claim(7, at_ms), 1) == 70
+        assert backend.calls == [[7]]
+    assert gate.held == 0
