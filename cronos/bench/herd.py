@@ -82,7 +82,7 @@ class Herd:
     jobs: int
     starts_ms: list[float]  # task code start - tick, the first execution of each job's run
     claims_ms: list[float]  # the ledger's started_at - tick
-    pushes_ms: list[float]  # stream entry time - tick, of the herd's tokens still in the stream
+    pushes_ms: list[float]  # stream entry time - tick, of the herd's tokens (read as they were added)
     missed_counter: int
     missed_ledger: int
     dup_counter: int
@@ -159,6 +159,7 @@ class HerdBench(ScaleBench):
     def __init__(self, settings: Settings, args: argparse.Namespace) -> None:
         super().__init__(settings, args)
         self.keys = Keys(self.scratch.prefix)
+        self._pushes_read_to: str | None = None  # the last stream entry id the push watcher read
 
     async def measure(self, conn: asyncpg.Connection) -> int:
         args = self.args
@@ -183,14 +184,22 @@ class HerdBench(ScaleBench):
         say(f"waiting for the herd at {tick:%H:%M:%S} UTC")
         usage = Usage(self.roles, conn, self.scratch.db_name, await _redis_pid(self.client))
         await _sleep_until(tick - timedelta(seconds=2), self.roles)
+        tick_ms = int(tick.timestamp() * 1000)
+        pushes: list[float] = []
+        watching = asyncio.create_task(self._watch_pushes(tick_ms, pushes))
         await usage.open_window()
         opened = time.time()
-        await self._wait_herd(conn, usage, tick)
-        cpu_s = await usage.close_window()
-        seconds = time.time() - opened
+        try:
+            await self._wait_herd(conn, usage, tick)
+            cpu_s = await usage.close_window()
+            seconds = time.time() - opened
+        finally:
+            watching.cancel()
+            await asyncio.gather(watching, return_exceptions=True)
+        await self._read_pushes(tick_ms, pushes, block_ms=None)  # what came since the watcher's last read
         say("stopping the roles")
         self.roles.stop()
-        herd = await self._judge(conn, tick)
+        herd = await self._judge(conn, tick, pushes)
         print(f"\ncronos bench herd --jobs {args.jobs} --executors {args.executors} --schedule '{args.schedule}'"
               " (roles at their defaults; jobs registered by COPY from one created through the API)")  # fmt: skip
         print(render(herd, cpu_s, seconds, len(usage.backends)), flush=True)
@@ -224,7 +233,7 @@ class HerdBench(ScaleBench):
         tick_ms = int(tick.timestamp() * 1000)
         return sum(1 for f in fields if parse_field(f)[1] == tick_ms)
 
-    async def _judge(self, conn: asyncpg.Connection, tick: datetime) -> Herd:
+    async def _judge(self, conn: asyncpg.Connection, tick: datetime, pushes_ms: list[float]) -> Herd:
         tick_ms = int(tick.timestamp() * 1000)
         prefix = self.scratch.prefix
         counts: Counter[int] = Counter()
@@ -245,7 +254,7 @@ class HerdBench(ScaleBench):
             jobs=jobs,
             starts_ms=starts,
             claims_ms=[float(r["claimed_ms"]) for r in rows if r["claimed_ms"] is not None],
-            pushes_ms=await self._pushes(tick_ms),
+            pushes_ms=pushes_ms,
             missed_counter=jobs - len(counts),
             missed_ledger=jobs - len(completed),
             dup_counter=sum(1 for n in counts.values() if n > 1),
@@ -254,18 +263,28 @@ class HerdBench(ScaleBench):
             rounds=herd_rounds(written(self.roles.log_of("dispatcher")), tick, jobs),
         )
 
-    async def _pushes(self, tick_ms: int) -> list[float]:
-        """When each of the herd's tokens still in the stream went out (its entry id's ms), less the tick."""
-        found: list[float] = []
-        start = f"{tick_ms - 10_000}-0"
+    async def _watch_pushes(self, tick_ms: int, pushes: list[float]) -> None:
+        """Read the stream as tokens are added (a plain XREAD beside the group, which it does not
+        disturb): the housekeeping trims acknowledged entries every few seconds, so entries read
+        after the herd ran could be gone."""
         while True:
-            entries = await self.client.xrange(self.keys.stream, min=start, count=10_000)
+            await self._read_pushes(tick_ms, pushes, block_ms=500)
+
+    async def _read_pushes(self, tick_ms: int, pushes: list[float], block_ms: int | None) -> None:
+        """Add when each of the herd's tokens went out (its entry id's ms, less the tick) to
+        `pushes`, reading on from the last entry seen (from 10 s before the tick at first)."""
+        key = self.keys.stream
+        while True:
+            start = self._pushes_read_to or f"{tick_ms - 10_000}-0"
+            replies = await self.client.xread({key: start}, count=10_000, block=block_ms)
+            entries = replies[0][1] if replies else []
             for entry_id, fields in entries:
                 if decode_token(fields[TOKEN_FIELD]).scheduled_for_ms == tick_ms:
-                    found.append(float(entry_id.split(b"-")[0]) - tick_ms)
+                    pushes.append(float(entry_id.split(b"-")[0]) - tick_ms)
+            if entries:
+                self._pushes_read_to = entries[-1][0].decode()
             if len(entries) < 10_000:
-                return found
-            start = "(" + entries[-1][0].decode()
+                return
 
 
 async def _redis_pid(client: Any) -> int | None:
