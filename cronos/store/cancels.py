@@ -2,8 +2,8 @@
 one transaction that holds the run's row.
 
 A queued or waiting run ends `cancelled` at once (its token, if one is out, finds it not queued),
-and the first run waiting behind it is woken when nothing of its job runs (waiters.wake_free: a
-woken run cancelled before it started leaves no one stranded); a run woken with its concurrency
+and, once that has committed, the first run waiting behind it is woken when nothing of its job runs
+(waiters.wake_free: a woken run cancelled before it started leaves no one stranded); a run woken with its concurrency
 group's slot frees it, handed to the group's next waiting run (groups.release). A running run gets
 a request in `run_cancels` and a NOTIFY on `cronos_cancels`: the executor running it hears it at once
 (`listen`), or at its next heartbeat, which reads the request with the lease (the safety net for a
@@ -111,7 +111,6 @@ class CancelStore:
                 first = requested is not None
                 if decision is Cancel.NOW:
                     await conn.fetchval(q.RUN_CANCEL, run_id, tick, lifecycle.cancelled_by(actor))
-                    await wake_free(conn, [job_id])
                     if group is not None:  # a run woken with a slot frees it: the group's next waiter gets it
                         await groups.release(conn, [run_id])
                 by = actor if first else await self._requested_by(conn, run_id)
@@ -121,6 +120,8 @@ class CancelStore:
                     detail = {"run_id": run_id, "state": state.value, "ended": decision is Cancel.NOW}
                     await record(conn, actor, "job", "run_cancelled", job_id=job_id, detail=detail)
         ended = decision is Cancel.NOW
+        if ended:
+            await self._wake_behind(job_id, run_id)
         result = CancelResult(run_id=run_id, job_id=job_id, was=state.value, ended=ended, requested_by=by)
         log.info(
             "run cancelled" if result.ended else "run cancel requested",
@@ -128,6 +129,21 @@ class CancelStore:
                    "run_id": run_id, "actor": actor, "state": state.value},
         )  # fmt: skip
         return result
+
+    async def _wake_behind(self, job_id: int, run_id: int) -> None:
+        """Wake the first run waiting behind the cancelled one when nothing of its job runs, once the
+        cancel has committed. Not in its transaction: there the wake's read of what runs (it waits for
+        a finish of the job to commit) came after the cancel had locked its run, which that finish's own
+        wake locks next: a deadlock. A wake lost here (PostgreSQL gone meanwhile) is the leader's
+        waiter sweep's, as for a claim's."""
+        try:
+            with translate_errors():
+                await wake_free(self._pool, [job_id])
+        except BackendUnavailable as exc:
+            log.warning(
+                "run cancelled; waking the run behind it failed (the leader's sweep wakes it)",
+                extra={"event": "run.cancel_wake_failed", "job_id": job_id, "run_id": run_id, "error": str(exc)},
+            )
 
     @staticmethod
     async def _requested_by(conn: asyncpg.Connection, run_id: int) -> str:
