@@ -19,7 +19,6 @@ a cap and an allow-list) are set from the health rows every `metrics_interval_s`
 
 from __future__ import annotations
 
-import asyncio
 import fnmatch
 import logging
 import time
@@ -31,6 +30,7 @@ from datetime import datetime, timedelta
 import asyncpg
 
 from cronos import health, metrics
+from cronos.aio import Slices
 from cronos.errors import BackendUnavailable, NotLeader
 from cronos.events import JobEvent
 from cronos.health import Health, RunFact
@@ -43,8 +43,6 @@ log = logging.getLogger("dispatcher.health")
 
 # Runs whose finish committed this long after its finished_at are still found (the scan re-reads it).
 OVERLAP = timedelta(seconds=5)
-# Jobs judged between two yields to the event loop.
-JUDGED_BETWEEN_YIELDS = 500
 
 
 @dataclass(slots=True)
@@ -152,10 +150,9 @@ class Evaluator:
             ))  # fmt: skip
 
         changed: list[Health] = []
-        for count, job_id in enumerate({*by_job, *expecting, *overrunning, *rows}, 1):
-            if count % JUDGED_BETWEEN_YIELDS == 0:
-                # A pass may judge 50,000 ended runs (a backlog expiring): the lease renewal runs between.
-                await asyncio.sleep(0)
+        slices = Slices()  # a pass may judge 50,000 ended runs (a backlog expiring): the leader's loop runs between
+        for job_id in {*by_job, *expecting, *overrunning, *rows}:
+            await slices.next()
             before = rows.get(job_id)
             row, found = health.outcomes(before or Health(job_id), by_job.get(job_id, []), newest.get(job_id))
             events.extend(found)
