@@ -27,6 +27,7 @@ import time
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from dataclasses import field as dataclass_field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -159,7 +160,6 @@ class HerdBench(ScaleBench):
     def __init__(self, settings: Settings, args: argparse.Namespace) -> None:
         super().__init__(settings, args)
         self.keys = Keys(self.scratch.prefix)
-        self._pushes_read_to: str | None = None  # the last stream entry id the push watcher read
 
     async def measure(self, conn: asyncpg.Connection) -> int:
         args = self.args
@@ -184,9 +184,8 @@ class HerdBench(ScaleBench):
         say(f"waiting for the herd at {tick:%H:%M:%S} UTC")
         usage = Usage(self.roles, conn, self.scratch.db_name, await _redis_pid(self.client))
         await _sleep_until(tick - timedelta(seconds=2), self.roles)
-        tick_ms = int(tick.timestamp() * 1000)
-        pushes: list[float] = []
-        watching = asyncio.create_task(self._watch_pushes(tick_ms, pushes))
+        pushes = _Pushes(self.client, self.keys.stream, int(tick.timestamp() * 1000))
+        watching = asyncio.create_task(pushes.watch())
         await usage.open_window()
         opened = time.time()
         try:
@@ -196,10 +195,10 @@ class HerdBench(ScaleBench):
         finally:
             watching.cancel()
             await asyncio.gather(watching, return_exceptions=True)
-        await self._read_pushes(tick_ms, pushes, block_ms=None)  # what came since the watcher's last read
+        await pushes.read(block_ms=None)  # what came since the watcher's last read
         say("stopping the roles")
         self.roles.stop()
-        herd = await self._judge(conn, tick, pushes)
+        herd = await self._judge(conn, tick, pushes.ms)
         print(f"\ncronos bench herd --jobs {args.jobs} --executors {args.executors} --schedule '{args.schedule}'"
               " (roles at their defaults; jobs registered by COPY from one created through the API)")  # fmt: skip
         print(render(herd, cpu_s, seconds, len(usage.backends)), flush=True)
@@ -263,26 +262,34 @@ class HerdBench(ScaleBench):
             rounds=herd_rounds(written(self.roles.log_of("dispatcher")), tick, jobs),
         )
 
-    async def _watch_pushes(self, tick_ms: int, pushes: list[float]) -> None:
-        """Read the stream as tokens are added (a plain XREAD beside the group, which it does not
-        disturb): the housekeeping trims acknowledged entries every few seconds, so entries read
-        after the herd ran could be gone."""
-        while True:
-            await self._read_pushes(tick_ms, pushes, block_ms=500)
 
-    async def _read_pushes(self, tick_ms: int, pushes: list[float], block_ms: int | None) -> None:
-        """Add when each of the herd's tokens went out (its entry id's ms, less the tick) to
-        `pushes`, reading on from the last entry seen (from 10 s before the tick at first)."""
-        key = self.keys.stream
+@dataclass
+class _Pushes:
+    """When each of the herd's tokens went out (its stream entry id's ms, less the tick), read as
+    they are added: a plain XREAD beside the group, which it does not disturb. Read after the herd
+    ran, entries could be gone: the housekeeping trims acknowledged ones every few seconds."""
+
+    client: Any
+    stream: str
+    tick_ms: int
+    ms: list[float] = dataclass_field(default_factory=list)
+    read_to: str | None = None  # the last entry id read (from 10 s before the tick at first)
+
+    async def watch(self) -> None:
         while True:
-            start = self._pushes_read_to or f"{tick_ms - 10_000}-0"
-            replies = await self.client.xread({key: start}, count=10_000, block=block_ms)
+            await self.read(block_ms=500)
+
+    async def read(self, block_ms: int | None) -> None:
+        """What was added since the last read (waiting up to `block_ms` for something)."""
+        while True:
+            start = self.read_to or f"{self.tick_ms - 10_000}-0"
+            replies = await self.client.xread({self.stream: start}, count=10_000, block=block_ms)
             entries = replies[0][1] if replies else []
             for entry_id, fields in entries:
-                if decode_token(fields[TOKEN_FIELD]).scheduled_for_ms == tick_ms:
-                    pushes.append(float(entry_id.split(b"-")[0]) - tick_ms)
+                if decode_token(fields[TOKEN_FIELD]).scheduled_for_ms == self.tick_ms:
+                    self.ms.append(float(entry_id.split(b"-")[0]) - self.tick_ms)
             if entries:
-                self._pushes_read_to = entries[-1][0].decode()
+                self.read_to = entries[-1][0].decode()
             if len(entries) < 10_000:
                 return
 

@@ -2,14 +2,14 @@
 one transaction that holds the run's row.
 
 A queued or waiting run ends `cancelled` at once (its token, if one is out, finds it not queued),
-and, once that has committed, the first run waiting behind it is woken when nothing of its job runs
-(waiters.wake_free: a woken run cancelled before it started leaves no one stranded); a run woken with its concurrency
-group's slot frees it, handed to the group's next waiting run (groups.release). A running run gets
-a request in `run_cancels` and a NOTIFY on `cronos_cancels`: the executor running it hears it at once
-(`listen`), or at its next heartbeat, which reads the request with the lease (the safety net for a
-notification missed: the LISTEN connection down, the run not in hand yet); it stops the work and
-records the run `cancelled` (executor.cancels). Either way the audit trail names who, in the same
-transaction.
+and, once that has committed, the first run waiting behind it is woken when nothing of its job
+runs (waiters.wake_free: a woken run cancelled before it started leaves no one stranded); a run
+woken with its concurrency group's slot frees it, handed to the group's next waiting run
+(groups.release). A running run gets a request in `run_cancels` and a NOTIFY on `cronos_cancels`:
+the executor running it hears it at once (`listen`), or at its next heartbeat, which reads the
+request with the lease (the safety net for a notification missed: the LISTEN connection down, the
+run not in hand yet); it stops the work and records the run `cancelled` (executor.cancels). Either
+way the audit trail names who, in the same transaction.
 """
 
 from __future__ import annotations
