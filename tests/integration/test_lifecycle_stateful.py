@@ -304,10 +304,11 @@ def predict_take(m: Model, at: datetime) -> tuple[list[int], int]:
     return [m.runs[k].id for k in push], len(stale)  # type: ignore[misc]
 
 
-def predict_cancel(m: Model, key: Key) -> Any:
+def predict_cancel(m: Model, key: Key, look: bool = True) -> Any:
     """CancelStore.cancel (lifecycle.cancel): a pending run cancelled at once, and its job's first
-    waiting run woken if nothing of the job runs (waiters.wake_free); a running run's request
-    recorded (its state unchanged); an ended run refused (Conflict)."""
+    waiting run woken if nothing of the job runs (waiters.wake_free, after the cancel commits;
+    `look`: whether it is predicted here); a running run's request recorded (its state unchanged);
+    an ended run refused (Conflict)."""
     run = m.runs[key]
     was = run.state
     decision = lifecycle.cancel(was)
@@ -316,7 +317,8 @@ def predict_cancel(m: Model, key: Key) -> Any:
     run.cancel_by = run.cancel_by or CANCELLER
     if decision is lifecycle.Cancel.NOW:
         run.state, run.error, run.pushed = RunState.CANCELLED, lifecycle.cancelled_by(CANCELLER), None
-        look_again(m, key[0])
+        if look:
+            look_again(m, key[0])
     return (decision.value, was.value)
 
 
@@ -658,6 +660,24 @@ def wait_recorded_after_the_end(
         look_again(n, queued[0])
         options.append((n, [finished, answers]))
     return options
+
+
+def wake_lost_to_the_cancel(
+    m: Model, cancelled: Key, ended: list[FinishOutcome], at: datetime
+) -> list[tuple[Model, list[Any]]]:
+    """A cancel of a waiting run racing the end of the run ahead of it, beyond the serializations:
+    the end read the run still waiting (the cancel not committed) and woke it once the cancel had
+    committed, which woke nothing (the run cancelled; the end answers woken 0); the cancel's look
+    after its commit found nothing running and woke the next waiting run. (What the two return.)"""
+    n = m.copy()
+    if n.runs[cancelled].state is not W:
+        return []
+    finished = predict_finish(n, ended, at)  # the end as it read the job: the run still waiting
+    if n.runs[cancelled].state is not Q or finished[3] != 1:
+        return []  # the end woke another run, or none: a serialization covers it
+    predict_cancel(n, cancelled, look=False)
+    look_again(n, cancelled[0])
+    return [(n, [("now", "waiting"), (*finished[:3], 0)])]
 
 
 Predict = Callable[[Model, datetime], Any]
@@ -1147,9 +1167,13 @@ class LifecycleMachine(RuleBasedStateMachine):
         """An executor that was asked to cancel its run records it cancelled (never retried; its end
         wakes the runs waiting behind it like any end); by a node that does not own it: nothing."""
         asked = sorted(k for k, r in self.m.runs.items() if r.state is R and r.cancel_by is not None)
-        key = self.choose(data, asked, "run asked to stop") or self.pick(data, R)
+        # Every value drawn, whatever the model holds (see choose): a replay whose race left no run
+        # asked, or the run with no owner, must draw what the first run drew.
+        asked_key, any_key = self.choose(data, asked, "run asked to stop"), self.pick(data, R)
+        key = asked_key or any_key
         owner = self.m.runs[key].node
-        node = owner if by_owner and owner is not None else self.other_node(data, owner)
+        intruder = self.other_node(data, owner)
+        node = owner if by_owner and owner is not None else intruder
         error = lifecycle.cancelled_by(CANCELLER)
         outcome = Outcome(run_id=self.id_of(key), node_id=node, state="cancelled", error=error, retry_delay_s=None)
         ended: list[FinishOutcome] = [(key, node, "cancelled", error, None)]
@@ -1246,6 +1270,7 @@ class LifecycleMachine(RuleBasedStateMachine):
         calls: list[Callable[[], Awaitable[Any]]] = [cancel]
         predicts: list[Predict] = [lambda m, _at: predict_cancel(m, key)]
         normals: list[Normal] = [lambda r, _s: r]
+        extra = None
         if other == "claim":
             queued = self.pick(data, Q)
             node = NODES[data.draw(st.integers(0, 1), label="claimer")]
@@ -1259,6 +1284,9 @@ class LifecycleMachine(RuleBasedStateMachine):
             calls.append(lambda: self.store.finish([self.outcome(running, owner, "completed", None, False)]))
             predicts.append(lambda m, at: predict_finish(m, ended, at))
             normals.append(_finished)
+
+            def extra(at: datetime) -> list[tuple[Model, list[Any]]]:
+                return wake_lost_to_the_cancel(self.m, key, ended, at)
 
         def serial(expected: list[Any], actual: list[Any]) -> bool:
             # A claim decides on facts it reads unlocked, then applies its refusal (skip, wait) with a
@@ -1274,7 +1302,7 @@ class LifecycleMachine(RuleBasedStateMachine):
             return lenient
 
         answers = self.interleave(
-            f"cancel races a {other}", frozenset({Actor.API, Actor.EXECUTOR}), calls, predicts, normals, serial
+            f"cancel races a {other}", frozenset({Actor.API, Actor.EXECUTOR}), calls, predicts, normals, serial, extra
         )
         if other == "claim":
             self.record_claims(answers[1], [queued])
