@@ -167,9 +167,6 @@ async def _claim_deciding(
     rows = await pool.fetch(q.CLAIM_FACTS, ids, *within)
     plan = plan_claims(rows, ids)
     sent = 1
-    for job_id, run_id in plan.replace.items():  # first: the claim would find them running
-        await pool.fetch(q.REPLACE_RUNNING, job_id, run_id, FAIL_REPLACED)
-        sent += 1
     by_id = {r["id"]: r for r in rows}
     asking = [
         groups.Asking(i, by_id[i]["job_id"], by_id[i]["scheduled_for"], by_id[i]["grp"])
@@ -177,6 +174,12 @@ async def _claim_deciding(
         if by_id[i]["grp"] is not None
     ]
     try:
+        for job_id, run_id in plan.replace.items():  # first: the claim would find them running
+            if by_id[run_id]["grp"] is None:
+                claimed.update(await _replace_and_claim(pool, plan, job_id, run_id, node_id, lease_s, within))
+            else:  # its slot is taken under the groups' lock, which comes before any run's: apart
+                await pool.fetch(q.REPLACE_RUNNING, job_id, run_id, FAIL_REPLACED)
+            sent += 1 + (by_id[run_id]["grp"] is None)
         if asking:  # runs of grouped jobs: a slot each, or they wait for their group
             sent += await _claim_grouped(pool, plan, asking, node_id, lease_s, within, claimed)
         claimed.update(await _claim_runs(pool, plan, node_id, lease_s, within))
@@ -202,6 +205,18 @@ async def _claim_deciding(
             await groups.release(conn, unused)
         sent += 4
     return plan.refused, sent
+
+
+async def _replace_and_claim(
+    pool: asyncpg.Pool, plan: ClaimPlan, job_id: int, run_id: int, node_id: str, lease_s: float, within: Window
+) -> dict[int, ClaimedRun]:
+    """Job `job_id`'s running run replaced by `run_id` and `run_id` claimed, in one transaction
+    (it leaves `plan.claim`): a cancel of `run_id` meanwhile finds it queued, and nothing replaced,
+    or running."""
+    mine = ClaimPlan(claim={run_id: plan.claim.pop(run_id)})
+    async with pool.acquire() as conn, conn.transaction():
+        await conn.fetch(q.REPLACE_RUNNING, job_id, run_id, FAIL_REPLACED)
+        return await _claim_runs(conn, mine, node_id, lease_s, within)
 
 
 async def _claim_grouped(

@@ -784,13 +784,23 @@ UPDATE runs r SET state = 'skipped', skip_reason = $2, finished_at = now()
 FROM locked l WHERE r.id = l.id AND r.scheduled_for = l.scheduled_for AND l.state IN ('queued', 'waiting')
 RETURNING r.id, r.job_id
 """
-# running -> failed $3 (replaced): job $1's running exclusive runs but $2; each one's executor sees
-# the loss at its next heartbeat.
+# running -> failed $3 (replaced): job $1's running exclusive runs but $2, only while $2 (the run
+# replacing them) is still queued; each one's executor sees the loss at its next heartbeat. $2 is
+# locked with them, in id order: a cancel of $2 (which locks it) comes wholly before this or after
+# the transaction that claims $2 next, never between the two (a run replaced by nothing).
 REPLACE_RUNNING = """
-UPDATE runs SET state = 'failed', error = $3, finished_at = clock_timestamp(), lease_until = NULL,
-       duration_ms = extract(epoch FROM now() - started_at) * 1000
-WHERE job_id = $1 AND id <> $2 AND state = 'running' AND exclusive
-RETURNING id
+WITH locked AS MATERIALIZED (
+    SELECT id, state, scheduled_for FROM runs
+    WHERE id = ANY(array_append(ARRAY(
+            SELECT id FROM runs WHERE job_id = $1 AND state = 'running' AND exclusive), $2::bigint))
+      AND finished_at IS NULL
+    ORDER BY id FOR NO KEY UPDATE)
+UPDATE runs r SET state = 'failed', error = $3, finished_at = clock_timestamp(), lease_until = NULL,
+       duration_ms = extract(epoch FROM now() - r.started_at) * 1000
+FROM locked l
+WHERE r.id = l.id AND r.scheduled_for = l.scheduled_for AND l.id <> $2 AND l.state = 'running' AND r.exclusive
+  AND EXISTS (SELECT 1 FROM locked m WHERE m.id = $2 AND m.state = 'queued')
+RETURNING r.id
 """
 
 # Heartbeat for every run in flight on a node: extends the leases it still owns, returns their ids,

@@ -12,7 +12,9 @@ from cronos.errors import NotLeader
 from cronos.lifecycle import claims_at_once
 from cronos.messages import RunToken
 from cronos.models import FAIL_EXECUTOR_LOST, FAIL_REPLACED, SKIP_BUFFER_FULL, SKIP_EXPIRED, SKIP_OVERLAP
+from cronos.store import claims
 from cronos.store import queries as q
+from cronos.store.cancels import CancelStore
 from cronos.store.db import retry_contention, translate_errors
 from cronos.store.runs import Claim, ClaimedRun, Outcome, Refused, RunStore
 from tests.integration.ledger_helpers import insert_job, insert_run, run_state, runs_of, set_epoch, tick
@@ -170,6 +172,25 @@ async def test_replace_fails_the_older_run(pg_pool: asyncpg.Pool, store: RunStor
     # the replaced run's executor can no longer extend or finish it
     assert await store.extend_leases([a.run_id], "n1", 10) == set()
     assert (await store.finish([Outcome(run_id=a.run_id, node_id="n1", state="completed")])).written == set()
+
+
+async def test_a_replace_decided_before_its_run_was_cancelled_replaces_nothing(
+    pg_pool: asyncpg.Pool, store: RunStore
+) -> None:
+    """A claim decides REPLACE on facts it reads unlocked; a cancel of the replacing run can commit
+    before the claim applies it. The running run must then go on (serialized, the claim came after
+    the cancel): the replace is conditional on the replacing run, locked with the claim of it."""
+    job = await insert_job(pg_pool, concurrency_policy="replace")
+    a, b = await insert_run(pg_pool, job, tick(0)), await insert_run(pg_pool, job, tick(1))
+    await store.claim([a.run_id], "n1", 10)
+    plan = claims.plan_claims(await pg_pool.fetch(q.CLAIM_FACTS, [b.run_id], None, None), [b.run_id])
+    assert plan.replace == {job: b.run_id}
+    assert (await CancelStore(pg_pool).cancel(b.run_id, actor="op")).ended
+    assert await claims._replace_and_claim(pg_pool, plan, job, b.run_id, "n2", 10, (None, None)) == {}
+    assert [(r.state, r.error) for r in await runs_of(pg_pool, job)] == [
+        ("running", None),
+        ("cancelled", "cancelled by op"),
+    ]
 
 
 async def test_finish_is_conditional_on_ownership(pg_pool: asyncpg.Pool, store: RunStore) -> None:
