@@ -105,23 +105,27 @@ async def load(dsn: str) -> Ledger:
     return await with_db(dsn, work)
 
 
-async def open_runs(dsn: str, until: datetime) -> list[RunRow]:
-    """Runs due by `until` that are still queued, waiting or running."""
+async def open_runs(dsn: str, until: datetime, by_tick: bool = False) -> list[RunRow]:
+    """Runs due by `until` that are still queued, waiting or running; `by_tick`: first attempts of
+    a tick by `until` too. A run woken from waiting is due when woken: a tick of a window can be
+    due after its end (a forbid job's catch-up after a failover), and a window is judged by tick."""
+    tick = " OR (scheduled_for <= $1 AND attempt = 1)" if by_tick else ""
 
     async def work(conn: asyncpg.Connection) -> list[RunRow]:
-        sql = f"SELECT {_RUN_COLUMNS} FROM runs WHERE finished_at IS NULL AND due_at <= $1 ORDER BY id"  # not ended
+        sql = f"SELECT {_RUN_COLUMNS} FROM runs WHERE finished_at IS NULL AND (due_at <= $1{tick}) ORDER BY id"
         return [RunRow(**dict(r)) for r in await conn.fetch(sql, until)]
 
     return await with_db(dsn, work)
 
 
 async def settle(dsn: str, until: datetime, timeout: float) -> list[RunRow]:
-    """Wait up to `timeout` s for every run due by `until` to end; returns those still open (G4)."""
+    """Wait up to `timeout` s for every run due by `until`, or of a tick by then, to end; returns
+    those still open (G4)."""
     remaining: list[RunRow] = []
 
     async def ended() -> bool:
         nonlocal remaining
-        remaining = await open_runs(dsn, until)
+        remaining = await open_runs(dsn, until, by_tick=True)
         return not remaining
 
     await poll(ended, timeout=timeout, interval=0.1)
