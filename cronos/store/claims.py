@@ -177,9 +177,10 @@ async def _claim_deciding(
         for job_id, run_id in plan.replace.items():  # first: the claim would find them running
             if by_id[run_id]["grp"] is None:
                 claimed.update(await _replace_and_claim(pool, plan, job_id, run_id, node_id, lease_s, within))
+                sent += 2
             else:  # its slot is taken under the groups' lock, which comes before any run's: apart
                 await pool.fetch(q.REPLACE_RUNNING, job_id, run_id, FAIL_REPLACED)
-            sent += 1 + (by_id[run_id]["grp"] is None)
+                sent += 1
         if asking:  # runs of grouped jobs: a slot each, or they wait for their group
             sent += await _claim_grouped(pool, plan, asking, node_id, lease_s, within, claimed)
         claimed.update(await _claim_runs(pool, plan, node_id, lease_s, within))
