@@ -148,9 +148,22 @@ def _grouped(url: str) -> None:
     """docs/concurrency-groups.md: the group's limit was raised, its jobs' runs waited for it and ran."""
     group = _get(f"{url}/api/concurrency-groups/warehouse")
     assert group["limit"] == 3 and group["jobs"] == 3, group
-    runs = _get(f"{url}/api/jobs/3/runs?limit=50")["items"]
-    waited = [_get(f"{url}/api/runs/{run['id']}") for run in runs if run["state"] == "completed"]
-    assert any(run["waiting_for"] == "warehouse" for run in waited), runs
+    # Which job's runs waited, and when they finish, is the claims' race: wait for one of any member.
+    members = [member["id"] for member in group["members"]]
+    seen: set[int] = set()
+
+    def a_waited_run_completed() -> dict[str, Any] | None:
+        for job_id in members:
+            for run in _get(f"{url}/api/jobs/{job_id}/runs?state=completed&limit=100")["items"]:
+                if run["id"] in seen:
+                    continue
+                seen.add(run["id"])
+                detail: dict[str, Any] = _get(f"{url}/api/runs/{run['id']}")
+                if detail["waiting_for"] == "warehouse":
+                    return detail
+        return None
+
+    block_until(a_waited_run_completed, timeout=60, interval=0.5, what="a run that waited for the group, completed")
 
 
 def _intervals_ran(url: str) -> None:
