@@ -27,7 +27,7 @@ import asyncpg
 import msgspec
 
 from cronos import health, metrics
-from cronos.aio import Slices
+from cronos.aio import Foreground, Slices
 from cronos.errors import InvalidInput, InvalidSchedule, NotLeader
 from cronos.models import DEFAULT_QUEUE
 from cronos.rules import EMPTY_BOOK, CalendarRef, RuleBook, Verdict
@@ -154,9 +154,15 @@ class Auditor:
     """Audits one window per `interval_s`, each ending `settle_s` ago, contiguous within a term."""
 
     def __init__(
-        self, pool: asyncpg.Pool, interval_s: float, settle_s: float, check: Callable[[], int] | None = None
+        self,
+        pool: asyncpg.Pool,
+        interval_s: float,
+        settle_s: float,
+        check: Callable[[], int] | None = None,
+        foreground: Foreground | None = None,
     ) -> None:
         self._pool = pool
+        self._foreground = foreground  # the leader's tick write: the pass waits while it runs
         self._check = check  # the leader's epoch (NotLeader when lost): missed ticks become job events
         self._interval = timedelta(seconds=interval_s)
         self._settle = timedelta(seconds=settle_s)
@@ -197,7 +203,7 @@ class Auditor:
         book = RuleBook.of(*await RuleStore(self._pool).load())
         result = AuditResult(window)
         memo: dict[tuple[object, ...], list[datetime] | None] = {}
-        slices = Slices()
+        slices = Slices(foreground=self._foreground)
         due: list[AuditedJob] = []  # jobs with ticks in the window, not looked up yet
         async with conn.transaction(isolation="repeatable_read", readonly=True):
             cursor = await conn.cursor(q.AUDIT_SCHEDULES, start, end)
@@ -243,11 +249,11 @@ class Auditor:
         result.unaccounted += part.unaccounted
         result.start_delays_s += [r["start_delay_s"] for r in rows if r["start_delay_s"] is not None]
 
-    @staticmethod
-    async def _export(result: AuditResult) -> None:
+    async def _export(self, result: AuditResult) -> None:
         metrics.TICKS_EXPECTED.inc(result.expected)
         metrics.TICKS_UNACCOUNTED.inc(len(result.unaccounted))
-        slices = Slices()  # a window of a million jobs holds ~60,000 delays: 50 ms of observing
+        # A window of a million jobs holds ~60,000 delays: 50 ms of observing.
+        slices = Slices(foreground=self._foreground)
         for delay in result.start_delays_s:
             metrics.TICK_START_DELAY.observe(delay)
             await slices.next()

@@ -30,7 +30,7 @@ from datetime import datetime, timedelta
 import asyncpg
 
 from cronos import health, metrics
-from cronos.aio import Slices
+from cronos.aio import Foreground, Slices
 from cronos.errors import BackendUnavailable, NotLeader
 from cronos.events import JobEvent
 from cronos.health import Health, RunFact
@@ -77,8 +77,10 @@ class Evaluator:
         metrics_jobs: Sequence[str] = (),
         metrics_interval_s: float = 15.0,
         metric_label_keys: Sequence[str] = (),
+        foreground: Foreground | None = None,
     ) -> None:
         self._store = store
+        self._foreground = foreground  # the leader's tick write: a pass waits while it runs
         self._check = check  # the epoch, or NotLeader
         self._interval = interval_s
         self._metrics_max = metrics_max
@@ -150,7 +152,8 @@ class Evaluator:
             ))  # fmt: skip
 
         changed: list[Health] = []
-        slices = Slices()  # a pass may judge 50,000 ended runs (a backlog expiring): the leader's loop runs between
+        # A pass may judge 50,000 ended runs (a backlog expiring): the leader's loop runs between.
+        slices = Slices(foreground=self._foreground)
         for job_id in {*by_job, *expecting, *overrunning, *rows}:
             await slices.next()
             before = rows.get(job_id)
@@ -222,10 +225,16 @@ def _overran(run: Running, exp: Expectations | None) -> JobEvent | None:
     return health.overran(run.job_id, run.run_id, run.started_at, limit, took, detail)
 
 
-async def run(term: Lifetime, pool: asyncpg.Pool, check: Callable[[], int], settings: Settings) -> None:
+async def run(
+    term: Lifetime,
+    pool: asyncpg.Pool,
+    check: Callable[[], int],
+    settings: Settings,
+    foreground: Foreground | None = None,
+) -> None:
     """The evaluator of a leadership term, as settings say (dispatcher.term starts it)."""
     await Evaluator(
         HealthStore(pool), check, settings.health_interval_s,
         metrics_max=settings.job_metrics_max, metrics_jobs=settings.job_metrics_jobs,
-        metric_label_keys=settings.metric_label_keys,
+        metric_label_keys=settings.metric_label_keys, foreground=foreground,
     ).run(term)  # fmt: skip

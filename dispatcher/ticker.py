@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from cronos import metrics
+from cronos.aio import Foreground
 from cronos.models import SKIP_MISFIRED, DispatchJob
 from cronos.rules import Blackout, Calendar, RuleBook
 from cronos.settings import Settings
@@ -88,6 +89,8 @@ class Ticker:
         self._max_rows = max_rows
         self._batch_rows = batch_rows
         self._lookahead = timedelta(seconds=lookahead_s)
+        # The leader's background passes (the auditor) give way while a round writes.
+        self.foreground = Foreground()
         self.book = ScheduleBook(catchup_per_s=catchup_per_s)
         self.outbox = Outbox(ledger, publisher, epoch, push_lead_ms)
         self.wake = asyncio.Event()  # the writer's: a change, a trigger, a re-push request
@@ -286,7 +289,8 @@ class Ticker:
 
         horizon = now + self._lookahead
         began = time.perf_counter()
-        with self.book.round(now, horizon=horizon, max_rows=self._max_rows, batch_rows=self._batch_rows) as ticks:
+        book_round = self.book.round(now, horizon=horizon, max_rows=self._max_rows, batch_rows=self._batch_rows)
+        with self.foreground.running(), book_round as ticks:
             try:
                 async with asyncio.TaskGroup() as group:
                     for batch in ticks:

@@ -1,11 +1,12 @@
-"""cronos.aio.Slices: a long synchronous loop that calls `next()` lets the event loop run every slice."""
+"""cronos.aio.Slices: a long synchronous loop that calls `next()` lets the event loop run every slice,
+and gives way to a `Foreground` while it runs."""
 
 from __future__ import annotations
 
 import asyncio
 import time
 
-from cronos.aio import Slices
+from cronos.aio import Foreground, Slices
 
 
 async def _busy(seconds: float, slices: Slices | None) -> None:
@@ -40,3 +41,44 @@ async def test_without_slices_the_same_loop_holds_the_event_loop_throughout() ->
     # The test above could not fail if the work yielded by itself: it does not.
     stall = await _longest_stall(asyncio.create_task(_busy(0.1, None)))
     assert stall >= 0.09
+
+
+async def _slices_taken_during_a_write(foreground: Foreground, slices: Slices) -> int:
+    """A write of 20 awaits (a connection, statements, a commit) while a pass runs in `slices`:
+    how many slices the pass took meanwhile."""
+    work = asyncio.create_task(_busy(10.0, slices))
+    for _ in range(3):  # the pass is under way: it ran a slice or more
+        await asyncio.sleep(0.003)
+    before = slices.yields
+    with foreground.running():
+        for _ in range(20):
+            await asyncio.sleep(0)
+    taken = slices.yields - before
+    work.cancel()
+    return taken
+
+
+async def test_a_pass_waits_while_the_foreground_runs() -> None:
+    foreground = Foreground()
+    taken = await _slices_taken_during_a_write(foreground, Slices(slice_s=0.002, foreground=foreground))
+    assert taken <= 1, f"the pass took {taken} slices of 2 ms while the write ran"
+
+
+async def test_a_pass_that_does_not_know_the_foreground_takes_a_slice_at_each_await() -> None:
+    # The test above could not fail if the write were not slowed without the foreground: it is.
+    taken = await _slices_taken_during_a_write(Foreground(), Slices(slice_s=0.002))
+    assert taken >= 15, taken
+
+
+async def test_a_pass_waits_for_the_foreground_only_so_long() -> None:
+    # A catch-up writes for seconds: a pass (a health pass's alerts) must still move on.
+    foreground = Foreground(most_s=0.02)
+    slices = Slices(slice_s=0.002, foreground=foreground)
+    work = asyncio.create_task(_busy(10.0, slices))
+    await asyncio.sleep(0.01)
+    with foreground.running():
+        before = slices.yields
+        await asyncio.sleep(0.2)  # ten waits of 20 ms: a slice after each
+        taken = slices.yields - before
+    work.cancel()
+    assert 3 <= taken <= 12, taken
