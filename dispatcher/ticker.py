@@ -89,7 +89,7 @@ class Ticker:
         self._max_rows = max_rows
         self._batch_rows = batch_rows
         self._lookahead = timedelta(seconds=lookahead_s)
-        # The leader's background passes (the auditor) give way while a round writes.
+        # The leader's background passes (the auditor, the health pass) give way while a round writes.
         self.foreground = Foreground()
         self.book = ScheduleBook(catchup_per_s=catchup_per_s)
         self.outbox = Outbox(ledger, publisher, epoch, push_lead_ms)
