@@ -1,12 +1,13 @@
 """Herds: instants at which many jobs are due, planned early in proportion to their size.
 
-The leader writes ticks a fixed lookahead before they are due. A herd (100,000 jobs at
-`* * * * *`, or many schedules that all fire at :00) takes seconds to write: written from a
-second ahead, its tail reaches the ledger seconds late and its writes compete with the
-executors' claims of its head. So the schedule book counts the jobs due at each instant (its
-groups' next due instants, whatever their schedules) and an instant holding `n` jobs is planned
-`n / per_s` seconds ahead (at most `most_s`), so that it is in the ledger and held in the outbox
-by its due time; its tokens still go out at their push time. Pure: no clock, no I/O.
+The leader writes ticks a fixed lookahead before they are due (half a second at the defaults).
+A herd (100,000 jobs at `* * * * *`, or many schedules that all fire at :00) takes seconds to
+write: written from that close, its tail reaches the ledger seconds late and its writes compete
+with the executors' claims of its head. So the schedule book counts the jobs due at each instant
+(its groups' next due instants, whatever their schedules) and an instant holding `n` jobs is
+planned its push lead and `n / per_s` seconds ahead (at most `most_s` more than the lead), so
+that it is in the ledger and held in the outbox by its push time; its tokens still go out then.
+Pure: no clock, no I/O.
 """
 
 from __future__ import annotations
@@ -19,17 +20,23 @@ from datetime import datetime, timedelta
 HERD_WRITE_PER_S = 20_000.0
 # The earliest a herd is planned: a million jobs at one instant are not written more than this ahead.
 HERD_MOST_AHEAD_S = 30.0
-# Instants with fewer jobs are not tracked: the ticker's lookahead (a second) writes them in time.
-HERD_MIN_JOBS = 20_000
+# Instants with fewer jobs are not tracked: the ticker's write-ahead (its push lead and a quarter
+# second, dispatcher.ticker.write_ahead_s) writes them in time; this many take that quarter second.
+HERD_MIN_JOBS = 5_000
 
 
 class Herds:
     """Jobs due at each instant, and when each instant that holds a herd is to be planned."""
 
     def __init__(
-        self, per_s: float = HERD_WRITE_PER_S, most_s: float = HERD_MOST_AHEAD_S, min_jobs: int = HERD_MIN_JOBS
+        self,
+        per_s: float = HERD_WRITE_PER_S,
+        most_s: float = HERD_MOST_AHEAD_S,
+        min_jobs: int = HERD_MIN_JOBS,
+        lead_s: float = 0.0,
     ) -> None:
         self._per_s = per_s
+        self._lead = timedelta(seconds=lead_s)  # the push lead: a herd is written by its push time
         self._most = timedelta(seconds=most_s)
         self._min_jobs = min_jobs
         self._load: dict[datetime, int] = {}
@@ -43,7 +50,7 @@ class Herds:
         return self._load.get(when, 0)
 
     def plan_at(self, when: datetime, jobs: int) -> datetime:
-        return when - min(timedelta(seconds=jobs / self._per_s), self._most)
+        return when - self._lead - min(timedelta(seconds=jobs / self._per_s), self._most)
 
     def add(self, when: datetime, jobs: int) -> None:
         if jobs:

@@ -26,6 +26,7 @@ from cronos.rules import Blackout, Calendar, RuleBook
 from cronos.settings import Settings
 from cronos.store.ledger import Ledger
 from cronos.store.rules import RuleStore
+from dispatcher.herds import Herds
 from dispatcher.listener import Change
 from dispatcher.outbox import Outbox, sleep_until
 from dispatcher.planner import CATCH_UP_PER_S, TickBatch
@@ -38,12 +39,23 @@ _JOB_OPS = frozenset({"created", "updated", "deleted", "paused", "resumed"})
 _QUEUE_OPS = frozenset({"triggered", "retry", "chain", "woken"})  # queued runs to push when due
 _LOAD_CHUNK = 5000
 _RESYNC_SLACK = timedelta(seconds=10)  # a write committed late still has an updated_at after the watermark
-# Ticks are written to the ledger this far ahead of their time, queued with their due time,
-# so the token goes out the moment it is due instead of after an insert.
-LOOKAHEAD_S = 1.0
-# Tokens go out this long before their due time (at most the lookahead). The service passes
-# settings.push_lead_ms; this is the same default.
+# Tokens go out this long before their due time. The service passes settings.push_lead_ms;
+# this is the same default.
 PUSH_LEAD_MS = Settings().push_lead_ms
+# Ticks are written to the ledger ahead of their time, queued with their due time, so the token
+# goes out at its push time instead of after an insert: the push lead and this margin ahead (a
+# second's thousand rows take ~60-150 ms; an instant's thousands are a herd, planned earlier by
+# dispatcher.herds). Not further: written a whole second ahead, the write of :01 landed at :00,
+# while the executors claimed :00, and their claims took that much longer.
+WRITE_MARGIN_S = 0.25
+
+
+def write_ahead_s(push_lead_ms: int) -> float:
+    """How far ahead of their due time the leader writes ticks: their push time, and a margin."""
+    return push_lead_ms / 1000 + WRITE_MARGIN_S
+
+
+LOOKAHEAD_S = write_ahead_s(PUSH_LEAD_MS)  # at the defaults, half a second
 # Fenced tick transactions in flight at once (each on its own connection).
 WRITERS = 2
 # Rows a tick transaction holds at most: a second's thousand ticks (a million jobs) go in two
@@ -74,7 +86,7 @@ class Ticker:
         probe_interval_s: float = 1.0,
         max_rows: int = 1_000_000,  # bounds a huge catch-up; the rest is written next round
         batch_rows: int = BATCH_ROWS,
-        lookahead_s: float = LOOKAHEAD_S,
+        lookahead_s: float | None = None,  # None: write_ahead_s(push_lead_ms)
         push_lead_ms: int = PUSH_LEAD_MS,
         catchup_per_s: float = CATCH_UP_PER_S,
         rules: RuleStore | None = None,
@@ -88,10 +100,10 @@ class Ticker:
         self._probe_interval = timedelta(seconds=probe_interval_s)
         self._max_rows = max_rows
         self._batch_rows = batch_rows
-        self._lookahead = timedelta(seconds=lookahead_s)
+        self._lookahead = timedelta(seconds=write_ahead_s(push_lead_ms) if lookahead_s is None else lookahead_s)
         # The leader's background passes (the auditor, the health pass) give way while a round writes.
         self.foreground = Foreground()
-        self.book = ScheduleBook(catchup_per_s=catchup_per_s)
+        self.book = ScheduleBook(catchup_per_s=catchup_per_s, herds=Herds(lead_s=push_lead_ms / 1000))
         self.outbox = Outbox(ledger, publisher, epoch, push_lead_ms)
         self.wake = asyncio.Event()  # the writer's: a change, a trigger, a re-push request
         self._changes: set[int] = set()

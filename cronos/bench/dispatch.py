@@ -137,10 +137,10 @@ class Bench:
         queued, first_write, last_write = await pool.fetchrow(
             "SELECT count(*), min(created_at), max(created_at) FROM runs WHERE trigger = 'schedule'"
         )
-        # The leader writes ticks up to a second ahead of their due time, so the ledger rate is
+        # The leader writes ticks ahead of their due time, so the ledger rate is
         # measured over the inserts (first to last batch's transaction start) on its own.
         insert_s = max((last_write - first_write).total_seconds(), 1e-3)
-        # Ticks are written up to 1 s ahead and pushed a lead before they are due. The rate is over
+        # Ticks are written ahead and pushed a lead before they are due. The rate is over
         # the busy time, first ledger write -> last push, less the deliberate wait (if any) between
         # the last write and the first push; writes and pushes overlap in a big burst.
         first_ms, last_write_ms = first_write.timestamp() * 1000, last_write.timestamp() * 1000

@@ -30,7 +30,7 @@ PARTITIONS = ("partition_leader_pg", "partition_leader_redis", "partition_execut
 SLACK_S = 3.0
 PG_DOWN_S = 0.5  # downtime of a crashed PostgreSQL before it is started again
 RECONNECT_S = 5.0  # worst reconnect backoff of a role after a backend comes back
-WRITE_AHEAD_S = 1.0  # dispatcher.ticker.LOOKAHEAD_S: ticks a cut leader wrote before the cut
+WRITE_AHEAD_S = 1.0  # at least dispatcher.ticker.LOOKAHEAD_S (0.5 s): ticks a cut leader wrote before the cut
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,7 +204,7 @@ async def measure_recovery(cluster: Cluster, fault: Injected, probe_job_id: int)
         # may still start and would read as an instant "recovery".
         after = datetime.fromtimestamp(max(fault.started, fault.ended), UTC)
         if fault.kind in PARTITIONS:  # the cluster recovers while the link is still down: the first
-            # tick the cut leader cannot have written ahead (the write-ahead is 1 s) tells
+            # tick the cut leader cannot have written ahead (the write-ahead is at most 1 s) tells
             after = datetime.fromtimestamp(fault.started + WRITE_AHEAD_S, UTC)
         rows = await fetch_runs(
             cluster.dsn, "job_id = $1 AND scheduled_for >= $2 AND started_at IS NOT NULL", probe_job_id, after

@@ -24,7 +24,7 @@ from cronos.stream import RunStream
 from dispatcher.auditor import Auditor
 from dispatcher.listener import Change
 from dispatcher.publisher import Publisher
-from dispatcher.ticker import Ticker
+from dispatcher.ticker import WRITE_MARGIN_S, Ticker
 
 T0 = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
 _names = itertools.count()
@@ -237,6 +237,22 @@ async def test_jittered_ticks_are_queued_on_time_and_pushed_a_lead_before_their_
         assert await stack.tokens() == []
     await ticker.run_once(run["due_at"] - lead + timedelta(milliseconds=1))
     assert [(t.run_id, t.due_ms) for t in await stack.tokens()] == [(run["id"], _ms(run["due_at"]))]
+
+
+@pytest.mark.parametrize("lead_ms", [0, 250, 1000])
+async def test_by_default_ticks_are_written_their_push_lead_and_a_margin_ahead(stack: Stack, lead_ms: int) -> None:
+    """Not a whole second: the write of the next second's ticks would land while the executors
+    claim this second's."""
+    job = await add_job(stack.pool, "*/5 * * * * *")
+    ticker = Ticker(stack.ledger, stack.publisher, lambda: stack.epoch, resync_interval_s=3600, push_lead_ms=lead_ms)
+    ahead = timedelta(milliseconds=lead_ms) + timedelta(seconds=WRITE_MARGIN_S)
+    tick = T0 + timedelta(seconds=5)
+    assert (await ticker.run_once(tick - ahead - timedelta(milliseconds=1))).queued == 0, "not yet"
+    assert await stack.runs(job) == []
+    assert (await ticker.run_once(tick - ahead)).queued == 1
+    (run,) = await stack.runs(job)
+    assert run["scheduled_for"] == tick
+    assert ticker.outbox.next_push() == tick - timedelta(milliseconds=lead_ms), "written before its push time"
 
 
 @pytest.mark.parametrize("lead_ms", [0, 250])

@@ -22,6 +22,15 @@ def test_an_instant_is_planned_ahead_by_its_jobs_over_the_write_pace() -> None:
     assert herds.next_plan() is None and herds.load(MINUTE) == 50
 
 
+def test_a_herd_is_planned_its_push_lead_earlier_too() -> None:
+    """In the ledger by its push time, not its due time: its tokens go out a lead before it is due."""
+    herds = Herds(per_s=1000, most_s=30, min_jobs=100, lead_s=0.25)
+    herds.add(MINUTE, 5000)
+    assert herds.next_plan() == MINUTE - timedelta(seconds=5.25)
+    herds.add(MINUTE + timedelta(minutes=1), 1_000_000)
+    assert herds.plan_at(MINUTE, 1_000_000) == MINUTE - timedelta(seconds=30.25)
+
+
 def test_the_lead_has_a_ceiling_and_due_by_takes_the_latest_herd_whose_time_came() -> None:
     herds = Herds(per_s=1000, most_s=30, min_jobs=100)
     later = MINUTE + timedelta(minutes=1)
