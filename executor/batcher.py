@@ -6,7 +6,11 @@ straight line (lock, claim, run, record, release, ack) and still costs one round
 per batch, not per token.
 
 Waiting for an instant and for an execution slot is `executor.gate`'s, which `put`s the
-items it releases together straight into one batch, without waking their callers.
+items it releases together straight into the queue, without waking their callers. A queue
+longer than `max_size` goes out a batch at a time, back to back: each batch's callers are
+woken as it answers, while the next is out. With a `foreground`, the batches going out back
+to back are foreground work (cronos.aio.Foreground): other work that waits for it to be idle
+waits for the whole queue, not one batch.
 """
 
 from __future__ import annotations
@@ -15,6 +19,8 @@ import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Generic, TypeVar
+
+from cronos.aio import Foreground
 
 I = TypeVar("I")  # noqa: E741 - item
 O = TypeVar("O")  # noqa: E741 - outcome
@@ -29,11 +35,13 @@ class Batcher(Generic[I, O]):
         call: Callable[[list[I]], Awaitable[Sequence[O]]],
         max_size: int = 1000,
         parallel: int = 1,
+        foreground: Foreground | None = None,
     ) -> None:
         self.name = name
         self._call = call
         self._max_size = max_size
         self._parallel = parallel
+        self._foreground = foreground
         self._queue: list[tuple[I, asyncio.Future[O]]] = []
         self._flushers: set[asyncio.Task[None]] = set()
         self._gathering = False  # a flusher is about to take the queue
@@ -57,7 +65,8 @@ class Batcher(Generic[I, O]):
         try:
             await asyncio.sleep(0)  # let the other tokens of this read submit too
             self._gathering = gathering = False
-            await self._drain_queue()
+            with self._foreground.running() if self._foreground else contextlib.nullcontext():
+                await self._drain_queue()
         finally:
             if gathering:  # cancelled before taking the queue
                 self._gathering = False

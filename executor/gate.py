@@ -2,12 +2,13 @@
 
 The gate sits in front of the claims batcher. A token pushed ahead of its due time waits
 here; when the instant comes, one timer moves every token of that instant to the slot
-queue, and those that get a slot go into one claim batch at once, their callers not woken
-until the claim answers (a burst of a thousand ticks is claimed in one statement, not
-batch after batch). Held tokens take no slot: slots bound only runs being claimed and
-executed, so tokens waiting for the next second never keep this second's runs from
-starting. Slots are handed out in arrival order, so ticks start in due order. On drain,
-`withdraw` gives every waiting token Withdrawn: those go back unclaimed.
+queue, and those that get a slot go to the claims batcher at once, their callers not woken
+until the claim answers (a burst of a thousand ticks is claimed in a few statements back
+to back, `executor.deps.CLAIM_BATCH` runs each, not a batch per waking token). Held tokens
+take no slot: slots bound only runs being claimed and executed, so tokens waiting for the
+next second never keep this second's runs from starting. Slots are handed out in arrival
+order, so ticks start in due order. On drain, `withdraw` gives every waiting token
+Withdrawn: those go back unclaimed.
 
 A running run that waits for something outside the executor (an http run for its host's limit,
 `executor.host_limits`) lends its slot back meanwhile (`lend`) and takes one again, ahead of

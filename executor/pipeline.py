@@ -6,10 +6,11 @@ one helper calling the cronos lock, store or stream method wired in `executor.de
 batched across tokens.
 
 A token pushed ahead of its due time (the leader's push lead) is locked at once, then held
-at the gate until the due instant, when every token due then is claimed in one statement: a
-burst starts together instead of batch after batch, and never early. An execution slot is
-taken at the gate only then, and given back as soon as the work ends (recording and
-acknowledging happen outside it), so held tokens never keep due runs from starting.
+at the gate until the due instant, when every token due then goes to the claims batcher at
+once (statements of `CLAIM_BATCH` runs, back to back): a burst starts together, never early.
+An execution slot is taken at the gate only then, and given back as soon as the work ends
+(recording and acknowledging happen outside it), so held tokens never keep due runs from
+starting.
 """
 
 from __future__ import annotations

@@ -23,6 +23,7 @@ from cronos.messages import RunToken
 from cronos.models import FAIL_REPLACED, SKIP_OVERLAP
 from cronos.settings import Settings
 from cronos.stream import RunStream
+from executor import deps as executor_deps
 from executor.service import Executor
 from tests.integration.ledger_helpers import Harness, insert_run, push_due_retries, tick
 from tests.waiting import wait_for
@@ -480,6 +481,21 @@ async def test_a_token_pushed_ahead_is_locked_at_once_and_started_at_its_due_tim
         assert run.started_at is not None and run.started_at >= due, "PostgreSQL's clock: never before due"
         assert WALL_CLOCK_AT_START[token.run_id] >= due.timestamp(), "the executor's clock: never before due"
     assert ex.deps is not None and ex.deps.claims.batches == 1, "everything due at one instant: one claim"
+
+
+async def test_a_burst_goes_in_claim_batches_back_to_back_and_its_first_runs_start_meanwhile(
+    harness: Harness, executor: Factory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(executor_deps, "CLAIM_BATCH", 4)
+    jobs = [await harness.job(payload={"action": "test.clock"}) for _ in range(10)]
+    tokens = await _push_ahead(harness, jobs, _soon(1.0))
+    async with executor(push_lead_ms=3000, executor_concurrency=len(jobs)) as ex, running(ex):
+        await wait_for(lambda: _count_all(harness, "completed", len(tokens)), timeout=5, what="runs started once due")
+    assert ex.deps is not None and ex.deps.claims.batches == 3, "10 runs due at one instant: claims of 4, 4 and 2"
+    claimed = sorted([run.started_at for t in tokens for run in await harness.runs(t.job_id) if run.started_at])
+    first_start = min(WALL_CLOCK_AT_START[t.run_id] for t in tokens)
+    # The last batch was claimed after the first one's runs had started: they did not wait for it.
+    assert first_start < claimed[-1].timestamp()
 
 
 async def test_a_held_token_is_given_back_unclaimed_at_the_drain_deadline(

@@ -8,6 +8,7 @@ from inspect import CORO_CREATED, getcoroutinestate
 
 import pytest
 
+from cronos.aio import Foreground
 from executor.batcher import Batcher
 from tests.waiting import wait_for
 
@@ -99,6 +100,45 @@ async def test_a_failed_call_fails_its_batch_only() -> None:
     with pytest.raises(ConnectionError):
         await asyncio.gather(batcher.submit(0), batcher.submit(1))
     assert await batcher.submit(2) == 20  # the batcher keeps working
+
+
+async def test_a_long_queue_wakes_each_batchs_callers_while_the_next_batch_is_out() -> None:
+    release = asyncio.Event()
+    calls: list[list[int]] = []
+
+    async def call(items: list[int]) -> list[int]:
+        calls.append(items)
+        if len(calls) > 1:
+            await release.wait()  # the second batch is held at the backend
+        return [i * 10 for i in items]
+
+    batcher = Batcher("t", call, max_size=2)
+    callers = await submitted(batcher, 1, 2, 3, 4)
+    assert await asyncio.wait_for(asyncio.gather(*callers[:2]), 5) == [10, 20]
+    assert calls == [[1, 2], [3, 4]] and not any(c.done() for c in callers[2:])
+    release.set()
+    assert await asyncio.gather(*callers[2:]) == [30, 40]
+
+
+async def test_other_work_waits_for_the_whole_queue_with_a_foreground() -> None:
+    """Not batch by batch: between two batches of one queue, work waiting for the foreground
+    to be idle (the executor's finishes, behind its claims) stays waiting."""
+    backend = Backend(held=True)
+    foreground = Foreground(most_s=10)
+    batcher = Batcher("t", backend.call, max_size=2, foreground=foreground)
+    callers = await submitted(batcher, 1, 2, 3, 4, 5)
+    waited_until: list[int] = []
+
+    async def other_work() -> None:
+        await foreground.idle()
+        waited_until.append(len(backend.answered))
+
+    await backend.started(1)
+    other = asyncio.create_task(other_work())
+    backend.gate.set()
+    await asyncio.gather(*callers, other)
+    assert backend.calls == [[1, 2], [3, 4], [5]]
+    assert waited_until == [3], "went on only once every batch of the queue had answered"
 
 
 async def test_parallel_lets_a_second_batch_go_while_the_first_is_out() -> None:
