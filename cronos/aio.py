@@ -23,18 +23,19 @@ async def wait_any(*events: asyncio.Event) -> None:
 SLICE_S = 0.002
 
 
-# The longest a background pass waits for the foreground at one yield (a steady tick write at a
-# million jobs takes 50-150 ms).
+# The longest other work waits for the foreground at a time (a steady tick write at a million
+# jobs takes 50-150 ms; an executor's claims of a second's thousand runs, about as long).
 FOREGROUND_MOST_S = 0.25
 
 
 class Foreground:
-    """Work that background passes give way to (the leader's tick write): while it runs, a pass's
-    `Slices` waits for it to end at its next yield instead of taking another slice. Yielding alone
-    is not enough: a write awaits a dozen times (a connection, each statement, the commit), and a
-    pass that takes its slice at each of them makes the write that many slices longer. A pass
-    waits at most `most_s` at a time: through a long catch-up (rounds back to back, seconds each)
-    it still moves on (a health pass still alerts), a slice every `most_s`."""
+    """Work that other work gives way to: the leader's tick write, which its background passes wait
+    for (their `Slices` wait at each yield instead of taking another slice), and an executor's
+    claims, which its finishes wait for (executor.deps). Yielding alone is not enough: a write
+    awaits a dozen times (a connection, each statement, the commit), and a pass that takes its
+    slice at each of them makes the write that many slices longer. Other work waits at most
+    `most_s` at a time: through a long catch-up (rounds back to back, seconds each) a pass still
+    moves on (a health pass still alerts), a slice every `most_s`."""
 
     def __init__(self, most_s: float = FOREGROUND_MOST_S) -> None:
         self._most_s = most_s
