@@ -128,7 +128,7 @@ async def test_a_backend_going_away_ends_leadership_then_it_leads_again(
         await wait_for(lambda: _logged(caplog, unavailable), timeout=5, what="the state change logged")
         await wait_for(lambda: _refused(proxy, 3), timeout=5, what="a few reconnect attempts failing")
         assert _events(caplog).count(unavailable) == 1, "one line per state change, not one per retry"
-        assert not [r for r in caplog.records if r.exc_info], "no traceback flood"
+        assert not _tracebacks(caplog), "no traceback flood"
         proxy.restore()
         await wait_for(lambda: _leading(d), timeout=10, what="leading again")
         assert d.election.epoch > first_epoch  # type: ignore[operator, union-attr]
@@ -182,6 +182,20 @@ async def test_the_redis_client_retries_dead_pooled_connections_and_gives_up_wit
 
 def _events(caplog: pytest.LogCaptureFixture) -> list[str]:
     return [str(getattr(r, "event", "")) for r in caplog.records]
+
+
+# asyncpg's connect first asks for TLS (sslmode=prefer) through a protocol whose future nobody
+# awaits once the connect is cancelled in the loop turn its transport is being made (a term's loops
+# cancelled as it ends, one of them connecting): asyncio then reports that future, once. One
+# such report is the library's, not a traceback per retry (CI saw one; 15 runs here saw none).
+ASYNCPG_CANCELLED_CONNECT = "unexpected connection_lost() call"
+
+
+def _tracebacks(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
+    """Records with a traceback, but for at most one report of asyncpg's cancelled connect."""
+    with_traceback = [r for r in caplog.records if r.exc_info]
+    leaked = [r for r in with_traceback if r.name == "asyncio" and ASYNCPG_CANCELLED_CONNECT in r.getMessage()]
+    return with_traceback if len(leaked) > 1 else [r for r in with_traceback if r not in leaked]
 
 
 async def _logged(caplog: pytest.LogCaptureFixture, event: str) -> bool:
