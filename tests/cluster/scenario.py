@@ -59,14 +59,18 @@ MIN_WINDOW_S = 3.0
 
 
 async def wait_ready(cluster: Cluster, workload: Workload, timeout: float = 30.0) -> datetime:
-    """Wait for a leader and a completed probe run; returns the start of the checked window."""
+    """Wait for a leader, a completed probe run and, in a cluster with an API, the API answering
+    /health; returns the start of the checked window."""
 
     async def ready() -> datetime | None:
         cluster.assert_alive()
         done = await fetch_runs(cluster.dsn, "job_id = $1 AND state = 'completed'", workload.probe.id)
-        return max(r.scheduled_for for r in done) if done and cluster.leader() is not None else None
+        # The API may start listening after the first run ends (its process imports more).
+        serving = not cluster.api or await asyncio.to_thread(cluster.health) == 200
+        return max(r.scheduled_for for r in done) if done and serving and cluster.leader() is not None else None
 
-    return await wait_for(ready, timeout=timeout, interval=0.1, what="a leader and a completed probe run")
+    what = "a leader, a completed probe run" + (" and the API answering /health" if cluster.api else "")
+    return await wait_for(ready, timeout=timeout, interval=0.1, what=what)
 
 
 async def probe_started(cluster: Cluster, workload: Workload, since: datetime, timeout: float) -> RunRow | None:
