@@ -13,7 +13,7 @@ import redis.asyncio as aioredis
 
 from cronos.settings import Settings
 from cronos.store.db import connect, migrate
-from tests.services import Services, provide_services, with_database
+from tests.services import Services, key_prefix_of_its_own, provide_services, with_database
 
 TEMPLATE = f"cronos_tpl_{os.getpid()}"
 
@@ -55,17 +55,17 @@ async def database_url(services: Services) -> AsyncIterator[str]:
 
 
 @pytest.fixture
-def key_prefix() -> str:
-    return f"test:{uuid.uuid4().hex[:10]}:"
+def key_prefix(services: Services) -> Iterator[str]:
+    """The test's own Redis key prefix; its keys go once every fixture using it is torn down
+    (roles started as processes or tasks write keys until they stop)."""
+    with key_prefix_of_its_own(services.redis_url) as prefix:
+        yield prefix
 
 
 @pytest.fixture
 async def redis_client(services: Services, key_prefix: str) -> AsyncIterator[aioredis.Redis]:
     client = aioredis.from_url(services.redis_url)
     yield client
-    keys = [k async for k in client.scan_iter(match=f"{key_prefix}*", count=1000)]
-    if keys:
-        await client.delete(*keys)
     await client.aclose()
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from urllib.parse import urlsplit, urlunsplit
@@ -26,6 +27,25 @@ class Services:
 
 def with_database(dsn: str, name: str) -> str:
     return urlunsplit(urlsplit(dsn)._replace(path=f"/{name}"))
+
+
+@contextlib.contextmanager
+def key_prefix_of_its_own(redis_url: str) -> Iterator[str]:
+    """A Redis key prefix no other test uses; its keys are deleted when the block ends (the
+    shared Redis runs for the whole suite, and CI's for good)."""
+    import redis
+
+    prefix = f"test:{uuid.uuid4().hex[:10]}:"
+    try:
+        yield prefix
+    finally:
+        client = redis.Redis.from_url(redis_url)
+        try:
+            keys = list(client.scan_iter(match=f"{prefix}*", count=1000))
+            if keys:
+                client.delete(*keys)
+        finally:
+            client.close()
 
 
 def _docker_available() -> bool:

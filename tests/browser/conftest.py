@@ -23,7 +23,7 @@ from cronos.settings import VARIABLES
 from cronos.store.db import migrate
 from tests.cluster.servers import cronos_command, free_port
 from tests.conftest import _drop_database
-from tests.services import Services, with_database
+from tests.services import Services, key_prefix_of_its_own, with_database
 from tests.waiting import block_until
 
 CHROMIUM = os.environ.get("CRONOS_TEST_CHROMIUM", "/usr/bin/chromium")
@@ -49,8 +49,15 @@ def _health(base: str) -> bool:
 
 
 @pytest.fixture(scope="module")
+def stack_prefix(services: Services) -> Iterator[str]:
+    """The stack's Redis key prefix; its keys go after the stack has stopped."""
+    with key_prefix_of_its_own(services.redis_url) as prefix:
+        yield prefix
+
+
+@pytest.fixture(scope="module")
 def stack(
-    services: Services, tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+    services: Services, stack_prefix: str, tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
 ) -> Iterator[Stack]:
     name = f"cronos_b_{uuid.uuid4().hex[:12]}"
     dsn = with_database(services.pg_admin_dsn, name)
@@ -65,7 +72,7 @@ def stack(
         "CRONOS_API_HOST": "127.0.0.1",
         "DATABASE_URL": dsn,
         "REDIS_URL": services.redis_url,
-        "CRONOS_KEY_PREFIX": f"test:{uuid.uuid4().hex[:10]}:",
+        "CRONOS_KEY_PREFIX": stack_prefix,
         "CRONOS_NODE_ID": node,
         "CRONOS_LOG_FORMAT": "json",
         "CRONOS_LEADER_TTL_MS": "1500",

@@ -22,7 +22,6 @@ from typing import Any
 import aiohttp
 import asyncpg
 import pytest
-import redis.asyncio as aioredis
 import yaml
 
 from tests.cluster.servers import cronos_command, free_port
@@ -99,17 +98,6 @@ async def empty_database(services: Services) -> AsyncIterator[str]:
         await conn.close()
 
 
-@pytest.fixture
-async def clean_prefix(services: Services) -> AsyncIterator[str]:
-    prefix = f"test:{uuid.uuid4().hex[:10]}:"
-    yield prefix
-    client = aioredis.from_url(services.redis_url)
-    keys = [k async for k in client.scan_iter(match=f"{prefix}*", count=1000)]
-    if keys:
-        await client.delete(*keys)
-    await client.aclose()
-
-
 def _wait_all(processes: Processes, names: list[str], timeout: float = 45) -> None:
     deadline = time.monotonic() + timeout
     for name in names:
@@ -144,7 +132,7 @@ async def _schema_versions(dsn: str) -> list[int]:
 
 
 async def test_the_kubernetes_pods_start_as_rendered(
-    processes: Processes, empty_database: str, clean_prefix: str, services: Services
+    processes: Processes, empty_database: str, key_prefix: str, services: Services
 ) -> None:
     """First install: every Deployment's init container (`cronos migrate`) starts at once on a
     database that does not exist yet; each exits 0 and the migrations are applied once in all.
@@ -155,7 +143,7 @@ async def test_the_kubernetes_pods_start_as_rendered(
 
     def env_of(deployment: str, container: dict[str, Any]) -> dict[str, str]:
         env = environment(everything, container)
-        env |= {"DATABASE_URL": empty_database, "REDIS_URL": services.redis_url, "CRONOS_KEY_PREFIX": clean_prefix}
+        env |= {"DATABASE_URL": empty_database, "REDIS_URL": services.redis_url, "CRONOS_KEY_PREFIX": key_prefix}
         env["CRONOS_NODE_ID"] = f"{deployment}-{container['name']}"
         here = ports.setdefault(deployment, {})
         for declared in container.get("ports", []):
@@ -199,7 +187,7 @@ async def test_the_kubernetes_pods_start_as_rendered(
 
 
 async def test_the_compose_stack_runs_the_readmes_example_job(
-    processes: Processes, empty_database: str, clean_prefix: str, services: Services
+    processes: Processes, empty_database: str, key_prefix: str, services: Services
 ) -> None:
     """migrate, api, dispatcher and executor with their Compose commands and environments: the
     README's example job (`payload.action: reindex`), triggered through the API, completes."""
@@ -208,7 +196,7 @@ async def test_the_compose_stack_runs_the_readmes_example_job(
     def env_of(name: str) -> dict[str, str]:
         env = {k: _interpolate(str(v)) for k, v in compose[name]["environment"].items()}
         assert "@postgres:" in env["DATABASE_URL"] and "//redis:" in env["REDIS_URL"]
-        env |= {"DATABASE_URL": empty_database, "REDIS_URL": services.redis_url, "CRONOS_KEY_PREFIX": clean_prefix}
+        env |= {"DATABASE_URL": empty_database, "REDIS_URL": services.redis_url, "CRONOS_KEY_PREFIX": key_prefix}
         env |= {"CRONOS_NODE_ID": name, "CRONOS_METRICS_PORT": str(free_port())}
         return env
 
