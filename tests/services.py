@@ -14,6 +14,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from urllib.parse import urlsplit, urlunsplit
 
+import redis
+
 LOCAL_PG = "postgresql://postgres@127.0.0.1:5432/postgres"
 LOCAL_REDIS = "redis://127.0.0.1:6379/0"
 
@@ -33,8 +35,6 @@ def with_database(dsn: str, name: str) -> str:
 def key_prefix_of_its_own(redis_url: str) -> Iterator[str]:
     """A Redis key prefix no other test uses; its keys are deleted when the block ends (the
     shared Redis runs for the whole suite, and CI's for good)."""
-    import redis
-
     prefix = f"test:{uuid.uuid4().hex[:10]}:"
     try:
         yield prefix
