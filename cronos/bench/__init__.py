@@ -1,5 +1,5 @@
-"""`cronos bench dispatch|run|e2e|schedule|apscheduler|compare`: benchmarks (dispatch, run, e2e and
-compare on real PostgreSQL and Redis).
+"""`cronos bench dispatch|run|e2e|schedule|apscheduler|compare|herd|million|ledger`: benchmarks (all
+but schedule and apscheduler on real PostgreSQL, and Redis where the roles run).
 
     dispatch     the leader alone: burst throughput, steady lag, election -> first push, idle CPU
     run          executors alone: runs inserted and pushed by the bench, runs/s and start delay
@@ -7,8 +7,11 @@ compare on real PostgreSQL and Redis).
     schedule     next-fire calls/s of cronos.schedule against cronsim, in-process, per common form
     apscheduler  an in-process APScheduler 3 measured as e2e measures Cronos (the `bench` extra)
     compare      apscheduler, then e2e, in the same sitting: side by side with ratios
+    herd         N jobs on one schedule: how fast the cluster starts the herd at its tick
+    million      a million registered jobs: the leader's memory and tick writes, the API's pages
+    ledger       PostgreSQL's CPU per run for the ledger's writes alone (tick write, claim, finish)
 
-Each benchmark drives the roles as `cronos` processes on a database and key prefix of its
+Each benchmark but ledger drives the roles as `cronos` processes on a database and key prefix of its
 own, so it never imports a role package (import-linter: `cronos` imports no role).
 """
 
@@ -19,7 +22,7 @@ from collections.abc import Sequence
 
 from cronos.settings import Settings
 
-BENCHMARKS = ("dispatch", "run", "e2e", "schedule", "apscheduler", "compare", "herd", "million")
+BENCHMARKS = ("dispatch", "run", "e2e", "schedule", "apscheduler", "compare", "herd", "million", "ledger")
 
 
 def main(which: str, settings: Settings, argv: Sequence[str]) -> int:

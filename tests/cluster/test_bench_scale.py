@@ -83,3 +83,35 @@ def test_bench_million_prints_the_leaders_memory_tick_writes_and_page_times(tmp_
         pattern = rf"{re.escape(name)}\s+p50 [\d.]+ ms, p99 [\d.]+ ms, max [\d.]+ ms \({count} items, HTTP 200\)"
         assert re.search(pattern, out), out
     _dropped(out, services)
+
+
+def test_bench_ledger_records_every_run_and_prints_postgres_cpu_per_phase(tmp_path: Path, services: Services) -> None:
+    done = _bench(tmp_path, services, "ledger", "--jobs", "60", "--rounds", "3", "--batch", "25", timeout=90)
+    out = done.stdout
+    if "not a local process" in out:
+        pytest.skip("PostgreSQL runs in a container: its backend's CPU cannot be read from /proc here")
+    assert done.returncode == 0, out + done.stderr  # 1: a tick not written, claimed and finished whole
+
+    figures = r"\s+(\d+\.\d{3})\s+(\d+\.\d{3})"
+    for phase in ("tick write", "claim", "finish"):
+        assert re.search(rf"^{phase}{figures}\s+[\d.]+\s+[\d.]+$", out, re.MULTILINE), out
+    total = re.search(rf"^all{figures}$", out, re.MULTILINE)
+    assert total is not None and float(total[1]) > 0, out  # the backend's CPU was read, not assumed
+    assert re.search(r"^runs recorded\s+180$", out, re.MULTILINE), out
+    assert re.search(r"^postgres alone\s+[\d,]+ runs a second of one core$", out, re.MULTILINE), out
+    _dropped(out, services)
+
+
+def test_bench_ledger_batches_as_the_executor_claims() -> None:
+    from cronos.bench.ledger import _parser
+    from executor.deps import CLAIM_BATCH
+
+    assert _parser().parse_args([]).batch == CLAIM_BATCH
+
+
+def test_bench_ledger_refuses_an_empty_round(tmp_path: Path, services: Services) -> None:
+    done = _bench(tmp_path, services, "ledger", "--jobs", "0", timeout=30)
+    assert (
+        done.returncode == 2
+        and done.stdout.strip() == "cronos bench ledger: --jobs, --rounds and --batch must be at least 1"
+    )
