@@ -1,5 +1,6 @@
-"""The lease heartbeat, every third of a lease: one statement extends the leases of all
-runs in flight here and one script call renews their tick locks, both only where this
+"""The lease heartbeat, every third of a lease: one statement extends the leases of the
+runs in flight here (a run whose work is over only once it is not young: `beaten`) and one
+script call renews their tick locks, both only where this
 node still owns them; their stream entries are touched so no other executor reclaims
 them; the node's presence is refreshed (with the queues and task actions it serves, and the
 actions it saw no executor serve: executor.routing); and the node's clock is measured against
@@ -23,7 +24,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
 from cronos import presence, tasks
@@ -31,16 +32,29 @@ from cronos.errors import BackendUnavailable
 from cronos.logs import bind
 from executor import cancels
 from executor.deps import Deps
+from executor.running import InFlight
 
 log = logging.getLogger("cronos.executor.heartbeat")
 
 LOST = "ownership lost"
 
 
+def beaten(flights: Iterable[InFlight], db_now: float, lease_s: float) -> list[InFlight]:
+    """The runs a beat extends (`db_now`: PostgreSQL's clock, unix time): every run whose work goes
+    on (a beat is also how it hears it was lost or cancelled), and a run whose work is over, its
+    result waiting for its batch, once it was claimed at least a sixth of a lease ago. A younger
+    one has more than five sixths of its lease left, so at least half a lease at the next beat;
+    there is nothing to signal to it (its result is written only if the run is still ours). At
+    thousands of runs a second most runs in flight are such results, and extending their leases
+    was a beat of thousands of rows every third of a lease."""
+    young = lease_s / 6
+    return [f for f in flights if f.working or db_now - f.run.started_at.timestamp() >= young]
+
+
 async def beat(deps: Deps) -> list[int]:
     """One heartbeat of the runs in flight; returns the ids of runs found lost (their work is
     being cancelled)."""
-    flights = list(deps.in_flight.values())
+    flights = beaten(deps.in_flight.values(), deps.clock.time(), deps.lease_s)
     if not flights:
         return []
     async with _within(deps, "postgresql", deps.lease_s / 3):
