@@ -23,6 +23,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 
+from cronos.bench.counter import COUNTER_TASK
 from cronos.settings import VARIABLES
 from cronos.store.db import migrate
 
@@ -86,6 +87,19 @@ async def scratch_database(scratch: Scratch, keep: bool = False) -> AsyncIterato
             print(f"kept database {scratch.db_name!r}", file=sys.stderr)
         else:
             await drop_database(scratch.server_dsn, scratch.db_name)
+
+
+async def every_second_jobs(pool: asyncpg.Pool, n: int, name_prefix: str) -> list[int]:
+    """N active every-second jobs of the counting task (cronos.bench.counter), inserted straight
+    into a scratch database with the store's defaults (no API, no revisions): their ids in order."""
+    await pool.execute(
+        "INSERT INTO jobs (name, cron_expression, payload, timeout_s)"
+        " SELECT $3 || g, '* * * * * *', $1, 30 FROM generate_series(1, $2) g",
+        {"action": COUNTER_TASK},
+        n,
+        name_prefix,
+    )
+    return [r["id"] for r in await pool.fetch("SELECT id FROM jobs ORDER BY id")]
 
 
 def pct(values: Sequence[float], q: float) -> float:

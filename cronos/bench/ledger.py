@@ -31,8 +31,7 @@ from typing import TypeVar
 
 import asyncpg
 
-from cronos.bench.common import Scratch, pct, proc_cpu_s, proc_name, say, scratch_database, table
-from cronos.bench.counter import COUNTER_TASK
+from cronos.bench.common import Scratch, every_second_jobs, pct, proc_cpu_s, proc_name, say, scratch_database, table
 from cronos.settings import Settings
 from cronos.store.db import connect
 from cronos.store.epoch import EpochStore
@@ -91,7 +90,8 @@ async def _measure(pool: asyncpg.Pool, args: argparse.Namespace) -> int:
     if proc_name(backend) != "postgres":
         print("cronos bench ledger: PostgreSQL's backend is not a local process: its CPU cannot be read")
         return 2
-    job_ids = await _jobs(pool, args.jobs)
+    job_ids = await every_second_jobs(pool, args.jobs, "ledger-")
+    await pool.execute("ANALYZE jobs")
     epoch = (await EpochStore(pool).take(NODE_ID)).epoch
     ledger, runs = Ledger(pool), RunStore(pool)
     phases = {name: Phase() for name in PHASES}
@@ -124,18 +124,6 @@ async def _measure(pool: asyncpg.Pool, args: argparse.Namespace) -> int:
     for line in wrong:
         print(f"  !! {line}")
     return 1 if wrong else 0
-
-
-async def _jobs(pool: asyncpg.Pool, n: int) -> list[int]:
-    """N every-second jobs of the benchmarks' no-op task, active, as the store's defaults make them."""
-    await pool.execute(
-        "INSERT INTO jobs (name, cron_expression, payload, timeout_s)"
-        " SELECT 'ledger-' || g, '* * * * * *', $1, 30 FROM generate_series(1, $2) g",
-        {"action": COUNTER_TASK},
-        n,
-    )
-    await pool.execute("ANALYZE jobs")
-    return [r["id"] for r in await pool.fetch("SELECT id FROM jobs ORDER BY id")]
 
 
 async def _timed(phase: Phase, backend: int, call: Awaitable[T]) -> T:

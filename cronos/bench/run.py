@@ -35,11 +35,12 @@ from cronos.bench.common import (
     cronos_argv,
     database_name,
     delete_keys,
+    every_second_jobs,
     package_root,
     scratch_database,
     stop_processes,
 )
-from cronos.bench.counter import COUNTER_TASK, executions_key
+from cronos.bench.counter import executions_key
 from cronos.keys import Keys
 from cronos.messages import RunToken
 from cronos.redis_client import connect as connect_redis
@@ -117,13 +118,7 @@ async def _measure(
         stream = RunStream(client, Keys(scratch.prefix))
         await stream.ensure_group()
         n_jobs = args.rate or args.runs
-        await pool.execute(
-            "INSERT INTO jobs (name, cron_expression, payload, timeout_s)"
-            " SELECT 'bench-' || g, '* * * * * *', $1, 30 FROM generate_series(1, $2) g",
-            {"action": COUNTER_TASK},
-            n_jobs,
-        )
-        job_ids = [r["id"] for r in await pool.fetch("SELECT id FROM jobs ORDER BY id")]
+        job_ids = await every_second_jobs(pool, n_jobs, "bench-")
         procs = _start(settings, dsn, scratch.prefix, executors, args.concurrency, args.lead_ms, cwd)
         await _wait_ready(client, Keys(scratch.prefix), executors, procs)
         tx_before = await _transactions(pool, dsn)
