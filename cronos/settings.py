@@ -360,7 +360,11 @@ VARIABLES: dict[str, tuple[str, Callable[[str], Any], str]] = {
         _int(2, 10_000_000),
         "active jobs starting in one minute that make a herd warning",
     ),
-    "CRONOS_API_URL": ("api_url", _url("http", "https"), "the API that `cronos jobs|runs|apply` call"),
+    "CRONOS_API_URL": (
+        "api_url",
+        _url("http", "https"),
+        "the API that `cronos jobs|runs|apply` call (unset: http://127.0.0.1:$PORT)",
+    ),
     "CRONOS_API_TOKEN": ("api_token", _token, "bearer token `cronos jobs|runs|apply` send (empty: none)"),
     "CRONOS_CONSOLE_URL": ("console_url", _url("http", "https"), "the console's address, for links in notifications"),
     "CRONOS_NOTIFY_TIMEOUT_S": ("notify_timeout_s", _float(0.1, 300), "bound of one notification send"),
@@ -395,6 +399,9 @@ def load_settings(
         except ValueError as exc:
             reason = str(exc) if "must" in str(exc) else f"not a valid value ({raw!r})"
             raise ConfigError(f"{name}: {reason}") from exc
+    if "api_url" not in fields and "port" in fields:
+        # The CLI talks to the API this environment runs: one that sets only PORT means this host's.
+        fields["api_url"] = f"http://127.0.0.1:{fields['port']}"
     fields.update(overrides)
     if not fields.get("node_id"):
         fields["node_id"] = default_node_id()

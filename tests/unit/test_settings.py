@@ -35,6 +35,16 @@ def test_environment_overrides_dotenv(tmp_path: Path) -> None:
     assert settings.leader_ttl_ms == 2000
 
 
+def test_the_cli_follows_port_when_no_api_url_is_set(tmp_path: Path) -> None:
+    env_file = tmp_path / ".env"
+    env_file.write_text("PORT=4100\n")
+    assert load_settings({}, env_file=env_file).api_url == "http://127.0.0.1:4100"  # from .env
+    assert load_settings({"PORT": "4200"}, env_file=env_file).api_url == "http://127.0.0.1:4200"
+    explicit = load_settings({"PORT": "4200", "CRONOS_API_URL": "https://cron.example"}, env_file=None)
+    assert explicit.api_url == "https://cron.example"  # an explicit URL wins
+    assert load_settings({}, env_file=None).api_url == "http://127.0.0.1:3002"
+
+
 def test_overrides_and_node_id(tmp_path: Path) -> None:
     settings = load_settings({"CRONOS_NODE_ID": "n-7"}, env_file=None, port=0)
     assert (settings.node_id, settings.port) == ("n-7", 0)
