@@ -32,9 +32,9 @@ from cronos.schedule import parse_schedule
 
 # What cron's environment lines mean (they are not the job's environment).
 _NOTED = {
-    "MAILTO": "Cronos sends no mail: each run's output and exit status are kept with the run "
-    "(cronos runs list); alert on failed runs from /metrics instead",
-    "MAILFROM": "Cronos sends no mail",
+    "MAILTO": "Cronos mails through a notification channel, not per job: "
+    "cronos channels add mail --email {value} --smtp-host HOST --from SENDER --on failed",
+    "MAILFROM": "an email channel names its sender (cronos channels add --from)",
     "CRON_CORRECT_USER": "not a Cronos setting",
     "RANDOM_DELAY": "use each job's jitter_s instead",
 }
@@ -201,7 +201,7 @@ def _variable(name: str, value: str, state: _State, number: int) -> str | None:
         state.shell = value
         return None
     if name in _NOTED:
-        return f"line {number}: {name} is not carried: {_NOTED[name]}"
+        return f"line {number}: {name} is not carried: {_NOTED[name].format(value=value or 'TO')}"
     if _SHELL_ONLY.match(name):
         state.shell_vars[name] = value
         return None

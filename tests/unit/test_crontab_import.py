@@ -77,7 +77,10 @@ def test_variables_apply_to_the_entries_below_them() -> None:
         "crontab",
     )
     assert warnings == []
-    assert "# line 2: MAILTO is not carried: Cronos sends no mail" in converted
+    assert (
+        "# line 2: MAILTO is not carried: Cronos mails through a notification channel, not per job: "
+        "cronos channels add mail --email ops@example.com --smtp-host HOST --from SENDER --on failed"
+    ) in converted
     first, second, third = jobs_of(converted)
     assert (first["timezone"], first["payload"]) == ("UTC", {"argv": ["/bin/first"]})
     assert (second["timezone"], second["payload"]) == (
