@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from cronos.client.cli_output import table, when
+from cronos.client.cli_output import counted, table, when
 from cronos.client.trigger_cli import instant
 
 
@@ -55,6 +55,6 @@ def shown(answer: dict[str, Any]) -> str:
     head = table(("TICK", "STATE", "ATTEMPT", "ACTION", "DUE", "RUN"), rows) + "\n" if rows else ""
     verb = "would queue" if answer["dry_run"] else "queued"
     return head + (
-        f"{answer['ticks']} ticks in the range, {len(answer['items'])} chosen ({answer['mode']}); "
+        f"{counted(answer['ticks'], 'tick')} in the range, {len(answer['items'])} chosen ({answer['mode']}); "
         f"{verb} {answer['queued']} at {answer['pace']:g}/s"
     )

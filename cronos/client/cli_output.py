@@ -19,3 +19,8 @@ def table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     lines = [tuple(header), *(tuple(row) for row in rows)]
     widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip() for line in lines)
+
+
+def counted(n: int, noun: str) -> str:
+    """`1 job`, `3 jobs`: a count with its noun, for the CLI's closing lines."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"

@@ -143,6 +143,8 @@ def _cell(name: str, value: Any) -> str:
         return when(value)
     if isinstance(value, dict | list):
         return msgspec.json.encode(value).decode()
+    if name.endswith("_ms") and isinstance(value, float):
+        return f"{value:.1f}ms"  # a measured time: to a tenth of a millisecond, not the float's 17 digits
     return str(value)
 
 

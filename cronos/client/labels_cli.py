@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from cronos.client.cli_output import table
+from cronos.client.cli_output import counted, table
 
 SELECTOR_HELP = "a label selector: requirements that all hold, e.g. team=data,env!=prod,tier in (a,b),key,!key"
 
@@ -40,4 +40,4 @@ def shown_bulk(answer: dict[str, Any]) -> str:
         (str(i["job_id"]), i["name"], "unchanged", i["status"], i.get("reason") or "") for i in answer["unchanged"]
     ]
     head = table(("ID", "NAME", "RESULT", "STATUS", "RUN / WHY"), rows) + "\n" if rows else ""
-    return head + f"{answer['action']}: {answer['matched']} jobs matched, {len(answer['changed'])} changed"
+    return head + f"{answer['action']}: {counted(answer['matched'], 'job')} matched, {len(answer['changed'])} changed"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -50,6 +51,7 @@ def test_jobs_and_runs_commands_drive_a_live_cluster(tmp_path: Path, database_ur
         block_until(failed, timeout=60, interval=0.5, what="the triggered run to fail")
         shown = ok(run("runs", "get", str(queued["id"])))
         assert "RuntimeError: disk sda is full" in shown and "traceback:" in shown
+        assert re.search(r"^duration_ms +\d+\.\dms *$", shown, re.MULTILINE), shown  # not 0.32405000001745066
         table = ok(run("runs", "list", "1")).splitlines()
         assert table[0].split()[:4] == ["ID", "SCHEDULED", "FOR", "ATTEMPT"]
         assert any("manual" in line and "failed" in line and "disk sda is full" in line for line in table[1:])

@@ -151,7 +151,7 @@ async def test_the_cli_sets_lists_and_acts_by_selector(
     code, out, err = await cli(capsys, "jobs", "list", "-l", "team in (")
     assert code != 0 and len(err.strip().splitlines()) == 1 and "selector" in err, err
     code, out, err = await cli(capsys, "jobs", "bulk", "pause", "-l", "env=dev")
-    assert code == 0 and "1 jobs matched, 0 changed" in out and "already paused" in out, out
+    assert code == 0 and "1 job matched, 0 changed" in out and "already paused" in out, out
     code, out, err = await cli(capsys, "jobs", "bulk", "pause", "-l", "team=web")
     assert code == 0 and "web-cache" in out and "1 changed" in out, out
 
