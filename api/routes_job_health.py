@@ -20,7 +20,7 @@ from api.routing import DB_ERRORS, ID, Query, Route
 from api.state import BACKENDS
 from cronos import health
 from cronos.errors import InvalidInput, NotFound
-from cronos.store.health import HealthStore
+from cronos.store.health import HealthStore, JobHealthView
 
 MAX_IDS = 500
 
@@ -43,9 +43,19 @@ class JobHealth(msgspec.Struct, kw_only=True):
 
 
 class JobHealthList(msgspec.Struct, kw_only=True):
-    """The verdicts of the jobs asked for that the leader has judged (one without a row: nothing to tell)."""
+    """The health of the jobs asked for that exist, by id."""
 
     items: list[JobHealth]
+
+
+def _shown(view: JobHealthView) -> JobHealth:
+    """A job's health as both routes show it: the leader's row, or (none yet) what its runs say."""
+    if view.row is None:
+        return _out(health.unrecorded(view.job_id, view.newest_success), None)
+    row = view.row
+    if view.newest_success is not None and (row.last_success_at is None or view.newest_success > row.last_success_at):
+        row = replace(row, last_success_at=view.newest_success)  # a success since the leader's last pass
+    return _out(row, view.updated_at)
 
 
 def _out(row: health.Health, updated_at: datetime | None) -> JobHealth:
@@ -58,15 +68,10 @@ def _out(row: health.Health, updated_at: datetime | None) -> JobHealth:
 
 async def job_health(request: web.Request) -> web.Response:
     job_id = path_id(request)
-    view = await HealthStore(await request.app[BACKENDS].pool()).of_job(job_id)
-    if view is None:
+    views = await HealthStore(await request.app[BACKENDS].pool()).of_jobs([job_id])
+    if not views:
         raise NotFound(f"job {job_id} not found")
-    if view.row is None:
-        return respond(_out(health.unrecorded(job_id, view.newest_success), None))
-    row = view.row
-    if view.newest_success is not None and (row.last_success_at is None or view.newest_success > row.last_success_at):
-        row = replace(row, last_success_at=view.newest_success)  # a success since the leader's last pass
-    return respond(_out(row, view.updated_at))
+    return respond(_shown(views[0]))
 
 
 IDS_PATTERN = f"^[0-9]{{1,19}}(,[0-9]{{1,19}}){{0,{MAX_IDS - 1}}}$"
@@ -81,16 +86,8 @@ def _ids(raw: str | None) -> list[int]:
 
 async def jobs_health(request: web.Request) -> web.Response:
     ids = _ids(request.query.get("ids"))
-    rows = await HealthStore(await request.app[BACKENDS].pool()).verdicts(ids)
-    items = [
-        JobHealth(
-            job_id=r["job_id"], verdict=r["verdict"], reason=r["reason"],
-            consecutive_failures=r["consecutive_failures"], last_success_at=r["last_success_at"],
-            last_failure_at=r["last_failure_at"], missed_at=r["missed_at"], updated_at=r["updated_at"],
-        )
-        for r in rows
-    ]  # fmt: skip
-    return respond(JobHealthList(items=items))
+    views = await HealthStore(await request.app[BACKENDS].pool()).of_jobs(ids)
+    return respond(JobHealthList(items=[_shown(view) for view in views]))
 
 
 ROUTES = (
@@ -99,7 +96,8 @@ ROUTES = (
           "with its reason, the failures in a row and the newest success and failure (docs/expectations.md)",
           response=JobHealth, errors=(NotFound, *DB_ERRORS)),
     Route("GET", "/api/jobs/health", jobs_health,
-          "The verdicts of the jobs named (the console's badges); a job the leader has not judged is left out",
+          "The health of the jobs named, as GET /api/jobs/{id}/health shows each (the console's badges); "
+          "an id that names no job is left out",
           response=JobHealthList, errors=(InvalidInput, *DB_ERRORS),
           query=(Query("ids", f"job ids, comma-separated (at most {MAX_IDS})", required=True,
                        schema={"type": "string", "pattern": IDS_PATTERN}),)),

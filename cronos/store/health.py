@@ -187,25 +187,19 @@ class HealthStore:
                 await conn.execute(q.HEALTH_MISSED, list(newest), list(newest.values()))
         return new
 
-    async def of_job(self, job_id: int) -> JobHealthView | None:
-        """The API's view of one job's health; None: no such job."""
-        found = await self._newest(q.HEALTH_OF_JOB, job_id, RECENT_RUNS)
-        if not found:
-            return None
-        row = found[0]
-        health = None
-        if row["verdict"] is not None:
-            health = Health(
-                job_id=job_id, verdict=row["verdict"], reason=row["reason"],
-                consecutive_failures=row["consecutive_failures"], last_success_at=row["last_success_at"],
-                last_failure_at=row["last_failure_at"], missed_at=row["missed_at"],
-            )  # fmt: skip
-        return JobHealthView(job_id, health, row["updated_at"], row["newest_success"])
-
-    async def verdicts(self, job_ids: Sequence[int]) -> list[Any]:
-        with translate_errors():
-            rows: list[Any] = await self._pool.fetch(q.HEALTH_VERDICTS, list(job_ids))
-        return rows
+    async def of_jobs(self, job_ids: Sequence[int]) -> list[JobHealthView]:
+        """The API's views of these jobs' health, by id (a job that does not exist is left out)."""
+        views = []
+        for row in await self._newest(q.HEALTH_OF_JOBS, list(job_ids), RECENT_RUNS):
+            health = None
+            if row["verdict"] is not None:
+                health = Health(
+                    job_id=row["job_id"], verdict=row["verdict"], reason=row["reason"],
+                    consecutive_failures=row["consecutive_failures"], last_success_at=row["last_success_at"],
+                    last_failure_at=row["last_failure_at"], missed_at=row["missed_at"],
+                )  # fmt: skip
+            views.append(JobHealthView(row["job_id"], health, row["updated_at"], row["newest_success"]))
+        return views
 
     async def metrics(self, patterns: Sequence[str], cap: int) -> list[Any]:
         return await self._newest(q.HEALTH_METRICS, list(patterns), cap, RECENT_RUNS)

@@ -1148,19 +1148,14 @@ ON CONFLICT (job_id) DO UPDATE SET missed_at = greatest(job_health.missed_at, EX
 """
 # The API's view of a job's health ($1): its row (none: never judged) and its newest success among
 # its newest $2 runs (after HEALTH_PLAN).
-HEALTH_OF_JOB = """
+HEALTH_OF_JOBS = """
 SELECT j.id AS job_id, h.verdict, h.reason, h.consecutive_failures, h.last_success_at, h.last_failure_at,
     h.missed_at, h.updated_at, (SELECT c.finished_at FROM (SELECT state, finished_at FROM runs WHERE job_id = j.id
         ORDER BY id DESC LIMIT $2) c WHERE c.state = 'completed' LIMIT 1) AS newest_success
 FROM jobs j
 LEFT JOIN job_health h ON h.job_id = j.id
-WHERE j.id = $1
-"""
-# The verdicts of the jobs $1 that have a row (the console's badges: a job without one is shown as it is).
-HEALTH_VERDICTS = """
-SELECT job_id, verdict, reason, consecutive_failures, last_success_at, last_failure_at, missed_at, updated_at
-FROM job_health
-WHERE job_id = ANY($1::bigint[])
+WHERE j.id = ANY($1::bigint[])
+ORDER BY j.id
 """
 # Per-job metrics (leader): the jobs whose names match $1 (LIKE patterns; empty: any), at most $2 by
 # id, how many match in all (beyond the cap: dropped), and each one's streak of failures and newest

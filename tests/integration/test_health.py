@@ -272,6 +272,17 @@ def _sample(name: str) -> float:
     return value
 
 
+async def test_the_list_shows_each_job_as_its_own_page_does(settings: Settings, pg_pool: asyncpg.Pool) -> None:
+    # The console's jobs list showed no badge for a job never judged whose page said "ok" (issue 37).
+    async with running_api(settings) as api:
+        succeeded, fresh = await api.create(name="succeeded"), await api.create(name="fresh")
+        await run(pg_pool, succeeded["id"], "completed")
+        listed = await api.call("GET", f"/api/jobs/health?ids={succeeded['id']},{fresh['id']},999999")
+        pages = [(await api.call("GET", f"/api/jobs/{j['id']}/health")).body for j in (succeeded, fresh)]
+        assert listed.body["items"] == pages
+        assert [page["verdict"] for page in pages] == ["ok", "unknown"]
+
+
 async def test_the_api_shows_expectations_and_the_verdict_with_its_reason(
     settings: Settings, pg_pool: asyncpg.Pool, epoch: int
 ) -> None:

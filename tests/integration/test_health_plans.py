@@ -39,7 +39,7 @@ async def test_the_evaluators_statements_read_in_proportion_to_what_they_find(
         "HEALTH_NEWEST_SUCCESS": await rows_read(
             pg_pool, q.HEALTH_NEWEST_SUCCESS, jobs[:10], RECENT_RUNS, prelude=q.HEALTH_PLAN
         ),
-        "HEALTH_OF_JOB": await rows_read(pg_pool, q.HEALTH_OF_JOB, jobs[0], RECENT_RUNS, prelude=q.HEALTH_PLAN),
+        "HEALTH_OF_JOBS": await rows_read(pg_pool, q.HEALTH_OF_JOBS, jobs[:10], RECENT_RUNS, prelude=q.HEALTH_PLAN),
         "HEALTH_RUNS_AFTER": await rows_read(
             pg_pool, q.HEALTH_RUNS_AFTER, jobs[:3], [0, backlog[-1] - 50, backlog[-1]], 20, prelude=q.HEALTH_PLAN
         ),
@@ -48,6 +48,6 @@ async def test_the_evaluators_statements_read_in_proportion_to_what_they_find(
     # 10 failures (with their retry probes), 5 running, 10 jobs x 50 newest, 3 jobs x at most 20 (a
     # fresh one from its newest 20, not its whole history), 10 jobs x 50 newest.
     bounds = {"HEALTH_ENDED": 40, "HEALTH_RUNNING": 20, "HEALTH_NEWEST_SUCCESS": 10 * RECENT_RUNS + 50,
-              "HEALTH_RUNS_AFTER": 3 * 20 + 50, "HEALTH_OF_JOB": RECENT_RUNS + 50,
+              "HEALTH_RUNS_AFTER": 3 * 20 + 50, "HEALTH_OF_JOBS": 10 * RECENT_RUNS + 50,
               "HEALTH_METRICS": 10 * RECENT_RUNS + 50}  # fmt: skip
     assert {name: n for name, n in read.items() if n > bounds[name]} == {}, read
