@@ -38,3 +38,19 @@ def test_add_a_channel_send_a_test_and_watch_its_delivery(browser: Any, stack: S
     screenshot_artifact(driver, "channels")
     errors = [e["message"] for e in driver.get_log("browser") if e["level"] == "SEVERE"]
     assert [m for m in errors if "Failed to load resource" not in m] == []
+
+
+def test_a_channel_names_the_jobs_it_applies_to(browser: Any, stack: Stack) -> None:
+    # It showed "jobs 3": an id where every other page shows the job's name (issue 37).
+    driver = browser
+    job = call(stack, "POST", "/api/jobs", {"name": "nightly-export", "cron_expression": "0 3 * * *",
+                                           "payload": {"action": "reindex"}})  # fmt: skip
+    call(stack, "POST", "/api/channels", {"name": "export-watch", "kind": "slack", "jobs": [job["id"]],
+                                          "url": "https://hooks.slack.com/services/T0/B0/other-part"})  # fmt: skip
+    go(driver, stack, "#/channels")
+    wait(driver, lambda d: "export-watch" in text(d, "#channels"), what="the channel listed")
+    row = next(r for r in find_all(driver, "#channels tbody tr") if "export-watch" in r.text)
+    applies = row.find_element("css selector", "td[data-label='Applies to']")
+    wait(driver, lambda d: applies.text == "job nightly-export", what=f"the job's name, not {applies.text!r}")
+    link = applies.find_element("css selector", "a").get_attribute("href")
+    assert link.endswith(f"#/jobs/{job['id']}"), link

@@ -5,6 +5,7 @@
 import { ApiError, del, get, post } from "../api.js";
 import { badge, h, replace, table, time } from "../dom.js";
 import { flash } from "../feedback.js";
+import { jobLink, loadJobNames } from "../job_names.js";
 
 const DELIVERIES = 10; // per channel
 const EVENTS = ["failed", "recovered", "missed", "late_start", "overran", "too_fast", "no_success", "skipped",
@@ -17,7 +18,7 @@ function target(c) {
 
 function scope(c) {
   const parts = [];
-  if (c.jobs) parts.push(h("span", {}, "jobs ", c.jobs.map((id, i) => [i ? ", " : "", h("a", { href: `#/jobs/${id}` }, String(id))])));
+  if (c.jobs) parts.push(h("span", {}, c.jobs.length === 1 ? "job " : "jobs ", c.jobs.map((id, i) => [i ? ", " : "", jobLink(id)])));
   if (c.queues) parts.push(`queues ${c.queues.join(", ")}`);
   if (c.selector) parts.push(h("span", {}, "labels ", h("code", {}, c.selector)));
   return parts.length ? parts : "every job";
@@ -99,6 +100,8 @@ export async function channelsPage(main, _params, alive) {
     if (!alive()) return;
     const names = Object.fromEntries(channels.map((c) => [c.id, c.name]));
     const deliveries = pages.flatMap((p) => p.items).sort((a, b) => b.id - a.id);
+    await loadJobNames([...channels.flatMap((c) => c.jobs ?? []), ...deliveries.map((d) => d.job_id).filter(Boolean)]);
+    if (!alive()) return;
     replace(list, table("Channels", [
       ["Name", (c) => h("strong", {}, c.name)],
       ["Kind", (c) => c.kind],
@@ -112,11 +115,11 @@ export async function channelsPage(main, _params, alive) {
         h("button", { type: "button", class: "danger", onclick: () => {
           if (confirm(`Delete channel "${c.name}" and its deliveries?`)) act("Deleted", () => del(`/api/channels/${c.id}`));
         } }, "Delete")]],
-    ], channels, "No channel yet: add one below, or with `cronos channels add`."));
+    ], channels, ["No channel yet: add one below, or with ", h("code", {}, "cronos channels add"), "."]));
     replace(recent, table("Recent deliveries", [
       ["Channel", (d) => names[d.channel_id]],
       ["Event", (d) => d.kind],
-      ["Job", (d) => (d.job_id ? h("a", { href: `#/jobs/${d.job_id}` }, String(d.job_id)) : "–")],
+      ["Job", (d) => (d.job_id ? jobLink(d.job_id) : "–")],
       ["State", (d) => badge(d.state)],
       ["Attempts", (d) => String(d.attempts)],
       ["When", (d) => time(d.sent_at ?? d.created_at)],

@@ -66,7 +66,7 @@ async function listPage(main, alive) {
     if (!alive() || !force && typing(main)) return;
     replace(main,
       h("h1", {}, "Concurrency groups"),
-      h("p", { class: "muted" }, "Jobs naming a group share its slots: at most `limit` of their runs run at once; ",
+      h("p", { class: "muted" }, "Jobs naming a group share its slots: at most its limit of their runs run at once; ",
         "the others wait, and start in tick order as slots free up."),
       table("Concurrency groups", [
         ["Group", (g) => groupLink(g.name)],

@@ -35,6 +35,7 @@ export function runsTable(runs) {
 
 const TICK_WINDOW_MS = 10 * 60 * 1000; // the ticks section: the last 10 minutes
 const TICKS_SHOWN = 50;
+const BEFORE_CREATED = "before the job existed"; // the ticks API's reason (cronos/ticks.py)
 
 // Every tick of the window with its outcome, newest first: the run(s), or why there is none.
 export function ticksTable(ticks) {
@@ -61,7 +62,8 @@ async function recentTicks(id) {
     const body = await get(`/api/jobs/${id}/ticks${query({
       from: from.toISOString(), to: to.toISOString(), limit: 500, cursor,
     })}`);
-    items = items.concat(body.items).slice(-TICKS_SHOWN);
+    // A new job's window reaches back before it was created: those ticks were never its own.
+    items = items.concat(body.items.filter((t) => t.reason !== BEFORE_CREATED)).slice(-TICKS_SHOWN);
     cursor = body.next_cursor;
     if (!cursor) break;
   }

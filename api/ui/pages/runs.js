@@ -4,6 +4,7 @@
 // page (even an empty one) that Next continues further back.
 import { get, query } from "../api.js";
 import { badge, h, ms, replace, table, time, utc } from "../dom.js";
+import { jobLink, loadJobNames } from "../job_names.js";
 
 const PAGE = 50;
 // The states and triggers the API filters on, from its OpenAPI document (a state added to the API
@@ -47,17 +48,6 @@ export function sinceInstant(since) {
   return new Date(Date.now() - Number(since.slice(0, -1)) * UNIT_MS[since.slice(-1)]).toISOString();
 }
 
-const names = new Map(); // job id -> name (or a promise of it), for the Job column
-
-async function jobNames(runs) {
-  const ids = [...new Set(runs.map((r) => r.job_id))].filter((id) => !names.has(id));
-  for (const id of ids) {
-    names.set(id, get(`/api/jobs/${id}`).then((j) => j.name, () => `job ${id}`));
-  }
-  const entries = await Promise.all([...names].map(async ([id, name]) => [id, await name]));
-  for (const [id, name] of entries) names.set(id, name);
-}
-
 export async function runsPage(main, [raw], alive) {
   const known = await filterChoices();
   const filters = readFilters(raw, known);
@@ -94,12 +84,12 @@ export async function runsPage(main, [raw], alive) {
       state: filters.states.join(","), job: filters.job, queue: filters.queue, trigger: filters.trigger,
       from: sinceInstant(filters.since), limit: PAGE, cursor: cursors[page],
     })}`);
-    await jobNames(data.items);
+    await loadJobNames(data.items.map((r) => r.job_id));
     if (!alive()) return;
     const short = data.items.length < PAGE && data.next_cursor;
     replace(results, table("Runs", [
       ["Run", (r) => h("a", { href: `#/runs/${r.id}` }, `#${r.id}`)],
-      ["Job", (r) => h("a", { href: `#/jobs/${r.job_id}` }, names.get(r.job_id) ?? `job ${r.job_id}`)],
+      ["Job", (r) => jobLink(r.job_id)],
       ["State", (r) => badge(r.state)],
       ["Attempt", (r) => String(r.attempt)],
       ["Trigger", (r) => r.trigger],
