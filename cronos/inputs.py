@@ -5,7 +5,9 @@ http job's header names case-insensitively), any other value (arrays included) r
 `null` removes a key. They are checked here against the job's secrets (cronos.redact): a place
 that holds a secret, or would hold one, cannot be overridden (secrets are set on the job, and
 stay write-only), and while the job holds secrets its target cannot change (the secrets never
-follow a job elsewhere, as in a PATCH). So the overrides a run stores never hold a secret.
+follow a job elsewhere, as in a PATCH). So the overrides a run stores never hold a secret. What
+decides where an http job's secrets go is the job's alone: inputs never set or remove its Host
+header or its redirect policy (cronos.secret_bounds).
 
 A re-run of a past tick (`scheduled_for`) takes the next free attempt of that tick, once every
 run of it has ended (the retries of an unfinished one would need those attempts), and only at an
@@ -24,7 +26,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from cronos.errors import Conflict, InvalidInput
-from cronos.redact import redact_payload, same_target, task_targets
+from cronos.redact import http_move, redact_payload, same_target, task_targets
+from cronos.secret_bounds import host_header
 from cronos.ticks import Segment, plan
 
 INPUT_TRIGGERS = frozenset({"manual", "retry"})
@@ -41,6 +44,12 @@ TARGET_CHANGED = (
     "the job holds secrets, which never go to another target: a run's inputs may not change an http job's "
     "scheme, host, port, path or method, nor a task payload's action, URLs, methods, hosts or ports"
 )
+JOBS_OWN = (
+    "decides where the job's secrets go: a run's inputs may not set or remove an http job's Host header, "
+    "follow_redirects or secrets_follow_redirects (PATCH the job)"
+)
+# Top-level http fields only the job sets (the Host header: _check_jobs_own).
+_JOBS_OWN_FIELDS = frozenset({"follow_redirects", "secrets_follow_redirects"})
 NOT_A_TICK = "is not a tick of the job's schedule as of that time, nor of any run of it (GET /api/jobs/{id}/ticks)"
 BEFORE_CREATED = "is before the job existed: only its own ticks are re-run"
 IN_FUTURE = "must be a past tick: a run now needs no scheduled_for"
@@ -142,6 +151,8 @@ def check_overrides(kind: str, payload: Mapping[str, Any], overrides: Mapping[st
     validated as the job's kind requires (the API's check_payload)."""
     merged = merged_payload(kind, payload, overrides)
     touched = _touched(dict(overrides))
+    if kind == "http":
+        _check_jobs_own(touched, payload, merged)
     before = [_folded(kind, p) for p in secret_places(kind, payload)]
     after = [_folded(kind, p) for p in secret_places(kind, merged)]
     for place in touched:
@@ -156,8 +167,21 @@ def check_overrides(kind: str, payload: Mapping[str, Any], overrides: Mapping[st
     return merged
 
 
+def _check_jobs_own(touched: Sequence[Path], payload: Mapping[str, Any], merged: Mapping[str, Any]) -> None:
+    """Refuse inputs that set the redirect policy or set, change or remove the Host header."""
+    moves_host = host_header(payload.get("headers")) != host_header(merged.get("headers"))
+    for place in touched:
+        folded = _folded("http", place)
+        if (folded[:1] and folded[0] in _JOBS_OWN_FIELDS) or folded[:2] == ("headers", "host"):
+            raise InvalidInput(field(place), JOBS_OWN)
+        if moves_host and _related(folded, ("headers", "host")):
+            raise InvalidInput(field(place), JOBS_OWN)
+
+
 def _target_field(kind: str, touched: Sequence[Path], new: Mapping[str, Any], old: Mapping[str, Any]) -> str:
     """The overridden place that moved the target (for the 422's field)."""
+    if kind == "http":
+        return http_move(new, old) or "$.payload"
     if kind == "task":
         a, b = task_targets(new), task_targets(old)
         moved = {k for k in a.keys() | b.keys() if a.get(k) != b.get(k)}
@@ -165,9 +189,6 @@ def _target_field(kind: str, touched: Sequence[Path], new: Mapping[str, Any], ol
             text = "$" + field(place).removeprefix("$.payload")
             if any(m == text or m.startswith((text + ".", text + "[")) or text.startswith(m) for m in moved):
                 return field(place)
-    for place in touched:
-        if place[:1] in (("url",), ("method",)):
-            return field(place)
     return field(touched[0]) if touched else "$.payload"
 
 

@@ -130,6 +130,14 @@ class HttpPayload(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     timeout_s: Annotated[float, msgspec.Meta(gt=0, le=86_400)] | None = None
     expect_status: list[Annotated[int, msgspec.Meta(ge=100, le=599)]] | int | None = None
     follow_redirects: bool = False
+    secrets_follow_redirects: Annotated[
+        bool,
+        msgspec.Meta(
+            description="with follow_redirects: the job's secrets (sensitive headers, URL credentials, a body"
+            " holding secrets) go on to other paths of the job's own origin and Host header too; never to"
+            " another origin. Off: a hop to another path gets none of them"
+        ),
+    ] = False
     host_limit: (
         Annotated[
             int,

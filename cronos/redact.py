@@ -4,9 +4,9 @@ Pure: no I/O. A secret is a value under a sensitive name (a header, a query para
 env variable, a payload key), a URL's user-info, or a header value carrying its own scheme
 (`Bearer ...`, `Basic ...`). Shown as SECRET; a PATCH that sends SECRET back in the same
 place keeps the stored value -- but only while the job's kind and target are unchanged (an
-http job's scheme, host, port, path and method; the URLs, methods, hosts and ports in a task
-payload), so a caller who may edit a job cannot point it elsewhere and have Cronos send the
-secret there. Known secret values are also scrubbed from what a run writes (`scrub`).
+http job's scheme, host, port, path, Host header and method, by cronos.secret_bounds; the URLs,
+methods, hosts and ports in a task payload), so a caller who may edit a job cannot point it
+elsewhere and have Cronos send the secret there. Known secret values are also scrubbed from what a run writes (`scrub`).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from typing import Any
 from urllib.parse import unquote, urlsplit, urlunsplit
 
 from cronos.errors import InvalidInput
+from cronos.secret_bounds import Place, moved, place_of
 
 SECRET = "***"
 
@@ -129,8 +130,14 @@ def redact_payload(kind: str, payload: dict[str, Any]) -> dict[str, Any]:
 NOTHING_STORED = "nothing is stored in this place of the job"
 KIND_CHANGED = "the job's kind changes, and a secret never follows a job to another kind"
 TARGET_CHANGED = (
-    "the job's target changes (an http job's scheme, host, port, path or method; a task payload's action, "
-    "URLs, methods, hosts or ports), and a secret never follows a job to a new target"
+    "the job's target changes (an http job's scheme, host, port, path, Host header or method; a task payload's "
+    "action, URLs, methods, hosts or ports), and a secret never follows a job to a new target"
+)
+# An http job's 422 names the field that moved its secrets (URL, Host header, method, redirect policy).
+SECRETS_MOVED = (
+    "changes where the job's secrets go (an http job's scheme, host, port, path, Host header, method or "
+    "secrets_follow_redirects): stored secrets are not kept across that change; re-enter them (send each "
+    "secret instead of ***) with it"
 )
 _DEFAULT_METHOD = "POST"  # HttpPayload.method's default
 # Keys of a task payload (at any depth) that say where or to what its secrets go.
@@ -152,13 +159,21 @@ def _url_target(url: str) -> tuple[str, str, str] | None:
     return parts.scheme.lower(), _split_userinfo(parts.netloc)[1].lower(), parts.path or "/"
 
 
-def _same_http_target(new: Mapping[str, Any], stored: Mapping[str, Any]) -> bool:
-    new_url, old_url = new.get("url"), stored.get("url")
-    if not isinstance(new_url, str) or not isinstance(old_url, str):
-        return False
-    target = _url_target(new_url)
-    new_method, old_method = new.get("method", _DEFAULT_METHOD), stored.get("method", _DEFAULT_METHOD)
-    return target is not None and target == _url_target(old_url) and new_method == old_method
+def _http_place(payload: Mapping[str, Any]) -> Place | None:
+    url = payload.get("url")
+    return place_of(url, payload.get("headers")) if isinstance(url, str) else None
+
+
+def http_move(new: Mapping[str, Any], stored: Mapping[str, Any]) -> str | None:
+    """The field of `new` (an http payload) that sends the secrets of `stored` somewhere else, or
+    lets them follow redirects where they did not (None: the same target)."""
+    if (field := moved(_http_place(stored), _http_place(new))) is not None:
+        return field
+    if new.get("method", _DEFAULT_METHOD) != stored.get("method", _DEFAULT_METHOD):
+        return "$.payload.method"
+    if new.get("secrets_follow_redirects") and not stored.get("secrets_follow_redirects"):
+        return "$.payload.secrets_follow_redirects"
+    return None
 
 
 def _target_value(value: Any) -> Any:
@@ -194,7 +209,7 @@ def same_target(kind: str, new: Mapping[str, Any], stored: Mapping[str, Any]) ->
     """Whether two payloads of `kind` send to the same target (TARGET_CHANGED says what that is);
     a shell job's secrets are its child's environment: no target."""
     if kind == "http":
-        return _same_http_target(new, stored)
+        return http_move(new, stored) is None
     if kind == "task":
         return task_targets(new) == task_targets(stored)
     return True
@@ -281,9 +296,9 @@ def restore_secrets(kind: str, new: dict[str, Any], stored: dict[str, Any], *, s
     """`new` (a payload of `kind`) with each SECRET put back to the stored value it stands for.
 
     Only within one kind of job (`stored_kind` is the stored payload's), and only while the
-    job's target is unchanged: an http job's scheme, host, port, path and method; a task
-    payload's `task_targets`. Raises InvalidInput naming the field for a SECRET that may not
-    be put back (saying why), or that stands for nothing stored.
+    job's target is unchanged: an http job's `http_move`; a task payload's `task_targets`.
+    Raises InvalidInput naming the field for a SECRET that may not be put back (saying why; for
+    an http job whose target moved, the field that moved it), or that stands for nothing stored.
     """
     if SECRET not in repr(new):  # the common case: nothing to put back
         return new
@@ -293,16 +308,12 @@ def restore_secrets(kind: str, new: dict[str, Any], stored: dict[str, Any], *, s
     elif not same_target(kind, new, stored):
         why = TARGET_CHANGED
     if kind == "http":
-        restored = dict(new)
-        new_url, old_url = new.get("url"), stored.get("url")
-        if isinstance(new_url, str):
-            restored["url"] = _restore_url(new_url, old_url if isinstance(old_url, str) else "", "$.payload.url", why)
-        if "headers" in new:
-            restored["headers"] = _restore_headers(new["headers"], stored.get("headers"), "$.payload.headers", why,
-                                                   fold=True)  # fmt: skip
-        if "body" in new:
-            restored["body"] = _restore_tree(new["body"], stored.get("body"), "$.payload.body", why)
-        return restored
+        try:
+            return _restore_http(new, stored, why)
+        except InvalidInput:
+            if why is not TARGET_CHANGED:
+                raise
+            raise InvalidInput(http_move(new, stored) or "$.payload", SECRETS_MOVED) from None
     if kind == "shell":
         restored = dict(new)
         if "env" in new:
@@ -310,6 +321,19 @@ def restore_secrets(kind: str, new: dict[str, Any], stored: dict[str, Any], *, s
         return restored
     result: dict[str, Any] = _restore_tree(new, stored, "$.payload", why)
     return result
+
+
+def _restore_http(new: dict[str, Any], stored: dict[str, Any], why: str | None) -> dict[str, Any]:
+    restored = dict(new)
+    new_url, old_url = new.get("url"), stored.get("url")
+    if isinstance(new_url, str):
+        restored["url"] = _restore_url(new_url, old_url if isinstance(old_url, str) else "", "$.payload.url", why)
+    if "headers" in new:
+        restored["headers"] = _restore_headers(new["headers"], stored.get("headers"), "$.payload.headers", why,
+                                               fold=True)  # fmt: skip
+    if "body" in new:
+        restored["body"] = _restore_tree(new["body"], stored.get("body"), "$.payload.body", why)
+    return restored
 
 
 # --- scrubbing: known secret values out of what a run writes ------------------------------

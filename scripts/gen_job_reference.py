@@ -56,6 +56,8 @@ NOTES: dict[str, dict[str, str]] = {
         "expect_status": "the status (or statuses) that mean success (default: any 2xx)",
         "follow_redirects": "follow redirects (each hop checked by the SSRF guard), "
         "at most `CRONOS_HTTP_MAX_REDIRECTS`",
+        "secrets_follow_redirects": "let the job's secrets follow redirects to other paths of its own "
+        "origin and `Host` (never to another origin); off, a hop to another path carries none",
     },
     "ShellPayload": {
         "argv": "the command and its arguments (no shell unless you name one)",

@@ -57,6 +57,8 @@ class ClaimedRun(msgspec.Struct, kw_only=True):
     concurrency_policy: ConcurrencyPolicy
     webhook_secret: str  # signs http runs' requests (Standard Webhooks)
     inputs: dict[str, Any] | None = None  # a manual run's payload overrides, merged into `payload` (with_inputs)
+    # The job's own payload when inputs were merged into `payload`: where its secrets were entered for.
+    job_payload: dict[str, Any] | None = None
     concurrency_group: str | None = None  # the group whose slot it holds (its finish frees it)
 
 
@@ -261,5 +263,6 @@ async def with_inputs(pool: asyncpg.Pool, runs: Sequence[ClaimedRun]) -> int:
     for run in asked:
         if run.id in found:
             run.inputs = found[run.id][1]
+            run.job_payload = run.payload
             run.payload = merged_payload(run.kind, run.payload, run.inputs)
     return 1

@@ -3,10 +3,13 @@
 Every request goes through the executor's guarded client (`executor.http_client`): refused
 addresses are never connected to. Redirects are off unless the job sets follow_redirects;
 then they are followed here, hop by hop (each hop guarded), at most CRONOS_HTTP_MAX_REDIRECTS.
-The job's secrets stay with its URL's origin (scheme, host, port): a hop to another origin
-drops every header `cronos.redact` hides (by name or by value) and the signature, for the rest
-of the chain, and is refused when it would resend the body. URLs in run errors are redacted
-(`cronos.redact.redact_url`).
+The job's secrets go only where they were entered (`cronos.secret_bounds`: the job's own URL's
+scheme, host, port and path, and its Host header), asked before the first request (a run whose
+inputs would move them fails, nothing sent) and at each hop: a hop elsewhere drops every header
+`cronos.redact` hides (by name or by value) and the URL's credentials, for the rest of the chain,
+and is refused when it would resend a body holding secrets. `secrets_follow_redirects` lets them
+go on to other paths of the origin; a hop to another origin also drops the signature and is
+refused when it would resend any body. URLs in run errors are redacted (`cronos.redact.redact_url`).
 
 Each request first takes a place at its origin (`executor.host_limits`: at most the host's limit
 in flight, the rest wait in line), kept across redirect hops within the origin; a hop to another
@@ -20,6 +23,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Sequence
+from typing import Any, NamedTuple
 
 import aiohttp
 import msgspec
@@ -28,7 +32,8 @@ from yarl import URL
 
 from cronos.netguard import host_literal_refusal
 from cronos.payloads import HttpPayload, explain
-from cronos.redact import is_hidden, redact_url
+from cronos.redact import is_hidden, redact_payload, redact_url
+from cronos.secret_bounds import Place, moved, place_of
 from cronos.store.runs import ClaimedRun
 from cronos.tasks import Cancellation, idempotency_key
 from executor import webhooks
@@ -74,12 +79,50 @@ def _origin(url: URL) -> tuple[str, str | None, int | None]:
     return url.scheme, url.host, url.port
 
 
+class Bound(NamedTuple):
+    """Where the run's secrets may go (cronos.secret_bounds), and which it has."""
+
+    entered: Place | None  # the job's own URL and Host header, before any run inputs
+    any_path: bool  # secrets_follow_redirects
+    any_secret: bool
+    secret_body: bool
+    secret_headers: frozenset[str]  # lower-cased names of the job's headers cronos.redact hides
+
+    @classmethod
+    def of(cls, run: ClaimedRun, payload: HttpPayload) -> Bound:
+        own = run.job_payload if run.job_payload is not None else run.payload
+        url = own.get("url")
+        entered = place_of(url, own.get("headers")) if isinstance(url, str) else None
+        body: dict[str, Any] = {"body": payload.body}
+        return cls(
+            entered,
+            payload.secrets_follow_redirects,
+            redact_payload("http", run.payload) != run.payload,
+            redact_payload("http", body) != body,
+            frozenset(n.lower() for n, value in payload.headers.items() if is_hidden(n, value)),
+        )
+
+
+def check_first_request(bound: Bound, payload: HttpPayload) -> None:
+    """A run whose payload (inputs merged) would take the job's secrets elsewhere sends nothing.
+    The API refuses such inputs; this holds whatever got stored."""
+    if not bound.any_secret:
+        return
+    field = moved(bound.entered, place_of(payload.url, payload.headers))
+    if field is not None:
+        raise RunFailed(
+            f"refused: this run's {field} differs from the job's own, and the job's secrets go only where they"
+            " were entered (a run's inputs may not move them); nothing was sent"
+        )
+
+
 def _next_hop(
-    url: URL, status: int, location: str, method: str, data: bytes | None, headers: CIMultiDict[str]
+    url: URL, status: int, location: str, method: str, data: bytes | None, headers: CIMultiDict[str], bound: Bound
 ) -> tuple[URL, str, bytes | None, bool]:
     """Where a redirect leads, with which method and body (as browsers do: 303, and 301/302
-    after a POST, become a GET without body), and whether it leaves the origin. Leaving it
-    drops the secret headers and the signature; a body is never sent to another origin."""
+    after a POST, become a GET without body), and whether it leaves the origin. A hop where the
+    secrets may not go (`bound`) drops the secret headers and URL credentials, and a body holding
+    secrets is not resent; leaving the origin drops the signature too, and no body is resent."""
     try:
         target = url.join(URL(location))
     except ValueError:
@@ -91,16 +134,25 @@ def _next_hop(
         method, data = "GET", None
         for name in ("Content-Type", "Content-Length"):
             headers.popall(name, None)
-    if _origin(target) == _origin(url):
+    left = _origin(target) != _origin(url)
+    if not left and moved(bound.entered, place_of(str(target), headers), any_path=bound.any_path) is None:
         return target, method, data, False
-    if data:  # 307/308 (or 301/302 after a PUT...) repeat the body: it may hold the job's secrets
+    if data and left:  # 307/308 (or 301/302 after a PUT...) repeat the body: it may hold the job's secrets
         raise RunFailed(
             f"redirect {status} to another origin refused: it would send the request body to {method}"
             f" {redact_url(str(target))}; point the job at that URL if it is meant to get it"
         )
-    for name in {n for n, value in headers.items() if is_hidden(n, value) or n.lower() in ORIGIN_BOUND}:
+    if data and bound.secret_body:
+        raise RunFailed(
+            f"redirect {status} to another path refused: it would send the request body, which holds the job's"
+            f" secrets, to {method} {redact_url(str(target))}; point the job at that URL (entering its secrets"
+            " again) or set secrets_follow_redirects"
+        )
+    # Within the origin only the job's secret headers go; leaving it, also whatever looks like one.
+    dropped = {n for n, value in headers.items() if (left and is_hidden(n, value)) or n.lower() in bound.secret_headers}
+    for name in dropped | ({n for n in headers if n.lower() in ORIGIN_BOUND} if left else set()):
         headers.popall(name, None)
-    return target, method, data, True
+    return target.with_user(None), method, data, left
 
 
 async def run(run: ClaimedRun, env: Env, cancellation: Cancellation) -> str | None:
@@ -108,6 +160,8 @@ async def run(run: ClaimedRun, env: Env, cancellation: Cancellation) -> str | No
         payload = msgspec.convert(run.payload, HttpPayload)
     except msgspec.ValidationError as exc:
         raise RunFailed(f"invalid http payload: {explain(str(exc))}") from None  # no URL in a traceback
+    bound = Bound.of(run, payload)
+    check_first_request(bound, payload)
     headers: CIMultiDict[str] = CIMultiDict(payload.headers)
     headers.update(identity_headers(run))
     data: bytes | None = None
@@ -174,7 +228,7 @@ async def run(run: ClaimedRun, env: Env, cancellation: Cancellation) -> str | No
                                 f"too many redirects: more than {settings.http_max_redirects}"
                                 f" (CRONOS_HTTP_MAX_REDIRECTS) from {payload.method} {redact_url(payload.url)}"
                             )
-                        url, method, data, left = _next_hop(url, status, location, method, data, headers)
+                        url, method, data, left = _next_hop(url, status, location, method, data, headers, bound)
                         signed = signed and not left
                         shown = str(url)
                         continue

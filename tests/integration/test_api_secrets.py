@@ -1,7 +1,7 @@
 """A write token must not walk off with a job's write-only secrets (issue 22, item 1): `***` is
 put back only in the same kind of job, and for http jobs only while the URL's scheme, host,
-port and path and the method are unchanged. Real API, PostgreSQL, Redis, executor and
-receivers on loopback (two ports: two origins)."""
+port and path, the Host header (issue 36) and the method are unchanged. Real API, PostgreSQL,
+Redis, executor and receivers on loopback (two ports: two origins)."""
 
 from __future__ import annotations
 
@@ -101,7 +101,7 @@ async def test_a_change_of_kind_carries_no_secret(
     to_task = {"action": "x", "url": f"{attacker.url}/", **SHOWN}
     _problem(await api.call("PATCH", path, json={"kind": "task", "payload": to_task}), AUTHORIZATION)
     back = {**SHOWN, "url": f"{attacker.url}/stolen", "method": "POST"}
-    _problem(await api.call("PATCH", path, json={"kind": "http", "payload": back}), AUTHORIZATION)
+    _problem(await api.call("PATCH", path, json={"kind": "http", "payload": back}), "$.payload.url")
     # Nested secrets of a task move no more than an http job's: only the one *** left, in the body.
     only_body = {"action": "x", "url": f"{attacker.url}/", "body": {"password": "***"}}
     _problem(await api.call("PATCH", path, json={"kind": "task", "payload": only_body}), "$.payload.body.password")
@@ -124,9 +124,9 @@ async def test_task_secrets_do_not_follow_a_change_of_kind(api: Api, harness: Ha
 @pytest.mark.parametrize(
     ("change", "field"),
     [
-        ({"url": "{service}/other"}, "$.payload.headers.Authorization"),  # same origin, another path
-        ({"url": "{service}/hook", "method": "DELETE"}, "$.payload.headers.Authorization"),  # another method
-        ({"url": "{attacker}/hook"}, "$.payload.headers.Authorization"),  # another origin
+        ({"url": "{service}/other"}, "$.payload.url"),  # same origin, another path
+        ({"url": "{service}/hook", "method": "DELETE"}, "$.payload.method"),  # another method
+        ({"url": "{attacker}/hook"}, "$.payload.url"),  # another origin
     ],
 )
 async def test_an_http_secret_stays_with_its_path_and_method(
@@ -173,3 +173,41 @@ async def test_shell_secrets_do_not_follow_a_change_of_kind(settings: Settings, 
         reply = await admin.call("PATCH", f"/api/jobs/{made['id']}", json={"kind": "task", "payload": to_task})
         _problem(reply, "$.payload.env.API_TOKEN")
         assert (await _stored(harness.pool, made["id"]))[0] == "shell"
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"headers": {**SHOWN["headers"], "Host": "tenant-b.example"}}, "$.payload.headers.Host"),  # the finding
+        ({"headers": {**SHOWN["headers"], "host": "TENANT-B.example:80"}}, "$.payload.headers.Host"),
+        ({"url": "https://{host}:{port}/hook"}, "$.payload.url"),  # scheme
+        ({"url": "http://127.0.0.2:{port}/hook"}, "$.payload.url"),  # host
+        ({"url": "http://{host}:{other}/hook"}, "$.payload.url"),  # port
+    ],
+)
+async def test_secrets_stay_with_the_host_header_scheme_host_and_port_they_were_entered_with(
+    api: Api, harness: Harness, settings: Settings, service: Receiver, attacker: Receiver,
+    change: dict[str, Any], field: str,
+) -> None:  # fmt: skip
+    """Issue 36: a write token kept the `***` secrets and added `Host: tenant-b.example` (200), and the
+    next run sent them to the same address under the other virtual host. Now 422 naming the field
+    that moved them; the job keeps its secrets; re-entering them is how the job moves (200)."""
+    job = await api.create(kind="http", payload={**STORED, "url": f"{service.url}/hook"})
+    path = f"/api/jobs/{job['id']}"
+    host, port = service.url.removeprefix("http://").split(":")
+    other = attacker.url.rsplit(":", 1)[1]
+    fill = {"host": host, "port": port, "other": other}
+    moved = {**SHOWN, "url": f"{service.url}/hook",
+             **{k: v.format(**fill) if isinstance(v, str) else v for k, v in change.items()}}  # fmt: skip
+    reply = await api.call("PATCH", path, json={"payload": moved})
+    _problem(reply, field)
+    assert "re-enter" in reply.body["detail"]
+    assert await _stored(harness.pool, job["id"]) == ("http", {**STORED, "url": f"{service.url}/hook"})
+
+    entered = {**STORED, "url": f"{service.url}/hook",
+               "headers": {**STORED["headers"], "Host": "tenant-b.example"}}  # fmt: skip
+    reply = await api.call("PATCH", path, json={"payload": entered})
+    assert reply.status == 200, reply.body
+    await _run_now(harness, settings, job["id"])
+    ((seen,),) = [service.seen]
+    assert "'Host': 'tenant-b.example'" in seen and all(secret in seen for secret in SECRETS)

@@ -41,7 +41,7 @@ class Receiver:
 async def _serve(host: str, found: Receiver) -> web.AppRunner:
     async def handle(request: web.Request) -> web.StreamResponse:
         found.requests.append((request.method, request.path_qs, dict(request.headers), await request.read()))
-        if request.path == "/to":  # /to?status=302&location=...
+        if request.path == "/to" and "location" in request.query:  # /to?status=302&location=...
             raise _redirect(int(request.query.get("status", "302")), request.query["location"])
         if request.path == "/loop":
             raise _redirect(302, "/loop")
@@ -276,17 +276,18 @@ async def test_each_hop_is_signed_and_post_302_becomes_get(
     webhook = Webhook(await _secret(harness, job))
     webhook.verify(first[3], first[2])
     webhook.verify(second[3], second[2], json_parse=False)
-    assert first[2]["webhook-id"] == second[2]["webhook-id"]
-    assert second[2]["Authorization"] == "Bearer s3cret"  # same origin: kept
+    assert first[2]["webhook-id"] == second[2]["webhook-id"]  # same origin: signed, the same message
+    assert first[2]["Authorization"] == "Bearer s3cret" and "Authorization" not in second[2]  # another path
 
 
-async def test_307_on_the_same_origin_keeps_method_body_secrets_and_signature(
+async def test_307_on_the_same_origin_keeps_method_body_secrets_and_signature_when_the_job_says(
     harness: Harness, settings: Settings, receiver: Receiver
 ) -> None:
     payload = {
         "url": f"{receiver.url}/to?status=307&location=/ok",
         "body": {"password": "pa55word-1"},
         "follow_redirects": True,
+        "secrets_follow_redirects": True,
         "headers": {"Authorization": "Bearer s3cret", "X-Hook": "Bearer h00k"},
     }
     job, run = await _run(harness, settings, payload)
@@ -295,6 +296,61 @@ async def test_307_on_the_same_origin_keeps_method_body_secrets_and_signature(
     assert second[0] == "POST" and msgspec.json.decode(second[3]) == {"password": "pa55word-1"}
     assert second[2]["Authorization"] == "Bearer s3cret" and second[2]["X-Hook"] == "Bearer h00k"
     Webhook(await _secret(harness, job)).verify(second[3], second[2])
+
+
+async def test_a_hop_to_another_path_carries_no_secret(
+    harness: Harness, settings: Settings, receiver: Receiver
+) -> None:
+    """Issue 36 (LOW): secrets followed a same-origin 307 to another path. Now the job's secret
+    headers and its URL's credentials stay with the path they were entered for; the rest of the
+    request (a body without secrets, the signature) goes on, and a hop back to the path keeps
+    them, while the same path under another query keeps them."""
+    base = receiver.url.replace("http://", "http://bob:pa55-user@")
+    payload = {
+        "url": f"{base}/to?status=307&location=/landing",
+        "body": {"n": 1},
+        "follow_redirects": True,
+        # Authorization comes from the URL's credentials (aiohttp refuses both).
+        "headers": {**{k: v for k, v in SECRET_HEADERS.items() if k != "Authorization"},
+                    "Host": f"127.0.0.1:{receiver.port}"},
+    }  # fmt: skip
+    job, run = await _run(harness, settings, payload)
+    assert run.state == "completed", run.error
+    (first, second) = receiver.requests
+    assert all(name in first[2] for name in ("Authorization", "X-Api-Key", "X-Hook", "Cookie"))
+    assert first[2]["Authorization"].startswith("Basic ")
+    assert (second[0], second[1], second[3]) == ("POST", "/landing", b'{"n":1}')
+    assert [name for name in ORIGIN_BOUND if name in second[2]] == ["webhook-id", "webhook-timestamp",
+                                                                      "webhook-signature"]  # fmt: skip
+    assert not any(secret in str(second) for secret in ("s3cret", "k3y-value", "h00k-value", "c00kie", "pa55"))
+    assert second[2]["X-Plain"] == "plain"
+    Webhook(await _secret(harness, job)).verify(second[3], second[2])
+
+
+async def test_a_hop_to_the_same_path_keeps_the_secrets(
+    harness: Harness, settings: Settings, receiver: Receiver
+) -> None:
+    payload = {"url": f"{receiver.url}/to?status=307&location=/to%3Fstatus%3D200", "follow_redirects": True,
+               "headers": SECRET_HEADERS, "body": {"password": "pa55word-1"}}  # fmt: skip
+    _, run = await _run(harness, settings, payload)
+    assert run.state == "completed", run.error
+    (_, second) = receiver.requests
+    assert second[1] == "/to?status=200" and second[2]["Authorization"] == "Bearer s3cret"
+    assert msgspec.json.decode(second[3]) == {"password": "pa55word-1"}
+
+
+async def test_a_hop_to_another_path_never_resends_a_body_holding_secrets(
+    harness: Harness, settings: Settings, receiver: Receiver
+) -> None:
+    payload = {"url": f"{receiver.url}/to?status=307&location=/landing", "follow_redirects": True,
+               "body": {"password": "pa55word-1"}}  # fmt: skip
+    _, run = await _run(harness, settings, payload)
+    assert run.state == "failed" and receiver.paths() == ["/to?status=307&location=/landing"]
+    assert run.error == (
+        "redirect 307 to another path refused: it would send the request body, which holds the job's secrets, to"
+        f" POST {receiver.url}/landing; point the job at that URL (entering its secrets again) or set"
+        " secrets_follow_redirects"
+    )
 
 
 @pytest.fixture

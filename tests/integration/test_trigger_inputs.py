@@ -197,6 +197,10 @@ async def test_secrets_cannot_be_overridden_added_or_sent_elsewhere(api: Api, ha
         "$.payload.headers.X-Api-Key": {"headers": {"X-Api-Key": "new-key"}},
         "$.payload.body.extra.secret": {"body": {"extra": {"secret": "s"}}},
         "$.payload.method": {"method": "PUT"},
+        # Where the secrets go is the job's alone (issue 36): its Host header and redirect policy.
+        "$.payload.headers.Host": {"headers": {"Host": "tenant-b.example"}},
+        "$.payload.follow_redirects": {"follow_redirects": True},
+        "$.payload.secrets_follow_redirects": {"secrets_follow_redirects": True},
     }
     for field, overrides in refused.items():
         _problem(await _trigger(api, job["id"], {"payload": overrides}), 422, field)
@@ -212,6 +216,42 @@ async def test_secrets_cannot_be_overridden_added_or_sent_elsewhere(api: Api, ha
     assert entry["detail"] == {"run_id": ok.body["id"], "scheduled_for": ok.body["scheduled_for"], "attempt": 1,
                                "payload": ok.body["inputs"]}  # fmt: skip
     assert entry["actor"] == "local"
+
+
+async def test_the_executor_sends_no_secret_under_an_inputs_host(
+    api: Api, harness: Harness, settings: Settings
+) -> None:
+    """Defence in depth (issue 36): inputs that would move the secrets (a Host header here, stored as
+    if the API had let them through) fail the run before anything is sent; the job's own run goes."""
+    requests: list[dict[str, str]] = []
+
+    async def handle(request: web.Request) -> web.Response:
+        requests.append(dict(request.headers))
+        return web.Response(text="ok")
+
+    runner, port = await serve(handle, "127.0.0.1")
+    try:
+        payload = {"url": f"http://127.0.0.1:{port}/in", "headers": {"Authorization": SECRET_HEADER}}
+        job = await api.create(name="hosted", kind="http", payload=payload)
+        reply = await _trigger(api, job["id"], {"payload": {"headers": {"X-Env": "staging"}}})
+        assert reply.status == 202, reply.body
+        await harness.pool.execute(
+            "UPDATE run_inputs SET payload = $2 WHERE run_id = $1", reply.body["id"],
+            {"headers": {"Host": "tenant-b.example"}},
+        )  # fmt: skip
+        assert await _execute(harness, settings, reply.body["id"]) == "failed"
+        assert requests == []
+        run = (await api.call("GET", f"/api/runs/{reply.body['id']}")).body
+        assert run["error"] == (
+            "refused: this run's $.payload.headers.Host differs from the job's own, and the job's secrets go only"
+            " where they were entered (a run's inputs may not move them); nothing was sent"
+        )
+        plain = await _trigger(api, job["id"])
+        assert await _execute(harness, settings, plain.body["id"]) == "completed"
+    finally:
+        await runner.cleanup()
+    ((headers,),) = [requests]
+    assert headers["Authorization"] == SECRET_HEADER and headers["Host"] == f"127.0.0.1:{port}"
 
 
 async def test_a_rerun_needs_a_past_tick_whose_runs_ended(api: Api, harness: Harness, seen: Seen) -> None:

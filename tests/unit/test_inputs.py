@@ -52,6 +52,11 @@ def test_http_header_names_merge_case_insensitively() -> None:
         ({"headers": {"X-Plain": "Bearer abc"}}, "$.payload.headers.X-Plain", inputs.SECRET_ADDED),
         ({"body": {"deep": [{"api_key": "k"}]}}, "$.payload.body.deep", inputs.SECRET_ADDED),
         ({"method": "DELETE"}, "$.payload.method", inputs.TARGET_CHANGED),
+        # Where the secrets go is the job's alone (issue 36): Host and the redirect policy.
+        ({"headers": {"Host": "tenant-b.example"}}, "$.payload.headers.Host", inputs.JOBS_OWN),
+        ({"headers": {"HOST": None}}, "$.payload.headers.HOST", inputs.JOBS_OWN),
+        ({"follow_redirects": True}, "$.payload.follow_redirects", inputs.JOBS_OWN),
+        ({"secrets_follow_redirects": True}, "$.payload.secrets_follow_redirects", inputs.JOBS_OWN),
     ],
 )
 def test_http_overrides_never_touch_add_or_move_a_secret(overrides: dict[str, object], field: str, why: str) -> None:
@@ -71,6 +76,15 @@ def test_a_job_without_secrets_may_change_its_target() -> None:
     merged = inputs.check_overrides("http", plain, {"url": "https://b.example/y", "method": "PUT"})
     assert (merged["url"], merged["method"]) == ("https://b.example/y", "PUT")
     assert _refused("http", plain, {"url": "https://u:pw@b.example/"}).field == "$.payload.url"  # adds a secret
+
+
+def test_host_and_redirect_policy_stay_the_jobs_with_or_without_secrets() -> None:
+    plain = {"url": "https://a.example/x", "headers": {"Host": "a.example", "Accept": "*/*"}}
+    assert _refused("http", plain, {"headers": {"host": "b.example"}}).message == inputs.JOBS_OWN
+    assert _refused("http", plain, {"headers": None}).field == "$.payload.headers"  # removes Host
+    assert _refused("http", plain, {"follow_redirects": False}).field == "$.payload.follow_redirects"
+    no_host = {"url": "https://a.example/x", "headers": {"Accept": "*/*"}}
+    assert inputs.check_overrides("http", no_host, {"headers": None}) == {"url": "https://a.example/x"}
 
 
 def test_task_targets_stay_while_secrets_are_held() -> None:

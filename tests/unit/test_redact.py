@@ -12,6 +12,7 @@ from cronos.redact import (
     MIN_SCRUB_CHARS,
     NOTHING_STORED,
     SECRET,
+    SECRETS_MOVED,
     TARGET_CHANGED,
     is_hidden,
     is_sensitive,
@@ -131,18 +132,25 @@ HOOK = "https://api.example.com/hook"
 @pytest.mark.parametrize(
     ("new", "field", "why"),
     [
-        # Another target: stored secrets are not sent where the secret was not meant to go.
-        ({"url": "https://evil.example/hook", "headers": {"Authorization": SECRET}}, "$.payload.headers.Authorization",
-         TARGET_CHANGED),
-        ({"url": "https://bob:***@evil.example/hook"}, "$.payload.url", TARGET_CHANGED),
-        ({"url": "http://api.example.com/hook?token=***"}, "$.payload.url", TARGET_CHANGED),  # scheme
-        ({"url": "https://api.example.com:8443/hook", "body": {"password": SECRET}}, "$.payload.body.password",
-         TARGET_CHANGED),  # port
-        ({"url": "https://bob:***@api.example.com/other"}, "$.payload.url", TARGET_CHANGED),  # path
-        ({"url": "https://api.example.com?token=***"}, "$.payload.url", TARGET_CHANGED),  # path "" (/)
-        ({"url": HOOK + "/", "headers": {"X-Trace": SECRET}}, "$.payload.headers.X-Trace", TARGET_CHANGED),
-        ({"url": HTTP["url"], "method": "DELETE", "headers": {"X-Api-Key": SECRET}}, "$.payload.headers.X-Api-Key",
-         TARGET_CHANGED),  # method
+        # Another target: stored secrets are not sent where the secret was not meant to go. The 422
+        # names the field that moved them.
+        ({"url": "https://evil.example/hook", "headers": {"Authorization": SECRET}}, "$.payload.url", SECRETS_MOVED),
+        ({"url": "https://bob:***@evil.example/hook"}, "$.payload.url", SECRETS_MOVED),
+        ({"url": "http://api.example.com/hook?token=***"}, "$.payload.url", SECRETS_MOVED),  # scheme
+        ({"url": "https://api.example.com:8443/hook", "body": {"password": SECRET}}, "$.payload.url",
+         SECRETS_MOVED),  # port
+        ({"url": "https://bob:***@api.example.com/other"}, "$.payload.url", SECRETS_MOVED),  # path
+        ({"url": "https://api.example.com?token=***"}, "$.payload.url", SECRETS_MOVED),  # path "" (/)
+        ({"url": HOOK + "/", "headers": {"X-Trace": SECRET}}, "$.payload.url", SECRETS_MOVED),
+        ({"url": HTTP["url"], "method": "DELETE", "headers": {"X-Api-Key": SECRET}}, "$.payload.method",
+         SECRETS_MOVED),  # method
+        # The Host header picks the virtual host (issue 36): adding, changing or removing it moves them.
+        ({**redact_payload("http", HTTP), "headers": {"Authorization": SECRET, "Host": "tenant-b.example"}},
+         "$.payload.headers.Host", SECRETS_MOVED),
+        ({**redact_payload("http", HTTP), "body": {"password": SECRET}, "headers": {"host": "api.example.com:8443"}},
+         "$.payload.headers.Host", SECRETS_MOVED),
+        ({**redact_payload("http", HTTP), "secrets_follow_redirects": True}, "$.payload.secrets_follow_redirects",
+         SECRETS_MOVED),  # lets them follow redirects to other paths
         # *** under a secret name that has nothing stored behind it.
         ({"url": HTTP["url"], "headers": {"X-New-Token": SECRET}}, "$.payload.headers.X-New-Token", NOTHING_STORED),
         ({"url": "https://api.example.com/hook?api_key=***"}, "$.payload.url", NOTHING_STORED),
@@ -154,6 +162,22 @@ def test_restore_refuses_a_secret_it_cannot_or_must_not_put_back(new: dict[str, 
     assert caught.value.field == field
     assert why in str(caught.value)
     assert "hunter2" not in str(caught.value) and "abc" not in str(caught.value)
+
+
+def test_a_host_header_binds_the_secrets_and_re_entering_them_moves_it() -> None:
+    hosted = {**HTTP, "headers": {**HTTP["headers"], "Host": "Tenant-A.example"}}
+    shown = redact_payload("http", hosted)
+    others = {k: v for k, v in shown["headers"].items() if k != "Host"}
+    same = {**others, "HOST": "tenant-a.EXAMPLE"}  # names and values compare case-insensitively
+    kept = restore_secrets("http", {**shown, "headers": same}, hosted, stored_kind="http")
+    assert kept["headers"]["X-Api-Key"] == "k3y"
+    for headers in (others, {**others, "Host": "b"}, {**others, "host": "b", "Host": "tenant-a.example"}):
+        with pytest.raises(InvalidInput) as caught:
+            restore_secrets("http", {**shown, "headers": headers}, hosted, stored_kind="http")
+        assert caught.value.field == "$.payload.headers.Host"
+    # Secrets sent anew, not as ***: nothing to restore, the new Host stands.
+    entered = {**HTTP, "headers": {"Authorization": "Bearer new", "Host": "tenant-b.example"}}
+    assert restore_secrets("http", entered, hosted, stored_kind="http") is entered
 
 
 def test_restore_leaves_new_payloads_and_literal_stars_alone() -> None:
