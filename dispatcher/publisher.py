@@ -36,6 +36,7 @@ def token_of(run: QueuedRun, epoch: int, *, due_ms: int | None) -> RunToken:
         due_ms=due_ms,
         action=run.action,
         expires_ms=None if run.grace_ms is None else run.due_ms + max(run.grace_ms, ON_TIME_MS),
+        shell=run.shell,
     )
 
 
