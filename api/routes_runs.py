@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import msgspec
 from aiohttp import web
 
@@ -30,7 +32,8 @@ async def get_run(request: web.Request) -> web.Response:
     shown = await shown_overrides(await backends.pool(), run)  # what it ran with (redacted)
     out = msgspec.structs.replace(run_out(run, detail=True), inputs=shown)
     if run.state == "queued":  # why it waits, when no live executor can run it
-        out.unserved = await unserved(backends, await (await backends.jobs()).get(run.job_id))
+        with contextlib.suppress(NotFound):  # its job deleted meanwhile: nothing to say
+            out.unserved = await unserved(backends, await (await backends.jobs()).get(run.job_id))
     return respond(out)
 
 
