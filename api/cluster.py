@@ -26,7 +26,7 @@ from cronos.store.identity import database_id
 from cronos.stream import RunStream
 
 # Shown as fields of their own (structured), not in `info`.
-_NODE_FIELDS = ("role", "node_id", "last_heartbeat", "actions", "unserved", *presence.RUN_FIELDS)
+_NODE_FIELDS = ("role", "node_id", "last_heartbeat", "actions", "shell", "unserved", *presence.RUN_FIELDS)
 
 
 def shares(found: list[dict[str, str]], now_s: float) -> dict[str, RunShareOut]:
@@ -60,24 +60,27 @@ def node_out(raw: dict[str, str], now_s: float, share: RunShareOut | None = None
         info={k: v for k, v in raw.items() if k not in _NODE_FIELDS},
         queues=presence.queues_of(raw),
         actions=presence.actions_of(raw),
+        shell=None if (cap := presence.capability_of(raw)) is None else cap.shell,
         runs=share,
     )
 
 
-def unserved_message(queue: str, action: str) -> str:
-    return f"no live executor of queue '{queue}' serves action '{action}': its runs wait queued"
-
-
 def unserved(found: list[dict[str, str]]) -> list[UnservedOut]:
-    """The (queue, action) pairs executors reported unserved that still no live executor serves."""
-    reporters: dict[tuple[str, str], list[str]] = {}
+    """What executors reported unserved (a task action, shell jobs) that still no live executor runs."""
+    reporters: dict[presence.Needs, list[str]] = {}
     for node in found:
-        for pair in presence.unserved_of(node):
-            reporters.setdefault(pair, []).append(node.get("node_id", ""))
+        for needs in presence.unserved_of(node):
+            reporters.setdefault(needs, []).append(node.get("node_id", ""))
     return [
-        UnservedOut(queue=q, action=a, message=unserved_message(q, a), reported_by=sorted(by))
-        for (q, a), by in sorted(reporters.items())
-        if not presence.servers(found, q, a)
+        UnservedOut(
+            queue=n.queue,
+            action=n.action,
+            shell=n.shell,
+            message=presence.unserved_message(n),
+            reported_by=sorted(by),
+        )
+        for n, by in sorted(reporters.items(), key=lambda item: str(item[0].entry()))
+        if not presence.servers(found, n)
     ]
 
 

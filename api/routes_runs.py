@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import msgspec
 from aiohttp import web
 
@@ -9,6 +11,7 @@ from api.bodies import decode_run_cursor, encode_run_cursor, path_id, query_choi
 from api.routing import DB_ERRORS, ID, PAGE, Query, Route
 from api.schemas import RunList, RunOut
 from api.state import BACKENDS
+from api.task_routing import unserved
 from cronos.errors import InvalidInput, NotFound
 from cronos.models import RUN_STATES
 from cronos.store.inputs import shown_overrides
@@ -25,8 +28,13 @@ async def list_runs(request: web.Request) -> web.Response:
 
 async def get_run(request: web.Request) -> web.Response:
     run = await (await request.app[BACKENDS].jobs()).run(path_id(request))
-    shown = await shown_overrides(await request.app[BACKENDS].pool(), run)  # what it ran with (redacted)
-    return respond(msgspec.structs.replace(run_out(run, detail=True), inputs=shown))
+    backends = request.app[BACKENDS]
+    shown = await shown_overrides(await backends.pool(), run)  # what it ran with (redacted)
+    out = msgspec.structs.replace(run_out(run, detail=True), inputs=shown)
+    if run.state == "queued":  # why it waits, when no live executor can run it
+        with contextlib.suppress(NotFound):  # its job deleted meanwhile: nothing to say
+            out.unserved = await unserved(backends, await (await backends.jobs()).get(run.job_id))
+    return respond(out)
 
 
 ROUTES = (

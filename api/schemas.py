@@ -249,6 +249,11 @@ class RunOut(RunSummary, kw_only=True):
     traceback: str | UnsetType | None = UNSET
     result: str | UnsetType | None = UNSET
     inputs: Annotated[dict[str, Any] | UnsetType | None, INPUTS] = UNSET  # api.routes_trigger
+    # Only on GET /api/runs/{id}, for a queued run (api.task_routing).
+    unserved: Annotated[
+        str | UnsetType | None,
+        Meta(description="a queued run no live executor can run (its task action, shell jobs): why it waits"),
+    ] = UNSET
 
 
 class JobOut(Job, kw_only=True):
@@ -342,6 +347,10 @@ class NodeOut(msgspec.Struct, kw_only=True):
         list[str] | None,
         Meta(description="the task actions an executor runs (null: another role, or an executor that does not say)"),
     ] = None
+    shell: Annotated[
+        bool | None,
+        Meta(description="whether an executor runs shell jobs (null: another role, or an executor that does not say)"),
+    ] = None
     runs: Annotated[
         RunShareOut | None, Meta(description="an executor's runs and share of the work (null: another role)")
     ] = None
@@ -349,7 +358,8 @@ class NodeOut(msgspec.Struct, kw_only=True):
 
 class UnservedOut(msgspec.Struct, kw_only=True):
     queue: str
-    action: str
+    action: Annotated[str | None, Meta(description="the task action no executor runs; null for shell jobs")]
+    shell: Annotated[bool, Meta(description="shell jobs: no live executor of the queue allows them")] = False
     message: str
     reported_by: Annotated[list[str], Meta(description="the executors that declined its runs lately")]
 

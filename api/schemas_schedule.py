@@ -40,7 +40,8 @@ class FireTime(msgspec.Struct, kw_only=True):
 WARNINGS = Meta(
     description="what the schedule really does where it may surprise (`*/90` is hourly, day 31 skips months, "
     "both day fields ORed, DST, many jobs in one minute; on a job's create or change also `unserved_action`: no live "
-    "executor of its queue serves its task action): code, message and what to do instead; none refuse the job"
+    "executor of its queue serves its task action, or for a shell job allows shell): code, message and what to do "
+    "instead; none refuse the job"
 )
 Warnings = Annotated[list[LintWarning], WARNINGS]
 

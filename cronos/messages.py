@@ -35,6 +35,9 @@ class RunToken(msgspec.Struct, frozen=True, kw_only=True, array_like=False):
     # unclaimed (executor.pipeline), as the run can only end skipped "expired", which the leader's
     # reaper does a page at a time. None: a token from an older leader (claimed as before).
     expires_ms: int | None = None
+    # A shell job's run: an executor without CRONOS_ALLOW_SHELL=1 leaves the token for one with it
+    # (executor.routing), as for a missing action. False from an older leader: claimed as before.
+    shell: bool = False
 
 
 _encoder = msgspec.msgpack.Encoder()

@@ -229,6 +229,7 @@ class DispatchJob(msgspec.Struct, kw_only=True, gc=False):
     catchup_max_per_s: float | None = None
     queue: str = DEFAULT_QUEUE  # the stream its tokens go to
     action: str | None = None  # a task job's payload.action: its tokens carry it (executor routing)
+    shell: bool = False  # a shell job: its tokens say so (executor routing)
     every: str | None = None  # an interval (cronos.interval), from anchor (None: the epoch)
     anchor: datetime | None = None
     name: str = ""  # blackout selectors name jobs

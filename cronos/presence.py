@@ -1,18 +1,19 @@
 """Node presence for the cluster view: each role refreshes a small hash with a TTL.
 
-An executor's hash also says what it serves: `queues` (comma-separated, as it always did),
-`actions` (a JSON list: the task names it registered), `unserved` (a JSON list of
-[queue, action] pairs it recently saw no live executor serve) and how many runs it started
-(`RunCounts`: its share on the cluster page). The pure helpers below read them for the executors'
-routing (executor.routing), /api/cluster and the API's create-time warning. A node that stops
-cleanly removes its hash (`leave`).
+An executor's hash also says what it can run (its `Capability`): `queues` (comma-separated, as it
+always did), `actions` (a JSON list: the task names it registered), `shell` ("1" when it runs shell
+jobs: CRONOS_ALLOW_SHELL); `unserved` (a JSON list of what it recently saw no live executor able to
+run: [queue, action] for a task, [queue, null, "shell"] for a shell job) and how many runs it started
+(`RunCounts`: its share on the cluster page). `can_run` is the one rule of who runs what: the
+executors' routing (executor.routing, executor.pipeline), /api/cluster and the API's create-time
+warning apply it. A node that stops cleanly removes its hash (`leave`).
 """
 
 from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterable
+from collections.abc import Collection, Container, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -87,6 +88,57 @@ async def nodes(client: Any, keys: Keys) -> list[dict[str, str]]:
     return sorted(found, key=lambda n: (n.get("role", ""), n.get("node_id", "")))
 
 
+@dataclass(frozen=True, slots=True)
+class Needs:
+    """What a run needs of the executor that takes it: its queue, and a task's action or shell."""
+
+    queue: str
+    action: str | None = None  # a task job's payload.action
+    shell: bool = False  # a shell job: only an executor with CRONOS_ALLOW_SHELL=1 runs it
+
+    def what(self) -> str:
+        """What it needs beside the queue, in words."""
+        return "shell jobs (CRONOS_ALLOW_SHELL=1)" if self.shell else f"action '{self.action}'"
+
+    def entry(self) -> list[str | None]:
+        """How an executor's presence lists it as unserved (`unserved_of` reads it back)."""
+        return [self.queue, None, "shell"] if self.shell else [self.queue, self.action]
+
+
+def unserved_message(needs: Needs) -> str:
+    """Why a run waits when no live executor can run it (/api/cluster, the run, the job's warning)."""
+    what = "runs shell jobs" if needs.shell else f"serves action '{needs.action}'"
+    return f"no live executor of queue '{needs.queue}' {what}: its runs wait queued"
+
+
+@dataclass(frozen=True, slots=True)
+class Capability:
+    """What an executor can run. `actions` None: it announced none (an executor of an older release:
+    it claims every token, so it is taken to run every action); `shell` None likewise."""
+
+    queues: Collection[str]
+    actions: Container[str] | None
+    shell: bool | None
+
+
+def can_run(cap: Capability, queue: str, action: str | None, shell: bool) -> bool:
+    """Whether an executor with `cap` can run a run of `queue` (a task's `action`, a `shell` job).
+    Pure, and cheap: every token an executor reads goes through it."""
+    if queue not in cap.queues:
+        return False
+    if action is not None and cap.actions is not None and action not in cap.actions:
+        return False
+    return not shell or cap.shell is not False
+
+
+def capability_of(node: dict[str, str]) -> Capability | None:
+    """What an executor announced it can run; None for another role."""
+    if node.get("role") != "executor":
+        return None
+    shell = node.get("shell")
+    return Capability(queues_of(node), actions_of(node), None if shell is None else shell == "1")
+
+
 def queues_of(node: dict[str, str]) -> list[str]:
     """The queues an executor reads (empty for other roles)."""
     return [q for q in node.get("queues", "").split(",") if q]
@@ -98,24 +150,28 @@ def actions_of(node: dict[str, str]) -> list[str] | None:
     return _json_list(node.get("actions"))
 
 
-def unserved_of(node: dict[str, str]) -> list[tuple[str, str]]:
-    """The (queue, action) pairs an executor recently saw no live executor serve."""
-    pairs = _json_list(node.get("unserved")) or []
-    return [(str(p[0]), str(p[1])) for p in pairs if isinstance(p, list) and len(p) == 2]
+def unserved_of(node: dict[str, str]) -> list[Needs]:
+    """What an executor recently saw no live executor able to run (malformed entries dropped)."""
+    found = []
+    for p in _json_list(node.get("unserved")) or []:
+        if not isinstance(p, list) or not p or not isinstance(p[0], str):
+            continue
+        if len(p) == 2 and isinstance(p[1], str):
+            found.append(Needs(p[0], p[1]))
+        elif len(p) == 3 and p[2] == "shell":
+            found.append(Needs(p[0], shell=True))
+    return found
 
 
-def serves(node: dict[str, str], queue: str, action: str) -> bool:
-    """Whether the node is an executor of `queue` that runs `action` (one announcing no actions,
-    of an older release, is taken to run every action, as it claims every token)."""
-    if node.get("role") != "executor" or queue not in queues_of(node):
-        return False
-    actions = actions_of(node)
-    return actions is None or action in actions
+def serves(node: dict[str, str], needs: Needs) -> bool:
+    """Whether the node is an executor that can run what `needs` says."""
+    cap = capability_of(node)
+    return cap is not None and can_run(cap, needs.queue, needs.action, needs.shell)
 
 
-def servers(found: Iterable[dict[str, str]], queue: str, action: str, *, but: str | None = None) -> list[str]:
-    """The node ids of the live executors of `queue` that run `action` (but the node `but`)."""
-    return [n.get("node_id", "") for n in found if n.get("node_id") != but and serves(n, queue, action)]
+def servers(found: Iterable[dict[str, str]], needs: Needs, *, but: str | None = None) -> list[str]:
+    """The node ids of the live executors that can run what `needs` says (but the node `but`)."""
+    return [n.get("node_id", "") for n in found if n.get("node_id") != but and serves(n, needs)]
 
 
 def _json_list(raw: str | None) -> list[Any] | None:

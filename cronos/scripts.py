@@ -92,6 +92,26 @@ redis.call('SREM', KEYS[2], ARGV[1])
 return 1
 """
 
+# Deletes the stream and unlists the queue, whatever it holds, once its newest entry is at least
+# ARGV[2] ms old by Redis' clock (a queue named and pushed to since the caller looked keeps it).
+# For a queue no job names and no executor reads: its entries would never be read. The number of
+# entries dropped, or -1 if kept.
+DROP_QUEUE_IF_STALE = """
+local newest = redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', 1)[1]
+if newest then
+  local t = redis.call('TIME')
+  local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  local at_ms = tonumber(string.match(newest[1], '^(%d+)'))
+  if now_ms - at_ms < tonumber(ARGV[2]) then
+    return -1
+  end
+end
+local dropped = redis.call('XLEN', KEYS[1])
+redis.call('DEL', KEYS[1])
+redis.call('SREM', KEYS[2], ARGV[1])
+return dropped
+"""
+
 # KEYS[1] a queue's stream; ARGV[1] its group, ARGV[2] a consumer, ARGV[3] retire it only if idle
 # at least this many ms (0: whatever its idle), ARGV[4] hand back its entries pending at least this
 # many ms, ARGV[5] at most this many of them. Each entry handed back is re-added to the stream as a
@@ -149,4 +169,5 @@ class Scripts:
         self.acquire_many_nx = client.register_script(ACQUIRE_MANY_NX)
         self.append_batch = client.register_script(APPEND_BATCH)
         self.drop_queue_if_empty = client.register_script(DROP_QUEUE_IF_EMPTY)
+        self.drop_queue_if_stale = client.register_script(DROP_QUEUE_IF_STALE)
         self.retire_consumer = client.register_script(RETIRE_CONSUMER)

@@ -105,6 +105,16 @@ class RunStream:
         keys = [self.stream_key(queue), self._keys.queues]
         return bool(await self._scripts.drop_queue_if_empty(keys=keys, args=[queue, self.group]))
 
+    async def drop_if_stale(self, queue: str, min_age_ms: int) -> int | None:
+        """Delete `queue`'s stream and unlist it, entries and all, if its newest entry is at least
+        `min_age_ms` old (one script: a token pushed meanwhile keeps it); how many entries went with
+        it, None if kept. The leader's, for an orphaned queue (cronos.store.queues.orphaned)."""
+        if queue == DEFAULT_QUEUE:
+            return None
+        keys = [self.stream_key(queue), self._keys.queues]
+        dropped = int(await self._scripts.drop_queue_if_stale(keys=keys, args=[queue, min_age_ms]))
+        return None if dropped < 0 else dropped
+
     async def _recreate(self) -> None:
         """Redis lost its data (a restart without persistence): make the streams and groups again
         and read on; the leader notices the loss through its marker and re-pushes queued runs."""

@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, KeysView
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, TypeVar
@@ -117,6 +117,11 @@ def lookup(name: str) -> TaskFn | None:
 
 def registered() -> list[str]:
     return sorted(_registry)
+
+
+def names() -> KeysView[str]:
+    """The registered names, as a live view (an executor's capability: cronos.presence)."""
+    return _registry.keys()
 
 
 def unregister(name: str) -> None:

@@ -48,6 +48,7 @@ class TickBatch:
     queues: dict[int, str] = field(default_factory=dict)  # each job's queue (the stream its tokens go to)
     actions: dict[int, str | None] = field(default_factory=dict)  # each task job's action (its tokens carry it)
     graces: dict[int, float] = field(default_factory=dict)  # each job's misfire grace (its tokens carry its end)
+    shells: set[int] = field(default_factory=set)  # the shell jobs (their tokens say so)
 
     def __len__(self) -> int:
         return len(self.job_ids)
@@ -221,6 +222,8 @@ class TickRound:
                         batch.queues[job.id] = job.queue
                         batch.actions[job.id] = job.action
                         batch.graces[job.id] = job.misfire_grace_s
+                        if job.shell:
+                            batch.shells.add(job.id)
                     if job.runs_left is not None:
                         batch.runs[job.id] = ran
                     over = isinstance(schedule, Windowed) and schedule.over_after(ticks[kept - 1] if kept else cursor)

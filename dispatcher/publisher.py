@@ -9,17 +9,21 @@ from collections import defaultdict
 from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
-from cronos import lifecycle, metrics, redis_client
+from cronos import lifecycle, metrics, presence, redis_client
 from cronos.keys import Keys
 from cronos.messages import RunToken
 from cronos.models import DEFAULT_QUEUE
 from cronos.store import identity
 from cronos.store.ledger import QueuedRun
+from cronos.store.queues import orphaned
 from cronos.stream import RunStream
 
 log = logging.getLogger("dispatcher.publisher")
 
 ON_TIME_MS = int(lifecycle.ON_TIME_S * 1000)  # the least grace a claim or the reaper grants
+# An orphaned queue is dropped once its newest entry is this old: one just named and pushed to
+# (after the pass read which queues jobs name) is never taken for an orphan.
+ORPHAN_AGE_MS = 60_000
 LAG_SAMPLES = 64  # lag observations per published batch at most (every token in batches up to 127)
 
 
@@ -36,14 +40,22 @@ def token_of(run: QueuedRun, epoch: int, *, due_ms: int | None) -> RunToken:
         due_ms=due_ms,
         action=run.action,
         expires_ms=None if run.grace_ms is None else run.due_ms + max(run.grace_ms, ON_TIME_MS),
+        shell=run.shell,
     )
 
 
 class Publisher:
     def __init__(
-        self, client: Any, keys: Keys, clock: Callable[[], float] = time.time, *, cluster_id: str | None = None
+        self,
+        client: Any,
+        keys: Keys,
+        clock: Callable[[], float] = time.time,
+        *,
+        cluster_id: str | None = None,
+        orphan_age_ms: int = ORPHAN_AGE_MS,
     ) -> None:
         self._client = client
+        self._orphan_age_ms = orphan_age_ms
         self._keys = keys
         self._cluster_id = cluster_id  # written again with the marker (cronos.identity)
         self._clock = clock  # unix time by the clock due times are judged by (PostgreSQL's)
@@ -133,13 +145,20 @@ class Publisher:
 
     async def housekeeping(self, named: Collection[str]) -> int:
         """Trim acknowledged entries (never pending ones), drop the queues no job names (`named`)
-        once their stream is empty, and export the gauges of every other queue's stream; the
-        longest stream's length."""
+        once their stream is empty, or whatever it holds once they are orphaned too (no live
+        executor reads them), and export the gauges of every other queue's stream; the longest
+        stream's length."""
         longest = 0
+        served: set[str] | None = None  # the queues live executors read: looked up once a pass, if needed
         for queue in await self.queues():
             await self.stream.trim_acknowledged(queue)
-            if queue not in named and await self._drop(queue):
-                continue
+            if queue not in named:
+                if await self._drop(queue):
+                    continue
+                if served is None:
+                    served = {q for n in await presence.nodes(self._client, self._keys) for q in presence.queues_of(n)}
+                if orphaned(queue, named, served) and await self._drop(queue, orphan=True):
+                    continue
             info = await self.stream.info(queue)
             metrics.STREAM_LENGTH.labels(queue=queue).set(info.length)
             metrics.STREAM_PENDING.labels(queue=queue).set(info.pending)
@@ -147,17 +166,28 @@ class Publisher:
             longest = max(longest, info.length)
         return longest
 
-    async def _drop(self, queue: str) -> bool:
-        """Drop `queue` (its stream, its name, its series) if its stream is empty; True if dropped.
-        A queue left behind by deleted jobs otherwise costs every pass, /api/cluster and /metrics
-        forever (issue 22: 1,000 of them, a quarter of a core idle). A job naming it later makes
-        it again with its first push."""
+    async def _drop(self, queue: str, *, orphan: bool = False) -> bool:
+        """Drop `queue` (its stream, its name, its series) if its stream is empty, or, an `orphan`,
+        if its newest entry is older than the orphan age (ORPHAN_AGE_MS); True if dropped. A queue left behind by
+        deleted jobs otherwise costs every pass, /api/cluster and /metrics forever (issue 22: 1,000
+        of them, a quarter of a core idle). A job naming it later makes it again with its first push."""
+        entries: int | None = 0
         async with self._queues_lock:
-            if not await self.stream.drop_if_empty(queue):
+            if orphan:
+                entries = await self.stream.drop_if_stale(queue, self._orphan_age_ms)
+                if entries is None:
+                    return False
+            elif not await self.stream.drop_if_empty(queue):
                 return False
             self._prepared.discard(queue)
         metrics.forget_queue(queue)
-        log.info("queue dropped: no job names it", extra={"event": "queue.dropped", "queue": queue})
+        if orphan:
+            log.warning(
+                "orphaned queue dropped: no job names it and no executor reads it",
+                extra={"event": "queue.orphan_dropped", "queue": queue, "entries": entries},
+            )
+        else:
+            log.info("queue dropped: no job names it", extra={"event": "queue.dropped", "queue": queue})
         return True
 
     async def _server_run_id(self) -> str:

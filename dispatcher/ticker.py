@@ -284,6 +284,7 @@ class Ticker:
                     actions=batch.actions,
                     graces=batch.graces,
                     counted=batch.runs.keys(),
+                    shells=batch.shells,
                 )
             finally:
                 slots.release()

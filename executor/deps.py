@@ -9,6 +9,7 @@ import functools
 from dataclasses import InitVar, dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from cronos import presence, tasks
 from cronos.aio import Foreground
 from cronos.clock import DbClock
 from cronos.keys import Keys
@@ -59,7 +60,8 @@ class Deps:
     clock: DbClock  # PostgreSQL's: tokens are held and claimed by it
     redis: Any  # the Redis client (routing reads the other executors' presence)
     concurrency: InitVar[int]  # execution slots: the gate's
-    routing: Routing = field(init=False)  # tokens whose action this node has no task for
+    routing: Routing = field(init=False)  # tokens this node cannot run (presence.can_run)
+    capability: presence.Capability = field(init=False)  # what this node can run
     cancel_grace_s: float = 10.0  # a cancelled run's work is cancelled this long after it is told to stop
     gate: Gate[ClaimRequest, Claim] = field(init=False)  # steps 2-3 at the due instant, with an execution slot
     locks: Batcher[str, bool] = field(init=False)  # step 1
@@ -82,6 +84,9 @@ class Deps:
         self.settles = Batcher("settles", self._settle)
         self.tally = Tally(self.node_id)
         self.routing = Routing(self.redis, self.keys, self.stream, self.node_id, fresh_s=self.lease_s / 3)
+        # What this node can run (its presence announces the same): the live registry, so a task
+        # registered after the start counts.
+        self.capability = presence.Capability(self.stream.queues, tasks.names(), self.env.settings.allow_shell)
 
     @property
     def batchers(self) -> list[Batcher[object, object]]:

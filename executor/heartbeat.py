@@ -2,8 +2,8 @@
 runs in flight here (a run whose work is over only once it is not young: `beaten`) and one
 script call renews their tick locks, both only where this
 node still owns them; their stream entries are touched so no other executor reclaims
-them; the node's presence is refreshed (with the queues and task actions it serves, and the
-actions it saw no executor serve: executor.routing); and the node's clock is measured against
+them; the node's presence is refreshed (with the queues, task actions and shell jobs it serves,
+and what it saw no executor serve: executor.routing); and the node's clock is measured against
 PostgreSQL's again (cronos.clock: tokens are held and claimed by PostgreSQL's clock). A run
 that is no longer ours (reaped while we were frozen, or replaced) has its work cancelled and
 reports nothing. A run someone asked to cancel (the extension returns who) is signalled to stop
@@ -118,6 +118,7 @@ async def run(deps: Deps, client: Any, concurrency: int, done: asyncio.Event) ->
                     concurrency=concurrency,
                     queues=",".join(deps.stream.queues),
                     actions=tasks.registered(),  # what it takes (executor.routing, /api/cluster)
+                    shell="1" if deps.capability.shell else "0",
                     unserved=deps.routing.reported(time.time()),
                     **deps.tally.counts().fields(),  # its share of the work (executor.tally)
                 )

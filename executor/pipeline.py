@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
-from cronos import delays, metrics, tasks
+from cronos import delays, metrics, presence
 from cronos.backoff import Backoff
 from cronos.errors import BackendUnavailable
 from cronos.logs import bind
@@ -53,8 +53,8 @@ class TokenOutcome(StrEnum):
     GIVEN_BACK = "given_back"  # drained before its due time: left pending, unclaimed
     DEFERRED = "deferred"  # a backend failed and the executor stopped before it answered: left pending
     MALFORMED = "malformed"  # undecodable entry: acknowledged and dropped
-    HANDED_OVER = "handed_over"  # no task for its action here: given back to the queue's other executors
-    UNSERVED = "unserved"  # no live executor of its queue serves its action: acknowledged, the run left queued
+    HANDED_OVER = "handed_over"  # not runnable here (its action, shell): given back to the queue's other executors
+    UNSERVED = "unserved"  # no live executor of its queue can run it: acknowledged, the run left queued
     PAST_GRACE = "past_grace"  # read past its run's misfire grace: acknowledged unclaimed (the reaper expires the run)
     ERROR = "error"  # a bug: logged, left pending
 
@@ -96,7 +96,7 @@ async def _process(token: RunToken, entry: EntryRef, deps: Deps) -> TokenOutcome
         metrics.TOKENS_PAST_GRACE.inc()
         log.debug("token read past its run's grace", extra={"event": "token.past_grace"})
         return TokenOutcome.PAST_GRACE
-    if token.action is not None and tasks.lookup(token.action) is None:  # step 0: a token this node can run
+    if not presence.can_run(deps.capability, entry[0], token.action, token.shell):  # step 0: one it can run
         if await deps.routing.decline(token, entry):
             return TokenOutcome.HANDED_OVER
         await settle(deps, None, entry)

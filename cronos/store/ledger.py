@@ -36,6 +36,7 @@ class QueuedRun(msgspec.Struct, frozen=True, array_like=True):
     queue: str = DEFAULT_QUEUE  # its job's: the stream its token goes to
     action: str | None = None  # its task job's payload.action (executors route on it)
     grace_ms: int | None = None  # its job's misfire grace (its token's expires_ms follows)
+    shell: bool = False  # its job is a shell job (executors route on it)
 
 
 class TickResult(msgspec.Struct, kw_only=True):
@@ -84,7 +85,16 @@ def _taken(row: Any, due_anew: datetime | None = None) -> QueuedRun:
     tick, due = _ms(row["scheduled_for"]), _ms(due_anew or row["due_at"])
     grace = _ms_of(row["misfire_grace_s"])
     return QueuedRun(
-        row["id"], row["job_id"], tick, row["attempt"], row["trigger"], due, row["queue"], row["action"], grace
+        row["id"],
+        row["job_id"],
+        tick,
+        row["attempt"],
+        row["trigger"],
+        due,
+        row["queue"],
+        row["action"],
+        grace,
+        row["shell"],
     )
 
 
@@ -156,6 +166,7 @@ class Ledger:
         actions: Mapping[int, str | None] | None = None,
         graces: Mapping[int, float] | None = None,
         counted: Collection[int] = (),
+        shells: Collection[int] = (),
     ) -> TickResult:
         """Insert ticks (queued or skipped), each with the job revision that planned it, and move
         each job's cursor to its newest one, in one fenced transaction. Jobs no longer active, or
@@ -164,7 +175,7 @@ class Ledger:
         counted, and the jobs in `ended` (id -> terminal status, planning revision) end. `queues`:
         each job's queue (the stream its tokens go to), default otherwise; `actions`: each task
         job's action (carried by its tokens); `graces`: each job's misfire grace in seconds (its
-        tokens carry when it ends)."""
+        tokens carry when it ends); `shells`: the shell jobs (their tokens say so)."""
         ended_ids: list[int] = []
 
         async def attempt() -> list[Any]:
@@ -196,6 +207,7 @@ class Ledger:
                 queue_of.get(r["job_id"], DEFAULT_QUEUE),
                 action_of.get(r["job_id"]),
                 grace_of.get(r["job_id"]),
+                r["job_id"] in shells,
             )
             for r in rows
             if r["state"] == "queued"

@@ -503,7 +503,7 @@ DISPATCH_JOBS_ACTIVE = """
 SELECT id, cron_expression, timezone, misfire_policy, misfire_grace_s, jitter_s, concurrency_policy, status,
     coalesce(last_scheduled_for, created_at) AS cursor, revision, plan_revision, run_at, start_at, end_at,
     max_runs - scheduled_runs AS runs_left, catchup_max_per_s, queue, every, anchor,
-    CASE WHEN kind = 'task' THEN payload->>'action' END AS action, name, calendars
+    CASE WHEN kind = 'task' THEN payload->>'action' END AS action, kind = 'shell' AS shell, name, calendars
 FROM jobs
 WHERE status = 'active'
 """
@@ -511,7 +511,7 @@ DISPATCH_JOBS_BY_ID = """
 SELECT id, cron_expression, timezone, misfire_policy, misfire_grace_s, jitter_s, concurrency_policy, status,
     coalesce(last_scheduled_for, created_at) AS cursor, revision, plan_revision, run_at, start_at, end_at,
     max_runs - scheduled_runs AS runs_left, catchup_max_per_s, queue, every, anchor,
-    CASE WHEN kind = 'task' THEN payload->>'action' END AS action, name, calendars
+    CASE WHEN kind = 'task' THEN payload->>'action' END AS action, kind = 'shell' AS shell, name, calendars
 FROM jobs
 WHERE id = ANY($1::bigint[])
 """
@@ -521,7 +521,7 @@ DISPATCH_JOBS_CHANGED = """
 SELECT id, cron_expression, timezone, misfire_policy, misfire_grace_s, jitter_s, concurrency_policy, status,
     coalesce(last_scheduled_for, created_at) AS cursor, revision, plan_revision, run_at, start_at, end_at,
     max_runs - scheduled_runs AS runs_left, catchup_max_per_s, queue, every, anchor,
-    CASE WHEN kind = 'task' THEN payload->>'action' END AS action, name, calendars
+    CASE WHEN kind = 'task' THEN payload->>'action' END AS action, kind = 'shell' AS shell, name, calendars
 FROM jobs
 WHERE updated_at > $1
 """
@@ -593,7 +593,8 @@ OUTBOX_PLAN = "SET LOCAL enable_sort = off"
 # The runs to push: never pushed in this epoch, due by $1, at most $2, in due order, locked (a run
 # being claimed right now is left for the next pass), with the facts the misfire rule decides on
 # (cronos.lifecycle.stale_tick_runs: the job's policy, grace and cursor, its newest written tick),
-# and its job's queue (the stream its token goes to) and task action (executors route on it).
+# and its job's queue (the stream its token goes to), task action and whether it is a shell job
+# (executors route on them).
 OUTBOX_TAKE = """
 WITH pick AS MATERIALIZED (
     SELECT id, job_id, scheduled_for, attempt, trigger, due_at FROM runs
@@ -601,7 +602,7 @@ WITH pick AS MATERIALIZED (
     ORDER BY due_at LIMIT $2 FOR NO KEY UPDATE SKIP LOCKED)
 SELECT p.id, p.job_id, p.scheduled_for, p.attempt, p.trigger, p.due_at,
        j.misfire_policy, j.misfire_grace_s, j.last_scheduled_for AS cursor, j.queue,
-       CASE WHEN j.kind = 'task' THEN j.payload->>'action' END AS action
+       CASE WHEN j.kind = 'task' THEN j.payload->>'action' END AS action, j.kind = 'shell' AS shell
 FROM pick p JOIN jobs j ON j.id = p.job_id
 """
 # queued -> queued, pushed by epoch $1 (pushed): the runs $2 (which OUTBOX_TAKE locked); those of

@@ -1,5 +1,9 @@
 """`shell` runs: an argv list (never a shell string), off unless the operator allows it.
 
+An executor without CRONOS_ALLOW_SHELL=1 never claims a shell job's token: it hands it to one that
+allows shell, or leaves the run queued (executor.routing). The refusal in `run` is for a token of
+an older leader, which does not say it is a shell job's.
+
 Environment. The child never sees the executor's environment (it holds DATABASE_URL and
 the like). It gets `PATH=/usr/local/bin:/usr/bin:/bin`, `HOME` (the home of the user it
 runs as), `LANG=C.UTF-8` (whatever the executor's locale: output reads the same on every

@@ -27,6 +27,7 @@ def test_the_cluster_page_shows_queues_executors_their_actions_and_an_unserved_o
     go(driver, stack, "#/cluster")
     wait(driver, lambda d: any("browser.ok" in a for a in _cells(d, "Actions")), what="the executor's actions")
     assert stack.node_id in _cells(driver, "Executor")
+    assert set(_cells(driver, "Shell")) <= {"allowed", "off"}  # what it announced (CRONOS_ALLOW_SHELL)
     wait(driver, lambda d: "default" in _cells(d, "Queue") and any(stack.node_id in c for c in _cells(d, "Consumers")),
          what="the default queue and its consumer")  # fmt: skip
     wait(driver, lambda d: "nobody.here" in text(d, "#unserved"), timeout=40, what="the unserved action reported")

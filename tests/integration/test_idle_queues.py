@@ -14,7 +14,7 @@ import asyncpg
 import msgspec
 from prometheus_client import generate_latest
 
-from cronos import metrics
+from cronos import metrics, presence
 from cronos.keys import Keys
 from cronos.models import DEFAULT_QUEUE
 from cronos.settings import Settings
@@ -103,3 +103,41 @@ async def test_a_job_naming_one_queue_too_many_is_refused(settings: Settings) ->
         await api.create(name="f")  # the default queue, and a named one, are always there
         blocked = await api.call("PATCH", f"/api/jobs/{a['id']}", json={"queue": "z"})
         assert blocked.status == 422 and blocked.body["field"] == "$.queue"  # e still names d
+
+
+async def test_an_orphaned_queue_counts_toward_the_cap_until_the_leader_drops_it(
+    settings: Settings, redis_client: Any, pg_pool: asyncpg.Pool
+) -> None:
+    """Issue 36 (LOW): a deleted job's token left on a queue no executor reads kept its stream
+    forever, and the queue did not count toward CRONOS_MAX_QUEUES."""
+    keys = Keys(settings.key_prefix)
+    fresh = Publisher(redis_client, keys)  # the leader's: an orphan's entries must be a minute old
+    aged = Publisher(redis_client, keys, orphan_age_ms=0)
+    tidy = Housekeeping(aged, object(), settings, QueueStore(pg_pool))  # type: ignore[arg-type]
+    payload = {"payload": {"action": "noop"}, "cron_expression": YEARLY}
+    async with running_api(msgspec.structs.replace(settings, max_queues=3)) as api:
+        gone = await api.create(name="gone", queue="gone-pool", **payload)
+        served = await api.create(name="served", queue="served", **payload)
+        runs = [
+            QueuedRun(1, gone["id"], 0, 1, "schedule", 0, "gone-pool"),
+            QueuedRun(2, served["id"], 0, 1, "schedule", 0, "served"),
+        ]
+        await fresh.publish(runs, epoch=1)
+        for job in (gone, served):
+            assert (await api.call("DELETE", f"/api/jobs/{job['id']}")).status == 204
+        # A live executor still reads `served` (it will take its token); none reads `gone-pool`.
+        await presence.beat(redis_client, keys, "executor", "exec-1", 30, queues="default,served")
+
+        await Housekeeping(fresh, object(), settings, QueueStore(pg_pool)).tidy()  # type: ignore[arg-type]
+        assert await fresh.queues() == [DEFAULT_QUEUE, "gone-pool", "served"]  # a fresh entry: not yet
+        # default, gone-pool and served have streams: a job naming a fourth queue is one too many.
+        refused = await api.call("POST", "/api/jobs", json={"name": "c", "queue": "c", **payload})
+        assert refused.status == 422 and refused.body["field"] == "$.queue", refused.body
+
+        await tidy.tidy()  # the orphan's entry is old enough now (its age bound 0)
+        assert await aged.queues() == [DEFAULT_QUEUE, "served"]
+        assert await redis_client.exists(keys.queue_stream("gone-pool")) == 0
+        assert _series("gone-pool") == 0
+        assert (await RunStream(redis_client, keys, queues=["served"]).info("served")).lag == 1  # read: kept
+        # default, served and c: three.
+        assert (await api.call("POST", "/api/jobs", json={"name": "c", "queue": "c", **payload})).status == 201

@@ -325,4 +325,4 @@ async def test_a_token_is_handed_over_on_a_cluster(client: redis_client.Redis, c
     info = await stream.info()
     assert info.length == 2 and info.pending == 1 and info.consumers == {"lacks": 0, "has": 1}
     await presence.beat(client, keys, "executor", "has", 10, queues="default", actions=["hello"])
-    assert presence.servers(await presence.nodes(client, keys), "default", "hello") == ["has"]
+    assert presence.servers(await presence.nodes(client, keys), presence.Needs("default", "hello")) == ["has"]

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from cronos.store.queues import over_cap
+from cronos.models import DEFAULT_QUEUE
+from cronos.store.queues import orphaned, over_cap
 
 
 @pytest.mark.parametrize(
@@ -24,3 +25,10 @@ def test_only_a_new_queue_past_the_cap_is_over(
     queue: str, named: set[str], leaving: str | None, cap: int, over: bool
 ) -> None:
     assert over_cap(queue, named, leaving, cap) is over
+
+
+def test_a_queue_is_orphaned_when_no_job_names_it_and_no_live_executor_reads_it() -> None:
+    assert orphaned("gone", named={"a"}, served={"default", "b"})
+    assert not orphaned("a", named={"a"}, served=set())  # a job names it: its pool may come
+    assert not orphaned("b", named=set(), served={"b"})  # read: its tokens are taken, then it empties
+    assert not orphaned(DEFAULT_QUEUE, named=set(), served=set())  # never dropped

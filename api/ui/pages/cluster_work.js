@@ -28,6 +28,7 @@ export function workSections(c) {
       ["Executor", (n) => n.node_id],
       ["Queues", (n) => list(n.queues)],
       ["Actions", (n) => (n.actions === null ? "any (older release)" : list(n.actions))],
+      ["Shell", (n) => (n.shell === null ? "–" : n.shell ? "allowed" : "off")],
       ["In flight", (n) => `${n.info.in_flight ?? "–"} / ${n.info.concurrency ?? "–"}`],
       ["Runs started", (n) => (n.runs ? `${n.runs.started} in ${minutes(n.runs.window_s)}` : "–")],
       ["Share", (n) => ((n.runs?.share_pct ?? null) === null ? "–" : `${n.runs.share_pct.toFixed(1)} %`)],
