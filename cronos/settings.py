@@ -21,6 +21,7 @@ from cronos.errors import ConfigError, InvalidInput
 from cronos.host_limits import DEFAULT_HOST_LIMIT, HostLimit, parse_host_limits
 from cronos.models import DEFAULT_QUEUE, parse_queues
 from cronos.runtime import EVENT_LOOPS
+from cronos.secret_strength import token_refusal
 from cronos.selectors import key_refusal, prometheus_label
 
 N = TypeVar("N", int, float)
@@ -181,8 +182,8 @@ def _host(raw: str) -> str:
 
 def _secret(raw: str) -> str:
     value = raw.strip()
-    if value and len(value) < 32:
-        raise ValueError("must be at least 32 characters (or empty: off)")
+    if value and (why := token_refusal(value)) is not None:
+        raise ValueError(why)
     return value
 
 
@@ -368,6 +369,9 @@ VARIABLES: dict[str, tuple[str, Callable[[str], Any], str]] = {
     "CRONOS_NOTIFY_RETRY_BASE_S": ("notify_retry_base_s", _float(0.01, 3600), "first retry delay of a notification"),
     "CRONOS_NOTIFY_RETRY_CAP_S": ("notify_retry_cap_s", _float(0.01, 86_400), "longest retry delay of a notification"),
 }
+
+# The settings that take a token (cronos.secret_strength refuses a placeholder or a guessable one).
+TOKEN_VARIABLES = tuple(name for name, (_field, parse, _help) in VARIABLES.items() if parse is _secret)
 
 
 def default_node_id() -> str:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import secrets
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from cronos.settings import TOKEN_VARIABLES
 from tests.deploy.kustomize import render
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -76,6 +78,13 @@ def environment(manifests: list[Manifest], container: dict[str, Any]) -> dict[st
         else:
             env[var["name"]] = "pod-name"  # fieldRef: metadata.name
     return env
+
+
+def operator_environment(manifests: list[Manifest], container: dict[str, Any]) -> dict[str, str]:
+    """The environment once the operator has put real tokens in the Secret (secret.yaml ships
+    placeholders, which every role refuses at start): a random token for each token setting."""
+    env = environment(manifests, container)
+    return env | {name: secrets.token_hex(32) for name in TOKEN_VARIABLES if env.get(name)}
 
 
 def of_kind(manifests: list[Manifest], kind: str) -> list[Manifest]:

@@ -25,7 +25,16 @@ import pytest
 import yaml
 
 from tests.cluster.servers import cronos_command, free_port
-from tests.deploy.manifests import ROOT, environment, k8s_manifests, of_kind, pod_spec, pool_manifests
+from tests.deploy.manifests import (
+    ROOT,
+    environment,
+    k8s_manifests,
+    of_kind,
+    one,
+    operator_environment,
+    pod_spec,
+    pool_manifests,
+)
 from tests.deploy.test_compose import REQUIRED_VALUE, _interpolate
 from tests.services import Services, with_database
 from tests.waiting import wait_for
@@ -142,7 +151,7 @@ async def test_the_kubernetes_pods_start_as_rendered(
     ports: dict[str, dict[str, int]] = {}  # deployment -> {probe port name: the port it got here}
 
     def env_of(deployment: str, container: dict[str, Any]) -> dict[str, str]:
-        env = environment(everything, container)
+        env = operator_environment(everything, container)
         env |= {"DATABASE_URL": empty_database, "REDIS_URL": services.redis_url, "CRONOS_KEY_PREFIX": key_prefix}
         env["CRONOS_NODE_ID"] = f"{deployment}-{container['name']}"
         here = ports.setdefault(deployment, {})
@@ -184,6 +193,19 @@ async def test_the_kubernetes_pods_start_as_rendered(
                 await wait_for(ok, timeout=30, what=f"{d.name} {probe} {get['path']} (log: {processes.root})")
     for d in roles:
         assert processes.stop(d.name) == 0, processes.log(d.name)[-3000:]
+
+
+def test_the_api_refuses_to_start_with_the_secret_as_shipped(processes: Processes, services: Services) -> None:
+    """deploy/k8s/secret.yaml's placeholder admin token (41 characters) used to work as one: the API
+    applied as shipped exits at once, non-zero, with one line naming the setting."""
+    everything = k8s_manifests()
+    api = pod_spec(one(everything, "Deployment", "cronos-api"))["containers"][0]
+    env = environment(everything, api) | {"REDIS_URL": services.redis_url, "PORT": str(free_port())}
+    proc = processes.start("api", api["args"], env)
+    assert proc.wait(30) != 0
+    lines = processes.log("api").strip().splitlines()
+    assert len(lines) == 1 and "CRONOS_ADMIN_TOKEN" in lines[0], lines
+    assert "CHANGE-ME" not in lines[0], "the refusal never quotes the secret"
 
 
 async def test_the_compose_stack_runs_the_readmes_example_job(

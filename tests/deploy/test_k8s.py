@@ -24,6 +24,7 @@ import jsonschema
 import pytest
 import yaml
 
+from cronos.errors import ConfigError
 from cronos.keys import Keys
 from cronos.settings import VARIABLES, Settings, load_settings
 from tests.deploy.kustomize import Unsupported, object_id, render
@@ -37,6 +38,7 @@ from tests.deploy.manifests import (
     k8s_manifests,
     of_kind,
     one,
+    operator_environment,
     pod_spec,
     pool_manifests,
     rendered,
@@ -95,7 +97,7 @@ def _stream_triggers(spec: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _settings(manifests: list[Manifest], container: dict[str, Any]) -> Settings:
-    return load_settings(environ=environment(manifests, container), env_file=None)
+    return load_settings(environ=operator_environment(manifests, container), env_file=None)
 
 
 def _kustomize_image() -> str:
@@ -386,6 +388,11 @@ def test_the_api_requires_tokens_from_its_own_secret() -> None:
         assert ref["name"] != "cronos-secrets", "every role reads cronos-secrets: the tokens are the API's alone"
     settings = _settings(MANIFESTS, api)
     assert settings.auth == "required" and settings.admin_token and settings.metrics_token
+    shipped = environment(MANIFESTS, api)  # as secret.yaml ships it: placeholders, refused at start
+    with pytest.raises(ConfigError, match=r"^CRONOS_ADMIN_TOKEN: must not be a placeholder"):
+        load_settings(environ=shipped, env_file=None)
+    with pytest.raises(ConfigError, match=r"^CRONOS_METRICS_TOKEN: must not be a placeholder"):
+        load_settings(environ=shipped | {"CRONOS_ADMIN_TOKEN": settings.admin_token}, env_file=None)
     assert settings.api_host == "0.0.0.0", "the Service reaches the pod on its own address"
     for m, container in _workloads(EVERYTHING):
         if m.name != "cronos-api" or container["name"] != "api":
