@@ -14,6 +14,7 @@ ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
 K8S = DEPLOY / "k8s"
 POOLS = K8S / "pools"
+AUTOSCALING = K8S / "autoscaling"
 SCHEMAS = Path(__file__).resolve().parent / "schemas"
 
 
@@ -49,6 +50,16 @@ def k8s_manifests() -> list[Manifest]:
 def pool_manifests() -> list[Manifest]:
     """Every object of each executor pool, `kubectl apply -k deploy/k8s/pools/<queue>` (after the base)."""
     return [m for pool in sorted(p for p in POOLS.iterdir() if p.is_dir()) for m in rendered(pool)]
+
+
+def overlays() -> list[Path]:
+    """Every kustomization applied after the base: autoscaling/keda, autoscaling/hpa, pools/<queue>."""
+    return sorted(p.parent for p in K8S.glob("*/*/kustomization.yaml"))
+
+
+def overlay_manifests(kind: str) -> list[Manifest]:
+    """Every object of the overlays under deploy/k8s/<kind> (`autoscaling`, `pools`)."""
+    return [m for directory in overlays() if directory.parent.name == kind for m in rendered(directory)]
 
 
 def pod_spec(doc: dict[str, Any]) -> dict[str, Any]:
