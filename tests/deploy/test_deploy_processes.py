@@ -125,6 +125,36 @@ async def _answers_200(session: aiohttp.ClientSession, url: str) -> bool:
         return False
 
 
+async def _readmes_first_job_completes(api: str, token: str, processes: Processes, executor: str) -> None:
+    """The README's first job (`payload.action: reindex`, cronos/example_tasks.py), created and
+    triggered through the API at `api` with `token`: its run ends `completed`."""
+    headers = {"Authorization": f"Bearer {token}"}
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5), headers=headers) as session:
+
+        async def ready() -> bool:
+            return await _answers_200(session, f"{api}/health")
+
+        await wait_for(ready, timeout=30, what=f"the API's /health (log: {processes.root})")
+        job = {  # the README's first job
+            "name": "Sync Database Indexes",
+            "cron_expression": "*/5 * * * *",
+            "payload": {"action": "reindex", "target": "users"},
+        }
+        async with session.post(f"{api}/api/jobs", json=job) as response:
+            assert response.status == 201, await response.text()
+            job_id = (await response.json())["id"]
+        async with session.post(f"{api}/api/jobs/{job_id}/trigger") as response:
+            assert response.status == 202, await response.text()
+
+        async def ended() -> dict[str, Any] | None:
+            async with session.get(f"{api}/api/jobs/{job_id}/runs") as response:
+                runs = (await response.json())["items"]
+            return next((r for r in runs if r["finished_at"] is not None), None)
+
+        run = await wait_for(ended, timeout=30, what=f"the triggered run to end (log: {processes.root})")
+    assert (run["state"], run["error"]) == ("completed", None), processes.log(executor)[-3000:]
+
+
 def _applied(log: str) -> list[int]:
     """The versions a `cronos migrate` process says it applied (its db.migrations_done line)."""
     match = re.search(r'"event":"db\.migrations_done".*?"applied":\[([\d,]*)\]', log)
@@ -145,7 +175,8 @@ async def test_the_kubernetes_pods_start_as_rendered(
 ) -> None:
     """First install: every Deployment's init container (`cronos migrate`) starts at once on a
     database that does not exist yet; each exits 0 and the migrations are applied once in all.
-    Then each role container answers its readiness and liveness probes on the port it declares."""
+    Then each role container answers its readiness and liveness probes on the port it declares, and
+    the README's first job, created through the API, runs on the executor as rendered."""
     everything = k8s_manifests() + pool_manifests()
     deployments = of_kind(everything, "Deployment")
     ports: dict[str, dict[str, int]] = {}  # deployment -> {probe port name: the port it got here}
@@ -177,9 +208,9 @@ async def test_the_kubernetes_pods_start_as_rendered(
     assert await _schema_versions(empty_database) == everything_known
 
     roles = [d for d in deployments if d.name in ("cronos-api", "cronos-dispatcher", "cronos-executor")]
+    envs = {d.name: env_of(d.name, pod_spec(d.doc)["containers"][0]) for d in roles}
     for d in roles:
-        container = pod_spec(d.doc)["containers"][0]
-        processes.start(d.name, container["args"], env_of(d.name, container))
+        processes.start(d.name, pod_spec(d.doc)["containers"][0]["args"], envs[d.name])
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=3)) as session:
         for d in roles:
             container = pod_spec(d.doc)["containers"][0]
@@ -191,6 +222,10 @@ async def test_the_kubernetes_pods_start_as_rendered(
                     return await _answers_200(session, url)
 
                 await wait_for(ok, timeout=30, what=f"{d.name} {probe} {get['path']} (log: {processes.root})")
+    api = envs["cronos-api"]
+    await _readmes_first_job_completes(
+        f"http://127.0.0.1:{api['PORT']}", api["CRONOS_ADMIN_TOKEN"], processes, "cronos-executor"
+    )
     for d in roles:
         assert processes.stop(d.name) == 0, processes.log(d.name)[-3000:]
 
@@ -233,31 +268,6 @@ async def test_the_compose_stack_runs_the_readmes_example_job(
     for name in ("dispatcher", "executor"):
         processes.start(name, compose[name]["command"], env_of(name))
 
-    base = f"http://127.0.0.1:{api_port}"
-    headers = {"Authorization": f"Bearer {REQUIRED_VALUE}"}
-    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5), headers=headers) as session:
-
-        async def ready() -> bool:
-            return await _answers_200(session, f"{base}/health")
-
-        await wait_for(ready, timeout=30, what=f"the API's /health (log: {processes.root})")
-        job = {  # the README's first job
-            "name": "Sync Database Indexes",
-            "cron_expression": "*/5 * * * *",
-            "payload": {"action": "reindex", "target": "users"},
-        }
-        async with session.post(f"{base}/api/jobs", json=job) as response:
-            assert response.status == 201, await response.text()
-            job_id = (await response.json())["id"]
-        async with session.post(f"{base}/api/jobs/{job_id}/trigger") as response:
-            assert response.status == 202, await response.text()
-
-        async def ended() -> dict[str, Any] | None:
-            async with session.get(f"{base}/api/jobs/{job_id}/runs") as response:
-                runs = (await response.json())["items"]
-            return next((r for r in runs if r["finished_at"] is not None), None)
-
-        run = await wait_for(ended, timeout=30, what=f"the triggered run to end (log: {processes.root})")
-    assert (run["state"], run["error"]) == ("completed", None), processes.log("executor")[-3000:]
+    await _readmes_first_job_completes(f"http://127.0.0.1:{api_port}", REQUIRED_VALUE, processes, "executor")
     for name in ("executor", "dispatcher", "api"):
         assert processes.stop(name) == 0, processes.log(name)[-3000:]
