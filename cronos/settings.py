@@ -332,7 +332,7 @@ VARIABLES: dict[str, tuple[str, Callable[[str], Any], str]] = {
         "run `shell` jobs as this user (needs a root executor; empty: the executor's user, who can read its secrets)",
     ),
     "CRONOS_RESULT_MAX_BYTES": ("result_max_bytes", _int(0, 1_048_576), "bound of a stored result excerpt"),
-    "CRONOS_METRICS_PORT": ("metrics_port", _int(0, 65535), "port for /metrics of dispatcher/executor (0: off)"),
+    "CRONOS_METRICS_PORT": ("metrics_port", _int(0, 65535), "/metrics, /livez, /readyz port (0: off)"),
     "CRONOS_API_HOST": (
         "api_host",
         _host,
