@@ -30,7 +30,7 @@ from redis.backoff import NoBackoff
 from redis.exceptions import RedisError
 
 from cronos import redis_client
-from cronos.errors import BackendUnavailable
+from cronos.errors import BackendUnavailable, ConfigError
 from cronos.metrics import REGISTRY
 from cronos.settings import Settings
 from cronos.store.db import connect_one, ping
@@ -167,6 +167,11 @@ class ProbeServer:
 
 def serve(settings: Settings) -> ProbeServer:
     """Start the probe port of this process's running loop (CRONOS_METRICS_PORT, not 0)."""
-    server = ProbeServer(settings, asyncio.get_running_loop())
+    try:
+        server = ProbeServer(settings, asyncio.get_running_loop())
+    except OSError as exc:  # the port is taken, or not ours to bind
+        raise ConfigError(
+            f"CRONOS_METRICS_PORT: cannot listen on 0.0.0.0:{settings.metrics_port}: {exc.strerror}"
+        ) from exc
     server.start()
     return server

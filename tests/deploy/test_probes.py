@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import secrets
+import socket
 import time
 import urllib.error
 import urllib.request
@@ -125,3 +126,16 @@ async def test_readiness_fails_while_a_backend_is_down_and_liveness_holds(
     status, _, body = await _get(f"http://127.0.0.1:{port}/readyz", timeout=LOOP_DEADLINE_S + 4)
     assert status == 503 and "redis" in body and "postgresql" not in body, (status, body)
     assert processes.stop("dispatcher") == 0, processes.log("dispatcher")[-3000:]
+
+
+def test_a_probe_port_in_use_stops_the_role_with_one_line(processes: Processes, database_url: str) -> None:
+    with socket.socket() as taken:
+        taken.bind(("0.0.0.0", 0))  # where the role would listen
+        taken.listen()
+        port = taken.getsockname()[1]
+        proc = processes.start(
+            "executor", ["executor"], {"DATABASE_URL": database_url, "CRONOS_METRICS_PORT": str(port)}
+        )
+        assert proc.wait(30) != 0
+    last = processes.log("executor").strip().splitlines()[-1]
+    assert last.startswith(f"cronos: CRONOS_METRICS_PORT: cannot listen on 0.0.0.0:{port}"), last
