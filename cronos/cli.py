@@ -177,11 +177,18 @@ async def _main(args: argparse.Namespace, settings: Settings) -> int:
         if args.command == "migrate":
             return 0
     roles = _roles(args.command, settings, getattr(args, "imports", []))  # a configuration error first
-    if not await _check_cluster(args.command, settings):
-        return 0
+    # Probes and metrics from the start: while a backend is awaited, alive (/livez) but not ready.
+    probe = None
     if settings.metrics_port and args.command in ("dispatcher", "executor"):
-        _serve_metrics(settings.metrics_port)
-    await serve(roles)
+        from cronos import probes
+
+        probe = probes.serve(settings)
+    try:
+        if await _check_cluster(args.command, settings):
+            await serve(roles)
+    finally:
+        if probe is not None:
+            await probe.close()
     return 0
 
 
@@ -207,16 +214,6 @@ def _queues(text: str) -> tuple[str, ...]:
         return parse_queues(text)
     except InvalidInput as exc:
         raise ConfigError(f"--queue: {exc.message}") from None
-
-
-def _serve_metrics(port: int) -> None:
-    """Expose this process's metrics for Prometheus (the API serves its own on /metrics)."""
-    from prometheus_client import start_http_server
-
-    from cronos.metrics import REGISTRY
-
-    start_http_server(port, registry=REGISTRY)
-    log.info("metrics served", extra={"event": "metrics.serving", "port": port})
 
 
 # Clients of the REST API ($CRONOS_API_URL), not roles: no database, no event loop.

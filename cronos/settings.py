@@ -21,6 +21,7 @@ from cronos.errors import ConfigError, InvalidInput
 from cronos.host_limits import DEFAULT_HOST_LIMIT, HostLimit, parse_host_limits
 from cronos.models import DEFAULT_QUEUE, parse_queues
 from cronos.runtime import EVENT_LOOPS
+from cronos.secret_strength import token_refusal
 from cronos.selectors import key_refusal, prometheus_label
 
 N = TypeVar("N", int, float)
@@ -181,8 +182,8 @@ def _host(raw: str) -> str:
 
 def _secret(raw: str) -> str:
     value = raw.strip()
-    if value and len(value) < 32:
-        raise ValueError("must be at least 32 characters (or empty: off)")
+    if value and (why := token_refusal(value)) is not None:
+        raise ValueError(why)
     return value
 
 
@@ -331,7 +332,7 @@ VARIABLES: dict[str, tuple[str, Callable[[str], Any], str]] = {
         "run `shell` jobs as this user (needs a root executor; empty: the executor's user, who can read its secrets)",
     ),
     "CRONOS_RESULT_MAX_BYTES": ("result_max_bytes", _int(0, 1_048_576), "bound of a stored result excerpt"),
-    "CRONOS_METRICS_PORT": ("metrics_port", _int(0, 65535), "port for /metrics of dispatcher/executor (0: off)"),
+    "CRONOS_METRICS_PORT": ("metrics_port", _int(0, 65535), "/metrics, /livez, /readyz port (0: off)"),
     "CRONOS_API_HOST": (
         "api_host",
         _host,
@@ -372,6 +373,9 @@ VARIABLES: dict[str, tuple[str, Callable[[str], Any], str]] = {
     "CRONOS_NOTIFY_RETRY_BASE_S": ("notify_retry_base_s", _float(0.01, 3600), "first retry delay of a notification"),
     "CRONOS_NOTIFY_RETRY_CAP_S": ("notify_retry_cap_s", _float(0.01, 86_400), "longest retry delay of a notification"),
 }
+
+# The settings that take a token (cronos.secret_strength refuses a placeholder or a guessable one).
+TOKEN_VARIABLES = tuple(name for name, (_field, parse, _help) in VARIABLES.items() if parse is _secret)
 
 
 def default_node_id() -> str:

@@ -5,8 +5,10 @@ a PostgreSQL outage must not get healthy processes restarted (GET /health report
 
 - api, dev: GET /openapi.json on $PORT (static: served without touching PostgreSQL, unlike
   /metrics, which counts jobs, and /health)
-- dispatcher, executor: GET /metrics on $CRONOS_METRICS_PORT (prometheus_client's own server);
-  when that is 0/unset there is no port to ask, so a running PID 1 is all we can check
+- dispatcher, executor: GET /livez on $CRONOS_METRICS_PORT, answered by the role's event loop
+  (cronos/probes.py: 503 when the loop is stuck; /metrics there is served by a thread and
+  answered while it was); when that is 0/unset there is no port to ask, so a running PID 1 is all
+  we can check
 - migrate (one-shot) or anything else: healthy while it runs
 
 Standard library only: it runs with the image's Python and nothing else.
@@ -35,7 +37,7 @@ def probe_target(role: str, env: Mapping[str, str]) -> tuple[int, str] | None:
         return int(env.get("PORT") or 3002), "/openapi.json"
     if role in ("dispatcher", "executor"):
         port = int(env.get("CRONOS_METRICS_PORT") or 0)
-        return (port, "/metrics") if port else None
+        return (port, "/livez") if port else None
     return None
 
 

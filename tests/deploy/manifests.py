@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import secrets
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from cronos.settings import TOKEN_VARIABLES
 from tests.deploy.kustomize import render
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
 K8S = DEPLOY / "k8s"
 POOLS = K8S / "pools"
+AUTOSCALING = K8S / "autoscaling"
 SCHEMAS = Path(__file__).resolve().parent / "schemas"
 
 
@@ -49,6 +52,16 @@ def pool_manifests() -> list[Manifest]:
     return [m for pool in sorted(p for p in POOLS.iterdir() if p.is_dir()) for m in rendered(pool)]
 
 
+def overlays() -> list[Path]:
+    """Every kustomization applied after the base: autoscaling/keda, autoscaling/hpa, pools/<queue>."""
+    return sorted(p.parent for p in K8S.glob("*/*/kustomization.yaml"))
+
+
+def overlay_manifests(kind: str) -> list[Manifest]:
+    """Every object of the overlays under deploy/k8s/<kind> (`autoscaling`, `pools`)."""
+    return [m for directory in overlays() if directory.parent.name == kind for m in rendered(directory)]
+
+
 def pod_spec(doc: dict[str, Any]) -> dict[str, Any]:
     spec: dict[str, Any] = doc["spec"]["template"]["spec"]
     return spec
@@ -76,6 +89,13 @@ def environment(manifests: list[Manifest], container: dict[str, Any]) -> dict[st
         else:
             env[var["name"]] = "pod-name"  # fieldRef: metadata.name
     return env
+
+
+def operator_environment(manifests: list[Manifest], container: dict[str, Any]) -> dict[str, str]:
+    """The environment once the operator has put real tokens in the Secret (secret.yaml ships
+    placeholders, which every role refuses at start): a random token for each token setting."""
+    env = environment(manifests, container)
+    return env | {name: secrets.token_hex(32) for name in TOKEN_VARIABLES if env.get(name)}
 
 
 def of_kind(manifests: list[Manifest], kind: str) -> list[Manifest]:

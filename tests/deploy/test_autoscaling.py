@@ -19,6 +19,7 @@ from cronos.metrics import REGISTRY
 from cronos.settings import Settings, load_settings
 from dispatcher.due_ahead import HORIZONS_S
 from dispatcher.due_gauge import INTERVAL_S
+from tests.deploy.kustomize import render
 from tests.deploy.manifests import (
     DEPLOY,
     K8S,
@@ -33,7 +34,7 @@ from tests.deploy.manifests import (
 )
 
 HPA_DIR = K8S / "autoscaling" / "hpa"
-EVERYTHING = k8s_manifests() + pool_manifests()
+EVERYTHING = k8s_manifests() + rendered(K8S / "autoscaling" / "keda") + pool_manifests()
 HPA = rendered(HPA_DIR)
 # `max(cronos_runs_due_peak{queue="gpu",within_s="300"}) or vector(0)`
 QUERY = re.compile(r'^max\((cronos_runs_due(?:_peak)?)\{queue="([^"]+)",within_s="(\d+)"\}\) or vector\(0\)$')
@@ -137,26 +138,22 @@ def test_every_query_is_valid_promql(tmp_path: Path) -> None:
 
 
 def _readme_overlay() -> str:
-    """The overlay deploy/README.md shows for a cluster without KEDA (its one YAML block with a delete)."""
+    """The overlay deploy/README.md shows for a cluster without KEDA (its one YAML block with the HPA)."""
     blocks = re.findall(r"```yaml\n(.*?)```", (DEPLOY / "README.md").read_text(), re.S)
-    overlays: list[str] = [b for b in blocks if "$patch: delete" in b]
+    overlays: list[str] = [b for b in blocks if "autoscaling/hpa\n" in b]
     assert len(overlays) == 1
     return overlays[0]
 
 
-def test_the_overlay_without_keda_renders_an_hpa_in_place_of_the_scaledobject(tmp_path: Path) -> None:
-    """As deploy/README.md shows it, in a checkout's overlays/<name>/ (kubectl kustomize, where kubectl is)."""
+def test_the_overlay_without_keda_renders_an_hpa_and_no_keda_object(tmp_path: Path) -> None:
+    """As deploy/README.md shows it, in a checkout's overlays/<name>/: resources only (the base holds
+    no KEDA object to delete), so the renderer of these tests renders it as kustomize does."""
     overlay = yaml.safe_load(_readme_overlay())
     assert overlay["resources"] == ["../../deploy/k8s", "../../deploy/k8s/autoscaling/hpa"]
-    kubectl = shutil.which("kubectl")
-    if kubectl is None:
-        pytest.skip("kubectl is not installed: the overlay's patches are kustomize's, rendered where it is")
     shutil.copytree(DEPLOY, tmp_path / "deploy")
     (tmp_path / "overlays/no-keda").mkdir(parents=True)
     (tmp_path / "overlays/no-keda/kustomization.yaml").write_text(_readme_overlay())
-    done = subprocess.run([kubectl, "kustomize", str(tmp_path / "overlays/no-keda")], capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
-    docs = [d for d in yaml.safe_load_all(done.stdout) if d is not None]
+    docs = render(tmp_path / "overlays/no-keda")
     kinds = {(d["kind"], d["metadata"]["name"]) for d in docs}
     assert not {d["apiVersion"] for d in docs} & {"keda.sh/v1alpha1"}, kinds
     assert ("HorizontalPodAutoscaler", "cronos-executor") in kinds and ("Deployment", "cronos-executor") in kinds

@@ -9,14 +9,11 @@ cannot). What the static tests compare with the product's definitions, these see
 
 from __future__ import annotations
 
-import os
 import re
-import signal
 import subprocess
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
+from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp
@@ -24,66 +21,23 @@ import asyncpg
 import pytest
 import yaml
 
-from tests.cluster.servers import cronos_command, free_port
-from tests.deploy.manifests import ROOT, environment, k8s_manifests, of_kind, pod_spec, pool_manifests
+from tests.cluster.servers import free_port
+from tests.deploy.manifests import (
+    ROOT,
+    environment,
+    k8s_manifests,
+    of_kind,
+    one,
+    operator_environment,
+    pod_spec,
+    pool_manifests,
+)
+from tests.deploy.processes import Processes
 from tests.deploy.test_compose import REQUIRED_VALUE, _interpolate
 from tests.services import Services, with_database
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.cluster
-
-_DROP = ("DATABASE_URL", "REDIS_URL", "PORT")
-
-
-class Processes:
-    """`cronos` processes with logs in a directory (its cwd too: no .env of the repository is read)."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        self.procs: dict[str, subprocess.Popen[bytes]] = {}
-
-    def start(self, name: str, args: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
-        base = {k: v for k, v in os.environ.items() if k not in _DROP and not k.startswith("CRONOS_")}
-        with (self.root / f"{name}.log").open("ab") as out:
-            proc = subprocess.Popen(
-                [*cronos_command(), *args],
-                env={**base, **env, "PYTHONUNBUFFERED": "1"},
-                cwd=self.root,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-        self.procs[name] = proc
-        return proc
-
-    def log(self, name: str) -> str:
-        return (self.root / f"{name}.log").read_text()
-
-    def stop(self, name: str, timeout: float = 20) -> int:
-        """SIGTERM, as the kubelet and `docker compose stop` send; the exit code."""
-        proc = self.procs[name]
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-        try:
-            return proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-            log = self.log(name)[-3000:]
-            raise AssertionError(f"{name} did not stop within {timeout}s of SIGTERM:\n{log}") from None
-
-    def kill_all(self) -> None:
-        for proc in self.procs.values():
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-
-
-@pytest.fixture
-def processes(tmp_path: Path) -> Iterator[Processes]:
-    made = Processes(tmp_path)
-    yield made
-    made.kill_all()
 
 
 @pytest.fixture
@@ -116,6 +70,36 @@ async def _answers_200(session: aiohttp.ClientSession, url: str) -> bool:
         return False
 
 
+async def _readmes_first_job_completes(api: str, token: str, processes: Processes, executor: str) -> None:
+    """The README's first job (`payload.action: reindex`, cronos/example_tasks.py), created and
+    triggered through the API at `api` with `token`: its run ends `completed`."""
+    headers = {"Authorization": f"Bearer {token}"}
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5), headers=headers) as session:
+
+        async def ready() -> bool:
+            return await _answers_200(session, f"{api}/health")
+
+        await wait_for(ready, timeout=30, what=f"the API's /health (log: {processes.root})")
+        job = {  # the README's first job
+            "name": "Sync Database Indexes",
+            "cron_expression": "*/5 * * * *",
+            "payload": {"action": "reindex", "target": "users"},
+        }
+        async with session.post(f"{api}/api/jobs", json=job) as response:
+            assert response.status == 201, await response.text()
+            job_id = (await response.json())["id"]
+        async with session.post(f"{api}/api/jobs/{job_id}/trigger") as response:
+            assert response.status == 202, await response.text()
+
+        async def ended() -> dict[str, Any] | None:
+            async with session.get(f"{api}/api/jobs/{job_id}/runs") as response:
+                runs = (await response.json())["items"]
+            return next((r for r in runs if r["finished_at"] is not None), None)
+
+        run = await wait_for(ended, timeout=30, what=f"the triggered run to end (log: {processes.root})")
+    assert (run["state"], run["error"]) == ("completed", None), processes.log(executor)[-3000:]
+
+
 def _applied(log: str) -> list[int]:
     """The versions a `cronos migrate` process says it applied (its db.migrations_done line)."""
     match = re.search(r'"event":"db\.migrations_done".*?"applied":\[([\d,]*)\]', log)
@@ -136,13 +120,14 @@ async def test_the_kubernetes_pods_start_as_rendered(
 ) -> None:
     """First install: every Deployment's init container (`cronos migrate`) starts at once on a
     database that does not exist yet; each exits 0 and the migrations are applied once in all.
-    Then each role container answers its readiness and liveness probes on the port it declares."""
+    Then each role container answers its readiness and liveness probes on the port it declares, and
+    the README's first job, created through the API, runs on the executor as rendered."""
     everything = k8s_manifests() + pool_manifests()
     deployments = of_kind(everything, "Deployment")
     ports: dict[str, dict[str, int]] = {}  # deployment -> {probe port name: the port it got here}
 
     def env_of(deployment: str, container: dict[str, Any]) -> dict[str, str]:
-        env = environment(everything, container)
+        env = operator_environment(everything, container)
         env |= {"DATABASE_URL": empty_database, "REDIS_URL": services.redis_url, "CRONOS_KEY_PREFIX": key_prefix}
         env["CRONOS_NODE_ID"] = f"{deployment}-{container['name']}"
         here = ports.setdefault(deployment, {})
@@ -168,9 +153,9 @@ async def test_the_kubernetes_pods_start_as_rendered(
     assert await _schema_versions(empty_database) == everything_known
 
     roles = [d for d in deployments if d.name in ("cronos-api", "cronos-dispatcher", "cronos-executor")]
+    envs = {d.name: env_of(d.name, pod_spec(d.doc)["containers"][0]) for d in roles}
     for d in roles:
-        container = pod_spec(d.doc)["containers"][0]
-        processes.start(d.name, container["args"], env_of(d.name, container))
+        processes.start(d.name, pod_spec(d.doc)["containers"][0]["args"], envs[d.name])
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=3)) as session:
         for d in roles:
             container = pod_spec(d.doc)["containers"][0]
@@ -182,8 +167,25 @@ async def test_the_kubernetes_pods_start_as_rendered(
                     return await _answers_200(session, url)
 
                 await wait_for(ok, timeout=30, what=f"{d.name} {probe} {get['path']} (log: {processes.root})")
+    api = envs["cronos-api"]
+    await _readmes_first_job_completes(
+        f"http://127.0.0.1:{api['PORT']}", api["CRONOS_ADMIN_TOKEN"], processes, "cronos-executor"
+    )
     for d in roles:
         assert processes.stop(d.name) == 0, processes.log(d.name)[-3000:]
+
+
+def test_the_api_refuses_to_start_with_the_secret_as_shipped(processes: Processes, services: Services) -> None:
+    """deploy/k8s/secret.yaml's placeholder admin token (41 characters) used to work as one: the API
+    applied as shipped exits at once, non-zero, with one line naming the setting."""
+    everything = k8s_manifests()
+    api = pod_spec(one(everything, "Deployment", "cronos-api"))["containers"][0]
+    env = environment(everything, api) | {"REDIS_URL": services.redis_url, "PORT": str(free_port())}
+    proc = processes.start("api", api["args"], env)
+    assert proc.wait(30) != 0
+    lines = processes.log("api").strip().splitlines()
+    assert len(lines) == 1 and "CRONOS_ADMIN_TOKEN" in lines[0], lines
+    assert "CHANGE-ME" not in lines[0], "the refusal never quotes the secret"
 
 
 async def test_the_compose_stack_runs_the_readmes_example_job(
@@ -211,31 +213,6 @@ async def test_the_compose_stack_runs_the_readmes_example_job(
     for name in ("dispatcher", "executor"):
         processes.start(name, compose[name]["command"], env_of(name))
 
-    base = f"http://127.0.0.1:{api_port}"
-    headers = {"Authorization": f"Bearer {REQUIRED_VALUE}"}
-    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5), headers=headers) as session:
-
-        async def ready() -> bool:
-            return await _answers_200(session, f"{base}/health")
-
-        await wait_for(ready, timeout=30, what=f"the API's /health (log: {processes.root})")
-        job = {  # the README's first job
-            "name": "Sync Database Indexes",
-            "cron_expression": "*/5 * * * *",
-            "payload": {"action": "reindex", "target": "users"},
-        }
-        async with session.post(f"{base}/api/jobs", json=job) as response:
-            assert response.status == 201, await response.text()
-            job_id = (await response.json())["id"]
-        async with session.post(f"{base}/api/jobs/{job_id}/trigger") as response:
-            assert response.status == 202, await response.text()
-
-        async def ended() -> dict[str, Any] | None:
-            async with session.get(f"{base}/api/jobs/{job_id}/runs") as response:
-                runs = (await response.json())["items"]
-            return next((r for r in runs if r["finished_at"] is not None), None)
-
-        run = await wait_for(ended, timeout=30, what=f"the triggered run to end (log: {processes.root})")
-    assert (run["state"], run["error"]) == ("completed", None), processes.log("executor")[-3000:]
+    await _readmes_first_job_completes(f"http://127.0.0.1:{api_port}", REQUIRED_VALUE, processes, "executor")
     for name in ("executor", "dispatcher", "api"):
         assert processes.stop(name) == 0, processes.log(name)[-3000:]

@@ -26,10 +26,10 @@ hc = _load()
 
 
 class _Role(http.server.BaseHTTPRequestHandler):
-    """Answers what a Cronos process serves: /metrics (all roles) and /openapi.json (api)."""
+    """Answers what a Cronos process serves: /livez (dispatcher, executor) and /openapi.json (api)."""
 
     def do_GET(self) -> None:
-        self.send_response(200 if self.path in ("/metrics", "/openapi.json") else 404)
+        self.send_response(200 if self.path in ("/livez", "/openapi.json") else 404)
         self.end_headers()
         self.wfile.write(b"{}\n")
 

@@ -6,7 +6,9 @@ files use, compared with `kubectl kustomize` where kubectl is installed), never 
 a cluster gets is what is checked. Built-in kinds are checked with kubernetes-validate (the
 Kubernetes JSON schemas ship in its wheel, so no network is needed) in strict mode, which rejects
 unknown fields. KEDA's ScaledObject/TriggerAuthentication are CRDs with no schema there: they are
-checked against the small schemas in tests/deploy/schemas written for the fields used.
+checked against the small schemas in tests/deploy/schemas written for the fields used, and only the
+autoscaling/keda and pools/ overlays hold them: the base has built-in kinds only, so it applies on a
+cluster without KEDA. Every kustomization (the base and each overlay) is rendered and validated.
 tests/deploy/test_deploy_processes.py runs the rendered containers' commands as real processes.
 """
 
@@ -24,10 +26,12 @@ import jsonschema
 import pytest
 import yaml
 
+from cronos.errors import ConfigError
 from cronos.keys import Keys
 from cronos.settings import VARIABLES, Settings, load_settings
 from tests.deploy.kustomize import Unsupported, object_id, render
 from tests.deploy.manifests import (
+    AUTOSCALING,
     K8S,
     POOLS,
     SCHEMAS,
@@ -37,6 +41,9 @@ from tests.deploy.manifests import (
     k8s_manifests,
     of_kind,
     one,
+    operator_environment,
+    overlay_manifests,
+    overlays,
     pod_spec,
     pool_manifests,
     rendered,
@@ -53,12 +60,13 @@ CRD_SCHEMAS = {
 }
 MANIFESTS = k8s_manifests()
 POOL_MANIFESTS = pool_manifests()
-EVERYTHING = MANIFESTS + POOL_MANIFESTS
+KEDA = rendered(AUTOSCALING / "keda")
+# The base, then every overlay: KEDA's and the HPA's autoscaling (no workload, so no image of their
+# own) and the executor pools.
+EVERYTHING = MANIFESTS + POOL_MANIFESTS + overlay_manifests("autoscaling")
 WORKLOADS = ("cronos-api", "cronos-dispatcher", "cronos-executor")
-KUSTOMIZATIONS = [K8S, *sorted(p for p in POOLS.iterdir() if p.is_dir())]
-# The HPA alternative to KEDA (tests/deploy/test_autoscaling.py): no workload, so no image of its own.
-AUTOSCALING = [K8S / "autoscaling" / "hpa"]
-AUTOSCALING_MANIFESTS = [m for directory in AUTOSCALING for m in rendered(directory)]
+KUSTOMIZATIONS = [K8S, *overlays()]
+WITH_IMAGES = [K8S, *sorted(p for p in POOLS.iterdir() if p.is_dir())]
 
 # Variables in a pod's environment that Cronos does not read, and why they are there.
 NON_CRONOS_VARIABLES = {
@@ -95,7 +103,7 @@ def _stream_triggers(spec: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _settings(manifests: list[Manifest], container: dict[str, Any]) -> Settings:
-    return load_settings(environ=environment(manifests, container), env_file=None)
+    return load_settings(environ=operator_environment(manifests, container), env_file=None)
 
 
 def _kustomize_image() -> str:
@@ -105,9 +113,28 @@ def _kustomize_image() -> str:
     return f"{images[0].get('newName', 'cronos')}:{images[0]['newTag']}"
 
 
-@pytest.mark.parametrize("manifest", EVERYTHING + AUTOSCALING_MANIFESTS, ids=lambda m: m.id)
-def test_manifest_is_schema_valid(manifest: Manifest) -> None:
-    _validate(manifest.doc)
+@pytest.mark.parametrize("directory", KUSTOMIZATIONS, ids=lambda d: str(d.relative_to(K8S)))
+def test_every_kustomization_renders_schema_valid_objects(directory: Path) -> None:
+    """The base and each overlay as `kubectl kustomize` renders it: every object valid for its kind,
+    built-in kinds against the Kubernetes schemas, CRDs against tests/deploy/schemas (an object of a
+    kind in neither fails: SchemaNotFoundError)."""
+    objects = rendered(directory)
+    assert objects, directory
+    for manifest in objects:
+        _validate(manifest.doc)
+
+
+def test_the_base_applies_on_a_cluster_without_keda() -> None:
+    """A cluster without KEDA refuses a ScaledObject or TriggerAuthentication (no such resource), so
+    `kubectl apply -k deploy/k8s` failed there: the base holds built-in kinds only, KEDA's objects
+    are in autoscaling/keda (and the pools scaled from zero)."""
+    for manifest in MANIFESTS:
+        assert (manifest.doc["apiVersion"], manifest.kind) not in CRD_SCHEMAS, manifest.id
+        kubernetes_validate.validate(manifest.doc, K8S_VERSION, strict=True)  # a schema of the built-in set
+    kinds = {(m.kind, m.name) for m in KEDA}
+    assert kinds == {("ScaledObject", "cronos-executor"), ("TriggerAuthentication", "cronos-redis")}
+    with pytest.raises(kubernetes_validate.SchemaNotFoundError):  # negative control: not a built-in kind
+        kubernetes_validate.validate(one(KEDA, "ScaledObject", "cronos-executor"), K8S_VERSION, strict=True)
 
 
 def test_the_validators_reject_a_typo() -> None:
@@ -118,13 +145,13 @@ def test_the_validators_reject_a_typo() -> None:
     with pytest.raises(jsonschema.ValidationError):
         _validate(deployment)
 
-    scaled = copy.deepcopy(one(MANIFESTS, "ScaledObject", "cronos-executor"))
+    scaled = copy.deepcopy(one(KEDA, "ScaledObject", "cronos-executor"))
     scaled["spec"]["triggers"][0]["metadata"]["pendingEntriesCount"] = 8  # KEDA wants a string
     with pytest.raises(jsonschema.ValidationError):
         _validate(scaled)
 
 
-@pytest.mark.parametrize("directory", KUSTOMIZATIONS + AUTOSCALING, ids=lambda d: str(d.relative_to(K8S)))
+@pytest.mark.parametrize("directory", KUSTOMIZATIONS, ids=lambda d: str(d.relative_to(K8S)))
 def test_kustomization_lists_every_manifest_file(directory: Path) -> None:
     kustomization = yaml.safe_load((directory / "kustomization.yaml").read_text())
     jsonschema.Draft202012Validator(json.loads((SCHEMAS / "kustomization.json").read_text())).validate(kustomization)
@@ -132,7 +159,7 @@ def test_kustomization_lists_every_manifest_file(directory: Path) -> None:
     assert set(kustomization["resources"]) == files
 
 
-@pytest.mark.parametrize("directory", KUSTOMIZATIONS + AUTOSCALING, ids=lambda d: str(d.relative_to(K8S)))
+@pytest.mark.parametrize("directory", KUSTOMIZATIONS, ids=lambda d: str(d.relative_to(K8S)))
 def test_the_python_rendering_is_what_kubectl_kustomize_renders(directory: Path) -> None:
     """The renderer these tests read through agrees with kustomize itself, object for object."""
     kubectl = shutil.which("kubectl")
@@ -161,9 +188,8 @@ def test_all_expected_objects_exist() -> None:
         assert ("Deployment", name) in kinds
         assert ("PodDisruptionBudget", name) in kinds
     expected = {("Service", "cronos-api"), ("ConfigMap", "cronos-config"), ("Secret", "cronos-secrets")}
-    assert expected | {("ScaledObject", "cronos-executor")} <= kinds
-    everything = EVERYTHING + AUTOSCALING_MANIFESTS
-    assert all("namespace" not in m.doc["metadata"] for m in everything), "manifests must be namespace-less"
+    assert expected <= kinds
+    assert all("namespace" not in m.doc["metadata"] for m in EVERYTHING), "manifests must be namespace-less"
 
 
 def test_every_image_is_the_one_kustomize_sets() -> None:
@@ -173,7 +199,7 @@ def test_every_image_is_the_one_kustomize_sets() -> None:
     assert "/" in image.split(":", 1)[0], f"{image}: a bare name is pulled from Docker Hub"
     found = {(m.id, c["name"]): c["image"] for m, c in _workloads(EVERYTHING)}
     assert len(found) >= 8 and set(found.values()) == {image}, found
-    for directory in KUSTOMIZATIONS:  # each pool sets the base's image, not one of its own
+    for directory in WITH_IMAGES:  # each pool sets the base's image, not one of its own
         entries = yaml.safe_load((directory / "kustomization.yaml").read_text())["images"]
         assert [f"{e.get('newName', 'cronos')}:{e['newTag']}" for e in entries] == [image], directory
 
@@ -238,15 +264,16 @@ def test_every_probe_asks_a_declared_port_the_role_listens_on(manifest: Manifest
         assert annotations["prometheus.io/port"] == str(listens), manifest.id
 
 
-def test_liveness_never_depends_on_the_backends() -> None:
+@pytest.mark.parametrize("manifest", of_kind(EVERYTHING, "Deployment"), ids=lambda m: m.id)
+def test_liveness_asks_the_event_loop_and_readiness_the_backends(manifest: Manifest) -> None:
     """/health answers 503 while PostgreSQL or Redis is down, and the API's /metrics counts jobs in
-    PostgreSQL: as liveness either would restart healthy pods during an outage."""
-    for name in WORKLOADS:
-        for container in pod_spec(one(MANIFESTS, "Deployment", name))["containers"]:
-            path = container["livenessProbe"]["httpGet"]["path"]
-            assert path == ("/openapi.json" if name == "cronos-api" else "/metrics"), name
-    api = pod_spec(one(MANIFESTS, "Deployment", "cronos-api"))["containers"][0]
-    assert api["readinessProbe"]["httpGet"]["path"] == "/health"
+    PostgreSQL: as liveness either would restart healthy pods during an outage. The other roles'
+    /metrics is served by a thread of prometheus-client, so it answered while their event loop was
+    stuck: their liveness is /livez, answered by the loop (tests/deploy/test_probes.py)."""
+    for container in pod_spec(manifest.doc)["containers"]:
+        live, ready = (container[p]["httpGet"]["path"] for p in ("livenessProbe", "readinessProbe"))
+        api = container["args"][0] == "api"
+        assert (live, ready) == (("/openapi.json", "/health") if api else ("/livez", "/readyz")), manifest.id
 
 
 def test_every_environment_variable_is_one_cronos_reads() -> None:
@@ -327,7 +354,7 @@ def test_keda_targets_follow_the_executor_concurrency() -> None:
 
 
 def test_scaledobject_scales_the_executor_on_its_stream_group() -> None:
-    scaled = one(MANIFESTS, "ScaledObject", "cronos-executor")["spec"]
+    scaled = one(KEDA, "ScaledObject", "cronos-executor")["spec"]
     target = scaled["scaleTargetRef"]
     assert (target.get("kind", "Deployment"), target["name"]) == ("Deployment", "cronos-executor")
     assert one(MANIFESTS, "Deployment", target["name"])  # exists
@@ -340,7 +367,7 @@ def test_scaledobject_scales_the_executor_on_its_stream_group() -> None:
         assert trigger["type"] == "redis-streams"
         assert trigger["metadata"]["stream"] == keys.stream
         assert trigger["metadata"]["consumerGroup"] == keys.group
-        auth = one(MANIFESTS, "TriggerAuthentication", trigger["authenticationRef"]["name"])
+        auth = one(KEDA, "TriggerAuthentication", trigger["authenticationRef"]["name"])
         for ref in auth["spec"]["secretTargetRef"]:
             assert ref["name"] == "cronos-secrets" and ref["key"] in secret
     assert scaled["minReplicaCount"] >= 1 and scaled["maxReplicaCount"] > scaled["minReplicaCount"]
@@ -386,6 +413,11 @@ def test_the_api_requires_tokens_from_its_own_secret() -> None:
         assert ref["name"] != "cronos-secrets", "every role reads cronos-secrets: the tokens are the API's alone"
     settings = _settings(MANIFESTS, api)
     assert settings.auth == "required" and settings.admin_token and settings.metrics_token
+    shipped = environment(MANIFESTS, api)  # as secret.yaml ships it: placeholders, refused at start
+    with pytest.raises(ConfigError, match=r"^CRONOS_ADMIN_TOKEN: must not be a placeholder"):
+        load_settings(environ=shipped, env_file=None)
+    with pytest.raises(ConfigError, match=r"^CRONOS_METRICS_TOKEN: must not be a placeholder"):
+        load_settings(environ=shipped | {"CRONOS_ADMIN_TOKEN": settings.admin_token}, env_file=None)
     assert settings.api_host == "0.0.0.0", "the Service reaches the pod on its own address"
     for m, container in _workloads(EVERYTHING):
         if m.name != "cronos-api" or container["name"] != "api":
