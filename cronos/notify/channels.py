@@ -22,6 +22,7 @@ import msgspec
 from cronos.errors import InvalidInput
 from cronos.models import QUEUE_PATTERN
 from cronos.netguard import literal_host_refusal
+from cronos.notify.mail import address_problem
 from cronos.notify.rules import EVENT_KINDS, QuietHours, Rule
 from cronos.payloads import URL_PATTERN, url_problem
 from cronos.redact import SECRET, redact_url
@@ -223,6 +224,13 @@ def check(fields: ChannelFields, allow: tuple[str, ...]) -> None:
         why = literal_host_refusal(f"smtp://{fields.smtp.host}", allow)
         if why is not None:
             raise InvalidInput("$.smtp.host", f"refused by the SSRF guard: {why}")
+        addresses = [
+            ("$.smtp.from", fields.smtp.sender),
+            *((f"$.smtp.to[{i}]", a) for i, a in enumerate(fields.smtp.to)),
+        ]
+        for field, address in addresses:  # refused now, not on every send
+            if (problem := address_problem(address)) is not None:
+                raise InvalidInput(field, problem)
     if fields.selector is not None:
         parse(fields.selector, "$.selector")
     if len(set(fields.events)) != len(fields.events):

@@ -40,6 +40,11 @@ BAD = [
     ({"name": "x", "kind": "email"}, "$.smtp"),
     ({"name": "x", "kind": "email", "smtp": {**SMTP, "host": "127.0.0.1"}}, "$.smtp.host"),
     ({"name": "x", "kind": "email", "smtp": {**SMTP, "to": ["not an address"]}}, "$.smtp.to[0]"),
+    # Addresses no email can carry (every send would fail): a line break to Python, a decoded one.
+    ({"name": "x", "kind": "email", "smtp": {**SMTP, "to": ["ops\u2028@example.com"]}}, "$.smtp.to[0]"),
+    ({"name": "x", "kind": "email", "smtp": {**SMTP, "to": ["ok@example.com", "x@=?utf-8?q?a=0A?="]}},
+     "$.smtp.to[1]"),
+    ({"name": "x", "kind": "email", "smtp": {**SMTP, "from": "=?utf-8?q?=0D=0Abcc:_x?=@example.com"}}, "$.smtp.from"),
     ({"name": "x", "kind": "slack", "url": SLACK, "events": ["failed", "exploded"]}, "$.events[1]"),
     ({"name": "x", "kind": "slack", "url": SLACK, "after_failures": 0}, "$.after_failures"),
     ({"name": "x", "kind": "slack", "url": SLACK, "quiet_hours": {"start": "25:00", "end": "07:00"}},

@@ -8,8 +8,10 @@ notifier is driven pass by pass (`route_once`, `send_once`), fenced by an epoch 
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime, timedelta
+from email.utils import parsedate_to_datetime
 from typing import Any
 from unittest.mock import ANY
 
@@ -291,6 +293,60 @@ async def test_email_and_slack_reach_real_servers_and_no_secret_shows(
         assert PASSWORD not in text and "slack-s3cret-token" not in text
     (failed_once,) = await _deliveries(api, chat["id"])
     assert failed_once["state"] == "sent" and failed_once["attempts"] == 2
+
+
+# A job name that once wrote its own headers and body into the email (Python decodes the
+# encoded word), and one that made every email of its job fail (U+2028 is a line break to Python).
+INJECTING = "=?utf-8?q?x=0D=0AReply-To:_evil@attacker.example=0D=0A=0D=0Aattacker_text?="
+SEPARATED = "nightly\u2028backup"
+EMAIL_HEADERS = ["Subject", "From", "To", "Date", "Message-ID", "Content-Type", "Content-Transfer-Encoding",
+                 "MIME-Version"]  # fmt: skip
+
+
+async def test_job_names_do_not_steer_an_email_and_every_job_gets_its_alert(
+    api: Api, notifier: Notifier, pg_pool: asyncpg.Pool
+) -> None:
+    jobs = {name: (await api.create(name=name))["id"] for name in (INJECTING, SEPARATED)}
+    with smtp_server() as smtp:
+        await _channel(api, name="mail", kind="email", smtp={
+            "host": smtp.host, "port": smtp.port, "security": "none", "from": "cronos@alerts.example.com",
+            "to": ["ops@example.com"]})  # fmt: skip
+        async with pg_pool.acquire() as conn:
+            await insert_events(conn, [_event(job, "failed", f"f{job}") for job in jobs.values()])
+        await notifier.route_once(NOW)
+        await _sending(notifier, lambda: len(smtp.mailbox.messages) == 2)
+        received = {m["Subject"]: m for m in smtp.mailbox.messages}
+    assert set(received) == {"[Cronos] = ?utf-8?q?x=0D=0AReply-To:_evil@attacker.example=0D=0A=0D=0Aattacker_text?="
+                             " failed", "[Cronos] nightly backup failed"}  # fmt: skip
+    for message in received.values():
+        assert list(message.keys()) == EMAIL_HEADERS  # no Reply-To, no header of the name's
+        assert message["To"] == "ops@example.com"
+        assert abs(parsedate_to_datetime(message["Date"]) - datetime.now(UTC)) < timedelta(minutes=5)
+        assert re.fullmatch(r"<cronos\.notification\.\d+\.[0-9a-f]{20}@alerts\.example\.com>", message["Message-ID"])
+        text = message.get_payload(decode=True).decode()
+        assert text.splitlines()[0] in {f"{INJECTING} failed.", "nightly backup failed."}  # the name, literal
+    assert len({m["Message-ID"] for m in received.values()}) == 2
+
+
+async def test_names_and_errors_do_not_read_as_slack_markup(
+    api: Api, notifier: Notifier, pg_pool: asyncpg.Pool
+) -> None:
+    job = (await api.create(name="<!channel> & <http://evil.example|Open the console>"))["id"]
+    run_id = await pg_pool.fetchval(
+        "INSERT INTO runs (job_id, scheduled_for, attempt, trigger, state, due_at, error, finished_at)"
+        " VALUES ($1, now(), 1, 'schedule', 'failed', now(), '<!here> see <https://evil.example|logs>', now())"
+        " RETURNING id", job,
+    )  # fmt: skip
+    async with http_receiver() as slack:
+        await _channel(api, name="chat", kind="slack", url=slack.url + "/services/T0/B0/x")
+        async with pg_pool.acquire() as conn:
+            await insert_events(conn, [_event(job, "failed", "f", run_id=run_id)])
+        await notifier.route_once(NOW)
+        await _sending(notifier, lambda: len(slack.accepted()) == 1)
+    text = slack.accepted()[0].json["text"]
+    assert text.startswith("*&lt;!channel&gt; &amp; &lt;http://evil.example|Open the console&gt; failed*\n"), text
+    assert "Error: &lt;!here&gt; see &lt;https://evil.example|logs&gt;" in text
+    assert "<" not in text and ">" not in text
 
 
 async def test_a_test_notification_is_queued_by_the_api_and_sent_by_the_leader(api: Api, notifier: Notifier) -> None:
