@@ -211,6 +211,30 @@ async def test_after_n_failures_rate_limit_and_quiet_hours(api: Api, notifier: N
     assert {d["state"] for d in await _deliveries(api, dropped["id"])} == {"suppressed"}
 
 
+async def test_a_job_alternating_failure_and_success_does_not_slip_past_the_rate_limit(
+    api: Api, notifier: Notifier, pg_pool: asyncpg.Pool
+) -> None:
+    job = (await api.create(name="flapping"))["id"]
+    async with http_receiver() as receiver:
+        await _channel(api, name="hook", kind="webhook", url=receiver.url, rate_limit_s=3600,
+                       events=["failed", "recovered"])  # fmt: skip
+        for batch in range(3):  # across router passes: what the channel heard is read back from the outbox
+            minute = NOW + timedelta(minutes=2 * batch)
+            async with pg_pool.acquire() as conn:
+                await insert_events(conn, [_event(job, "failed", f"f{batch}", at=minute, consecutive_failures=1),
+                                           _event(job, "recovered", f"r{batch}", at=minute + timedelta(minutes=1),
+                                                  after_failures=1)])  # fmt: skip
+            assert await notifier.route_once(NOW) == 2
+        await _sending(notifier, lambda: len(receiver.seen) >= 2)
+        assert await notifier.send_once() == 0  # nothing else was due
+    assert [r.json["type"] for r in receiver.seen] == ["job.failed", "job.recovered"]
+    reasons = await pg_pool.fetch("SELECT kind, reason FROM notification_deliveries WHERE state = 'suppressed'")
+    assert sorted(r["kind"] for r in reasons) == ["failed", "failed", "recovered", "recovered"]
+    assert {r["reason"] for r in reasons if r["kind"] == "recovered"} == {
+        "the channel was not told of the failures it ends"
+    }
+
+
 async def test_a_refused_delivery_is_retried_with_backoff_then_sent_once(
     api: Api, notifier: Notifier, pg_pool: asyncpg.Pool
 ) -> None:
