@@ -16,7 +16,9 @@ Its rule then decides, per (event, channel):
   counting what the channel heard (pending or sent; not suppressed, not given up); a `recovered`
   event the channel may hear passes, so the last word it hears about a job is not "failing".
 - `quiet_hours`: between `start` and `end` (wall clock in its time zone; may wrap midnight) a
-  notification is held until `end` (`hold`, the default), or dropped (`hold: false`).
+  notification is held until `end` (`hold`, the default), or dropped (`hold: false`). What was
+  held is released paced, one every RELEASE_PACE_S per channel from `end` on, not in one burst
+  (Slack's incoming webhooks take about one message a second).
 
 Suppressed notifications are recorded with their reason (the operator sees why nothing came).
 """
@@ -35,6 +37,7 @@ from cronos.selectors import Requirement, matches
 
 EVENT_KINDS: tuple[str, ...] = tuple(str(kind) for kind in JobEventKind)
 DEFAULT_EVENTS: tuple[str, ...] = ("failed", "recovered", "missed")
+RELEASE_PACE_S = 1.0  # held notifications of one channel leave this far apart when quiet hours end
 
 
 class Outcome(StrEnum):
@@ -182,17 +185,28 @@ def decide(rule: Rule, event: EventFacts, heard: Heard, now: datetime) -> tuple[
     return Outcome.PENDING, now, None
 
 
+def release_at(end: datetime, last_held: datetime | None) -> datetime:
+    """When a notification held until `end` is sent: at `end`, or a pace after the channel's last
+    held one when that one is not due before `end`."""
+    if last_held is None or last_held < end:
+        return end
+    return last_held + timedelta(seconds=RELEASE_PACE_S)
+
+
 def route(
     events: Sequence[EventFacts],
     rules: Iterable[Rule],
     heard: Mapping[tuple[int, int], Heard],
     now: datetime,
+    held: Mapping[int, datetime] | None = None,
 ) -> list[Routed]:
     """Every (event, channel) pair the channels hear of, in event order, with its outcome.
     `heard`: (channel id, job id) -> what the channel heard of the job before this batch; the
-    events of this batch count too, in order."""
+    events of this batch count too, in order. `held`: channel id -> the latest release time of
+    its notifications held by quiet hours (not yet tried)."""
     rules = list(rules)
     told = dict(heard)
+    last_held = dict(held or {})
     out: list[Routed] = []
     for event in sorted(events, key=lambda e: (e.occurred_at, e.id)):
         for rule in rules:
@@ -200,6 +214,8 @@ def route(
                 continue
             key = (rule.channel_id, event.job_id)
             outcome, due_at, reason = decide(rule, event, told.get(key, Heard()), now)
+            if outcome is Outcome.PENDING and due_at > now:  # held by quiet hours: paced out
+                due_at = last_held[rule.channel_id] = release_at(due_at, last_held.get(rule.channel_id))
             if outcome is Outcome.PENDING:
                 told[key] = told.get(key, Heard()).after(event.kind, event.occurred_at)
             out.append(Routed(event.id, rule.channel_id, outcome, due_at, reason))

@@ -96,6 +96,14 @@ LEFT JOIN LATERAL (
       AND d.kind IN ('failed', 'recovered')
     ORDER BY d.occurred_at DESC, d.id DESC LIMIT 1) told ON true
 """
+# Quiet hours' pacing: per channel in $1, the latest due time of its untried deliveries due after $2
+# (held by quiet hours; a retry has attempts > 0).
+HELD_LATEST = """
+SELECT channel_id, max(due_at) AS due_at
+FROM notification_deliveries
+WHERE state = 'pending' AND due_at > $2 AND attempts = 0 AND channel_id = ANY($1::bigint[])
+GROUP BY channel_id
+"""
 # One delivery per routed (event, channel), then the events marked routed: one transaction, fenced.
 DELIVERIES_ROUTE = """
 INSERT INTO notification_deliveries (channel_id, event_id, job_id, kind, occurred_at, message, state, reason, due_at)
@@ -329,6 +337,11 @@ class Outbox:
         with translate_errors():
             rows = await self._pool.fetch(LAST_HEARD, list(channel_ids), list(job_ids))
         return {(row["channel_id"], row["job_id"]): Heard(row["at"], row["failing"]) for row in rows}
+
+    async def held(self, channel_ids: Sequence[int], now: datetime) -> dict[int, datetime]:
+        with translate_errors():
+            rows = await self._pool.fetch(HELD_LATEST, list(channel_ids), now)
+        return {row["channel_id"]: row["due_at"] for row in rows}
 
     async def explain(self, job_id: int, tick: datetime, now: datetime, kept_since: datetime | None) -> dict[str, Any]:
         """The tick's explanation as GET /api/jobs/{id}/ticks gives it (cronos.ticks, pure)."""

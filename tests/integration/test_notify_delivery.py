@@ -12,6 +12,7 @@ import re
 from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime, timedelta
 from email.utils import parsedate_to_datetime
+from itertools import pairwise
 from typing import Any
 from unittest.mock import ANY
 
@@ -233,6 +234,27 @@ async def test_a_job_alternating_failure_and_success_does_not_slip_past_the_rate
     assert {r["reason"] for r in reasons if r["kind"] == "recovered"} == {
         "the channel was not told of the failures it ends"
     }
+
+
+async def test_quiet_hours_release_what_they_held_paced(api: Api, notifier: Notifier, pg_pool: asyncpg.Pool) -> None:
+    jobs = [(await api.create(name=f"j{n}"))["id"] for n in range(4)]
+    in_quiet_hours = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
+    async with http_receiver() as receiver:
+        hook = await _channel(api, name="held", kind="webhook", url=receiver.url,
+                              quiet_hours={"start": "00:00", "end": "23:59", "timezone": "UTC"})  # fmt: skip
+        for batch in (jobs[:3], jobs[3:]):  # the second pass reads what the first held from the outbox
+            async with pg_pool.acquire() as conn:
+                await insert_events(conn, [_event(job, "failed", f"f{job}") for job in batch])
+            await notifier.route_once(in_quiet_hours)
+        due = sorted(datetime.fromisoformat(d["due_at"]) for d in await _deliveries(api, hook["id"]))
+        end = datetime(2030, 1, 1, 23, 59, tzinfo=UTC)
+        assert due == [end + timedelta(seconds=n) for n in range(4)]  # not four at 23:59:00
+        # The quiet hours end now: the sender follows the pace.
+        await pg_pool.execute("UPDATE notification_deliveries SET due_at = now() + (due_at - $1)", end)
+        await _sending(notifier, lambda: len(receiver.seen) == 4)
+    sent = [r["sent_at"] for r in await pg_pool.fetch("SELECT sent_at FROM notification_deliveries ORDER BY due_at")]
+    gaps = [(b - a).total_seconds() for a, b in pairwise(sent)]
+    assert all(gap >= 0.9 for gap in gaps), gaps
 
 
 async def test_a_refused_delivery_is_retried_with_backoff_then_sent_once(

@@ -129,6 +129,19 @@ def test_quiet_hours_hold_or_drop() -> None:
     assert dropped[0] is Outcome.SUPPRESSED and "quiet hours" in str(dropped[2])
 
 
+def test_what_quiet_hours_held_is_released_paced() -> None:
+    end = datetime(2030, 3, 1, 23, 59, tzinfo=UTC)
+    quiet = Rule(1, quiet_hours=QuietHours(time(0), time(23, 59)))
+    loud = Rule(2)
+    events = [_event(id=n, job=n) for n in range(1, 5)]
+    due = {(r.channel_id, r.event_id): r.due_at for r in route(events, [quiet, loud], {}, T0)}
+    assert [due[1, n] for n in range(1, 5)] == [end + timedelta(seconds=n) for n in range(4)]  # once a second
+    assert {due[2, n] for n in range(1, 5)} == {T0}  # a channel without quiet hours: at once
+    # Held before this batch: the next is a pace after the latest; one due before the end does not count.
+    assert route(events[:1], [quiet], {}, T0, {1: end + timedelta(seconds=7)})[0].due_at == end + timedelta(seconds=8)
+    assert route(events[:1], [quiet], {}, T0, {1: end - timedelta(hours=1)})[0].due_at == end
+
+
 def test_retries_until_the_bound() -> None:
     assert retry_at(1, 3, T0, 5.0) == T0 + timedelta(seconds=5)
     assert retry_at(3, 3, T0, 5.0) is None
