@@ -4,7 +4,7 @@ HTTP goes through the SSRF-guarded session (cronos.http_guard: every address a n
 to is judged, as for http jobs, with CRONOS_HTTP_ALLOW_NETS); SMTP connects only to addresses
 the same guard allows (stdlib smtplib, in a thread: a notification is rare, a dependency is not
 worth it). A failure is SendFailed with one line that names no secret (a Slack URL is one: it is
-never quoted; a webhook URL is redacted as a job's is).
+never quoted; of a webhook URL only the scheme, host and port are, as a non-admin reader sees it).
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ from cronos.http_guard import guard_refusal, refusal
 from cronos.netguard import host_literal_refusal
 from cronos.notify import mail
 from cronos.notify import message as msg
-from cronos.notify.channels import Channel
-from cronos.redact import SECRET, redact_url
+from cronos.notify.channels import Channel, masked_url
+from cronos.redact import SECRET
 from cronos.webhooks import signature_headers
 
 ERROR_CHARS = 300
@@ -50,7 +50,7 @@ async def send(
         await _email(channel, message, delivery_id, allow, timeout_s)
         return
     url = channel.url or ""
-    shown = SECRET if channel.kind == "slack" else redact_url(url)
+    shown = SECRET if channel.kind == "slack" else masked_url(url)  # errors are read with a read token
     if channel.kind == "slack":
         body = msgspec.json.encode({"text": msg.slack_text(message)})
         headers = {"Content-Type": "application/json"}

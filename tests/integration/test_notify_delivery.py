@@ -304,6 +304,7 @@ async def test_a_delivery_that_never_gets_through_ends_failed_with_its_error(
     (delivery,) = await _deliveries(api, channel["id"])
     assert delivery["state"] == "failed" and delivery["attempts"] == 3
     assert delivery["last_error"].startswith("HTTP 503 from http://127.0.0.1:")
+    assert delivery["last_error"].endswith("/***: receiver says no")  # its path, read with a read token, not shown
 
 
 async def test_email_and_slack_reach_real_servers_and_no_secret_shows(
