@@ -1,7 +1,8 @@
 """/api/channels: notification channels (admin writes, read lists) and their deliveries.
 
 Secrets are write-only (cronos.notify.channels): a webhook's signing secret, a Slack URL and an
-SMTP password are shown as `***`; `***` in a PATCH keeps the stored value. A webhook channel
+SMTP password are shown as `***`, and a webhook URL's path and query to a non-admin reader;
+`***` in a PATCH keeps the stored value. A webhook channel
 created without a secret gets one drawn here, shown in the creation's response only. Channel
 URLs and SMTP hosts pass the SSRF guard's literal check here and the full one at send time.
 """
@@ -33,12 +34,12 @@ from cronos.store.notify import ChannelStore, Delivery
 
 class ChannelPatch(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """The fields to change; the others keep their value (`smtp` and `quiet_hours` are replaced
-    whole). Leave `url` out to keep it (a Slack URL is shown as ***); a `secret` or SMTP
-    `password` sent as `***` keeps the stored one. The kind stays (delete and add a channel
+    whole). Leave `url` out, or send it as shown (`***` for a Slack URL), to keep it; a `secret`
+    or SMTP `password` sent as `***` keeps the stored one. The kind stays (delete and add a channel
     to change it); the fields of another kind (`smtp` of a webhook channel...) are ignored."""
 
     name: ch.Name | UnsetType = UNSET
-    url: ch.Url | UnsetType = UNSET
+    url: ch.UrlOrStars | UnsetType = UNSET
     secret: ch.SecretOrStars | UnsetType = UNSET  # a webhook always has one (rotate: send a new one)
     smtp: ch.Smtp | UnsetType = UNSET
     jobs: ch.Jobs | UnsetType | None = UNSET
@@ -83,7 +84,8 @@ def _store(pool: Any) -> ChannelStore:
 
 async def list_channels(request: web.Request) -> web.Response:
     channels = await _store(await request.app[BACKENDS].pool()).all()
-    return respond(ChannelList(items=[ch.shown(c) for c in channels]))
+    admin = principal_of(request).admin
+    return respond(ChannelList(items=[ch.shown(c, admin=admin) for c in channels]))
 
 
 async def create_channel(request: web.Request) -> web.Response:
@@ -96,13 +98,13 @@ async def create_channel(request: web.Request) -> web.Response:
         drawn = ch.new_secret(secrets.token_bytes(32))
         body = msgspec.structs.replace(body, secret=drawn)
     channel = await _store(await request.app[BACKENDS].pool()).create(body, actor=principal_of(request).name)
-    out = msgspec.structs.asdict(ch.shown(channel))
+    out = msgspec.structs.asdict(ch.shown(channel, admin=True))  # an admin's route
     return respond(ChannelCreated(**out, webhook_secret=drawn if drawn is not None else UNSET), status=201)
 
 
 async def get_channel(request: web.Request) -> web.Response:
     channel = await _store(await request.app[BACKENDS].pool()).get(path_id(request))
-    return respond(ch.shown(channel))
+    return respond(ch.shown(channel, admin=principal_of(request).admin))
 
 
 def _patched(patch: ChannelPatch, stored: ch.Channel, allow: tuple[str, ...]) -> ch.ChannelFields:
@@ -125,7 +127,7 @@ async def patch_channel(request: web.Request) -> web.Response:
     channel = await store.update(
         path_id(request), lambda stored: _patched(patch, stored, allow), actor=principal_of(request).name
     )
-    return respond(ch.shown(channel))
+    return respond(ch.shown(channel, admin=True))  # an admin's route
 
 
 async def delete_channel(request: web.Request) -> web.Response:
@@ -161,7 +163,8 @@ async def test_channel(request: web.Request) -> web.Response:
 
 
 ROUTES = (
-    Route("GET", "/api/channels", list_channels, "Notification channels (secrets shown as ***)",
+    Route("GET", "/api/channels", list_channels,
+          "Notification channels (secrets shown as ***; to a non-admin, a webhook URL's path and query too)",
           response=ChannelList, errors=DB_ERRORS),
     Route("POST", "/api/channels", create_channel,
           "Create a notification channel: a signed webhook, a Slack incoming webhook or SMTP email, for every "
@@ -171,9 +174,11 @@ ROUTES = (
           "Channel creations, changes and deletions, newest first: who (actor), when, the channel before and "
           "after (secrets shown as ***; its id and name in detail)", response=AuditList,
           errors=(InvalidInput, *DB_ERRORS), query=PAGE, scope="admin"),
-    Route("GET", f"/api/channels/{ID}", get_channel, "One channel (secrets shown as ***)", response=ch.Channel,
+    Route("GET", f"/api/channels/{ID}", get_channel,
+          "One channel (secrets shown as ***; to a non-admin, a webhook URL's path and query too)", response=ch.Channel,
           errors=(NotFound, *DB_ERRORS)),
-    Route("PATCH", f"/api/channels/{ID}", patch_channel, "Change a channel; a secret sent as *** keeps the stored one",
+    Route("PATCH", f"/api/channels/{ID}", patch_channel,
+          "Change a channel; a secret or URL sent back as shown (***) keeps the stored one",
           body=ChannelPatch, response=ch.Channel, errors=(*BODY_ERRORS, NotFound, Conflict, *DB_ERRORS),
           scope="admin"),
     Route("DELETE", f"/api/channels/{ID}", delete_channel, "Delete a channel and its deliveries", status=204,

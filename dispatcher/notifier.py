@@ -148,8 +148,9 @@ class Notifier:
             return 0
         channels = await self._outbox.channels()
         rules = [ch.rule(c) for c in channels]
-        last = await self._outbox.last_notified([c.id for c in channels], sorted({e.job_id for e in events}))
-        routed = route([e.facts() for e in events], rules, last, now)
+        ids = [c.id for c in channels]
+        told = await self._outbox.heard(ids, sorted({e.job_id for e in events}))
+        routed = route([e.facts() for e in events], rules, told, now, await self._outbox.held(ids, now))
         wanted = {r.event_id for r in routed if r.outcome is Outcome.PENDING}  # worth a tick explanation
         heard = {r.event_id for r in routed}
         messages = {e.id: await self._guarded_message(e, now, e.id in wanted) for e in events if e.id in heard}

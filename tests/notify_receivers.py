@@ -8,6 +8,7 @@ import contextlib
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from email import message_from_bytes
+from email import policy as email_policy
 from email.message import Message
 from typing import Any
 
@@ -80,7 +81,8 @@ class _Mailbox:
         self.logins: list[str] = []
 
     async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:  # aiosmtpd calls it by this name
-        self.messages.append(message_from_bytes(envelope.content))
+        # As a mail client reads it: headers unfolded and their encoded words decoded.
+        self.messages.append(message_from_bytes(envelope.content, policy=email_policy.default))
         return "250 OK"
 
 

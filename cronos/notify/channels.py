@@ -6,7 +6,8 @@ Secrets are write-only (as cronos.redact does for jobs): the webhook's signing `
 Slack `url` (the URL is the credential) and the SMTP `password` are shown as `***`, and `***`
 sent back in a PATCH keeps the stored value -- the SMTP password only while the server and user
 are unchanged (it never follows a channel to another server). A webhook URL's own credentials
-(user-info, a `token=` query) are redacted as a job's are.
+(user-info, a `token=` query) are redacted as a job's are; to a reader that is not an admin, its
+path and query are `***` too (they often hold a token).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import base64
 import binascii
 from datetime import datetime, time
 from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit, urlunsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import msgspec
@@ -22,6 +24,7 @@ import msgspec
 from cronos.errors import InvalidInput
 from cronos.models import QUEUE_PATTERN
 from cronos.netguard import literal_host_refusal
+from cronos.notify.mail import address_problem
 from cronos.notify.rules import EVENT_KINDS, QuietHours, Rule
 from cronos.payloads import URL_PATTERN, url_problem
 from cronos.redact import SECRET, redact_url
@@ -45,8 +48,18 @@ Url = Annotated[
         "refused; names are checked after resolution, when sending",
     ),
 ]  # fmt: skip
-# No space or control character (spelled out: Python's \s and JSON Schema's differ).
-Address = Annotated[str, msgspec.Meta(pattern=r"^[^@\x00-\x20\x7f<>,;]+@[^@\x00-\x20\x7f<>,;]+$", max_length=254)]
+# In a PATCH: `***` keeps the stored URL (a Slack URL is always shown so).
+UrlOrStars = Annotated[str, msgspec.Meta(pattern=rf"{URL_PATTERN}|^\*\*\*$", max_length=4096)]
+# No space, control character or line separator (spelled out: Python's \s and JSON Schema's differ);
+# what else an email cannot carry intact (an encoded word, a comment) is refused when saved (mail.py).
+_ADDRESS_PART = r"[^@\x00-\x20\x7f-\x9f\u2028\u2029<>,;]+"
+Address = Annotated[
+    str,
+    msgspec.Meta(
+        pattern=f"^{_ADDRESS_PART}@{_ADDRESS_PART}$", max_length=254,
+        description="an address an email carries as it is (no comment, no encoded word)",
+    ),
+]  # fmt: skip
 Clock = Annotated[str, msgspec.Meta(pattern=r"^([01][0-9]|2[0-3]):[0-5][0-9]$", description="HH:MM, 24 h")]
 Queue = Annotated[str, msgspec.Meta(pattern=QUEUE_PATTERN)]
 JobId = Annotated[int, msgspec.Meta(ge=1, le=2**63 - 1)]
@@ -223,6 +236,13 @@ def check(fields: ChannelFields, allow: tuple[str, ...]) -> None:
         why = literal_host_refusal(f"smtp://{fields.smtp.host}", allow)
         if why is not None:
             raise InvalidInput("$.smtp.host", f"refused by the SSRF guard: {why}")
+        addresses = [
+            ("$.smtp.from", fields.smtp.sender),
+            *((f"$.smtp.to[{i}]", a) for i, a in enumerate(fields.smtp.to)),
+        ]
+        for field, address in addresses:  # refused now, not on every send
+            if (problem := address_problem(address)) is not None:
+                raise InvalidInput(field, problem)
     if fields.selector is not None:
         parse(fields.selector, "$.selector")
     if len(set(fields.events)) != len(fields.events):
@@ -234,14 +254,27 @@ def check(fields: ChannelFields, allow: tuple[str, ...]) -> None:
             raise InvalidInput("$.quiet_hours.timezone", "not an IANA time zone") from None
 
 
-def shown(channel: Channel) -> Channel:
-    """The channel fit to show: every secret `***`."""
+def masked_url(url: str) -> str:
+    """A webhook URL as any reader may see it: where it goes (scheme, host, port), not its path or
+    query, which often carry a token (`/hooks/T0/B0/XXXX`, `?key=...`)."""
+    try:
+        parts = urlsplit(url)
+        host = parts.netloc.rpartition("@")[2]
+    except ValueError:
+        return SECRET
+    rest = f"/{SECRET}" if parts.path.strip("/") or parts.query or parts.fragment else ""
+    return urlunsplit((parts.scheme, host, rest, "", ""))
+
+
+def shown(channel: Channel, *, admin: bool) -> Channel:
+    """The channel fit to show: every secret `***`; a webhook URL's path and query too unless to an
+    admin (who sets them; others only read)."""
     smtp = channel.smtp
     if smtp is not None and smtp.password is not None:
         smtp = msgspec.structs.replace(smtp, password=SECRET)
     url = channel.url
     if url is not None:
-        url = SECRET if channel.kind == "slack" else redact_url(url)
+        url = SECRET if channel.kind == "slack" else redact_url(url) if admin else masked_url(url)
     secret = None if channel.secret is None else SECRET
     return msgspec.structs.replace(channel, url=url, secret=secret, smtp=smtp)
 
@@ -250,12 +283,11 @@ def restore(new: ChannelFields, stored: Channel) -> ChannelFields:
     """`new` with each `***` put back to the stored secret it stands for (InvalidInput when it may not)."""
     url, secret, smtp = new.url, new.secret, new.smtp
     if url is not None and SECRET in url:
-        same_slack = new.kind == stored.kind == "slack" and url == SECRET
-        same_webhook = new.kind == stored.kind == "webhook" and url == shown(stored).url
-        if stored.url is not None and (same_slack or same_webhook):
-            url = stored.url
-        else:
+        # `***`, or the URL as an admin or another reader sees it: the stored URL (none for email).
+        as_shown = (SECRET, shown(stored, admin=True).url, shown(stored, admin=False).url)
+        if new.kind != stored.kind or url not in as_shown:
             raise InvalidInput("$.url", f"{SECRET} stands for a stored secret, which is not kept here; send the URL")
+        url = stored.url
     if secret == SECRET and new.kind == "webhook":
         if stored.secret is None:
             raise InvalidInput("$.secret", f"{SECRET} stands for a stored secret, and none is stored")

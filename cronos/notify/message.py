@@ -9,6 +9,7 @@ record shows, which the executor has already scrubbed).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
@@ -31,6 +32,10 @@ _HEADLINES = {
     "cancelled": "{job} was cancelled",
     TEST: "Test notification from Cronos",
 }
+# Whitespace other than a space (line and paragraph separators, tabs, NEL...): a name shown on one line.
+_NOT_ONE_LINE = re.compile(r"[^\S ]")
+# What Slack's mrkdwn reads as markup: `<!channel>` pings, `<url|text>` disguises a link.
+_SLACK_ESCAPES = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
 
 
 class RunFacts(msgspec.Struct, kw_only=True):
@@ -101,7 +106,17 @@ def headline(message: Mapping[str, Any]) -> str:
     job = message.get("job") or {}
     name = job.get("name") or (f"job {job['id']}" if job.get("id") is not None else "a job")
     text = _HEADLINES.get(str(event.get("kind", TEST)), "{job}: " + str(event.get("kind")))
-    return text.format(job=name)
+    return text.format(job=one_line(str(name)))
+
+
+def one_line(text: str) -> str:
+    """`text` on one line: every whitespace but a space (U+2028 and U+2029 included) a space."""
+    return _NOT_ONE_LINE.sub(" ", text)
+
+
+def slack_escaped(text: str) -> str:
+    """`text` shown as it is in Slack's mrkdwn: `&`, `<`, `>` escaped as Slack asks."""
+    return "".join(_SLACK_ESCAPES.get(c, c) for c in text)
 
 
 def _lines(message: Mapping[str, Any]) -> list[str]:
@@ -135,12 +150,13 @@ def _lines(message: Mapping[str, Any]) -> list[str]:
 
 
 def slack_text(message: Mapping[str, Any]) -> str:
-    """One readable text for a Slack-compatible incoming webhook (`{"text": ...}`)."""
-    return "\n".join([f"*{headline(message)}*", *_lines(message)])
+    """One readable text for a Slack-compatible incoming webhook (`{"text": ...}`); nothing of the
+    job's, the run's or the event's (a name, an error) reads as markup."""
+    return "\n".join([f"*{slack_escaped(headline(message))}*", *map(slack_escaped, _lines(message))])
 
 
 def email(message: Mapping[str, Any]) -> tuple[str, str]:
-    """The subject and the plain-text body of an email."""
+    """The subject and the plain-text body of an email (cronos.notify.mail makes the headers safe)."""
     subject = f"[Cronos] {headline(message)}"
     body = "\n".join([headline(message) + ".", "", *_lines(message), "", "-- Cronos"])
     return subject, body + "\n"

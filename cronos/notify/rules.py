@@ -6,11 +6,19 @@ Its rule then decides, per (event, channel):
 
 - `after_failures` N: a `failed` event is sent only once the job failed N times in a row (the
   event's `detail.consecutive_failures`, 1 when absent); a `recovered` event only when the run of
-  failures it ends had reached N (so a channel never hears "recovered" without having heard "failed").
-- `rate_limit_s`: at most one notification per job per interval (by the events' `occurred_at`);
-  a `recovered` event always passes, so the last word a channel hears about a job is not "failing".
+  failures it ends had reached N.
+- A `recovered` event is sent only when the channel was told the job was failing: the last of the
+  job's `failed`/`recovered` notifications it heard is a `failed` one. So a channel never hears
+  "recovered" of a failure it never heard of (one below its threshold, rate limited, dropped in
+  quiet hours), and a job alternating failure and success cannot slip past the rate limit on
+  recoveries.
+- `rate_limit_s`: at most one notification per job per interval (by the events' `occurred_at`),
+  counting what the channel heard (pending or sent; not suppressed, not given up); a `recovered`
+  event the channel may hear passes, so the last word it hears about a job is not "failing".
 - `quiet_hours`: between `start` and `end` (wall clock in its time zone; may wrap midnight) a
-  notification is held until `end` (`hold`, the default), or dropped (`hold: false`).
+  notification is held until `end` (`hold`, the default), or dropped (`hold: false`). What was
+  held is released paced, one every RELEASE_PACE_S per channel from `end` on, not in one burst
+  (Slack's incoming webhooks take about one message a second).
 
 Suppressed notifications are recorded with their reason (the operator sees why nothing came).
 """
@@ -29,6 +37,7 @@ from cronos.selectors import Requirement, matches
 
 EVENT_KINDS: tuple[str, ...] = tuple(str(kind) for kind in JobEventKind)
 DEFAULT_EVENTS: tuple[str, ...] = ("failed", "recovered", "missed")
+RELEASE_PACE_S = 1.0  # held notifications of one channel leave this far apart when quiet hours end
 
 
 class Outcome(StrEnum):
@@ -39,6 +48,7 @@ class Outcome(StrEnum):
 # Why a notification was not sent (stable strings, shown with the delivery).
 BELOW_THRESHOLD = "below the failure threshold ({count} of {needed} in a row)"
 RECOVERY_BELOW = "the failures it ends ({count}) never reached the threshold ({needed})"
+RECOVERY_UNTOLD = "the channel was not told of the failures it ends"
 RATE_LIMITED = "rate limited: this job was notified at {last} (at most one per {seconds} s)"
 QUIET_DROPPED = "quiet hours ({start}-{end} {zone})"
 
@@ -77,6 +87,24 @@ class EventFacts:
     occurred_at: datetime
     detail: Mapping[str, Any] = field(default_factory=dict)
     labels: Mapping[str, str] = field(default_factory=dict)  # its job's, for a channel's selector
+
+
+@dataclass(frozen=True, slots=True)
+class Heard:
+    """What a channel heard of a job (pending or sent notifications): the last one's event time,
+    and whether the last `failed`/`recovered` of them was a `failed`."""
+
+    at: datetime | None = None
+    failing: bool = False
+
+    def after(self, kind: str, occurred_at: datetime) -> Heard:
+        """What the channel has heard once told of this event too."""
+        at = occurred_at if self.at is None else max(self.at, occurred_at)
+        failing = kind == JobEventKind.FAILED if kind in _FAILURE_KINDS else self.failing
+        return Heard(at, failing)
+
+
+_FAILURE_KINDS = frozenset({JobEventKind.FAILED, JobEventKind.RECOVERED})
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,22 +159,24 @@ def quiet_until(quiet: QuietHours, now: datetime) -> datetime | None:
     return max(end.astimezone(UTC), now)
 
 
-def decide(
-    rule: Rule, event: EventFacts, last_notified: datetime | None, now: datetime
-) -> tuple[Outcome, datetime, str | None]:
+def decide(rule: Rule, event: EventFacts, heard: Heard, now: datetime) -> tuple[Outcome, datetime, str | None]:
     """The outcome for an event the channel hears of: send when (due_at), or suppressed and why."""
     needed = rule.after_failures
     if event.kind == JobEventKind.FAILED and _count(event.detail) < needed:
         return Outcome.SUPPRESSED, now, BELOW_THRESHOLD.format(count=_count(event.detail), needed=needed)
-    if event.kind == JobEventKind.RECOVERED and needed > 1 and (ended := _count(event.detail, event.kind)) < needed:
-        return Outcome.SUPPRESSED, now, RECOVERY_BELOW.format(count=ended, needed=needed)
+    if event.kind == JobEventKind.RECOVERED:
+        if needed > 1 and (ended := _count(event.detail, event.kind)) < needed:
+            return Outcome.SUPPRESSED, now, RECOVERY_BELOW.format(count=ended, needed=needed)
+        if not heard.failing:
+            return Outcome.SUPPRESSED, now, RECOVERY_UNTOLD
+    last = heard.at
     if (
         rule.rate_limit_s > 0
         and event.kind != JobEventKind.RECOVERED
-        and last_notified is not None
-        and event.occurred_at - last_notified < timedelta(seconds=rule.rate_limit_s)
+        and last is not None
+        and event.occurred_at - last < timedelta(seconds=rule.rate_limit_s)
     ):
-        return Outcome.SUPPRESSED, now, RATE_LIMITED.format(last=last_notified.isoformat(), seconds=rule.rate_limit_s)
+        return Outcome.SUPPRESSED, now, RATE_LIMITED.format(last=last.isoformat(), seconds=rule.rate_limit_s)
     quiet = rule.quiet_hours
     if quiet is not None and (end := quiet_until(quiet, now)) is not None:
         if not quiet.hold:
@@ -155,26 +185,39 @@ def decide(
     return Outcome.PENDING, now, None
 
 
+def release_at(end: datetime, last_held: datetime | None) -> datetime:
+    """When a notification held until `end` is sent: at `end`, or a pace after the channel's last
+    held one when that one is not due before `end`."""
+    if last_held is None or last_held < end:
+        return end
+    return last_held + timedelta(seconds=RELEASE_PACE_S)
+
+
 def route(
     events: Sequence[EventFacts],
     rules: Iterable[Rule],
-    last_notified: Mapping[tuple[int, int], datetime],
+    heard: Mapping[tuple[int, int], Heard],
     now: datetime,
+    held: Mapping[int, datetime] | None = None,
 ) -> list[Routed]:
     """Every (event, channel) pair the channels hear of, in event order, with its outcome.
-    `last_notified`: (channel id, job id) -> the last notification's event time (not suppressed);
-    the events of this batch count too, in order."""
+    `heard`: (channel id, job id) -> what the channel heard of the job before this batch; the
+    events of this batch count too, in order. `held`: channel id -> the latest release time of
+    its notifications held by quiet hours (not yet tried)."""
     rules = list(rules)
-    last = dict(last_notified)
+    told = dict(heard)
+    last_held = dict(held or {})
     out: list[Routed] = []
     for event in sorted(events, key=lambda e: (e.occurred_at, e.id)):
         for rule in rules:
             if not applies(rule, event):
                 continue
             key = (rule.channel_id, event.job_id)
-            outcome, due_at, reason = decide(rule, event, last.get(key), now)
+            outcome, due_at, reason = decide(rule, event, told.get(key, Heard()), now)
+            if outcome is Outcome.PENDING and due_at > now:  # held by quiet hours: paced out
+                due_at = last_held[rule.channel_id] = release_at(due_at, last_held.get(rule.channel_id))
             if outcome is Outcome.PENDING:
-                last[key] = max(event.occurred_at, last.get(key, event.occurred_at))
+                told[key] = told.get(key, Heard()).after(event.kind, event.occurred_at)
             out.append(Routed(event.id, rule.channel_id, outcome, due_at, reason))
     return out
 

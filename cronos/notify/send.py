@@ -4,7 +4,7 @@ HTTP goes through the SSRF-guarded session (cronos.http_guard: every address a n
 to is judged, as for http jobs, with CRONOS_HTTP_ALLOW_NETS); SMTP connects only to addresses
 the same guard allows (stdlib smtplib, in a thread: a notification is rare, a dependency is not
 worth it). A failure is SendFailed with one line that names no secret (a Slack URL is one: it is
-never quoted; a webhook URL is redacted as a job's is).
+never quoted; of a webhook URL only the scheme, host and port are, as a non-admin reader sees it).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import smtplib
 import socket
 import ssl
 import time
+from datetime import UTC, datetime
 from email.message import EmailMessage
 from typing import Any
 
@@ -23,9 +24,10 @@ from yarl import URL
 
 from cronos.http_guard import guard_refusal, refusal
 from cronos.netguard import host_literal_refusal
+from cronos.notify import mail
 from cronos.notify import message as msg
-from cronos.notify.channels import Channel
-from cronos.redact import SECRET, redact_url
+from cronos.notify.channels import Channel, masked_url
+from cronos.redact import SECRET
 from cronos.webhooks import signature_headers
 
 ERROR_CHARS = 300
@@ -45,10 +47,10 @@ async def send(
     allow: tuple[str, ...], timeout_s: float,
 ) -> None:  # fmt: skip
     if channel.kind == "email":
-        await _email(channel, message, allow, timeout_s)
+        await _email(channel, message, delivery_id, allow, timeout_s)
         return
     url = channel.url or ""
-    shown = SECRET if channel.kind == "slack" else redact_url(url)
+    shown = SECRET if channel.kind == "slack" else masked_url(url)  # errors are read with a read token
     if channel.kind == "slack":
         body = msgspec.json.encode({"text": msg.slack_text(message)})
         headers = {"Content-Type": "application/json"}
@@ -127,13 +129,22 @@ class _SMTPSSL(smtplib.SMTP_SSL):
         return self.context.wrap_socket(sock, server_hostname=self._host)  # type: ignore[attr-defined]
 
 
-def _send_mail(channel: Channel, message: dict[str, Any], allow: tuple[str, ...], timeout_s: float) -> None:
+def _mail(channel: Channel, message: dict[str, Any], delivery_id: int) -> EmailMessage:
     smtp = channel.smtp
     assert smtp is not None
     subject, text = msg.email(message)
-    mail = EmailMessage()
-    mail["Subject"], mail["From"], mail["To"] = subject, smtp.sender, ", ".join(smtp.to)
-    mail.set_content(text)
+    try:
+        return mail.build(
+            subject=subject, body=text, sender=smtp.sender, to=smtp.to, now=datetime.now(UTC),
+            msg_id=mail.message_id(delivery_id, message, smtp.sender),
+        )  # fmt: skip
+    except ValueError as exc:  # a channel saved before its addresses were checked
+        raise SendFailed(f"the email cannot be built: {_text(str(exc))}") from None
+
+
+def _send_mail(channel: Channel, email: EmailMessage, allow: tuple[str, ...], timeout_s: float) -> None:
+    smtp = channel.smtp
+    assert smtp is not None
     context = ssl.create_default_context()
     client: _SMTP | _SMTPSSL = (
         _SMTPSSL(timeout=timeout_s, context=context) if smtp.security == "ssl" else _SMTP(timeout=timeout_s)
@@ -145,7 +156,7 @@ def _send_mail(channel: Channel, message: dict[str, Any], allow: tuple[str, ...]
             client.starttls(context=context)
         if smtp.user is not None and smtp.password is not None:
             client.login(smtp.user, smtp.password)
-        client.send_message(mail)
+        client.send_message(email)
     finally:
         try:
             client.quit()
@@ -153,13 +164,16 @@ def _send_mail(channel: Channel, message: dict[str, Any], allow: tuple[str, ...]
             client.close()
 
 
-async def _email(channel: Channel, message: dict[str, Any], allow: tuple[str, ...], timeout_s: float) -> None:
+async def _email(
+    channel: Channel, message: dict[str, Any], delivery_id: int, allow: tuple[str, ...], timeout_s: float
+) -> None:
     smtp = channel.smtp
     assert smtp is not None
     where = f"{smtp.host}:{smtp.port}"
+    email = _mail(channel, message, delivery_id)
     try:
         async with asyncio.timeout(timeout_s * 2):
-            await asyncio.to_thread(_send_mail, channel, message, allow, timeout_s)
+            await asyncio.to_thread(_send_mail, channel, email, allow, timeout_s)
     except SendFailed:
         raise
     except smtplib.SMTPResponseException as exc:

@@ -18,7 +18,7 @@ import msgspec
 
 from cronos.errors import Conflict, NotFound
 from cronos.notify import channels as ch
-from cronos.notify.rules import EventFacts, Routed
+from cronos.notify.rules import EventFacts, Heard, Routed
 from cronos.store import audit
 from cronos.store.db import to_struct, translate_errors
 from cronos.store.epoch import fenced
@@ -79,12 +79,30 @@ WHERE e.routed_at IS NULL
 ORDER BY e.id
 LIMIT $1
 """
-# The rate limit's facts: the last notification (not suppressed) of each (channel, job) in $1 x $2.
-LAST_NOTIFIED = """
-SELECT d.channel_id, d.job_id, max(d.occurred_at) AS at
-FROM notification_deliveries d
-WHERE d.channel_id = ANY($1::bigint[]) AND d.job_id = ANY($2::bigint[]) AND d.state <> 'suppressed'
-GROUP BY d.channel_id, d.job_id
+# What each (channel, job) in $1 x $2 heard (pending or sent: not suppressed, not given up): the
+# last notification's event time (the rate limit), and whether its last failed/recovered one is a
+# failure (a recovery is news only then). Two index reads a pair (notification_deliveries_job).
+LAST_HEARD = """
+SELECT c.id AS channel_id, j.id AS job_id, heard.at, coalesce(told.kind = 'failed', false) AS failing
+FROM unnest($1::bigint[]) AS c (id)
+CROSS JOIN unnest($2::bigint[]) AS j (id)
+CROSS JOIN LATERAL (
+    SELECT d.occurred_at AS at FROM notification_deliveries d
+    WHERE d.channel_id = c.id AND d.job_id = j.id AND d.state <> 'suppressed' AND d.state <> 'failed'
+    ORDER BY d.occurred_at DESC LIMIT 1) heard
+LEFT JOIN LATERAL (
+    SELECT d.kind FROM notification_deliveries d
+    WHERE d.channel_id = c.id AND d.job_id = j.id AND d.state <> 'suppressed' AND d.state <> 'failed'
+      AND d.kind IN ('failed', 'recovered')
+    ORDER BY d.occurred_at DESC, d.id DESC LIMIT 1) told ON true
+"""
+# Quiet hours' pacing: per channel in $1, the latest due time of its untried deliveries due after $2
+# (held by quiet hours; a retry has attempts > 0).
+HELD_LATEST = """
+SELECT channel_id, max(due_at) AS due_at
+FROM notification_deliveries
+WHERE state = 'pending' AND due_at > $2 AND attempts = 0 AND channel_id = ANY($1::bigint[])
+GROUP BY channel_id
 """
 # One delivery per routed (event, channel), then the events marked routed: one transaction, fenced.
 DELIVERIES_ROUTE = """
@@ -211,7 +229,7 @@ def _args(fields: ch.ChannelFields) -> tuple[Any, ...]:
 
 def _snapshot(channel: ch.Channel | None) -> dict[str, Any] | None:
     """The channel as the audit keeps it: every secret `***` (a Slack URL too)."""
-    return None if channel is None else msgspec.to_builtins(ch.shown(channel))
+    return None if channel is None else msgspec.to_builtins(ch.shown(channel, admin=True))  # admins read it
 
 
 async def _audit(
@@ -315,12 +333,15 @@ class Outbox:
     async def channels(self) -> list[ch.Channel]:
         return await ChannelStore(self._pool).all()
 
-    async def last_notified(
-        self, channel_ids: Sequence[int], job_ids: Sequence[int]
-    ) -> dict[tuple[int, int], datetime]:
+    async def heard(self, channel_ids: Sequence[int], job_ids: Sequence[int]) -> dict[tuple[int, int], Heard]:
         with translate_errors():
-            rows = await self._pool.fetch(LAST_NOTIFIED, list(channel_ids), list(job_ids))
-        return {(row["channel_id"], row["job_id"]): row["at"] for row in rows}
+            rows = await self._pool.fetch(LAST_HEARD, list(channel_ids), list(job_ids))
+        return {(row["channel_id"], row["job_id"]): Heard(row["at"], row["failing"]) for row in rows}
+
+    async def held(self, channel_ids: Sequence[int], now: datetime) -> dict[int, datetime]:
+        with translate_errors():
+            rows = await self._pool.fetch(HELD_LATEST, list(channel_ids), now)
+        return {row["channel_id"]: row["due_at"] for row in rows}
 
     async def explain(self, job_id: int, tick: datetime, now: datetime, kept_since: datetime | None) -> dict[str, Any]:
         """The tick's explanation as GET /api/jobs/{id}/ticks gives it (cronos.ticks, pure)."""

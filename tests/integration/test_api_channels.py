@@ -40,6 +40,11 @@ BAD = [
     ({"name": "x", "kind": "email"}, "$.smtp"),
     ({"name": "x", "kind": "email", "smtp": {**SMTP, "host": "127.0.0.1"}}, "$.smtp.host"),
     ({"name": "x", "kind": "email", "smtp": {**SMTP, "to": ["not an address"]}}, "$.smtp.to[0]"),
+    # Addresses no email can carry (every send would fail): a line break to Python, a decoded one.
+    ({"name": "x", "kind": "email", "smtp": {**SMTP, "to": ["ops\u2028@example.com"]}}, "$.smtp.to[0]"),
+    ({"name": "x", "kind": "email", "smtp": {**SMTP, "to": ["ok@example.com", "x@=?utf-8?q?a=0A?="]}},
+     "$.smtp.to[1]"),
+    ({"name": "x", "kind": "email", "smtp": {**SMTP, "from": "=?utf-8?q?=0D=0Abcc:_x?=@example.com"}}, "$.smtp.from"),
     ({"name": "x", "kind": "slack", "url": SLACK, "events": ["failed", "exploded"]}, "$.events[1]"),
     ({"name": "x", "kind": "slack", "url": SLACK, "after_failures": 0}, "$.after_failures"),
     ({"name": "x", "kind": "slack", "url": SLACK, "quiet_hours": {"start": "25:00", "end": "07:00"}},
@@ -73,6 +78,9 @@ async def test_secrets_are_write_only_and_stars_keep_them(api: Api, pg_pool: asy
     assert reply.status == 200 and reply.body["rate_limit_s"] == 60, reply.body
     reply = await api.call("PATCH", f"/api/channels/{chat['id']}", json={"events": ["failed"]})
     assert reply.status == 200, reply.body
+    # The Slack URL sent back as shown keeps it (it was refused as not a URL).
+    reply = await api.call("PATCH", f"/api/channels/{chat['id']}", json={"url": "***", "events": ["failed"]})
+    assert reply.status == 200 and reply.body["url"] == "***", reply.body
     reply = await api.call("PATCH", f"/api/channels/{hook['id']}", json={"url": hook["url"], "secret": "***"})
     assert reply.status == 200, reply.body
     stored = {r["name"]: r for r in await pg_pool.fetch("SELECT name, config, secrets FROM notification_channels")}
@@ -95,14 +103,14 @@ async def test_secrets_are_write_only_and_stars_keep_them(api: Api, pg_pool: asy
     assert history.status == 200, history.body
     entries = history.body["items"]
     assert [(e["action"], e["detail"]["name"]) for e in entries] == [
-        ("updated", "hook"), ("updated", "chat"), ("updated", "mail"),
+        ("updated", "hook"), ("updated", "chat"), ("updated", "chat"), ("updated", "mail"),
         ("created", "mail"), ("created", "chat"), ("created", "hook"),
     ]  # fmt: skip
     assert {e["actor"] for e in entries} == {"local"} and entries[0]["detail"]["channel_id"] == hook["id"]
-    mail_change = entries[2]
+    mail_change = entries[3]
     assert (mail_change["before"]["rate_limit_s"], mail_change["after"]["rate_limit_s"]) == (0, 60)
-    assert mail_change["after"]["smtp"]["password"] == "***" and entries[4]["after"]["url"] == "***"
-    assert entries[3]["before"] is None and entries[5]["after"]["secret"] == "***"
+    assert mail_change["after"]["smtp"]["password"] == "***" and entries[5]["after"]["url"] == "***"
+    assert entries[4]["before"] is None and entries[6]["after"]["secret"] == "***"
     for text in map(lambda r: str(r.body), [*shown, history]):
         for secret in (SMTP["password"], "slack-s3cret", drawn, "pw-123456", "tok-98765"):
             assert secret not in text
@@ -121,8 +129,20 @@ async def test_scopes_names_and_deliveries(api: Api, pg_pool: asyncpg.Pool) -> N
                                token=token)).status == 403  # fmt: skip
         assert (await api.call("POST", f"/api/channels/{chat['id']}/test", token=token)).status == 403
         assert (await api.call("DELETE", f"/api/channels/{chat['id']}", token=token)).status == 403
-    listed = await api.call("GET", "/api/channels", token=reader)
-    assert listed.status == 200 and [c["name"] for c in listed.body["items"]] == ["chat"]
+    # A webhook URL whose path holds a token: an admin sees it, other readers where it goes.
+    hook = await _create(api, name="hook", kind="webhook", url="https://hooks.example.com/T0/B0/path-t0ken?k=1")
+    assert hook["url"] == "https://hooks.example.com/T0/B0/path-t0ken?k=1"
+    for token in (reader, writer):
+        listed = await api.call("GET", "/api/channels", token=token)
+        assert listed.status == 200 and [c["name"] for c in listed.body["items"]] == ["chat", "hook"]
+        one = await api.call("GET", f"/api/channels/{hook['id']}", token=token)
+        assert listed.body["items"][1]["url"] == one.body["url"] == "https://hooks.example.com/***", one.body
+    assert (await api.call("GET", f"/api/channels/{hook['id']}")).body["url"] == hook["url"]
+    # An admin PATCHing with either form keeps the URL.
+    for shown in (hook["url"], "https://hooks.example.com/***"):
+        kept = await api.call("PATCH", f"/api/channels/{hook['id']}", json={"url": shown, "rate_limit_s": 5})
+        assert kept.status == 200 and kept.body["url"] == hook["url"], kept.body
+    assert (await api.call("DELETE", f"/api/channels/{hook['id']}")).status == 204
     again = await api.call("POST", "/api/channels", json={"name": "chat", "kind": "slack", "url": SLACK})
     assert again.status == 409, again.body
     for _ in range(3):
@@ -133,7 +153,10 @@ async def test_scopes_names_and_deliveries(api: Api, pg_pool: asyncpg.Pool) -> N
     for token in (reader, writer):
         assert (await api.call("GET", "/api/channels/history", token=token)).status == 403
     entries = (await api.call("GET", "/api/channels/history")).body["items"]
-    assert [(e["action"], e["actor"]) for e in entries] == [("deleted", "boss"), ("created", "boss")]
+    assert [(e["action"], e["actor"], e["detail"]["name"]) for e in entries] == [
+        ("deleted", "boss", "chat"), ("deleted", "boss", "hook"), ("updated", "boss", "hook"),
+        ("updated", "boss", "hook"), ("created", "boss", "hook"), ("created", "boss", "chat"),
+    ]  # fmt: skip
     assert entries[0]["after"] is None and entries[0]["before"]["name"] == "chat"
     assert await api.walk("/api/channels/history", 1) == [e["id"] for e in entries]
     assert (await api.call("GET", f"/api/channels/{chat['id']}/deliveries")).status == 404

@@ -8,8 +8,11 @@ notifier is driven pass by pass (`route_once`, `send_once`), fenced by an epoch 
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime, timedelta
+from email.utils import parsedate_to_datetime
+from itertools import pairwise
 from typing import Any
 from unittest.mock import ANY
 
@@ -209,6 +212,51 @@ async def test_after_n_failures_rate_limit_and_quiet_hours(api: Api, notifier: N
     assert {d["state"] for d in await _deliveries(api, dropped["id"])} == {"suppressed"}
 
 
+async def test_a_job_alternating_failure_and_success_does_not_slip_past_the_rate_limit(
+    api: Api, notifier: Notifier, pg_pool: asyncpg.Pool
+) -> None:
+    job = (await api.create(name="flapping"))["id"]
+    async with http_receiver() as receiver:
+        await _channel(api, name="hook", kind="webhook", url=receiver.url, rate_limit_s=3600,
+                       events=["failed", "recovered"])  # fmt: skip
+        for batch in range(3):  # across router passes: what the channel heard is read back from the outbox
+            minute = NOW + timedelta(minutes=2 * batch)
+            async with pg_pool.acquire() as conn:
+                await insert_events(conn, [_event(job, "failed", f"f{batch}", at=minute, consecutive_failures=1),
+                                           _event(job, "recovered", f"r{batch}", at=minute + timedelta(minutes=1),
+                                                  after_failures=1)])  # fmt: skip
+            assert await notifier.route_once(NOW) == 2
+        await _sending(notifier, lambda: len(receiver.seen) >= 2)
+        assert await notifier.send_once() == 0  # nothing else was due
+    assert [r.json["type"] for r in receiver.seen] == ["job.failed", "job.recovered"]
+    reasons = await pg_pool.fetch("SELECT kind, reason FROM notification_deliveries WHERE state = 'suppressed'")
+    assert sorted(r["kind"] for r in reasons) == ["failed", "failed", "recovered", "recovered"]
+    assert {r["reason"] for r in reasons if r["kind"] == "recovered"} == {
+        "the channel was not told of the failures it ends"
+    }
+
+
+async def test_quiet_hours_release_what_they_held_paced(api: Api, notifier: Notifier, pg_pool: asyncpg.Pool) -> None:
+    jobs = [(await api.create(name=f"j{n}"))["id"] for n in range(4)]
+    in_quiet_hours = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
+    async with http_receiver() as receiver:
+        hook = await _channel(api, name="held", kind="webhook", url=receiver.url,
+                              quiet_hours={"start": "00:00", "end": "23:59", "timezone": "UTC"})  # fmt: skip
+        for batch in (jobs[:3], jobs[3:]):  # the second pass reads what the first held from the outbox
+            async with pg_pool.acquire() as conn:
+                await insert_events(conn, [_event(job, "failed", f"f{job}") for job in batch])
+            await notifier.route_once(in_quiet_hours)
+        due = sorted(datetime.fromisoformat(d["due_at"]) for d in await _deliveries(api, hook["id"]))
+        end = datetime(2030, 1, 1, 23, 59, tzinfo=UTC)
+        assert due == [end + timedelta(seconds=n) for n in range(4)]  # not four at 23:59:00
+        # The quiet hours end now: the sender follows the pace.
+        await pg_pool.execute("UPDATE notification_deliveries SET due_at = now() + (due_at - $1)", end)
+        await _sending(notifier, lambda: len(receiver.seen) == 4)
+    sent = [r["sent_at"] for r in await pg_pool.fetch("SELECT sent_at FROM notification_deliveries ORDER BY due_at")]
+    gaps = [(b - a).total_seconds() for a, b in pairwise(sent)]
+    assert all(gap >= 0.9 for gap in gaps), gaps
+
+
 async def test_a_refused_delivery_is_retried_with_backoff_then_sent_once(
     api: Api, notifier: Notifier, pg_pool: asyncpg.Pool
 ) -> None:
@@ -256,6 +304,7 @@ async def test_a_delivery_that_never_gets_through_ends_failed_with_its_error(
     (delivery,) = await _deliveries(api, channel["id"])
     assert delivery["state"] == "failed" and delivery["attempts"] == 3
     assert delivery["last_error"].startswith("HTTP 503 from http://127.0.0.1:")
+    assert delivery["last_error"].endswith("/***: receiver says no")  # its path, read with a read token, not shown
 
 
 async def test_email_and_slack_reach_real_servers_and_no_secret_shows(
@@ -291,6 +340,60 @@ async def test_email_and_slack_reach_real_servers_and_no_secret_shows(
         assert PASSWORD not in text and "slack-s3cret-token" not in text
     (failed_once,) = await _deliveries(api, chat["id"])
     assert failed_once["state"] == "sent" and failed_once["attempts"] == 2
+
+
+# A job name that once wrote its own headers and body into the email (Python decodes the
+# encoded word), and one that made every email of its job fail (U+2028 is a line break to Python).
+INJECTING = "=?utf-8?q?x=0D=0AReply-To:_evil@attacker.example=0D=0A=0D=0Aattacker_text?="
+SEPARATED = "nightly\u2028backup"
+EMAIL_HEADERS = ["Subject", "From", "To", "Date", "Message-ID", "Content-Type", "Content-Transfer-Encoding",
+                 "MIME-Version"]  # fmt: skip
+
+
+async def test_job_names_do_not_steer_an_email_and_every_job_gets_its_alert(
+    api: Api, notifier: Notifier, pg_pool: asyncpg.Pool
+) -> None:
+    jobs = {name: (await api.create(name=name))["id"] for name in (INJECTING, SEPARATED)}
+    with smtp_server() as smtp:
+        await _channel(api, name="mail", kind="email", smtp={
+            "host": smtp.host, "port": smtp.port, "security": "none", "from": "cronos@alerts.example.com",
+            "to": ["ops@example.com"]})  # fmt: skip
+        async with pg_pool.acquire() as conn:
+            await insert_events(conn, [_event(job, "failed", f"f{job}") for job in jobs.values()])
+        await notifier.route_once(NOW)
+        await _sending(notifier, lambda: len(smtp.mailbox.messages) == 2)
+        received = {m["Subject"]: m for m in smtp.mailbox.messages}
+    assert set(received) == {"[Cronos] = ?utf-8?q?x=0D=0AReply-To:_evil@attacker.example=0D=0A=0D=0Aattacker_text?="
+                             " failed", "[Cronos] nightly backup failed"}  # fmt: skip
+    for message in received.values():
+        assert list(message.keys()) == EMAIL_HEADERS  # no Reply-To, no header of the name's
+        assert message["To"] == "ops@example.com"
+        assert abs(parsedate_to_datetime(message["Date"]) - datetime.now(UTC)) < timedelta(minutes=5)
+        assert re.fullmatch(r"<cronos\.notification\.\d+\.[0-9a-f]{20}@alerts\.example\.com>", message["Message-ID"])
+        text = message.get_payload(decode=True).decode()
+        assert text.splitlines()[0] in {f"{INJECTING} failed.", "nightly backup failed."}  # the name, literal
+    assert len({m["Message-ID"] for m in received.values()}) == 2
+
+
+async def test_names_and_errors_do_not_read_as_slack_markup(
+    api: Api, notifier: Notifier, pg_pool: asyncpg.Pool
+) -> None:
+    job = (await api.create(name="<!channel> & <http://evil.example|Open the console>"))["id"]
+    run_id = await pg_pool.fetchval(
+        "INSERT INTO runs (job_id, scheduled_for, attempt, trigger, state, due_at, error, finished_at)"
+        " VALUES ($1, now(), 1, 'schedule', 'failed', now(), '<!here> see <https://evil.example|logs>', now())"
+        " RETURNING id", job,
+    )  # fmt: skip
+    async with http_receiver() as slack:
+        await _channel(api, name="chat", kind="slack", url=slack.url + "/services/T0/B0/x")
+        async with pg_pool.acquire() as conn:
+            await insert_events(conn, [_event(job, "failed", "f", run_id=run_id)])
+        await notifier.route_once(NOW)
+        await _sending(notifier, lambda: len(slack.accepted()) == 1)
+    text = slack.accepted()[0].json["text"]
+    assert text.startswith("*&lt;!channel&gt; &amp; &lt;http://evil.example|Open the console&gt; failed*\n"), text
+    assert "Error: &lt;!here&gt; see &lt;https://evil.example|logs&gt;" in text
+    assert "<" not in text and ">" not in text
 
 
 async def test_a_test_notification_is_queued_by_the_api_and_sent_by_the_leader(api: Api, notifier: Notifier) -> None:

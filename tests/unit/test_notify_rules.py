@@ -7,10 +7,22 @@ from datetime import UTC, datetime, time, timedelta
 import pytest
 
 from cronos.notify import message as msg
-from cronos.notify.rules import EventFacts, Outcome, QuietHours, Rule, applies, decide, quiet_until, retry_at, route
+from cronos.notify.rules import (
+    EventFacts,
+    Heard,
+    Outcome,
+    QuietHours,
+    Rule,
+    applies,
+    decide,
+    quiet_until,
+    retry_at,
+    route,
+)  # fmt: skip
 from cronos.selectors import parse
 
 T0 = datetime(2030, 3, 1, 12, 0, tzinfo=UTC)
+FAILING = Heard(T0 - timedelta(hours=1), failing=True)  # the channel was told of a failure
 
 
 def _event(kind: str = "failed", *, job: int = 1, queue: str = "default", at: datetime = T0, n: int | None = None,
@@ -44,15 +56,15 @@ def test_a_selector_adds_the_jobs_whose_labels_match() -> None:
 
 def test_after_n_failures_and_recovery_only_past_the_threshold() -> None:
     rule = Rule(1, after_failures=3, events=frozenset({"failed", "recovered"}))
-    assert decide(rule, _event(n=2), None, T0)[0] is Outcome.SUPPRESSED
-    assert decide(rule, _event(n=3), None, T0)[0] is Outcome.PENDING
-    assert decide(rule, _event(), None, T0)[2] == "below the failure threshold (1 of 3 in a row)"  # no count: 1
-    assert decide(rule, _event("recovered", n=2), None, T0)[0] is Outcome.SUPPRESSED
-    assert decide(rule, _event("recovered", n=5), None, T0)[0] is Outcome.PENDING
+    assert decide(rule, _event(n=2), Heard(), T0)[0] is Outcome.SUPPRESSED
+    assert decide(rule, _event(n=3), Heard(), T0)[0] is Outcome.PENDING
+    assert decide(rule, _event(), Heard(), T0)[2] == "below the failure threshold (1 of 3 in a row)"  # no count: 1
+    assert decide(rule, _event("recovered", n=2), Heard(), T0)[0] is Outcome.SUPPRESSED
+    assert decide(rule, _event("recovered", n=5), FAILING, T0)[0] is Outcome.PENDING
     # The health evaluator's recovered event names the streak it ends `after_failures`.
     ended = [EventFacts(1, 1, "default", "recovered", T0, {"after_failures": n}) for n in (2, 3)]
-    assert [decide(rule, event, None, T0)[0] for event in ended] == [Outcome.SUPPRESSED, Outcome.PENDING]
-    assert "the failures it ends (2)" in str(decide(rule, ended[0], None, T0)[2])
+    assert [decide(rule, event, FAILING, T0)[0] for event in ended] == [Outcome.SUPPRESSED, Outcome.PENDING]
+    assert "the failures it ends (2)" in str(decide(rule, ended[0], FAILING, T0)[2])
 
 
 def test_rate_limit_per_job_counts_the_batch_and_lets_a_recovery_through() -> None:
@@ -64,8 +76,26 @@ def test_rate_limit_per_job_counts_the_batch_and_lets_a_recovery_through() -> No
     outcomes = {r.event_id: r.outcome for r in route(events, [rule], {}, T0)}
     assert outcomes == {1: Outcome.PENDING, 2: Outcome.SUPPRESSED, 3: Outcome.PENDING, 4: Outcome.PENDING,
                         5: Outcome.PENDING}  # fmt: skip
-    earlier = {(1, 1): T0 - timedelta(minutes=1)}  # notified before this batch
+    earlier = {(1, 1): Heard(T0 - timedelta(minutes=1))}  # notified before this batch
     assert route([_event(id=1)], [rule], earlier, T0)[0].outcome is Outcome.SUPPRESSED
+
+
+def test_a_recovery_is_news_only_of_a_failure_the_channel_heard() -> None:
+    # A job alternating failure and success once got a "recovered" through the rate limit each time.
+    rule = Rule(1, rate_limit_s=3600, events=frozenset({"failed", "recovered"}))
+    events = [_event("failed" if n % 2 == 0 else "recovered", id=n + 1, at=T0 + timedelta(minutes=n)) for n in range(8)]
+    routed = route(events, [rule], {}, T0)
+    assert [r.event_id for r in routed if r.outcome is Outcome.PENDING] == [1, 2]  # one failure, its recovery
+    assert {r.reason for r in routed[2:]} == {
+        "the channel was not told of the failures it ends",
+        f"rate limited: this job was notified at {(T0 + timedelta(minutes=1)).isoformat()} (at most one per 3600 s)",
+    }
+    # Told of a failure before this batch: its recovery is news; told it recovered already: not.
+    assert route([events[1]], [rule], {(1, 1): FAILING}, T0)[0].outcome is Outcome.PENDING
+    assert route([events[1]], [rule], {(1, 1): Heard(T0, failing=False)}, T0)[0].outcome is Outcome.SUPPRESSED
+    # A failure the channel never heard (below its threshold) ends without a word.
+    third = Rule(1, after_failures=3, events=frozenset({"failed", "recovered"}))
+    assert decide(third, _event("recovered", n=3), Heard(), T0)[0] is Outcome.SUPPRESSED
 
 
 @pytest.mark.parametrize(
@@ -93,10 +123,23 @@ def test_quiet_hours_follow_their_time_zone_across_dst() -> None:
 
 def test_quiet_hours_hold_or_drop() -> None:
     quiet = QuietHours(time(0), time(23, 59))
-    held = decide(Rule(1, quiet_hours=quiet), _event(), None, T0)
+    held = decide(Rule(1, quiet_hours=quiet), _event(), Heard(), T0)
     assert held == (Outcome.PENDING, datetime(2030, 3, 1, 23, 59, tzinfo=UTC), None)
-    dropped = decide(Rule(1, quiet_hours=QuietHours(time(0), time(23, 59), hold=False)), _event(), None, T0)
+    dropped = decide(Rule(1, quiet_hours=QuietHours(time(0), time(23, 59), hold=False)), _event(), Heard(), T0)
     assert dropped[0] is Outcome.SUPPRESSED and "quiet hours" in str(dropped[2])
+
+
+def test_what_quiet_hours_held_is_released_paced() -> None:
+    end = datetime(2030, 3, 1, 23, 59, tzinfo=UTC)
+    quiet = Rule(1, quiet_hours=QuietHours(time(0), time(23, 59)))
+    loud = Rule(2)
+    events = [_event(id=n, job=n) for n in range(1, 5)]
+    due = {(r.channel_id, r.event_id): r.due_at for r in route(events, [quiet, loud], {}, T0)}
+    assert [due[1, n] for n in range(1, 5)] == [end + timedelta(seconds=n) for n in range(4)]  # once a second
+    assert {due[2, n] for n in range(1, 5)} == {T0}  # a channel without quiet hours: at once
+    # Held before this batch: the next is a pace after the latest; one due before the end does not count.
+    assert route(events[:1], [quiet], {}, T0, {1: end + timedelta(seconds=7)})[0].due_at == end + timedelta(seconds=8)
+    assert route(events[:1], [quiet], {}, T0, {1: end - timedelta(hours=1)})[0].due_at == end
 
 
 def test_retries_until_the_bound() -> None:
