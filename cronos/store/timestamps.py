@@ -53,10 +53,10 @@ def encode_instant(value: datetime | date) -> tuple[int]:
 _ROW_ID = {"jobs": "job_id", "pauses": "job_id", "blackouts": "blackout_id", "tokens": "token_id"}
 
 
-def unusable_row(row: Mapping[str, Any], fields: Sequence[str], table: str) -> bool:
+def unusable_row(row: Mapping[str, Any], fields: Sequence[str], table: str, key: str = "id") -> bool:
     """True when one of the row's `fields` holds an instant outside cronos.instants' range (an
-    older version's, or a hand's): logged with the row's id and counted, and the caller skips the
-    row; a role never computes with it, so one row cannot stop it."""
+    older version's, or a hand's): logged with the row's `key` (its id, or a group's ids) and
+    counted, and the caller skips the row; a role never computes with it, so one row cannot stop it."""
     for name in fields:
         value = row[name]
         if value is not None and not instants.usable(value):
@@ -64,7 +64,7 @@ def unusable_row(row: Mapping[str, Any], fields: Sequence[str], table: str) -> b
                 "a stored instant is outside the range Cronos uses: row skipped",
                 extra={
                     "event": "store.instant_unusable", "table": table, "field": name, "value": value.isoformat(),
-                    _ROW_ID.get(table, "row_id"): row["id"],
+                    _ROW_ID.get(table, "row_id") + ("s" if key == "ids" else ""): row[key],
                 },
             )  # fmt: skip
             metrics.ROWS_UNUSABLE_INSTANT.labels(table).inc()
