@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from cronos import instants
 from cronos.metrics import REGISTRY
 from cronos.settings import Settings
+from cronos.store.db import connect
 from dispatcher.auditor import Auditor
 from dispatcher.service import Dispatcher
 from executor.service import Executor
@@ -76,7 +77,7 @@ def _count(table: str) -> float:
     return REGISTRY.get_sample_value("cronos_rows_unusable_instant_total", {"table": table}) or 0.0
 
 
-async def _runs_after(pg_pool: asyncpg.Pool | asyncpg.Connection, job_id: int, after: datetime, n: int) -> int | None:
+async def _runs_after(pg_pool: asyncpg.Pool, job_id: int, after: datetime, n: int) -> int | None:
     found = await pg_pool.fetchval(
         "SELECT count(*) FROM runs WHERE job_id = $1 AND scheduled_for > $2 AND state = 'completed'", job_id, after
     )
@@ -87,7 +88,14 @@ async def test_rows_with_infinity_are_skipped_logged_and_counted_and_the_leader_
     settings: Settings, pg_pool: asyncpg.Pool, caplog: pytest.LogCaptureFixture
 ) -> None:
     async with running_api(_admin(settings), token=ADMIN) as api:
-        healthy = await api.create(name="healthy", cron_expression="* * * * * *", payload={"action": "noop"})
+        # A calendar's days are dates, not instants: the calendar's own edges round-trip (PostgreSQL's
+        # date infinities are asyncpg's date.min/max both ways) and a leader computes with them.
+        days = {"dates": ["0001-01-01", "9999-12-31"], "ranges": [{"from": "0001-01-01", "to": "0001-01-02"}]}
+        calendar = await api.call("POST", "/api/calendars", json={"name": "edges", "timezone": "Etc/GMT-14", **days})
+        assert calendar.status == 201 and {k: calendar.body[k] for k in days} == days, calendar.body
+        assert {k: (await api.call("GET", "/api/calendars/edges")).body[k] for k in days} == days
+        healthy = await api.create(name="healthy", cron_expression="* * * * * *", payload={"action": "noop"},
+                                   calendars=[{"name": "edges"}])  # fmt: skip
         ids = [(await api.create(name=f"edge-{n}", cron_expression="* * * * * *"))["id"] for n in range(5)]
         token = await api.call("POST", "/api/tokens", json={"name": "forever", "scopes": ["read"]})
         assert token.status == 201, token.body
@@ -116,6 +124,12 @@ async def test_rows_with_infinity_are_skipped_logged_and_counted_and_the_leader_
         assert refused.status == 401 and "expires_at" in refused.body["detail"], refused.body
         shown = (await api.call("GET", f"/api/jobs/{ids[2]}")).body
         assert shown["end_at"] == "9999-12-31T23:59:59.999999Z", shown  # an instant, with its offset
+        # The API still shows every such row, so it can be mended.
+        reads = ["/api/jobs", "/api/jobs/overview", "/api/jobs/health", "/api/blackouts", "/api/tokens"]
+        reads += [f"/api/jobs/{job_id}{tail}" for job_id in ids for tail in ("", "/ticks", "/health", "/revisions")]
+        for path in reads:
+            reply = await api.call("GET", path)
+            assert reply.status < 500, (path, reply.body)
         after = {table: _count(table) for table in before}
     assert after["tokens"] > before["tokens"] and after["blackouts"] > before["blackouts"], (before, after)
     assert after["jobs"] >= before["jobs"] + 3 and after["pauses"] >= before["pauses"] + 2, (before, after)
@@ -161,13 +175,14 @@ def test_any_instant_in_any_field_is_refused_or_round_trips_and_the_leader_runs_
             accepted.append((key, value))
 
     async def leader_over_them() -> None:
-        pool = await asyncpg.connect(database_url)
+        pool = await connect(database_url, min_size=1, max_size=2)
         try:
             healthy = await api.create(name="healthy", cron_expression="* * * * * *", payload={"action": "noop"})
             started = datetime.now(UTC)
             async with running_role(Executor(live)), running_role(Dispatcher(live)):
                 await wait_for(lambda: _runs_after(pool, healthy["id"], started + timedelta(seconds=2), 2),
                                timeout=30, interval=0.2, what="the healthy job's runs")  # fmt: skip
+                await Auditor(pool, interval_s=60, settle_s=0).once(datetime.now(UTC))  # raises on an error
         finally:
             await pool.close()
 
