@@ -130,16 +130,27 @@ async def test_rows_with_infinity_are_skipped_logged_and_counted_and_the_leader_
         for path in reads:
             reply = await api.call("GET", path)
             assert reply.status < 500, (path, reply.body)
+        rows = await pg_pool.fetch("SELECT id, status FROM jobs WHERE id = ANY($1)", ids)
+        statuses = {r["id"]: r["status"] for r in rows}
+        assert statuses[ids[0]] == statuses[ids[1]] == "paused", statuses  # an unusable pause is never lifted
+        ran = await pg_pool.fetchval("SELECT count(*) FROM runs WHERE job_id = ANY($1)", ids[2:])
+        assert ran == 0  # nothing computed with an unusable window
+        # And each can be mended through the API.
+        blackout = (await api.call("GET", "/api/blackouts")).body["items"][0]["id"]
+        mends = [
+            ("PATCH", f"/api/jobs/{ids[2]}", {"end_at": None}),
+            ("PATCH", f"/api/jobs/{ids[3]}", {"start_at": None}),
+            ("POST", f"/api/jobs/{ids[0]}/resume", None),
+            ("DELETE", f"/api/blackouts/{blackout}", None),
+        ]
+        for method, path, body in mends:
+            reply = await api.call(method, path, json=body)
+            assert reply.status in (200, 204), (path, reply.body)
         after = {table: _count(table) for table in before}
     assert after["tokens"] > before["tokens"] and after["blackouts"] > before["blackouts"], (before, after)
     assert after["jobs"] >= before["jobs"] + 3 and after["pauses"] >= before["pauses"] + 2, (before, after)
     skipped = [r for r in caplog.records if getattr(r, "event", None) == "store.instant_unusable"]
     assert {getattr(r, "job_id", None) for r in skipped} >= set(ids), skipped
-    rows = await pg_pool.fetch("SELECT id, status FROM jobs WHERE id = ANY($1)", ids)
-    statuses = {r["id"]: r["status"] for r in rows}
-    assert statuses[ids[0]] == statuses[ids[1]] == "paused", statuses  # an unusable pause is never lifted
-    ran = await pg_pool.fetchval("SELECT count(*) FROM runs WHERE job_id = ANY($1)", ids[2:])
-    assert ran == 0  # nothing computed with an unusable window
 
 
 # Instants anywhere in Python's calendar, in any offset Python allows (RFC 3339 takes ±23:59).
