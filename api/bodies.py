@@ -19,7 +19,7 @@ from aiohttp import web
 
 from api.errors import MalformedBody, invalid_input
 from api.schemas import WHEN_FIELDS, JobOut, RunOut
-from cronos import delays, selectors
+from cronos import delays, instants, selectors
 from cronos.errors import InvalidInput, InvalidSchedule, NotFound
 from cronos.interval import canonical
 from cronos.models import Job, Run, RunSummary
@@ -68,8 +68,9 @@ async def decode(request: web.Request, cls: type[T]) -> T:
 
 
 def check_instant(value: datetime, field: str) -> datetime:
-    """An instant the API can compute with: years 1-9999 in UTC, else a 422 naming `field`.
-    msgspec and fromisoformat accept `9999-12-31T23:59:59-14:00`, which has no UTC datetime."""
+    """A query's bound the API can compute with: years 1-9999 in UTC, else a 422 naming `field`.
+    msgspec and fromisoformat accept `9999-12-31T23:59:59-14:00`, which has no UTC datetime.
+    An instant a body holds is held to the stored range instead (cronos.instants)."""
     try:
         value.astimezone(UTC)
     except (OverflowError, ValueError):
@@ -78,12 +79,13 @@ def check_instant(value: datetime, field: str) -> datetime:
 
 
 def _check_instants(value: Any, path: str) -> None:
-    """check_instant on every datetime of a decoded body (its fields, nested Structs, lists)."""
+    """Every datetime of a decoded body (its fields, nested Structs, lists) is one PostgreSQL
+    stores and gives back exactly (cronos.instants), else a 422 naming it: one check for all."""
     if isinstance(value, datetime):
-        check_instant(value, path)
-    elif isinstance(value, msgspec.Struct):
-        for name in value.__struct_fields__:
-            _check_instants(getattr(value, name), f"{path}.{name}")
+        instants.check(value, path)
+    elif isinstance(value, msgspec.Struct):  # named as the body spells them (`from`, not `from_`)
+        for name, spelt in zip(value.__struct_fields__, value.__struct_encode_fields__, strict=True):
+            _check_instants(getattr(value, name), f"{path}.{spelt}")
     elif isinstance(value, list):
         for index, item in enumerate(value):
             _check_instants(item, f"{path}[{index}]")

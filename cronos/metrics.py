@@ -324,3 +324,15 @@ def set_pending(count: int, oldest_due_age_s: float) -> None:
 
 def forget_pending() -> None:
     set_pending(0, 0.0)
+
+
+# Rows holding an instant outside cronos.instants' range (an older version's, or a hand's: PostgreSQL's
+# infinity), skipped by the role reading them instead of stopping it; by table, never a job's id.
+ROWS_UNUSABLE_INSTANT = Counter(
+    "cronos_rows_unusable_instant_total",
+    "Rows a role skipped because an instant in them is outside the range Cronos stores (logged with the row's id)",
+    ["table"],
+    registry=REGISTRY,
+)
+for _table in ("jobs", "pauses", "blackouts", "tokens"):
+    ROWS_UNUSABLE_INSTANT.labels(_table)

@@ -36,6 +36,7 @@ from cronos.store import queries as q
 from cronos.store.db import translate_errors
 from cronos.store.health import HealthStore
 from cronos.store.rules import RuleStore
+from cronos.store.timestamps import unusable_row
 from dispatcher.lifetime import Lifetime
 
 log = logging.getLogger("dispatcher.auditor")
@@ -142,6 +143,7 @@ def _held(verdict: Verdict | None, end: datetime) -> bool:
 
 # What AUDIT_SCHEDULES groups jobs by, as AuditedJob names it.
 _SCHEDULE_FIELDS = ("cron_expression", "timezone", "run_at", "start_at", "end_at", "every", "anchor", "ended_after")
+_INSTANTS = ("run_at", "start_at", "end_at", "anchor", "ended_after")
 
 
 def _named(job: AuditedJob, row: Any) -> AuditedJob:
@@ -210,6 +212,8 @@ class Auditor:
             while groups := await cursor.fetch(GROUPS):
                 for group in groups:
                     await slices.next()
+                    if unusable_row(group, _INSTANTS, "jobs", key="ids"):
+                        continue  # the leader skips them too (cronos.store.ledger): none of their ticks is due
                     fields = {name: group[name] for name in _SCHEDULE_FIELDS}
                     # created_at: since when the jobs count (AUDIT_SCHEDULES' `after`), as reconcile reads it
                     first = AuditedJob(id=0, created_at=group["after"], **fields)

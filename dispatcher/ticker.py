@@ -220,9 +220,10 @@ class Ticker:
             )
         if self._watermark is not None:
             count, id_sum, db_now = await self._ledger.active_digest()
-            await self._apply(await self._ledger.changed_since(self._watermark))
+            skipped = self._ledger.skipped  # held back for an unusable instant (logged when read)
+            await self._apply(await self._ledger.changed_since(self._watermark), set(skipped))
             self._watermark = db_now - _RESYNC_SLACK
-            if (count, id_sum) == (len(self.book), self.book.id_sum):
+            if (count, id_sum) == (len(self.book) + len(skipped), self.book.id_sum + sum(skipped)):
                 return
         count, _sum, db_now = await self._ledger.active_digest()
         self.book.clear()

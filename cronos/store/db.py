@@ -19,6 +19,7 @@ import msgspec
 from cronos.clock import SKEW_WARN_S, DbClock
 from cronos.errors import BackendUnavailable, Contention, NotFound
 from cronos.store import queries as q
+from cronos.store.timestamps import decode_instant, encode_instant
 
 log = logging.getLogger("cronos.store")
 
@@ -204,6 +205,9 @@ def _json_encode(value: Any) -> str:
 async def _init_connection(conn: asyncpg.Connection) -> None:
     for name in ("json", "jsonb"):
         await conn.set_type_codec(name, encoder=_json_encode, decoder=msgspec.json.decode, schema="pg_catalog")
+    await conn.set_type_codec(
+        "timestamptz", encoder=encode_instant, decoder=decode_instant, schema="pg_catalog", format="tuple"
+    )
 
 
 async def connect(

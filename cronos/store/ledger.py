@@ -20,6 +20,7 @@ from cronos.models import DEFAULT_QUEUE, SKIP_MISFIRED, DispatchJob
 from cronos.store import queries as q
 from cronos.store.db import retry_contention, to_struct, translate_errors
 from cronos.store.epoch import fenced
+from cronos.store.timestamps import unusable_row
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -64,6 +65,10 @@ _SHARED = (
 LOAD_CHUNK = 5000
 # Queued runs put back in the outbox by one statement of an unmark (election, Redis lost its data).
 UNMARK_PAGE = 5000
+
+
+# A job's instants the leader computes with: one outside cronos.instants' range skips the job.
+_INSTANTS = ("cursor", "run_at", "start_at", "end_at", "anchor")
 
 
 def _job(row: Any, shared: dict[Any, Any] | None = None) -> DispatchJob:
@@ -121,6 +126,19 @@ def _stale(row: Any, now: datetime) -> bool:
 class Ledger:
     def __init__(self, pool: asyncpg.Pool) -> None:
         self._pool = pool
+        # Active jobs a load skipped (an unusable instant): the resync's digest counts them as held.
+        self.skipped: set[int] = set()
+
+    def _usable(self, rows: Sequence[Any]) -> list[Any]:
+        kept = []
+        for row in rows:
+            if unusable_row(row, _INSTANTS, "jobs"):
+                if row["status"] == "active":
+                    self.skipped.add(row["id"])
+            else:
+                self.skipped.discard(row["id"])
+                kept.append(row)
+        return kept
 
     async def active_jobs(self, chunk: int = LOAD_CHUNK) -> AsyncGenerator[list[DispatchJob], None]:
         """Every active job, `chunk` at a time, from one snapshot: a million jobs are never all
@@ -129,21 +147,22 @@ class Ledger:
         with translate_errors():
             async with self._pool.acquire() as conn, conn.transaction(isolation="repeatable_read", readonly=True):
                 cursor = await conn.cursor(q.DISPATCH_JOBS_ACTIVE)
+                self.skipped.clear()
                 while rows := await cursor.fetch(chunk):
-                    yield [_job(r, shared) for r in rows]
+                    yield [_job(r, shared) for r in self._usable(rows)]
 
     async def jobs(self, ids: Sequence[int]) -> list[DispatchJob]:
         """These jobs as they are now; missing ids were deleted."""
         with translate_errors():
             rows = await self._pool.fetch(q.DISPATCH_JOBS_BY_ID, list(ids))
-        return [_job(r) for r in rows]
+        return [_job(r) for r in self._usable(rows)]
 
     async def changed_since(self, since: datetime) -> list[DispatchJob]:
         """Jobs created, edited, paused or resumed after `since` (as active or paused)."""
         with translate_errors():
             rows = await self._pool.fetch(q.DISPATCH_JOBS_CHANGED, since)
         shared: dict[Any, Any] = {}
-        return [_job(r, shared) for r in rows]
+        return [_job(r, shared) for r in self._usable(rows)]
 
     async def active_digest(self) -> tuple[int, int, datetime]:
         """(count, sum of ids) of the active jobs, and the database's now()."""

@@ -1548,19 +1548,30 @@ RETURNING id, name, action, starts_at, ends_at, cron_expression, duration_s, tim
 """
 BLACKOUT_DELETE = "DELETE FROM blackouts WHERE id = $1 RETURNING name"
 # Timed pauses the leader lifts (fenced, dispatcher.pauses): the jobs paused until now or before,
-# locked (an API write of the same job waits, or is waited for).
+# locked (an API write of the same job waits, or is waited for). $2, $3: cronos.instants' range (a
+# pause until an instant outside it, -infinity say, is never lifted: PAUSES_UNUSABLE reports it).
 PAUSES_DUE = """
 SELECT id, name, cron_expression, timezone, kind, payload, timeout_s, max_retries, retry_backoff_s,
     concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, revision, last_scheduled_for,
     created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs, catchup_max_per_s,
     expectations, every, anchor, calendars, paused_until, pause_note, labels, owner
 FROM jobs
-WHERE status = 'paused' AND paused_until <= now()
+WHERE status = 'paused' AND paused_until <= now() AND paused_until >= $2 AND paused_until < $3
 ORDER BY id
 LIMIT $1
 FOR UPDATE SKIP LOCKED
 """
-PAUSES_NEXT = "SELECT min(paused_until) FROM jobs WHERE status = 'paused' AND paused_until IS NOT NULL"
+PAUSES_NEXT = """
+SELECT min(paused_until) FROM jobs
+WHERE status = 'paused' AND paused_until IS NOT NULL AND paused_until >= $1 AND paused_until < $2
+"""
+# The timed pauses outside [$1, $2) (cronos.instants): a range at each end of jobs_paused_until, few
+# rows if any (one OR of the two reads every paused job, each second).
+PAUSES_UNUSABLE = """
+SELECT id, paused_until FROM jobs WHERE status = 'paused' AND paused_until < $1
+UNION ALL
+SELECT id, paused_until FROM jobs WHERE status = 'paused' AND paused_until >= $2
+"""
 
 # --- backfill (API; cronos.backfill decides, cronos.store.backfill applies) ----------------------
 

@@ -15,6 +15,7 @@ from typing import Any
 import asyncpg
 import msgspec
 
+from cronos import instants
 from cronos.errors import Conflict, InvalidInput, NotFound
 from cronos.models import Job
 from cronos.rules import Blackout, Calendar, CalendarRef
@@ -23,11 +24,13 @@ from cronos.store import revisions
 from cronos.store.audit import record, snapshot
 from cronos.store.db import to_struct, translate_errors
 from cronos.store.epoch import fenced
+from cronos.store.timestamps import unusable_row
 
 log = logging.getLogger("cronos.store.rules")
 
 RULES_NOTICE = msgspec.json.encode({"op": "rules", "job_id": None}).decode()
 LEADER = "dispatcher"  # the actor of a pause the leader lifts
+_BLACKOUT_INSTANTS = ("starts_at", "ends_at")
 
 
 def _calendar(row: asyncpg.Record) -> Calendar:
@@ -48,20 +51,27 @@ async def check_calendars(conn: asyncpg.Connection, refs: Sequence[CalendarRef])
 class RuleStore:
     def __init__(self, pool: asyncpg.Pool) -> None:
         self._pool = pool
+        self._reported: set[int] = set()  # jobs whose unusable pause was logged (next_resume)
 
     # --- the leader's view ---
 
     async def load(self) -> tuple[list[Calendar], list[Blackout]]:
+        """The rules to compute with: a blackout whose window is unusable is skipped (timestamps.unusable_row)."""
+        return await self._read(usable_only=True)
+
+    async def _read(self, *, usable_only: bool) -> tuple[list[Calendar], list[Blackout]]:
         with translate_errors():
             async with self._pool.acquire() as conn:
                 calendars = [_calendar(row) for row in await conn.fetch(q.CALENDARS_ALL)]
-                blackouts = [to_struct(row, Blackout) for row in await conn.fetch(q.BLACKOUTS_ALL)]
-        return calendars, blackouts
+                rows = await conn.fetch(q.BLACKOUTS_ALL)
+        if usable_only:
+            rows = [row for row in rows if not unusable_row(row, _BLACKOUT_INSTANTS, "blackouts")]
+        return calendars, [to_struct(row, Blackout) for row in rows]
 
     # --- calendars ---
 
     async def calendars(self) -> list[Calendar]:
-        return (await self.load())[0]
+        return (await self._read(usable_only=False))[0]
 
     async def calendar(self, name: str) -> Calendar:
         with translate_errors():
@@ -102,7 +112,8 @@ class RuleStore:
     # --- blackouts ---
 
     async def blackouts(self) -> list[Blackout]:
-        return (await self.load())[1]
+        """Every blackout, an unusable one too: listed, an operator can see it and delete it."""
+        return (await self._read(usable_only=False))[1]
 
     async def blackout(self, blackout_id: int) -> Blackout:
         with translate_errors():
@@ -140,8 +151,16 @@ class RuleStore:
     # --- timed pauses (the leader's, fenced) ---
 
     async def next_resume(self) -> datetime | None:
+        """The end of the first timed pause to lift. One until an instant outside cronos.instants'
+        range is never lifted: skipped, logged and counted once for this store (the leader's term)."""
+        span = (instants.EARLIEST, instants.END)
         with translate_errors():
-            found: datetime | None = await self._pool.fetchval(q.PAUSES_NEXT)
+            async with self._pool.acquire() as conn:
+                found: datetime | None = await conn.fetchval(q.PAUSES_NEXT, *span)
+                unusable = await conn.fetch(q.PAUSES_UNUSABLE, *span)
+        for row in unusable:
+            if row["id"] not in self._reported and unusable_row(row, ("paused_until",), "pauses"):
+                self._reported.add(row["id"])
         return found
 
     async def resume_due(self, epoch: int, limit: int = 100) -> list[Job]:
@@ -149,7 +168,7 @@ class RuleStore:
         is not caught up), each audited and revised as the leader's; NotLeader unless `epoch` is current."""
         resumed: list[Job] = []
         async with fenced(self._pool, epoch) as conn:
-            for row in await conn.fetch(q.PAUSES_DUE, limit):
+            for row in await conn.fetch(q.PAUSES_DUE, limit, instants.EARLIEST, instants.END):
                 current = to_struct(row, Job)
                 new = await conn.fetchrow(q.JOB_SET_STATUS, current.id, "active", current.revision + 1, None, None)
                 job = to_struct(new, Job)

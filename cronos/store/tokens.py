@@ -29,6 +29,7 @@ from cronos.errors import Conflict, InvalidInput, NotFound
 from cronos.store import audit
 from cronos.store import queries as q
 from cronos.store.db import to_struct, translate_errors
+from cronos.store.timestamps import unusable_row
 
 Scope = Literal["read", "write", "admin"]
 SCOPES: tuple[str, ...] = get_args(Scope)
@@ -96,6 +97,7 @@ class Refusal(enum.Enum):
     UNKNOWN = "unknown token"
     REVOKED = "token revoked"
     EXPIRED = "token expired"
+    UNUSABLE = "token's expires_at is outside the range Cronos uses: create another token"
 
 
 def _audit_view(token: TokenInfo) -> dict[str, object]:
@@ -149,6 +151,8 @@ class TokenStore:
                 return Refusal.UNKNOWN
             if row["revoked_at"] is not None:
                 return Refusal.REVOKED
+            if unusable_row(row, ("expires_at",), "tokens"):  # an older version's infinity: fail closed
+                return Refusal.UNUSABLE
             if row["expires_at"] is not None and row["expires_at"] <= row["now"]:
                 return Refusal.EXPIRED
             info = to_struct({k: row[k] for k in TokenInfo.__struct_fields__}, TokenInfo)

@@ -116,6 +116,14 @@ def test_an_unaccounted_tick_alerts_until_it_leaves_the_window(tmp_path: Path) -
     assert _promtool_test(tmp_path, [silent]).returncode != 0, "negative control: the alert does fire"
 
 
+@needs_promtool
+def test_a_skipped_row_alerts_until_it_leaves_the_window(tmp_path: Path) -> None:
+    evals = [("2m", None), ("5m", "1"), ("25m", None)]
+    case = _leader_case("cronos_rows_unusable_instant_total", "0 0 0 1x30", "CronosRowsUnusable", evals)
+    done = _promtool_test(tmp_path, [case])
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
 def _job_case(series: str, leader: str, former: str, alert: str, evals: list[tuple[str, str | None]]) -> dict[str, Any]:
     """A per-job series on the leader (D1) and on a former leader (D2, its stale value), job `nightly`."""
     rule = _rules()[alert]

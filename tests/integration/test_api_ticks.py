@@ -6,9 +6,6 @@ behind Cronos's back shows as `unaccounted`; a deleted job's ticks say so. And t
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import quote
@@ -24,6 +21,7 @@ from cronos.ticks import BEFORE_CREATED, DELETED, PAUSED, RUNS_DELETED, UNACCOUN
 from dispatcher.service import Dispatcher
 from executor.service import Executor
 from tests.integration.api_client import Api, running_api
+from tests.integration.roles import running_role
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.timeout(180)
@@ -68,17 +66,6 @@ async def _ran_after(api: Api, job_id: int, instant: datetime, count: int) -> No
     await wait_for(enough, timeout=40, interval=0.1, what=f"{count} completed runs after {instant}")
 
 
-@contextlib.asynccontextmanager
-async def _running(role: Dispatcher | Executor) -> AsyncIterator[None]:
-    async with role:
-        task = asyncio.create_task(role.run(), name=f"test:{role.name}")
-        try:
-            yield
-        finally:
-            role.stop()
-            await asyncio.wait_for(task, timeout=15)
-
-
 def _at_tick(ticks: list[dict[str, Any]]) -> dict[datetime, dict[str, Any]]:
     return {datetime.fromisoformat(t["scheduled_for"]): t for t in ticks}
 
@@ -87,8 +74,8 @@ async def test_every_tick_is_accounted_for_across_a_pause_a_new_expression_and_a
     settings: Settings, pg_pool: asyncpg.Pool
 ) -> None:
     other = msgspec.structs.replace(settings, node_id=settings.node_id + "-b")
-    async with running_api(settings) as api, _running(Executor(settings)):
-        async with _running(Dispatcher(settings)):
+    async with running_api(settings) as api, running_role(Executor(settings)):
+        async with running_role(Dispatcher(settings)):
             job = await api.create(name="ticks", cron_expression="* * * * * *", payload={"action": "noop"})
             jid = job["id"]
             created = datetime.fromisoformat(job["created_at"])
@@ -106,7 +93,7 @@ async def test_every_tick_is_accounted_for_across_a_pause_a_new_expression_and_a
             leader_gone = datetime.now(UTC)
         # No leader for 2.5 s, then another node takes over and catches up from the cursors.
         await wait_for(lambda: _past(leader_gone + 2.5 * SECOND), timeout=10, what="2.5 s without a leader")
-        async with _running(Dispatcher(other)):
+        async with running_role(Dispatcher(other)):
             took_over = datetime.now(UTC)
             await _ran_after(api, jid, took_over, 2)
             end = datetime.now(UTC) - SECOND

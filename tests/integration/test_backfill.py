@@ -236,9 +236,11 @@ async def test_refusals_name_the_field_and_the_limit(api: Api, settings: Setting
     busy = await _old_job(api, pg_pool, name="every-second", cron_expression="* * * * * *")
     big = await _backfill(api, busy["id"], {"from": (now - 3 * HOUR).isoformat(), "to": now.isoformat()})
     assert big.status == 422 and "10000 ticks" in big.body["detail"], big.body
-    for edge in ("0001-02-01T01:01:00Z", "0001-01-01T12:00:00Z"):  # the calendar's first day: no 500
-        first = await _backfill(api, job["id"], {"from": "0001-01-01T00:00:00Z", "to": edge})
+    for edge in ("0002-02-01T01:01:00Z", "0002-01-01T12:00:00Z"):  # the stored range's first day: no 500
+        first = await _backfill(api, job["id"], {"from": "0002-01-01T00:00:00Z", "to": edge})
         assert first.status == 200 and first.body["items"] == [], first.body
+    before = await _backfill(api, job["id"], {"from": "0001-01-01T00:00:00Z", "to": "0002-01-01T00:00:00Z"})
+    assert (before.status, before.body["field"]) == (422, "$.from"), before.body  # PostgreSQL's -infinity
     assert (await _backfill(api, 999_999, {"from": (now - HOUR).isoformat(), "to": now.isoformat()})).status == 404
 
     tokens = TokenStore(pg_pool)

@@ -4,9 +4,6 @@ every-second job's ticks (named in the ticks API), and a timed pause the leader 
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import quote
@@ -18,21 +15,11 @@ from cronos.settings import Settings
 from dispatcher.service import Dispatcher
 from executor.service import Executor
 from tests.integration.api_client import Api, running_api
+from tests.integration.roles import running_role
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.timeout(120)
 SECOND = timedelta(seconds=1)
-
-
-@contextlib.asynccontextmanager
-async def _running(role: Dispatcher | Executor) -> AsyncIterator[None]:
-    async with role:
-        task = asyncio.create_task(role.run(), name=f"test:{role.name}")
-        try:
-            yield
-        finally:
-            role.stop()
-            await asyncio.wait_for(task, timeout=15)
 
 
 def _iso(instant: datetime) -> str:
@@ -134,7 +121,7 @@ def _by_tick(ticks: list[dict[str, Any]]) -> dict[datetime, dict[str, Any]]:
 async def test_a_real_leader_skips_and_defers_blackout_ticks_and_lifts_a_timed_pause(
     settings: Settings, pg_pool: asyncpg.Pool
 ) -> None:
-    async with running_api(settings) as api, _running(Executor(settings)), _running(Dispatcher(settings)):
+    async with running_api(settings) as api, running_role(Executor(settings)), running_role(Dispatcher(settings)):
         every = {"cron_expression": "* * * * * *", "payload": {"action": "noop"}, "misfire_grace_s": 0}
         skip_job = await api.create(name="skipper", **every)
         defer_job = await api.create(name="deferrer", misfire_policy="run_once", **every)

@@ -23,7 +23,8 @@ from cronos.ticks import BEFORE_CREATED, UNACCOUNTED
 from dispatcher.service import Dispatcher
 from executor.service import Executor
 from tests.integration.api_client import Api, running_api
-from tests.integration.test_api_ticks import _at, _past, _ran_after, _running, _ticks
+from tests.integration.roles import running_role
+from tests.integration.test_api_ticks import _at, _past, _ran_after, _ticks
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.timeout(180)
@@ -46,8 +47,8 @@ async def test_an_every_2s_job_runs_2s_apart_an_edit_is_a_revision_and_a_leader_
     settings: Settings, pg_pool: asyncpg.Pool
 ) -> None:
     other = msgspec.structs.replace(settings, node_id=settings.node_id + "-b")
-    async with running_api(settings) as api, _running(Executor(settings)):
-        async with _running(Dispatcher(settings)):
+    async with running_api(settings) as api, running_role(Executor(settings)):
+        async with running_role(Dispatcher(settings)):
             job = await api.create(
                 name="every-2s", cron_expression=None, every="2s", timezone="America/New_York", misfire_policy="skip",
                 misfire_grace_s=1.0, payload={"action": "noop"},
@@ -69,7 +70,7 @@ async def test_an_every_2s_job_runs_2s_apart_an_edit_is_a_revision_and_a_leader_
             leader_gone = datetime.now(UTC)
         # 6.5 s without a leader: its successor finds the overdue ticks and, beyond the 1 s grace, skips them.
         await wait_for(lambda: _past(leader_gone + 6.5 * SECOND), timeout=15, what="6.5 s without a leader")
-        async with _running(Dispatcher(other)):
+        async with running_role(Dispatcher(other)):
             took_over = datetime.now(UTC)
             await _ran_after(api, jid, took_over, 2)
             end = datetime.now(UTC) - SECOND
