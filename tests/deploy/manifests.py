@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -9,6 +10,8 @@ from typing import Any
 from tests.deploy.kustomize import render
 
 ROOT = Path(__file__).resolve().parents[2]
+# The release's version, where it is set (pyproject.toml): `cronos --version`, /health and the image's label.
+VERSION = str(tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"])
 DEPLOY = ROOT / "deploy"
 K8S = DEPLOY / "k8s"
 POOLS = K8S / "pools"

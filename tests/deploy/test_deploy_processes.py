@@ -14,8 +14,9 @@ import re
 import signal
 import subprocess
 import time
-import uuid
 from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +28,7 @@ import yaml
 from tests.cluster.servers import cronos_command, free_port
 from tests.deploy.manifests import ROOT, environment, k8s_manifests, of_kind, pod_spec, pool_manifests
 from tests.deploy.test_compose import REQUIRED_VALUE, _interpolate
-from tests.services import Services, with_database
+from tests.services import Services
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.cluster
@@ -41,36 +42,45 @@ class Processes:
     def __init__(self, root: Path) -> None:
         self.root = root
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        self.drained: dict[str, float] = {}
 
     def start(self, name: str, args: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
-        base = {k: v for k, v in os.environ.items() if k not in _DROP and not k.startswith("CRONOS_")}
+        argv, env = self.command(name, args, env)
         with (self.root / f"{name}.log").open("ab") as out:
             proc = subprocess.Popen(
-                [*cronos_command(), *args],
-                env={**base, **env, "PYTHONUNBUFFERED": "1"},
-                cwd=self.root,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
+                argv, env=env, cwd=self.root, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
             )
         self.procs[name] = proc
         return proc
+
+    def command(self, name: str, args: list[str], env: dict[str, str]) -> tuple[list[str], dict[str, str]]:
+        """The command line and environment that start `cronos <args>` with `env` (here: the venv's cronos)."""
+        base = {k: v for k, v in os.environ.items() if k not in _DROP and not k.startswith("CRONOS_")}
+        return [*cronos_command(), *args], {**base, **env, "PYTHONUNBUFFERED": "1"}
+
+    def role_pid(self, name: str) -> int:
+        """The process running `cronos`, the one SIGTERM goes to (here: the one started)."""
+        return self.procs[name].pid
 
     def log(self, name: str) -> str:
         return (self.root / f"{name}.log").read_text()
 
     def stop(self, name: str, timeout: float = 20) -> int:
-        """SIGTERM, as the kubelet and `docker compose stop` send; the exit code."""
+        """SIGTERM, as the kubelet and `docker compose stop` send; the exit code. The seconds it took
+        are kept in `drained`."""
         proc = self.procs[name]
+        started = time.monotonic()
         if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
+            os.kill(self.role_pid(name), signal.SIGTERM)
         try:
-            return proc.wait(timeout)
+            code = proc.wait(timeout)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
             log = self.log(name)[-3000:]
             raise AssertionError(f"{name} did not stop within {timeout}s of SIGTERM:\n{log}") from None
+        self.drained[name] = time.monotonic() - started
+        return code
 
     def kill_all(self) -> None:
         for proc in self.procs.values():
@@ -84,18 +94,6 @@ def processes(tmp_path: Path) -> Iterator[Processes]:
     made = Processes(tmp_path)
     yield made
     made.kill_all()
-
-
-@pytest.fixture
-async def empty_database(services: Services) -> AsyncIterator[str]:
-    """A database that does not exist yet: the first install's (`cronos migrate` creates it)."""
-    name = f"cronos_t_{uuid.uuid4().hex[:12]}"
-    yield with_database(services.pg_admin_dsn, name)
-    conn = await asyncpg.connect(services.pg_admin_dsn)
-    try:
-        await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    finally:
-        await conn.close()
 
 
 def _wait_all(processes: Processes, names: list[str], timeout: float = 45) -> None:
@@ -186,56 +184,101 @@ async def test_the_kubernetes_pods_start_as_rendered(
         assert processes.stop(d.name) == 0, processes.log(d.name)[-3000:]
 
 
-async def test_the_compose_stack_runs_the_readmes_example_job(
-    processes: Processes, empty_database: str, key_prefix: str, services: Services
-) -> None:
-    """migrate, api, dispatcher and executor with their Compose commands and environments: the
-    README's example job (`payload.action: reindex`), triggered through the API, completes."""
-    compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())["services"]
+@dataclass
+class ComposeStack:
+    """Compose's Cronos services running (see `compose_stack`): the API's address and a session with the
+    admin token."""
 
-    def env_of(name: str) -> dict[str, str]:
-        env = {k: _interpolate(str(v)) for k, v in compose[name]["environment"].items()}
+    base: str
+    session: aiohttp.ClientSession
+    roles: list[str]  # the long-running ones, in start order
+    env: dict[str, dict[str, str]]
+
+
+@asynccontextmanager
+async def compose_stack(
+    processes: Processes, database: str, key_prefix: str, services: Services
+) -> AsyncIterator[ComposeStack]:
+    """migrate, then api, every dispatcher replica and the executor, each with its Compose `command` and
+    environment (the backends' addresses and the ports replaced); stopped with SIGTERM at the end, each
+    exiting 0."""
+    compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())["services"]
+    envs: dict[str, dict[str, str]] = {}
+
+    def env_of(service: str, name: str) -> dict[str, str]:
+        env = {k: _interpolate(str(v)) for k, v in compose[service]["environment"].items()}
         assert "@postgres:" in env["DATABASE_URL"] and "//redis:" in env["REDIS_URL"]
-        env |= {"DATABASE_URL": empty_database, "REDIS_URL": services.redis_url, "CRONOS_KEY_PREFIX": key_prefix}
+        env |= {"DATABASE_URL": database, "REDIS_URL": services.redis_url, "CRONOS_KEY_PREFIX": key_prefix}
         env |= {"CRONOS_NODE_ID": name, "CRONOS_METRICS_PORT": str(free_port())}
+        envs[name] = env
         return env
 
-    processes.start("migrate", compose["migrate"]["command"], env_of("migrate"))
+    processes.start("migrate", compose["migrate"]["command"], env_of("migrate", "migrate"))
     _wait_all(processes, ["migrate"])
-    api_env = env_of("api")
-    api_port = free_port()
+    api_env = env_of("api", "api")
     published = compose["api"]["ports"][0].split(":")
     assert int(published[-1]) == int(api_env["PORT"])
-    api_env["PORT"] = str(api_port)
+    api_env["PORT"] = str(free_port())
     processes.start("api", compose["api"]["command"], api_env)
-    for name in ("dispatcher", "executor"):
-        processes.start(name, compose[name]["command"], env_of(name))
+    roles = ["api"]
+    for service in ("dispatcher", "executor"):
+        replicas = compose[service].get("deploy", {}).get("replicas", 1)
+        for i in range(1, replicas + 1):
+            name = f"{service}-{i}"
+            processes.start(name, compose[service]["command"], env_of(service, name))
+            roles.append(name)
 
-    base = f"http://127.0.0.1:{api_port}"
+    base = f"http://127.0.0.1:{api_env['PORT']}"
     headers = {"Authorization": f"Bearer {REQUIRED_VALUE}"}
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5), headers=headers) as session:
 
         async def ready() -> bool:
             return await _answers_200(session, f"{base}/health")
 
-        await wait_for(ready, timeout=30, what=f"the API's /health (log: {processes.root})")
-        job = {  # the README's first job
-            "name": "Sync Database Indexes",
-            "cron_expression": "*/5 * * * *",
-            "payload": {"action": "reindex", "target": "users"},
-        }
-        async with session.post(f"{base}/api/jobs", json=job) as response:
-            assert response.status == 201, await response.text()
-            job_id = (await response.json())["id"]
-        async with session.post(f"{base}/api/jobs/{job_id}/trigger") as response:
-            assert response.status == 202, await response.text()
-
-        async def ended() -> dict[str, Any] | None:
-            async with session.get(f"{base}/api/jobs/{job_id}/runs") as response:
-                runs = (await response.json())["items"]
-            return next((r for r in runs if r["finished_at"] is not None), None)
-
-        run = await wait_for(ended, timeout=30, what=f"the triggered run to end (log: {processes.root})")
-    assert (run["state"], run["error"]) == ("completed", None), processes.log("executor")[-3000:]
-    for name in ("executor", "dispatcher", "api"):
+        await wait_for(ready, timeout=60, what=f"the API's /health (log: {processes.root})")
+        yield ComposeStack(base, session, roles, envs)
+    for name in reversed(roles):
         assert processes.stop(name) == 0, processes.log(name)[-3000:]
+
+
+# The README's first job.
+README_JOB = {
+    "name": "Sync Database Indexes",
+    "cron_expression": "*/5 * * * *",
+    "payload": {"action": "reindex", "target": "users"},
+}
+
+
+async def create_job(stack: ComposeStack, job: dict[str, Any]) -> int:
+    async with stack.session.post(f"{stack.base}/api/jobs", json=job) as response:
+        assert response.status == 201, await response.text()
+        return int((await response.json())["id"])
+
+
+async def runs_of(stack: ComposeStack, job_id: int) -> list[dict[str, Any]]:
+    async with stack.session.get(f"{stack.base}/api/jobs/{job_id}/runs") as response:
+        assert response.status == 200, await response.text()
+        found: list[dict[str, Any]] = (await response.json())["items"]
+        return found
+
+
+async def the_readmes_job_completes(stack: ComposeStack, processes: Processes) -> None:
+    """The README's example job (`payload.action: reindex`), triggered through the API, completes."""
+    job_id = await create_job(stack, README_JOB)
+    async with stack.session.post(f"{stack.base}/api/jobs/{job_id}/trigger") as response:
+        assert response.status == 202, await response.text()
+
+    async def ended() -> dict[str, Any] | None:
+        return next((r for r in await runs_of(stack, job_id) if r["finished_at"] is not None), None)
+
+    run = await wait_for(ended, timeout=30, what=f"the triggered run to end (log: {processes.root})")
+    assert (run["state"], run["error"]) == ("completed", None), processes.log("executor-1")[-3000:]
+
+
+async def test_the_compose_stack_runs_the_readmes_example_job(
+    processes: Processes, empty_database: str, key_prefix: str, services: Services
+) -> None:
+    """migrate, api, two dispatchers and the executor with their Compose commands and environments: the
+    README's example job, triggered through the API, completes."""
+    async with compose_stack(processes, empty_database, key_prefix, services) as stack:
+        await the_readmes_job_completes(stack, processes)

@@ -17,6 +17,7 @@ from api.service import ApiService
 from cronos.errors import ConfigError
 from cronos.settings import Settings
 from cronos.store.db import migrate
+from tests.deploy.manifests import VERSION
 from tests.integration.api_client import SEED_JOB, running_api
 from tests.services import Services, with_database
 from tests.waiting import wait_for
@@ -28,6 +29,7 @@ HEALTHY = {
     "service": "Cronos Distributed Scheduler",
     "database": "PostgreSQL Connected",
     "cache": "Redis Connected",
+    "version": VERSION,  # the seed's four keys, and the release running
 }
 
 
