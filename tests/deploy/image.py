@@ -10,8 +10,8 @@ Docker Hub is out of reach and `podman run` cannot start containers on these mac
   the local PostgreSQL and Redis.
 
 `python -m tests.deploy.image start` (the Makefile's `test`, before lint) starts the build in the
-background so the image is ready when tests/deploy/test_image.py runs; that test builds again
-(every layer cached: seconds), so it always runs the code checked out.
+background so the image is ready when tests/deploy/test_image.py runs: the test takes that build's
+image (once), or builds itself (every layer cached: seconds) when none was started.
 """
 
 from __future__ import annotations
@@ -128,19 +128,20 @@ def start_in_background() -> None:
 
 
 def wait_for_background(timeout: float) -> dict[str, object] | None:
-    """The background build's result once it ends (None when none was started or it is not running)."""
-    pid_file = STATE / "build.pid"
+    """The result of the build `start_in_background` began, once it ends, for its first taker only: None
+    when none was started since the last taker, or when it died without a result."""
+    pid_file, result = STATE / "build.pid", STATE / "result.json"
     if not pid_file.exists():
         return None
     pid = int(pid_file.read_text())
     deadline = time.monotonic() + timeout
-    while _alive(pid):
+    while not result.exists() and _alive(pid):
         if time.monotonic() > deadline:
             raise AssertionError(f"the background image build (pid {pid}) still runs after {timeout}s")
         time.sleep(1)
     pid_file.unlink(missing_ok=True)
-    result = STATE / "result.json"
-    return json.loads(result.read_text()) if result.exists() else None
+    found: dict[str, object] | None = json.loads(result.read_text()) if result.exists() else None
+    return found
 
 
 def _alive(pid: int) -> bool:
@@ -173,6 +174,13 @@ def run_argv(ctr: str, args: list[str], env: dict[str, str]) -> list[str]:
     return ["buildah", "run", "--isolation", "chroot", "--network", "host", *pairs, ctr, "--", *args]
 
 
+def _write_result(result: dict[str, object]) -> None:
+    STATE.mkdir(parents=True, exist_ok=True)
+    partial = STATE / "result.json.part"
+    partial.write_text(json.dumps(result))
+    partial.replace(STATE / "result.json")  # whole or absent for a waiting test
+
+
 def main(argv: list[str]) -> int:
     if argv == ["start"]:
         start_in_background()
@@ -183,12 +191,10 @@ def main(argv: list[str]) -> int:
             seconds = build(sys.stdout)
         except (subprocess.CalledProcessError, RuntimeError) as exc:
             print(f"image: build failed: {exc}")
+            _write_result({"failed": str(exc)})
             return 1
-        finally:
-            (STATE / "build.pid").unlink(missing_ok=True)  # a stale pid is never waited on
         result = {"seconds": seconds, "total": round(time.monotonic() - started, 1)}
-        STATE.mkdir(parents=True, exist_ok=True)
-        (STATE / "result.json").write_text(json.dumps(result))
+        _write_result(result)
         print(f"image: built {IMAGE}: {json.dumps(result)}")
         return 0
     print("usage: python -m tests.deploy.image start|build", file=sys.stderr)
