@@ -221,7 +221,11 @@ async def compose_stack(
     api_env["PORT"] = str(free_port())
     processes.start("api", compose["api"]["command"], api_env)
     roles = ["api"]
-    for service in ("dispatcher", "executor"):
+    # Every other long-running Cronos service, those of a profile (executor-gpu) too.
+    image = compose["api"]["image"]
+    others = [k for k, v in compose.items() if v.get("image") == image and k not in ("migrate", "api")]
+    assert {"dispatcher", "executor"} <= set(others)
+    for service in others:
         replicas = compose[service].get("deploy", {}).get("replicas", 1)
         for i in range(1, replicas + 1):
             name = f"{service}-{i}"
@@ -262,9 +266,17 @@ async def runs_of(stack: ComposeStack, job_id: int) -> list[dict[str, Any]]:
         return found
 
 
-async def the_readmes_job_completes(stack: ComposeStack, processes: Processes) -> None:
-    """The README's example job (`payload.action: reindex`), triggered through the API, completes."""
-    job_id = await create_job(stack, README_JOB)
+def _queue_of(command: list[str]) -> str | None:
+    return next((command[i + 1] for i, arg in enumerate(command) if arg == "--queue"), None)
+
+
+async def the_readmes_job_completes(stack: ComposeStack, processes: Processes, service: str = "executor") -> None:
+    """The README's example job (`payload.action: reindex`), triggered through the API, completes on
+    `service` (in its queue, when its command names one)."""
+    compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())["services"]
+    queue = _queue_of(compose[service]["command"])
+    job = {**README_JOB, **({"name": f"{README_JOB['name']} on {queue}", "queue": queue} if queue else {})}
+    job_id = await create_job(stack, job)
     async with stack.session.post(f"{stack.base}/api/jobs/{job_id}/trigger") as response:
         assert response.status == 202, await response.text()
 
@@ -272,13 +284,15 @@ async def the_readmes_job_completes(stack: ComposeStack, processes: Processes) -
         return next((r for r in await runs_of(stack, job_id) if r["finished_at"] is not None), None)
 
     run = await wait_for(ended, timeout=30, what=f"the triggered run to end (log: {processes.root})")
-    assert (run["state"], run["error"]) == ("completed", None), processes.log("executor-1")[-3000:]
+    assert (run["state"], run["error"]) == ("completed", None), processes.log(f"{service}-1")[-3000:]
+    assert re.fullmatch(rf"{service}-\d+", run["node_id"]), run
 
 
 async def test_the_compose_stack_runs_the_readmes_example_job(
     processes: Processes, empty_database: str, key_prefix: str, services: Services
 ) -> None:
-    """migrate, api, two dispatchers and the executor with their Compose commands and environments: the
-    README's example job, triggered through the API, completes."""
+    """migrate, api, two dispatchers and both executors with their Compose commands and environments:
+    the README's example job, triggered through the API, completes (on the gpu pool too, in its queue)."""
     async with compose_stack(processes, empty_database, key_prefix, services) as stack:
         await the_readmes_job_completes(stack, processes)
+        await the_readmes_job_completes(stack, processes, "executor-gpu")

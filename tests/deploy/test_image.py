@@ -127,11 +127,12 @@ async def every_second_job_completes(stack: ComposeStack, processes: Processes, 
 async def test_the_compose_services_run_from_the_image(
     from_image: ImageProcesses, empty_database: str, key_prefix: str, services: Services, built: dict[str, Any]
 ) -> None:
-    """migrate, api, two dispatchers and the executor with their Compose commands, from the image: the
-    README's job and an every-second job complete, the HEALTHCHECK passes, every role runs as the
-    image's non-root user, and each drains within CRONOS_DRAIN_TIMEOUT_S of SIGTERM."""
+    """migrate, api, two dispatchers and both executors with their Compose commands, from the image: the
+    README's job (on each executor pool) and an every-second job complete, the HEALTHCHECK passes, every
+    role runs as the image's non-root user, and each drains within CRONOS_DRAIN_TIMEOUT_S of SIGTERM."""
     async with compose_stack(from_image, empty_database, key_prefix, services) as stack:
         await the_readmes_job_completes(stack, from_image)
+        await the_readmes_job_completes(stack, from_image, "executor-gpu")
         await every_second_job_completes(stack, from_image, times=5)
         for name in stack.roles:
             process = psutil.Process(from_image.role_pid(name))
