@@ -166,7 +166,7 @@ def test_the_image_is_labelled_with_the_version_it_runs(built: dict[str, Any]) -
 
 def test_a_code_change_rebuilds_one_small_layer_and_the_image_holds_no_toolchain(built: dict[str, Any]) -> None:
     """Cronos is the last layer with content (its sources alone: a code change rebuilds only it); the
-    dependencies sit below it. No compiler, tests or docs in the image."""
+    dependencies sit below it. No compiler, tests, docs or build secret in the image."""
     shown = subprocess.run(
         ["podman", "history", "--format", "json", image.IMAGE], capture_output=True, text=True, check=True
     )
@@ -174,6 +174,10 @@ def test_a_code_change_rebuilds_one_small_layer_and_the_image_holds_no_toolchain
     size, created_by = next((size, by) for size, by in layers if size > 0)
     assert "COPY" in created_by and size < CODE_LAYER_MAX_BYTES, layers[:8]
     with image.container("contents") as ctr:
-        probe = "for c in gcc cc g++ make; do command -v $c; done; ls -d /opt/cronos-app/tests /opt/cronos-app/docs"
+        # ... nor the CA bundle the build trusted (a build secret: mounted for pip, in no layer).
+        probe = (
+            "for c in gcc cc g++ make; do command -v $c; done; env | grep -i cert;"
+            " ls -d /opt/cronos-app/tests /opt/cronos-app/docs /run/secrets/ca"
+        )
         found = subprocess.run(image.run_argv(ctr, ["sh", "-c", probe], {}), capture_output=True, text=True)
     assert found.stdout == "", found.stdout
