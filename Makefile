@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 TASKS ?= cronos.example_tasks
 comma := ,
 
-.PHONY: setup services run test test-fast lint bench clean
+.PHONY: setup services run test test-fast lint bench clean image-start
 
 $(BIN)/cronos: pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null || { \
@@ -36,11 +36,16 @@ run: services $(BIN)/cronos
 	$(BIN)/cronos dev $(foreach module,$(subst $(comma), ,$(TASKS)),--import $(module))
 
 # Lint, types, import contracts, then the whole test suite against real PostgreSQL and Redis.
-test: setup services lint
+# The container image starts building first, in the background (tests/deploy/image.py): the CPU is
+# mostly idle through the suite, and tests/deploy/test_image.py waits for it.
+test: setup services image-start lint
 	$(BIN)/python -m pytest -q
 
 test-fast: setup services
 	$(BIN)/python -m pytest -q -m "not cluster"
+
+image-start: setup
+	$(BIN)/python -m tests.deploy.image start
 
 lint: setup
 	$(BIN)/ruff check .

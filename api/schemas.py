@@ -14,6 +14,7 @@ from msgspec import UNSET, Meta, UnsetType
 
 from api.names import PATTERN as NAME_PATTERN
 from api.schemas_schedule import EditDiff, Warnings
+from cronos import __version__
 from cronos.interval import MAX_S as INTERVAL_MAX_S
 from cronos.interval import MIN_S as INTERVAL_MIN_S
 from cronos.models import (
@@ -302,6 +303,7 @@ class Health(msgspec.Struct, kw_only=True):
     service: str = "Cronos Distributed Scheduler"
     database: str = "PostgreSQL Connected"
     cache: str = "Redis Connected"
+    version: str = __version__  # the running release (the image's org.opencontainers.image.version)
 
 
 class LeaderOut(msgspec.Struct, kw_only=True):

@@ -17,7 +17,7 @@ from typing import NoReturn
 
 import msgspec
 
-from cronos import runtime
+from cronos import __version__, runtime
 from cronos.errors import BackendUnavailable, ConfigError, CronosError, InvalidInput
 from cronos.logs import bind_global, setup_logging
 from cronos.models import parse_queues
@@ -40,6 +40,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="cronos", description="Cronos distributed scheduler", epilog=_env_help(), formatter_class=fmt
     )
+    parser.add_argument("--version", action="version", version=f"cronos {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     sub.add_parser(
         "migrate", help="create the database if missing and apply migrations", epilog=_env_help(), formatter_class=fmt

@@ -55,6 +55,14 @@ async def database_url(services: Services) -> AsyncIterator[str]:
 
 
 @pytest.fixture
+async def empty_database(services: Services) -> AsyncIterator[str]:
+    """A database that does not exist yet (a first install's: `cronos migrate` creates it); dropped after."""
+    name = f"cronos_t_{uuid.uuid4().hex[:12]}"
+    yield with_database(services.pg_admin_dsn, name)
+    await _drop_database(services.pg_admin_dsn, name)
+
+
+@pytest.fixture
 def key_prefix(services: Services) -> Iterator[str]:
     """The test's own Redis key prefix; its keys go once every fixture using it is torn down
     (roles started as processes or tasks write keys until they stop)."""

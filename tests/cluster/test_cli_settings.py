@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from cronos.settings import VARIABLES
+from tests.deploy.manifests import VERSION
 
 CRONOS = str(Path(sys.executable).parent / "cronos")
 pytestmark = pytest.mark.cluster
@@ -40,3 +41,8 @@ def test_help_lists_the_variables(tmp_path: Path) -> None:
         assert done.returncode == 0
         for name in ("PORT", "DATABASE_URL", "REDIS_URL", "CRONOS_NODE_ID", "CRONOS_KEY_PREFIX", "CRONOS_LOG_LEVEL"):
             assert name in done.stdout, (args, name)
+
+
+def test_version_is_the_releases(tmp_path: Path) -> None:
+    done = _run(["--version"], tmp_path)
+    assert (done.returncode, done.stdout) == (0, f"cronos {VERSION}\n"), done.stderr

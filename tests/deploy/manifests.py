@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import secrets
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,8 @@ from cronos.settings import TOKEN_VARIABLES
 from tests.deploy.kustomize import render
 
 ROOT = Path(__file__).resolve().parents[2]
+# The release's version, where it is set (pyproject.toml): `cronos --version`, /health and the image's label.
+VERSION = str(tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"])
 DEPLOY = ROOT / "deploy"
 K8S = DEPLOY / "k8s"
 POOLS = K8S / "pools"

@@ -10,7 +10,12 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -164,6 +169,43 @@ def test_required_variables_refuse_to_start_and_are_documented_in_the_file() -> 
     for name in REQUIRED:
         assert re.search(rf"^#\s+{name}\s", header, re.MULTILINE), f"the header does not say what {name} is"
     assert not re.search(r"\$\{(?:CRONOS_[A-Z_]*TOKEN|GRAFANA_ADMIN_PASSWORD):-", text), "a secret with a default"
+
+
+def _compose_config(folder: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """`podman-compose config`: a Compose implementation resolves the file (anchors, interpolation) as
+    `docker compose up` would before starting anything; in a folder of its own (no `.env` of the
+    repository's), with `env` as the only variables of ours."""
+    shutil.copy(ROOT / "docker-compose.yml", folder / "docker-compose.yml")
+    base = {k: v for k, v in os.environ.items() if k not in REQUIRED and not k.startswith(("CRONOS_", "POSTGRES_"))}
+    services = yaml.safe_load((ROOT / "docker-compose.yml").read_text())["services"].values()
+    profiles = sorted({p for service in services for p in service.get("profiles", [])})
+    return subprocess.run(
+        [str(Path(sys.executable).parent / "podman-compose"), "-f", "docker-compose.yml",
+         *(arg for p in profiles for arg in ("--profile", p)), "config"],
+        cwd=folder, env={**base, **env}, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("unset", sorted(REQUIRED))
+def test_compose_refuses_to_start_without_a_required_variable(tmp_path: Path, unset: str) -> None:
+    done = _compose_config(tmp_path, {name: REQUIRED_VALUE for name in REQUIRED - {unset}})
+    assert done.returncode != 0, done.stdout
+    said = re.search(rf"\$\{{{unset}:\?([^}}]+)\}}", (ROOT / "docker-compose.yml").read_text())
+    assert said and unset in done.stderr and said[1] in done.stderr, done.stderr[-2000:]
+
+
+def test_the_tests_read_the_file_as_compose_does(tmp_path: Path, services: dict[str, dict[str, Any]]) -> None:
+    """What `_interpolate` makes of each Cronos service's environment (the processes and the image run
+    with it) is what Compose resolves, the required variables set."""
+    done = _compose_config(tmp_path, dict.fromkeys(REQUIRED, REQUIRED_VALUE))
+    assert done.returncode == 0, done.stderr[-2000:]
+    resolved = yaml.safe_load(done.stdout)["services"]
+    cronos = [name for name, service in services.items() if service.get("image") == services["api"]["image"]]
+    assert set(cronos) >= {"migrate", "api", "dispatcher", "executor"}
+    for name in cronos:
+        ours = {k: _interpolate(str(v)) for k, v in services[name]["environment"].items()}
+        assert {k: str(v) for k, v in resolved[name]["environment"].items()} == ours, name
+        assert resolved[name]["command"] == services[name]["command"], name
 
 
 def _published(service: dict[str, Any]) -> list[tuple[str, int, int]]:

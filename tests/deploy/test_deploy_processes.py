@@ -12,8 +12,9 @@ from __future__ import annotations
 import re
 import subprocess
 import time
-import uuid
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
@@ -34,22 +35,10 @@ from tests.deploy.manifests import (
 )
 from tests.deploy.processes import Processes
 from tests.deploy.test_compose import REQUIRED_VALUE, _interpolate
-from tests.services import Services, with_database
+from tests.services import Services
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.cluster
-
-
-@pytest.fixture
-async def empty_database(services: Services) -> AsyncIterator[str]:
-    """A database that does not exist yet: the first install's (`cronos migrate` creates it)."""
-    name = f"cronos_t_{uuid.uuid4().hex[:12]}"
-    yield with_database(services.pg_admin_dsn, name)
-    conn = await asyncpg.connect(services.pg_admin_dsn)
-    try:
-        await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    finally:
-        await conn.close()
 
 
 def _wait_all(processes: Processes, names: list[str], timeout: float = 45) -> None:
@@ -68,36 +57,6 @@ async def _answers_200(session: aiohttp.ClientSession, url: str) -> bool:
             return response.status == 200
     except aiohttp.ClientError:
         return False
-
-
-async def _readmes_first_job_completes(api: str, token: str, processes: Processes, executor: str) -> None:
-    """The README's first job (`payload.action: reindex`, cronos/example_tasks.py), created and
-    triggered through the API at `api` with `token`: its run ends `completed`."""
-    headers = {"Authorization": f"Bearer {token}"}
-    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5), headers=headers) as session:
-
-        async def ready() -> bool:
-            return await _answers_200(session, f"{api}/health")
-
-        await wait_for(ready, timeout=30, what=f"the API's /health (log: {processes.root})")
-        job = {  # the README's first job
-            "name": "Sync Database Indexes",
-            "cron_expression": "*/5 * * * *",
-            "payload": {"action": "reindex", "target": "users"},
-        }
-        async with session.post(f"{api}/api/jobs", json=job) as response:
-            assert response.status == 201, await response.text()
-            job_id = (await response.json())["id"]
-        async with session.post(f"{api}/api/jobs/{job_id}/trigger") as response:
-            assert response.status == 202, await response.text()
-
-        async def ended() -> dict[str, Any] | None:
-            async with session.get(f"{api}/api/jobs/{job_id}/runs") as response:
-                runs = (await response.json())["items"]
-            return next((r for r in runs if r["finished_at"] is not None), None)
-
-        run = await wait_for(ended, timeout=30, what=f"the triggered run to end (log: {processes.root})")
-    assert (run["state"], run["error"]) == ("completed", None), processes.log(executor)[-3000:]
 
 
 def _applied(log: str) -> list[int]:
@@ -168,9 +127,11 @@ async def test_the_kubernetes_pods_start_as_rendered(
 
                 await wait_for(ok, timeout=30, what=f"{d.name} {probe} {get['path']} (log: {processes.root})")
     api = envs["cronos-api"]
-    await _readmes_first_job_completes(
-        f"http://127.0.0.1:{api['PORT']}", api["CRONOS_ADMIN_TOKEN"], processes, "cronos-executor"
-    )
+    headers = {"Authorization": f"Bearer {api['CRONOS_ADMIN_TOKEN']}"}
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5), headers=headers) as session:
+        stack = ComposeStack(f"http://127.0.0.1:{api['PORT']}", session, [d.name for d in roles], envs)
+        run = await readme_job_run(stack, processes, "cronos-executor")
+        assert run["node_id"].startswith("cronos-executor-"), run
     for d in roles:
         assert processes.stop(d.name) == 0, processes.log(d.name)[-3000:]
 
@@ -188,31 +149,123 @@ def test_the_api_refuses_to_start_with_the_secret_as_shipped(processes: Processe
     assert "CHANGE-ME" not in lines[0], "the refusal never quotes the secret"
 
 
+@dataclass
+class ComposeStack:
+    """Compose's Cronos services running (see `compose_stack`): the API's address and a session with the
+    admin token."""
+
+    base: str
+    session: aiohttp.ClientSession
+    roles: list[str]  # the long-running ones, in start order
+    env: dict[str, dict[str, str]]
+
+
+@asynccontextmanager
+async def compose_stack(
+    processes: Processes, database: str, key_prefix: str, services: Services
+) -> AsyncIterator[ComposeStack]:
+    """migrate, then api, every dispatcher replica and the executor, each with its Compose `command` and
+    environment (the backends' addresses and the ports replaced); stopped with SIGTERM at the end, each
+    exiting 0."""
+    compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())["services"]
+    envs: dict[str, dict[str, str]] = {}
+
+    def env_of(service: str, name: str) -> dict[str, str]:
+        env = {k: _interpolate(str(v)) for k, v in compose[service]["environment"].items()}
+        assert "@postgres:" in env["DATABASE_URL"] and "//redis:" in env["REDIS_URL"]
+        env |= {"DATABASE_URL": database, "REDIS_URL": services.redis_url, "CRONOS_KEY_PREFIX": key_prefix}
+        env |= {"CRONOS_NODE_ID": name, "CRONOS_METRICS_PORT": str(free_port())}
+        envs[name] = env
+        return env
+
+    processes.start("migrate", compose["migrate"]["command"], env_of("migrate", "migrate"))
+    _wait_all(processes, ["migrate"])
+    api_env = env_of("api", "api")
+    published = compose["api"]["ports"][0].split(":")
+    assert int(published[-1]) == int(api_env["PORT"])
+    api_env["PORT"] = str(free_port())
+    processes.start("api", compose["api"]["command"], api_env)
+    roles = ["api"]
+    # Every other long-running Cronos service, those of a profile (executor-gpu) too.
+    image = compose["api"]["image"]
+    others = [k for k, v in compose.items() if v.get("image") == image and k not in ("migrate", "api")]
+    assert {"dispatcher", "executor"} <= set(others)
+    for service in others:
+        replicas = compose[service].get("deploy", {}).get("replicas", 1)
+        for i in range(1, replicas + 1):
+            name = f"{service}-{i}"
+            processes.start(name, compose[service]["command"], env_of(service, name))
+            roles.append(name)
+
+    base = f"http://127.0.0.1:{api_env['PORT']}"
+    headers = {"Authorization": f"Bearer {REQUIRED_VALUE}"}
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5), headers=headers) as session:
+
+        async def ready() -> bool:
+            return await _answers_200(session, f"{base}/health")
+
+        await wait_for(ready, timeout=60, what=f"the API's /health (log: {processes.root})")
+        yield ComposeStack(base, session, roles, envs)
+    for name in reversed(roles):
+        assert processes.stop(name) == 0, processes.log(name)[-3000:]
+
+
+# The README's first job.
+README_JOB = {
+    "name": "Sync Database Indexes",
+    "cron_expression": "*/5 * * * *",
+    "payload": {"action": "reindex", "target": "users"},
+}
+
+
+async def create_job(stack: ComposeStack, job: dict[str, Any]) -> int:
+    async with stack.session.post(f"{stack.base}/api/jobs", json=job) as response:
+        assert response.status == 201, await response.text()
+        return int((await response.json())["id"])
+
+
+async def runs_of(stack: ComposeStack, job_id: int) -> list[dict[str, Any]]:
+    async with stack.session.get(f"{stack.base}/api/jobs/{job_id}/runs") as response:
+        assert response.status == 200, await response.text()
+        found: list[dict[str, Any]] = (await response.json())["items"]
+        return found
+
+
+def _queue_of(command: list[str]) -> str | None:
+    return next((command[i + 1] for i, arg in enumerate(command) if arg == "--queue"), None)
+
+
+async def readme_job_run(
+    stack: ComposeStack, processes: Processes, executor_log: str, queue: str | None = None
+) -> dict[str, Any]:
+    """The README's example job (`payload.action: reindex`, in `queue`), created and triggered through
+    the API: its run, which ended `completed`."""
+    job = {**README_JOB, **({"name": f"{README_JOB['name']} on {queue}", "queue": queue} if queue else {})}
+    job_id = await create_job(stack, job)
+    async with stack.session.post(f"{stack.base}/api/jobs/{job_id}/trigger") as response:
+        assert response.status == 202, await response.text()
+
+    async def ended() -> dict[str, Any] | None:
+        return next((r for r in await runs_of(stack, job_id) if r["finished_at"] is not None), None)
+
+    run = await wait_for(ended, timeout=30, what=f"the triggered run to end (log: {processes.root})")
+    assert (run["state"], run["error"]) == ("completed", None), processes.log(executor_log)[-3000:]
+    return run
+
+
+async def the_readmes_job_completes(stack: ComposeStack, processes: Processes, service: str = "executor") -> None:
+    """The README's example job completes on the Compose `service` (in its queue, when its command
+    names one)."""
+    compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())["services"]
+    run = await readme_job_run(stack, processes, f"{service}-1", _queue_of(compose[service]["command"]))
+    assert re.fullmatch(rf"{service}-\d+", run["node_id"]), run
+
+
 async def test_the_compose_stack_runs_the_readmes_example_job(
     processes: Processes, empty_database: str, key_prefix: str, services: Services
 ) -> None:
-    """migrate, api, dispatcher and executor with their Compose commands and environments: the
-    README's example job (`payload.action: reindex`), triggered through the API, completes."""
-    compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())["services"]
-
-    def env_of(name: str) -> dict[str, str]:
-        env = {k: _interpolate(str(v)) for k, v in compose[name]["environment"].items()}
-        assert "@postgres:" in env["DATABASE_URL"] and "//redis:" in env["REDIS_URL"]
-        env |= {"DATABASE_URL": empty_database, "REDIS_URL": services.redis_url, "CRONOS_KEY_PREFIX": key_prefix}
-        env |= {"CRONOS_NODE_ID": name, "CRONOS_METRICS_PORT": str(free_port())}
-        return env
-
-    processes.start("migrate", compose["migrate"]["command"], env_of("migrate"))
-    _wait_all(processes, ["migrate"])
-    api_env = env_of("api")
-    api_port = free_port()
-    published = compose["api"]["ports"][0].split(":")
-    assert int(published[-1]) == int(api_env["PORT"])
-    api_env["PORT"] = str(api_port)
-    processes.start("api", compose["api"]["command"], api_env)
-    for name in ("dispatcher", "executor"):
-        processes.start(name, compose[name]["command"], env_of(name))
-
-    await _readmes_first_job_completes(f"http://127.0.0.1:{api_port}", REQUIRED_VALUE, processes, "executor")
-    for name in ("executor", "dispatcher", "api"):
-        assert processes.stop(name) == 0, processes.log(name)[-3000:]
+    """migrate, api, two dispatchers and both executors with their Compose commands and environments:
+    the README's example job, triggered through the API, completes (on the gpu pool too, in its queue)."""
+    async with compose_stack(processes, empty_database, key_prefix, services) as stack:
+        await the_readmes_job_completes(stack, processes)
+        await the_readmes_job_completes(stack, processes, "executor-gpu")

@@ -16,8 +16,17 @@ import aiohttp
 
 from api.service import ApiService
 from cronos.settings import Settings
+from tests.deploy.manifests import VERSION
 
 SEED_JOB = {"name": "Sync Database Indexes", "cron_expression": "*/5 * * * *", "payload": {"action": "reindex"}}
+# GET /health with both backends up: the seed contract's four keys, and the release running.
+HEALTHY = {
+    "status": "ok",
+    "service": "Cronos Distributed Scheduler",
+    "database": "PostgreSQL Connected",
+    "cache": "Redis Connected",
+    "version": VERSION,
+}
 
 
 @dataclass

@@ -14,14 +14,8 @@ from api.auth import listen_host
 from cronos.errors import ConfigError, Conflict
 from cronos.settings import Settings
 from cronos.store.tokens import TokenStore
-from tests.integration.api_client import SEED_JOB, Api, Reply, running_api
+from tests.integration.api_client import HEALTHY, SEED_JOB, Api, Reply, running_api
 
-HEALTHY = {
-    "status": "ok",
-    "service": "Cronos Distributed Scheduler",
-    "database": "PostgreSQL Connected",
-    "cache": "Redis Connected",
-}
 HOW_TO = "cronos token create --name NAME --scope admin"
 ADMIN_SECRET = "deploy-admin-" + "a" * 40
 METRICS_SECRET = "deploy-metrics-" + "m" * 40

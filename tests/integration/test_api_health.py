@@ -17,19 +17,11 @@ from api.service import ApiService
 from cronos.errors import ConfigError
 from cronos.settings import Settings
 from cronos.store.db import migrate
-from tests.integration.api_client import SEED_JOB, running_api
+from tests.integration.api_client import HEALTHY, SEED_JOB, running_api
 from tests.services import Services, with_database
 from tests.waiting import wait_for
 
 ADMIN_TOKEN = "admin-" + "x" * 40
-
-HEALTHY = {
-    "status": "ok",
-    "service": "Cronos Distributed Scheduler",
-    "database": "PostgreSQL Connected",
-    "cache": "Redis Connected",
-}
-
 
 def _closed_port() -> int:
     """A local port nothing listens on: connections are refused at once."""

@@ -3,28 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-import uuid
-from collections.abc import AsyncIterator
 
 import asyncpg
 import pytest
 
 from cronos.store.db import ensure_database, migrate
-from tests.services import Services, with_database
 
 TABLES = {"jobs", "runs", "leader_epoch", "leader_log", "schema_migrations"}
-
-
-@pytest.fixture
-async def fresh_dsn(services: Services) -> AsyncIterator[str]:
-    """A DSN to a database that does not exist yet (dropped afterwards)."""
-    name = f"cronos_mig_{uuid.uuid4().hex[:12]}"
-    yield with_database(services.pg_admin_dsn, name)
-    admin = await asyncpg.connect(services.pg_admin_dsn)
-    try:
-        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    finally:
-        await admin.close()
 
 
 async def _state(dsn: str) -> tuple[set[str], list[int], int]:
@@ -38,30 +23,30 @@ async def _state(dsn: str) -> tuple[set[str], list[int], int]:
     return tables, versions, epochs
 
 
-async def test_migrate_creates_the_database_and_is_idempotent(fresh_dsn: str) -> None:
-    first = await migrate(fresh_dsn)
+async def test_migrate_creates_the_database_and_is_idempotent(empty_database: str) -> None:
+    first = await migrate(empty_database)
     assert first and first == sorted(first) and first[0] == 1
-    tables, versions, epochs = await _state(fresh_dsn)
+    tables, versions, epochs = await _state(empty_database)
     assert tables >= TABLES and versions == first and epochs == 1
-    assert await migrate(fresh_dsn) == []  # nothing left to apply
-    assert await _state(fresh_dsn) == (tables, versions, epochs)
+    assert await migrate(empty_database) == []  # nothing left to apply
+    assert await _state(empty_database) == (tables, versions, epochs)
 
 
-async def test_concurrent_migrations_on_an_empty_database_apply_once(fresh_dsn: str) -> None:
-    await ensure_database(fresh_dsn)  # exists, no schema yet: only the advisory lock decides
-    results = await asyncio.gather(migrate(fresh_dsn), migrate(fresh_dsn), migrate(fresh_dsn))
+async def test_concurrent_migrations_on_an_empty_database_apply_once(empty_database: str) -> None:
+    await ensure_database(empty_database)  # exists, no schema yet: only the advisory lock decides
+    results = await asyncio.gather(migrate(empty_database), migrate(empty_database), migrate(empty_database))
     applied = [version for result in results for version in result]
-    tables, versions, epochs = await _state(fresh_dsn)
+    tables, versions, epochs = await _state(empty_database)
     assert sorted(applied) == versions and len(versions) >= 1
     assert tables >= TABLES and epochs == 1
 
 
 # Two CREATE DATABASE racing can fail with UniqueViolationError (pg_database_datname_index)
 # instead of DuplicateDatabaseError; cronos/store/db.py ensure_database catches only the latter.
-async def test_concurrent_migrations_create_the_database_once(fresh_dsn: str) -> None:
-    results = await asyncio.gather(migrate(fresh_dsn), migrate(fresh_dsn), migrate(fresh_dsn))
+async def test_concurrent_migrations_create_the_database_once(empty_database: str) -> None:
+    results = await asyncio.gather(migrate(empty_database), migrate(empty_database), migrate(empty_database))
     applied = [version for result in results for version in result]
-    tables, versions, epochs = await _state(fresh_dsn)
+    tables, versions, epochs = await _state(empty_database)
     assert sorted(applied) == versions  # each version applied by exactly one caller
     assert tables >= TABLES and epochs == 1
 
@@ -70,9 +55,9 @@ async def test_concurrent_migrations_create_the_database_once(fresh_dsn: str) ->
 BEFORE_PARTITIONING = 8
 
 
-async def test_partitioning_runs_keeps_every_row_and_every_guarantee(fresh_dsn: str) -> None:
-    await migrate(fresh_dsn, upto=BEFORE_PARTITIONING)
-    conn = await asyncpg.connect(fresh_dsn)
+async def test_partitioning_runs_keeps_every_row_and_every_guarantee(empty_database: str) -> None:
+    await migrate(empty_database, upto=BEFORE_PARTITIONING)
+    conn = await asyncpg.connect(empty_database)
     try:
         job, other = [
             await conn.fetchval("INSERT INTO jobs (name, cron_expression) VALUES ($1, '* * * * *') RETURNING id", n)
@@ -99,8 +84,8 @@ async def test_partitioning_runs_keeps_every_row_and_every_guarantee(fresh_dsn: 
     finally:
         await conn.close()
 
-    assert await migrate(fresh_dsn) and await migrate(fresh_dsn) == []
-    conn = await asyncpg.connect(fresh_dsn)
+    assert await migrate(empty_database) and await migrate(empty_database) == []
+    conn = await asyncpg.connect(empty_database)
     try:
         assert await conn.fetchval("SELECT relkind::text FROM pg_class WHERE relname = 'runs'") == "p"
         # Later migrations may add columns (after the old ones): the old ones are unchanged.
@@ -140,15 +125,15 @@ async def test_partitioning_runs_keeps_every_row_and_every_guarantee(fresh_dsn: 
         await conn.close()
 
 
-async def test_tokens_made_before_the_upgrade_keep_protected_mode_closed(fresh_dsn: str) -> None:
-    await migrate(fresh_dsn, upto=19)
-    conn = await asyncpg.connect(fresh_dsn)
+async def test_tokens_made_before_the_upgrade_keep_protected_mode_closed(empty_database: str) -> None:
+    await migrate(empty_database, upto=19)
+    conn = await asyncpg.connect(empty_database)
     try:
         await conn.execute(
             "INSERT INTO api_tokens (name, token_hash, scopes, revoked_at) VALUES ('old', $1, '{read}', now())",
             b"h" * 32,
         )
-        await migrate(fresh_dsn)
+        await migrate(empty_database)
         assert await conn.fetchval("SELECT closed FROM api_protected_mode") is True
     finally:
         await conn.close()
