@@ -24,7 +24,7 @@ def _task_image() -> list[tuple[str, str]]:
 
 def test_the_task_image_installs_into_the_cronos_virtualenv_and_runs_as_its_user() -> None:
     cronos = _instructions((DEPLOY / "Dockerfile").read_text())
-    venv = next(arg.split()[-1] for op, arg in cronos if op == "RUN" and "-m venv" in arg)
+    venv = next(m[1] for op, arg in cronos if op == "RUN" and (m := re.search(r"-m venv (\S+)", arg)))
     user = [arg for op, arg in cronos if op == "USER"][-1]
     ours = _task_image()
     assert ours[0][0] == "FROM" and "cronos" in ours[0][1]
