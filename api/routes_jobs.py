@@ -1,9 +1,9 @@
 """/api/jobs: register, list, read, change, delete, pause/resume/toggle, trigger jobs, their history
 and revisions.
 
-Reads need scope read; writes scope write, and admin for a job that is or becomes shell
-(api.auth.shell_guard, checked under the job's row lock) and for a trigger whose chain runs a
-shell job. Each write is audited as its caller.
+Reads need scope read; writes scope write, and admin where api.shell_authority says (a job that
+is or becomes shell, checked under the job's row lock; a change, resume or toggle of a job whose
+chain runs a shell job). Each write is audited as its caller.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 import msgspec
 from aiohttp import web
 
-from api.auth import Principal, forbidden, principal_of, shell_guard
+from api.auth import Principal, principal_of
 from api.bodies import (
     PAGE_PAYLOAD_BYTES,
     JobPolicy,
@@ -38,11 +38,11 @@ from api.schemas import JobCreate, JobList, JobOut, JobPatch, RevisionList
 from api.schemas_rules import PauseBody
 from api.schemas_tokens import AuditList
 from api.selectors import SELECTOR, query_selector
+from api.shell_authority import Action, check_chain, guard_for
 from api.state import BACKENDS
 from cronos.errors import Conflict, InvalidInput, NotFound
 from cronos.models import JOB_STATUSES
 from cronos.store.audit import AuditStore
-from cronos.store.chains import shell_descendant
 from cronos.store.jobs import Check, Guard
 from cronos.store.queues import QueueStore
 from cronos.store.revisions import MAX_NUMBER, RevisionStore
@@ -58,10 +58,10 @@ def _policy(request: web.Request, principal: Principal) -> JobPolicy:
     )
 
 
-def _checker(request: web.Request) -> tuple[Principal, Guard, Check]:
-    """The caller, the guard of a stored job's kind, and the check of a job as it would become."""
+def _checker(request: web.Request, action: Action, job_id: int | None = None) -> tuple[Principal, Guard, Check]:
+    """The caller, the guard of a stored job's kind for `action`, and the check of a job as it would become."""
     principal = principal_of(request)
-    guard = shell_guard(principal)
+    guard = guard_for(principal, action, job_id)
     policy = _policy(request, principal)
 
     def check(fields: dict[str, Any]) -> None:
@@ -71,28 +71,24 @@ def _checker(request: web.Request) -> tuple[Principal, Guard, Check]:
     return principal, guard, check
 
 
+async def _authorize(request: web.Request, action: Action, job_id: int) -> tuple[Principal, Guard, Check]:
+    """_checker, once api.shell_authority allowed `action` on the job's chain (403 otherwise)."""
+    principal, guard, check = _checker(request, action, job_id)
+    await check_chain(await request.app[BACKENDS].pool(), principal, action, job_id)
+    return principal, guard, check
+
+
 async def _check_queue_cap(request: web.Request, queue: str, job_id: int | None) -> None:
     """A job that would name one queue more than CRONOS_MAX_QUEUES: 422 on $.queue (issue 22)."""
     backends = request.app[BACKENDS]
     await QueueStore(await backends.pool()).check_cap(queue, job_id, backends.settings.max_queues)
 
 
-async def _guard_shell_chain(request: web.Request, principal: Principal, job_id: int, action: str) -> None:
-    """A job whose chain runs a shell job is the shell job's trigger: only admin may run it on
-    demand (a trigger) or change when and how often it runs (a PATCH). An admin making a shell
-    job the child of a task job grants no one else its runs."""
-    if principal.admin:
-        return
-    shell = await shell_descendant(await request.app[BACKENDS].pool(), job_id)
-    if shell is not None:
-        raise forbidden(principal, "admin", f"{action} of job {job_id} (its chain runs shell job {shell[0]})")
-
-
 async def create_job(request: web.Request) -> web.Response:
     body = await decode(request, JobCreate)
     fields = msgspec.structs.asdict(body)
     fields["name"] = job_name(fields["name"])
-    principal, _guard, check = _checker(request)
+    principal, _guard, check = _checker(request, "create")
     check(fields)
     await _check_queue_cap(request, fields["queue"], None)
     if fields["status"] == "active" and created_past_window(fields, utc_now()):
@@ -129,8 +125,7 @@ async def patch_job(request: web.Request) -> web.Response:
     changes = patch.changes()
     if "name" in changes:
         changes["name"] = job_name(changes["name"])
-    principal, guard, check = _checker(request)
-    await _guard_shell_chain(request, principal, job_id, "a change")
+    principal, guard, check = await _authorize(request, "change", job_id)
     if "queue" in changes:
         await _check_queue_cap(request, changes["queue"], job_id)
     store = await request.app[BACKENDS].jobs()
@@ -140,21 +135,25 @@ async def patch_job(request: web.Request) -> web.Response:
 
 
 async def delete_job(request: web.Request) -> web.Response:
-    principal, guard, _check = _checker(request)
-    await (await request.app[BACKENDS].jobs()).delete(path_id(request), actor=principal.name, guard=guard)
+    job_id = path_id(request)
+    principal, guard, _check = _checker(request, "delete", job_id)
+    await (await request.app[BACKENDS].jobs()).delete(job_id, actor=principal.name, guard=guard)
     return web.Response(status=204)
 
 
-async def _set_status(request: web.Request, status: str | None, pause: PauseBody | None = None) -> web.Response:
-    principal, guard, _check = _checker(request)
+async def _set_status(
+    request: web.Request, action: Action, status: str | None, pause: PauseBody | None = None
+) -> web.Response:
+    job_id = path_id(request)
+    principal, guard, _check = await _authorize(request, action, job_id)
     store = await request.app[BACKENDS].jobs()
     until, note = (None, None) if pause is None else (pause.until, pause.note)
-    job = await store.set_status(path_id(request), status, actor=principal.name, guard=guard, until=until, note=note)
+    job = await store.set_status(job_id, status, actor=principal.name, guard=guard, until=until, note=note)
     return respond(job_out(job, utc_now()))
 
 
 async def toggle_job(request: web.Request) -> web.Response:
-    return await _set_status(request, None)
+    return await _set_status(request, "toggle", None)
 
 
 async def pause_job(request: web.Request) -> web.Response:
@@ -162,17 +161,18 @@ async def pause_job(request: web.Request) -> web.Response:
     body = await decode(request, PauseBody) if request.body_exists else None
     if body is not None and body.until is not None and body.until <= utc_now():
         raise InvalidInput("$.until", "must be in the future")
-    return await _set_status(request, "paused", body)
+    return await _set_status(request, "pause", "paused", body)
 
 
 async def resume_job(request: web.Request) -> web.Response:
-    return await _set_status(request, "active")
+    return await _set_status(request, "resume", "active")
 
 
 async def rotate_secret(request: web.Request) -> web.Response:
-    principal, guard, _check = _checker(request)
+    job_id = path_id(request)
+    principal, guard, _check = _checker(request, "rotate-secret", job_id)
     store = await request.app[BACKENDS].jobs()
-    job, secret = await store.rotate_secret(path_id(request), actor=principal.name, guard=guard)
+    job, secret = await store.rotate_secret(job_id, actor=principal.name, guard=guard)
     return respond(job_out(job, utc_now(), webhook_secret=secret))
 
 

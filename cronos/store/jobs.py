@@ -60,7 +60,7 @@ Check = Callable[[dict[str, Any]], None]
 Guard = Callable[[str], None]  # called with a stored job's kind; raises to refuse the write
 
 
-def _allow(kind: str) -> None:
+def allow(kind: str) -> None:  # the guard of the system's own writes
     return None
 
 
@@ -201,7 +201,7 @@ class JobStore:
         return jobs + [to_struct(row, Job) for row in rest], more
 
     async def update(
-        self, job_id: int, changes: Mapping[str, Any], check: Check, *, actor: str = SYSTEM, guard: Guard = _allow
+        self, job_id: int, changes: Mapping[str, Any], check: Check, *, actor: str = SYSTEM, guard: Guard = allow
     ) -> Job:
         """Apply a partial update; `check` validates the merged job before anything is written.
 
@@ -269,7 +269,7 @@ class JobStore:
         status: str | None,
         *,
         actor: str = SYSTEM,
-        guard: Guard = _allow,
+        guard: Guard = allow,
         until: datetime | None = None,
         note: str | None = None,
     ) -> Job:
@@ -303,7 +303,7 @@ class JobStore:
         log.info(f"job {op}", extra={"event": f"job.{op}", "job_id": job_id, "actor": actor})
         return job
 
-    async def delete(self, job_id: int, *, actor: str = SYSTEM, guard: Guard = _allow) -> None:
+    async def delete(self, job_id: int, *, actor: str = SYSTEM, guard: Guard = allow) -> None:
         """Delete a job and its runs (ticks written ahead included: none can start); Conflict while
         other jobs name it as a parent (cronos.store.chains). Its audit entries and revisions stay
         (they name the job by id; a new job never reuses an id)."""
@@ -320,7 +320,7 @@ class JobStore:
                 await conn.execute(q.NOTIFY, _notice("deleted", job_id))
         log.info("job deleted", extra={"event": "job.deleted", "job_id": job_id, "actor": actor})
 
-    async def rotate_secret(self, job_id: int, *, actor: str = SYSTEM, guard: Guard = _allow) -> tuple[Job, str]:
+    async def rotate_secret(self, job_id: int, *, actor: str = SYSTEM, guard: Guard = allow) -> tuple[Job, str]:
         """Draw a new webhook signing secret; executors read it with each claim (no notify)."""
         if job_id > MAX_ID:
             raise NotFound(f"job {job_id} not found")
@@ -333,7 +333,7 @@ class JobStore:
         log.info("webhook secret rotated", extra={"event": "job.secret_rotated", "job_id": job_id, "actor": actor})
         return job, secret
 
-    async def trigger(self, job_id: int, *, actor: str = SYSTEM, guard: Guard = _allow) -> Run:
+    async def trigger(self, job_id: int, *, actor: str = SYSTEM, guard: Guard = allow) -> Run:
         """Queue one manual run due now (the leader pushes its token); works for paused jobs too."""
         if job_id > MAX_ID:
             raise NotFound(f"job {job_id} not found")
