@@ -84,7 +84,12 @@ async def _check_queue_cap(request: web.Request, queue: str, job_id: int | None)
     await QueueStore(await backends.pool()).check_cap(queue, job_id, backends.settings.max_queues)
 
 
+def _dry_run(request: web.Request) -> bool:
+    return query_choice(request, "dry_run", ("true", "false")) == "true"
+
+
 async def create_job(request: web.Request) -> web.Response:
+    dry_run = _dry_run(request)
     body = await decode(request, JobCreate)
     fields = msgspec.structs.asdict(body)
     fields["name"] = job_name(fields["name"])
@@ -93,11 +98,11 @@ async def create_job(request: web.Request) -> web.Response:
     await _check_queue_cap(request, fields["queue"], None)
     if fields["status"] == "active" and created_past_window(fields, utc_now()):
         fields["status"] = "expired"  # nothing left to run: it ends at once, and says so
-    job, secret = await (await request.app[BACKENDS].jobs()).create(fields, actor=principal.name)
+    job, secret = await (await request.app[BACKENDS].jobs()).create(fields, actor=principal.name, dry_run=dry_run)
     # The signing secret of an http job's requests, shown this once (and on rotation).
-    extra = {"webhook_secret": secret} if job.kind == "http" else {}
+    extra = {"webhook_secret": secret} if job.kind == "http" and not dry_run else {}
     extra |= await job_extras(request.app[BACKENDS], job)  # warnings
-    return respond(job_out(job, utc_now(), **extra), status=201)
+    return respond(job_out(job, utc_now(), **extra), status=200 if dry_run else 201)
 
 
 async def list_jobs(request: web.Request) -> web.Response:
@@ -121,6 +126,7 @@ async def get_job(request: web.Request) -> web.Response:
 
 async def patch_job(request: web.Request) -> web.Response:
     job_id = path_id(request)
+    dry_run = _dry_run(request)
     patch = await decode(request, JobPatch)
     changes = patch.changes()
     if "name" in changes:
@@ -130,7 +136,7 @@ async def patch_job(request: web.Request) -> web.Response:
         await _check_queue_cap(request, changes["queue"], job_id)
     store = await request.app[BACKENDS].jobs()
     before = await store.get(job_id) if {"cron_expression", "timezone"} & changes.keys() else None  # for the diff
-    job = await store.update(job_id, changes, check, actor=principal.name, guard=guard)
+    job = await store.update(job_id, changes, check, actor=principal.name, guard=guard, dry_run=dry_run)
     return respond(job_out(job, utc_now(), **await job_extras(request.app[BACKENDS], job, before)))
 
 
@@ -196,14 +202,18 @@ JOB = f"/api/jobs/{ID}"
 _GONE: Errors = (NotFound, *DB_ERRORS)
 _WRITE: Errors = (*BODY_ERRORS, Conflict, *DB_ERRORS)
 _STATUS: Errors = (NotFound, Conflict, *DB_ERRORS)  # 409: the job ended (completed, expired)
+# Every check of the write, the write too, rolled back: a client (cronos apply --dry-run) learns
+# each refusal the write would make without restating the checks.
+_DRY_RUN = Query("dry_run", "true: check everything, write nothing (the job as it would be)", enum=("true", "false"))
 ROUTES = (
     Route("POST", "/api/jobs", create_job, "Register a job", status=201, body=JobCreate, response=JobOut,
-          errors=_WRITE),
+          errors=_WRITE, query=(_DRY_RUN,),
+          also=((200, "dry_run=true: every check passed, nothing written (the job as it would be)", JobOut),)),
     Route("GET", "/api/jobs", list_jobs, "List jobs by id", response=JobList, errors=(InvalidInput, *DB_ERRORS),
           query=(Query("status", "only jobs in this status", enum=JOB_STATUSES), SELECTOR, *PAGE)),
     Route("GET", JOB, get_job, "A job, its next run time and its last run", response=JobOut, errors=_GONE),
     Route("PATCH", JOB, patch_job, "Change some fields (validated like a create; nothing changes on error)",
-          body=JobPatch, response=JobOut, errors=(NotFound, *_WRITE)),
+          body=JobPatch, response=JobOut, errors=(NotFound, *_WRITE), query=(_DRY_RUN,)),
     Route("DELETE", JOB, delete_job, "Delete a job and its runs (409 while other jobs name it in `parents`)",
           status=204, errors=(Conflict, *_GONE)),
     Route("PATCH", f"{JOB}/toggle", toggle_job, "Pause an active job, resume a paused one (409: it ended)",

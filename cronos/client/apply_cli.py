@@ -4,7 +4,9 @@ Reads the files (a folder: its *.yaml, *.yml and *.json, by name), fetches the j
 schema and the current jobs from the API, prints the plan one line per job, and (without
 --dry-run) carries it out in that order, deletions last. Nothing is written before every
 file validated; a refusal by the API stops the apply with one line naming the file, the job
-and the field (what came before it stays done: applying again finishes the job).
+and the field (what came before it stays done: applying again finishes the job). A dry run
+sends each create and update with `?dry_run=true`, which the API checks as the write and rolls
+back, so the plan shows every refusal the apply would meet and the dry run exits non-zero.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from cronos import selectors
 from cronos.client.api_client import ApiClient, ApiError
 from cronos.client.apply import Action, Step, describe, plan, scoped, strays, summary
-from cronos.client.apply_groups import apply_named
+from cronos.client.apply_groups import CALENDARS, GROUPS, apply_named, desired_named
 from cronos.client.apply_lint import schedule_notes
 from cronos.client.jobs_cli import client
 from cronos.client.jobs_file import ApplyInvalid, desired_jobs, parse
@@ -69,6 +71,27 @@ def read_sources(paths: list[str]) -> list[tuple[str, str]]:
         raise ApplyInvalid(f"cannot read a jobs file: {exc}") from None
 
 
+def _checked(body: Mapping[str, Any], declared: Mapping[str, set[str]]) -> dict[str, Any]:
+    """A dry run's body without the groups and calendars the files declare: apply creates those
+    first, so the API's dry run would not find them yet."""
+    shown = dict(body)
+    if shown.get("concurrency_group") in declared[GROUPS.key]:
+        shown.pop("concurrency_group")
+    if any(c.get("name") in declared[CALENDARS.key] for c in shown.get("calendars") or ()):
+        shown.pop("calendars")
+    return shown
+
+
+def _dry_run(api: ApiClient, action: Action, declared: Mapping[str, set[str]]) -> str | None:
+    """The API's check of a create or update, written and rolled back (ApiError: its refusal);
+    nothing to print after it. Pause, resume and delete have no dry run in the API: not checked."""
+    if action.step in (Step.CREATE, Step.UPDATE) and action.body is not None:
+        create = action.step is Step.CREATE
+        method, path = ("POST", "/api/jobs") if create else ("PATCH", f"/api/jobs/{action.job_id}")
+        api.call(method, path, _checked(action.body, declared), query={"dry_run": "true"})
+    return None
+
+
 def _carry_out(api: ApiClient, action: Action) -> str | None:
     """Make the API call of one action; a line to print after it, if any."""
     path = f"/api/jobs/{action.job_id}"
@@ -101,17 +124,24 @@ def run_apply(args: argparse.Namespace, settings: Settings) -> int:
         print(line)
     actions = plan(desired, current, prune=args.prune, salt=os.urandom(16))
     by_name = {job["name"]: job for job in current}
+    declared = {kind.key: set(desired_named(kind, documents)) for kind in (GROUPS, CALENDARS)}
+    refused = 0
     for action in actions:
-        if not args.dry_run:
-            try:
-                extra = _carry_out(api, action)
-            except ApiError as exc:
-                where = f"{action.source}: " if action.source else ""
+        extra = refusal = None
+        try:
+            extra = _dry_run(api, action, declared) if args.dry_run else _carry_out(api, action)
+        except ApiError as exc:
+            where = f"{action.source}: " if action.source else ""
+            if not args.dry_run:
                 raise ApplyInvalid(f"{where}job {action.name!r}: {action.step.value} refused: {exc}") from None
+            refused += 1
+            refusal = f"           would be refused: {exc}"
         print(describe(action))
+        if refusal:
+            print(refusal)
         for line in schedule_notes(api, action, by_name.get(action.name)):  # warnings, the ticks diff
             print(line)
-        if not args.dry_run and extra:
+        if extra:
             print(extra)
     if not args.prune:
         for job in strays(desired, current):
@@ -120,4 +150,6 @@ def run_apply(args: argparse.Namespace, settings: Settings) -> int:
     if not done.startswith("Nothing"):
         done = f"Plan (dry run, nothing changed): {done}." if args.dry_run else f"Applied: {done}."
     print(done)
+    if refused:
+        raise ApplyInvalid(f"dry run: {refused} change(s) of the plan would be refused (listed above)")
     return 0

@@ -120,13 +120,28 @@ def _no_group(name: str | None) -> InvalidInput:
     )
 
 
+class _DryRun(Exception):  # not an error: it ends a dry run's transaction
+    """Raised in a dry run's transaction once the write and every check in it passed: it rolls
+    the write back, so a dry run refuses exactly what the write would, by the same statements."""
+
+    def __init__(self, job: Job) -> None:
+        self.job = job
+
+
 class JobStore:
     def __init__(self, pool: asyncpg.Pool) -> None:
         self._pool = pool
 
-    async def create(self, fields: Mapping[str, Any], *, actor: str = SYSTEM) -> tuple[Job, str]:
+    async def create(self, fields: Mapping[str, Any], *, actor: str = SYSTEM, dry_run: bool = False) -> tuple[Job, str]:
         """Insert a validated job; its cursor starts now, so no tick before creation is due.
-        Returns the job and its webhook signing secret (for the API to show this once)."""
+        Returns the job and its webhook signing secret (for the API to show this once).
+        `dry_run`: every check, the insert too, then rolled back (no secret)."""
+        try:
+            return await self._create(fields, actor, dry_run)
+        except _DryRun as done:
+            return done.job, ""
+
+    async def _create(self, fields: Mapping[str, Any], actor: str, dry_run: bool) -> tuple[Job, str]:
         with translate_errors():
             async with self._pool.acquire() as conn, conn.transaction():
                 if fields.get("parents"):
@@ -142,6 +157,8 @@ class JobStore:
                 except asyncpg.ForeignKeyViolationError as exc:
                     raise _no_group(fields.get("concurrency_group")) from exc
                 job = to_struct(row, Job)
+                if dry_run:
+                    raise _DryRun(job)
                 secret: str = await conn.fetchval(q.JOB_WEBHOOK_SECRET, job.id)
                 # Every field the job was created with (apply's marker, a window... only when set).
                 defined = {
@@ -201,7 +218,14 @@ class JobStore:
         return jobs + [to_struct(row, Job) for row in rest], more
 
     async def update(
-        self, job_id: int, changes: Mapping[str, Any], check: Check, *, actor: str = SYSTEM, guard: Guard = allow
+        self,
+        job_id: int,
+        changes: Mapping[str, Any],
+        check: Check,
+        *,
+        actor: str = SYSTEM,
+        guard: Guard = allow,
+        dry_run: bool = False,
     ) -> Job:
         """Apply a partial update; `check` validates the merged job before anything is written.
 
@@ -215,7 +239,17 @@ class JobStore:
         not caught up under the new one, the old schedule's ticks written ahead are handed over
         (cronos.store.revisions) and the new one's are planned from that instant. A resume
         moves it to greatest(cursor, now()): the time the job was paused is not caught up.
+
+        `dry_run`: every check, the update too, then rolled back.
         """
+        try:
+            return await self._update(job_id, changes, check, actor, guard, dry_run)
+        except _DryRun as done:
+            return done.job
+
+    async def _update(
+        self, job_id: int, changes: Mapping[str, Any], check: Check, actor: str, guard: Guard, dry_run: bool
+    ) -> Job:
         if job_id > MAX_ID:
             raise NotFound(f"job {job_id} not found")
         with translate_errors():
@@ -249,6 +283,8 @@ class JobStore:
                 except asyncpg.ForeignKeyViolationError as exc:
                     raise _no_group(merged.get("concurrency_group")) from exc
                 job = _job(row, job_id)
+                if dry_run:
+                    raise _DryRun(job)
                 await revisions.record(conn, job, revisions.kind_of(changed), actor, changed)
                 await revisions.hand_over(conn, job, schedule_changed=new_schedule)
                 await record(

@@ -203,6 +203,33 @@ def test_apply_reads_only_its_own_variables_and_refuses_an_alias_bomb(
         one_line_error(done, str(bad), "YAML aliases expand")
 
 
+def test_a_dry_run_reports_every_refusal_the_apply_would_meet(
+    tmp_path: Path, database_url: str, key_prefix: str
+) -> None:
+    """Issue 37: `--dry-run` said "4 to create" for a file the apply then refused (422: $.kind: shell
+    jobs need the cluster to allow them). The API checks each create and update, then rolls it back."""
+    jobs = tmp_path / "jobs.yaml"
+    jobs.write_text(
+        "jobs:\n"
+        "  - {name: ok, cron_expression: '@yearly', payload: {action: x}}\n"
+        "  - {name: sh, kind: shell, cron_expression: '@yearly', payload: {argv: ['true']}}\n"
+        "  - {name: inner, kind: http, cron_expression: '@yearly', payload: {url: 'http://10.1.2.3/'}}\n"
+        "  - {name: grouped, cron_expression: '@yearly', concurrency_group: new, payload: {action: x}}\n"
+        "concurrency_groups: {new: 1}\n"
+    )
+    with api_process(tmp_path, database_url, key_prefix) as url:  # shell not allowed
+        done = cli(tmp_path, url, "apply", "-f", str(jobs), "--dry-run")
+        one_line_error(done, "dry run: 2 change(s) of the plan would be refused")
+        lines = done.stdout.splitlines()
+        shell = "would be refused: 422: $.kind: shell jobs need the cluster to allow them"
+        assert shell in lines[lines.index("create     sh") + 1], lines
+        assert "would be refused: 422: $.payload.url" in lines[lines.index("create     inner") + 1], lines
+        assert "would be refused" not in "".join(lines[lines.index("create     grouped") :]), lines
+        assert _jobs(url) == {} and get(url, "/api/concurrency-groups")["items"] == []  # nothing written
+        applied = cli(tmp_path, url, "apply", "-f", str(jobs))
+        one_line_error(applied, "job 'sh': create refused: 422: $.kind: shell jobs need the cluster to allow them")
+
+
 def _address_space(limit: int) -> Callable[[], None]:
     return lambda: resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
