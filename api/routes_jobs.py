@@ -142,8 +142,9 @@ async def patch_job(request: web.Request) -> web.Response:
 
 async def delete_job(request: web.Request) -> web.Response:
     job_id = path_id(request)
+    dry_run = _dry_run(request)
     principal, guard, _check = _checker(request, "delete", job_id)
-    await (await request.app[BACKENDS].jobs()).delete(job_id, actor=principal.name, guard=guard)
+    await (await request.app[BACKENDS].jobs()).delete(job_id, actor=principal.name, guard=guard, dry_run=dry_run)
     return web.Response(status=204)
 
 
@@ -151,10 +152,13 @@ async def _set_status(
     request: web.Request, action: Action, status: str | None, pause: PauseBody | None = None
 ) -> web.Response:
     job_id = path_id(request)
+    dry_run = _dry_run(request)
     principal, guard, _check = await _authorize(request, action, job_id)
     store = await request.app[BACKENDS].jobs()
     until, note = (None, None) if pause is None else (pause.until, pause.note)
-    job = await store.set_status(job_id, status, actor=principal.name, guard=guard, until=until, note=note)
+    job = await store.set_status(
+        job_id, status, actor=principal.name, guard=guard, until=until, note=note, dry_run=dry_run
+    )
     return respond(job_out(job, utc_now()))
 
 
@@ -202,9 +206,9 @@ JOB = f"/api/jobs/{ID}"
 _GONE: Errors = (NotFound, *DB_ERRORS)
 _WRITE: Errors = (*BODY_ERRORS, Conflict, *DB_ERRORS)
 _STATUS: Errors = (NotFound, Conflict, *DB_ERRORS)  # 409: the job ended (completed, expired)
-# Every check of the write, the write too, rolled back: a client (cronos apply --dry-run) learns
+# Every check of the write (a create or change: the write too, rolled back): a client (cronos apply --dry-run) learns
 # each refusal the write would make without restating the checks.
-_DRY_RUN = Query("dry_run", "true: check everything, write nothing (the job as it would be)", enum=("true", "false"))
+_DRY_RUN = Query("dry_run", "true: every check of this write, nothing written", enum=("true", "false"))
 ROUTES = (
     Route("POST", "/api/jobs", create_job, "Register a job", status=201, body=JobCreate, response=JobOut,
           errors=_WRITE, query=(_DRY_RUN,),
@@ -215,14 +219,14 @@ ROUTES = (
     Route("PATCH", JOB, patch_job, "Change some fields (validated like a create; nothing changes on error)",
           body=JobPatch, response=JobOut, errors=(NotFound, *_WRITE), query=(_DRY_RUN,)),
     Route("DELETE", JOB, delete_job, "Delete a job and its runs (409 while other jobs name it in `parents`)",
-          status=204, errors=(Conflict, *_GONE)),
+          status=204, errors=(Conflict, *_GONE), query=(_DRY_RUN,)),
     Route("PATCH", f"{JOB}/toggle", toggle_job, "Pause an active job, resume a paused one (409: it ended)",
-          response=JobOut, errors=_STATUS),
+          response=JobOut, errors=_STATUS, query=(_DRY_RUN,)),
     Route("POST", f"{JOB}/pause", pause_job,
           "Pause a job; with `until`, the leader resumes it then (a timed pause, with an optional note)",
-          body=PauseBody, body_required=False, response=JobOut, errors=(*BODY_ERRORS, *_STATUS)),
+          body=PauseBody, body_required=False, response=JobOut, errors=(*BODY_ERRORS, *_STATUS), query=(_DRY_RUN,)),
     Route("POST", f"{JOB}/resume", resume_job, "Resume a job; ticks due while paused are not caught up",
-          response=JobOut, errors=_STATUS),
+          response=JobOut, errors=_STATUS, query=(_DRY_RUN,)),
     # POST {JOB}/trigger: api.routes_trigger (run now, with inputs)
     Route("POST", f"{JOB}/rotate-secret", rotate_secret,
           "Draw a new webhook signing secret (in this response only); the old one stops signing at once",

@@ -5,8 +5,8 @@ schema and the current jobs from the API, prints the plan one line per job, and 
 --dry-run) carries it out in that order, deletions last. Nothing is written before every
 file validated; a refusal by the API stops the apply with one line naming the file, the job
 and the field (what came before it stays done: applying again finishes the job). A dry run
-sends each create and update with `?dry_run=true`, which the API checks as the write and rolls
-back, so the plan shows every refusal the apply would meet and the dry run exits non-zero.
+sends each call with `?dry_run=true`, which the API checks as it would the write, writing nothing,
+so the plan shows every refusal the apply would meet, and the dry run then exits non-zero.
 """
 
 from __future__ import annotations
@@ -83,12 +83,16 @@ def _checked(body: Mapping[str, Any], declared: Mapping[str, set[str]]) -> dict[
 
 
 def _dry_run(api: ApiClient, action: Action, declared: Mapping[str, set[str]]) -> str | None:
-    """The API's check of a create or update, written and rolled back (ApiError: its refusal);
-    nothing to print after it. Pause, resume and delete have no dry run in the API: not checked."""
+    """The API's checks of the action's call, nothing written (ApiError: its refusal); nothing to
+    print after it."""
+    path, dry = f"/api/jobs/{action.job_id}", {"dry_run": "true"}
     if action.step in (Step.CREATE, Step.UPDATE) and action.body is not None:
         create = action.step is Step.CREATE
-        method, path = ("POST", "/api/jobs") if create else ("PATCH", f"/api/jobs/{action.job_id}")
-        api.call(method, path, _checked(action.body, declared), query={"dry_run": "true"})
+        api.call("POST" if create else "PATCH", "/api/jobs" if create else path, _checked(action.body, declared), dry)
+    elif action.step in (Step.PAUSE, Step.RESUME):
+        api.call("POST", f"{path}/{action.step.value}", query=dry)
+    elif action.step is Step.DELETE:
+        api.call("DELETE", path, query=dry)
     return None
 
 

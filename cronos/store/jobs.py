@@ -308,11 +308,12 @@ class JobStore:
         guard: Guard = allow,
         until: datetime | None = None,
         note: str | None = None,
+        dry_run: bool = False,
     ) -> Job:
         """Pause ('paused'), resume ('active') or toggle (None); resuming skips the paused time.
         A pause may carry `until` (the leader resumes the job then: dispatcher.pauses) and a
         note; a resume clears both. A job already in that status is left as it is (nothing
-        written), unless a pause changes its `until` or note."""
+        written), unless a pause changes its `until` or note. `dry_run`: the checks only."""
         if job_id > MAX_ID:
             raise NotFound(f"job {job_id} not found")
         with translate_errors():
@@ -328,6 +329,8 @@ class JobStore:
                     until, note = None, None
                 if target == current.status and (until, note) == (current.paused_until, current.pause_note):
                     return current
+                if dry_run:
+                    return msgspec.structs.replace(current, status=target, paused_until=until, pause_note=note)
                 row = await conn.fetchrow(q.JOB_SET_STATUS, job_id, target, current.revision + 1, until, note)
                 job = _job(row, job_id)
                 op: revisions.RevisionKind = "paused" if job.status == "paused" else "resumed"
@@ -339,16 +342,18 @@ class JobStore:
         log.info(f"job {op}", extra={"event": f"job.{op}", "job_id": job_id, "actor": actor})
         return job
 
-    async def delete(self, job_id: int, *, actor: str = SYSTEM, guard: Guard = allow) -> None:
+    async def delete(self, job_id: int, *, actor: str = SYSTEM, guard: Guard = allow, dry_run: bool = False) -> None:
         """Delete a job and its runs (ticks written ahead included: none can start); Conflict while
         other jobs name it as a parent (cronos.store.chains). Its audit entries and revisions stay
-        (they name the job by id; a new job never reuses an id)."""
+        (they name the job by id; a new job never reuses an id). `dry_run`: the checks only."""
         if job_id > MAX_ID:
             raise NotFound(f"job {job_id} not found")
         with translate_errors():
             async with self._pool.acquire() as conn, conn.transaction():
                 current = await _locked(conn, job_id, guard)
                 await chains.refuse_delete_of_parent(conn, job_id)
+                if dry_run:
+                    return
                 gone = msgspec.structs.replace(current, revision=current.revision + 1)
                 await revisions.record(conn, gone, "deleted", actor, {}, status="deleted")
                 await conn.execute(q.JOB_DELETE, job_id)

@@ -7,6 +7,8 @@ import asyncpg
 
 from cronos.settings import Settings
 from tests.integration.api_client import SEED_JOB, running_api
+from tests.integration.test_api_auth import SHELL_JOB, _forbidden
+from tests.integration.test_shell_authority import shell_api
 
 
 async def _counts(pg_pool: asyncpg.Pool) -> tuple[int, int, int]:
@@ -43,3 +45,24 @@ async def test_a_dry_run_refuses_what_the_write_would_and_writes_nothing(
         assert bad.status == 422 and bad.body["field"] == "$.parents", bad.body
         assert (await api.call("POST", "/api/jobs?dry_run=maybe", json=SEED_JOB)).status == 422
         assert await _counts(pg_pool) == before  # no job, revision or audit entry
+
+
+async def test_a_dry_run_of_pause_resume_and_delete_checks_and_changes_nothing(
+    settings: Settings, pg_pool: asyncpg.Pool
+) -> None:
+    async with shell_api(settings, pg_pool) as (api, writer, admin):
+        made = await api.call("POST", "/api/jobs", json={**SEED_JOB, "status": "paused"}, token=writer)
+        parent = made.body["id"]
+        child = {**SHELL_JOB, "parents": [parent]}
+        assert (await api.call("POST", "/api/jobs", json=child, token=admin)).status == 201
+        before = await _counts(pg_pool)
+        # The refusals the writes would meet: a resume lets the shell child run; a parent cannot go.
+        _forbidden(await api.call("POST", f"/api/jobs/{parent}/resume?dry_run=true", token=writer), "admin")
+        gone = await api.call("DELETE", f"/api/jobs/{parent}?dry_run=true", token=admin)
+        assert gone.status == 409, gone.body
+        resumed = await api.call("POST", f"/api/jobs/{parent}/resume?dry_run=true", token=admin)
+        assert resumed.status == 200 and resumed.body["status"] == "active", resumed.body
+        toggled = await api.call("PATCH", f"/api/jobs/{parent}/toggle?dry_run=true", token=admin)
+        assert toggled.status == 200 and toggled.body["status"] == "active", toggled.body
+        assert await _counts(pg_pool) == before
+        assert await pg_pool.fetchval("SELECT status FROM jobs WHERE id = $1", parent) == "paused"

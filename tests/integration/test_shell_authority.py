@@ -85,7 +85,7 @@ CANNOT_START_A_JOB = {
 
 
 @contextlib.asynccontextmanager
-async def _shell_api(settings: Settings, pg_pool: asyncpg.Pool) -> AsyncIterator[tuple[Api, str, str]]:
+async def shell_api(settings: Settings, pg_pool: asyncpg.Pool) -> AsyncIterator[tuple[Api, str, str]]:
     """An API that allows shell jobs, a write token and an admin token."""
     writer = await _token(pg_pool, "writer", "write")
     admin = await _token(pg_pool, "boss", "admin")
@@ -124,7 +124,7 @@ async def test_every_write_route_of_a_job_or_run_is_probed_or_cannot_start_one(s
 
 
 async def test_a_write_token_cannot_let_a_shell_job_run_by_any_route(settings: Settings, pg_pool: asyncpg.Pool) -> None:
-    async with _shell_api(settings, pg_pool) as (api, writer, admin):
+    async with shell_api(settings, pg_pool) as (api, writer, admin):
         _forbidden(await api.call("POST", "/api/jobs", json=SHELL_JOB, token=writer), "admin")
         shell = await _target(api, admin, writer, pg_pool, shell=True)
         parent = await _target(api, admin, writer, pg_pool, shell=False)
@@ -156,7 +156,7 @@ async def test_a_write_token_cannot_resume_a_task_job_whose_chain_runs_a_shell_j
     settings: Settings, pg_pool: asyncpg.Pool
 ) -> None:
     """The finding: resume, toggle and a bulk resume by selector of a paused parent answered 200."""
-    async with _shell_api(settings, pg_pool) as (api, writer, admin):
+    async with shell_api(settings, pg_pool) as (api, writer, admin):
         parent = await _target(api, admin, writer, pg_pool, shell=False)
         for method, path, body in (
             ("POST", f"/api/jobs/{parent.job}/resume", None),
@@ -171,7 +171,7 @@ async def test_a_write_token_cannot_resume_a_task_job_whose_chain_runs_a_shell_j
 
 
 async def test_a_write_token_cannot_cancel_an_admins_shell_run(settings: Settings, pg_pool: asyncpg.Pool) -> None:
-    async with _shell_api(settings, pg_pool) as (api, writer, admin):
+    async with shell_api(settings, pg_pool) as (api, writer, admin):
         shell = await _target(api, admin, writer, pg_pool, shell=True)
         _forbidden(await api.call("POST", f"/api/runs/{shell.run}/cancel", token=writer), "admin")
         assert await pg_pool.fetchval("SELECT state FROM runs WHERE id = $1", shell.run) == "queued"
