@@ -43,7 +43,9 @@ def add_command(sub: SubParsers) -> None:
         "-f", "--file", dest="files", action="append", required=True, metavar="FILE|DIR",
         help="a jobs file, or a folder of them (repeatable)",
     )  # fmt: skip
-    apply.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
+    apply.add_argument(
+        "--dry-run", action="store_true", help="print the plan and what the API would refuse; change nothing"
+    )
     apply.add_argument("--prune", action="store_true", help="delete jobs apply created that no file names any more")
     apply.add_argument(
         "-l", "--selector", metavar="SELECTOR",
