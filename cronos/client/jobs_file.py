@@ -33,8 +33,8 @@ _VAR = re.compile(r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 ENV_PREFIX = "CRONOS_APPLY_"  # the only variables a file may read
 _MARK = "CRONOSAPPLYVARIABLE"  # stands for every variable's value while checking it stays hidden
 NOT_SECRET = (
-    "a ${VAR} only where the API keeps the value secret (shown as ***): a sensitive header, query "
-    "parameter, env variable or payload key (token, secret, key, password, auth...), or a URL's password"
+    "a ${VAR} only where the API keeps the value secret (shown as ***): a sensitive header, env "
+    "variable or payload key (token, secret, key, password, auth...)"
 )
 MAX_NODES = 100_000  # a YAML document's values with every alias expanded; a big jobs file has a few thousand
 
