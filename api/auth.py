@@ -26,7 +26,6 @@ from __future__ import annotations
 import hmac
 import ipaddress
 import logging
-from collections.abc import Callable
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -283,16 +282,6 @@ async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamR
 
 def principal_of(request: web.Request) -> Principal:
     return request[PRINCIPAL]
-
-
-def shell_guard(principal: Principal) -> Callable[[str], None]:
-    """A job write's guard: a shell job (stored, or as it would become) needs scope admin."""
-
-    def guard(kind: str) -> None:
-        if kind == "shell" and not principal.admin:
-            raise forbidden(principal, "admin", "a write to a shell job")
-
-    return guard
 
 
 SERVER = "Cronos"

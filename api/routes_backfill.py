@@ -18,7 +18,7 @@ from msgspec import Meta
 
 from api.bodies import check_instant, decode, path_id, respond, utc_now
 from api.compute import off_loop
-from api.routes_jobs import JOB, _checker, _guard_shell_chain
+from api.routes_jobs import JOB, _authorize
 from api.routes_ticks import MAX_REVISIONS
 from api.routing import BODY_ERRORS, DB_ERRORS, Route
 from api.state import BACKENDS
@@ -71,10 +71,9 @@ def _plan(history: list[Revision], start: datetime, end: datetime, now: datetime
 
 
 async def backfill_job(request: web.Request) -> web.Response:
-    principal, guard, _check = _checker(request)
     job_id = path_id(request)
+    principal, guard, _check = await _authorize(request, "backfill", job_id)
     body = await decode(request, BackfillBody)
-    await _guard_shell_chain(request, principal, job_id, "a backfill")
     now = utc_now()
     start = check_instant(body.from_, "$.from").astimezone(UTC)
     end = check_instant(body.to, "$.to").astimezone(UTC)

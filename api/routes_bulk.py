@@ -1,7 +1,8 @@
 """POST /api/jobs/bulk: pause, resume or trigger every job a label selector selects (issue 25, item 4).
 
-Scope write; a shell job among them (or, for a trigger, a job whose chain runs one) needs admin, as
-each single action does, and is checked for every selected job before anything changes. Each job's
+Scope write; api.shell_authority decides for each selected job as for its single action (admin for a
+shell job; for a resume or trigger, for a job whose chain runs one too), every job checked before
+anything changes, and again under each job's row lock. Each job's
 change is its own write, audited as the single action is (paused, resumed, triggered); a job the
 action does not change (already paused, ended) is listed with why. At most MAX_JOBS jobs a call.
 """
@@ -14,10 +15,10 @@ import msgspec
 from aiohttp import web
 from msgspec import Meta
 
-from api.auth import principal_of, shell_guard
+from api.auth import principal_of
 from api.bodies import PAGE_PAYLOAD_BYTES, decode, respond
-from api.routes_jobs import _guard_shell_chain
 from api.routing import BODY_ERRORS, DB_ERRORS, Route
+from api.shell_authority import check_chain, guard_for
 from api.state import BACKENDS
 from cronos import selectors
 from cronos.errors import Conflict, InvalidInput, NotFound
@@ -69,17 +70,17 @@ async def _selected(store: JobStore, path: str) -> list[Job]:
 
 async def bulk(request: web.Request) -> web.Response:
     principal = principal_of(request)
-    guard = shell_guard(principal)
     body = await decode(request, BulkBody)
     path = selectors.jsonpath(selectors.parse(body.selector, "$.selector"))
-    store = await request.app[BACKENDS].jobs()
+    backends = request.app[BACKENDS]
+    store = await backends.jobs()
     jobs = await _selected(store, path)
     for job in jobs:  # every refusal before any change
-        guard(job.kind)
-        if body.action == "trigger":
-            await _guard_shell_chain(request, principal, job.id, "a trigger")
+        guard_for(principal, body.action, job.id)(job.kind)
+        await check_chain(await backends.pool(), principal, body.action, job.id)
     changed, unchanged = [], []
     for job in jobs:
+        guard = guard_for(principal, body.action, job.id)
         item = BulkItem(job_id=job.id, name=job.name, status=job.status)
         try:
             if body.action == "trigger":

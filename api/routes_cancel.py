@@ -3,7 +3,8 @@
 200: the run was queued or waiting and is `cancelled` now. 202: it is running; its executor
 signals the work at its next heartbeat and records it `cancelled` (after the grace, by force),
 so the run shown is still `running`. 409 when the run has ended already; 404 for no such run.
-Who asked is the run's error ("cancelled by <token>") and an audit entry of its job.
+Who asked is the run's error ("cancelled by <token>") and an audit entry of its job. A run of a
+shell job is an admin's to cancel (api.shell_authority), checked under the run's row lock.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from api.auth import principal_of
 from api.bodies import path_id, respond, run_out
 from api.routing import DB_ERRORS, ID, Route
 from api.schemas import RunOut
+from api.shell_authority import guard_for
 from api.state import BACKENDS
 from cronos.errors import Conflict, NotFound
 from cronos.store.cancels import CancelStore
@@ -21,7 +23,9 @@ from cronos.store.cancels import CancelStore
 
 async def cancel_run(request: web.Request) -> web.Response:
     backends = request.app[BACKENDS]
-    done = await CancelStore(await backends.pool()).cancel(path_id(request), actor=principal_of(request).name)
+    principal = principal_of(request)
+    cancels = CancelStore(await backends.pool())
+    done = await cancels.cancel(path_id(request), actor=principal.name, guard=guard_for(principal, "cancel"))
     run = await (await backends.jobs()).run(done.run_id)
     return respond(run_out(run, detail=True), status=200 if done.ended else 202)
 

@@ -1,9 +1,9 @@
 """/api/jobs: register, list, read, change, delete, pause/resume/toggle, trigger jobs, their history
 and revisions.
 
-Reads need scope read; writes scope write, and admin for a job that is or becomes shell
-(api.auth.shell_guard, checked under the job's row lock) and for a trigger whose chain runs a
-shell job. Each write is audited as its caller.
+Reads need scope read; writes scope write, and admin where api.shell_authority says (a job that
+is or becomes shell, checked under the job's row lock; a change, resume or toggle of a job whose
+chain runs a shell job). Each write is audited as its caller.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 import msgspec
 from aiohttp import web
 
-from api.auth import Principal, forbidden, principal_of, shell_guard
+from api.auth import Principal, principal_of
 from api.bodies import (
     PAGE_PAYLOAD_BYTES,
     JobPolicy,
@@ -38,11 +38,11 @@ from api.schemas import JobCreate, JobList, JobOut, JobPatch, RevisionList
 from api.schemas_rules import PauseBody
 from api.schemas_tokens import AuditList
 from api.selectors import SELECTOR, query_selector
+from api.shell_authority import Action, check_chain, guard_for
 from api.state import BACKENDS
 from cronos.errors import BackendUnavailable, Conflict, InvalidInput, NotFound
 from cronos.models import JOB_STATUSES
 from cronos.store.audit import AuditStore
-from cronos.store.chains import shell_descendant
 from cronos.store.jobs import Check, Guard
 from cronos.store.queues import QueueStore
 from cronos.store.revisions import MAX_NUMBER, RevisionStore
@@ -59,16 +59,23 @@ def _policy(request: web.Request, principal: Principal) -> JobPolicy:
     )
 
 
-def _checker(request: web.Request) -> tuple[Principal, Guard, Check]:
-    """The caller, the guard of a stored job's kind, and the check of a job as it would become."""
+def _checker(request: web.Request, action: Action, job_id: int | None = None) -> tuple[Principal, Guard, Check]:
+    """The caller, the guard of a stored job's kind for `action`, and the check of a job as it would become."""
     principal = principal_of(request)
-    guard = shell_guard(principal)
+    guard = guard_for(principal, action, job_id)
     policy = _policy(request, principal)
 
     def check(fields: dict[str, Any]) -> None:
         guard(fields["kind"])  # a job that becomes shell needs admin: 403 before the 422s
         check_job(fields, policy)
 
+    return principal, guard, check
+
+
+async def _authorize(request: web.Request, action: Action, job_id: int) -> tuple[Principal, Guard, Check]:
+    """_checker, once api.shell_authority allowed `action` on the job's chain (403 otherwise)."""
+    principal, guard, check = _checker(request, action, job_id)
+    await check_chain(await request.app[BACKENDS].pool(), principal, action, job_id)
     return principal, guard, check
 
 
@@ -84,31 +91,25 @@ async def _check_queue_cap(request: web.Request, queue: str, job_id: int | None)
     await QueueStore(await backends.pool()).check_cap(queue, job_id, backends.settings.max_queues, listed)
 
 
-async def _guard_shell_chain(request: web.Request, principal: Principal, job_id: int, action: str) -> None:
-    """A job whose chain runs a shell job is the shell job's trigger: only admin may run it on
-    demand (a trigger) or change when and how often it runs (a PATCH). An admin making a shell
-    job the child of a task job grants no one else its runs."""
-    if principal.admin:
-        return
-    shell = await shell_descendant(await request.app[BACKENDS].pool(), job_id)
-    if shell is not None:
-        raise forbidden(principal, "admin", f"{action} of job {job_id} (its chain runs shell job {shell[0]})")
+def _dry_run(request: web.Request) -> bool:
+    return query_choice(request, "dry_run", ("true", "false")) == "true"
 
 
 async def create_job(request: web.Request) -> web.Response:
+    dry_run = _dry_run(request)
     body = await decode(request, JobCreate)
     fields = msgspec.structs.asdict(body)
     fields["name"] = job_name(fields["name"])
-    principal, _guard, check = _checker(request)
+    principal, _guard, check = _checker(request, "create")
     check(fields)
     await _check_queue_cap(request, fields["queue"], None)
     if fields["status"] == "active" and created_past_window(fields, utc_now()):
         fields["status"] = "expired"  # nothing left to run: it ends at once, and says so
-    job, secret = await (await request.app[BACKENDS].jobs()).create(fields, actor=principal.name)
+    job, secret = await (await request.app[BACKENDS].jobs()).create(fields, actor=principal.name, dry_run=dry_run)
     # The signing secret of an http job's requests, shown this once (and on rotation).
-    extra = {"webhook_secret": secret} if job.kind == "http" else {}
+    extra = {"webhook_secret": secret} if job.kind == "http" and not dry_run else {}
     extra |= await job_extras(request.app[BACKENDS], job)  # warnings
-    return respond(job_out(job, utc_now(), **extra), status=201)
+    return respond(job_out(job, utc_now(), **extra), status=200 if dry_run else 201)
 
 
 async def list_jobs(request: web.Request) -> web.Response:
@@ -132,36 +133,44 @@ async def get_job(request: web.Request) -> web.Response:
 
 async def patch_job(request: web.Request) -> web.Response:
     job_id = path_id(request)
+    dry_run = _dry_run(request)
     patch = await decode(request, JobPatch)
     changes = patch.changes()
     if "name" in changes:
         changes["name"] = job_name(changes["name"])
-    principal, guard, check = _checker(request)
-    await _guard_shell_chain(request, principal, job_id, "a change")
+    principal, guard, check = await _authorize(request, "change", job_id)
     if "queue" in changes:
         await _check_queue_cap(request, changes["queue"], job_id)
     store = await request.app[BACKENDS].jobs()
     before = await store.get(job_id) if {"cron_expression", "timezone"} & changes.keys() else None  # for the diff
-    job = await store.update(job_id, changes, check, actor=principal.name, guard=guard)
+    job = await store.update(job_id, changes, check, actor=principal.name, guard=guard, dry_run=dry_run)
     return respond(job_out(job, utc_now(), **await job_extras(request.app[BACKENDS], job, before)))
 
 
 async def delete_job(request: web.Request) -> web.Response:
-    principal, guard, _check = _checker(request)
-    await (await request.app[BACKENDS].jobs()).delete(path_id(request), actor=principal.name, guard=guard)
+    job_id = path_id(request)
+    dry_run = _dry_run(request)
+    principal, guard, _check = _checker(request, "delete", job_id)
+    await (await request.app[BACKENDS].jobs()).delete(job_id, actor=principal.name, guard=guard, dry_run=dry_run)
     return web.Response(status=204)
 
 
-async def _set_status(request: web.Request, status: str | None, pause: PauseBody | None = None) -> web.Response:
-    principal, guard, _check = _checker(request)
+async def _set_status(
+    request: web.Request, action: Action, status: str | None, pause: PauseBody | None = None
+) -> web.Response:
+    job_id = path_id(request)
+    dry_run = _dry_run(request)
+    principal, guard, _check = await _authorize(request, action, job_id)
     store = await request.app[BACKENDS].jobs()
     until, note = (None, None) if pause is None else (pause.until, pause.note)
-    job = await store.set_status(path_id(request), status, actor=principal.name, guard=guard, until=until, note=note)
+    job = await store.set_status(
+        job_id, status, actor=principal.name, guard=guard, until=until, note=note, dry_run=dry_run
+    )
     return respond(job_out(job, utc_now()))
 
 
 async def toggle_job(request: web.Request) -> web.Response:
-    return await _set_status(request, None)
+    return await _set_status(request, "toggle", None)
 
 
 async def pause_job(request: web.Request) -> web.Response:
@@ -169,17 +178,18 @@ async def pause_job(request: web.Request) -> web.Response:
     body = await decode(request, PauseBody) if request.body_exists else None
     if body is not None and body.until is not None and body.until <= utc_now():
         raise InvalidInput("$.until", "must be in the future")
-    return await _set_status(request, "paused", body)
+    return await _set_status(request, "pause", "paused", body)
 
 
 async def resume_job(request: web.Request) -> web.Response:
-    return await _set_status(request, "active")
+    return await _set_status(request, "resume", "active")
 
 
 async def rotate_secret(request: web.Request) -> web.Response:
-    principal, guard, _check = _checker(request)
+    job_id = path_id(request)
+    principal, guard, _check = _checker(request, "rotate-secret", job_id)
     store = await request.app[BACKENDS].jobs()
-    job, secret = await store.rotate_secret(path_id(request), actor=principal.name, guard=guard)
+    job, secret = await store.rotate_secret(job_id, actor=principal.name, guard=guard)
     return respond(job_out(job, utc_now(), webhook_secret=secret))
 
 
@@ -203,23 +213,27 @@ JOB = f"/api/jobs/{ID}"
 _GONE: Errors = (NotFound, *DB_ERRORS)
 _WRITE: Errors = (*BODY_ERRORS, Conflict, *DB_ERRORS)
 _STATUS: Errors = (NotFound, Conflict, *DB_ERRORS)  # 409: the job ended (completed, expired)
+# Every check of the write (a create or change: the write too, rolled back): a client (cronos apply --dry-run) learns
+# each refusal the write would make without restating the checks.
+_DRY_RUN = Query("dry_run", "true: every check of this write, nothing written", enum=("true", "false"))
 ROUTES = (
     Route("POST", "/api/jobs", create_job, "Register a job", status=201, body=JobCreate, response=JobOut,
-          errors=_WRITE),
+          errors=_WRITE, query=(_DRY_RUN,),
+          also=((200, "dry_run=true: every check passed, nothing written (the job as it would be)", JobOut),)),
     Route("GET", "/api/jobs", list_jobs, "List jobs by id", response=JobList, errors=(InvalidInput, *DB_ERRORS),
           query=(Query("status", "only jobs in this status", enum=JOB_STATUSES), SELECTOR, *PAGE)),
     Route("GET", JOB, get_job, "A job, its next run time and its last run", response=JobOut, errors=_GONE),
     Route("PATCH", JOB, patch_job, "Change some fields (validated like a create; nothing changes on error)",
-          body=JobPatch, response=JobOut, errors=(NotFound, *_WRITE)),
+          body=JobPatch, response=JobOut, errors=(NotFound, *_WRITE), query=(_DRY_RUN,)),
     Route("DELETE", JOB, delete_job, "Delete a job and its runs (409 while other jobs name it in `parents`)",
-          status=204, errors=(Conflict, *_GONE)),
+          status=204, errors=(Conflict, *_GONE), query=(_DRY_RUN,)),
     Route("PATCH", f"{JOB}/toggle", toggle_job, "Pause an active job, resume a paused one (409: it ended)",
-          response=JobOut, errors=_STATUS),
+          response=JobOut, errors=_STATUS, query=(_DRY_RUN,)),
     Route("POST", f"{JOB}/pause", pause_job,
           "Pause a job; with `until`, the leader resumes it then (a timed pause, with an optional note)",
-          body=PauseBody, body_required=False, response=JobOut, errors=(*BODY_ERRORS, *_STATUS)),
+          body=PauseBody, body_required=False, response=JobOut, errors=(*BODY_ERRORS, *_STATUS), query=(_DRY_RUN,)),
     Route("POST", f"{JOB}/resume", resume_job, "Resume a job; ticks due while paused are not caught up",
-          response=JobOut, errors=_STATUS),
+          response=JobOut, errors=_STATUS, query=(_DRY_RUN,)),
     # POST {JOB}/trigger: api.routes_trigger (run now, with inputs)
     Route("POST", f"{JOB}/rotate-secret", rotate_secret,
           "Draw a new webhook signing secret (in this response only); the old one stops signing at once",

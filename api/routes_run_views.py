@@ -13,15 +13,15 @@ from zoneinfo import ZoneInfo
 
 from aiohttp import web
 
-from api.auth import forbidden, principal_of, shell_guard
+from api.auth import principal_of
 from api.bodies import MAX_ID, check_instant, decode_cursor, encode_cursor, path_id, query_limit, respond, run_out
 from api.routes_schedule import query_time
 from api.routing import DB_ERRORS, ID, PAGE, Query, Route
 from api.schemas import RunList, RunOut
+from api.shell_authority import check_chain, guard_for
 from api.state import BACKENDS
 from cronos.errors import Conflict, InvalidInput, NotFound
 from cronos.models import QUEUE_PATTERN, RUN_STATES, Trigger
-from cronos.store.chains import shell_descendant
 from cronos.store.reruns import retry_run
 from cronos.store.run_views import SCAN, RunFilter, runs_page
 
@@ -96,11 +96,10 @@ async def retry(request: web.Request) -> web.Response:
     principal = principal_of(request)
     run_id = path_id(request)
     backends = request.app[BACKENDS]
-    if not principal.admin:  # a retry runs the job, then its chain: as a trigger, admin for a shell job there
-        job_id = (await (await backends.jobs()).run(run_id)).job_id
-        if (shell := await shell_descendant(await backends.pool(), job_id)) is not None:
-            raise forbidden(principal, "admin", f"a retry in job {job_id} (its chain runs shell job {shell[0]})")
-    run = await retry_run(await backends.pool(), run_id, actor=principal.name, guard=shell_guard(principal))
+    job_id = (await (await backends.jobs()).run(run_id)).job_id
+    await check_chain(await backends.pool(), principal, "retry", job_id)  # it runs the job, then its chain
+    guard = guard_for(principal, "retry", job_id)
+    run = await retry_run(await backends.pool(), run_id, actor=principal.name, guard=guard)
     return respond(run_out(run), status=202)
 
 

@@ -17,7 +17,7 @@ from aiohttp import web
 from msgspec import Meta
 
 from api.bodies import check_job_payload, decode, path_id, respond, run_out, utc_now
-from api.routes_jobs import JOB, _checker, _guard_shell_chain, _policy
+from api.routes_jobs import JOB, _authorize, _policy
 from api.routing import BODY_ERRORS, DB_ERRORS, Route
 from api.schemas import RunOut
 from api.state import BACKENDS
@@ -77,9 +77,8 @@ async def _rerun(request: web.Request, job_id: int, tick: datetime) -> store_inp
 
 
 async def trigger_job(request: web.Request) -> web.Response:
-    principal, guard, _check = _checker(request)
     job_id = path_id(request)
-    await _guard_shell_chain(request, principal, job_id, "a trigger")
+    principal, guard, _check = await _authorize(request, "trigger", job_id)
     body = await decode(request, TriggerBody) if request.body_exists else TriggerBody()
     backends = request.app[BACKENDS]
     if body.payload is None and body.scheduled_for is None:  # as it always was

@@ -4,7 +4,9 @@ Reads the files (a folder: its *.yaml, *.yml and *.json, by name), fetches the j
 schema and the current jobs from the API, prints the plan one line per job, and (without
 --dry-run) carries it out in that order, deletions last. Nothing is written before every
 file validated; a refusal by the API stops the apply with one line naming the file, the job
-and the field (what came before it stays done: applying again finishes the job).
+and the field (what came before it stays done: applying again finishes the job). A dry run
+sends each call with `?dry_run=true`, which the API checks as it would the write, writing nothing,
+so the plan shows every refusal the apply would meet, and the dry run then exits non-zero.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from cronos import selectors
 from cronos.client.api_client import ApiClient, ApiError
 from cronos.client.apply import Action, Step, describe, plan, scoped, strays, summary
-from cronos.client.apply_groups import apply_named
+from cronos.client.apply_groups import CALENDARS, GROUPS, apply_named, desired_named
 from cronos.client.apply_lint import schedule_notes
 from cronos.client.jobs_cli import client
 from cronos.client.jobs_file import ApplyInvalid, desired_jobs, parse
@@ -41,7 +43,9 @@ def add_command(sub: SubParsers) -> None:
         "-f", "--file", dest="files", action="append", required=True, metavar="FILE|DIR",
         help="a jobs file, or a folder of them (repeatable)",
     )  # fmt: skip
-    apply.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
+    apply.add_argument(
+        "--dry-run", action="store_true", help="print the plan and what the API would refuse; change nothing"
+    )
     apply.add_argument("--prune", action="store_true", help="delete jobs apply created that no file names any more")
     apply.add_argument(
         "-l", "--selector", metavar="SELECTOR",
@@ -67,6 +71,31 @@ def read_sources(paths: list[str]) -> list[tuple[str, str]]:
         return [(str(f), f.read_text(encoding="utf-8")) for f in files]
     except (OSError, UnicodeDecodeError) as exc:
         raise ApplyInvalid(f"cannot read a jobs file: {exc}") from None
+
+
+def _checked(body: Mapping[str, Any], declared: Mapping[str, set[str]]) -> dict[str, Any]:
+    """A dry run's body without the groups and calendars the files declare: apply creates those
+    first, so the API's dry run would not find them yet."""
+    shown = dict(body)
+    if shown.get("concurrency_group") in declared[GROUPS.key]:
+        shown.pop("concurrency_group")
+    if any(c.get("name") in declared[CALENDARS.key] for c in shown.get("calendars") or ()):
+        shown.pop("calendars")
+    return shown
+
+
+def _dry_run(api: ApiClient, action: Action, declared: Mapping[str, set[str]]) -> str | None:
+    """The API's checks of the action's call, nothing written (ApiError: its refusal); nothing to
+    print after it."""
+    path, dry = f"/api/jobs/{action.job_id}", {"dry_run": "true"}
+    if action.step in (Step.CREATE, Step.UPDATE) and action.body is not None:
+        create = action.step is Step.CREATE
+        api.call("POST" if create else "PATCH", "/api/jobs" if create else path, _checked(action.body, declared), dry)
+    elif action.step in (Step.PAUSE, Step.RESUME):
+        api.call("POST", f"{path}/{action.step.value}", query=dry)
+    elif action.step is Step.DELETE:
+        api.call("DELETE", path, query=dry)
+    return None
 
 
 def _carry_out(api: ApiClient, action: Action) -> str | None:
@@ -101,17 +130,24 @@ def run_apply(args: argparse.Namespace, settings: Settings) -> int:
         print(line)
     actions = plan(desired, current, prune=args.prune, salt=os.urandom(16))
     by_name = {job["name"]: job for job in current}
+    declared = {kind.key: set(desired_named(kind, documents)) for kind in (GROUPS, CALENDARS)}
+    refused = 0
     for action in actions:
-        if not args.dry_run:
-            try:
-                extra = _carry_out(api, action)
-            except ApiError as exc:
-                where = f"{action.source}: " if action.source else ""
+        extra = refusal = None
+        try:
+            extra = _dry_run(api, action, declared) if args.dry_run else _carry_out(api, action)
+        except ApiError as exc:
+            where = f"{action.source}: " if action.source else ""
+            if not args.dry_run:
                 raise ApplyInvalid(f"{where}job {action.name!r}: {action.step.value} refused: {exc}") from None
+            refused += 1
+            refusal = f"           would be refused: {exc}"
         print(describe(action))
+        if refusal:
+            print(refusal)
         for line in schedule_notes(api, action, by_name.get(action.name)):  # warnings, the ticks diff
             print(line)
-        if not args.dry_run and extra:
+        if extra:
             print(extra)
     if not args.prune:
         for job in strays(desired, current):
@@ -120,4 +156,6 @@ def run_apply(args: argparse.Namespace, settings: Settings) -> int:
     if not done.startswith("Nothing"):
         done = f"Plan (dry run, nothing changed): {done}." if args.dry_run else f"Applied: {done}."
     print(done)
+    if refused:
+        raise ApplyInvalid(f"dry run: {refused} change(s) of the plan would be refused (listed above)")
     return 0

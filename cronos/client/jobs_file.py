@@ -2,15 +2,19 @@
 
 Pure: no I/O. A file is checked against the jobs-file schema the API publishes
 (GET /api/jobs-file.schema.json), then each job gets the checks the API makes that a schema
-cannot (its schedule, its payload for its kind). `${NAME}` in a string is an environment
-variable (passed in), so secrets stay out of files. Every refusal is one line naming the file,
+cannot (its schedule, its payload for its kind). `${CRONOS_APPLY_NAME}` in a string is an
+environment variable (passed in), so secrets stay out of files; only variables named with that
+prefix, and only where the API keeps the value secret (shown as `***`): a file, perhaps from
+someone else, cannot copy the runner's other variables (its API token, a database URL) into a
+job anyone with a read token sees. YAML aliases are bounded (`MAX_NODES`): a few hundred bytes of
+nested aliases would otherwise expand to gigabytes. Every refusal is one line naming the file,
 the job and the field, and never quotes a value: it may be a secret.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,9 +26,17 @@ from cronos import selectors
 from cronos.errors import CronosError, InvalidInput
 from cronos.interval import canonical
 from cronos.payloads import PATTERN_MEANINGS, PAYLOAD_TYPES, check_payload, explain
+from cronos.redact import redact_payload
 from cronos.schedule import parse_schedule
 
 _VAR = re.compile(r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+ENV_PREFIX = "CRONOS_APPLY_"  # the only variables a file may read
+_MARK = "CRONOSAPPLYVARIABLE"  # stands for every variable's value while checking it stays hidden
+NOT_SECRET = (
+    "a ${VAR} only where the API keeps the value secret (shown as ***): a sensitive header, env "
+    "variable or payload key (token, secret, key, password, auth...)"
+)
+MAX_NODES = 100_000  # a YAML document's values with every alias expanded; a big jobs file has a few thousand
 
 
 class ApplyInvalid(CronosError):
@@ -41,10 +53,54 @@ class Desired:
         return str(self.fields["name"])
 
 
+class _BoundedLoader(yaml.SafeLoader):
+    """yaml.SafeLoader that refuses a document whose aliases expand past MAX_NODES values: the
+    loaded object shares an aliased value, but the JSON it becomes (and each check) repeats it."""
+
+    def compose_document(self) -> yaml.Node | None:
+        node: yaml.Node | None = super().compose_document()
+        if node is not None and expanded_size(node) > MAX_NODES:
+            raise ApplyInvalid(f"YAML aliases expand to more than {MAX_NODES} values: write the values out")
+        return node
+
+
+def expanded_size(root: yaml.Node) -> int:
+    """How many values `root` holds with every alias expanded (each shared node counted each time
+    it is used), stopping past MAX_NODES; a node that holds itself counts as too many."""
+    sizes: dict[int, int] = {}
+    opened: set[int] = set()
+
+    def size(node: yaml.Node) -> int:
+        if id(node) in sizes:
+            return sizes[id(node)]
+        if id(node) in opened:  # an alias inside its own anchor: endless
+            return MAX_NODES + 1
+        opened.add(id(node))
+        total = 1
+        if isinstance(node, yaml.SequenceNode):
+            children = node.value
+        elif isinstance(node, yaml.MappingNode):
+            children = [n for pair in node.value for n in pair]
+        else:
+            children = []
+        for child in children:
+            total += size(child)
+            if total > MAX_NODES:
+                break
+        sizes[id(node)] = total
+        return total
+
+    return size(root)
+
+
 def parse(source: str, text: str) -> Any:
     """YAML (JSON is YAML) as the JSON the API will see: dates become text, keys strings."""
     try:
-        loaded = yaml.safe_load(text)
+        loaded = yaml.load(text, Loader=_BoundedLoader)  # a SafeLoader, bounded
+    except ApplyInvalid as exc:
+        raise ApplyInvalid(f"{source}: {exc}") from None
+    except RecursionError:
+        raise ApplyInvalid(f"{source}: YAML nested too deeply") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
@@ -118,23 +174,51 @@ def _where(source: str, jobs: Any, parts: Sequence[Any]) -> tuple[str, Sequence[
     return source, parts
 
 
-def _expand(value: Any, environ: Mapping[str, str], path: str) -> Any:
-    """`${NAME}` in string values becomes the variable's value (`$$` is a `$`): secrets stay out of files."""
+Lookup = Callable[[str, str], str]  # a variable's name and where it is -> its value
+
+
+def _expand(value: Any, lookup: Lookup, path: str) -> Any:
+    """`${NAME}` in string values becomes lookup's value (`$$` is a `$`)."""
     if isinstance(value, dict):
-        return {k: _expand(v, environ, f"{path}.{k}") for k, v in value.items()}
+        return {k: _expand(v, lookup, f"{path}.{k}") for k, v in value.items()}
     if isinstance(value, list):
-        return [_expand(v, environ, f"{path}[{i}]") for i, v in enumerate(value)]
+        return [_expand(v, lookup, f"{path}[{i}]") for i, v in enumerate(value)]
     if not isinstance(value, str) or "$" not in value:
         return value
+    return _VAR.sub(lambda match: "$" if match[1] is None else lookup(match[1], path), value)
 
-    def sub(match: re.Match[str]) -> str:
-        if match[1] is None:
-            return "$"
-        if match[1] not in environ:
-            raise InvalidInput(path, f"${{{match[1]}}} is not set in the environment")
-        return environ[match[1]]
 
-    return _VAR.sub(sub, value)
+def _shown_at(value: Any, path: str) -> str | None:
+    """The path of the first string that still holds _MARK, or None."""
+    if isinstance(value, dict):
+        found = (_shown_at(v, f"{path}.{k}") for k, v in value.items())
+    elif isinstance(value, list):
+        found = (_shown_at(v, f"{path}[{i}]") for i, v in enumerate(value))
+    else:
+        return path if isinstance(value, str) and _MARK in value else None
+    return next((where for where in found if where is not None), None)
+
+
+def expand_variables(job: Mapping[str, Any], environ: Mapping[str, str]) -> dict[str, Any]:
+    """The job with its `${CRONOS_APPLY_*}` variables expanded. InvalidInput naming the field for
+    another variable, an unset one, or one where the API would show its value (expanded with a
+    marker, redacted as the API redacts, then looked for)."""
+
+    def value(name: str, path: str) -> str:
+        if not name.startswith(ENV_PREFIX):
+            raise InvalidInput(path, f"${{{name}}}: apply reads only variables named {ENV_PREFIX}* (rename it)")
+        if name not in environ:
+            raise InvalidInput(path, f"${{{name}}} is not set in the environment")
+        return environ[name]
+
+    expanded = {k: _expand(v, value, f"$.{k}") for k, v in job.items()}
+    marked = {k: _expand(v, lambda _name, _path: _MARK, f"$.{k}") for k, v in job.items()}
+    payload = marked.get("payload")
+    if isinstance(payload, dict):
+        marked["payload"] = redact_payload(str(marked.get("kind", "task")), payload)
+    if (where := _shown_at(marked, "$")) is not None:
+        raise InvalidInput(where, NOT_SECRET)
+    return expanded
 
 
 def _check(fields: dict[str, Any]) -> None:
@@ -179,7 +263,7 @@ def desired_jobs(
         for job in document["jobs"]:
             where = f"{source}: job {job['name']!r}"
             try:
-                expanded = {k: _expand(v, environ, f"$.{k}") for k, v in job.items()}
+                expanded = expand_variables(job, environ)
                 fields = {name: expanded.get(name, spec.get("default")) for name, spec in properties.items()}
                 _check(fields)
             except InvalidInput as exc:

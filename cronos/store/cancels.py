@@ -29,7 +29,7 @@ from cronos.store import groups
 from cronos.store import queries as q
 from cronos.store.audit import record
 from cronos.store.db import connect_one, translate_errors
-from cronos.store.jobs import MAX_ID
+from cronos.store.jobs import MAX_ID, Guard, allow
 from cronos.store.waiters import wake_free
 
 log = logging.getLogger("cronos.store.cancels")
@@ -90,13 +90,18 @@ class CancelStore:
     def __init__(self, pool: asyncpg.Pool) -> None:
         self._pool = pool
 
-    async def cancel(self, run_id: int, *, actor: str) -> CancelResult:
-        """Cancel run `run_id` for `actor`; NotFound, or Conflict when it has ended already."""
+    async def cancel(self, run_id: int, *, actor: str, guard: Guard = allow) -> CancelResult:
+        """Cancel run `run_id` for `actor`; NotFound, or Conflict when it has ended already. `guard`
+        gets the run's job's kind first (403 for a shell job's run without admin)."""
         if run_id > MAX_ID:
             raise NotFound(f"run {run_id} not found")
         with translate_errors():
             async with self._pool.acquire() as conn, conn.transaction():
-                group = await conn.fetchval(q.RUN_GROUP_FOR_CANCEL, run_id)
+                job = await conn.fetchrow(q.RUN_JOB_FOR_CANCEL, run_id)
+                if job is None:
+                    raise NotFound(f"run {run_id} not found")
+                guard(job["kind"])
+                group = job["concurrency_group"]
                 if group is not None:  # the group before the run, as a claim takes them
                     await conn.fetch(q.GROUPS_LOCK, [group])
                 row = await conn.fetchrow(q.RUN_LOCK_FOR_CANCEL, run_id)

@@ -60,7 +60,7 @@ Check = Callable[[dict[str, Any]], None]
 Guard = Callable[[str], None]  # called with a stored job's kind; raises to refuse the write
 
 
-def _allow(kind: str) -> None:
+def allow(kind: str) -> None:  # the guard of the system's own writes
     return None
 
 
@@ -120,13 +120,28 @@ def _no_group(name: str | None) -> InvalidInput:
     )
 
 
+class _DryRun(Exception):  # not an error: it ends a dry run's transaction
+    """Raised in a dry run's transaction once the write and every check in it passed: it rolls
+    the write back, so a dry run refuses exactly what the write would, by the same statements."""
+
+    def __init__(self, job: Job) -> None:
+        self.job = job
+
+
 class JobStore:
     def __init__(self, pool: asyncpg.Pool) -> None:
         self._pool = pool
 
-    async def create(self, fields: Mapping[str, Any], *, actor: str = SYSTEM) -> tuple[Job, str]:
+    async def create(self, fields: Mapping[str, Any], *, actor: str = SYSTEM, dry_run: bool = False) -> tuple[Job, str]:
         """Insert a validated job; its cursor starts now, so no tick before creation is due.
-        Returns the job and its webhook signing secret (for the API to show this once)."""
+        Returns the job and its webhook signing secret (for the API to show this once).
+        `dry_run`: every check, the insert too, then rolled back (no secret)."""
+        try:
+            return await self._create(fields, actor, dry_run)
+        except _DryRun as done:
+            return done.job, ""
+
+    async def _create(self, fields: Mapping[str, Any], actor: str, dry_run: bool) -> tuple[Job, str]:
         with translate_errors():
             async with self._pool.acquire() as conn, conn.transaction():
                 if fields.get("parents"):
@@ -142,6 +157,8 @@ class JobStore:
                 except asyncpg.ForeignKeyViolationError as exc:
                     raise _no_group(fields.get("concurrency_group")) from exc
                 job = to_struct(row, Job)
+                if dry_run:
+                    raise _DryRun(job)
                 secret: str = await conn.fetchval(q.JOB_WEBHOOK_SECRET, job.id)
                 # Every field the job was created with (apply's marker, a window... only when set).
                 defined = {
@@ -201,7 +218,14 @@ class JobStore:
         return jobs + [to_struct(row, Job) for row in rest], more
 
     async def update(
-        self, job_id: int, changes: Mapping[str, Any], check: Check, *, actor: str = SYSTEM, guard: Guard = _allow
+        self,
+        job_id: int,
+        changes: Mapping[str, Any],
+        check: Check,
+        *,
+        actor: str = SYSTEM,
+        guard: Guard = allow,
+        dry_run: bool = False,
     ) -> Job:
         """Apply a partial update; `check` validates the merged job before anything is written.
 
@@ -215,7 +239,17 @@ class JobStore:
         not caught up under the new one, the old schedule's ticks written ahead are handed over
         (cronos.store.revisions) and the new one's are planned from that instant. A resume
         moves it to greatest(cursor, now()): the time the job was paused is not caught up.
+
+        `dry_run`: every check, the update too, then rolled back.
         """
+        try:
+            return await self._update(job_id, changes, check, actor, guard, dry_run)
+        except _DryRun as done:
+            return done.job
+
+    async def _update(
+        self, job_id: int, changes: Mapping[str, Any], check: Check, actor: str, guard: Guard, dry_run: bool
+    ) -> Job:
         if job_id > MAX_ID:
             raise NotFound(f"job {job_id} not found")
         with translate_errors():
@@ -249,6 +283,8 @@ class JobStore:
                 except asyncpg.ForeignKeyViolationError as exc:
                     raise _no_group(merged.get("concurrency_group")) from exc
                 job = _job(row, job_id)
+                if dry_run:
+                    raise _DryRun(job)
                 await revisions.record(conn, job, revisions.kind_of(changed), actor, changed)
                 await revisions.hand_over(conn, job, schedule_changed=new_schedule)
                 await record(
@@ -269,14 +305,15 @@ class JobStore:
         status: str | None,
         *,
         actor: str = SYSTEM,
-        guard: Guard = _allow,
+        guard: Guard = allow,
         until: datetime | None = None,
         note: str | None = None,
+        dry_run: bool = False,
     ) -> Job:
         """Pause ('paused'), resume ('active') or toggle (None); resuming skips the paused time.
         A pause may carry `until` (the leader resumes the job then: dispatcher.pauses) and a
         note; a resume clears both. A job already in that status is left as it is (nothing
-        written), unless a pause changes its `until` or note."""
+        written), unless a pause changes its `until` or note. `dry_run`: the checks only."""
         if job_id > MAX_ID:
             raise NotFound(f"job {job_id} not found")
         with translate_errors():
@@ -292,6 +329,8 @@ class JobStore:
                     until, note = None, None
                 if target == current.status and (until, note) == (current.paused_until, current.pause_note):
                     return current
+                if dry_run:
+                    return msgspec.structs.replace(current, status=target, paused_until=until, pause_note=note)
                 row = await conn.fetchrow(q.JOB_SET_STATUS, job_id, target, current.revision + 1, until, note)
                 job = _job(row, job_id)
                 op: revisions.RevisionKind = "paused" if job.status == "paused" else "resumed"
@@ -303,16 +342,18 @@ class JobStore:
         log.info(f"job {op}", extra={"event": f"job.{op}", "job_id": job_id, "actor": actor})
         return job
 
-    async def delete(self, job_id: int, *, actor: str = SYSTEM, guard: Guard = _allow) -> None:
+    async def delete(self, job_id: int, *, actor: str = SYSTEM, guard: Guard = allow, dry_run: bool = False) -> None:
         """Delete a job and its runs (ticks written ahead included: none can start); Conflict while
         other jobs name it as a parent (cronos.store.chains). Its audit entries and revisions stay
-        (they name the job by id; a new job never reuses an id)."""
+        (they name the job by id; a new job never reuses an id). `dry_run`: the checks only."""
         if job_id > MAX_ID:
             raise NotFound(f"job {job_id} not found")
         with translate_errors():
             async with self._pool.acquire() as conn, conn.transaction():
                 current = await _locked(conn, job_id, guard)
                 await chains.refuse_delete_of_parent(conn, job_id)
+                if dry_run:
+                    return
                 gone = msgspec.structs.replace(current, revision=current.revision + 1)
                 await revisions.record(conn, gone, "deleted", actor, {}, status="deleted")
                 await conn.execute(q.JOB_DELETE, job_id)
@@ -320,7 +361,7 @@ class JobStore:
                 await conn.execute(q.NOTIFY, _notice("deleted", job_id))
         log.info("job deleted", extra={"event": "job.deleted", "job_id": job_id, "actor": actor})
 
-    async def rotate_secret(self, job_id: int, *, actor: str = SYSTEM, guard: Guard = _allow) -> tuple[Job, str]:
+    async def rotate_secret(self, job_id: int, *, actor: str = SYSTEM, guard: Guard = allow) -> tuple[Job, str]:
         """Draw a new webhook signing secret; executors read it with each claim (no notify)."""
         if job_id > MAX_ID:
             raise NotFound(f"job {job_id} not found")
@@ -333,7 +374,7 @@ class JobStore:
         log.info("webhook secret rotated", extra={"event": "job.secret_rotated", "job_id": job_id, "actor": actor})
         return job, secret
 
-    async def trigger(self, job_id: int, *, actor: str = SYSTEM, guard: Guard = _allow) -> Run:
+    async def trigger(self, job_id: int, *, actor: str = SYSTEM, guard: Guard = allow) -> Run:
         """Queue one manual run due now (the leader pushes its token); works for paused jobs too."""
         if job_id > MAX_ID:
             raise NotFound(f"job {job_id} not found")

@@ -281,7 +281,7 @@ JOB_EXISTS = "SELECT EXISTS (SELECT 1 FROM jobs WHERE id = $1)"
 # cancel reads it by id alone: every partition, once per operator's click).
 # The concurrency group of the run $1's job (NULL: none): a cancel locks it (GROUPS_LOCK) before the
 # run, in the order a claim takes them, so freeing the run's slot cannot deadlock with a claim.
-RUN_GROUP_FOR_CANCEL = "SELECT j.concurrency_group FROM runs r JOIN jobs j ON j.id = r.job_id WHERE r.id = $1"
+RUN_JOB_FOR_CANCEL = "SELECT j.concurrency_group, j.kind FROM runs r JOIN jobs j ON j.id = r.job_id WHERE r.id = $1"
 RUN_LOCK_FOR_CANCEL = """
 SELECT id, job_id, scheduled_for, state FROM runs WHERE id = $1 FOR NO KEY UPDATE
 """

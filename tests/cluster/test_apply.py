@@ -4,6 +4,9 @@ secrets, --prune, refusals, and the jobs-file schema the API publishes."""
 from __future__ import annotations
 
 import json
+import resource
+import subprocess
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +15,8 @@ import jsonschema
 import pytest
 import yaml
 
-from tests.cluster.cli_api import api_process, cli, get, ok, one_line_error
+from tests.cluster.cli_api import CRONOS, api_process, clean_env, cli, get, ok, one_line_error
+from tests.unit.test_apply import BOMB
 
 pytestmark = pytest.mark.cluster
 
@@ -28,7 +32,7 @@ jobs:
     timeout_s: 30
     payload:
       url: https://hooks.example.com/cronos
-      headers: {Authorization: "Bearer ${HOOK_TOKEN}", X-Team: ops}
+      headers: {Authorization: "Bearer ${CRONOS_APPLY_HOOK_TOKEN}", X-Team: ops}
   - name: cleanup
     cron_expression: "@yearly"
     status: paused
@@ -62,7 +66,7 @@ async def test_apply_plans_creates_then_has_nothing_to_change(
     with api_process(tmp_path, database_url, key_prefix) as url:
 
         def apply(*args: str, token: str = "s3cret-1") -> str:
-            return ok(cli(tmp_path, url, "apply", "-f", str(jobs), *args, HOOK_TOKEN=token))
+            return ok(cli(tmp_path, url, "apply", "-f", str(jobs), *args, CRONOS_APPLY_HOOK_TOKEN=token))
 
         lines = apply("--dry-run").splitlines()
         planned = [line for line in lines if not line.startswith(" ")]  # the plan, without the schedule notes
@@ -117,7 +121,7 @@ async def test_apply_updates_pauses_resumes_and_prunes_only_its_own_jobs(
     with api_process(tmp_path, database_url, key_prefix) as url:
 
         def run(*args: str) -> str:
-            return ok(cli(tmp_path, url, *args, HOOK_TOKEN="t"))
+            return ok(cli(tmp_path, url, *args, CRONOS_APPLY_HOOK_TOKEN="t"))
 
         assert "Applied: 4 to create." in run("apply", "-f", str(folder))
         run("jobs", "create", "--name", "by-hand", "--cron-expression", "@yearly", "--payload", '{"action": "x"}')
@@ -154,11 +158,11 @@ def test_apply_refusals_name_the_file_the_job_and_the_field(tmp_path: Path, data
         job = "jobs:\n  - {name: ok, cron_expression: '@yearly', payload: {action: x}}\n"
         refused(job + "  - {name: late, cron_expression: '0 24 * * *', payload: {action: x}}\n",
                 "job 'late'", "$.cron_expression", "hour")  # fmt: skip
-        secret = "headers: {Authorization: 'Bearer ${UNSET_TOKEN}'}"
+        secret = "headers: {Authorization: 'Bearer ${CRONOS_APPLY_UNSET}'}"
         http = (
             f"  - {{name: h, kind: http, cron_expression: '@yearly', payload: {{url: 'https://x.test', {secret}}}}}\n"
         )
-        refused(job + http, "job 'h'", "$.payload.headers.Authorization", "${UNSET_TOKEN} is not set")
+        refused(job + http, "job 'h'", "$.payload.headers.Authorization", "${CRONOS_APPLY_UNSET} is not set")
         assert _jobs(url) == {}  # nothing is written before every job validated
 
         # What only the server knows (its SSRF guard) is refused when the job is written.
@@ -167,6 +171,67 @@ def test_apply_refusals_name_the_file_the_job_and_the_field(tmp_path: Path, data
         assert set(_jobs(url)) == {"ok"}  # what came before stays; applying again finishes
         one_line_error(cli(tmp_path, url, "apply", "-f", str(tmp_path / "none.yaml")), "no such file or folder")
     one_line_error(cli(tmp_path, url, "apply", "-f", str(bad), "--dry-run"), "cannot reach the API")
+
+
+def test_apply_reads_only_its_own_variables_and_refuses_an_alias_bomb(
+    tmp_path: Path, database_url: str, key_prefix: str
+) -> None:
+    """Issue 36: a file copied the runner's API token into a job any read token sees, and a
+    510-byte alias bomb took `apply --dry-run` to 2.75 GB and a traceback."""
+    bad = tmp_path / "bad.yaml"
+    runner = "runner-token-" + "r" * 40
+    with api_process(tmp_path, database_url, key_prefix) as url:
+        for header, words in (
+            ("Bearer ${CRONOS_API_TOKEN}", ("${CRONOS_API_TOKEN}", "only variables named CRONOS_APPLY_*")),
+            ("${CRONOS_APPLY_T}", ("$.payload.headers.X-Team", "only where the API keeps the value secret")),
+        ):
+            name = "Authorization" if "API_TOKEN" in header else "X-Team"
+            bad.write_text(
+                "jobs:\n  - {name: leak, kind: http, cron_expression: '@yearly', "
+                f"payload: {{url: 'https://x.test', headers: {{{name}: '{header}'}}}}}}\n"
+            )
+            done = cli(tmp_path, url, "apply", "-f", str(bad), token=runner, CRONOS_APPLY_T=runner)
+            line = one_line_error(done, str(bad), "job 'leak'", *words)
+            assert runner not in done.stdout + done.stderr, line
+        assert _jobs(url) == {}
+
+        bad.write_text(BOMB)
+        done = subprocess.run(  # capped at 1 GiB of address space: a regression fails, it cannot take the box
+            [CRONOS, "apply", "-f", str(bad), "--dry-run"], cwd=tmp_path, env=clean_env(CRONOS_API_URL=url),
+            capture_output=True, text=True, timeout=120, preexec_fn=_address_space(2**30),
+        )  # fmt: skip
+        one_line_error(done, str(bad), "YAML aliases expand")
+
+
+def test_a_dry_run_reports_every_refusal_the_apply_would_meet(
+    tmp_path: Path, database_url: str, key_prefix: str
+) -> None:
+    """Issue 37: `--dry-run` said "4 to create" for a file the apply then refused (422: $.kind: shell
+    jobs need the cluster to allow them). The API checks each create and update, then rolls it back."""
+    jobs = tmp_path / "jobs.yaml"
+    jobs.write_text(
+        "jobs:\n"
+        "  - {name: ok, cron_expression: '@yearly', payload: {action: x}}\n"
+        "  - {name: sh, kind: shell, cron_expression: '@yearly', payload: {argv: ['true']}}\n"
+        "  - {name: inner, kind: http, cron_expression: '@yearly', payload: {url: 'http://10.1.2.3/'}}\n"
+        "  - {name: grouped, cron_expression: '@yearly', concurrency_group: new, payload: {action: x}}\n"
+        "concurrency_groups: {new: 1}\n"
+    )
+    with api_process(tmp_path, database_url, key_prefix) as url:  # shell not allowed
+        done = cli(tmp_path, url, "apply", "-f", str(jobs), "--dry-run")
+        one_line_error(done, "dry run: 2 change(s) of the plan would be refused")
+        lines = done.stdout.splitlines()
+        shell = "would be refused: 422: $.kind: shell jobs need the cluster to allow them"
+        assert shell in lines[lines.index("create     sh") + 1], lines
+        assert "would be refused: 422: $.payload.url" in lines[lines.index("create     inner") + 1], lines
+        assert "would be refused" not in "".join(lines[lines.index("create     grouped") :]), lines
+        assert _jobs(url) == {} and get(url, "/api/concurrency-groups")["items"] == []  # nothing written
+        applied = cli(tmp_path, url, "apply", "-f", str(jobs))
+        one_line_error(applied, "job 'sh': create refused: 422: $.kind: shell jobs need the cluster to allow them")
+
+
+def _address_space(limit: int) -> Callable[[], None]:
+    return lambda: resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
 
 SHARED = """\

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import resource
+import subprocess
+import sys
 from typing import Any
 
 import jsonschema
@@ -25,7 +28,7 @@ jobs:
     timeout_s: 30
     payload:
       url: https://example.com/hook
-      headers: {Authorization: "Bearer ${HOOK_TOKEN}"}
+      headers: {Authorization: "Bearer ${CRONOS_APPLY_HOOK_TOKEN}"}
   - name: cleanup
     cron_expression: "@daily"
     status: paused
@@ -34,7 +37,7 @@ jobs:
 
 
 def _desired(text: str = FILE, environ: dict[str, str] | None = None) -> list[Desired]:
-    env = {"HOOK_TOKEN": "s3cret"} if environ is None else environ
+    env = {"CRONOS_APPLY_HOOK_TOKEN": "s3cret"} if environ is None else environ
     return desired_jobs([("jobs.yaml", parse("jobs.yaml", text))], SCHEMA, env)
 
 
@@ -66,8 +69,8 @@ def test_defaults_are_filled_and_variables_expanded() -> None:
     assert reindex.fields["status"] == "active" and reindex.fields["timeout_s"] == 300.0
     assert hook.fields["payload"]["headers"] == {"Authorization": "Bearer s3cret"}
     assert cleanup.fields["payload"]["since"] == "2024-01-01"  # a YAML date is the text the API stores
-    escaped = _desired(FILE.replace("${HOOK_TOKEN}", "$${HOOK_TOKEN}$$"))[1]  # `$$` is a `$`
-    assert escaped.fields["payload"]["headers"] == {"Authorization": "Bearer ${HOOK_TOKEN}$"}
+    escaped = _desired(FILE.replace("${CRONOS_APPLY_HOOK_TOKEN}", "$${HOOK}$$"))[1]  # `$$` is a `$`
+    assert escaped.fields["payload"]["headers"] == {"Authorization": "Bearer ${HOOK}$"}
 
 
 def test_first_plan_creates_and_the_next_changes_nothing() -> None:
@@ -115,7 +118,7 @@ def test_pruned_children_are_deleted_before_their_parents() -> None:
 
 def test_a_changed_secret_is_seen_through_the_digest() -> None:
     current = _stored(plan(_desired(), [], prune=False, salt=SALT))
-    actions = plan(_desired(environ={"HOOK_TOKEN": "rotated"}), current, prune=False, salt=SALT)
+    actions = plan(_desired(environ={"CRONOS_APPLY_HOOK_TOKEN": "rotated"}), current, prune=False, salt=SALT)
     update = next(a for a in actions if a.step is Step.UPDATE)
     assert update.name == "hook" and update.changed == ("payload (secrets)",)
     assert update.body is not None and update.body["payload"]["headers"]["Authorization"] == "Bearer rotated"
@@ -154,8 +157,8 @@ def test_a_digest_is_salted_and_only_our_own_parameters_are_trusted() -> None:
         ("jobs: [{name: a, cron_expression: '* * * * *', kind: cron, payload: {}}]", ("$.kind", "task")),
         ("jobs: [{name: a, cron_expression: '* * * * *', payload: {action: x}, colour: red}]", ("'colour'",)),
         ("jobs: [{cron_expression: '* * * * *', payload: {action: x}}]", ("jobs[0]", "'name'")),
-        ("jobs: [{name: a, cron_expression: '* * * * *', payload: {action: '${MISSING}'}}]",
-         ("job 'a'", "$.payload.action", "${MISSING} is not set")),
+        ("jobs: [{name: a, cron_expression: '* * * * *', payload: {action: x, token: '${CRONOS_APPLY_GONE}'}}]",
+         ("job 'a'", "$.payload.token", "${CRONOS_APPLY_GONE} is not set")),
         ("jobs: [{name: a, cron_expression: '* * * * *', kind: shell, payload: {argv: [ls], env: {PATH: x}}}]",
          ("$.payload.env", "PATH")),
         ("jobs: {name: a}", ("$.jobs", "array")),
@@ -224,3 +227,75 @@ def test_expectations_in_a_file_are_checked_and_compared_like_any_field() -> Non
     assert update.step is Step.UPDATE and update.changed == ("expectations",)
     assert "expectations" in _refusal(text.replace("finish_within_s: 600", "finish_within_s: -1"))
     assert "expectations" in _refusal(text.replace("finish_within_s: 600", "finish_in: 1"))
+
+
+_HTTP = "jobs: [{name: a, cron_expression: '* * * * *', kind: http, payload: {url: 'https://x.test/p', "
+_RUNNER = {"CRONOS_API_TOKEN": "admin-token-of-the-runner", "DATABASE_URL": "postgresql://u:pw@db/x",
+           "CRONOS_APPLY_T": "t0ken"}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("text", "field", "words"),
+    [  # a variable without the prefix: the runner's own, never read
+        (_HTTP + "headers: {Authorization: 'Bearer ${CRONOS_API_TOKEN}'}}}]", "$.payload.headers.Authorization",
+         "${CRONOS_API_TOKEN}: apply reads only variables named CRONOS_APPLY_*"),
+        ("jobs: [{name: a, cron_expression: '@daily', payload: {action: x, note: 'db=${DATABASE_URL}'}}]",
+         "$.payload.note", "${DATABASE_URL}"),
+        # the prefix, but where anyone with a read token would see it
+        ("jobs: [{name: a, cron_expression: '@daily', payload: {action: x}, owner: '${CRONOS_APPLY_T}'}]",
+         "$.owner", "only where the API keeps the value secret"),
+        ("jobs: [{name: a, cron_expression: '@daily', payload: {action: x, target: '${CRONOS_APPLY_T}'}}]",
+         "$.payload.target", "only where the API keeps the value secret"),
+        (_HTTP + "headers: {X-Team: '${CRONOS_APPLY_T}'}}}]", "$.payload.headers.X-Team", "secret"),
+        (_HTTP + "body: {user: '${CRONOS_APPLY_T}'}}}]", "$.payload.body.user", "secret"),
+    ],
+)  # fmt: skip
+def test_apply_expands_only_its_own_variables_and_only_into_secrets(text: str, field: str, words: str) -> None:
+    message = _refusal(text, _RUNNER)
+    assert message.startswith("jobs.yaml: job 'a': ") and "\n" not in message, message
+    assert f"{field}: " in message and words in message, message
+    assert not any(value in message for value in _RUNNER.values()), message
+
+
+def test_an_expanded_variable_lands_only_where_the_api_shows_stars() -> None:
+    text = _HTTP + (
+        "headers: {Authorization: 'Bearer ${CRONOS_APPLY_T}', X-Api-Key: '${CRONOS_APPLY_T}'}, "
+        "body: {password: '${CRONOS_APPLY_T}'}}}]"
+    )
+    (job,) = _desired(text, _RUNNER)
+    payload = job.fields["payload"]
+    assert payload["headers"] == {"Authorization": "Bearer t0ken", "X-Api-Key": "t0ken"}
+    assert payload["body"] == {"password": "t0ken"}
+    assert "t0ken" not in str(redact_payload("http", payload))
+
+
+# Nine levels of nine aliases: 351 bytes, 9**9 (387 million) values once expanded.
+BOMB = "".join(f"{a}: &{a} [{', '.join([f'*{b}'] * 9) if b else ', '.join(['lol'] * 9)}]\n"
+               for b, a in zip(["", *"abcdefgh"], "abcdefghi", strict=True)) + "jobs: []\n"  # fmt: skip
+
+
+def test_a_yaml_alias_bomb_is_refused_in_one_line() -> None:
+    assert len(BOMB) < 520
+    # In a child capped at 1 GiB of address space: a regression fails here, it cannot take the machine.
+    code = "import sys; from cronos.client.jobs_file import parse; parse('jobs.yaml', sys.stdin.read())"
+    done = subprocess.run(
+        [sys.executable, "-c", code], input=BOMB, capture_output=True, text=True, timeout=60,
+        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (2**30, 2**30)),
+    )  # fmt: skip
+    assert done.returncode != 0 and "MemoryError" not in done.stderr, done.stderr[-500:]
+    last = (done.stderr.strip().splitlines() or [f"no output, exit {done.returncode}"])[-1]
+    assert last.endswith(
+        "ApplyInvalid: jobs.yaml: YAML aliases expand to more than 100000 values: write the values out"
+    ), last
+    with pytest.raises(ApplyInvalid, match=r"^r.yaml: YAML aliases expand"):
+        parse("r.yaml", "jobs: &a [*a]")  # an alias inside its own anchor
+    with pytest.raises(ApplyInvalid, match=r"^d.yaml: YAML nested too deeply$"):
+        parse("d.yaml", "[" * 5000 + "]" * 5000)
+
+
+def test_aliases_within_the_bound_still_load() -> None:
+    shared = "defaults: &d {action: x, target: users}\njobs: [{name: a, cron_expression: '@daily', payload: *d}]\n"
+    (job,) = desired_jobs([("f.yaml", {k: v for k, v in parse("f.yaml", shared).items() if k == "jobs"})], SCHEMA, {})
+    assert job.fields["payload"] == {"action": "x", "target": "users"}
+    wide = "x: &x [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]\ny: [" + ", ".join(["*x"] * 9000) + "]\n"  # 99,002 values
+    assert len(parse("w.yaml", wide)["y"]) == 9000
