@@ -82,8 +82,9 @@ def _check_instants(value: Any, path: str) -> None:
     if isinstance(value, datetime):
         check_instant(value, path)
     elif isinstance(value, msgspec.Struct):
-        for name in value.__struct_fields__:
-            _check_instants(getattr(value, name), f"{path}.{name}")
+        # The path names the field as the client wrote it (`from`, not the attribute `from_`).
+        for name, wire in zip(value.__struct_fields__, value.__struct_encode_fields__, strict=True):
+            _check_instants(getattr(value, name), f"{path}.{wire}")
     elif isinstance(value, list):
         for index, item in enumerate(value):
             _check_instants(item, f"{path}[{index}]")

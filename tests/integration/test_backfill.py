@@ -221,9 +221,10 @@ async def test_refusals_name_the_field_and_the_limit(api: Api, settings: Setting
     job = await _old_job(api, pg_pool)
     now = datetime.now(UTC)
     for body, field in [
-        ({"from": now.isoformat(), "to": (now - HOUR).isoformat()}, "to"),
-        ({"from": (now + HOUR).isoformat(), "to": (now + 2 * HOUR).isoformat()}, "from"),
+        ({"from": now.isoformat(), "to": (now - HOUR).isoformat()}, "$.to"),
+        ({"from": (now + HOUR).isoformat(), "to": (now + 2 * HOUR).isoformat()}, "$.from"),
         ({"from": "2026-01-01T00:00:00", "to": now.isoformat()}, "$.from"),
+        ({"from": "0001-01-01T00:00:00+14:00", "to": now.isoformat()}, "$.from"),  # no UTC instant (issue 36)
         ({"from": (now - HOUR).isoformat(), "to": now.isoformat(), "mode": "some"}, "$.mode"),
         ({"from": (now - HOUR).isoformat(), "to": now.isoformat(), "pace": 0}, "$.pace"),
         ({"from": (now - HOUR).isoformat(), "to": now.isoformat(), "when": 1}, None),
