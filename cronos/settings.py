@@ -78,6 +78,8 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     # requests in flight at once per host (scheme, host, port) on each executor (cronos.host_limits)
     http_host_limits: tuple[HostLimit, ...] = ()
     job_payload_max_bytes: int = 65_536  # encoded size bound of a job's payload
+    history_page_max_bytes: int = 1_048_576  # a page of a job's history or revisions stops at about this size
+    history_value_max_bytes: int = 4096  # ... where a field's value past this is shown as its size and digest
     max_queues: int = 100  # queues jobs may name in all (each is a stream the leader tends)
     herd_jobs: int = 100  # a schedule warning (code herd) when this many active jobs start in one minute
     # clients: `cronos jobs|runs|apply` talk to this API with this token (empty: none, protected mode)
@@ -354,6 +356,16 @@ VARIABLES: dict[str, tuple[str, Callable[[str], Any], str]] = {
         f"*.internal=10,*=64; 0: no limit; a host no entry names: {DEFAULT_HOST_LIMIT}); beyond it, runs wait",
     ),
     "CRONOS_JOB_PAYLOAD_MAX_BYTES": ("job_payload_max_bytes", _int(1024, 1_048_576), "bound of a job's payload"),
+    "CRONOS_HISTORY_PAGE_MAX_BYTES": (
+        "history_page_max_bytes",
+        _int(16_384, 64 * 1_048_576),
+        "a page of a job's history or revisions ends early past about this size (next_cursor goes on)",
+    ),
+    "CRONOS_HISTORY_VALUE_MAX_BYTES": (
+        "history_value_max_bytes",
+        _int(256, 1_048_576),
+        "in those pages, a field's value larger than this is shown as {truncated, bytes, hash}",
+    ),
     "CRONOS_MAX_QUEUES": ("max_queues", _int(1, 10_000), "queues jobs may name in all (a job naming one more: 422)"),
     "CRONOS_HERD_JOBS": (
         "herd_jobs",
