@@ -1490,6 +1490,16 @@ WHERE id = $1 FOR KEY SHARE
 # Re-runs of job $1's ticks take turns (a transaction-scoped lock in its own two-key space): two
 # re-runs of one tick would otherwise both see it ended and queue attempts whose retries collide.
 RERUN_LOCK = "SELECT pg_advisory_xact_lock(1381322574, ($1::bigint % 2147483647)::integer)"
+# A caller's backfills, one at a time (cronos.store.backfill): its count of active ones holds
+# until the transaction that may add one commits. $1 the actor (a token's name).
+BACKFILL_CALLER_LOCK = "SELECT pg_advisory_xact_lock(1113678918, hashtext($1))"
+# The backfills still releasing runs (their last run due after $3) of job $1 and of actor $2,
+# from their audit entries through the job's index and the actors' (0040_backfill_actor).
+BACKFILLS_ACTIVE = """
+SELECT count(*) FILTER (WHERE job_id = $1) AS of_job, count(*) FILTER (WHERE actor = $2) AS of_caller
+FROM audit_log
+WHERE action = 'backfilled' AND (job_id = $1 OR actor = $2) AND (detail->>'until')::timestamptz > $3
+"""
 # What a re-run of job $1's tick $2 is decided on (cronos.inputs.rerun_attempt): its highest
 # attempt (NULL: no run) and its runs that have not ended. One statement, one snapshot: a finish
 # that queues a retry commits both or neither.
