@@ -97,6 +97,9 @@ async def _queue(conn: asyncpg.Connection, job: Job, chosen: list[BackfillTick])
         [t.due_at for t in todo], [job.revision] * n, [None] * n,
     )  # fmt: skip
     ids = {(r["scheduled_for"], r["attempt"]): r["id"] for r in rows}
+    queued = [ids[(t.scheduled_for, t.attempt)] for t in todo if (t.scheduled_for, t.attempt) in ids]
+    if parked := backfill.to_wait(job.concurrency_policy, queued):
+        await conn.fetch(q.RUNS_WAIT, parked)  # never pushed: no token to acknowledge, no tick lock
     out = []
     for tick in chosen:
         if tick.action == "queue":

@@ -4,6 +4,7 @@ with the leader's outbox releasing the paced runs and a real executor running th
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime, timedelta
 from itertools import pairwise
@@ -163,7 +164,7 @@ async def test_runs_keep_their_ticks_date_and_key_take_the_next_attempt_and_are_
     ids = [item["run_id"] for item in reply.body["items"]]
     rows = await pg_pool.fetch("SELECT * FROM runs WHERE id = ANY($1::bigint[]) ORDER BY scheduled_for", ids)
     assert [(r["scheduled_for"], r["attempt"], r["trigger"], r["state"]) for r in rows] == [
-        (t, 1, "backfill", "queued") for t in ticks
+        (t, 1, "backfill", "queued" if t == ticks[0] else "waiting") for t in ticks  # forbid: behind the first
     ]
     dues = [r["due_at"] for r in rows]
     assert [b - a for a, b in pairwise(dues)] == [timedelta(seconds=0.5)] * 3
@@ -311,3 +312,25 @@ async def test_backfills_releasing_runs_are_bounded_per_job_and_per_token(
         await wait_for(admitted, timeout=10, what="a backfill once the job's last one released its runs")
     audited = await pg_pool.fetchval("SELECT count(*) FROM audit_log WHERE action = 'backfilled'")
     assert audited == 5  # the refusals and the dry run wrote nothing
+
+
+async def test_runs_of_a_forbid_job_wait_in_the_ledger_not_after_a_claim(
+    api: Api, harness: Harness, settings: Settings, seen: Seen, pg_pool: asyncpg.Pool,
+    caplog: pytest.LogCaptureFixture,
+) -> None:  # fmt: skip
+    """Issue 36: released faster than the job runs them one at a time, each backfilled run was
+    claimed, parked waiting, woken, released and claimed again: ~37 transactions a run. Queued
+    behind the first, they wait in the ledger and each end releases the next."""
+    caplog.set_level(logging.INFO, logger="cronos.executor")
+    seen.hold_s = 0.2
+    job = await _old_job(api, pg_pool, concurrency_policy="forbid")
+    _start, _end, window = _range(6)
+    reply = await _backfill(api, job["id"], {**window, "pace": 20})  # one released every 50 ms
+    ids = [item["run_id"] for item in reply.body["items"]]
+    assert len(ids) == 6, reply.body
+    await _executed(harness, settings, ids)
+    assert seen.most_at_once == 1 and [c["tick"] for c in seen.calls] == sorted(c["tick"] for c in seen.calls)
+    states = await pg_pool.fetch("SELECT state FROM runs WHERE id = ANY($1::bigint[])", ids)
+    assert {r["state"] for r in states} == {"completed"}, states
+    parked = [r for r in caplog.records if getattr(r, "event", None) == "run.waiting"]
+    assert parked == [], [(r.__dict__.get("run_id"), r.getMessage()) for r in parked]

@@ -125,3 +125,11 @@ def test_crowding_names_the_job_limit_first_then_the_callers() -> None:
         backfill.check_crowding(1, 3, LIMITS)
     with pytest.raises(TooManyRequests, match="CRONOS_BACKFILL_MAX_ACTIVE_PER_TOKEN"):
         backfill.check_crowding(0, 3, LIMITS)
+
+
+def test_runs_of_a_job_that_waits_queue_behind_the_first() -> None:
+    assert backfill.to_wait("forbid", [4, 5, 6]) == [5, 6]
+    assert backfill.to_wait("buffer_all", [4, 5]) == [5]
+    assert backfill.to_wait("forbid", [4]) == [] and backfill.to_wait("forbid", []) == []
+    for policy in ("allow", "replace", "buffer_one"):  # they run at once, or skip what overlaps
+        assert backfill.to_wait(policy, [4, 5, 6]) == []
