@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import msgspec
 from aiohttp import web
 
-from cronos.errors import BackendUnavailable, Conflict, CronosError, InvalidInput, NotFound
+from cronos.errors import BackendUnavailable, Conflict, CronosError, InvalidInput, NotFound, TooManyRequests
 from cronos.logs import mask_secrets
 from cronos.payloads import explain
 
@@ -49,6 +49,7 @@ ERRORS: dict[type[BaseException], ErrorKind] = {
     web.HTTPRequestEntityTooLarge: ErrorKind(413, "body-too-large", "Request body too large"),
     web.HTTPUnsupportedMediaType: ErrorKind(415, "unsupported-media-type", "Unsupported media type"),
     InvalidInput: ErrorKind(422, "invalid-input", "Invalid input"),
+    TooManyRequests: ErrorKind(429, "too-many-requests", "Too many requests"),
     BackendUnavailable: ErrorKind(503, "backend-unavailable", "Backend unavailable"),
 }
 INTERNAL = ErrorKind(500, "internal", "Internal server error")

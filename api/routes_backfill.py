@@ -24,7 +24,7 @@ from api.routing import BODY_ERRORS, DB_ERRORS, Route
 from api.state import BACKENDS
 from cronos import backfill
 from cronos.backfill import MAX_PACE_PER_S, MAX_TICKS, MIN_PACE_PER_S, BackfillTick, Mode
-from cronos.errors import Conflict, InvalidInput, NotFound
+from cronos.errors import Conflict, InvalidInput, NotFound, TooManyRequests
 from cronos.store import backfill as store_backfill
 from cronos.store.revisions import Revision
 from cronos.store.ticks import TickStore
@@ -85,10 +85,16 @@ async def backfill_job(request: web.Request) -> web.Response:
     if sum(revision.at >= start for revision in history) > MAX_REVISIONS:
         raise InvalidInput("$.to", f"the range holds more than {MAX_REVISIONS} changes of this job: narrow it")
     planned = await off_loop(_plan, history, start, end, now)
-    ask = store_backfill.Request(job_id, start, end, body.mode, planned, body.pace, body.dry_run)
-    pace, chosen = await store_backfill.run(
-        pool, ask, now, backends.settings.catchup_max_per_s, actor=principal.name, guard=guard
+    settings = backends.settings
+    limits = backfill.Limits(
+        max_runs=settings.backfill_max_runs,
+        max_per_s=settings.backfill_max_per_s,
+        max_active_per_job=settings.backfill_max_active_per_job,
+        max_active_per_caller=settings.backfill_max_active_per_token,
     )
+    ask = store_backfill.Request(job_id, start, end, body.mode, planned, body.pace, body.dry_run, limits)
+    pace, chosen = await store_backfill.run(pool, ask, now, settings.catchup_max_per_s, actor=principal.name,
+                                            guard=guard)  # fmt: skip
     queued = sum(t.action == "queue" for t in chosen)
     out = BackfillOut(job_id=job_id, mode=body.mode, dry_run=body.dry_run, pace=pace, ticks=len(planned),
                       queued=queued, items=chosen)  # fmt: skip
@@ -98,8 +104,11 @@ async def backfill_job(request: web.Request) -> web.Response:
 ROUTES = (
     Route("POST", f"{JOB}/backfill", backfill_job,
           f"Queue runs for the job's past ticks in [from, to), as its schedule was then (at most {MAX_TICKS} "
-          "ticks): by mode, each with its tick's scheduled_for and idempotency key, the tick's next free attempt, "
-          "trigger `backfill`, released at `pace` runs a second; the job's overlap policy and queue apply. "
-          "`dry_run`: the list only, nothing written",
-          body=BackfillBody, response=BackfillOut, errors=(NotFound, Conflict, *BODY_ERRORS, *DB_ERRORS)),
+          "ticks, CRONOS_BACKFILL_MAX_RUNS runs): by mode, each with its tick's scheduled_for and idempotency key, "
+          "the tick's next free attempt, trigger `backfill`, released at `pace` runs a second (at most "
+          "CRONOS_BACKFILL_MAX_PER_S); the job's overlap policy and queue apply. `dry_run`: the list only, nothing "
+          "written. 409: the job's backfills still releasing runs are at CRONOS_BACKFILL_MAX_ACTIVE_PER_JOB; 429: "
+          "the caller's at CRONOS_BACKFILL_MAX_ACTIVE_PER_TOKEN",
+          body=BackfillBody, response=BackfillOut,
+          errors=(NotFound, Conflict, TooManyRequests, *BODY_ERRORS, *DB_ERRORS)),
 )  # fmt: skip

@@ -1,5 +1,5 @@
 """/api/jobs: register, list, read, change, delete, pause/resume/toggle, trigger jobs, their history
-and revisions.
+and revisions (a page of either bounded in bytes, one revision whole).
 
 Reads need scope read; writes scope write, and admin where api.shell_authority says (a job that
 is or becomes shell, checked under the job's row lock; a change, resume or toggle of a job whose
@@ -43,9 +43,10 @@ from api.state import BACKENDS
 from cronos.errors import BackendUnavailable, Conflict, InvalidInput, NotFound
 from cronos.models import JOB_STATUSES
 from cronos.store.audit import AuditStore
+from cronos.store.db import PageBounds
 from cronos.store.jobs import Check, Guard
 from cronos.store.queues import QueueStore
-from cronos.store.revisions import MAX_NUMBER, RevisionStore
+from cronos.store.revisions import MAX_NUMBER, Revision, RevisionStore
 from cronos.stream import RunStream
 
 
@@ -193,20 +194,34 @@ async def rotate_secret(request: web.Request) -> web.Response:
     return respond(job_out(job, utc_now(), webhook_secret=secret))
 
 
+def _page_bounds(request: web.Request) -> PageBounds:
+    settings = request.app[BACKENDS].settings
+    return PageBounds(settings.history_page_max_bytes, settings.history_value_max_bytes)
+
+
 async def job_history(request: web.Request) -> web.Response:
     limit = query_limit(request)
     before = decode_cursor(request.query.get("cursor"))
-    entries = await AuditStore(await request.app[BACKENDS].pool()).job_history(path_id(request), before, limit)
-    return respond(audit_page(entries, limit))
+    store = AuditStore(await request.app[BACKENDS].pool())
+    entries, cut = await store.job_history(path_id(request), before, limit, _page_bounds(request))
+    return respond(audit_page(entries, limit, cut=cut))
 
 
 async def job_revisions(request: web.Request) -> web.Response:
     limit = query_limit(request)
     before = decode_cursor(request.query.get("cursor"))
     store = RevisionStore(await request.app[BACKENDS].pool())
-    found = await store.of_job(path_id(request), None if before is None else min(before, MAX_NUMBER), limit)
-    cursor = encode_cursor(found[-1].number) if len(found) == limit else None
+    before = None if before is None else min(before, MAX_NUMBER)
+    found, cut = await store.of_job(path_id(request), before, limit, _page_bounds(request))
+    cursor = encode_cursor(found[-1].number) if found and (cut or len(found) == limit) else None
     return respond(RevisionList(items=found, next_cursor=cursor))
+
+
+async def job_revision(request: web.Request) -> web.Response:
+    number = path_id(request, "number")
+    if number > MAX_NUMBER:
+        raise NotFound(f"no such resource: {request.path[:100]}")
+    return respond(await RevisionStore(await request.app[BACKENDS].pool()).one(path_id(request), number))
 
 
 JOB = f"/api/jobs/{ID}"
@@ -245,4 +260,7 @@ ROUTES = (
           "Every change to what or when the job runs, pause, resume and delete included, numbered from 1 "
           "(newest first; kept after a delete)",
           response=RevisionList, errors=(NotFound, InvalidInput, *DB_ERRORS), query=PAGE),
+    Route("GET", f"{JOB}/revisions/{{number:[0-9]+}}", job_revision,
+          "One revision whole: the list views show a value past CRONOS_HISTORY_VALUE_MAX_BYTES as "
+          "`{truncated, bytes, hash}`", response=Revision, errors=_GONE),
 )  # fmt: skip

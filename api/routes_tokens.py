@@ -28,8 +28,9 @@ def audit_out(entry: AuditEntry) -> AuditOut:
     return AuditOut(**fields)
 
 
-def audit_page(entries: list[AuditEntry], limit: int) -> AuditList:
-    cursor = encode_cursor(entries[-1].id) if len(entries) == limit else None
+def audit_page(entries: list[AuditEntry], limit: int, *, cut: bool = False) -> AuditList:
+    """A page with its cursor: when it is full, or `cut` short at the byte bound."""
+    cursor = encode_cursor(entries[-1].id) if entries and (cut or len(entries) == limit) else None
     return AuditList(items=[audit_out(e) for e in entries], next_cursor=cursor)
 
 

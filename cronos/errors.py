@@ -37,6 +37,10 @@ class Conflict(CronosError):
     """A write that would break a uniqueness rule (e.g. a duplicate job name)."""
 
 
+class TooManyRequests(CronosError):
+    """A caller past a limit on how much it may ask for at once; it may ask again later."""
+
+
 class BackendUnavailable(CronosError):
     """PostgreSQL or Redis cannot be reached; the caller backs off and retries."""
 

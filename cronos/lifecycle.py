@@ -124,7 +124,7 @@ TRANSITIONS: tuple[Transition, ...] = (
     _t(Event.PUSHED, "queued", Q, "leader", Fence.EPOCH),
     _t(Event.UNPUSHED, "queued", Q, "leader", Fence.EPOCH),
     _t(Event.CLAIMED, "queued", R, "executor", Fence.STATE),
-    _t(Event.WAITED, "queued", W, "executor", Fence.STATE),
+    _t(Event.WAITED, "queued", W, "api executor", Fence.STATE),  # api: a backfill's runs behind its first
     _t(Event.WOKEN, "waiting", Q, "api executor leader", Fence.STATE),  # api: behind a run it cancelled
     _t(Event.OVERLAPPED, "queued waiting", RunState.SKIPPED, "executor leader", Fence.STATE, SKIP_OVERLAP),
     _t(Event.MISFIRED, "queued", RunState.SKIPPED, "leader", Fence.EPOCH, SKIP_MISFIRED),

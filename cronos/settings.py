@@ -48,6 +48,11 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     overdue_after_ms: int = 3000  # the watchdog re-pushes a pushed run still queued this long past due (0: off)
     consumer_idle_remove_s: float = 300.0  # the leader removes stream consumers of executors gone this long (0: off)
     catchup_max_per_s: float = 2000.0  # late runs of a catch-up are spread out at this rate
+    # backfills (docs/backfill.md): runs one may queue, its fastest pace, how many release at once
+    backfill_max_runs: int = 1000
+    backfill_max_per_s: float = 20.0
+    backfill_max_active_per_job: int = 1
+    backfill_max_active_per_token: int = 3
     audit_interval_s: float = 60.0  # the reconciliation auditor checks one window this long
     audit_settle_s: float = 30.0  # ... ending this long ago (settled: written, caught up)
     runs_retention_s: float = 30 * 86_400  # runs older than this go, a whole day at a time; 0: keep all
@@ -79,6 +84,8 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     # requests in flight at once per host (scheme, host, port) on each executor (cronos.host_limits)
     http_host_limits: tuple[HostLimit, ...] = ()
     job_payload_max_bytes: int = 65_536  # encoded size bound of a job's payload
+    history_page_max_bytes: int = 1_048_576  # a page of a job's history or revisions stops at about this size
+    history_value_max_bytes: int = 4096  # ... where a field's value past this is shown as its size and digest
     max_queues: int = 100  # queues jobs may name in all (each is a stream the leader tends)
     herd_jobs: int = 100  # a schedule warning (code herd) when this many active jobs start in one minute
     # clients: `cronos jobs|runs|apply` talk to this API with this token (empty: none, protected mode)
@@ -276,6 +283,26 @@ VARIABLES: dict[str, tuple[str, Callable[[str], Any], str]] = {
         _float(0.01, 1_000_000),
         "late runs of a catch-up (after an outage or failover) start at most this many a second",
     ),
+    "CRONOS_BACKFILL_MAX_RUNS": (
+        "backfill_max_runs",
+        _int(1, 10_000),
+        "runs one backfill may queue (more: a 422 naming `to`, narrow the range)",
+    ),
+    "CRONOS_BACKFILL_MAX_PER_S": (
+        "backfill_max_per_s",
+        _float(0.01, 1000),
+        "a backfill's fastest pace, runs released a second (a faster `pace`: 422; the default pace is held to it)",
+    ),
+    "CRONOS_BACKFILL_MAX_ACTIVE_PER_JOB": (
+        "backfill_max_active_per_job",
+        _int(1, 100),
+        "backfills of one job releasing runs at once (one more: 409 until the first has released its last)",
+    ),
+    "CRONOS_BACKFILL_MAX_ACTIVE_PER_TOKEN": (
+        "backfill_max_active_per_token",
+        _int(1, 1000),
+        "backfills one token (or caller) may have releasing runs at once, over all jobs (one more: 429)",
+    ),
     "CRONOS_AUDIT_INTERVAL_S": (
         "audit_interval_s",
         _float(0.1, 86_400),
@@ -355,6 +382,16 @@ VARIABLES: dict[str, tuple[str, Callable[[str], Any], str]] = {
         f"*.internal=10,*=64; 0: no limit; a host no entry names: {DEFAULT_HOST_LIMIT}); beyond it, runs wait",
     ),
     "CRONOS_JOB_PAYLOAD_MAX_BYTES": ("job_payload_max_bytes", _int(1024, 1_048_576), "bound of a job's payload"),
+    "CRONOS_HISTORY_PAGE_MAX_BYTES": (
+        "history_page_max_bytes",
+        _int(16_384, 64 * 1_048_576),
+        "a page of a job's history or revisions ends early past about this size (next_cursor goes on)",
+    ),
+    "CRONOS_HISTORY_VALUE_MAX_BYTES": (
+        "history_value_max_bytes",
+        _int(256, 1_048_576),
+        "in those pages, a field's value larger than this is shown as {truncated, bytes, hash}",
+    ),
     "CRONOS_MAX_QUEUES": ("max_queues", _int(1, 10_000), "queues jobs may name in all (a job naming one more: 422)"),
     "CRONOS_HERD_JOBS": (
         "herd_jobs",

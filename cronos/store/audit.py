@@ -17,7 +17,7 @@ import msgspec
 from cronos.models import JOB_WRITABLE, Job
 from cronos.redact import redact_payload
 from cronos.store import queries as q
-from cronos.store.db import job_page, to_struct, translate_errors
+from cronos.store.db import PageBounds, job_page, to_struct, translate_errors
 
 Subject = Literal["job", "token", "channel", "calendar", "blackout"]
 # Actors that are not a token's name: protected mode's loopback client, CRONOS_ADMIN_TOKEN,
@@ -77,11 +77,15 @@ class AuditStore:
     def __init__(self, pool: asyncpg.Pool) -> None:
         self._pool = pool
 
-    async def job_history(self, job_id: int, before_id: int | None, limit: int) -> list[AuditEntry]:
-        """A job's entries, newest first; NotFound only for an id that never was a job
-        (a deleted job keeps its history)."""
-        rows = await job_page(self._pool, q.AUDIT_OF_JOB, q.AUDIT_JOB_KNOWN, job_id, before_id, limit)
-        return [to_struct(row, AuditEntry) for row in rows]
+    async def job_history(
+        self, job_id: int, before_id: int | None, limit: int, bounds: PageBounds
+    ) -> tuple[list[AuditEntry], bool]:
+        """A job's entries, newest first, large values summarised, and whether the page ended
+        early at `bounds.page_bytes`; NotFound only for an id that never was a job (a deleted job
+        keeps its history)."""
+        return await job_page(
+            self._pool, AuditEntry, q.AUDIT_OF_JOB, q.AUDIT_JOB_KNOWN, job_id, before_id, limit, bounds
+        )
 
     async def history(self, subject: Subject, before_id: int | None, limit: int) -> list[AuditEntry]:
         with translate_errors():

@@ -5,6 +5,10 @@ attempt), in one transaction: the job's row share-locked, its kind guarded, the 
 about the ticks read, the ticks chosen, their runs queued (trigger `backfill`, each due at its
 paced instant; the leader's outbox releases them when due), one audit entry and the leader's
 NOTIFY. A dry run reads the same facts and writes nothing.
+
+Bounded (cronos.backfill.Limits): under the caller's backfill lock as well, the backfills of the
+job and of the caller still releasing runs are counted (their audit entries' `until`) before any
+is queued, so two requests at once cannot both pass a limit.
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ class Request:
     planned: Sequence[datetime]
     pace: float | None  # runs a second; None: the job's catch-up pace, else `default_pace`
     dry_run: bool
+    limits: backfill.Limits
 
 
 async def run(
@@ -54,19 +59,24 @@ async def run(
                 raise NotFound(f"job {ask.job_id} not found")
             job = to_struct(row, Job)
             guard(job.kind)
-            pace = max(ask.pace or job.catchup_max_per_s or default_pace, backfill.MIN_PACE_PER_S)
+            pace = backfill.pace_of(ask.pace, job.catchup_max_per_s, default_pace, ask.limits)
             if not ask.dry_run:
                 await conn.execute(q.RERUN_LOCK, ask.job_id)
+                await conn.execute(q.BACKFILL_CALLER_LOCK, actor)
+                active = await conn.fetchrow(q.BACKFILLS_ACTIVE, ask.job_id, actor, now)
+                backfill.check_crowding(active["of_job"], active["of_caller"], ask.limits)
             rows = await conn.fetch(q.BACKFILL_TICK_FACTS, ask.job_id, ask.start, ask.end)
             facts = {r["scheduled_for"]: to_struct(r, TickFacts) for r in rows}
             chosen = backfill.select(ask.job_id, ask.mode, ask.planned, facts, now, pace)
+            backfill.check_runs(chosen, ask.limits)
             if ask.dry_run or not chosen:
                 return pace, chosen
             chosen = await _queue(conn, job, chosen)
             queued = [t for t in chosen if t.run_id is not None]
             detail = {"mode": ask.mode, "from": ask.start, "to": ask.end, "pace_per_s": pace, "queued": len(queued),
                       "first": queued[0].scheduled_for if queued else None,
-                      "last": queued[-1].scheduled_for if queued else None}  # fmt: skip
+                      "last": queued[-1].scheduled_for if queued else None,
+                      "until": backfill.until(queued)}  # fmt: skip
             await record(conn, actor, "job", "backfilled", job_id=job.id, detail=detail)
             if queued:
                 await conn.execute(q.NOTIFY, msgspec.json.encode({"op": "triggered", "job_id": job.id}).decode())
@@ -87,6 +97,9 @@ async def _queue(conn: asyncpg.Connection, job: Job, chosen: list[BackfillTick])
         [t.due_at for t in todo], [job.revision] * n, [None] * n,
     )  # fmt: skip
     ids = {(r["scheduled_for"], r["attempt"]): r["id"] for r in rows}
+    queued = [ids[(t.scheduled_for, t.attempt)] for t in todo if (t.scheduled_for, t.attempt) in ids]
+    if parked := backfill.to_wait(job.concurrency_policy, queued):
+        await conn.fetch(q.RUNS_WAIT, parked)  # never pushed: no token to acknowledge, no tick lock
     out = []
     for tick in chosen:
         if tick.action == "queue":

@@ -102,15 +102,52 @@ async def sync_clock(pool: asyncpg.Pool | asyncpg.Connection, clock: DbClock, ti
         )
 
 
-async def job_page(pool: asyncpg.Pool, query: str, known: str, job_id: int, *args: Any) -> list[asyncpg.Record]:
-    """A page of a job's history (`query`: $1 the job id, then `args`); NotFound only when `known`
-    says the id never was a job (a deleted job keeps its history)."""
+PAGE_CHUNK_ROWS = 50  # rows a page of a job's history reads from PostgreSQL at a time
+
+
+class PageBounds(msgspec.Struct, frozen=True):
+    """How large a page of a job's history may grow (CRONOS_HISTORY_PAGE_MAX_BYTES) and the size past
+    which a value in it is summarised (CRONOS_HISTORY_VALUE_MAX_BYTES)."""
+
+    page_bytes: int
+    value_bytes: int
+
+
+def fits(taken: int, total: int, size: int, max_bytes: int) -> bool:
+    """Whether a row of `size` bytes joins a page holding `taken` rows of `total` bytes: the
+    first always does (a page is never empty while rows are left), the others within max_bytes."""
+    return taken == 0 or total + size <= max_bytes
+
+
+async def job_page(
+    pool: asyncpg.Pool,
+    cls: type[T],
+    query: str,
+    known: str,
+    job_id: int,
+    before: int | None,
+    limit: int,
+    bounds: PageBounds,
+) -> tuple[list[T], bool]:
+    """A page of a job's history as `cls` (`query`: $1 the job id, $2 before, $3 limit, $4 the value
+    bound; each row with its `size`), read in chunks and ended before the row that would take it
+    past `bounds.page_bytes`: a page's memory is bounded whatever its `limit`. With it, whether it
+    ended there (more rows follow). NotFound only when `known` says the id never was a job (a
+    deleted job keeps its history)."""
+    rows: list[T] = []
+    total, cut = 0, False
     with translate_errors():
-        async with pool.acquire() as conn:
-            rows: list[asyncpg.Record] = await conn.fetch(query, job_id, *args)
+        async with pool.acquire() as conn, conn.transaction(readonly=True):
+            args = (job_id, before, limit, bounds.value_bytes)
+            async for row in conn.cursor(query, *args, prefetch=PAGE_CHUNK_ROWS):
+                if not fits(len(rows), total, row["size"], bounds.page_bytes):
+                    cut = True
+                    break
+                rows.append(to_struct(row, cls))
+                total += row["size"]
             if not rows and not await conn.fetchval(known, job_id):
                 raise NotFound(f"job {job_id} not found")
-    return rows
+    return rows, cut
 
 
 async def close(pool: asyncpg.Pool, timeout_s: float = 1.0) -> None:

@@ -463,12 +463,32 @@ VALUES ($1, $2, $3, $4, $5, $6, $7)
 RETURNING job_id, number, kind, at, actor, status, fields, changes
 """
 # Newest first. $1 job id, $2 last number seen or NULL, $3 limit.
-REVISIONS_OF_JOB = """
+# The list views of a job's history and revisions (issue 36): each top-level value of a JSON
+# object larger than $4 bytes is shown as its size and a fingerprint, so a page stays small
+# whatever a payload weighs. Both are read from the stored form, without writing the value out
+# as text (which cost PostgreSQL 3-7 times as much for 60 KB values): `bytes` is its size as
+# stored (about its size as JSON), `hash` PostgreSQL's 64-bit hash of it (equal values, equal
+# hashes; not a cryptographic digest). `size` is the row's size as JSON, on which the store
+# ends a page early (cronos.store.db.job_page). One template, filled per column.
+_BRIEF = """CASE WHEN jsonb_typeof({doc}) = 'object' THEN COALESCE((SELECT jsonb_object_agg(key,
+    CASE WHEN pg_column_size(value) <= $4 THEN value ELSE jsonb_build_object('truncated', true,
+        'bytes', pg_column_size(value), 'hash', lpad(to_hex(jsonb_hash_extended(value, 0)), 16, '0')) END)
+    FROM jsonb_each({doc})), '{{}}')
+  ELSE {doc} END AS {doc}"""
+REVISIONS_OF_JOB = f"""
+SELECT page.*, octet_length(to_jsonb(page)::text) AS size
+FROM (SELECT job_id, number, kind, at, actor, status, fields, {_BRIEF.format(doc="changes")}
+      FROM job_revisions
+      WHERE job_id = $1 AND ($2::integer IS NULL OR number < $2)
+      ORDER BY number DESC
+      LIMIT $3) AS page
+ORDER BY number DESC
+"""
+# One revision whole ($1 job id, $2 number).
+REVISION_ONE = """
 SELECT job_id, number, kind, at, actor, status, fields, changes
 FROM job_revisions
-WHERE job_id = $1 AND ($2::integer IS NULL OR number < $2)
-ORDER BY number DESC
-LIMIT $3
+WHERE job_id = $1 AND number = $2
 """
 REVISION_JOB_KNOWN = """
 SELECT EXISTS (SELECT 1 FROM jobs WHERE id = $1) OR EXISTS (SELECT 1 FROM job_revisions WHERE job_id = $1)
@@ -1252,12 +1272,16 @@ INSERT INTO audit_log (actor, subject, action, job_id, token_name, before, after
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
 """
 # Newest first. $1 job id, $2 last id seen or NULL, $3 limit.
-AUDIT_OF_JOB = """
-SELECT id, at, actor, subject, action, job_id, token_name, before, after, detail
-FROM audit_log
-WHERE job_id = $1 AND ($2::bigint IS NULL OR id < $2)
+# $4: the value bound of the list views (_BRIEF, by REVISIONS_OF_JOB).
+AUDIT_OF_JOB = f"""
+SELECT page.*, octet_length(to_jsonb(page)::text) AS size
+FROM (SELECT id, at, actor, subject, action, job_id, token_name, {_BRIEF.format(doc="before")},
+             {_BRIEF.format(doc="after")}, {_BRIEF.format(doc="detail")}
+      FROM audit_log
+      WHERE job_id = $1 AND ($2::bigint IS NULL OR id < $2)
+      ORDER BY id DESC
+      LIMIT $3) AS page
 ORDER BY id DESC
-LIMIT $3
 """
 AUDIT_JOB_KNOWN = """
 SELECT EXISTS (SELECT 1 FROM jobs WHERE id = $1) OR EXISTS (SELECT 1 FROM audit_log WHERE job_id = $1)
@@ -1462,6 +1486,16 @@ WHERE id = $1 FOR KEY SHARE
 # Re-runs of job $1's ticks take turns (a transaction-scoped lock in its own two-key space): two
 # re-runs of one tick would otherwise both see it ended and queue attempts whose retries collide.
 RERUN_LOCK = "SELECT pg_advisory_xact_lock(1381322574, ($1::bigint % 2147483647)::integer)"
+# A caller's backfills, one at a time (cronos.store.backfill): its count of active ones holds
+# until the transaction that may add one commits. $1 the actor (a token's name).
+BACKFILL_CALLER_LOCK = "SELECT pg_advisory_xact_lock(1113678918, hashtext($1))"
+# The backfills still releasing runs (their last run due after $3) of job $1 and of actor $2,
+# from their audit entries through the job's index and the actors' (0040_backfill_actor).
+BACKFILLS_ACTIVE = """
+SELECT count(*) FILTER (WHERE job_id = $1) AS of_job, count(*) FILTER (WHERE actor = $2) AS of_caller
+FROM audit_log
+WHERE action = 'backfilled' AND (job_id = $1 OR actor = $2) AND (detail->>'until')::timestamptz > $3
+"""
 # What a re-run of job $1's tick $2 is decided on (cronos.inputs.rerun_attempt): its highest
 # attempt (NULL: no run) and its runs that have not ended. One statement, one snapshot: a finish
 # that queues a retry commits both or neither.

@@ -23,12 +23,13 @@ import asyncpg
 import msgspec
 
 from cronos import metrics
+from cronos.errors import NotFound
 from cronos.models import JOB_WRITABLE, SKIP_JOB_INACTIVE, SKIP_SCHEDULE_CHANGED, Job
 from cronos.redact import redact_payload
 from cronos.schedule import parse_schedule
 from cronos.schedule_window import schedule_of
 from cronos.store import queries as q
-from cronos.store.db import job_page, to_struct
+from cronos.store.db import PageBounds, job_page, to_struct, translate_errors
 
 log = logging.getLogger("cronos.store.revisions")
 
@@ -123,8 +124,20 @@ class RevisionStore:
     def __init__(self, pool: asyncpg.Pool) -> None:
         self._pool = pool
 
-    async def of_job(self, job_id: int, before: int | None, limit: int) -> list[Revision]:
-        """A job's revisions, newest first; NotFound only for an id that never was a job (a
-        deleted job keeps its revisions)."""
-        rows = await job_page(self._pool, q.REVISIONS_OF_JOB, q.REVISION_JOB_KNOWN, job_id, before, limit)
-        return [to_struct(row, Revision) for row in rows]
+    async def of_job(
+        self, job_id: int, before: int | None, limit: int, bounds: PageBounds
+    ) -> tuple[list[Revision], bool]:
+        """A job's revisions, newest first, large values summarised, and whether the page ended
+        early at `bounds.page_bytes`; NotFound only for an id that never was a job (a deleted job
+        keeps its revisions)."""
+        return await job_page(
+            self._pool, Revision, q.REVISIONS_OF_JOB, q.REVISION_JOB_KNOWN, job_id, before, limit, bounds
+        )
+
+    async def one(self, job_id: int, number: int) -> Revision:
+        """One revision whole (its values unsummarised); NotFound when the job has none by that number."""
+        with translate_errors():
+            row = await self._pool.fetchrow(q.REVISION_ONE, job_id, number)
+        if row is None:
+            raise NotFound(f"job {job_id} has no revision {number}")
+        return to_struct(row, Revision)

@@ -4,6 +4,7 @@ with the leader's outbox releasing the paced runs and a real executor running th
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime, timedelta
 from itertools import pairwise
@@ -163,7 +164,7 @@ async def test_runs_keep_their_ticks_date_and_key_take_the_next_attempt_and_are_
     ids = [item["run_id"] for item in reply.body["items"]]
     rows = await pg_pool.fetch("SELECT * FROM runs WHERE id = ANY($1::bigint[]) ORDER BY scheduled_for", ids)
     assert [(r["scheduled_for"], r["attempt"], r["trigger"], r["state"]) for r in rows] == [
-        (t, 1, "backfill", "queued") for t in ticks
+        (t, 1, "backfill", "queued" if t == ticks[0] else "waiting") for t in ticks  # forbid: behind the first
     ]
     dues = [r["due_at"] for r in rows]
     assert [b - a for a, b in pairwise(dues)] == [timedelta(seconds=0.5)] * 3
@@ -206,7 +207,7 @@ async def test_the_overlap_policy_holds_for_backfilled_runs(
     seen.hold_s = 0.3
     job = await _old_job(api, pg_pool, concurrency_policy="forbid")
     _start, _end, window = _range(3)
-    reply = await _backfill(api, job["id"], {**window, "pace": 1000})
+    reply = await _backfill(api, job["id"], {**window, "pace": 20})
     ids = [item["run_id"] for item in reply.body["items"]]
     assert len(ids) == 3, reply.body
     await _executed(harness, settings, ids)
@@ -221,9 +222,10 @@ async def test_refusals_name_the_field_and_the_limit(api: Api, settings: Setting
     job = await _old_job(api, pg_pool)
     now = datetime.now(UTC)
     for body, field in [
-        ({"from": now.isoformat(), "to": (now - HOUR).isoformat()}, "to"),
-        ({"from": (now + HOUR).isoformat(), "to": (now + 2 * HOUR).isoformat()}, "from"),
+        ({"from": now.isoformat(), "to": (now - HOUR).isoformat()}, "$.to"),
+        ({"from": (now + HOUR).isoformat(), "to": (now + 2 * HOUR).isoformat()}, "$.from"),
         ({"from": "2026-01-01T00:00:00", "to": now.isoformat()}, "$.from"),
+        ({"from": "0001-01-01T00:00:00+14:00", "to": now.isoformat()}, "$.from"),  # no UTC instant (issue 36)
         ({"from": (now - HOUR).isoformat(), "to": now.isoformat(), "mode": "some"}, "$.mode"),
         ({"from": (now - HOUR).isoformat(), "to": now.isoformat(), "pace": 0}, "$.pace"),
         ({"from": (now - HOUR).isoformat(), "to": now.isoformat(), "when": 1}, None),
@@ -258,3 +260,79 @@ async def test_refusals_name_the_field_and_the_limit(api: Api, settings: Setting
         assert (await _backfill(guarded, job["id"], window, token=reader)).status == 403
         assert (await _backfill(guarded, job["id"], window, token=writer)).status == 200
         assert (await _backfill(guarded, shell.body["id"], window, token=admin)).status == 200
+
+
+async def test_one_backfill_is_bounded_in_runs_and_pace(settings: Settings, pg_pool: asyncpg.Pool) -> None:
+    """Issue 36: one request queued up to 10,000 runs at up to 1,000 a second (2,000 by default)."""
+    bounded = msgspec.structs.replace(settings, backfill_max_runs=5, backfill_max_per_s=20.0)
+    async with running_api(bounded) as api:
+        job = await _old_job(api, pg_pool)
+        _start, _end, six = _range(6)
+        many = await _backfill(api, job["id"], {**six, "dry_run": True})
+        assert many.status == 422 and many.body["field"] == "$.to", many.body
+        assert "CRONOS_BACKFILL_MAX_RUNS" in many.body["detail"] and "6 runs" in many.body["detail"], many.body
+        _start, _end, three = _range(3)
+        fast = await _backfill(api, job["id"], {**three, "pace": 50})
+        assert fast.status == 422 and fast.body["field"] == "$.pace", fast.body
+        assert "CRONOS_BACKFILL_MAX_PER_S" in fast.body["detail"], fast.body
+        default = await _backfill(api, job["id"], three)  # the catch-up pace (2,000 a second), held to 20
+        assert default.status == 200 and default.body["pace"] == 20.0 and default.body["queued"] == 3, default.body
+    assert await pg_pool.fetchval("SELECT count(*) FROM runs WHERE job_id = $1", job["id"]) == 3
+
+
+async def test_backfills_releasing_runs_are_bounded_per_job_and_per_token(
+    settings: Settings, pg_pool: asyncpg.Pool
+) -> None:
+    """Issue 36: nothing limited repeating the call. A backfill is active until it releases its last run."""
+    bounded = msgspec.structs.replace(settings, backfill_max_active_per_job=1, backfill_max_active_per_token=2)
+    tokens = TokenStore(pg_pool)
+    one = (await tokens.create("one", ("write",), None, actor="cli"))[1]
+    other = (await tokens.create("other", ("write",), None, actor="cli"))[1]
+    async with running_api(bounded, token=one) as api:
+        jobs = [await _old_job(api, pg_pool, name=f"nightly-{i}") for i in range(4)]
+        _start, _end, window = _range(2)
+        slow = {**window, "pace": 0.01}  # its second run is released 100 s from now
+        assert (await _backfill(api, jobs[0]["id"], slow)).status == 200
+        again = await _backfill(api, jobs[0]["id"], {**window, "mode": "all"})
+        assert again.status == 409 and "CRONOS_BACKFILL_MAX_ACTIVE_PER_JOB" in again.body["detail"], again.body
+        assert (await _backfill(api, jobs[0]["id"], {**window, "mode": "all", "dry_run": True})).status == 200
+        assert (await _backfill(api, jobs[1]["id"], slow)).status == 200
+        crowded = await _backfill(api, jobs[2]["id"], slow)
+        assert crowded.status == 429 and "CRONOS_BACKFILL_MAX_ACTIVE_PER_TOKEN" in crowded.body["detail"], crowded.body
+        assert crowded.body["type"] == "urn:cronos:problem:too-many-requests", crowded.body
+        assert (await _backfill(api, jobs[2]["id"], slow, token=other)).status == 200  # another token's own count
+        # A backfill that released its last run counts no more: `other`'s quick one (its last run due
+        # 50 ms from now) holds jobs[3] until then, and the older ticks of jobs[3] can be backfilled after.
+        assert (await _backfill(api, jobs[3]["id"], {**window, "pace": 20}, token=other)).status == 200
+        _start, _end, older = _range(4)
+
+        async def admitted() -> bool:
+            reply = await _backfill(api, jobs[3]["id"], {**older, "pace": 20}, token=other)
+            assert reply.status in (200, 409, 429), reply.body
+            return reply.status == 200
+
+        await wait_for(admitted, timeout=10, what="a backfill once the job's last one released its runs")
+    audited = await pg_pool.fetchval("SELECT count(*) FROM audit_log WHERE action = 'backfilled'")
+    assert audited == 5  # the refusals and the dry run wrote nothing
+
+
+async def test_runs_of_a_forbid_job_wait_in_the_ledger_not_after_a_claim(
+    api: Api, harness: Harness, settings: Settings, seen: Seen, pg_pool: asyncpg.Pool,
+    caplog: pytest.LogCaptureFixture,
+) -> None:  # fmt: skip
+    """Issue 36: released faster than the job runs them one at a time, each backfilled run was
+    claimed, parked waiting, woken, released and claimed again: ~37 transactions a run. Queued
+    behind the first, they wait in the ledger and each end releases the next."""
+    caplog.set_level(logging.INFO, logger="cronos.executor")
+    seen.hold_s = 0.2
+    job = await _old_job(api, pg_pool, concurrency_policy="forbid")
+    _start, _end, window = _range(6)
+    reply = await _backfill(api, job["id"], {**window, "pace": 20})  # one released every 50 ms
+    ids = [item["run_id"] for item in reply.body["items"]]
+    assert len(ids) == 6, reply.body
+    await _executed(harness, settings, ids)
+    assert seen.most_at_once == 1 and [c["tick"] for c in seen.calls] == sorted(c["tick"] for c in seen.calls)
+    states = await pg_pool.fetch("SELECT state FROM runs WHERE id = ANY($1::bigint[])", ids)
+    assert {r["state"] for r in states} == {"completed"}, states
+    parked = [r for r in caplog.records if getattr(r, "event", None) == "run.waiting"]
+    assert parked == [], [(r.__dict__.get("run_id"), r.getMessage()) for r in parked]

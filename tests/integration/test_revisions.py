@@ -10,6 +10,8 @@ from typing import Any
 
 import asyncpg
 
+from cronos.settings import Settings
+from cronos.store.db import PageBounds
 from cronos.store.epoch import EpochStore
 from cronos.store.jobs import JobStore
 from cronos.store.ledger import Ledger
@@ -35,6 +37,9 @@ EVERY_SECOND: dict[str, Any] = {
     "queue": "default",
     "labels": {},  # not nullable, like parents: a creation records it
 }
+
+_DEFAULTS = Settings()
+BOUNDS = PageBounds(_DEFAULTS.history_page_max_bytes, _DEFAULTS.history_value_max_bytes)
 
 
 def _accept(fields: dict[str, Any]) -> None:
@@ -70,7 +75,7 @@ async def test_each_change_is_a_numbered_revision_with_its_actor_and_redacted_va
     await jobs.set_status(job.id, None, actor="ops")  # toggle: resumes
     await jobs.delete(job.id, actor="ops")
 
-    found = list(reversed(await RevisionStore(pg_pool).of_job(job.id, None, 50)))
+    found = list(reversed((await RevisionStore(pg_pool).of_job(job.id, None, 50, BOUNDS))[0]))
     assert [(r.number, r.kind, r.actor, r.status) for r in found] == [
         (1, "created", "ops", "active"),
         (2, "updated", "ci", "active"),
@@ -86,7 +91,7 @@ async def test_each_change_is_a_numbered_revision_with_its_actor_and_redacted_va
     assert all(a.at <= b.at for a, b in itertools.pairwise(found))
     assert "hunter2" not in str(found) and "s3cret" not in str(found)
     # A deleted job keeps its revisions; a page is newest first and goes on from its last number.
-    page = await RevisionStore(pg_pool).of_job(job.id, 4, 2)
+    page, _cut = await RevisionStore(pg_pool).of_job(job.id, 4, 2, BOUNDS)
     assert [r.number for r in page] == [3, 2]
 
 
@@ -112,7 +117,7 @@ async def test_a_change_that_changes_nothing_writes_nothing_and_notifies_no_one(
             await listener.remove_listener(JOBS_CHANNEL, hear)
     after = await jobs.get(job.id)
     assert (after.revision, after.max_retries) == (2, 2) and after.updated_at > job.updated_at
-    assert len(await RevisionStore(pg_pool).of_job(job.id, None, 50)) == 2
+    assert len((await RevisionStore(pg_pool).of_job(job.id, None, 50, BOUNDS))[0]) == 2
     audited = await pg_pool.fetchval("SELECT count(*) FROM audit_log WHERE job_id = $1", job.id)
     assert audited == 2  # created, updated: the no-ops left no entry
 

@@ -8,7 +8,7 @@ import pytest
 
 from cronos import backfill
 from cronos.backfill import TickFacts
-from cronos.errors import InvalidInput
+from cronos.errors import Conflict, InvalidInput, TooManyRequests
 from cronos.ticks import Segment
 
 T0 = datetime(2026, 3, 1, tzinfo=UTC)
@@ -38,7 +38,7 @@ def test_a_range_over_the_limit_is_refused_naming_it() -> None:
     segs = [_seg(None, T0, "absent", "* * * * * *"), _seg(T0, None, "active", "* * * * * *")]
     with pytest.raises(InvalidInput, match="10000 ticks") as caught:
         backfill.ticks(segs, T0, T0 + timedelta(hours=3), now=T0 + timedelta(days=1))
-    assert caught.value.field == "to"
+    assert caught.value.field == "$.to"
     assert len(backfill.ticks(segs, T0, T0 + timedelta(seconds=10_000), now=T0 + timedelta(days=1))) == 9_999
 
 
@@ -47,7 +47,7 @@ def test_check_range() -> None:
         backfill.check_range(T0, T0, T0 + HOUR)
     with pytest.raises(InvalidInput) as caught:
         backfill.check_range(T0 + 2 * HOUR, T0 + 3 * HOUR, T0 + HOUR)
-    assert caught.value.field == "from"
+    assert caught.value.field == "$.from"
 
 
 def _facts(tick: datetime, attempt: int, state: str, started: bool, unfinished: tuple[int, ...] = ()) -> TickFacts:
@@ -94,3 +94,42 @@ def test_ticks_before_the_job_existed_count_for_nothing_and_a_tiny_pace_is_bound
     ]
     got = backfill.select(7, "all", [T0, T0 + HOUR], {}, T0, 1e-300)
     assert got[1].due_at == T0 + timedelta(seconds=1 / backfill.MIN_PACE_PER_S)
+
+
+LIMITS = backfill.Limits(max_runs=2, max_per_s=20.0, max_active_per_job=1, max_active_per_caller=3)
+
+
+def test_the_pace_is_held_to_the_limit_and_a_faster_one_is_refused() -> None:
+    assert backfill.pace_of(None, None, 2000.0, LIMITS) == 20.0  # the catch-up default, held
+    assert backfill.pace_of(None, 5.0, 2000.0, LIMITS) == 5.0  # the job's own catch-up pace
+    assert backfill.pace_of(20.0, None, 2000.0, LIMITS) == 20.0
+    with pytest.raises(InvalidInput) as caught:
+        backfill.pace_of(20.5, None, 2000.0, LIMITS)
+    assert caught.value.field == "$.pace" and "CRONOS_BACKFILL_MAX_PER_S" in caught.value.message
+
+
+def test_runs_past_the_limit_are_refused_and_busy_ticks_do_not_count() -> None:
+    chosen = backfill.select(1, "all", [T0, T0 + HOUR, T0 + 2 * HOUR], {}, T0 + 3 * HOUR, 1.0)
+    with pytest.raises(InvalidInput) as caught:
+        backfill.check_runs(chosen, LIMITS)
+    assert caught.value.field == "$.to" and "3 runs" in caught.value.message
+    busy = TickFacts(scheduled_for=T0, last_attempt=1, last_state="running", started=True, unfinished=(7,))
+    chosen = backfill.select(1, "all", [T0, T0 + HOUR, T0 + 2 * HOUR], {T0: busy}, T0 + 3 * HOUR, 1.0)
+    backfill.check_runs(chosen, LIMITS)
+    assert backfill.until(chosen) == T0 + 3 * HOUR + timedelta(seconds=1)  # its last run's release
+
+
+def test_crowding_names_the_job_limit_first_then_the_callers() -> None:
+    backfill.check_crowding(0, 2, LIMITS)
+    with pytest.raises(Conflict, match="CRONOS_BACKFILL_MAX_ACTIVE_PER_JOB"):
+        backfill.check_crowding(1, 3, LIMITS)
+    with pytest.raises(TooManyRequests, match="CRONOS_BACKFILL_MAX_ACTIVE_PER_TOKEN"):
+        backfill.check_crowding(0, 3, LIMITS)
+
+
+def test_runs_of_a_job_that_waits_queue_behind_the_first() -> None:
+    assert backfill.to_wait("forbid", [4, 5, 6]) == [5, 6]
+    assert backfill.to_wait("buffer_all", [4, 5]) == [5]
+    assert backfill.to_wait("forbid", [4]) == [] and backfill.to_wait("forbid", []) == []
+    for policy in ("allow", "replace", "buffer_one"):  # they run at once, or skip what overlaps
+        assert backfill.to_wait(policy, [4, 5, 6]) == []
