@@ -462,22 +462,12 @@ INSERT INTO job_revisions (job_id, number, kind, actor, status, fields, changes)
 VALUES ($1, $2, $3, $4, $5, $6, $7)
 RETURNING job_id, number, kind, at, actor, status, fields, changes
 """
-# Newest first. $1 job id, $2 last number seen or NULL, $3 limit.
-# The list views of a job's history and revisions (issue 36): each top-level value of a JSON
-# object larger than $4 bytes is shown as its size and a fingerprint, so a page stays small
-# whatever a payload weighs. Both are read from the stored form, without writing the value out
-# as text (which cost PostgreSQL 3-7 times as much for 60 KB values): `bytes` is its size as
-# stored (about its size as JSON), `hash` PostgreSQL's 64-bit hash of it (equal values, equal
-# hashes; not a cryptographic digest). `size` is the row's size as JSON, on which the store
-# ends a page early (cronos.store.db.job_page). One template, filled per column.
-_BRIEF = """CASE WHEN jsonb_typeof({doc}) = 'object' THEN COALESCE((SELECT jsonb_object_agg(key,
-    CASE WHEN pg_column_size(value) <= $4 THEN value ELSE jsonb_build_object('truncated', true,
-        'bytes', pg_column_size(value), 'hash', lpad(to_hex(jsonb_hash_extended(value, 0)), 16, '0')) END)
-    FROM jsonb_each({doc})), '{{}}')
-  ELSE {doc} END AS {doc}"""
-REVISIONS_OF_JOB = f"""
+# A page of a job's revisions ($1 job id, $2 before this number, $3 at most, newest first), each
+# object value over $4 bytes summarised (cronos_brief, migration 0041); `size` is the row's size as
+# JSON, on which the store ends a page early (cronos.store.db.job_page).
+REVISIONS_OF_JOB = """
 SELECT page.*, octet_length(to_jsonb(page)::text) AS size
-FROM (SELECT job_id, number, kind, at, actor, status, fields, {_BRIEF.format(doc="changes")}
+FROM (SELECT job_id, number, kind, at, actor, status, fields, cronos_brief(changes, $4) AS changes
       FROM job_revisions
       WHERE job_id = $1 AND ($2::integer IS NULL OR number < $2)
       ORDER BY number DESC
@@ -1272,11 +1262,11 @@ INSERT INTO audit_log (actor, subject, action, job_id, token_name, before, after
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
 """
 # Newest first. $1 job id, $2 last id seen or NULL, $3 limit.
-# $4: the value bound of the list views (_BRIEF, by REVISIONS_OF_JOB).
-AUDIT_OF_JOB = f"""
+# $4: the value bound of the list views (cronos_brief, as REVISIONS_OF_JOB).
+AUDIT_OF_JOB = """
 SELECT page.*, octet_length(to_jsonb(page)::text) AS size
-FROM (SELECT id, at, actor, subject, action, job_id, token_name, {_BRIEF.format(doc="before")},
-             {_BRIEF.format(doc="after")}, {_BRIEF.format(doc="detail")}
+FROM (SELECT id, at, actor, subject, action, job_id, token_name, cronos_brief(before, $4) AS before,
+             cronos_brief(after, $4) AS after, cronos_brief(detail, $4) AS detail
       FROM audit_log
       WHERE job_id = $1 AND ($2::bigint IS NULL OR id < $2)
       ORDER BY id DESC
