@@ -78,16 +78,16 @@ def ticks(segs: Sequence[Segment], start: datetime, end: datetime, now: datetime
     own = [seg for seg in segs if seg.status != "absent"]  # ticks before the job existed count for nothing
     found = plan(own, start - _US, until, MAX_TICKS + 1)
     if len(found) > MAX_TICKS:
-        raise InvalidInput("to", f"the range holds more than {MAX_TICKS} ticks of this job: narrow it")
+        raise InvalidInput("$.to", f"the range holds more than {MAX_TICKS} ticks of this job: narrow it")
     return [t for t, seg in found if planned_refusal(seg) is None]
 
 
 def check_range(start: datetime, end: datetime, now: datetime) -> None:
     """[from, to): from before to, and not in the future (a backfill queues past ticks only)."""
     if start >= end:
-        raise InvalidInput("to", "must be after `from`")
+        raise InvalidInput("$.to", "must be after `from`")
     if start > now:
-        raise InvalidInput("from", "must be in the past: a backfill queues past ticks only")
+        raise InvalidInput("$.from", "must be in the past: a backfill queues past ticks only")
 
 
 def state_of(facts: TickFacts | None) -> TickState:

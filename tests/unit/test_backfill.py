@@ -38,16 +38,17 @@ def test_a_range_over_the_limit_is_refused_naming_it() -> None:
     segs = [_seg(None, T0, "absent", "* * * * * *"), _seg(T0, None, "active", "* * * * * *")]
     with pytest.raises(InvalidInput, match="10000 ticks") as caught:
         backfill.ticks(segs, T0, T0 + timedelta(hours=3), now=T0 + timedelta(days=1))
-    assert caught.value.field == "to"
+    assert caught.value.field == "$.to"
     assert len(backfill.ticks(segs, T0, T0 + timedelta(seconds=10_000), now=T0 + timedelta(days=1))) == 9_999
 
 
 def test_check_range() -> None:
-    with pytest.raises(InvalidInput, match="after `from`"):
+    with pytest.raises(InvalidInput, match="after `from`") as caught:
         backfill.check_range(T0, T0, T0 + HOUR)
+    assert caught.value.field == "$.to"  # the body's fields, as every other 422 names them
     with pytest.raises(InvalidInput) as caught:
         backfill.check_range(T0 + 2 * HOUR, T0 + 3 * HOUR, T0 + HOUR)
-    assert caught.value.field == "from"
+    assert caught.value.field == "$.from"
 
 
 def _facts(tick: datetime, attempt: int, state: str, started: bool, unfinished: tuple[int, ...] = ()) -> TickFacts:
