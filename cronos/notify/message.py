@@ -139,14 +139,23 @@ def _lines(message: Mapping[str, Any]) -> list[str]:
     if tick:
         why = f" ({tick['reason']})" if tick.get("reason") else ""
         lines.append(
-            f"Tick {tick['scheduled_for']} of `{tick['cron_expression']}` ({tick['timezone']}),"
-            f" revision {tick['revision']}: {tick['outcome']}{why}"
+            f"Tick {tick['scheduled_for']} of {_schedule(tick)}, revision {tick['revision']}: {tick['outcome']}{why}"
         )
     if event.get("occurred_at"):
         lines.append(f"At: {event['occurred_at']}")
     if message.get("link"):
         lines.append(str(message["link"]))
     return lines
+
+
+def _schedule(tick: Mapping[str, Any]) -> str:
+    """The schedule a tick belongs to: a cron expression in its zone, an interval, or a one-off
+    (the ticks API leaves `cron_expression` empty for the last two)."""
+    if tick.get("every"):
+        return f"every {tick['every']}"
+    if tick.get("cron_expression"):
+        return f"`{tick['cron_expression']}` ({tick['timezone']})"
+    return "a one-off"
 
 
 def slack_text(message: Mapping[str, Any]) -> str:

@@ -14,7 +14,8 @@ INSERT INTO job_events (job_id, run_id, kind, occurred_at, dedupe_key, detail)
 SELECT e.job_id, e.run_id, e.kind, e.occurred_at, e.dedupe_key, e.detail::jsonb
   FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::timestamptz[], $5::text[], $6::text[])
        AS e (job_id, run_id, kind, occurred_at, dedupe_key, detail)
-  JOIN jobs ON jobs.id = e.job_id  -- a job deleted meanwhile has no events
+  JOIN jobs ON jobs.id = e.job_id  -- a job deleted meanwhile has no events,
+  FOR KEY SHARE OF jobs  -- nor one being deleted: waited for, then left out (the key check would fail)
 ON CONFLICT (dedupe_key) DO NOTHING
 """
 

@@ -163,6 +163,16 @@ class HealthStore:
 
     async def write(self, epoch: int, events: Sequence[JobEvent], rows: Sequence[Health], scanned_to: datetime) -> int:
         """Events (each fact once), health rows and the scan's watermark, fenced; how many events were new."""
+        try:
+            return await self._write(epoch, events, rows, scanned_to)
+        except asyncpg.ForeignKeyViolationError:
+            # A job deleted while its row was written: the upsert's join saw it, its key check the
+            # deletion. Again at once, the join leaves it out. (Locking the jobs, as the events'
+            # insert does, would lock one per changed row, every success's; the key check locks
+            # only the new rows'.)
+            return await self._write(epoch, events, rows, scanned_to)
+
+    async def _write(self, epoch: int, events: Sequence[JobEvent], rows: Sequence[Health], scanned_to: datetime) -> int:
         async with fenced(self._pool, epoch) as conn:
             new = await insert_events(conn, events)
             if rows:

@@ -22,6 +22,7 @@ from typing import Any
 import asyncpg
 import msgspec
 
+from cronos import instants
 from cronos.errors import Conflict, InvalidInput, NotFound
 from cronos.models import JOB_WRITABLE, TERMINAL_STATUSES, Job, ManagedBy, Run
 from cronos.redact import restore_secrets
@@ -151,7 +152,7 @@ class JobStore:
                 try:
                     left_out: dict[str, Any] = {"parents": [], "calendars": [], "labels": {}}  # a caller may omit them
                     values = dict.fromkeys(_NULLABLE) | left_out | dict(fields)
-                    row = await conn.fetchrow(q.JOB_INSERT, *(values[name] for name in WRITABLE))
+                    row = await conn.fetchrow(q.JOB_INSERT, *(values[name] for name in WRITABLE), instants.EARLIEST)
                 except asyncpg.UniqueViolationError as exc:
                     raise Conflict(f"a job named {fields['name']!r} already exists") from exc
                 except asyncpg.ForeignKeyViolationError as exc:

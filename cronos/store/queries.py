@@ -40,6 +40,8 @@ PING = "SELECT extract(epoch FROM clock_timestamp())::float8"
 
 # The cursor starts at creation: only ticks strictly after the job exists are due; a one-off
 # created just after its run_at still has it due (the misfire grace decides; least() skips NULL).
+# Never before $29, the first usable instant: a run_at there would put the cursor outside the
+# range, and the leader skip the job as unusable (that tick is past any grace anyway).
 JOB_INSERT = """
 INSERT INTO jobs (name, cron_expression, timezone, kind, payload, timeout_s, max_retries, retry_backoff_s,
     concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, managed_by, parents, queue, run_at,
@@ -47,7 +49,7 @@ INSERT INTO jobs (name, cron_expression, timezone, kind, payload, timeout_s, max
     concurrency_group, last_scheduled_for)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24,
     $25, $26, $27, $28,
-    least(now(), $17::timestamptz - interval '1 microsecond'))
+    greatest(least(now(), $17::timestamptz - interval '1 microsecond'), $29))
 RETURNING id, name, cron_expression, timezone, kind, payload, timeout_s, max_retries, retry_backoff_s,
     concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, revision, last_scheduled_for,
     created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs, catchup_max_per_s,

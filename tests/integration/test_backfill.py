@@ -237,7 +237,7 @@ async def test_refusals_name_the_field_and_the_limit(api: Api, settings: Setting
             assert reply.body["field"] == field, reply.body
     busy = await _old_job(api, pg_pool, name="every-second", cron_expression="* * * * * *")
     big = await _backfill(api, busy["id"], {"from": (now - 3 * HOUR).isoformat(), "to": now.isoformat()})
-    assert big.status == 422 and "10000 ticks" in big.body["detail"], big.body
+    assert (big.status, big.body["field"]) == (422, "$.to") and "10000 ticks" in big.body["detail"], big.body
     for edge in ("0002-02-01T01:01:00Z", "0002-01-01T12:00:00Z"):  # the stored range's first day: no 500
         first = await _backfill(api, job["id"], {"from": "0002-01-01T00:00:00Z", "to": edge})
         assert first.status == 200 and first.body["items"] == [], first.body

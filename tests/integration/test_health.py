@@ -3,6 +3,7 @@ judged by the rule of their tick, the fence, the per-job metrics' cap and allow-
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -14,6 +15,8 @@ import pytest
 from api.schemas import JobCreate
 from cronos import metrics
 from cronos.errors import NotLeader
+from cronos.events import JobEvent, JobEventKind
+from cronos.health import Health
 from cronos.settings import Settings
 from cronos.store import health as store_health
 from cronos.store.epoch import EpochStore
@@ -21,6 +24,7 @@ from cronos.store.health import HealthStore
 from cronos.store.jobs import JobStore
 from dispatcher.health import Evaluator
 from tests.integration.api_client import SEED_JOB, running_api
+from tests.waiting import wait_for
 
 _names = itertools.count(1)
 
@@ -326,3 +330,34 @@ async def test_a_long_backlog_is_judged_over_several_passes_each_run_once(
     await ev.once()
     await ev.once()
     assert sorted(await events(pg_pool, job)) == sorted(("skipped", r) for r in skipped)
+
+
+async def _blocked(pool: asyncpg.Pool) -> bool | None:
+    waiting = await pool.fetchval(
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'"
+    )
+    return True if waiting else None
+
+
+@pytest.mark.parametrize("part", ["events", "rows"])
+async def test_a_job_deleted_while_a_pass_writes_fails_no_pass(pg_pool: asyncpg.Pool, epoch: int, part: str) -> None:
+    """Probed from outside: deleting a job in the instant a health pass wrote failed the whole pass
+    (`job_events_job_id_fkey`): the statement's join still saw the job, its foreign key check the
+    deletion. The job's facts are dropped instead and the others' written."""
+    gone, kept = await create(pg_pool), await create(pg_pool)
+    now = datetime.now(UTC)
+    events = (
+        [JobEvent(j, JobEventKind.FAILED, now, f"failed:race:{j}") for j in (gone, kept)] if part == "events" else []
+    )
+    rows = [Health(j, verdict="failing") for j in (gone, kept)] if part == "rows" else []
+    async with pg_pool.acquire() as deleter:
+        deleting = deleter.transaction()
+        await deleting.start()
+        await deleter.execute("DELETE FROM jobs WHERE id = $1", gone)
+        writing = asyncio.create_task(HealthStore(pg_pool).write(epoch, events, rows, now))
+        await wait_for(lambda: _blocked(pg_pool), timeout=10, what="the pass waiting on the deleted job")
+        await deleting.commit()
+    assert await writing == len(events) // 2
+    table = "job_events" if part == "events" else "job_health"
+    written = await pg_pool.fetch(f"SELECT job_id FROM {table} WHERE job_id = ANY($1::bigint[])", [gone, kept])
+    assert [r["job_id"] for r in written] == [kept]

@@ -19,6 +19,7 @@ from cronos import instants
 from cronos.metrics import REGISTRY
 from cronos.settings import Settings
 from cronos.store.db import connect
+from cronos.store.ledger import Ledger
 from dispatcher.auditor import Auditor
 from dispatcher.service import Dispatcher
 from executor.service import Executor
@@ -154,6 +155,25 @@ async def test_rows_with_infinity_are_skipped_logged_and_counted_and_the_leader_
 
 
 # Instants anywhere in Python's calendar, in any offset Python allows (RFC 3339 takes ±23:59).
+async def test_a_one_off_at_the_first_usable_instant_leaves_no_row_the_leader_skips(
+    settings: Settings, pg_pool: asyncpg.Pool
+) -> None:
+    """Probed from outside: `run_at: 0002-01-01T00:00:00Z` is accepted, but the cursor stored with
+    it (run_at - 1 us) lay before the range: the leader logged the job unusable and counted it, which
+    fires CronosRowsUnusable for a value the API itself let in."""
+    async with running_api(_admin(settings), token=ADMIN) as api:
+        ids = [
+            (await api.create(name=f"first-{status}", cron_expression=None, run_at="0002-01-01T00:00:00Z",
+                              status=status))["id"]
+            for status in ("active", "paused")
+        ]  # fmt: skip
+    cursors = await pg_pool.fetch("SELECT last_scheduled_for FROM jobs WHERE id = ANY($1::bigint[])", ids)
+    assert all(instants.usable(row["last_scheduled_for"]) for row in cursors), cursors
+    before = _count("jobs")
+    assert sorted(job.id for job in await Ledger(pg_pool).jobs(ids)) == sorted(ids)
+    assert _count("jobs") == before
+
+
 _offsets = st.integers(min_value=-(24 * 60 - 1), max_value=24 * 60 - 1).map(lambda m: timezone(timedelta(minutes=m)))
 _instants = st.one_of(
     st.sampled_from(EDGES + INSIDE),

@@ -43,8 +43,9 @@ def test_a_range_over_the_limit_is_refused_naming_it() -> None:
 
 
 def test_check_range() -> None:
-    with pytest.raises(InvalidInput, match="after `from`"):
+    with pytest.raises(InvalidInput, match="after `from`") as caught:
         backfill.check_range(T0, T0, T0 + HOUR)
+    assert caught.value.field == "$.to"  # the body's fields, as every other 422 names them
     with pytest.raises(InvalidInput) as caught:
         backfill.check_range(T0 + 2 * HOUR, T0 + 3 * HOUR, T0 + HOUR)
     assert caught.value.field == "$.from"

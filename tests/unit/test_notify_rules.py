@@ -164,4 +164,18 @@ def test_messages_read_well_in_every_form() -> None:
     assert "Consecutive failures: 4" in text and "revision 2: ran" in text
     subject, body = msg.email(message)
     assert subject == "[Cronos] backup failed" and body.startswith("backup failed.\n")
+    assert "Tick 2030-03-01T12:00:00Z of `0 12 * * *` (UTC), revision 2: ran" in body
     assert msg.console_link("", 7, 1) is None and msg.console_link("http://h", None, 1) == "http://h/#/jobs/1"
+
+
+@pytest.mark.parametrize(
+    ("schedule", "shown"),
+    [({"every": "2s", "cron_expression": ""}, "of every 2s,"), ({"cron_expression": ""}, "of a one-off,")],
+)
+def test_a_tick_of_an_interval_or_a_one_off_names_its_schedule(schedule: dict[str, str], shown: str) -> None:
+    """Probed: an interval job's failure read "Tick ... of `` (UTC)" (its tick has no expression)."""
+    tick = {"scheduled_for": T0, "outcome": "ran", "reason": None, "revision": 1, "timezone": "UTC", **schedule}
+    message = msg.build(event={"id": 3, "kind": "failed", "occurred_at": T0, "detail": {}},
+                        job={"id": 1, "name": "j", "queue": "default"}, run=None, tick=tick, link=None)  # fmt: skip
+    for text in (msg.slack_text(message), msg.email(message)[1]):
+        assert f"Tick 2030-03-01T12:00:00Z {shown} revision 1: ran" in text and "``" not in text

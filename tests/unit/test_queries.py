@@ -14,6 +14,7 @@ def test_job_writes_take_the_writable_fields_in_their_order() -> None:
     assert inserted is not None
     assert [c.strip() for c in inserted.group(1).split(",")] == [*JOB_WRITABLE, "last_scheduled_for"]
     assert f"least(now(), ${JOB_WRITABLE.index('run_at') + 1}::timestamptz" in " ".join(q.JOB_INSERT.split())
+    assert f"${len(JOB_WRITABLE) + 1}))" in q.JOB_INSERT  # the first usable instant, after the columns
     assigned = re.findall(r"(\w+) = \$(\d+)", q.JOB_UPDATE)
     assert assigned[: len(JOB_WRITABLE)] == [(name, str(i)) for i, name in enumerate(JOB_WRITABLE, 2)]
 

@@ -57,6 +57,9 @@ def test_generated_tokens_are_accepted() -> None:
         ("a" * 64, "guessable"),
         ("passwordpasswordpasswordpassword", "guessable"),
         ("0123456789" * 4, "guessable"),
+        ("abcdefghijklmnopqrstuvwxyz0123456789", "guessable"),  # probed: the API started with it
+        ("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz", "guessable"),
+        ("zyxwvutsrqponmlkjihgfedcba9876543210", "guessable"),
     ],
 )
 def test_placeholders_and_guessable_values_are_refused(value: str, why: str) -> None:
