@@ -27,7 +27,7 @@ from typing import Any
 
 from cronos.errors import Conflict, InvalidInput
 from cronos.redact import http_move, redact_payload, same_target, task_targets
-from cronos.secret_bounds import host_header
+from cronos.secret_bounds import ROUTING_HEADERS, host_header
 from cronos.ticks import Segment, plan
 
 INPUT_TRIGGERS = frozenset({"manual", "retry"})
@@ -168,13 +168,15 @@ def check_overrides(kind: str, payload: Mapping[str, Any], overrides: Mapping[st
 
 
 def _check_jobs_own(touched: Sequence[Path], payload: Mapping[str, Any], merged: Mapping[str, Any]) -> None:
-    """Refuse inputs that set the redirect policy or set, change or remove the Host header."""
+    """Refuse inputs that set the redirect policy or set, change or remove a header that picks the
+    virtual host (Host, X-Forwarded-Host...: cronos.secret_bounds.ROUTING_HEADERS)."""
     moves_host = host_header(payload.get("headers")) != host_header(merged.get("headers"))
     for place in touched:
         folded = _folded("http", place)
-        if (folded[:1] and folded[0] in _JOBS_OWN_FIELDS) or folded[:2] == ("headers", "host"):
+        routing = folded[:1] == ("headers",) and len(folded) > 1 and folded[1] in ROUTING_HEADERS
+        if (folded[:1] and folded[0] in _JOBS_OWN_FIELDS) or routing:
             raise InvalidInput(field(place), JOBS_OWN)
-        if moves_host and _related(folded, ("headers", "host")):
+        if moves_host and any(_related(folded, ("headers", name)) for name in ROUTING_HEADERS):
             raise InvalidInput(field(place), JOBS_OWN)
 
 

@@ -10,10 +10,14 @@ ENTERED = place_of("https://API.example.com/hook?page=1", {"Host": "Tenant-A.exa
 
 
 def test_a_place_is_scheme_host_port_path_and_host_header() -> None:
-    assert Place("https", "api.example.com", 443, "/hook", ("tenant-a.example",)) == ENTERED
+    assert Place("https", "api.example.com", 443, "/hook", (("host", "tenant-a.example"),)) == ENTERED
     assert place_of("http://[2001:db8::1]:8080", None) == Place("http", "2001:db8::1", 8080, "/", ())
     assert place_of("not a url", None) is None and place_of("http://[::1", None) is None
-    assert host_header({"host": "b", "HOST": " A ", "Accept": "x"}) == ("a", "b")  # every Host sent
+    assert host_header({"host": "b", "HOST": " A ", "Accept": "x"}) == (("host", "a"), ("host", "b"))  # every Host
+    assert host_header({"X-Forwarded-Host": "T", "Forwarded": "host=t"}) == (
+        ("forwarded", "host=t"),
+        ("x-forwarded-host", "t"),
+    )
     assert host_header("not headers") == ()
 
 
@@ -35,6 +39,17 @@ def test_the_same_place(url: str, headers: dict[str, str]) -> None:
         ("https://api.example.com/hook", {}, HOST_FIELD),  # Host removed
         ("https://api.example.com/hook", {"Host": "tenant-b.example"}, HOST_FIELD),
         ("https://api.example.com/hook", {"Host": "tenant-a.example", "host": "tenant-b.example"}, HOST_FIELD),
+        # The headers an ingress or proxy may route by move the secrets as Host does (the probe's finding).
+        (
+            "https://api.example.com/hook",
+            {"Host": "tenant-a.example", "X-Forwarded-Host": "tenant-b.example"},
+            "$.payload.headers.X-Forwarded-Host",
+        ),
+        (
+            "https://api.example.com/hook",
+            {"Host": "tenant-a.example", "forwarded": "host=tenant-b.example"},
+            "$.payload.headers.Forwarded",
+        ),
         ("http://api.example.com/hook", {"Host": "tenant-a.example"}, URL_FIELD),  # scheme
         ("https://api.example.com:8443/hook", {"Host": "tenant-a.example"}, URL_FIELD),  # port
         ("https://evil.example/hook", {"Host": "tenant-a.example"}, URL_FIELD),  # host
