@@ -1716,7 +1716,8 @@ USING unnest($1::bigint[], $2::timestamptz[], $3::int[], $4::int[]) AS t(run_id,
 WHERE o.run_id = t.run_id AND o.scheduled_for = t.scheduled_for AND o.seq >= t.lo AND o.seq < t.hi
 """
 # Followers (api/output_follow.py) hear which runs wrote: $1 their ids, comma-separated.
-OUTPUT_NOTIFY = "SELECT pg_notify('cronos_output', $1)"
+OUTPUT_CHANNEL = "cronos_output"
+OUTPUT_NOTIFY = f"SELECT pg_notify('{OUTPUT_CHANNEL}', $1)"
 # Run $1's state and up to $3 of its lines from number $2 on (no line: one row of NULLs; no run: none).
 OUTPUT_PAGE = """
 SELECT r.state, o.seq, o.at, o.stream, o.line

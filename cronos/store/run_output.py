@@ -3,7 +3,9 @@ at a time by the API. See cronos/run_output.py for what a run's output holds."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime
+from typing import Any
 
 import asyncpg
 import msgspec
@@ -11,7 +13,7 @@ import msgspec
 from cronos.errors import NotFound
 from cronos.run_output import Pending, Stream
 from cronos.store import queries as q
-from cronos.store.db import translate_errors
+from cronos.store.db import connect_one, translate_errors
 
 NOTIFY_BYTES = 7900  # a NOTIFY payload is at most 8000 bytes: past it, followers hear "*" (every run)
 
@@ -67,3 +69,21 @@ async def page(pool: asyncpg.Pool, run_id: int, offset: int, limit: int) -> Outp
         raise NotFound(f"run {run_id} not found")
     lines = [OutputLine(r["seq"], r["at"], r["stream"], r["line"]) for r in rows if r["seq"] is not None]
     return OutputPage(rows[0]["state"], lines)
+
+
+async def listen(dsn: str, heard: Callable[[int | None], None]) -> asyncpg.Connection:
+    """A connection listening on `cronos_output`: `heard` gets each run id that wrote (None: every
+    run may have). The caller owns it (closes it; `is_closed()` once it was lost)."""
+
+    def notified(_conn: Any, _pid: int, _channel: str, payload: str) -> None:
+        if payload == "*":
+            heard(None)
+            return
+        for part in payload.split(","):
+            if part.isdigit():
+                heard(int(part))
+
+    with translate_errors():
+        conn = await connect_one(dsn)
+        await conn.add_listener(q.OUTPUT_CHANNEL, notified)
+    return conn
