@@ -10,7 +10,8 @@ A run's capture costs nothing until it writes its first line: only then does the
 The writer flushes every run's pending lines together, in one transaction (at most FLUSH_S after
 they were written, sooner past FLUSH_BYTES), and each run's last lines when it ends, before its
 outcome is recorded: once a run has ended, its whole output is there to read. Output is best
-effort: a flush PostgreSQL refuses is logged and dropped, never holding up the run.
+effort: a flush PostgreSQL refuses is logged and dropped, never holding up the run or stopping the
+executor.
 """
 
 from __future__ import annotations
@@ -27,8 +28,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from datetime import datetime
 from typing import Any, TextIO
 
-from cronos.errors import BackendUnavailable
-from cronos.run_output import Bounded, Bounds, Stream
+from cronos.run_output import LINE_BYTES, Bounded, Bounds, Stream
 from cronos.store.run_output import Written
 
 log = logging.getLogger("cronos.executor")
@@ -47,18 +47,29 @@ def current() -> Capture | None:
 
 
 class Capture:
-    """One run's output while it runs; lines may come from its thread too (a lock)."""
+    """One run's output while it runs (a context manager: inside it, the run's code writes here);
+    lines may come from its thread too (a lock). Nothing but this object until a first line."""
 
-    __slots__ = ("_bounded", "_decoders", "_ended", "_lock", "_partial", "_pending_bytes", "_writer", "run_id", "tick")
+    __slots__ = ("_bounded", "_decoders", "_ended", "_lock", "_partial", "_pending_bytes", "_token", "_writer",
+                 "run_id", "secrets", "tick")  # fmt: skip
 
-    def __init__(self, writer: Writer, run_id: int, tick: datetime, bounds: Bounds, secrets: tuple[str, ...]) -> None:
-        self.run_id, self.tick, self._writer = run_id, tick, writer
-        self._bounded = Bounded(bounds, secrets)
+    def __init__(self, writer: Writer, run_id: int, tick: datetime, secrets: tuple[str, ...]) -> None:
+        self.run_id, self.tick, self.secrets, self._writer = run_id, tick, secrets, writer
+        self._bounded: Bounded | None = None  # made at the first line
         self._lock = threading.Lock()
         self._partial: dict[Stream, str] = {}
         self._decoders: dict[Stream, codecs.IncrementalDecoder] = {}
         self._pending_bytes = 0
         self._ended: asyncio.Future[None] | None = None
+        self._token: contextvars.Token[Capture | None] | None = None
+
+    def __enter__(self) -> Capture:
+        self._token = _current.set(self)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._token is not None:
+            _current.reset(self._token)
 
     def line(self, stream: Stream, text: str) -> None:
         """One whole line (a log record, an http response's status)."""
@@ -70,6 +81,9 @@ class Capture:
         with self._lock:
             text = self._partial.pop(stream, "") + text
             *lines, rest = text.split("\n")
+            if len(rest) >= LINE_BYTES:  # no newline for that long: taken as a line, memory stays bounded
+                lines.append(rest)
+                rest = ""
             at = time.time()
             for line in lines:
                 self._add(at, stream, line)
@@ -84,8 +98,13 @@ class Capture:
         self.write(stream, decoder.decode(data))
 
     def _add(self, at: float, stream: Stream, text: str) -> None:
-        first = not self._bounded.next_seq
-        self._bounded.add(at, stream, text)
+        bounded = self._bounded
+        if bounded is None:
+            bounded = self._bounded = Bounded(self._writer.bounds, self.secrets)
+        if bounded.bounds.off:
+            return
+        first = not bounded.next_seq
+        bounded.add(at, stream, text)
         self._pending_bytes += len(text)
         if first:
             self._writer.watch(self)
@@ -94,7 +113,7 @@ class Capture:
 
     def take(self) -> Written | None:
         with self._lock:
-            if not self._bounded.pending:
+            if self._bounded is None or not self._bounded.pending:
                 return None
             self._pending_bytes = 0
             return Written(self.run_id, self.tick, self._bounded.take(time.time()))
@@ -108,7 +127,7 @@ class Capture:
             partial, self._partial = self._partial, {}
             for stream, rest in partial.items():
                 self._add(time.time(), stream, rest)
-            return self._bounded.next_seq > 0
+            return self._bounded is not None and self._bounded.next_seq > 0
 
 
 class Writer:
@@ -123,15 +142,9 @@ class Writer:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread = 0
 
-    @contextlib.contextmanager
-    def capturing(self, run_id: int, tick: datetime, secrets: tuple[str, ...]) -> Iterator[Capture]:
-        """Route what the code inside writes to the run's capture."""
-        capture = Capture(self, run_id, tick, self.bounds, secrets)
-        token = _current.set(capture)
-        try:
-            yield capture
-        finally:
-            _current.reset(token)
+    def capturing(self, run_id: int, tick: datetime, secrets: tuple[str, ...]) -> Capture:
+        """Within `with`, what the code writes goes to the run's capture."""
+        return Capture(self, run_id, tick, secrets)
 
     async def end(self, capture: Capture) -> None:
         """The run ended: wait until its last lines are written (at once when it wrote none), at
@@ -182,7 +195,7 @@ class Writer:
         try:
             if batch:
                 await self._write(batch)
-        except BackendUnavailable as exc:
+        except Exception as exc:  # noqa: BLE001 - output is best effort: it never stops the executor
             log.warning("run output not written: %s", exc, extra={"event": "output.write_failed", "runs": len(batch)})
         finally:
             with self._lock:
