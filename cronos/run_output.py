@@ -128,15 +128,38 @@ class Bounded:
         self._tail_bytes += size
         tail_lines, tail_bytes = bounds.max_lines - bounds.head_lines, bounds.max_bytes - bounds.head_bytes
         while self._tail and (len(self._tail) > tail_lines or self._tail_bytes > tail_bytes):
-            seq, gone = self._tail.popleft()
-            self._tail_bytes -= gone
-            self.cut_lines += 1
-            self.cut_bytes += gone
+            self._evict()
+
+    def add_many(self, at: float, stream: Stream, texts: list[str]) -> None:
+        """`add` each of `texts`; past the head, those the tail window would drop at once are only
+        counted (a shell job printing 10 MB costs its tail's lines, not its 200,000)."""
+        done = 0
+        while done < len(texts) and self.cut_seq is None and not self.bounds.off:
+            self.add(at, stream, texts[done])
+            done += 1
+        skip = len(texts) - done - (self.bounds.max_lines - self.bounds.head_lines)
+        if skip > 0 and not self.bounds.off:
+            while self._tail:  # the whole window leaves too
+                self._evict()
+            self.cut_lines += skip
+            self.cut_bytes += len("\n".join(texts[done : done + skip]).encode("utf-8", "replace")) - (skip - 1)
+            self.next_seq += skip
             self._cut_changed = True
-            if self._pending_tail and self._pending_tail[0].seq == seq:
-                self._pending_tail.popleft()  # never written
-            else:
-                self._trim_to = seq + 1
+            done += skip
+        for text in texts[done:]:
+            self.add(at, stream, text)
+
+    def _evict(self) -> None:
+        """The tail window's oldest line leaves it: cut, and deleted if it was written."""
+        seq, gone = self._tail.popleft()
+        self._tail_bytes -= gone
+        self.cut_lines += 1
+        self.cut_bytes += gone
+        self._cut_changed = True
+        if self._pending_tail and self._pending_tail[0].seq == seq:
+            self._pending_tail.popleft()  # never written
+        else:
+            self._trim_to = seq + 1
 
     def take(self, at: float) -> Pending:
         """The lines to write now (head and tail lines not yet written, the cut line when its count

@@ -71,6 +71,11 @@ class Capture:
         if self._token is not None:
             _current.reset(self._token)
 
+    @property
+    def silent(self) -> bool:
+        """Nothing written, not even a part of a line: nothing to end (the common run's fast path)."""
+        return self._bounded is None and not self._partial
+
     def line(self, stream: Stream, text: str) -> None:
         """One whole line (a log record, an http response's status)."""
         with self._lock:
@@ -84,9 +89,8 @@ class Capture:
             if len(rest) >= LINE_BYTES:  # no newline for that long: taken as a line, memory stays bounded
                 lines.append(rest)
                 rest = ""
-            at = time.time()
-            for line in lines:
-                self._add(at, stream, line)
+            if lines:
+                self._add_many(time.time(), stream, lines)
             if rest:
                 self._partial[stream] = rest
 
@@ -98,14 +102,17 @@ class Capture:
         self.write(stream, decoder.decode(data))
 
     def _add(self, at: float, stream: Stream, text: str) -> None:
+        self._add_many(at, stream, [text])
+
+    def _add_many(self, at: float, stream: Stream, texts: list[str]) -> None:
         bounded = self._bounded
         if bounded is None:
             bounded = self._bounded = Bounded(self._writer.bounds, self.secrets)
         if bounded.bounds.off:
             return
         first = not bounded.next_seq
-        bounded.add(at, stream, text)
-        self._pending_bytes += len(text)
+        bounded.add_many(at, stream, texts)
+        self._pending_bytes += sum(map(len, texts))
         if first:
             self._writer.watch(self)
         elif self._pending_bytes >= FLUSH_BYTES:
@@ -147,9 +154,9 @@ class Writer:
         return Capture(self, run_id, tick, secrets)
 
     async def end(self, capture: Capture) -> None:
-        """The run ended: wait until its last lines are written (at once when it wrote none), at
-        most END_WAIT_S: the outcome is recorded whatever became of the output (even when this
-        task is cancelled meanwhile, by a drain)."""
+        """The run ended: wait until its last lines are written, at most END_WAIT_S: the outcome is
+        recorded whatever became of the output (even when this task is cancelled meanwhile, by a
+        drain). A run that wrote nothing (`Capture.silent`) need not come here."""
         if not capture._end():
             return
         ended = capture._ended = asyncio.get_running_loop().create_future()

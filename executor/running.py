@@ -110,7 +110,7 @@ async def run_under_timeout(flight: InFlight, env: kinds.Env, node_id: str) -> O
         if flight.force is not None:
             flight.force.cancel()
         metrics.RUNS_IN_FLIGHT.dec()
-    if writer is not None and capture is not None:
+    if writer is not None and capture is not None and not capture.silent:
         await writer.end(capture)  # its last lines written before its outcome: readers find them all
     if flight.lost:
         return None

@@ -54,3 +54,23 @@ def test_a_bound_of_zero_keeps_nothing() -> None:
     out = Bounded(Bounds(max_lines=0, max_bytes=1000))
     out.add(0.0, "stdout", "x")
     assert not out.pending and out.next_seq == 0
+
+
+def test_many_lines_at_once_keep_and_count_what_one_at_a_time_does() -> None:
+    chunks = [[f"a{i}" for i in range(3)], [f"b{i}" for i in range(40)], ["c0"], [f"d{i}" for i in range(25)]]
+    single, many = Bounded(Bounds(10, 100_000)), Bounded(Bounds(10, 100_000))
+    written: dict[str, dict[int, str]] = {"single": {}, "many": {}}
+    for chunk in chunks:
+        for text in chunk:
+            single.add(0.0, "stdout", text)
+        many.add_many(0.0, "stdout", chunk)
+        for name, out in (("single", single), ("many", many)):
+            taken = out.take(0.0)
+            kept = written[name]
+            if taken.trim is not None:
+                for seq in range(*taken.trim):
+                    kept.pop(seq, None)
+            kept.update({line.seq: line.text for line in taken.lines})
+    assert written["many"] == written["single"]
+    assert (many.cut_lines, many.cut_bytes, many.next_seq) == (single.cut_lines, single.cut_bytes, single.next_seq)
+    assert sorted(written["many"]) == [*range(6), *range(65, 70)]  # head 5, the cut line, tail 5
