@@ -10,11 +10,13 @@ from typing import Any
 
 import asyncpg
 import msgspec
+from aiohttp import web
 
 import cronos
 from cronos.settings import Settings
 from cronos.store import run_output
 from executor.service import Executor
+from tests.integration.http_server import serve
 from tests.integration.ledger_helpers import Harness
 
 SECRET = "s3cr3t-Value-0451"
@@ -125,3 +127,28 @@ async def test_a_shell_run_past_its_bound_keeps_head_and_tail_and_says_what_was_
     assert lines[51:] == [*(("stdout", f"line {i}") for i in range(4952, 5001)), ("stderr", "oops")]
     # Storage holds the bound, not what went past it: the lines that left the tail are gone.
     assert await harness.pool.fetchval("SELECT count(*) FROM run_output WHERE run_id = $1", run.id) == 101
+
+
+async def test_an_http_runs_output_is_its_responses_status_headers_and_body_head(
+    harness: Harness, settings: Settings
+) -> None:
+    async def handle(request: web.Request) -> web.StreamResponse:
+        headers = {"Set-Cookie": "session=c00kie-value", "X-Request-Id": "r-1"}
+        text = f"accepted\nwith {request.headers['X-Api-Key']}\n"
+        return web.Response(status=201, text=text, headers=headers)
+
+    runner, port = await serve(handle, "127.0.0.1")
+    try:
+        job = await harness.job(
+            kind="http", payload={"url": f"http://127.0.0.1:{port}/hook", "headers": {"X-Api-Key": SECRET}}
+        )
+        await harness.queue(job)
+        async with Executor(settings) as ex:
+            assert await ex.run_once() == {"completed": 1}
+    finally:
+        await runner.cleanup()
+    (run,) = await harness.runs(job)
+    lines = await lines_of(harness.pool, run.id)
+    assert lines[0] == ("http", f"POST http://127.0.0.1:{port}/hook -> HTTP 201 Created")
+    assert ("http", "Set-Cookie: ***") in lines and ("http", "X-Request-ID: r-1") in lines
+    assert lines[-2:] == [("http", "accepted"), ("http", "with ***")]
