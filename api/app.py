@@ -15,6 +15,7 @@ from api import (
     cluster,
     health,
     jobs_file,
+    output_follow,
     routes_backfill,
     routes_bulk,
     routes_calendars,
@@ -25,6 +26,7 @@ from api import (
     routes_groups,
     routes_job_health,
     routes_jobs,
+    routes_run_output,
     routes_run_views,
     routes_runs,
     routes_schedule,
@@ -54,6 +56,7 @@ ROUTES: tuple[Route, ...] = (
     *routes_runs.ROUTES,
     *routes_cancel.ROUTES,
     *routes_run_views.ROUTES,
+    *routes_run_output.ROUTES,
     *routes_ticks.ROUTES,
     *routes_calendars.ROUTES,
     *routes_groups.ROUTES,
@@ -128,6 +131,7 @@ def create_app(settings: Settings) -> web.Application:
     for route in (*ROUTES, openapi):
         added = app.router.add_route(route.method, route.path, route.handler, name=route.handler.__name__)
         app[ROUTE_SCOPES][added] = scope_of(route)
+    output_follow.setup(app, settings.database_url)
     app.on_response_prepare.append(hide_server)
     hide_server_default()
 

@@ -378,10 +378,10 @@ def _id_cursor(data: bytes) -> int:
         raise _bad_cursor() from None
 
 
-def query_limit(request: web.Request) -> int:
+def query_limit(request: web.Request, default: int = DEFAULT_LIMIT) -> int:
     raw = request.query.get("limit")
     if raw is None:
-        return DEFAULT_LIMIT
+        return default
     if not (len(raw) <= 3 and raw.isascii() and raw.isdigit()) or not 1 <= int(raw) <= MAX_LIMIT:
         raise InvalidInput("limit", f"must be an integer between 1 and {MAX_LIMIT}")
     return int(raw)

@@ -70,6 +70,8 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     allow_shell: bool = False
     shell_user: str = ""  # shell jobs run as this user (the executor must be root); empty: the executor's
     result_max_bytes: int = 4096
+    output_max_lines: int = 2000  # a run's stored output: its first and last halves kept (0: none kept)
+    output_max_bytes: int = 1_048_576  # ... and at most this much of it
     # observability
     metrics_port: int = 0
     # security (README "Security")
@@ -359,6 +361,16 @@ VARIABLES: dict[str, tuple[str, Callable[[str], Any], str]] = {
         "run `shell` jobs as this user (needs a root executor; empty: the executor's user, who can read its secrets)",
     ),
     "CRONOS_RESULT_MAX_BYTES": ("result_max_bytes", _int(0, 1_048_576), "bound of a stored result excerpt"),
+    "CRONOS_OUTPUT_MAX_LINES": (
+        "output_max_lines",
+        _int(0, 1_000_000),
+        "lines of a run's output kept: the first and last halves, the cut stated (0: no output kept)",
+    ),
+    "CRONOS_OUTPUT_MAX_BYTES": (
+        "output_max_bytes",
+        _int(0, 1_073_741_824),
+        "bytes of a run's output kept, the first and last halves (0: no output kept)",
+    ),
     "CRONOS_METRICS_PORT": ("metrics_port", _int(0, 65535), "/metrics, /livez, /readyz port (0: off)"),
     "CRONOS_API_HOST": (
         "api_host",

@@ -16,6 +16,7 @@ before the outcome is made (one place: `outcome_of`).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 import traceback
@@ -80,9 +81,14 @@ async def run_under_timeout(flight: InFlight, env: kinds.Env, node_id: str) -> O
     result: str | None = None
     failure: BaseException | None = None
     secrets = secret_values(run.kind, run.payload)
+    writer = env.output
+    capture = None
     try:
         flight.task = task
-        with bind_secrets(secrets):
+        with (
+            bind_secrets(secrets),
+            writer.capturing(run.id, run.scheduled_for, secrets) if writer else contextlib.nullcontext() as capture,
+        ):
             async with asyncio.timeout(run.timeout_s) as deadline:
                 result = await kinds.execute(run, env, flight.cancellation)
     except asyncio.CancelledError:  # heartbeat (lost), drain, or the executor going away
@@ -104,6 +110,8 @@ async def run_under_timeout(flight: InFlight, env: kinds.Env, node_id: str) -> O
         if flight.force is not None:
             flight.force.cancel()
         metrics.RUNS_IN_FLIGHT.dec()
+    if writer is not None and capture is not None and not capture.silent:
+        await writer.end(capture)  # its last lines written before its outcome: readers find them all
     if flight.lost:
         return None
     return outcome_of(flight, node_id, result, failure, (time.monotonic() - started) * 1000, secrets)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import importlib
 import logging
 import os
@@ -26,8 +27,10 @@ from cronos.clock import DbClock
 from cronos.errors import BackendUnavailable, ConfigError
 from cronos.keys import Keys
 from cronos.locks import TickLocks
+from cronos.run_output import Bounds
 from cronos.scripts import Scripts
 from cronos.settings import Settings
+from cronos.store import run_output
 from cronos.store.db import connect
 from cronos.store.runs import RunStore
 from cronos.stream import RunStream
@@ -38,6 +41,7 @@ from executor.health import BackendHealth, probe_backoff
 from executor.host_limits import HostLimiter
 from executor.http_client import guarded_session
 from executor.kinds import shell
+from executor.output import Writer, install
 
 log = logging.getLogger("cronos.executor")
 T = TypeVar("T")
@@ -66,6 +70,7 @@ class Executor:
         self._stopping = asyncio.Event()
         self.deps: Deps | None = None
         self.consumer: Consumer | None = None
+        self.output: Writer | None = None
 
     async def __aenter__(self) -> Self:
         try:
@@ -113,6 +118,10 @@ class Executor:
         stream = RunStream(client, keys, scripts, queues=settings.executor_queues)  # only these queues' jobs
         await self._until_up("redis", stream.ensure_group)
         store = RunStore(pool)
+        self._stack.enter_context(install())  # runs' print()s and log records to their output
+        output = self.output = Writer(
+            functools.partial(run_output.write, pool), Bounds(settings.output_max_lines, settings.output_max_bytes)
+        )
         # A backend's first claim statement is planned with cold caches (~30 ms here), all of it
         # start delay for the first burst: claim a run that does not exist (ids start at 1) now.
         await self._until_up("postgresql", lambda: store.claim([0], self.node_id, settings.run_lease_s))
@@ -124,7 +133,7 @@ class Executor:
             keys=keys,
             lease_s=settings.run_lease_s,
             lead_ms=settings.push_lead_ms,
-            env=kinds.Env(settings, http, HostLimiter(settings.http_host_limits)),
+            env=kinds.Env(settings, http, HostLimiter(settings.http_host_limits), output),
             store=store,
             stream=stream,
             tick_locks=TickLocks(scripts, self.node_id),
@@ -205,6 +214,8 @@ class Executor:
             beats = heartbeat.run(self.deps, self._redis, self.settings.executor_concurrency, done)
             group.create_task(beats, name="executor:heartbeat")
             group.create_task(cancels.listen(self.deps, self.settings.database_url, done), name="executor:cancels")
+            if self.output is not None:
+                group.create_task(self.output.run(done), name="executor:output")
             try:
                 await consumer.serve(group, self._stopping, burst=burst)
                 cancelled = await consumer.drain(self.settings.drain_timeout_s if not burst else 3600)

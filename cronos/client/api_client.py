@@ -8,10 +8,12 @@ library only: a command-line call needs no event loop.
 
 from __future__ import annotations
 
+import contextlib
+import http.client
 import urllib.error
 import urllib.request
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import urlencode, urlsplit
 
 import msgspec
@@ -21,6 +23,14 @@ from cronos.errors import CronosError
 
 TIMEOUT_S = 30.0
 PAGE = 500  # the API's largest page
+
+
+class Event(NamedTuple):
+    """One Server-Sent Event."""
+
+    name: str
+    id: str | None
+    data: str
 
 
 class ApiError(CronosError):
@@ -69,9 +79,37 @@ class ApiClient:
         self, method: str, path: str, body: Any = None, query: Mapping[str, str | int | None] | None = None
     ) -> Any:
         """The decoded JSON answer (None for 204); raises ApiError or ApiUnreachable."""
+        with self._open(method, path, body, query) as response:
+            raw = response.read()
+        return msgspec.json.decode(raw) if raw else None
+
+    def events(self, path: str, query: Mapping[str, str | int | None] | None = None) -> Iterator[Event]:
+        """The Server-Sent Events of a GET, as they arrive (the caller resumes when the stream breaks)."""
+        with self._open("GET", path, None, query, accept="text/event-stream") as response:
+            fields: dict[str, str] = {}
+            for raw in response:
+                line = raw.decode("utf-8", "replace").rstrip("\r\n")
+                if line:
+                    name, _, value = line.partition(":")
+                    if name:  # a line starting with ":" is a comment (a keepalive)
+                        fields[name] = value.removeprefix(" ")
+                    continue
+                if "data" in fields:
+                    yield Event(fields.get("event", "message"), fields.get("id"), fields["data"])
+                fields = {}
+
+    @contextlib.contextmanager
+    def _open(
+        self,
+        method: str,
+        path: str,
+        body: Any,
+        query: Mapping[str, str | int | None] | None,
+        accept: str = "application/json",
+    ) -> Iterator[Any]:
         params = {k: str(v) for k, v in (query or {}).items() if v is not None}
         url = self.base_url + path + (f"?{urlencode(params)}" if params else "")
-        headers = {"Accept": "application/json", "User-Agent": f"cronos-cli/{__version__}"}
+        headers = {"Accept": accept, "User-Agent": f"cronos-cli/{__version__}"}
         data = None
         if body is not None:
             data = msgspec.json.encode(body)
@@ -81,15 +119,14 @@ class ApiClient:
         request = urllib.request.Request(url, data=data, headers=headers, method=method)
         try:
             with self._opener.open(request, timeout=self._timeout_s) as response:
-                raw = response.read()
+                yield response
         except urllib.error.HTTPError as exc:
             raise _problem(exc.code, exc.read()) from None
-        except (urllib.error.URLError, TimeoutError, ConnectionError) as exc:
+        except (urllib.error.URLError, TimeoutError, ConnectionError, http.client.HTTPException) as exc:
             reason = getattr(exc, "reason", exc)
             raise ApiUnreachable(
                 f"cannot reach the API at {self._shown_url()}: {_one_line(str(reason))} (set CRONOS_API_URL)"
             ) from None
-        return msgspec.json.decode(raw) if raw else None
 
     def _shown_url(self) -> str:
         """The base URL without any user-info it may carry."""

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from cronos.client import backfill_cli, calendars_cli, labels_cli, runs_cli, trigger_cli
+from cronos.client import backfill_cli, calendars_cli, labels_cli, logs_cli, runs_cli, trigger_cli
 from cronos.client.api_client import ApiClient
 from cronos.client.cancel_cli import add_command as add_cancel
 from cronos.client.cancel_cli import cancel_run
@@ -114,6 +114,7 @@ def add_commands(sub: SubParsers, parser_class: type[argparse.ArgumentParser]) -
     run_actions.add_parser("get", help="one run with its error, traceback and result").add_argument("run", type=int)
     add_cancel(run_actions)
     runs_cli.add_retry(run_actions)
+    logs_cli.add_logs(run_actions)
     for parser in (*actions.choices.values(), *run_actions.choices.values()):
         parser.add_argument("--json", action="store_true", help="print the API's JSON (for scripts)")
 
@@ -256,6 +257,9 @@ def _runs(api: ApiClient, args: argparse.Namespace) -> tuple[Any, Callable[[Any]
 
 def run_command(args: argparse.Namespace, settings: Settings) -> int:
     api = client(settings)
+    if args.command == "runs" and args.action == "logs":  # its lines are printed as they come
+        logs_cli.logs(api, args)
+        return 0
     commands = {"jobs": _jobs, "runs": _runs, "calendars": calendars_cli.run, "blackouts": calendars_cli.run}
     answer, show = commands[args.command](api, args)
     print(_dump(answer) if args.json else show(answer))

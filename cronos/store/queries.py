@@ -1738,3 +1738,44 @@ ON CONFLICT (name) DO UPDATE SET run_limit = excluded.run_limit,
 RETURNING name, run_limit, created_at, updated_at, xmax = 0 AS created
 """
 GROUP_DELETE = "DELETE FROM concurrency_groups WHERE name = $1 RETURNING name"
+
+# --- run output (issue 39: cronos/run_output.py, cronos/store/run_output.py) ---------------------
+# Written by executors a flush at a time (every run's pending lines in one statement), never on the
+# claim or finish path. A repeated (run, seq) replaces the line: a cut line's count grows.
+OUTPUT_WRITE = """
+INSERT INTO run_output AS o (run_id, scheduled_for, seq, at, stream, line)
+SELECT * FROM unnest($1::bigint[], $2::timestamptz[], $3::int[], $4::timestamptz[], $5::text[], $6::text[])
+ON CONFLICT (run_id, seq, scheduled_for) DO UPDATE SET at = excluded.at, line = excluded.line
+"""
+# Lines that left a run's tail window: run $1[i], tick $2[i], seq in [$3[i], $4[i]).
+OUTPUT_TRIM = """
+DELETE FROM run_output o
+USING unnest($1::bigint[], $2::timestamptz[], $3::int[], $4::int[]) AS t(run_id, scheduled_for, lo, hi)
+WHERE o.run_id = t.run_id AND o.scheduled_for = t.scheduled_for AND o.seq >= t.lo AND o.seq < t.hi
+"""
+# Followers (api/output_follow.py) hear which runs wrote: $1 their ids, comma-separated.
+OUTPUT_CHANNEL = "cronos_output"
+OUTPUT_NOTIFY = f"SELECT pg_notify('{OUTPUT_CHANNEL}', $1)"
+# Run $1's state and up to $3 of its lines from number $2 on (no line: one row of NULLs; no run: none).
+OUTPUT_PAGE = """
+SELECT r.state, o.seq, o.at, o.stream, o.line
+FROM runs r
+LEFT JOIN LATERAL (
+    SELECT seq, at, stream, line FROM run_output
+    WHERE run_id = r.id AND scheduled_for = r.scheduled_for AND seq >= $2
+    ORDER BY seq LIMIT $3) o ON true
+WHERE r.id = $1
+ORDER BY o.seq
+"""
+# Partitions of run_output go with runs' (cronos/store/partitions.py), named alike, made the same way.
+OUTPUT_PARTITION_BUILD = PARTITION_BUILD.replace("LIKE runs", "LIKE run_output")
+OUTPUT_PARTITION_TAKE_DEFAULT = PARTITION_TAKE_DEFAULT.replace("runs_default", "run_output_default")
+OUTPUT_PARTITION_ATTACH = PARTITION_ATTACH.replace("TABLE runs", "TABLE run_output")
+OUTPUT_PARTITION_DROP = 'DROP TABLE IF EXISTS "{name}"'
+# The default partition's output past retention whose run is gone (DEFAULT_PURGE), $2 lines at a time.
+OUTPUT_DEFAULT_PURGE = """
+DELETE
+FROM run_output_default
+WHERE ctid IN (SELECT o.ctid FROM run_output_default o WHERE o.scheduled_for < $1
+    AND NOT EXISTS (SELECT 1 FROM runs_default r WHERE r.id = o.run_id) LIMIT $2)
+"""

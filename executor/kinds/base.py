@@ -14,6 +14,7 @@ import aiohttp
 
 from cronos.settings import Settings
 from executor.host_limits import HostLimiter
+from executor.output import Writer
 
 
 class RunFailed(Exception):
@@ -25,11 +26,13 @@ class RunFailed(Exception):
 
 @dataclass(frozen=True, slots=True)
 class Env:
-    """What every kind may use: settings, the executor's shared HTTP client and its per-host limits."""
+    """What every kind may use: settings, the executor's shared HTTP client and its per-host limits;
+    and where runs' output goes (None: kept nowhere)."""
 
     settings: Settings
     http: aiohttp.ClientSession
     hosts: HostLimiter = field(default_factory=HostLimiter)
+    output: Writer | None = None
 
 
 def excerpt(value: str | bytes | None, max_bytes: int) -> str | None:

@@ -32,11 +32,11 @@ from yarl import URL
 
 from cronos.netguard import host_literal_refusal
 from cronos.payloads import HttpPayload, explain
-from cronos.redact import is_hidden, redact_payload, redact_url
+from cronos.redact import SECRET, is_hidden, redact_payload, redact_url
 from cronos.secret_bounds import Place, moved, place_of
 from cronos.store.runs import ClaimedRun
 from cronos.tasks import Cancellation, idempotency_key
-from executor import webhooks
+from executor import output, webhooks
 from executor.host_limits import HostWaitEnded
 from executor.http_client import PREFIX, guard_refusal
 from executor.kinds.base import Env, RunFailed, excerpt
@@ -57,6 +57,19 @@ def identity_headers(run: ClaimedRun) -> dict[str, str]:
         "X-Cronos-Attempt": str(run.attempt),
         "Idempotency-Key": idempotency_key(run.job_id, run.scheduled_for),
     }
+
+
+def _to_output(response: aiohttp.ClientResponse, method: str, url: str, body: str) -> None:
+    """The response as lines of the run's output: its status, its headers (those cronos.redact
+    hides shown as SECRET) and the head of its body (the result excerpt's)."""
+    lines = output.current()
+    if lines is None:
+        return
+    lines.line("http", f"{method} {redact_url(url)} -> HTTP {response.status} {response.reason or ''}".rstrip())
+    for name, value in response.headers.items():
+        lines.line("http", f"{name}: {SECRET if is_hidden(name, value) else value}")
+    if body:
+        lines.write("http", body if body.endswith("\n") else body + "\n")
 
 
 def status_expected(status: int, expect: list[int] | int | None) -> bool:
@@ -233,6 +246,7 @@ async def run(run: ClaimedRun, env: Env, cancellation: Cancellation) -> str | No
                         shown = str(url)
                         continue
                     content = await response.content.read(max_bytes + 1)
+                    _to_output(response, method, shown, excerpt(content, max_bytes) or "")
             except aiohttp.ClientError as exc:
                 refused = guard_refusal(exc)
                 if refused is not None:

@@ -66,6 +66,7 @@ from cronos.payloads import ShellPayload
 from cronos.settings import Settings
 from cronos.store.runs import ClaimedRun
 from cronos.tasks import Cancellation
+from executor import output
 from executor.kinds import leftovers
 from executor.kinds.base import Capture, Env, RunFailed
 from executor.kinds.launcher import prctl
@@ -165,7 +166,7 @@ async def run(run: ClaimedRun, env: Env, cancellation: Cancellation) -> str | No
     try:
         try:
             transport, child = await loop.subprocess_exec(
-                lambda: _Child(loop, limit),
+                lambda: _Child(loop, limit, output.current()),
                 *launcher_argv(payload.argv, status_w, os.getpid(), user),
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE,
@@ -221,16 +222,21 @@ def _status(fd: int) -> str:
 
 
 class _Child(asyncio.SubprocessProtocol):
-    """Feeds the pipes into their captures; tells when the child exited and when both pipes ended."""
+    """Feeds the pipes into their captures (the result's excerpt, and the run's output line by line);
+    tells when the child exited and when both pipes ended."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, limit: int) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, limit: int, lines: output.Capture | None) -> None:
         self.output = {STDOUT: Capture(limit), STDERR: Capture(limit)}
+        self.lines = lines
         self.exited: asyncio.Future[None] = loop.create_future()
         self.drained: asyncio.Future[None] = loop.create_future()
         self._open = {STDOUT, STDERR}
 
     def pipe_data_received(self, fd: int, data: bytes | str) -> None:
-        self.output[fd].feed(data if isinstance(data, bytes) else data.encode())
+        raw = data if isinstance(data, bytes) else data.encode()
+        self.output[fd].feed(raw)
+        if self.lines is not None:
+            self.lines.feed("stdout" if fd == STDOUT else "stderr", raw)
 
     def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
         self._open.discard(fd)

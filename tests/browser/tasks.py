@@ -35,3 +35,6 @@ async def slow(payload: dict[str, Any], ctx: cronos.RunContext) -> dict[str, Any
     except TimeoutError:
         return {"done": True}
     return {"done": False, "cancelled": True}
+
+
+from tests.cluster import output_tasks  # noqa: E402, F401  out.gated: the run page's live output

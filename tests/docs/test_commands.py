@@ -173,6 +173,13 @@ def _intervals_ran(url: str) -> None:
     assert len(runs) >= 3 and all(s % 2000 == 0 or s % 3000 == 0 for s in seconds), runs
 
 
+def _output_kept(url: str) -> None:
+    """docs/run-output.md: the report run's log and print lines, in the order written."""
+    done = block_until(lambda: _ran(url, 1), timeout=30, what="the report run")
+    lines = [line["line"] for line in _get(f"{url}/api/runs/{done['id']}/output")["lines"]]
+    assert lines[:2] == ["INFO cronos.task.report: exporting orders", "orders: done"] and len(lines) == 6, lines
+
+
 # What a page's commands should have done, beyond each one succeeding.
 AFTERWARDS: dict[str, Callable[[str], None]] = {
     "README.md": _readme_told,
@@ -185,6 +192,7 @@ AFTERWARDS: dict[str, Callable[[str], None]] = {
     "docs/labels.md": _labelled,
     "docs/concurrency-groups.md": _grouped,
     "docs/intervals.md": _intervals_ran,
+    "docs/run-output.md": _output_kept,
 }
 
 

@@ -215,7 +215,9 @@ def test_the_api_keeps_the_promises_of_its_openapi_document(settings: Settings) 
         assert created.status_code == 201, created.text
         auth = {"Authorization": f"Bearer {created.json()['token']}"}
         schema = _schema(base, live)
-        operations = [result.ok() for result in schema.get_all_operations()]
+        # A follow streams until its run ends, and the run here never starts: tested on its own
+        # (tests/integration/test_api_run_output.py).
+        operations = [result.ok() for result in schema.get_all_operations() if not result.ok().path.endswith("/follow")]
         assert len(operations) >= 20
         # Ids that exist, so operations on one job or run get past 404 too; deletes go last.
         job = requests.post(f"{base}/api/jobs", json={"name": "target", "cron_expression": "@daily",

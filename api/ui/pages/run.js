@@ -5,8 +5,10 @@ import { runsTable, startDelay } from "./job.js";
 import { groupRow } from "./groups.js";
 import { cancelButton } from "./run_cancel.js";
 import { retryButton } from "./run_retry.js";
+import { runOutput } from "./run_output.js";
 
 export async function runPage(main, [id], alive) {
+  const output = runOutput(id, alive); // kept across refreshes: its lines grow as they come
   async function refresh() {
     const run = await get(`/api/runs/${id}`);
     // The attempts of one tick share (job, scheduled_for); they are among the job's newest runs.
@@ -40,8 +42,10 @@ export async function runPage(main, [id], alive) {
         h("pre", { class: "traceback", id: "traceback", tabindex: "0" }, run.traceback)) : null,
       run.result ? h("section", { "aria-labelledby": "res-h" }, h("h2", { id: "res-h" }, "Result (excerpt)"),
         h("pre", { class: "payload", tabindex: "0" }, run.result)) : null,
+      output.section,
       h("section", { "aria-labelledby": "chain-h" }, h("h2", { id: "chain-h" }, "Attempts of this tick"),
         runsTable(chain.length ? chain : [run])));
+    await output.update(run);
     return run;
   }
   const run = await refresh();
