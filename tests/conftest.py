@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -16,6 +17,20 @@ from cronos.store.db import connect, migrate
 from tests.services import Services, key_prefix_of_its_own, provide_services, with_database
 
 TEMPLATE = f"cronos_tpl_{os.getpid()}"
+
+
+@pytest.fixture(autouse=True)
+def root_logging_kept() -> Iterator[None]:
+    """A test that runs a role or the CLI in this process (cronos.logs.setup_logging) leaves the root
+    logger writing to the stderr pytest captured for it, closed once that test ends; every later
+    record then prints "--- Logging error ---" to stderr, where a run's output capture takes it for the
+    run's own (tests/integration/test_run_output.py in the whole suite). Each test gets back the root
+    logger it started with."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
 
 
 @pytest.fixture(scope="session")
