@@ -1755,7 +1755,7 @@ WHERE o.run_id = t.run_id AND o.scheduled_for = t.scheduled_for AND o.seq >= t.l
 """
 # Followers (api/output_follow.py) hear which runs wrote: $1 their ids, comma-separated.
 OUTPUT_CHANNEL = "cronos_output"
-OUTPUT_NOTIFY = f"SELECT pg_notify('{OUTPUT_CHANNEL}', $1)"
+OUTPUT_NOTIFY = "SELECT pg_notify('cronos_output', $1)"
 # Run $1's state and up to $3 of its lines from number $2 on (no line: one row of NULLs; no run: none).
 OUTPUT_PAGE = """
 SELECT r.state, o.seq, o.at, o.stream, o.line
@@ -1768,9 +1768,16 @@ WHERE r.id = $1
 ORDER BY o.seq
 """
 # Partitions of run_output go with runs' (cronos/store/partitions.py), named alike, made the same way.
-OUTPUT_PARTITION_BUILD = PARTITION_BUILD.replace("LIKE runs", "LIKE run_output")
-OUTPUT_PARTITION_TAKE_DEFAULT = PARTITION_TAKE_DEFAULT.replace("runs_default", "run_output_default")
-OUTPUT_PARTITION_ATTACH = PARTITION_ATTACH.replace("TABLE runs", "TABLE run_output")
+OUTPUT_PARTITION_BUILD = 'CREATE TABLE "{name}" (LIKE run_output INCLUDING DEFAULTS INCLUDING CONSTRAINTS)'
+OUTPUT_PARTITION_TAKE_DEFAULT = """
+WITH moved AS (DELETE FROM run_output_default WHERE scheduled_for >= $1 AND scheduled_for < $2 RETURNING *)
+INSERT INTO "{name}"
+SELECT *
+FROM moved
+"""
+OUTPUT_PARTITION_ATTACH = """
+ALTER TABLE run_output ATTACH PARTITION "{name}" FOR VALUES FROM ('{lower}') TO ('{upper}')
+"""
 OUTPUT_PARTITION_DROP = 'DROP TABLE IF EXISTS "{name}"'
 # The default partition's output past retention whose run is gone (DEFAULT_PURGE), $2 lines at a time.
 OUTPUT_DEFAULT_PURGE = """

@@ -22,6 +22,14 @@ def test_job_writes_take_the_writable_fields_in_their_order() -> None:
 def test_every_notification_goes_to_the_jobs_channel() -> None:
     for name in ("NOTIFY", "NOTIFY_EACH"):
         assert f"pg_notify('{q.JOBS_CHANNEL}'" in getattr(q, name)
+    assert f"pg_notify('{q.OUTPUT_CHANNEL}'" in q.OUTPUT_NOTIFY
+
+
+def test_output_partitions_are_made_as_the_runs_partitions_are() -> None:
+    # Written out, as every statement is; the same statements but for the table they name.
+    assert q.PARTITION_BUILD.replace("LIKE runs", "LIKE run_output") == q.OUTPUT_PARTITION_BUILD
+    assert q.PARTITION_TAKE_DEFAULT.replace("runs_default", "run_output_default") == q.OUTPUT_PARTITION_TAKE_DEFAULT
+    assert q.PARTITION_ATTACH.replace("TABLE runs", "TABLE run_output") == q.OUTPUT_PARTITION_ATTACH.strip()
 
 
 def test_every_statement_is_written_out_not_built_from_fragments() -> None:
