@@ -169,7 +169,10 @@ def _schema(base: str, live: Settings) -> Any:
         if isinstance(body, dict) and (body.get("calendars") or "until" in body or not _rules_fit(ctx, body)):
             return False  # calendars that exist, a future `until`, one form of window: test_calendars covers them
         if ctx.operation is not None and ctx.operation.path.endswith("/backfill"):
-            return _backfill_range_ok(body)  # `from` before `to`, in the past: the clock's; test_backfill
+            # `from` before `to`, in the past: the clock's; a pace within CRONOS_BACKFILL_MAX_PER_S,
+            # a setting no schema knows: test_backfill covers both.
+            pace = body.get("pace") if isinstance(body, dict) else None
+            return _backfill_range_ok(body) and (not isinstance(pace, int | float) or pace <= live.backfill_max_per_s)
         payload = body.get("payload") if isinstance(body, dict) else None
         url = payload.get("url") if isinstance(payload, dict) else None
         if ctx.operation is not None and ctx.operation.path.startswith("/api/channels") and isinstance(body, dict):
