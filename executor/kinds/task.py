@@ -12,7 +12,7 @@ from datetime import timedelta
 
 import msgspec
 
-from cronos import metrics, tasks
+from cronos import metrics, tasks, traces
 from cronos.store.runs import ClaimedRun
 from cronos.tasks import Cancellation
 from executor.kinds.base import Env, RunFailed, excerpt
@@ -35,6 +35,7 @@ async def run(run: ClaimedRun, env: Env, cancellation: Cancellation) -> str | No
         logger=logging.getLogger(f"cronos.task.{action}"),
         deadline=run.started_at + timedelta(seconds=run.timeout_s),
         cancellation=cancellation,
+        traceparent=traces.TRACEPARENT.get(),
     )
     value = await tasks.call(fn, dict(run.payload), ctx, on_overrun=_overrun)
     if value is None:
