@@ -24,6 +24,7 @@ class JobEventKind(StrEnum):
     NO_SUCCESS = "no_success"  # no success within the job's `success_every` period
     SKIPPED = "skipped"  # a tick ended skipped, with its reason
     CANCELLED = "cancelled"  # a run was cancelled, by whom
+    PAUSED_BY_BREAKER = "paused_by_breaker"  # paused itself after failing too often in a row
 
 
 @dataclass(frozen=True, slots=True)

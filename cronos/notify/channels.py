@@ -33,7 +33,16 @@ from cronos.webhooks import SECRET_PREFIX
 
 ChannelKind = Literal["webhook", "slack", "email"]
 EventKind = Literal[
-    "failed", "recovered", "missed", "late_start", "overran", "too_fast", "no_success", "skipped", "cancelled"
+    "failed",
+    "recovered",
+    "missed",
+    "late_start",
+    "overran",
+    "too_fast",
+    "no_success",
+    "skipped",
+    "cancelled",
+    "paused_by_breaker",
 ]
 assert set(EventKind.__args__) == set(EVENT_KINDS)  # type: ignore[attr-defined]  # one list of kinds
 

@@ -30,6 +30,7 @@ _HEADLINES = {
     "no_success": "{job} has not succeeded in its period",
     "skipped": "{job} skipped a tick",
     "cancelled": "{job} was cancelled",
+    "paused_by_breaker": "{job} was paused by its circuit breaker",
     TEST: "Test notification from Cronos",
 }
 # Whitespace other than a space (line and paragraph separators, tabs, NEL...): a name shown on one line.
