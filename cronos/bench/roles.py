@@ -60,11 +60,13 @@ class Roles:
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self, executors: int) -> None:
+    def start(self, executors: int, imports: tuple[str, ...] = ()) -> None:
+        """The roles; the executors load cronos.bench.counter's task and those of `imports`."""
         self._spawn("api", ["api"], PORT=str(self.port))
         self._spawn("dispatcher", ["dispatcher"])
+        loads = [arg for module in ("cronos.bench.counter", *imports) for arg in ("--import", module)]
         for i in range(1, executors + 1):
-            self._spawn(f"executor-{i}", ["executor", "--import", "cronos.bench.counter"])
+            self._spawn(f"executor-{i}", ["executor", *loads])
 
     @property
     def executor_node_ids(self) -> list[str]:
