@@ -52,6 +52,10 @@ def test_the_editor_warns_as_the_schedule_is_typed(browser: Any, stack: Stack) -
     wait(driver, lambda d: _codes(d) == ["days_ored"], what="the ORed days warning")
     assert "0 9 * * 1#1" in text(driver, "#schedule-warnings")
     _shot(driver, "form-warnings")
+    _type(driver, "#cron_expression", "5/10 * * * *")  # n/step (issue 40): accepted, and said in full
+    wait(driver, lambda d: _codes(d) == ["step_from"], what="the n/step warning")
+    assert text(driver, "#description") == "at minute 5-59/10"
+    assert "means `5-59/10`: minute 5, 15, 25, 35, …, 55" in text(driver, "#schedule-warnings")
     _type(driver, "#cron_expression", "*/5 * * * *")
     wait(driver, lambda d: not find_all(d, "#schedule-warnings") and "every 5 minutes" in text(d, "#description"))
 
