@@ -178,7 +178,8 @@ def _wrapped(first: int, last: int, step: int, field: Field) -> tuple[set[int], 
 def _item(part: str, field: Field, token: str) -> set[int]:
     """One list item: ``*``, ``v``, ``a-b``, each optionally ``/step``."""
     if _HASHED.fullmatch(part):
-        raise _fail(f"{field.name} field {token!r}: H and R values are not supported")
+        why = "R (random) is not supported, jitter_s is" if part[0] in "Rr" else "H is a job's, hashed from its name"
+        raise _fail(f"{field.name} field {token!r}: {why}")
     span, slash, step_text = part.partition("/")
     step = _step(step_text, field) if slash else 1
     if slash and _VALUE.fullmatch(span):  # n/step: from n to the field's end (see from_step)

@@ -36,6 +36,7 @@ from cronos.cron_fields import (
 )
 from cronos.dst import segment
 from cronos.errors import InvalidSchedule
+from cronos.hashed import described
 from cronos.schedule import NEVER_AT, parse_schedule
 from cronos.schedule_window import NextAfter
 
@@ -62,6 +63,7 @@ class Code(StrEnum):
     DST_GAP = "dst_gap"  # a named wall time is skipped by spring-forward
     DST_FOLD = "dst_fold"  # a named wall time happens twice at fall-back
     HERD = "herd"  # many active jobs start in the same minute
+    HASHED = "hashed"  # H: the values this job's name picks (cronos.hashed)
 
 
 class LintWarning(msgspec.Struct, frozen=True, kw_only=True):
@@ -356,6 +358,21 @@ def herd_warning(
         "UTC: they all hit the executors and their targets at once",
         suggestion="spread them: give the job a `jitter_s` (e.g. 30) or another minute (e.g. `7` instead of `0`); "
         "the console's Fleet page shows the busy minutes",
+    )
+
+
+# --- H -----------------------------------------------------------------------------------
+
+
+def hash_note(written: str, name: str) -> LintWarning | None:
+    """What each `H` of the expression as `written` is for the job `name` (None without one)."""
+    said = described(written, name) if written else None
+    if said is None:
+        return None
+    return LintWarning(
+        code=Code.HASHED,
+        message=said,
+        suggestion="to spread jobs that share this expression, let each keep its own `H`; renaming the job moves it",
     )
 
 

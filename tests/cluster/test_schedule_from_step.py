@@ -4,26 +4,16 @@ CLI that creates one says what the step means."""
 
 from __future__ import annotations
 
-import json
-import urllib.request
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.cluster.cli_api import api_process, cli, get, ok
+from tests.cluster.cli_api import api_process, cli, get, ok, post
 from tests.services import Services
 from tests.waiting import block_until
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(120)]
-
-
-def _post(url: str, path: str, body: dict[str, Any]) -> Any:
-    request = urllib.request.Request(
-        url + path, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}, method="POST"
-    )
-    with urllib.request.urlopen(request, timeout=10) as resp:
-        return json.loads(resp.read())
 
 
 def test_a_job_with_n_step_runs_from_n_by_step(
@@ -31,7 +21,7 @@ def test_a_job_with_n_step_runs_from_n_by_step(
 ) -> None:
     dev = ("dev", "--import", "tests.cluster.tasks")
     with api_process(tmp_path, database_url, key_prefix, *dev, REDIS_URL=services.redis_url) as url:
-        job = _post(url, "/api/jobs", {"name": "from-step", "cron_expression": "3/5 * * * * *",
+        job = post(url, "/api/jobs", {"name": "from-step", "cron_expression": "3/5 * * * * *",
                                         "payload": {"action": "noop"}})  # fmt: skip
         assert "step_from" in [w["code"] for w in job["warnings"]]
 
