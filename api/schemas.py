@@ -52,7 +52,9 @@ Expression = Annotated[
         min_length=1,
         max_length=256,
         description="5-field cron, 6-field cron with seconds first, @hourly/@daily/@weekly/@monthly/@yearly,"
-        " or @never (no fire time: a job run only by hand or after its parents)",
+        " or @never (no fire time: a job run only by hand or after its parents). `n/step` is `n-max/step`;"
+        " in a job's schedule `H`, `H(a-b)`, `H/n` stand for values its name picks, spreading jobs that"
+        " share an expression (docs/spread.md)",
         examples=["*/5 * * * *"],
         extra_json_schema={"format": "cron", **_NO_NUL},
     ),

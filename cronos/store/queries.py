@@ -1415,12 +1415,13 @@ ORDER BY p.id
 # $2) and those within the window, at most $4 of these. `changes` holds only the schedule fields
 # the revision set (read only from a revision that set one: a payload is never detoasted for the
 # rest); the one in force at the start gets its fields from TICK_SCHEDULE_AT. The window's rows and
-# the one before it are found through job_revisions_job_at. $1 job id.
+# the one before it are found through job_revisions_job_at. $1 job id. The name is one of them: it
+# picks the values of an `H` (cronos.hashed).
 TICK_REVISIONS = """
 SELECT job_id, number, kind, at, actor, status, fields,
-    CASE WHEN fields && ARRAY['cron_expression', 'timezone', 'every', 'anchor']
+    CASE WHEN fields && ARRAY['cron_expression', 'timezone', 'every', 'anchor', 'name']
         THEN (SELECT coalesce(jsonb_object_agg(key, value), '{}'::jsonb) FROM jsonb_each(changes)
-              WHERE key IN ('cron_expression', 'timezone', 'every', 'anchor'))
+              WHERE key IN ('cron_expression', 'timezone', 'every', 'anchor', 'name'))
         ELSE '{}'::jsonb END AS changes
 FROM job_revisions
 WHERE job_id = $1 AND (number = 1
@@ -1443,6 +1444,9 @@ SELECT coalesce((SELECT jsonb_build_object('cron_expression', changes -> 'cron_e
                  ORDER BY number DESC LIMIT 1), '{}'::jsonb)
     || coalesce((SELECT jsonb_build_object('anchor', changes -> 'anchor') FROM job_revisions
                  WHERE job_id = $1 AND number <= $2 AND 'anchor' = ANY(fields)
+                 ORDER BY number DESC LIMIT 1), '{}'::jsonb)
+    || coalesce((SELECT jsonb_build_object('name', changes -> 'name') FROM job_revisions
+                 WHERE job_id = $1 AND number <= $2 AND 'name' = ANY(fields)
                  ORDER BY number DESC LIMIT 1), '{}'::jsonb)
 """
 # How far the ledger is written for the job (its cursor); no row: the job was deleted.
@@ -1625,6 +1629,15 @@ FROM jobs
 WHERE status = 'active' AND cron_expression IS NOT NULL AND run_at IS NULL
 GROUP BY cron_expression, timezone, jitter_s
 ORDER BY count(*) DESC, cron_expression, timezone, jitter_s
+"""
+
+# The jobs of the groups above whose expressions have an `H` ($1): each job's name picks its values
+# (cronos.hashed), so these are walked name by name. Ids and names in the same (id) order.
+FLEET_HASHED_JOBS = """
+SELECT cron_expression, timezone, jitter_s, array_agg(id ORDER BY id) AS ids, array_agg(name ORDER BY id) AS names
+FROM jobs
+WHERE status = 'active' AND run_at IS NULL AND cron_expression = ANY($1::text[])
+GROUP BY cron_expression, timezone, jitter_s
 """
 
 # --- concurrency groups (cronos.store.groups; migration 0036) -----------------------------------
