@@ -8,7 +8,8 @@ All roles in one process (as `cronos dev` runs them) share this registry, so one
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping
+import fnmatch
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
@@ -257,6 +258,44 @@ JOB_LAST_SUCCESS, JOB_CONSECUTIVE_FAILURES = _job_gauges(())
 JOB_METRICS_DROPPED = Gauge(
     "cronos_job_metrics_dropped",
     "Jobs matching CRONOS_JOB_METRICS_JOBS beyond CRONOS_JOB_METRICS_MAX: not exported per job (leader)",
+    registry=REGISTRY,
+)
+
+
+def job_allowed(name: str, names: Sequence[str]) -> bool:
+    """CRONOS_JOB_METRICS_JOBS' meaning (`*` and `?` globs): empty allows every job."""
+    return not names or any(fnmatch.fnmatchcase(name, n) for n in names)
+
+
+# What each run's work used (cronos.run_usage), per job, observed by the executor that ran it:
+# CRONOS_JOB_METRICS_JOBS picks the jobs, and each executor process gives series to the first
+# CRONOS_JOB_METRICS_MAX of them it runs (executor.usage_metrics); the runs of the others are counted.
+_CPU_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 60, 300, 1800, 3600)
+_RSS_BUCKETS = tuple(float(2**n) for n in range(22, 36, 2))  # 4 MiB to 16 GiB, by four
+JOB_RUN_WALL = Histogram(
+    "cronos_job_run_wall_seconds",
+    "Wall time of each run's work, per job (executor; capped, see cronos_job_run_usage_dropped_total)",
+    ["job_name"],
+    buckets=_DURATION_BUCKETS,
+    registry=REGISTRY,
+)
+JOB_RUN_CPU = Histogram(
+    "cronos_job_run_cpu_seconds",
+    "CPU time of each shell and task run's work (user + system), per job (executor; capped)",
+    ["job_name"],
+    buckets=_CPU_BUCKETS,
+    registry=REGISTRY,
+)
+JOB_RUN_MAX_RSS = Histogram(
+    "cronos_job_run_max_rss_bytes",
+    "Peak resident memory of each shell run's largest process, per job (executor; capped)",
+    ["job_name"],
+    buckets=_RSS_BUCKETS,
+    registry=REGISTRY,
+)
+JOB_RUN_USAGE_DROPPED = Counter(
+    "cronos_job_run_usage_dropped_total",
+    "Runs whose usage this executor did not export per job: their job came after CRONOS_JOB_METRICS_MAX others",
     registry=REGISTRY,
 )
 

@@ -19,7 +19,6 @@ a cap and an allow-list) are set from the health rows every `metrics_interval_s`
 
 from __future__ import annotations
 
-import fnmatch
 import logging
 import time
 from collections import defaultdict
@@ -59,11 +58,6 @@ def like_patterns(names: Sequence[str]) -> list[str]:
         escaped = name.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
         out.append(escaped.replace("*", "%").replace("?", "_"))
     return out
-
-
-def allowed(name: str, names: Sequence[str]) -> bool:
-    """The allow-list's meaning (for tests and docs): empty allows every job."""
-    return not names or any(fnmatch.fnmatchcase(name, n) for n in names)
 
 
 class Evaluator:

@@ -17,8 +17,9 @@ from cronos.health import (
     overrun_limit_s,
     verdict,
 )
+from cronos.metrics import job_allowed as allowed
 from cronos.models import Expectations
-from dispatcher.health import allowed, like_patterns
+from dispatcher.health import like_patterns
 
 T0 = datetime(2026, 6, 1, tzinfo=UTC)
 
