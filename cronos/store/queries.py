@@ -1093,12 +1093,28 @@ FROM unnest($1::bigint[]) AS f(job_id)
 CROSS JOIN LATERAL (SELECT id, finished_at FROM (SELECT id, state, finished_at FROM runs WHERE job_id = f.job_id
     ORDER BY id DESC LIMIT $2) recent WHERE state = 'completed' LIMIT 1) c
 """
-# The jobs with expectations (jobs_expecting), each with how far its runs were judged.
+# The jobs with expectations (jobs_expecting) and the jobs $1 (their channels ask for run events:
+# HEALTH_ANNOUNCING_JOBS), each with how far its runs were judged.
 HEALTH_EXPECTING = """
 SELECT j.id AS job_id, j.expectations, j.revision, j.status, j.updated_at, coalesce(h.judged_run_id, 0) AS judged_run_id
 FROM jobs j
 LEFT JOIN job_health h ON h.job_id = j.id
-WHERE j.expectations IS NOT NULL
+WHERE j.expectations IS NOT NULL OR j.id = ANY($1::bigint[])
+"""
+# The enabled channels that ask for run events (started, completed, ended: cronos.events.RUN_KINDS),
+# with their scopes: a handful of rows, none for a cluster whose channels ask for none.
+HEALTH_ANNOUNCING_CHANNELS = """
+SELECT job_ids, queues, selector, events
+FROM notification_channels
+WHERE enabled AND events && ARRAY['started', 'completed', 'ended']
+"""
+# The jobs one such channel may hear of: every job ($1), or the jobs $2, the jobs of the queues $3 and
+# those whose labels match the path $4 (cronos.selectors.jsonpath; NULL: none). The router decides
+# exactly (cronos.notify.rules.applies): this only picks the jobs whose runs the evaluator reads.
+HEALTH_ANNOUNCING_JOBS = """
+SELECT id
+FROM jobs
+WHERE $1 OR id = ANY($2::bigint[]) OR queue = ANY($3::text[]) OR coalesce(labels @@ $4::jsonpath, false)
 """
 # Runs of the jobs $1 after the run ids $2, at most $3 a job, by id (runs_job_newest); a job never
 # judged ($2 = 0) starts from its newest $3 runs, not from its whole history.
