@@ -12,8 +12,9 @@ by its launcher once every one of them was reaped (`RUSAGE_CHILDREN`: the launch
 child): the command, what it started, what it orphaned. `max_rss_bytes` is the peak resident
 memory of the largest of them (Linux counts the memory a process had before it ran the command,
 so a tiny command shows the launcher's few megabytes). A task's CPU is measured in the thread
-that runs its code: a plain function's worker thread from its call to its return; an async
-function's steps on the event loop, each timed (`time.thread_time`), so other runs sharing the
+that runs its code: a plain function's worker thread CPU clock from its call to its return; for
+an async function, the time its own steps held the event loop (each step timed: on the loop a step
+runs without yielding, so it is CPU, or a blocking call made in it), so other runs sharing the
 loop are not counted. What a task hands to other threads, processes or asyncio tasks is not.
 """
 

@@ -4,9 +4,10 @@ A plain function runs in a thread, which nothing can interrupt: cancelled (its t
 grace, a drain), it keeps its run running until it returns (cronos.tasks.call), reported here as
 overrunning (a warning, the cronos_runs_overrunning gauge).
 
-CPU time (cronos.run_usage): a plain function's is its worker thread's, from its call to its
-return; an async function's is the sum of its steps on the event loop (each `send` into its
-coroutine timed with the thread's CPU clock), so what other runs do on the loop meanwhile is not
+CPU time (cronos.run_usage): a plain function's is its worker thread's CPU clock, from its call
+to its return; an async function's is the time its own steps held the event loop (each `send`
+into its coroutine timed, by the loop's monotonic clock: a thread CPU clock read is a system call,
+twice a step, on the loop every run shares), so what other runs do on the loop meanwhile is not
 counted. Work it hands to another thread, process or asyncio task is not counted either.
 """
 
@@ -78,7 +79,7 @@ def metered(fn: TaskFn, meter: Meter) -> TaskFn:
 
 
 class _Steps:
-    """Awaits a coroutine as `await` would, timing each of its steps with this thread's CPU clock."""
+    """Awaits a coroutine as `await` would, timing each of its steps (the time it holds the loop)."""
 
     __slots__ = ("_coro", "_meter")
 
@@ -86,7 +87,7 @@ class _Steps:
         self._coro, self._meter = coro, meter
 
     def __await__(self) -> Generator[Any, Any, Any]:
-        coro, meter, clock = self._coro, self._meter, time.thread_time
+        coro, meter, clock = self._coro, self._meter, time.perf_counter
         spent = 0.0
         value: Any = None
         error: BaseException | None = None
