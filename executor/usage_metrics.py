@@ -10,7 +10,6 @@ memory series.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from cronos import metrics
 from cronos.run_usage import Usage
@@ -22,37 +21,27 @@ class JobUsage:
     def __init__(self, max_jobs: int, names: Sequence[str] = ()) -> None:
         self._max = max_jobs
         self._names = tuple(names)
-        self._series: dict[str, list[Any]] = {}  # name -> [wall, cpu, rss] children, each made when first used
+        self._admitted: set[str] = set()
         self._refused: set[str] = set()
 
     def observe(self, name: str, usage: Usage) -> None:
-        series = self._series.get(name)
-        if series is None:
-            series = self._admit(name)
-            if series is None:
-                return
-        _observe(series, 0, metrics.JOB_RUN_WALL, name, usage.wall_ms / 1000)
+        if name not in self._admitted and not self._admit(name):
+            return
+        metrics.JOB_RUN_WALL.observe(name, usage.wall_ms / 1000)
         if usage.cpu_ms is not None:
-            _observe(series, 1, metrics.JOB_RUN_CPU, name, usage.cpu_ms / 1000)
+            metrics.JOB_RUN_CPU.observe(name, usage.cpu_ms / 1000)
         if usage.max_rss_bytes is not None:
-            _observe(series, 2, metrics.JOB_RUN_MAX_RSS, name, usage.max_rss_bytes)
+            metrics.JOB_RUN_MAX_RSS.observe(name, usage.max_rss_bytes)
 
-    def _admit(self, name: str) -> list[Any] | None:
+    def _admit(self, name: str) -> bool:
         if name in self._refused:
-            return None
+            return False
         if not metrics.job_allowed(name, self._names):
             if len(self._refused) < _REFUSED_KEPT:
                 self._refused.add(name)
-            return None
-        if len(self._series) >= self._max:
+            return False
+        if len(self._admitted) >= self._max:
             metrics.JOB_RUN_USAGE_DROPPED.inc()
-            return None
-        series = self._series[name] = [None, None, None]
-        return series
-
-
-def _observe(series: list[Any], at: int, histogram: Any, name: str, value: float) -> None:
-    child = series[at]
-    if child is None:
-        child = series[at] = histogram.labels(name)
-    child.observe(value)
+            return False
+        self._admitted.add(name)
+        return True
