@@ -7,6 +7,7 @@ so an executor one release behind keeps working during a rolling deploy.
 from __future__ import annotations
 
 import msgspec
+from msgspec import UNSET, UnsetType
 
 TOKEN_VERSION = 1
 TOKEN_FIELD = b"t"
@@ -38,6 +39,9 @@ class RunToken(msgspec.Struct, frozen=True, kw_only=True, array_like=False):
     # A shell job's run: an executor without CRONOS_ALLOW_SHELL=1 leaves the token for one with it
     # (executor.routing), as for a missing action. False from an older leader: claimed as before.
     shell: bool = False
+    # UTC epoch ms when the leader wrote this tick, stamped only while traces are on
+    # (docs/tracing.md): the run's span starts there. Unset, it is not encoded at all.
+    written_ms: int | UnsetType = UNSET
 
 
 _encoder = msgspec.msgpack.Encoder()

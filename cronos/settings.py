@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 import msgspec
 from dotenv import dotenv_values
 
+from cronos import traces
 from cronos.errors import ConfigError, InvalidInput
 from cronos.host_limits import DEFAULT_HOST_LIMIT, HostLimit, parse_host_limits
 from cronos.models import DEFAULT_QUEUE, parse_queues
@@ -74,6 +75,10 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     output_max_bytes: int = 1_048_576  # ... and at most this much of it
     # observability
     metrics_port: int = 0
+    # traces of runs: "otlp" when OTEL_* settings turn them on (cronos.traces.exporter), "" when off;
+    # `otel`: those settings (the environment's over .env's), handed to the OpenTelemetry SDK
+    traces: str = ""
+    otel: tuple[tuple[str, str], ...] = ()
     # security (README "Security")
     # empty: 127.0.0.1 while protected mode is possible, else 0.0.0.0 (api.auth.listen_host);
     # protected mode refuses to listen beyond loopback
@@ -452,6 +457,11 @@ def load_settings(
         except ValueError as exc:
             reason = str(exc) if "must" in str(exc) else f"not a valid value ({raw!r})"
             raise ConfigError(f"{name}: {reason}") from exc
+    fields["otel"] = tuple(sorted((name, value) for name, value in merged.items() if name.startswith("OTEL_")))
+    try:
+        fields["traces"] = traces.exporter(dict(fields["otel"]))
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from exc
     if "api_url" not in fields and "port" in fields:
         # The CLI talks to the API this environment runs: one that sets only PORT means this host's.
         fields["api_url"] = f"http://127.0.0.1:{fields['port']}"

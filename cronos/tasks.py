@@ -77,6 +77,9 @@ class RunContext:
     logger: logging.Logger | logging.LoggerAdapter[logging.Logger]
     deadline: datetime | None = None  # aware UTC: the run's start plus its job's timeout
     cancellation: Cancellation = field(default_factory=Cancellation)
+    # The run's W3C traceparent while traces are on (docs/tracing.md), else None: send it on to
+    # the services the task calls, and their spans join the run's trace.
+    traceparent: str | None = None
 
     @property
     def cancelled(self) -> asyncio.Event:

@@ -41,6 +41,7 @@ def token_of(run: QueuedRun, epoch: int, *, due_ms: int | None) -> RunToken:
         action=run.action,
         expires_ms=None if run.grace_ms is None else run.due_ms + max(run.grace_ms, ON_TIME_MS),
         shell=run.shell,
+        written_ms=run.written_ms,
     )
 
 

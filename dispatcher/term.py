@@ -106,6 +106,7 @@ class Term:
             push_lead_ms=settings.push_lead_ms,
             catchup_per_s=settings.catchup_max_per_s,
             rules=RuleStore(pool),
+            stamp_written=bool(settings.traces),
         )
 
     def checkpoint(self) -> None:

@@ -19,6 +19,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
+import msgspec
+
 from cronos import metrics
 from cronos.aio import Foreground
 from cronos.models import SKIP_MISFIRED, DispatchJob
@@ -90,8 +92,10 @@ class Ticker:
         push_lead_ms: int = PUSH_LEAD_MS,
         catchup_per_s: float = CATCH_UP_PER_S,
         rules: RuleStore | None = None,
+        stamp_written: bool = False,  # traces are on: tokens carry when their tick was written
     ) -> None:
         self._ledger = ledger
+        self._stamp_written = stamp_written
         self._rules = rules  # calendars and blackouts, reloaded on each resync (None: none)
         self._rules_held: tuple[list[Calendar], list[Blackout]] = ([], [])
         self._publisher = publisher
@@ -297,7 +301,11 @@ class Ticker:
                     "job ended",
                     extra={"event": "job.ended", "job_id": job_id, "status": batch.ended[job_id][0], "epoch": epoch},
                 )
-            result.pushed += await self.outbox.hold(written.queued, now, epoch)
+            queued = written.queued
+            if self._stamp_written:  # the run's span starts at its tick's write (docs/tracing.md)
+                stamp = int(self.wrote_at * 1000)
+                queued = [msgspec.structs.replace(run, written_ms=stamp) for run in queued]
+            result.pushed += await self.outbox.hold(queued, now, epoch)
             result.queued += len(written.queued)
             result.skipped += written.skipped
 

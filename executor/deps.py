@@ -22,6 +22,7 @@ from executor.health import BackendHealth
 from executor.kinds import Env
 from executor.routing import Routing
 from executor.tally import Tally
+from executor.tracing import Tracer
 from executor.usage_metrics import JobUsage
 
 if TYPE_CHECKING:
@@ -64,6 +65,7 @@ class Deps:
     routing: Routing = field(init=False)  # tokens this node cannot run (presence.can_run)
     capability: presence.Capability = field(init=False)  # what this node can run
     cancel_grace_s: float = 10.0  # a cancelled run's work is cancelled this long after it is told to stop
+    tracer: Tracer | None = None  # runs' spans (executor.tracing); None: traces are off
     gate: Gate[ClaimRequest, Claim] = field(init=False)  # steps 2-3 at the due instant, with an execution slot
     locks: Batcher[str, bool] = field(init=False)  # step 1
     claims: Batcher[ClaimRequest, Claim] = field(init=False)  # steps 2-3, behind the gate

@@ -126,14 +126,20 @@ async def _process(token: RunToken, entry: EntryRef, deps: Deps) -> TokenOutcome
         await settle(deps, lock_key, entry)
         return _REFUSED[claim]
     flight = deps.in_flight[claim.id] = InFlight(claim, lock_key, entry)
+    span = None  # the run's span while traces are on (docs/tracing.md)
+    ended = TokenOutcome.ERROR
     try:
         try:
+            if deps.tracer is not None:
+                span = deps.tracer.begin(token, entry[1], claim)
             outcome = await run_under_timeout(flight, deps.env, deps.node_id)  # step 4
         finally:
             deps.gate.leave()  # the slot is the work's only: recording happens outside it
         ended = await record(deps, flight, outcome)  # step 5
     finally:
         deps.in_flight.pop(claim.id, None)
+        if span is not None:  # sent once the outcome is written: a run lost to another node sends none
+            span.end(outcome if ended not in (TokenOutcome.LOST, TokenOutcome.ERROR) else None)
     await settle(deps, lock_key, entry)  # step 6
     return ended
 

@@ -32,6 +32,7 @@ from cronos.scripts import Scripts
 from cronos.settings import Settings
 from cronos.store import run_output
 from cronos.store.db import connect
+from cronos.store.identity import database_id
 from cronos.store.runs import RunStore
 from cronos.stream import RunStream
 from executor import cancels, heartbeat, kinds, leaving
@@ -42,6 +43,7 @@ from executor.host_limits import HostLimiter
 from executor.http_client import guarded_session
 from executor.kinds import shell
 from executor.output import Writer, install
+from executor.tracing import open_tracer
 
 log = logging.getLogger("cronos.executor")
 T = TypeVar("T")
@@ -118,6 +120,10 @@ class Executor:
         stream = RunStream(client, keys, scripts, queues=settings.executor_queues)  # only these queues' jobs
         await self._until_up("redis", stream.ensure_group)
         store = RunStore(pool)
+        tracer = None
+        if settings.traces:  # a run's trace is derived from the cluster id (cronos.traces)
+            tracer = open_tracer(settings, await self._until_up("postgresql", lambda: database_id(pool)))
+            self._stack.push_async_callback(tracer.close)  # after the drain: the last runs' spans go out
         self._stack.enter_context(install())  # runs' print()s and log records to their output
         output = self.output = Writer(
             functools.partial(run_output.write, pool), Bounds(settings.output_max_lines, settings.output_max_bytes)
@@ -142,6 +148,7 @@ class Executor:
             redis=client,
             concurrency=settings.executor_concurrency,
             cancel_grace_s=settings.cancel_grace_s,
+            tracer=tracer,
         )
         deps.env.hosts.slots = deps.gate  # a run waiting for its host lends its execution slot back
         for batcher in deps.batchers:

@@ -14,6 +14,7 @@ from typing import Any
 
 import asyncpg
 import msgspec
+from msgspec import UNSET, UnsetType
 
 from cronos import lifecycle, metrics
 from cronos.models import DEFAULT_QUEUE, SKIP_MISFIRED, DispatchJob
@@ -38,6 +39,7 @@ class QueuedRun(msgspec.Struct, frozen=True, array_like=True):
     action: str | None = None  # its task job's payload.action (executors route on it)
     grace_ms: int | None = None  # its job's misfire grace (its token's expires_ms follows)
     shell: bool = False  # its job is a shell job (executors route on it)
+    written_ms: int | UnsetType = UNSET  # when this leader wrote it, stamped only while traces are on
 
 
 class TickResult(msgspec.Struct, kw_only=True):

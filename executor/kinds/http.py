@@ -10,6 +10,7 @@ inputs would move them fails, nothing sent) and at each hop: a hop elsewhere dro
 and is refused when it would resend a body holding secrets. `secrets_follow_redirects` lets them
 go on to other paths of the origin; a hop to another origin also drops the signature and is
 refused when it would resend any body. URLs in run errors are redacted (`cronos.redact.redact_url`).
+While traces are on, every request carries the run's W3C `traceparent` (docs/tracing.md).
 
 Each request first takes a place at its origin (`executor.host_limits`: at most the host's limit
 in flight, the rest wait in line), kept across redirect hops within the origin; a hop to another
@@ -30,6 +31,7 @@ import msgspec
 from multidict import CIMultiDict
 from yarl import URL
 
+from cronos import traces
 from cronos.netguard import host_literal_refusal
 from cronos.payloads import HttpPayload, explain
 from cronos.redact import SECRET, is_hidden, redact_payload, redact_url
@@ -179,6 +181,10 @@ async def run(run: ClaimedRun, env: Env, cancellation: Cancellation, meter: Mete
     check_first_request(bound, payload)
     headers: CIMultiDict[str] = CIMultiDict(payload.headers)
     headers.update(identity_headers(run))
+    if (parent := traces.TRACEPARENT.get()) is not None:
+        # The run's trace goes on to the service it calls (W3C Trace Context): its spans join the
+        # run's. Not a routing header (cronos.secret_bounds): it follows redirects like the ids above.
+        headers["traceparent"] = parent
     data: bytes | None = None
     if isinstance(payload.body, str):
         data = payload.body.encode()

@@ -22,7 +22,7 @@ from typing import Any
 
 import msgspec
 
-from cronos import metrics, tasks
+from cronos import metrics, tasks, traces
 from cronos.run_usage import Meter
 from cronos.store.runs import ClaimedRun
 from cronos.tasks import Cancellation, TaskFn
@@ -46,6 +46,7 @@ async def run(run: ClaimedRun, env: Env, cancellation: Cancellation, meter: Mete
         logger=logging.getLogger(f"cronos.task.{action}"),
         deadline=run.started_at + timedelta(seconds=run.timeout_s),
         cancellation=cancellation,
+        traceparent=traces.TRACEPARENT.get(),
     )
     value = await tasks.call(metered(fn, meter), dict(run.payload), ctx, on_overrun=_overrun)
     if value is None:

@@ -25,6 +25,7 @@ from typing import Any
 
 import pytest
 
+from cronos.traces import run_span_ids, traceparent
 from tests.cluster.cli_api import clean_env
 from tests.cluster.servers import free_port
 from tests.docs.blocks import REPO, Block, blocks, command_blocks, markers, pages
@@ -187,6 +188,15 @@ def _usage_kept(url: str) -> None:
     assert usage["cpu_ms"] > 0 and usage["wall_ms"] >= usage["cpu_ms"] * 0.9, usage
 
 
+def _traced(url: str) -> None:
+    """docs/tracing.md: with the page's .env (an OTLP endpoint), the task got its run's traceparent:
+    the one derived from the cluster id and the run id (cronos.traces), sampled."""
+    done = block_until(lambda: _ran(url, 1), timeout=30, what="the close-day run")
+    trace_id, span_id = run_span_ids(_get(f"{url}/api/cluster")["cluster_id"], done["id"])
+    result = json.loads(_get(f"{url}/api/runs/{done['id']}")["result"])
+    assert result == {"traceparent": traceparent(trace_id, span_id, sampled=True)}, result
+
+
 # What a page's commands should have done, beyond each one succeeding.
 AFTERWARDS: dict[str, Callable[[str], None]] = {
     "README.md": _readme_told,
@@ -201,6 +211,7 @@ AFTERWARDS: dict[str, Callable[[str], None]] = {
     "docs/intervals.md": _intervals_ran,
     "docs/run-output.md": _output_kept,
     "docs/run-usage.md": _usage_kept,
+    "docs/tracing.md": _traced,
 }
 
 

@@ -3,19 +3,21 @@
 from __future__ import annotations
 
 import itertools
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import asyncpg
+import msgspec
 import pytest
 import redis.asyncio as aioredis
 
 from cronos import metrics
 from cronos.errors import NotLeader
 from cronos.keys import Keys
-from cronos.messages import RunToken
+from cronos.messages import TOKEN_FIELD, RunToken
 from cronos.settings import Settings
 from cronos.store.epoch import EpochStore
 from cronos.store.jobs import JobStore
@@ -105,6 +107,22 @@ async def test_due_ticks_are_written_then_pushed_once(stack: Stack) -> None:
     ]
     assert await stack.cursor(job) == T0 + timedelta(seconds=4)
     assert ticker.next_wake(T0 + timedelta(seconds=4)) <= T0 + timedelta(seconds=6)
+
+
+@pytest.mark.parametrize("traced", [False, True])
+async def test_tokens_carry_their_tick_write_only_while_traces_are_on(stack: Stack, traced: bool) -> None:
+    """docs/tracing.md: a run's span starts at its tick's write; off, the token has no such field."""
+    await add_job(stack.pool, "*/2 * * * * *")
+    ticker = Ticker(stack.ledger, stack.publisher, lambda: stack.epoch, lookahead_s=0, stamp_written=traced)
+    before = time.time()
+    await ticker.run_once(T0 + timedelta(seconds=2.3))
+    stream = RunStream(stack.redis, stack.keys)
+    (entry,) = await stack.redis.xrange(stream.stream_key())
+    raw = msgspec.msgpack.decode(entry[1][TOKEN_FIELD])
+    if traced:
+        assert before * 1000 - 1 <= raw["written_ms"] <= time.time() * 1000 + 1
+    else:
+        assert "written_ms" not in raw  # not encoded at all: no byte more per token
 
 
 async def test_catch_up_after_a_gap_applies_each_misfire_policy(stack: Stack) -> None:
