@@ -31,6 +31,7 @@ from cronos.models import (
     SettableStatus,
 )
 from cronos.rules import CalendarRef
+from cronos.run_usage import Usage
 from cronos.selectors import KEY_PATTERN, MAX_LABELS, VALUE_PATTERN
 from cronos.store.revisions import Revision
 
@@ -243,6 +244,13 @@ INPUTS = Meta(
 )
 
 
+USAGE = Meta(
+    description="what the run's work used (docs/run-usage.md): wall_ms, and cpu_ms for shell and task runs, "
+    "cpu_user_ms, cpu_sys_ms and max_rss_bytes for shell runs; null: not measured (not ended yet, or ended by "
+    "the leader's reaper). Only on GET /api/runs/{id}"
+)
+
+
 class RunOut(RunSummary, kw_only=True):
     """A run; `traceback` and `result` (they can be long) only on GET /api/runs/{id}."""
 
@@ -252,6 +260,7 @@ class RunOut(RunSummary, kw_only=True):
     traceback: str | UnsetType | None = UNSET
     result: str | UnsetType | None = UNSET
     inputs: Annotated[dict[str, Any] | UnsetType | None, INPUTS] = UNSET  # api.routes_trigger
+    usage: Annotated[Usage | UnsetType | None, USAGE] = UNSET
     # Only on GET /api/runs/{id}, for a queued run (api.task_routing).
     unserved: Annotated[
         str | UnsetType | None,

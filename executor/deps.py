@@ -23,6 +23,7 @@ from executor.kinds import Env
 from executor.routing import Routing
 from executor.tally import Tally
 from executor.tracing import Tracer
+from executor.usage_metrics import JobUsage
 
 if TYPE_CHECKING:
     from executor.running import InFlight
@@ -72,6 +73,7 @@ class Deps:
     settles: Batcher[Settle, None] = field(init=False)  # step 6
     in_flight: dict[int, InFlight] = field(default_factory=dict)  # run id -> its execution (step 4)
     tally: Tally = field(init=False)  # runs started here (its share: a metric and its presence)
+    usage: JobUsage = field(init=False)  # what runs used, per job (bounded histograms)
     # While claims go out, finishes wait (a quarter second at most at a time): the runs waiting to
     # start come before recording the ones that ended (their statements would share PostgreSQL).
     claiming: Foreground = field(default_factory=Foreground)
@@ -85,6 +87,7 @@ class Deps:
         self.finishes = Batcher("finishes", self._finish)
         self.settles = Batcher("settles", self._settle)
         self.tally = Tally(self.node_id)
+        self.usage = JobUsage(self.env.settings.job_metrics_max, self.env.settings.job_metrics_jobs)
         self.routing = Routing(self.redis, self.keys, self.stream, self.node_id, fresh_s=self.lease_s / 3)
         # What this node can run (its presence announces the same): the live registry, so a task
         # registered after the start counts.

@@ -217,6 +217,8 @@ async def record(deps: Deps, flight: InFlight, outcome: Outcome | None) -> Token
         return TokenOutcome.LOST
     _child(metrics.RUNS, state=outcome.state, kind=run.kind).inc()
     _child(metrics.RUN_DURATION, kind=run.kind).observe((outcome.duration_ms or 0) / 1000)
+    if outcome.usage is not None:
+        deps.usage.observe(run.name, outcome.usage)
     fields: dict[str, object] = {
         "kind": run.kind,
         "duration_ms": round(outcome.duration_ms or 0, 2),

@@ -22,12 +22,13 @@ from cronos.client.api_client import ApiClient
 from cronos.client.cli_output import table, when
 from cronos.client.jobs_cli import client, job_id
 from cronos.errors import CronosError, InvalidInput, NotFound
+from cronos.events import JobEventKind
 from cronos.settings import Settings
 
 if TYPE_CHECKING:
     SubParsers = argparse._SubParsersAction[argparse.ArgumentParser]
 
-EVENTS = ("failed", "recovered", "missed", "late_start", "overran", "too_fast", "no_success", "skipped", "cancelled")
+EVENTS = tuple(str(kind) for kind in JobEventKind)
 _AGE = re.compile(r"(\d{1,7})([smhd]?)")
 _UNIT_S = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86_400}
 _QUIET = re.compile(r"(\d\d:\d\d)-(\d\d:\d\d)")

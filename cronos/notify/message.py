@@ -30,6 +30,9 @@ _HEADLINES = {
     "no_success": "{job} has not succeeded in its period",
     "skipped": "{job} skipped a tick",
     "cancelled": "{job} was cancelled",
+    "started": "{job} started",
+    "completed": "{job} completed",
+    "ended": "{job} ended",
     TEST: "Test notification from Cronos",
 }
 # Whitespace other than a space (line and paragraph separators, tabs, NEL...): a name shown on one line.

@@ -1093,12 +1093,28 @@ FROM unnest($1::bigint[]) AS f(job_id)
 CROSS JOIN LATERAL (SELECT id, finished_at FROM (SELECT id, state, finished_at FROM runs WHERE job_id = f.job_id
     ORDER BY id DESC LIMIT $2) recent WHERE state = 'completed' LIMIT 1) c
 """
-# The jobs with expectations (jobs_expecting), each with how far its runs were judged.
+# The jobs with expectations (jobs_expecting) and the jobs $1 (their channels ask for run events:
+# HEALTH_ANNOUNCING_JOBS), each with how far its runs were judged.
 HEALTH_EXPECTING = """
 SELECT j.id AS job_id, j.expectations, j.revision, j.status, j.updated_at, coalesce(h.judged_run_id, 0) AS judged_run_id
 FROM jobs j
 LEFT JOIN job_health h ON h.job_id = j.id
-WHERE j.expectations IS NOT NULL
+WHERE j.expectations IS NOT NULL OR j.id = ANY($1::bigint[])
+"""
+# The enabled channels that ask for run events (started, completed, ended: cronos.events.RUN_KINDS),
+# with their scopes: a handful of rows, none for a cluster whose channels ask for none.
+HEALTH_ANNOUNCING_CHANNELS = """
+SELECT job_ids, queues, selector, events
+FROM notification_channels
+WHERE enabled AND events && ARRAY['started', 'completed', 'ended']
+"""
+# The jobs one such channel may hear of: every job ($1), or the jobs $2, the jobs of the queues $3 and
+# those whose labels match the path $4 (cronos.selectors.jsonpath; NULL: none). The router decides
+# exactly (cronos.notify.rules.applies): this only picks the jobs whose runs the evaluator reads.
+HEALTH_ANNOUNCING_JOBS = """
+SELECT id
+FROM jobs
+WHERE $1 OR id = ANY($2::bigint[]) OR queue = ANY($3::text[]) OR coalesce(labels @@ $4::jsonpath, false)
 """
 # Runs of the jobs $1 after the run ids $2, at most $3 a job, by id (runs_job_newest); a job never
 # judged ($2 = 0) starts from its newest $3 runs, not from its whole history.
@@ -1798,4 +1814,39 @@ DELETE
 FROM run_output_default
 WHERE ctid IN (SELECT o.ctid FROM run_output_default o WHERE o.scheduled_for < $1
     AND NOT EXISTS (SELECT 1 FROM runs_default r WHERE r.id = o.run_id) LIMIT $2)
+"""
+
+# --- run usage (issue 39: cronos/run_usage.py) ---------------------------------------------------
+# Written in the finish's transaction, after FINISH_RUNS, for the runs it recorded that an executor
+# measured: one statement for the batch, none when no run of it was measured (a reaped run).
+USAGE_WRITE = """
+INSERT INTO run_usage (run_id, scheduled_for, wall_ms, cpu_ms, cpu_user_ms, cpu_sys_ms, max_rss_bytes)
+SELECT * FROM unnest($1::bigint[], $2::timestamptz[], $3::float8[], $4::float8[], $5::float8[], $6::float8[],
+    $7::bigint[])
+ON CONFLICT (run_id, scheduled_for) DO NOTHING
+"""
+# Run $1's usage (tick $2: its day only); no row: not measured.
+USAGE_OF_RUN = """
+SELECT wall_ms, cpu_ms, cpu_user_ms, cpu_sys_ms, max_rss_bytes
+FROM run_usage
+WHERE run_id = $1 AND scheduled_for = $2
+"""
+# Partitions of run_usage go with runs' (cronos/store/partitions.py), named alike, made the same way.
+USAGE_PARTITION_BUILD = 'CREATE TABLE "{name}" (LIKE run_usage INCLUDING DEFAULTS INCLUDING CONSTRAINTS)'
+USAGE_PARTITION_TAKE_DEFAULT = """
+WITH moved AS (DELETE FROM run_usage_default WHERE scheduled_for >= $1 AND scheduled_for < $2 RETURNING *)
+INSERT INTO "{name}"
+SELECT *
+FROM moved
+"""
+USAGE_PARTITION_ATTACH = """
+ALTER TABLE run_usage ATTACH PARTITION "{name}" FOR VALUES FROM ('{lower}') TO ('{upper}')
+"""
+USAGE_PARTITION_DROP = 'DROP TABLE IF EXISTS "{name}"'
+# The default partition's usage past retention whose run is gone (DEFAULT_PURGE), $2 rows at a time.
+USAGE_DEFAULT_PURGE = """
+DELETE
+FROM run_usage_default
+WHERE ctid IN (SELECT u.ctid FROM run_usage_default u WHERE u.scheduled_for < $1
+    AND NOT EXISTS (SELECT 1 FROM runs_default r WHERE r.id = u.run_id) LIMIT $2)
 """
