@@ -16,6 +16,7 @@ from cronos import metrics
 from cronos.errors import NotLeader
 from cronos.keys import Keys
 from cronos.messages import RunToken
+from cronos.models import SKIP_PENDING
 from cronos.settings import Settings
 from cronos.store.epoch import EpochStore
 from cronos.store.jobs import JobStore
@@ -461,3 +462,35 @@ async def test_a_new_leaders_catch_up_and_its_repush_run_one_tick_for_a_misfire_
     assert [r["state"] for r in late if r["state"] != "skipped"] == ["queued"], "one run for the misfire"
     assert max(late, key=lambda r: r["scheduled_for"])["state"] == "queued"  # the newest stands for the lot
     assert {r["skip_reason"] for r in late if r["state"] == "skipped"} == {"misfired"}
+
+
+async def _pending(stack: Stack, job: int) -> list[asyncpg.Record]:
+    return [r for r in await stack.runs(job) if r["state"] in ("queued", "waiting")]
+
+
+async def test_a_job_of_the_default_policies_holds_one_pending_run(stack: Stack) -> None:
+    """G8 (issue 38): while a run_once + forbid job's run is due and not started (a cluster offered
+    more than it runs), its next ticks are written skipped SKIP_PENDING (each tick still accounted
+    for, G2) instead of queued behind it; once it starts, the next tick is queued again. A run past
+    its grace holds nothing back, and the other policies keep every tick. Before, every tick was
+    queued: 4 pending runs each here, and a backlog that grew with the overload."""
+    held = await add_job(stack.pool, "* * * * * *", misfire_policy="run_once")  # forbid: the column's default
+    every = await add_job(stack.pool, "* * * * * *", misfire_policy="run_all")
+    short = await add_job(stack.pool, "* * * * * *", misfire_policy="run_once", misfire_grace_s=2)
+    ticker = stack.new_ticker()
+    for s in (1, 2, 3, 4):  # nothing claims the runs
+        await ticker.run_once(T0 + timedelta(seconds=s + 0.2))
+    rows = await stack.runs(held)
+    assert [(r["state"], r["skip_reason"]) for r in rows] == [("queued", None)] + [("skipped", SKIP_PENDING)] * 3
+    assert len(await _pending(stack, every)) == 4
+    # The grace-2 job's first run is past its grace at +3.2: that tick is queued, and holds back the next.
+    assert [r["scheduled_for"] for r in await _pending(stack, short)] == [T0 + timedelta(seconds=s) for s in (1, 3)]
+
+    first = rows[0]["id"]
+    await stack.pool.execute(
+        "UPDATE runs SET state = 'completed', started_at = $2, finished_at = $2 WHERE id = $1",
+        first,
+        T0 + timedelta(seconds=4.5),
+    )
+    await ticker.run_once(T0 + timedelta(seconds=5.2))
+    assert [r["scheduled_for"] for r in await _pending(stack, held)] == [T0 + timedelta(seconds=5)]
