@@ -230,7 +230,7 @@ def misfire(
 def one_pending(misfire: MisfirePolicy, concurrency: ConcurrencyPolicy) -> bool:
     """Whether a job holds one pending run at most. Under the default policies (`run_once`,
     `forbid`) a tick due while an earlier run of its job has not started though overdue (queued
-    or waiting, due before `overdue_before`: more than being claimed takes) and is still within
+    or waiting, due before `overdue_before`: more than a claim or a catch-up takes) and is within
     its grace (`grace_over_before`) is written skipped SKIP_PENDING, as a misfired tick is: that
     run stands for it, as `run_once` runs one
     run for a lot and `forbid` never two at once. Offered more than the cluster runs, each such
@@ -242,9 +242,10 @@ def one_pending(misfire: MisfirePolicy, concurrency: ConcurrencyPolicy) -> bool:
 
 
 def overdue_before(now: datetime) -> datetime:
-    """The due time before which a run not started at `now` is overdue: later than a claim at
-    its due time takes, however busy (a catch-up's runs waiting their turn a moment are not)."""
-    return now - timedelta(seconds=ON_TIME_S)
+    """The due time before which a run not started at `now` is overdue: later than a busy claim
+    takes, and than a failover's catch-up takes to run its ticks in turn (LATE_START_S: those
+    all run, G7)."""
+    return now - timedelta(seconds=LATE_START_S)
 
 
 def stale_tick_runs(policy: MisfirePolicy, *, newest_written: bool) -> bool:

@@ -554,8 +554,10 @@ DISPATCH_ACTIVE_DIGEST = (
 # $7: for each tick of a job that holds one pending run at most (cronos.lifecycle.one_pending, NULL
 # for the others), the due time from which a run of its job not started yet holds it back: the
 # tick, due to run, is written skipped $8 while the job has a run due in [$7, $9) (overdue at the
-# leader's round: lifecycle.overdue_before) queued or waiting, read in runs_pending_job (the job's
-# own: a range of runs_queued_due_id read every job's, 2 ms a tick at 1,000 jobs overloaded).
+# leader's round: lifecycle.overdue_before) queued or waiting, written in this epoch (a run a
+# leader before wrote ahead and never pushed is overdue by the failover, not by a backlog: G7),
+# read in runs_pending_job (the job's own: a range of runs_queued_due_id read every job's, 2 ms a
+# tick at 1,000 jobs overloaded).
 TICKS_WRITE = """
 WITH t AS (
     SELECT * FROM unnest($2::bigint[], $3::timestamptz[], $4::timestamptz[], $5::text[], $6::integer[],
@@ -565,7 +567,7 @@ held AS (
     SELECT DISTINCT t.job_id FROM t
     WHERE t.held_from IS NOT NULL AND t.skip_reason IS NULL
       AND EXISTS (SELECT 1 FROM runs p WHERE p.job_id = t.job_id AND p.state IN ('queued', 'waiting')
-                  AND p.due_at >= t.held_from AND p.due_at < $9)),
+                  AND p.due_at >= t.held_from AND p.due_at < $9 AND p.epoch = $1)),
 r AS (
     SELECT t.job_id, t.scheduled_for, t.due_at, t.revision,
            CASE WHEN t.skip_reason IS NULL AND h.job_id IS NOT NULL THEN $8::text ELSE t.skip_reason END AS skip_reason

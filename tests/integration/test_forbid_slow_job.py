@@ -23,7 +23,7 @@ from tests.waiting import wait_for
 pytestmark = pytest.mark.timeout(120)
 
 LATE_START_S = 6  # how late the job's first ticks are written
-WATCHED_S = 12.0  # runs starting this long after the job's creation are on time again
+WATCHED_S = 24.0  # runs starting this long after the job's creation are on time again (the catch-up drained)
 ON_TIME_S = 2.5  # a run waits at most for its predecessor's end (3 s runs, 2 s ticks): 1 s, and a margin
 
 
@@ -62,7 +62,7 @@ async def test_the_newest_tick_of_a_slow_forbid_job_starts_when_the_running_one_
             )
             return int(started) >= 3
 
-        await wait_for(watched_runs, timeout=60, interval=0.2, what="three runs started after the line formed")
+        await wait_for(watched_runs, timeout=75, interval=0.2, what="three runs started after the line formed")
         rows = await pg_pool.fetch(
             "SELECT scheduled_for, started_at, extract(epoch FROM started_at - scheduled_for) AS late_s FROM runs"
             " WHERE job_id = $1 AND started_at > $2 ORDER BY scheduled_for",
@@ -76,5 +76,7 @@ async def test_the_newest_tick_of_a_slow_forbid_job_starts_when_the_running_one_
         )
     late = [round(float(r["late_s"]), 1) for r in rows]
     assert max(late) <= ON_TIME_S, f"runs started {late} s after their tick"
-    assert most_pending <= 1, f"{most_pending} runs of the job pending at once"
+    # One waiting behind the running run, and the next tick's, queued before the one waiting was
+    # overdue by lifecycle.overdue_before: two at most (before: a line that grew until the grace).
+    assert most_pending <= 2, f"{most_pending} runs of the job pending at once"
     assert skipped, "the ticks that could not run are recorded skipped"

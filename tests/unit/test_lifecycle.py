@@ -382,6 +382,6 @@ def test_a_pending_run_holds_back_while_overdue_and_within_its_grace() -> None:
     now = datetime(2030, 1, 1, tzinfo=UTC)
     assert grace_over_before(now, 60) == now - timedelta(seconds=60)
     assert grace_over_before(now, 0) == now - timedelta(seconds=ON_TIME_S)  # the floor
-    assert overdue_before(now) == now - timedelta(seconds=ON_TIME_S)
+    assert overdue_before(now) == now - timedelta(seconds=3 * ON_TIME_S)
     assert late_beyond_grace(grace_over_before(now, 5) - timedelta(microseconds=1), now, 5)
     assert not late_beyond_grace(grace_over_before(now, 5), now, 5)
