@@ -194,8 +194,13 @@ def lost(cancel_by: str | None) -> tuple[RunState, str, bool]:
 ON_TIME_S = 1.0
 
 
+def grace_over_before(now: datetime, grace_s: float) -> datetime:
+    """The due time before which a run is late beyond its grace at `now` (at least ON_TIME_S)."""
+    return now - timedelta(seconds=max(grace_s, ON_TIME_S))
+
+
 def late_beyond_grace(due_at: datetime, now: datetime, grace_s: float) -> bool:
-    return due_at < now - timedelta(seconds=max(grace_s, ON_TIME_S))
+    return due_at < grace_over_before(now, grace_s)
 
 
 def expired(due_at: datetime, now: datetime, grace_s: float) -> bool:
@@ -220,6 +225,27 @@ def misfire(
         else:
             runs.append(policy == "run_once" and complete and index == newest)
     return runs
+
+
+def one_pending(misfire: MisfirePolicy, concurrency: ConcurrencyPolicy) -> bool:
+    """Whether a job holds one pending run at most. Under the default policies (`run_once`,
+    `forbid`) a tick due while an earlier run of its job has not started though overdue (queued
+    or waiting, due before `overdue_before`: more than a claim or a catch-up takes) and is within
+    its grace (`grace_over_before`) is written skipped SKIP_PENDING, as a misfired tick is: that
+    run stands for it, as `run_once` runs one
+    run for a lot and `forbid` never two at once. Offered more than the cluster runs, each such
+    job keeps one token in its stream (the stream is as long as the jobs are many, not as the
+    backlog is old) and the runs go round the jobs in due order (G8), instead of a backlog growing
+    until every run expires. A run past its grace holds nothing back: the tick after it runs.
+    Other policies keep every tick (`run_all`: each runs; the buffers, `allow`, `replace`: as asked)."""
+    return misfire == "run_once" and concurrency == "forbid"
+
+
+def overdue_before(now: datetime) -> datetime:
+    """The due time before which a run not started at `now` is overdue: later than a busy claim
+    takes, and than a failover's catch-up takes to run its ticks in turn (LATE_START_S: those
+    all run, G7)."""
+    return now - timedelta(seconds=LATE_START_S)
 
 
 def stale_tick_runs(policy: MisfirePolicy, *, newest_written: bool) -> bool:

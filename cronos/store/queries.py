@@ -551,10 +551,27 @@ DISPATCH_ACTIVE_DIGEST = (
 # twice). Rows are marked pushed by this epoch: the leader's outbox pushes them itself, at once or
 # when their (jittered) due time comes. The run's identity and state only: max_runs' count
 # (JOBS_COUNT_RUNS) and the end of a job (JOBS_END) follow from what it returns.
+# $7: for each tick of a job that holds one pending run at most (cronos.lifecycle.one_pending, NULL
+# for the others), the due time from which a run of its job not started yet holds it back: the
+# tick, due to run, is written skipped $8 while the job has a run due in [$7, $9) (overdue at the
+# leader's round: lifecycle.overdue_before) queued or waiting, written in this epoch (a run a
+# leader before wrote ahead and never pushed is overdue by the failover, not by a backlog: G7),
+# read in runs_pending_job (the job's own: a range of runs_queued_due_id read every job's, 2 ms a
+# tick at 1,000 jobs overloaded).
 TICKS_WRITE = """
 WITH t AS (
-    SELECT * FROM unnest($2::bigint[], $3::timestamptz[], $4::timestamptz[], $5::text[], $6::integer[])
-        AS t(job_id, scheduled_for, due_at, skip_reason, revision)),
+    SELECT * FROM unnest($2::bigint[], $3::timestamptz[], $4::timestamptz[], $5::text[], $6::integer[],
+                         $7::timestamptz[])
+        AS t(job_id, scheduled_for, due_at, skip_reason, revision, held_from)),
+held AS (
+    SELECT DISTINCT t.job_id FROM t
+    WHERE t.held_from IS NOT NULL AND t.skip_reason IS NULL
+      AND EXISTS (SELECT 1 FROM runs p WHERE p.job_id = t.job_id AND p.state IN ('queued', 'waiting')
+                  AND p.due_at >= t.held_from AND p.due_at < $9 AND p.epoch = $1)),
+r AS (
+    SELECT t.job_id, t.scheduled_for, t.due_at, t.revision,
+           CASE WHEN t.skip_reason IS NULL AND h.job_id IS NOT NULL THEN $8::text ELSE t.skip_reason END AS skip_reason
+    FROM t LEFT JOIN held h ON h.job_id = t.job_id),
 moved AS (
     UPDATE jobs SET last_scheduled_for = c.cursor
     FROM (SELECT job_id, max(scheduled_for) AS cursor, min(revision) AS revision FROM t GROUP BY job_id) AS c
@@ -566,10 +583,10 @@ INSERT INTO runs (job_id, scheduled_for, attempt, trigger, state, due_at, epoch,
 SELECT t.job_id, t.scheduled_for, 1, 'schedule', CASE WHEN t.skip_reason IS NULL THEN 'queued' ELSE 'skipped' END,
        t.due_at, $1::bigint, CASE WHEN t.skip_reason IS NULL THEN $1::bigint END, t.skip_reason,
        CASE WHEN t.skip_reason IS NULL THEN NULL ELSE now() END, t.revision
-FROM t JOIN moved m ON m.id = t.job_id
+FROM r t JOIN moved m ON m.id = t.job_id
 ON CONFLICT (job_id, scheduled_for, attempt) DO NOTHING
 RETURNING id, job_id, floor(extract(epoch FROM scheduled_for) * 1000)::bigint AS scheduled_for_ms,
-          floor(extract(epoch FROM due_at) * 1000)::bigint AS due_ms, state
+          floor(extract(epoch FROM due_at) * 1000)::bigint AS due_ms, state, skip_reason
 """
 # max_runs: the scheduled runs a tick write queued for jobs $1, $2 of them each (skips do not count).
 JOBS_COUNT_RUNS = """
