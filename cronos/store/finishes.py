@@ -41,6 +41,8 @@ class Outcome(msgspec.Struct, kw_only=True):
     retry_delay_s: float | None = None  # None: no retry
     scheduled_for: datetime | None = None  # the run's tick, when known: the write looks in its day only
     holds_slot: bool = False  # a slot of its job's concurrency group, which its end frees (cronos.store.groups)
+    # When a reserved run started (its executor's instant): recorded with the end if its start was not yet.
+    started_at: datetime | None = None
 
 
 class FinishResult(msgspec.Struct, kw_only=True):
@@ -121,7 +123,7 @@ async def _queue_chains(conn: Any, runs: list[NewRun]) -> int:
     return queued
 
 
-_OUTCOME = ("run_id", "node_id", "state", "error", "traceback", "result", "duration_ms")  # FINISH_RUNS' arrays
+_OUTCOME = ("run_id", "node_id", "state", "error", "traceback", "result", "duration_ms", "started_at")  # FINISH_RUNS
 _NEW_RUN = ("job_id", "scheduled_for", "attempt", "trigger", "due_at", "revision", "parent_run_id")  # RUNS_QUEUE's
 
 
