@@ -123,9 +123,7 @@ async def _process(token: RunToken, entry: EntryRef, deps: Deps) -> TokenOutcome
         await settle(deps, lock_key, None)  # compare-and-delete: only if the lock is ours
         log.info("token given back unclaimed", extra={"event": "token.given_back"})
         return TokenOutcome.GIVEN_BACK
-    except BackendUnavailable as exc:
-        if reserved is not None and exc.backend == "redis":
-            await give_back(deps, reserved)  # taken again when the token goes through again
+    except BackendUnavailable as exc:  # before a reservation, or from a claim (a reserved run's start asks nothing)
         if exc.backend == "postgresql":
             # This node cannot claim now: give the tick lock back, so the token pushed again (the
             # watchdog) runs on an executor that reaches PostgreSQL instead of being denied.
