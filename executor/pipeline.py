@@ -75,9 +75,10 @@ async def process(delivery: Delivery, deps: Deps) -> TokenOutcome:
         epoch=token.epoch,
         scheduled_for=_iso(token.scheduled_for_ms),
     ):
+        retried = False
         while True:
             try:
-                return await _process(token, delivery.ref, deps)
+                return await _process(token, delivery.ref, deps, retried=retried)
             except BackendUnavailable as exc:
                 # Failed before the claim (lock or claim: the steps after it keep their own
                 # retries). The token stays pending and in hand, and goes through again as soon as
@@ -87,9 +88,10 @@ async def process(delivery: Delivery, deps: Deps) -> TokenOutcome:
                 if not await deps.health.wait_up(exc.backend):
                     return TokenOutcome.DEFERRED  # the executor is stopping: left pending
                 log.info("token retried", extra={"event": "token.retried"})
+                retried = True
 
 
-async def _process(token: RunToken, entry: EntryRef, deps: Deps) -> TokenOutcome:
+async def _process(token: RunToken, entry: EntryRef, deps: Deps, *, retried: bool = False) -> TokenOutcome:
     if past_grace(token, deps.clock.time()):
         # Its run can only end skipped "expired" now, which the leader's reaper does a page at a
         # time: no lock and no claim spent on it. Under an overload whose backlog outgrew the
@@ -105,6 +107,10 @@ async def _process(token: RunToken, entry: EntryRef, deps: Deps) -> TokenOutcome
         await settle(deps, None, entry)
         return TokenOutcome.UNSERVED
     lock_key = deps.keys.tick_lock(token.job_id, token.scheduled_for_ms, token.attempt)
+    if retried and token.due_ms is not None:
+        # A reservation whose answer a blip lost may have committed: given back (if it did), the
+        # run is claimed or reserved again below instead of being found reserved and dropped.
+        await give_back(deps, token.run_id)
     due_ms = _due_ms(token, deps.clock.time())
     reserved: ClaimedRun | None = None
     try:
@@ -119,7 +125,7 @@ async def _process(token: RunToken, entry: EntryRef, deps: Deps) -> TokenOutcome
     except Withdrawn:
         # The drain deadline came first: given back unclaimed, its entry left pending.
         if reserved is not None:
-            await give_back(deps, reserved)
+            await give_back(deps, reserved.id)
         await settle(deps, lock_key, None)  # compare-and-delete: only if the lock is ours
         log.info("token given back unclaimed", extra={"event": "token.given_back"})
         return TokenOutcome.GIVEN_BACK
@@ -202,11 +208,12 @@ _REFUSED = {
 }
 
 
-async def give_back(deps: Deps, run: ClaimedRun) -> None:
+async def give_back(deps: Deps, run_id: int) -> None:
     """A run reserved here that will not start here: queued again (Event.UNRESERVED), for any
-    executor to claim; if PostgreSQL does not answer, its lease runs out and the reaper ends it."""
+    executor to claim (nothing when it is not reserved here); if PostgreSQL does not answer, its
+    lease runs out and the reaper ends it."""
     try:
-        await deps.store.unreserve([run.id], deps.node_id)
+        await deps.store.unreserve([run_id], deps.node_id)
     except BackendUnavailable as exc:
         deps.health.report(exc)
         log.warning("reserved run not given back: %s", exc, extra={"event": "run.unreserve_failed"})
