@@ -22,7 +22,7 @@ TERMINAL_STATUSES = ("completed", "expired")
 ConcurrencyPolicy = Literal["forbid", "allow", "replace", "buffer_one", "buffer_all"]
 MisfirePolicy = Literal["run_once", "run_all", "skip"]
 # cronos.lifecycle.RunState
-RunState = Literal["queued", "waiting", "running", "completed", "failed", "skipped", "cancelled"]
+RunState = Literal["queued", "waiting", "reserved", "running", "completed", "failed", "skipped", "cancelled"]
 Trigger = Literal["schedule", "manual", "retry", "chain", "backfill"]  # chain: after a run of a parent job
 
 JOB_STATUSES: tuple[str, ...] = get_args(JobStatus)

@@ -408,7 +408,8 @@ SELECT r.id, r.job_id, r.scheduled_for, r.attempt, r.state, r.revision, r.parent
     (SELECT max(t.attempt) FROM runs t WHERE t.job_id = r.job_id AND t.scheduled_for = r.scheduled_for)
         AS newest_attempt,
     (SELECT t.id FROM runs t WHERE t.job_id = r.job_id AND t.scheduled_for = r.scheduled_for
-        AND t.state IN ('queued', 'waiting', 'running') ORDER BY t.attempt DESC LIMIT 1) AS unfinished_run_id
+        AND t.state IN ('queued', 'waiting', 'reserved', 'running') ORDER BY t.attempt DESC LIMIT 1)
+        AS unfinished_run_id
 FROM runs r
 JOIN jobs j ON j.id = r.job_id
 WHERE r.id = $1
@@ -420,7 +421,7 @@ RERUN_INSERT = """
 INSERT INTO runs (job_id, scheduled_for, attempt, trigger, state, due_at, revision, parent_run_id)
 SELECT $1, $2, $3, 'retry', 'queued', $4, $5, $6
 WHERE NOT EXISTS (SELECT 1 FROM runs t WHERE t.job_id = $1 AND t.scheduled_for = $2
-    AND t.state IN ('queued', 'waiting', 'running'))
+    AND t.state IN ('queued', 'waiting', 'reserved', 'running'))
 ON CONFLICT DO NOTHING
 RETURNING id, job_id, scheduled_for, attempt, trigger, revision, state, due_at, node_id, epoch, started_at,
     finished_at, lease_until, duration_ms, error, traceback, result, skip_reason, created_at, parent_run_id
@@ -697,7 +698,7 @@ RETURNING r.id
 # The running run is found through runs_running_exclusive (LIMIT 1: a probe per run, which the
 # planner cannot flatten into a join that reads every unfinished run; one key
 # probe; a lookup by id only when a run of the job is running: the row that table names is running,
-# and a state named here would plan the lookup on runs_running_lease, every running run).
+# and a state named here would plan the lookup on runs_owned_lease, every running run).
 CLAIM_FACTS = """
 WITH batch AS MATERIALIZED (
     SELECT id, job_id, state, scheduled_for, attempt, due_at FROM runs
@@ -715,19 +716,23 @@ SELECT b.id, b.job_id, b.state, b.scheduled_for, b.attempt, b.due_at,
              ORDER BY w.job_id, w.scheduled_for, w.attempt LIMIT 1) e) ELSE 0 END AS earlier_waiting
 FROM batch b JOIN jobs j ON j.id = b.job_id
 LEFT JOIN LATERAL (
-    SELECT r.id, r.scheduled_for, r.attempt, r.started_at FROM runs r
+    SELECT r.id, r.scheduled_for, r.attempt, coalesce(r.started_at, r.due_at) AS started_at FROM runs r
     WHERE r.id = (SELECT x.run_id FROM runs_running_exclusive x WHERE x.job_id = b.job_id)
       AND j.concurrency_policy <> 'allow' AND r.finished_at IS NULL
     LIMIT 1) o ON true
 ORDER BY b.id
 """
-# queued -> running (claimed), in one statement, the runs of $1 whose claim needs no other fact
-# (lifecycle.claims_at_once): still queued, within their misfire grace (at least 1 s), the only run
-# of their job in the batch, and their job allows overlap or has no run running, and names no
-# concurrency group (those need a slot: CLAIM_FACTS, cronos.store.groups). By node $2 with a
-# lease of $3 seconds; ticks in [$4, $5); each `exclusive` as its job's policy is now (read in this
-# statement). The batch is read by id alone (a state named there would plan the read on a state's
-# partial index: every queued run). Locked in id order. The others are decided from CLAIM_FACTS.
+# queued -> $6: running (claimed at the due instant) or reserved (ahead of it, the push lead), in
+# one statement, the runs of $1 whose claim needs no other fact (lifecycle.claims_at_once): still
+# queued, within their misfire grace (at least 1 s), the only run of their job in the batch, and
+# their job allows overlap or has no run reserved or running, and names no concurrency group (those
+# need a slot: CLAIM_FACTS, cronos.store.groups). By node $2 with a lease of $3 seconds (a reserved
+# run's from its due time: its executor starts it then without asking while the lease holds,
+# lifecycle.startable; its started_at is NULL until then and returned as its due time, its
+# lease_until returned); ticks in [$4, $5); each `exclusive` as its job's policy is now (read in
+# this statement; a reserved exclusive run holds its job's place in runs_running_exclusive). The
+# batch is read by id alone (a state named there would plan the read on a state's partial index:
+# every queued run). Locked in id order. The others are decided from CLAIM_FACTS.
 # A run of the job claimed concurrently makes the statement violate runs_one_running_exclusive:
 # the caller tries again.
 CLAIM_FREE = """
@@ -749,15 +754,47 @@ locked AS MATERIALIZED (
       AND scheduled_for >= coalesce($4::timestamptz, '-infinity')
         AND scheduled_for < coalesce($5::timestamptz, 'infinity')
     ORDER BY id FOR NO KEY UPDATE)
-UPDATE runs r SET state = 'running', exclusive = j.concurrency_policy <> 'allow', node_id = $2,
-       started_at = clock_timestamp(), lease_until = now() + make_interval(secs => $3)
+UPDATE runs r SET state = $6::text, exclusive = j.concurrency_policy <> 'allow', node_id = $2,
+       started_at = CASE WHEN $6::text = 'running' THEN clock_timestamp() END,
+       lease_until = CASE WHEN $6::text = 'running' THEN now() ELSE greatest(now(), r.due_at) END
+                     + make_interval(secs => $3)
 FROM locked l, jobs j
 WHERE r.id = l.id AND r.scheduled_for = l.scheduled_for AND l.state = 'queued' AND j.id = r.job_id
   AND r.scheduled_for >= coalesce($4::timestamptz, '-infinity')
     AND r.scheduled_for < coalesce($5::timestamptz, 'infinity')
-RETURNING r.id, r.job_id, r.scheduled_for, r.attempt, r.trigger, r.epoch, r.started_at, r.due_at, r.exclusive,
+RETURNING r.id, r.job_id, r.scheduled_for, r.attempt, r.trigger, r.epoch,
+          coalesce(r.started_at, r.due_at) AS started_at, r.due_at, r.exclusive,
+          CASE WHEN $6::text = 'reserved' THEN r.lease_until END AS lease_until,
           j.name, j.kind, j.payload, j.timeout_s, j.max_retries, j.retry_backoff_s, j.concurrency_policy,
           j.webhook_secret
+"""
+# reserved -> running (started): the runs $1 that node $2 still owns, each started at $3 (by its
+# executor's estimate of PostgreSQL's clock); ticks in [$4, $5). Sent after the runs started, for
+# those that had not ended by then (an ended one's finish records its start).
+RUNS_START = """
+WITH locked AS MATERIALIZED (
+    SELECT id, node_id, state, scheduled_for FROM runs
+    WHERE id = ANY($1::bigint[]) AND finished_at IS NULL
+      AND scheduled_for >= coalesce($4::timestamptz, '-infinity')
+        AND scheduled_for < coalesce($5::timestamptz, 'infinity')
+    ORDER BY id FOR NO KEY UPDATE)
+UPDATE runs r SET state = 'running', started_at = c.started_at
+FROM locked l, unnest($1::bigint[], $3::timestamptz[]) AS c(id, started_at)
+WHERE r.id = l.id AND r.scheduled_for = l.scheduled_for AND l.state = 'reserved' AND l.node_id = $2 AND c.id = l.id
+  AND r.scheduled_for >= coalesce($4::timestamptz, '-infinity')
+    AND r.scheduled_for < coalesce($5::timestamptz, 'infinity')
+RETURNING r.id
+"""
+# reserved -> queued (unreserved): the runs $1 that node $2 still owns, which it did not start at
+# their instant (drained first, or its lease or their grace ran out): any executor claims them now.
+RUNS_UNRESERVE = """
+WITH locked AS MATERIALIZED (
+    SELECT id, node_id, state, scheduled_for FROM runs WHERE id = ANY($1::bigint[]) AND finished_at IS NULL
+    ORDER BY id FOR NO KEY UPDATE)
+UPDATE runs r SET state = 'queued', node_id = NULL, lease_until = NULL
+FROM locked l
+WHERE r.id = l.id AND r.scheduled_for = l.scheduled_for AND l.state = 'reserved' AND l.node_id = $2
+RETURNING r.id
 """
 # queued -> running (claimed): the runs $1, each `exclusive` as $2 says (its job's policy now;
 # G3's runs_running_exclusive is kept by triggers on that column), by node $3 with a lease of $4
@@ -822,13 +859,14 @@ REPLACE_RUNNING = """
 WITH locked AS MATERIALIZED (
     SELECT id, state, scheduled_for FROM runs
     WHERE id = ANY(array_append(ARRAY(
-            SELECT id FROM runs WHERE job_id = $1 AND state = 'running' AND exclusive), $2::bigint))
+            SELECT id FROM runs WHERE job_id = $1 AND state IN ('reserved', 'running') AND exclusive), $2::bigint))
       AND finished_at IS NULL
     ORDER BY id FOR NO KEY UPDATE)
 UPDATE runs r SET state = 'failed', error = $3, finished_at = clock_timestamp(), lease_until = NULL,
        duration_ms = extract(epoch FROM now() - r.started_at) * 1000
 FROM locked l
-WHERE r.id = l.id AND r.scheduled_for = l.scheduled_for AND l.id <> $2 AND l.state = 'running' AND r.exclusive
+WHERE r.id = l.id AND r.scheduled_for = l.scheduled_for AND l.id <> $2 AND l.state IN ('reserved', 'running')
+  AND r.exclusive
   AND EXISTS (SELECT 1 FROM locked m WHERE m.id = $2 AND m.state = 'queued')
 RETURNING r.id
 """
@@ -846,33 +884,34 @@ FROM locked l
 WHERE r.id = l.id AND r.scheduled_for = l.scheduled_for AND r.scheduled_for >= coalesce($4::timestamptz,
     '-infinity')
   AND r.scheduled_for < coalesce($5::timestamptz, 'infinity')
-  AND l.node_id = $2 AND l.state = 'running'
+  AND l.node_id = $2 AND l.state IN ('reserved', 'running')
 RETURNING r.id, (SELECT c.requested_by FROM run_cancels c WHERE c.run_id = r.id) AS cancel_by
 """
 
-# running -> completed | failed (completed, failed, lost): each run of $1 written only while the
-# node $2 (its expected owner) still owns it; $3 the end state, $4 error, $5 traceback, $6 result
-# excerpt, $7 duration (NULL: from started_at); ticks in [$8, $9). Each run is looked up by its id
+# running or reserved -> completed | failed (completed, failed, lost): each run of $1 written only
+# while the node $2 (its expected owner) still owns it; $3 the end state, $4 error, $5 traceback, $6
+# result excerpt, $7 duration (NULL: from started_at), $8 when it started if its start was not
+# recorded yet (a reserved run; NULL: not known, as for a lost one); ticks in [$9, $10). Each run is looked up by its id
 # (LATERAL: no plan can scan the runs to join them with the batch), in the order of $1, which the
 # caller sorts (locks in id order). The run's identity and state only: its follow-ups (the retry,
 # chain runs, waking the run waiting behind it) are the caller's, in the same transaction.
 FINISH_RUNS = """
 WITH u AS MATERIALIZED (
     SELECT u.*, r.node_id AS owner, r.state AS current, r.scheduled_for AS tick
-    FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::float8[])
-         AS u(id, node_id, state, error, traceback, result, duration_ms),
+    FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::float8[],
+                $8::timestamptz[]) AS u(id, node_id, state, error, traceback, result, duration_ms, started_at),
     LATERAL (SELECT node_id, state, scheduled_for FROM runs r
              WHERE r.id = u.id AND r.finished_at IS NULL
-               AND r.scheduled_for >= coalesce($8::timestamptz, '-infinity')
-                 AND r.scheduled_for < coalesce($9::timestamptz, 'infinity')
+               AND r.scheduled_for >= coalesce($9::timestamptz, '-infinity')
+                 AND r.scheduled_for < coalesce($10::timestamptz, 'infinity')
              FOR NO KEY UPDATE) r)
 UPDATE runs r SET state = u.state, finished_at = clock_timestamp(), lease_until = NULL, error = u.error,
-       traceback = u.traceback, result = u.result,
+       traceback = u.traceback, result = u.result, started_at = coalesce(r.started_at, u.started_at),
        duration_ms = coalesce(u.duration_ms, extract(epoch FROM now() - r.started_at) * 1000)
 FROM u
-WHERE r.id = u.id AND r.scheduled_for = u.tick AND u.current = 'running' AND u.owner = u.node_id
-  AND r.scheduled_for >= coalesce($8::timestamptz, '-infinity')
-    AND r.scheduled_for < coalesce($9::timestamptz, 'infinity')
+WHERE r.id = u.id AND r.scheduled_for = u.tick AND u.current IN ('reserved', 'running') AND u.owner = u.node_id
+  AND r.scheduled_for >= coalesce($9::timestamptz, '-infinity')
+    AND r.scheduled_for < coalesce($10::timestamptz, 'infinity')
 RETURNING r.id, r.job_id, r.scheduled_for, r.attempt, r.state, r.exclusive, r.started_at, r.finished_at,
           r.revision, r.parent_run_id
 """
@@ -929,7 +968,7 @@ SELECT r.id, r.node_id, r.scheduled_for, r.attempt, j.kind, j.max_retries, j.ret
            AS holds_slot
 FROM runs r
 JOIN jobs j ON j.id = r.job_id
-WHERE r.state = 'running' AND r.lease_until < now()
+WHERE r.state IN ('reserved', 'running') AND r.lease_until < now()
 ORDER BY r.lease_until
 LIMIT $1 FOR
 UPDATE OF r SKIP LOCKED
@@ -946,7 +985,7 @@ FROM (SELECT id, job_id, scheduled_for, attempt, due_at,
       FROM runs WHERE state = 'waiting' AND waiting_for IS NULL ORDER BY job_id, scheduled_for, attempt LIMIT $1) w
 JOIN jobs j ON j.id = w.job_id
 LEFT JOIN LATERAL (
-    SELECT r.scheduled_for, r.attempt, r.started_at FROM runs r
+    SELECT r.scheduled_for, r.attempt, coalesce(r.started_at, r.due_at) AS started_at FROM runs r
     WHERE r.id = (SELECT x.run_id FROM runs_running_exclusive x WHERE x.job_id = w.job_id)
       AND r.finished_at IS NULL
     LIMIT 1) o ON true
@@ -1009,17 +1048,17 @@ SELECT *
 FROM moved
 """
 PARTITION_ATTACH = "ALTER TABLE runs ATTACH PARTITION \"{name}\" FOR VALUES FROM ('{lower}') TO ('{upper}')"
-# Moving a running exclusive run out of the default partition ended its G3 row (a delete from
-# runs); it is still running in its new partition.
+# Moving a running (or reserved) exclusive run out of the default partition ended its G3 row (a
+# delete from runs); it is still running in its new partition.
 PARTITION_RUNNING_EXCLUSIVE = """
 INSERT INTO runs_running_exclusive (job_id, run_id)
 SELECT job_id, id
 FROM "{name}"
-WHERE state = 'running' AND exclusive
+WHERE state IN ('reserved', 'running') AND exclusive
 ON CONFLICT DO NOTHING
 """
 # A partition to drop must hold no run still to run or running (its partial indexes answer).
-PARTITION_BUSY = "SELECT EXISTS (SELECT 1 FROM \"{name}\" WHERE state IN ('queued', 'waiting', 'running'))"
+PARTITION_BUSY = "SELECT EXISTS (SELECT 1 FROM \"{name}\" WHERE state IN ('queued', 'waiting', 'reserved', 'running'))"
 PARTITION_DETACH = 'ALTER TABLE runs DETACH PARTITION "{name}"'
 PARTITION_DROP = 'DROP TABLE "{name}"'
 # The default partition's rows past retention (never a queued or running one), $2 at a time.
@@ -1027,7 +1066,7 @@ DEFAULT_PURGE = """
 DELETE
 FROM runs_default
 WHERE id IN (SELECT id FROM runs_default WHERE scheduled_for < $1 AND state NOT IN ('queued', 'waiting',
-    'running') LIMIT $2)
+    'reserved', 'running') LIMIT $2)
 """
 
 
@@ -1156,7 +1195,7 @@ CROSS JOIN LATERAL (SELECT changes FROM job_revisions WHERE job_id = f.job_id AN
     AND 'expectations' = ANY(fields) ORDER BY number DESC LIMIT 1) e
 WHERE jsonb_typeof(e.changes -> 'expectations') = 'object'
 """
-# Running runs (runs_running_lease: as many as executors run at once) with their job's timeout,
+# Running runs (runs_owned_lease: as many as executors run at once) with their job's timeout,
 # expectations and revision, and PostgreSQL's clock.
 HEALTH_RUNNING = """
 SELECT r.id AS run_id, r.job_id, r.scheduled_for, r.attempt, r.revision, r.started_at, j.timeout_s,

@@ -44,6 +44,7 @@ from cronos.lifecycle import (
     retry_of,
     runs_allowed,
     stale_tick_runs,
+    startable,
     transition,
 )
 from cronos.models import RUN_STATES
@@ -351,7 +352,8 @@ def test_the_documented_table_is_the_lifecycles() -> None:
 
 
 def test_cancel_ends_a_pending_run_asks_a_running_one_and_refuses_an_ended_one() -> None:
-    expected = {"queued": Cancel.NOW, "waiting": Cancel.NOW, "running": Cancel.REQUEST}
+    # A reserved run is asked like a running one: its executor starts it at its instant without asking.
+    expected = {"queued": Cancel.NOW, "waiting": Cancel.NOW, "reserved": Cancel.REQUEST, "running": Cancel.REQUEST}
     for state in RunState:
         assert cancel(state) is expected.get(state.value, Cancel.ENDED), state
     assert cancelled_by("ops") == "cancelled by ops"
@@ -385,3 +387,12 @@ def test_a_pending_run_holds_back_while_overdue_and_within_its_grace() -> None:
     assert overdue_before(now) == now - timedelta(seconds=3 * ON_TIME_S)
     assert late_beyond_grace(grace_over_before(now, 5) - timedelta(microseconds=1), now, 5)
     assert not late_beyond_grace(grace_over_before(now, 5), now, 5)
+
+
+def test_a_reserved_run_starts_without_asking_only_while_its_lease_and_its_grace_hold() -> None:
+    lease_until, expires = 1000.0, 990.0
+    assert startable(900.0, lease_until, expires)
+    assert startable(900.0, lease_until, None)
+    assert not startable(989.5, lease_until, expires)  # within START_MARGIN_S of its grace's end
+    assert not startable(999.5, lease_until, None)  # within START_MARGIN_S of its lease's end: maybe reaped
+    assert not startable(1001.0, lease_until, None)

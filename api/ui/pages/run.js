@@ -51,5 +51,5 @@ export async function runPage(main, [id], alive) {
     return run;
   }
   const run = await refresh();
-  return ["queued", "waiting", "running"].includes(run.state) ? refresh : null;
+  return ["queued", "waiting", "reserved", "running"].includes(run.state) ? refresh : null;
 }
