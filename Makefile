@@ -41,7 +41,7 @@ run: services $(BIN)/cronos
 # Two phases (docs/development.md): the tests that own their database and key prefix on
 # TEST_WORKERS processes at once (pytest-xdist), then the `serial` ones (tests/conftest.py) one at a
 # time. Both phases run even when the first fails, so one run shows every failure.
-TEST_WORKERS ?= 4
+TEST_WORKERS ?= 2
 test: setup services image-start lint
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) -m "not serial" --durations=20; parallel=$$?; \
 	$(BIN)/python -m pytest -q -m serial --durations=20; serial=$$?; \

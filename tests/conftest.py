@@ -22,7 +22,8 @@ TESTS = Path(__file__).parent
 # `make test` runs the suite in two phases: in parallel (pytest-xdist, `-m "not serial"`) every test
 # that owns its database and Redis key prefix, then one at a time (`-m serial`) the tests of these
 # folders, which time real processes' failovers, leases and restarts or drive a browser against
-# deadlines that a busier CPU would make them miss. Elsewhere a test opts in with @pytest.mark.serial.
+# deadlines that a busier CPU would make them miss; so do the tests that start `cronos` processes
+# (marked `cluster`) wherever they are. Elsewhere a test opts in with @pytest.mark.serial.
 SERIAL_FOLDERS = ("cluster", "browser")
 
 
@@ -34,7 +35,7 @@ def runs_serially(path: Path) -> bool:
 @pytest.hookimpl(tryfirst=True)  # before -m selects by marker
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        if runs_serially(item.path):
+        if runs_serially(item.path) or item.get_closest_marker("cluster"):
             item.add_marker(pytest.mark.serial)
 
 
