@@ -38,8 +38,14 @@ run: services $(BIN)/cronos
 # Lint, types, import contracts, then the whole test suite against real PostgreSQL and Redis.
 # The container image starts building first, in the background (tests/deploy/image.py): the CPU is
 # mostly idle through the suite, and tests/deploy/test_image.py waits for it.
+# Two phases (docs/development.md): the tests that own their database and key prefix on
+# TEST_WORKERS processes at once (pytest-xdist), then the `serial` ones (tests/conftest.py) one at a
+# time. Both phases run even when the first fails, so one run shows every failure.
+TEST_WORKERS ?= 2
 test: setup services image-start lint
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) -m "not serial" --durations=20; parallel=$$?; \
+	$(BIN)/python -m pytest -q -m serial --durations=20; serial=$$?; \
+	test $$parallel -eq 0 -a $$serial -eq 0
 
 test-fast: setup services
 	$(BIN)/python -m pytest -q -m "not cluster"

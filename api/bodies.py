@@ -21,6 +21,7 @@ from api.errors import MalformedBody, invalid_input
 from api.schemas import WHEN_FIELDS, JobOut, RunOut
 from cronos import delays, instants, selectors
 from cronos.errors import InvalidInput, InvalidSchedule, NotFound
+from cronos.hashed import hashed
 from cronos.interval import canonical
 from cronos.models import Job, Run, RunSummary
 from cronos.netguard import literal_host_refusal
@@ -192,11 +193,12 @@ SHELL_REFUSED = (
 )
 
 
-def check_schedule(expression: str, timezone: str) -> Schedule:
-    """The schedule of a job (or of a preview), refused as job creation refuses it: 422 naming the field."""
+def check_schedule(expression: str, timezone: str, name: str = "") -> Schedule:
+    """The schedule of a job named `name` (or of a preview), refused as job creation refuses it: 422
+    naming the field. An `H` takes the values the name picks (cronos.hashed)."""
     _no_nul(expression, "$.cron_expression")
     _no_nul(timezone, "$.timezone")
-    return parse_schedule(expression, timezone)  # InvalidSchedule names its field
+    return parse_schedule(hashed(expression, name), timezone)  # InvalidSchedule names its field
 
 
 def _check_when(fields: dict[str, Any]) -> None:
@@ -214,7 +216,7 @@ def _check_when(fields: dict[str, Any]) -> None:
     if fields.get("every") is not None:
         fields["every"] = canonical(fields["every"])
     if fields["cron_expression"] is not None:
-        check_schedule(fields["cron_expression"], fields["timezone"])
+        check_schedule(fields["cron_expression"], fields["timezone"], fields["name"])
     else:
         _no_nul(fields["timezone"], "$.timezone")
         parse_schedule("* * * * *", fields["timezone"])  # the zone is still checked (InvalidSchedule names it)
@@ -270,6 +272,7 @@ def created_past_window(fields: dict[str, Any], now: datetime) -> bool:
         end_at=fields.get("end_at"),
         every=fields.get("every"),
         anchor=fields.get("anchor"),
+        key=fields["name"],
     )
     return window_over(schedule, now, now, fields.get("max_runs"), grace_s=fields["misfire_grace_s"])
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import re
 
+from cronos.cron_fields import DOM, DOW, HOUR, MINUTE, MONTH, SECOND, Field, from_step
+
 # The macros in words (what they stand for: Vixie cron's table).
 _MACROS = {
     "@yearly": "at 00:00 on January 1",
@@ -149,6 +151,22 @@ def _stepped(field: str, cycle: int) -> str:
     return ",".join(str(v) for v in range(0, cycle, int(step[1])))
 
 
+_FROM_STEP = re.compile(r"(\d{1,2}|[a-z]{3})/(\d{1,3})", re.ASCII | re.IGNORECASE)
+
+
+def _ranged(token: str, field: Field) -> str:
+    """`n/step` as the range it stands for (`5/10`: `5-59/10`; from the field's start: `*/10`, but
+    not in a day field, where a leading `*` changes Vixie's AND/OR rule)."""
+    parts = []
+    for part in token.split(","):
+        if (match := _FROM_STEP.fullmatch(part)) is not None:
+            start, step = match[1], match[2]
+            whole = start.isdigit() and int(start) == field.low and field not in (DOM, DOW)
+            part = f"*/{step}" if whole else f"{from_step(start, field)}/{step}"
+        parts.append(part)
+    return ",".join(parts)
+
+
 def describe(expression: str) -> str:
     """A sentence for a valid expression: the time of day, then which days, then which months."""
     text = expression.strip()
@@ -157,6 +175,8 @@ def describe(expression: str) -> str:
     fields = text.split()
     if len(fields) not in (5, 6):
         return f"on the schedule {text!r}"
+    named = (SECOND, MINUTE, HOUR, DOM, MONTH, DOW)[-len(fields) :]
+    fields = [_ranged(token, field) for token, field in zip(fields, named, strict=True)]
     second = fields[0] if len(fields) == 6 else None
     minute, hour, dom, month, dow = fields[-5:]
     if second is not None:

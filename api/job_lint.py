@@ -12,6 +12,7 @@ from api.lint import fleet_starts_or_none, schedule_or_none, warnings
 from api.routes_schedule import DIFF_DAYS, diff
 from api.task_routing import action_warnings
 from cronos.errors import InvalidSchedule
+from cronos.hashed import hashed
 from cronos.models import Job
 from cronos.schedule_legacy import stored_schedule
 
@@ -20,20 +21,25 @@ async def job_extras(backends: Backends, job: Job, previous: Job | None = None) 
     """`warnings` (its schedule's, then a task action no live executor serves) and, when a change
     gave a repeating job another schedule, `schedule_diff`."""
     unserved = await action_warnings(backends, job)
-    schedule = schedule_or_none(job.cron_expression, job.timezone)
+    schedule = schedule_or_none(job.cron_expression, job.timezone, job.name)
     if schedule is None:
         return {"warnings": unserved}
     starts = await fleet_starts_or_none(backends)
     now = datetime.now(UTC)
     extras: dict[str, Any] = {
-        "warnings": [*await off_loop(warnings, schedule, now, starts, backends.settings.herd_jobs, False), *unserved]
+        "warnings": [
+            *await off_loop(
+                warnings, schedule, now, starts, backends.settings.herd_jobs, False, job.cron_expression or "", job.name
+            ),
+            *unserved,
+        ]
     }
     if previous is None or previous.cron_expression is None:
         return extras
-    if (previous.cron_expression, previous.timezone) == (job.cron_expression, job.timezone):
+    if (previous.cron_expression, previous.timezone, previous.name) == (job.cron_expression, job.timezone, job.name):
         return extras
     try:
-        before = stored_schedule(previous.cron_expression, previous.timezone)[0]
+        before = stored_schedule(hashed(previous.cron_expression, previous.name), previous.timezone)[0]
     except InvalidSchedule:
         return extras
     extras["schedule_diff"] = await off_loop(diff, before, schedule, now, DIFF_DAYS)

@@ -17,8 +17,9 @@ from api.backends import Backends
 from api.compute import off_loop
 from cronos.errors import BackendUnavailable, InvalidSchedule
 from cronos.fleet_starts import MINUTE, Starts, starts_per_minute
+from cronos.hashed import hashed
 from cronos.schedule import Schedule, parse_schedule
-from cronos.schedule_lint import LintWarning, herd_warning, lint
+from cronos.schedule_lint import LintWarning, hash_note, herd_warning, lint
 from cronos.store.fleet import FleetStore
 
 FLEET_HOURS = 24  # the herd warning looks this far ahead
@@ -54,11 +55,20 @@ def forget(backends: Backends) -> None:
 
 
 def warnings(
-    schedule: Schedule, now: datetime, starts: Starts | None, herd_jobs: int, counted: bool
+    schedule: Schedule,
+    now: datetime,
+    starts: Starts | None,
+    herd_jobs: int,
+    counted: bool,
+    written: str = "",
+    name: str = "",
 ) -> list[LintWarning]:
-    """A schedule's warnings; the herd one when `starts` (the fleet's) is given. Pure, on the
-    compute thread: walks the schedule over the fleet's window."""
+    """A schedule's warnings; the herd one when `starts` (the fleet's) is given; what an `H` of the
+    expression as `written` is for the job `name`. Pure, on the compute thread: walks the schedule
+    over the fleet's window."""
     found = lint(schedule.expression, schedule.timezone, now)
+    if (note := hash_note(written, name)) is not None:
+        found.insert(0, note)
     # Only minutes the job could make a herd of matter; most fleets have none, and the walk is skipped.
     busy = {} if starts is None else {i: n for i, n in enumerate(starts.counts) if n + 1 >= herd_jobs}
     if starts is not None and busy:
@@ -70,11 +80,12 @@ def warnings(
     return found
 
 
-def schedule_or_none(expression: str | None, timezone: str) -> Schedule | None:
-    """The current parser's schedule of a stored job, None for a one-off or a refused legacy row."""
+def schedule_or_none(expression: str | None, timezone: str, name: str = "") -> Schedule | None:
+    """The current parser's schedule of a stored job (its name picks an `H`'s values), None for a
+    one-off or a refused legacy row."""
     if expression is None:
         return None
     try:
-        return parse_schedule(expression, timezone)
+        return parse_schedule(hashed(expression, name), timezone)
     except InvalidSchedule:  # a legacy row keeps its notice, not warnings
         return None

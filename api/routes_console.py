@@ -22,6 +22,7 @@ from api.selectors import SELECTOR, query_selector
 from api.state import BACKENDS
 from cronos import delays
 from cronos.errors import InvalidInput, InvalidSchedule
+from cronos.hashed import hashed
 from cronos.interval import interval_of
 from cronos.models import JOB_STATUSES, JobKind, JobStatus, RunState
 from cronos.schedule import upcoming
@@ -75,7 +76,7 @@ def overview(row: JobRow, now: datetime) -> JobOverview:
         if row.every is not None:
             schedule = interval_of(row.every, row.anchor)
         elif row.cron_expression is not None:
-            schedule = stored_schedule(row.cron_expression, row.timezone)[0]
+            schedule = stored_schedule(hashed(row.cron_expression, row.name), row.timezone)[0]
     except InvalidSchedule:
         schedule = None  # neither meaning accepts the row: nothing fires (the job page says why)
     last = None

@@ -38,6 +38,10 @@ class FleetStarts(msgspec.Struct, kw_only=True):
     partial: Annotated[bool, Meta(description="the computation's budget ran out: some schedules are missing")]
     peaks: Annotated[list[Peak], Meta(description="the busiest minutes, busiest first (at most 5)")]
     herd_jobs: Annotated[int, Meta(description="starts in one minute that make a herd warning (CRONOS_HERD_JOBS)")]
+    spread_jobs: Annotated[int, Meta(description="active jobs whose cron expression has an `H` (their name picks it)")]
+    unspread_peak: Annotated[
+        int, Meta(description="with spread jobs: the busiest minute's starts had every `H` been its range's start")
+    ]
 
 
 def _hours(raw: str | None) -> int:
@@ -61,6 +65,8 @@ async def fleet_starts(request: web.Request) -> web.Response:
             partial=starts.partial,
             peaks=[Peak(at=at, starts=n) for at, n in peaks(starts)],
             herd_jobs=backends.settings.herd_jobs,
+            spread_jobs=starts.spread_jobs,
+            unspread_peak=starts.unspread_peak,
         )
     )
 

@@ -14,6 +14,7 @@ from api.state import BACKENDS
 from api.task_routing import unserved
 from cronos.errors import InvalidInput, NotFound
 from cronos.models import RUN_STATES
+from cronos.store import run_usage
 from cronos.store.inputs import shown_overrides
 
 
@@ -29,8 +30,10 @@ async def list_runs(request: web.Request) -> web.Response:
 async def get_run(request: web.Request) -> web.Response:
     run = await (await request.app[BACKENDS].jobs()).run(path_id(request))
     backends = request.app[BACKENDS]
-    shown = await shown_overrides(await backends.pool(), run)  # what it ran with (redacted)
-    out = msgspec.structs.replace(run_out(run, detail=True), inputs=shown)
+    pool = await backends.pool()
+    shown = await shown_overrides(pool, run)  # what it ran with (redacted)
+    usage = await run_usage.of_run(pool, run.id, run.scheduled_for)
+    out = msgspec.structs.replace(run_out(run, detail=True), inputs=shown, usage=usage)
     if run.state == "queued":  # why it waits, when no live executor can run it
         with contextlib.suppress(NotFound):  # its job deleted meanwhile: nothing to say
             out.unserved = await unserved(backends, await (await backends.jobs()).get(run.job_id))

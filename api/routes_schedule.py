@@ -36,6 +36,7 @@ from api.schemas import Every, Expression, Timezone
 from api.schemas_schedule import DstNote, EditDiff, FireTime, Warnings
 from api.state import BACKENDS
 from cronos.errors import InvalidInput, InvalidSchedule
+from cronos.hashed import hashed
 from cronos.interval import EPOCH, Interval, every_seconds, spell
 from cronos.models import DEFAULT_QUEUE
 from cronos.rules import NAME_PATTERN, NO_RULES, CalendarRef, RuleBook, Rules
@@ -259,20 +260,23 @@ async def schedule_preview(request: web.Request) -> web.Response:
         return respond(preview_interval(interval, query.timezone, after, count, rules))
     if query.cron_expression is None:
         raise InvalidInput("$.cron_expression", "give a cron_expression or an interval (every)")
-    schedule = check_schedule(query.cron_expression, query.timezone)
+    name = request.query.get("job", "")  # the job's name picks the values of an `H` (cronos.hashed)
+    schedule = check_schedule(query.cron_expression, query.timezone, name)
     after = query_time(request.query.get("from"), ZoneInfo(schedule.timezone))
-    previous, days = _previous(request, schedule.timezone)
+    previous, days = _previous(request, schedule.timezone, name)
     rules = await _rules(request)
     backends = request.app[BACKENDS]
     starts = await lint.fleet_starts_or_none(backends)
     found = await off_loop(preview, schedule, after, count, rules)
-    found.warnings = await off_loop(lint.warnings, schedule, utc_now(), starts, backends.settings.herd_jobs, False)
+    found.warnings = await off_loop(
+        lint.warnings, schedule, utc_now(), starts, backends.settings.herd_jobs, False, query.cron_expression, name
+    )
     if previous is not None:
         found.diff = await off_loop(diff, previous, schedule, after, days)
     return respond(found)
 
 
-def _previous(request: web.Request, timezone: str) -> tuple[StoredSchedule | None, int]:
+def _previous(request: web.Request, timezone: str, name: str) -> tuple[StoredSchedule | None, int]:
     """The schedule an edit replaces (`previous_cron_expression`, `previous_timezone`: a stored
     job's, so a legacy expression is read as the job runs it) and the diff's `days`."""
     raw_days = request.query.get("days")
@@ -287,7 +291,7 @@ def _previous(request: web.Request, timezone: str) -> tuple[StoredSchedule | Non
         return None, days
     zone = request.query.get("previous_timezone", timezone)
     try:
-        return stored_schedule(expression, zone)[0], days
+        return stored_schedule(hashed(expression, request.query.get("previous_job", name)), zone)[0], days
     except InvalidSchedule as exc:
         name = "previous_timezone" if exc.field == "$.timezone" else "previous_cron_expression"
         raise InvalidInput(name, exc.message) from None
@@ -337,12 +341,15 @@ ROUTES = (
                     "without an offset is a wall time in `timezone`", schema={"type": "string", "format": "date-time"}),
               Query("calendars", "calendars as a job names them: `NAME` (exclude) or `NAME:allow`, comma-separated; "
                     "each fire time then says which calendar or blackout excludes or defers it"),
-              Query("job", "a job name, for the blackouts that select it (with `queue`)"),
+              Query("job", "a job name, for the blackouts that select it (with `queue`), and whose hash picks "
+                    "the values of an `H` in the expression (docs/spread.md)"),
               Query("queue", "a queue, for the blackouts that select it (default: default)"),
               Query("previous_cron_expression", "an edit's previous expression: `diff` lists the ticks the edit "
                     "adds and removes", schema=_schema(PreviewQuery, "cron_expression")),
               Query("previous_timezone", "the previous zone (default `timezone`)",
                     schema=_schema(PreviewQuery, "timezone")),
+              Query("previous_job", "the job's previous name, for a rename: it picked the previous `H` values "
+                    "(default `job`)"),
               Query("days", f"how far the diff looks, 1..{MAX_DIFF_DAYS} days (default {DIFF_DAYS})",
                     maximum=MAX_DIFF_DAYS),
           )),

@@ -25,6 +25,7 @@ from api.routing import DB_ERRORS, ID, PAGE, Query, Route
 from api.schemas_schedule import DstNote
 from api.state import BACKENDS
 from cronos.errors import InvalidInput, InvalidSchedule, NotFound
+from cronos.hashed import hashed
 from cronos.rules import NO_RULES, RuleBook, Rules
 from cronos.schedule import Schedule
 from cronos.schedule_legacy import stored_schedule
@@ -61,13 +62,13 @@ class TickList(msgspec.Struct, kw_only=True):
     next_cursor: str | None
 
 
-def annotate(tick: Tick, rules: Rules = NO_RULES) -> TickOut:
+def annotate(tick: Tick, rules: Rules = NO_RULES, name: str = "") -> TickOut:
     """The tick with the DST note the schedule preview gives its instant (none for a legacy row),
     and the calendar or blackout that skips or defers it. A deferred tick the leader holds until
     its release (not written yet) gives the blackout as its reason."""
     note = None
     try:
-        schedule, _notice = stored_schedule(tick.cron_expression, tick.timezone)
+        schedule, _notice = stored_schedule(hashed(tick.cron_expression, name), tick.timezone)
         if isinstance(schedule, Schedule):
             note = dst_note(schedule, ZoneInfo(schedule.timezone), tick.scheduled_for)
     except (InvalidSchedule, OverflowError):
@@ -141,8 +142,9 @@ def tick_page(
     more = len(ticks) > limit or len(planned) == limit
     next_cursor = cursor_of(page[-1].scheduled_for) if more and page else None
     items = []
+    names = {seg.revision: seg.name for seg in segs}  # the job's name in each revision picks its `H`
     for index, tick in enumerate(page, 1):
-        items.append(annotate(tick, rules))
+        items.append(annotate(tick, rules, names.get(tick.revision, "")))
         if index % 20 == 0:  # ~10 us each
             hand_back()
     return TickList(items=items, next_cursor=next_cursor)

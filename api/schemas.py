@@ -31,6 +31,7 @@ from cronos.models import (
     SettableStatus,
 )
 from cronos.rules import CalendarRef
+from cronos.run_usage import Usage
 from cronos.selectors import KEY_PATTERN, MAX_LABELS, VALUE_PATTERN
 from cronos.store.revisions import Revision
 
@@ -52,7 +53,9 @@ Expression = Annotated[
         min_length=1,
         max_length=256,
         description="5-field cron, 6-field cron with seconds first, @hourly/@daily/@weekly/@monthly/@yearly,"
-        " or @never (no fire time: a job run only by hand or after its parents)",
+        " or @never (no fire time: a job run only by hand or after its parents). `n/step` is `n-max/step`;"
+        " in a job's schedule `H`, `H(a-b)`, `H/n` stand for values its name picks, spreading jobs that"
+        " share an expression (docs/spread.md)",
         examples=["*/5 * * * *"],
         extra_json_schema={"format": "cron", **_NO_NUL},
     ),
@@ -241,6 +244,13 @@ INPUTS = Meta(
 )
 
 
+USAGE = Meta(
+    description="what the run's work used (docs/run-usage.md): wall_ms, and cpu_ms for shell and task runs, "
+    "cpu_user_ms, cpu_sys_ms and max_rss_bytes for shell runs; null: not measured (not ended yet, or ended by "
+    "the leader's reaper). Only on GET /api/runs/{id}"
+)
+
+
 class RunOut(RunSummary, kw_only=True):
     """A run; `traceback` and `result` (they can be long) only on GET /api/runs/{id}."""
 
@@ -250,6 +260,7 @@ class RunOut(RunSummary, kw_only=True):
     traceback: str | UnsetType | None = UNSET
     result: str | UnsetType | None = UNSET
     inputs: Annotated[dict[str, Any] | UnsetType | None, INPUTS] = UNSET  # api.routes_trigger
+    usage: Annotated[Usage | UnsetType | None, USAGE] = UNSET
     # Only on GET /api/runs/{id}, for a queued run (api.task_routing).
     unserved: Annotated[
         str | UnsetType | None,

@@ -45,7 +45,7 @@ MAX_PACE_PER_S = 1000.0
 MIN_PACE_PER_S = 0.001  # one run in about 17 minutes: slower paces are this (their due times would overflow)
 _US = timedelta(microseconds=1)
 
-TickState = Literal["none", "queued", "waiting", "running", "completed", "failed", "skipped", "cancelled"]
+TickState = Literal["none", "queued", "waiting", "reserved", "running", "completed", "failed", "skipped", "cancelled"]
 
 
 class TickFacts(msgspec.Struct, frozen=True, kw_only=True):

@@ -69,7 +69,18 @@ def _parser() -> argparse.ArgumentParser:
             help="serve only these queues, comma-separated (default: $CRONOS_QUEUES, else `default`)",
         )
     # Named here, not imported from cronos.bench: an installed wheel has no benchmarks.
-    benchmarks = ("dispatch", "run", "e2e", "schedule", "apscheduler", "compare", "herd", "million", "ledger")
+    benchmarks = (
+        "dispatch",
+        "run",
+        "e2e",
+        "schedule",
+        "apscheduler",
+        "compare",
+        "herd",
+        "million",
+        "ledger",
+        "overload",
+    )
     bench = sub.add_parser("bench", help=f"benchmarks: `cronos bench {'|'.join(benchmarks)} --help`")
     bench.add_argument("which", choices=benchmarks)
     bench.add_argument("rest", nargs=argparse.REMAINDER)

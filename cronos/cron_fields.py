@@ -6,9 +6,10 @@ or a range (a step past the range keeps only the first value: ``*/61`` is minute
 lists, 0 and 7 both Sunday. Departures, each deliberate and documented in docs/cron.md:
 a range written backwards with numbers (``5-1``, ``7-0``) is refused as Vixie refuses it,
 but one with two names wraps (``FRI-MON``, ``NOV-MAR/3`` = Nov, Feb: the step runs on
-across the wrap); ``n/step`` without a range is refused (Quartz and cron disagree on
-it). Extensions: ``?`` (a whole day field, same as ``*``), ``L``, ``LW``, ``nW`` in the
-day of month, ``d#n`` and ``Ld`` in the day of week.
+across the wrap). Extensions: ``n/step`` is ``n-max/step`` (``5/15`` = ``5-59/15``, as
+Quartz, croniter, cronsim and robfig/cron read it; Vixie cron refuses it), ``?`` (a whole
+day field, same as ``*``), ``L``, ``LW``, ``nW`` in the day of month, ``d#n`` and ``Ld``
+in the day of week.
 """
 
 from __future__ import annotations
@@ -177,9 +178,12 @@ def _wrapped(first: int, last: int, step: int, field: Field) -> tuple[set[int], 
 def _item(part: str, field: Field, token: str) -> set[int]:
     """One list item: ``*``, ``v``, ``a-b``, each optionally ``/step``."""
     if _HASHED.fullmatch(part):
-        raise _fail(f"{field.name} field {token!r}: H and R values are not supported")
+        why = "R (random) is not supported, jitter_s is" if part[0] in "Rr" else "H is a job's, hashed from its name"
+        raise _fail(f"{field.name} field {token!r}: {why}")
     span, slash, step_text = part.partition("/")
     step = _step(step_text, field) if slash else 1
+    if slash and _VALUE.fullmatch(span):  # n/step: from n to the field's end (see from_step)
+        span = from_step(span, field)
     if span == "*":
         return set(range(field.low, field.high + 1, step))
     first_text, dash, last_text = span.partition("-")
@@ -189,8 +193,6 @@ def _item(part: str, field: Field, token: str) -> set[int]:
         raise _fail(f"{field.name} field {token!r} is not valid")
     first, first_named = _value(first_text, field, token)
     if not dash:
-        if slash:  # Vixie reads "5/15" differently from Quartz and croniter: refuse it
-            raise _fail(f"{field.name} field {token!r}: a step needs a range; write {first}-{field.high}/{step}")
         return {first}
     last, last_named = _value(last_text, field, token)
     if first <= last:
@@ -202,6 +204,17 @@ def _item(part: str, field: Field, token: str) -> set[int]:
     if first_named and last_named:  # FRI-MON, NOV-FEB: a documented wrapping extension
         return values
     raise _fail(f"{field.name} range {part!r} runs backwards (Vixie cron refuses it); write {spelled}")
+
+
+def from_step(start: str, field: Field) -> str:
+    """The range ``n/step`` stands for: ``n-max``, max the field's last value (7 in the day of week,
+    Sunday again, as in ``1-7/2``). The schedule lint says so beside the expression."""
+    return f"{start}-{field.high}"
+
+
+def item_values(part: str, field: Field) -> set[int]:
+    """The values one valid list item matches, as written (7 stays 7 in the day of week)."""
+    return _item(part, field, part)
 
 
 def _spell(values: set[int]) -> str:

@@ -1,7 +1,8 @@
 """Job events: the facts about a job an operator may be told about (issue 24).
 
-Pure. The leader's health evaluator produces them from the ledger and the job's expectations
-and writes them with `cronos.store.events.insert_events` (fenced, deduplicated by `dedupe_key`);
+Pure. The leader's health evaluator produces them from the ledger, the job's expectations and
+the run kinds its channels ask for (`RUN_KINDS`), and writes them with
+`cronos.store.events.insert_events` (fenced, deduplicated by `dedupe_key`);
 the leader's notifier routes each unrouted event to the channels whose rules match it.
 """
 
@@ -25,6 +26,14 @@ class JobEventKind(StrEnum):
     SKIPPED = "skipped"  # a tick ended skipped, with its reason
     CANCELLED = "cancelled"  # a run was cancelled, by whom
     PAUSED_BY_BREAKER = "paused_by_breaker"  # paused itself after failing too often in a row
+    # Opt-in per channel (never a default): derived only for the jobs a channel asks them of.
+    STARTED = "started"  # a run started
+    COMPLETED = "completed"  # a run completed
+    ENDED = "ended"  # a run that started ended, whatever its outcome: completed, failed, cancelled
+
+
+# The kinds the leader announces of every run (of the jobs some channel asks them of).
+RUN_KINDS = frozenset({JobEventKind.STARTED, JobEventKind.COMPLETED, JobEventKind.ENDED})
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,7 +1,8 @@
 """Planned starts per minute across the fleet's active jobs over a window (pure).
 
 The API reads the active jobs grouped by (expression, zone, jitter) (cronos.store.fleet) and
-hands the groups here: each distinct schedule's fire times are walked once, whatever the number
+hands the groups here (a group with an `H` is split by the values its jobs' names pick,
+cronos.hashed): each distinct schedule's fire times are walked once, whatever the number
 of jobs sharing it, as the leader's schedule book does. A job with jitter starts at its tick plus
 its jitter (cronos.lifecycle.jitter_s, the same deterministic delay the leader adds), so those are
 counted job by job. The walk is bounded: past `budget` steps it stops and says the counts are
@@ -16,6 +17,7 @@ from datetime import datetime, timedelta
 
 from cronos.cron_fields import parse
 from cronos.errors import InvalidSchedule
+from cronos.hashed import hashed
 from cronos.lifecycle import jitter_s
 from cronos.schedule import NEVER_AT
 from cronos.schedule_legacy import stored_schedule
@@ -26,13 +28,15 @@ DEFAULT_BUDGET = 400_000  # fire times walked at most (~1 s of CPU on the comput
 
 @dataclass(frozen=True, slots=True)
 class Group:
-    """Active jobs sharing an expression, a zone and a jitter; `ids` only when jitter_s > 0."""
+    """Active jobs sharing an expression, a zone and a jitter; `ids` when jitter_s > 0 or the
+    expression has an `H`; then also `names` (in the order of `ids`), which pick its values."""
 
     expression: str
     timezone: str
     jitter_s: float
     jobs: int
     ids: tuple[int, ...] = ()
+    names: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +46,28 @@ class Starts:
     jobs: int  # active cron jobs counted
     schedules: int  # distinct (expression, zone) walked
     partial: bool  # the budget ran out: later groups are missing
+    spread_jobs: int = 0  # jobs whose `H` spreads them (cronos.hashed)
+    unspread_peak: int = 0  # with spread jobs: the busiest minute's starts had each `H` been its range's start
+
+
+def spread(groups: Sequence[Group], key: bool = True) -> list[Group]:
+    """The groups with each `H` resolved: one group per expression its jobs' names pick (`key`
+    False: each `H` at the start of its range, as if nothing spread them)."""
+    out: list[Group] = []
+    for group in groups:
+        if not group.names:
+            out.append(group)
+            continue
+        by: dict[str, list[int]] = {}
+        for job_id, name in zip(group.ids, group.names, strict=True):
+            try:
+                by.setdefault(hashed(group.expression, name if key else None), []).append(job_id)
+            except InvalidSchedule:
+                continue  # never valid: the leader does not run it either
+        for expression, ids in by.items():
+            kept = tuple(ids) if group.jitter_s > 0 else ()
+            out.append(Group(expression, group.timezone, group.jitter_s, len(ids), kept))
+    return out
 
 
 def _seconds_in(expression: str) -> list[int] | None:
@@ -54,7 +80,20 @@ def _seconds_in(expression: str) -> list[int] | None:
 
 
 def starts_per_minute(groups: Sequence[Group], start: datetime, minutes: int, budget: int = DEFAULT_BUDGET) -> Starts:
-    """Planned starts in each of `minutes` minutes from `start` (floored to its minute)."""
+    """Planned starts in each of `minutes` minutes from `start` (floored to its minute); with jobs an
+    `H` spreads, also the busiest minute they would have made without it."""
+    found = _starts(spread(groups), start, minutes, budget)
+    spread_jobs = sum(g.jobs for g in groups if g.names)
+    if not spread_jobs:
+        return found
+    herd = _starts(spread(groups, key=False), start, minutes, budget)
+    return Starts(
+        found.start, found.counts, found.jobs, found.schedules, found.partial or herd.partial,
+        spread_jobs=spread_jobs, unspread_peak=max(herd.counts, default=0),
+    )  # fmt: skip
+
+
+def _starts(groups: Sequence[Group], start: datetime, minutes: int, budget: int) -> Starts:
     start = start.replace(second=0, microsecond=0)
     end = start + minutes * MINUTE
     counts = [0] * minutes

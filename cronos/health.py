@@ -169,6 +169,34 @@ def judge_runs(row: Health, runs: Iterable[RunFact], now: datetime) -> tuple[Hea
     return replace(row, judged_run_id=judged, last_success_at=success_at), events, late_now
 
 
+ENDED_STATES = frozenset({"completed", "failed", "cancelled"})  # a run that started ends in one of these
+
+
+def announced(job_id: int, runs: Iterable[RunFact], kinds: Iterable[str], since: datetime) -> list[JobEvent]:
+    """The run events of `kinds` (`started`, `completed`, `ended`: those the job's channels ask for)
+    of what happened to the job's runs after `since`: each run's start, and its end once it ended.
+    A run is seen on every pass until it ended (the judged cursor): its start is keyed, so written once."""
+    wanted = frozenset(kinds)
+    events: list[JobEvent] = []
+    for run in runs:
+        if run.started_at is None:
+            continue
+        base = {"scheduled_for": run.scheduled_for.isoformat(), "attempt": run.attempt}
+        if JobEventKind.STARTED in wanted and run.started_at > since:
+            events.append(JobEvent(job_id, JobEventKind.STARTED, run.started_at, _key("started", run.run_id),
+                                   run.run_id, base))  # fmt: skip
+        if run.finished_at is None or run.finished_at <= since or run.state not in ENDED_STATES:
+            continue
+        ended = {**base, "state": run.state, "duration_s": None if run.duration_s is None else round(run.duration_s, 3)}
+        if JobEventKind.COMPLETED in wanted and run.state == "completed":
+            events.append(JobEvent(job_id, JobEventKind.COMPLETED, run.finished_at, _key("completed", run.run_id),
+                                   run.run_id, ended))  # fmt: skip
+        if JobEventKind.ENDED in wanted:
+            events.append(JobEvent(job_id, JobEventKind.ENDED, run.finished_at, _key("ended", run.run_id),
+                                   run.run_id, ended))  # fmt: skip
+    return events
+
+
 def _judge(job_id: int, run: RunFact, exp: Expectations, now: datetime) -> list[JobEvent]:
     found: list[JobEvent] = []
     base = {"scheduled_for": run.scheduled_for.isoformat(), "attempt": run.attempt}

@@ -6,7 +6,9 @@ conditional statement guarded by its from-state (and by the epoch or the owning 
 what it returns. The Promela model (`tests/model/lifecycle.pml`) names the same states and events.
 
     queued ──claimed──▶ running ──completed──▶ completed ──▶ chain runs of its child jobs queued
-      │ ▲                │    └──failed──────▶ failed ───(a retry left)──▶ next attempt queued
+      │ ▲ │  ▲           ▲    └──failed──────▶ failed ───(a retry left)──▶ next attempt queued
+      │ │ │  └unreserved─┤started (or its finish: completed | failed with its started_at)
+      │ │ └reserved──▶ reserved (ahead of due: owned and leased; lost, replaced, stopped as running)
       │ │ woken          ├──lost (reaper)──▶ failed "executor lost"
       │ │                ├──replaced───────▶ failed "replaced"
       │ │                └──cancel_requested (API) ··· stopped (its executor) ──▶ cancelled "cancelled by …"
@@ -14,6 +16,14 @@ what it returns. The Promela model (`tests/model/lifecycle.pml`) names the same 
       ├─overlapped / misfired / expired / handed_over ──▶ skipped (the reason)
       └─cancelled (API; queued or waiting) ──▶ cancelled "cancelled by …"
     failed | skipped (ended, not completed) ──triggered (API: "retry this run")──▶ next attempt queued
+
+A run whose token an executor holds ahead of its due time (the push lead) is reserved then, when
+`claims_at_once` holds: owned, leased and holding its exclusive job's place (G3) before it is due,
+so that at the due instant its executor starts it without a round trip (`startable`), and records
+it started afterwards, or with its finish. It is not running until it starts: the API shows it
+`reserved`. Its executor gone, the reaper ends it as a running one ("executor lost": it may have
+started); an executor that cannot start it at its instant (drained, its lease or grace run out)
+gives it back queued (unreserved), and it is claimed as any queued run.
 
 A queued run is in the outbox until the leader pushes its token (`pushed_epoch` set to the
 leader's epoch); election, Redis losing its data and the watchdog only clear that mark again.
@@ -43,6 +53,7 @@ from cronos.models import (
 class RunState(StrEnum):
     QUEUED = "queued"  # runs when due; the outbox pushes its token
     WAITING = "waiting"  # due, behind a run of its job; woken by that run's end
+    RESERVED = "reserved"  # claimed ahead of its due time by the executor that starts it then
     RUNNING = "running"
     COMPLETED = "completed"
     FAILED = "failed"
@@ -52,6 +63,8 @@ class RunState(StrEnum):
 
 TERMINAL = frozenset({RunState.COMPLETED, RunState.FAILED, RunState.SKIPPED, RunState.CANCELLED})
 PENDING = frozenset({RunState.QUEUED, RunState.WAITING})  # not started: expiry and misfire apply
+# An executor owns it and its lease says it is alive: the reaper, the heartbeat and G3 treat both alike.
+OWNED = frozenset({RunState.RESERVED, RunState.RUNNING})
 
 
 class Actor(StrEnum):
@@ -77,6 +90,9 @@ class Event(StrEnum):
     PUSHED = "pushed"  # its token went out (stays queued)
     UNPUSHED = "unpushed"  # back in the outbox: election, Redis lost its data, watchdog
     CLAIMED = "claimed"
+    RESERVED = "reserved"  # claimed ahead of its due time (the push lead) by the executor holding its token
+    STARTED = "started"  # that executor started it at its due instant (recorded after the start)
+    UNRESERVED = "unreserved"  # that executor could not start it at its instant: queued again
     WAITED = "waited"
     WOKEN = "woken"
     OVERLAPPED = "overlapped"  # the concurrency policy refused it
@@ -115,7 +131,7 @@ def _t(
     )
 
 
-Q, W, R = RunState.QUEUED, RunState.WAITING, RunState.RUNNING
+Q, W, R, V = RunState.QUEUED, RunState.WAITING, RunState.RUNNING, RunState.RESERVED
 TRANSITIONS: tuple[Transition, ...] = (
     _t(Event.WRITTEN, "", Q, "leader", Fence.EPOCH),
     _t(Event.TRIGGERED, "", Q, "api", Fence.STATE),
@@ -124,19 +140,24 @@ TRANSITIONS: tuple[Transition, ...] = (
     _t(Event.PUSHED, "queued", Q, "leader", Fence.EPOCH),
     _t(Event.UNPUSHED, "queued", Q, "leader", Fence.EPOCH),
     _t(Event.CLAIMED, "queued", R, "executor", Fence.STATE),
+    _t(Event.RESERVED, "queued", V, "executor", Fence.STATE),
+    _t(Event.STARTED, "reserved", R, "executor", Fence.OWNER),
+    _t(Event.UNRESERVED, "reserved", Q, "executor", Fence.OWNER),
     _t(Event.WAITED, "queued", W, "api executor", Fence.STATE),  # api: a backfill's runs behind its first
     _t(Event.WOKEN, "waiting", Q, "api executor leader", Fence.STATE),  # api: behind a run it cancelled
     _t(Event.OVERLAPPED, "queued waiting", RunState.SKIPPED, "executor leader", Fence.STATE, SKIP_OVERLAP),
     _t(Event.MISFIRED, "queued", RunState.SKIPPED, "leader", Fence.EPOCH, SKIP_MISFIRED),
     _t(Event.EXPIRED, "queued waiting", RunState.SKIPPED, "leader executor", Fence.STATE, SKIP_EXPIRED),
     _t(Event.HANDED_OVER, "queued", RunState.SKIPPED, "api", Fence.JOB, SKIP_JOB_INACTIVE),
-    _t(Event.COMPLETED, "running", RunState.COMPLETED, "executor", Fence.OWNER),
-    _t(Event.FAILED, "running", RunState.FAILED, "executor", Fence.OWNER),
-    _t(Event.LOST, "running", RunState.FAILED, "leader", Fence.EPOCH, FAIL_EXECUTOR_LOST),
-    _t(Event.REPLACED, "running", RunState.FAILED, "executor", Fence.STATE, FAIL_REPLACED),
+    # From reserved: the run started and ended before its start was recorded (the finish records both).
+    _t(Event.COMPLETED, "reserved running", RunState.COMPLETED, "executor", Fence.OWNER),
+    _t(Event.FAILED, "reserved running", RunState.FAILED, "executor", Fence.OWNER),
+    _t(Event.LOST, "reserved running", RunState.FAILED, "leader", Fence.EPOCH, FAIL_EXECUTOR_LOST),
+    _t(Event.REPLACED, "reserved running", RunState.FAILED, "executor", Fence.STATE, FAIL_REPLACED),
     _t(Event.CANCELLED, "queued waiting", RunState.CANCELLED, "api", Fence.STATE),
-    _t(Event.CANCEL_REQUESTED, "running", R, "api", Fence.STATE),  # recorded beside the run, not in it
-    _t(Event.STOPPED, "running", RunState.CANCELLED, "executor leader", Fence.OWNER),  # leader: reaped, asked
+    # Recorded beside the run, not in it; a reserved run's request is recorded alike (it stays reserved).
+    _t(Event.CANCEL_REQUESTED, "running", R, "api", Fence.STATE),
+    _t(Event.STOPPED, "reserved running", RunState.CANCELLED, "executor leader", Fence.OWNER),  # leader: reaped, asked
 )
 BY_EVENT = {t.event: t for t in TRANSITIONS}
 # OVERLAPPED also records SKIP_BUFFER_FULL (buffer_one), HANDED_OVER also SKIP_SCHEDULE_CHANGED.
@@ -161,14 +182,16 @@ class Cancel(StrEnum):
     """What a cancel request does to a run, by the state it is in."""
 
     NOW = "now"  # queued or waiting: ended `cancelled` at once (Event.CANCELLED)
-    REQUEST = "request"  # running: recorded; its executor signals the work, forces it after a grace
+    # running, or reserved (its executor starts it at its instant without asking): recorded; its
+    # executor signals the work, forces it after a grace
+    REQUEST = "request"
     ENDED = "ended"  # over already: nothing to cancel (the API's 409)
 
 
 def cancel(state: RunState) -> Cancel:
     if state in PENDING:
         return Cancel.NOW
-    if state is RunState.RUNNING:
+    if state in OWNED:
         return Cancel.REQUEST
     return Cancel.ENDED
 
@@ -188,14 +211,39 @@ def lost(cancel_by: str | None) -> tuple[RunState, str, bool]:
     return RunState.CANCELLED, f"{cancelled_by(cancel_by)} ({FAIL_EXECUTOR_LOST})", False
 
 
+# --- reserve: claimed ahead of its due time, started at it without a round trip ----------------
+# A queued run whose token arrived ahead of its due time is reserved then when `claims_at_once`
+# holds for it (nothing then needs deciding at its instant); the others are claimed at their
+# instant, as the concurrency policy decides then.
+
+# How much sooner than its lease's end (or its grace's) a reserved run must start: the error of
+# the executor's estimate of PostgreSQL's clock (cronos.clock) stays well under it.
+START_MARGIN_S = 1.0
+
+
+def startable(now_s: float, lease_until_s: float, expires_s: float | None) -> bool:
+    """A reserved run its executor starts at its due instant without asking PostgreSQL (unix
+    times by PostgreSQL's clock, as the executor estimates it): its lease still holds, so the
+    reaper has not taken it (G1, G3), and its grace has not run out (G7), each by START_MARGIN_S.
+    Otherwise the executor gives it back (Event.UNRESERVED) and claims it as a queued run."""
+    if now_s > lease_until_s - START_MARGIN_S:
+        return False
+    return expires_s is None or now_s <= expires_s - START_MARGIN_S
+
+
 # --- misfire: ticks late beyond their grace -------------------------------------------------
 
 # Lateness up to which a tick counts as on time whatever its grace (a busy loop, a slow commit).
 ON_TIME_S = 1.0
 
 
+def grace_over_before(now: datetime, grace_s: float) -> datetime:
+    """The due time before which a run is late beyond its grace at `now` (at least ON_TIME_S)."""
+    return now - timedelta(seconds=max(grace_s, ON_TIME_S))
+
+
 def late_beyond_grace(due_at: datetime, now: datetime, grace_s: float) -> bool:
-    return due_at < now - timedelta(seconds=max(grace_s, ON_TIME_S))
+    return due_at < grace_over_before(now, grace_s)
 
 
 def expired(due_at: datetime, now: datetime, grace_s: float) -> bool:
@@ -220,6 +268,27 @@ def misfire(
         else:
             runs.append(policy == "run_once" and complete and index == newest)
     return runs
+
+
+def one_pending(misfire: MisfirePolicy, concurrency: ConcurrencyPolicy) -> bool:
+    """Whether a job holds one pending run at most. Under the default policies (`run_once`,
+    `forbid`) a tick due while an earlier run of its job has not started though overdue (queued
+    or waiting, due before `overdue_before`: more than a claim or a catch-up takes) and is within
+    its grace (`grace_over_before`) is written skipped SKIP_PENDING, as a misfired tick is: that
+    run stands for it, as `run_once` runs one
+    run for a lot and `forbid` never two at once. Offered more than the cluster runs, each such
+    job keeps one token in its stream (the stream is as long as the jobs are many, not as the
+    backlog is old) and the runs go round the jobs in due order (G8), instead of a backlog growing
+    until every run expires. A run past its grace holds nothing back: the tick after it runs.
+    Other policies keep every tick (`run_all`: each runs; the buffers, `allow`, `replace`: as asked)."""
+    return misfire == "run_once" and concurrency == "forbid"
+
+
+def overdue_before(now: datetime) -> datetime:
+    """The due time before which a run not started at `now` is overdue: later than a busy claim
+    takes, and than a failover's catch-up takes to run its ticks in turn (LATE_START_S: those
+    all run, G7)."""
+    return now - timedelta(seconds=LATE_START_S)
 
 
 def stale_tick_runs(policy: MisfirePolicy, *, newest_written: bool) -> bool:
@@ -334,7 +403,8 @@ def claims_at_once(
     """A queued run that is claimed whatever its other facts: within its grace, its job's only run
     in the claim's batch, and nothing of its job running (or the job allows overlap): `overlap`
     then answers CLAIM; and its job names no concurrency group (that needs a slot: `allot`). The
-    store claims these in one statement (CLAIM_FREE), the others after reading their facts."""
+    store claims these in one statement (CLAIM_FREE), the others after reading their facts; ahead
+    of their due time it reserves these (the same statement), and no others."""
     return not expired_ and of_job_in_batch == 1 and (not running or not exclusive(policy)) and not grouped
 
 

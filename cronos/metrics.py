@@ -7,11 +7,16 @@ All roles in one process (as `cronos dev` runs them) share this registry, so one
 
 from __future__ import annotations
 
+import bisect
 import contextlib
-from collections.abc import Mapping
+import fnmatch
+import itertools
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.metrics_core import HistogramMetricFamily
+from prometheus_client.utils import floatToGoString
 
 from cronos.selectors import prometheus_label
 
@@ -257,6 +262,71 @@ JOB_LAST_SUCCESS, JOB_CONSECUTIVE_FAILURES = _job_gauges(())
 JOB_METRICS_DROPPED = Gauge(
     "cronos_job_metrics_dropped",
     "Jobs matching CRONOS_JOB_METRICS_JOBS beyond CRONOS_JOB_METRICS_MAX: not exported per job (leader)",
+    registry=REGISTRY,
+)
+
+
+def job_allowed(name: str, names: Sequence[str]) -> bool:
+    """CRONOS_JOB_METRICS_JOBS' meaning (`*` and `?` globs): empty allows every job."""
+    return not names or any(fnmatch.fnmatchcase(name, n) for n in names)
+
+
+# What each run's work used (cronos.run_usage), per job, observed by the executor that ran it:
+# CRONOS_JOB_METRICS_JOBS picks the jobs, and each executor process gives series to the first
+# CRONOS_JOB_METRICS_MAX of them it runs (executor.usage_metrics); the runs of the others are counted.
+# Kept as plain counts, observed on the executor's loop without a lock (a prometheus_client
+# Histogram's observe took five times as long, twice a run), and exported as histograms on scrape.
+class JobHistogram:
+    """A histogram per job (`job_name`), its series made at a job's first observation."""
+
+    def __init__(self, name: str, documentation: str, buckets: Sequence[float]) -> None:
+        self.name, self.documentation, self.bounds = name, documentation, tuple(buckets)
+        self._series: dict[str, list[float]] = {}  # job -> [count in each bucket..., past the last, sum]
+
+    def observe(self, job: str, value: float) -> None:
+        series = self._series.get(job)
+        if series is None:
+            series = self._series[job] = [0.0] * (len(self.bounds) + 2)
+        series[bisect.bisect_left(self.bounds, value)] += 1
+        series[-1] += value
+
+    def collect(self) -> Iterator[HistogramMetricFamily]:
+        family = HistogramMetricFamily(self.name, self.documentation, labels=["job_name"])
+        for job, series in list(self._series.items()):
+            counts, total = series[:-1], series[-1]
+            cumulative = list(itertools.accumulate(counts))
+            buckets = [(_le(b), c) for b, c in zip(self.bounds, cumulative, strict=False)]
+            family.add_metric([job], [*buckets, ("+Inf", cumulative[-1])], total)
+        yield family
+
+
+def _le(bound: float) -> str:
+    """A bucket's `le` as prometheus_client writes it (0.5, 1.0, 4.194304e+06)."""
+    return str(floatToGoString(bound))  # type: ignore[no-untyped-call]
+
+
+_CPU_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 60, 300, 1800, 3600)
+_RSS_BUCKETS = tuple(float(2**n) for n in range(22, 36, 2))  # 4 MiB to 16 GiB, by four
+JOB_RUN_WALL = JobHistogram(
+    "cronos_job_run_wall_seconds",
+    "Wall time of each run's work, per job (executor; capped, see cronos_job_run_usage_dropped_total)",
+    _DURATION_BUCKETS,
+)
+JOB_RUN_CPU = JobHistogram(
+    "cronos_job_run_cpu_seconds",
+    "CPU time of each shell and task run's work (user + system), per job (executor; capped)",
+    _CPU_BUCKETS,
+)
+JOB_RUN_MAX_RSS = JobHistogram(
+    "cronos_job_run_max_rss_bytes",
+    "Peak resident memory of each shell run's largest process, per job (executor; capped)",
+    _RSS_BUCKETS,
+)
+for _histogram in (JOB_RUN_WALL, JOB_RUN_CPU, JOB_RUN_MAX_RSS):
+    REGISTRY.register(_histogram)  # a collector: collect() is all it needs
+JOB_RUN_USAGE_DROPPED = Counter(
+    "cronos_job_run_usage_dropped_total",
+    "Runs whose usage this executor did not export per job: their job came after CRONOS_JOB_METRICS_MAX others",
     registry=REGISTRY,
 )
 

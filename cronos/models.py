@@ -22,7 +22,7 @@ TERMINAL_STATUSES = ("completed", "expired")
 ConcurrencyPolicy = Literal["forbid", "allow", "replace", "buffer_one", "buffer_all"]
 MisfirePolicy = Literal["run_once", "run_all", "skip"]
 # cronos.lifecycle.RunState
-RunState = Literal["queued", "waiting", "running", "completed", "failed", "skipped", "cancelled"]
+RunState = Literal["queued", "waiting", "reserved", "running", "completed", "failed", "skipped", "cancelled"]
 Trigger = Literal["schedule", "manual", "retry", "chain", "backfill"]  # chain: after a run of a parent job
 
 JOB_STATUSES: tuple[str, ...] = get_args(JobStatus)
@@ -33,6 +33,7 @@ SKIP_MISFIRED = "misfired"
 SKIP_EXPIRED = "expired"
 SKIP_OVERLAP = "previous run still running"
 SKIP_BUFFER_FULL = "previous run still running, another run already waits for it"  # buffer_one
+SKIP_PENDING = "an earlier run of the job has not started yet"  # run_once + forbid: one pending run per job
 SKIP_JOB_INACTIVE = "job paused or deleted"  # written ahead, then the job stopped before it was due
 SKIP_SCHEDULE_CHANGED = "schedule changed"  # written ahead, then a new schedule without this tick took over
 FAIL_EXECUTOR_LOST = "executor lost"

@@ -10,7 +10,16 @@ storage never holds more than the bound (plus one flush of lines).
 
 A line is at most LINE_BYTES of UTF-8 (cut and marked past it), holds no NUL (PostgreSQL's
 text cannot) and is scrubbed of the run's secret values (cronos.redact.scrub) before it is
-kept: no secret reaches a buffer, the database or a reader.
+kept: no secret reaches the database or a reader.
+
+What it costs is what is kept, not what is written. Text written to a stream (`write`) is
+split into lines only while the head fills; past it, whole lines wait as the blocks they came
+in, counted (`str.count`), until a flush (`take`) makes lines of the newest the tail window can
+hold: the lines before them are cut by number and size alone, never split, scrubbed or encoded
+(a shell job printing 10 MB costs its tail's lines, not its 200,000). A line is only ever
+scrubbed whole, so a secret split across two writes (two pipe reads) is scrubbed like any other;
+a stream written without a newline is taken a line at a time past LINE_BYTES characters, keeping
+back the characters a secret could still be the start of.
 """
 
 from __future__ import annotations
@@ -82,9 +91,27 @@ def fit(text: str, secrets: tuple[str, ...]) -> tuple[str, int]:
     return text, len(text.encode())
 
 
+def _size(text: str) -> int:
+    """Bytes of `text` as UTF-8; an ASCII text (its flag is kept by CPython) is not encoded."""
+    return len(text) if text.isascii() else len(text.encode("utf-8", "replace"))
+
+
+@dataclass(frozen=True, slots=True)
+class _Block:
+    """Whole lines past the head, as written: `text` is `lines` lines joined by newlines (`whole`:
+    one line, newlines and all: a log record)."""
+
+    at: float
+    stream: Stream
+    text: str
+    lines: int
+    whole: bool = False
+
+
 @dataclass(slots=True)
 class Bounded:
-    """One run's output as it is written: `add` each line, `take` what to write now."""
+    """One run's output as it is written: `add` a line or `write` a stream's text, `take` what to
+    write now, `end` when the run ends (a last line without its newline)."""
 
     bounds: Bounds
     secrets: tuple[str, ...] = ()
@@ -101,53 +128,145 @@ class Bounded:
     _stored_from: int = 0  # stored tail lines below this are deleted (or were never written)
     _trim_to: int = 0
     _cut_changed: bool = False
+    _partial: dict[Stream, str] = field(default_factory=dict)  # a stream's text after its last newline
+    _blocks: deque[_Block] = field(default_factory=deque)  # past the head, not yet lines
+    _block_lines: int = 0
+    _block_chars: int = 0
 
     @property
     def pending(self) -> bool:
-        return bool(self._head or self._pending_tail or self._cut_changed or self._trim_to > self._stored_from)
+        return bool(
+            self._head or self._blocks or self._pending_tail or self._cut_changed or self._trim_to > self._stored_from
+        )
+
+    @property
+    def wrote(self) -> bool:
+        """Whether any line was written (kept or cut)."""
+        return self.next_seq > 0 or bool(self._blocks)
+
+    @property
+    def _tail_lines(self) -> int:
+        return self.bounds.max_lines - self.bounds.head_lines
 
     def add(self, at: float, stream: Stream, text: str) -> None:
+        """One whole line (a log record, an http response's status), newlines and all."""
+        if self.bounds.off or (self.cut_seq is None and self._to_head(at, stream, text)):
+            return
+        self._queue(_Block(at, stream, text, 1, whole=True))
+
+    def write(self, at: float, stream: Stream, text: str) -> None:
+        """Text as written to a stream: its whole lines kept, the rest held until its newline (or
+        `end`); held past LINE_BYTES characters, it is taken as a line."""
         if self.bounds.off:
             return
-        text, size = fit(text, self.secrets)
+        held = self._partial.pop(stream, None)
+        if held is not None:
+            text = held + text
+        end = text.rfind("\n")
+        rest = text[end + 1 :] if end >= 0 else text
+        if end >= 0:
+            self._lines(at, stream, text[:end])
+        if len(rest) >= LINE_BYTES:  # memory stays bounded, and no part of a secret leaves early
+            rest = scrub(rest, self.secrets) if self.secrets else rest
+            keep = max(map(len, self.secrets), default=1) - 1  # the longest start of a secret
+            if len(rest) > keep:
+                self._lines(at, stream, rest[: len(rest) - keep])
+                rest = rest[len(rest) - keep :] if keep else ""
+        if rest:
+            self._partial[stream] = rest
+
+    def end(self, at: float) -> None:
+        """The run ended: what each stream held without a newline is its last line."""
+        partial, self._partial = self._partial, {}
+        for stream, rest in partial.items():
+            self._lines(at, stream, rest)
+
+    def _lines(self, at: float, stream: Stream, text: str) -> None:
+        """`text` as lines (split at its newlines): into the head while it has room, then queued."""
+        start = 0
+        while self.cut_seq is None:
+            end = text.find("\n", start)
+            if not self._to_head(at, stream, text[start:] if end < 0 else text[start:end]):
+                break
+            if end < 0:
+                return
+            start = end + 1
+        rest = text[start:] if start else text
+        self._queue(_Block(at, stream, rest, rest.count("\n") + 1))
+
+    def _to_head(self, at: float, stream: Stream, text: str) -> bool:
+        """Keep the line in the head if it has room; else the head is over: the cut line's number."""
+        kept, size = fit(text, self.secrets)
         bounds = self.bounds
-        if self.cut_seq is None and self.head_lines < bounds.head_lines and self.head_bytes + size <= bounds.head_bytes:
-            self._head.append(Line(self.next_seq, at, stream, text))
+        if self.head_lines < bounds.head_lines and self.head_bytes + size <= bounds.head_bytes:
+            self._head.append(Line(self.next_seq, at, stream, kept))
             self.next_seq += 1
             self.head_lines += 1
             self.head_bytes += size
-            return
-        if self.cut_seq is None:
-            self.cut_seq = self.next_seq
-            self.next_seq += 1
-            self._stored_from = self._trim_to = self.next_seq
+            return True
+        self.cut_seq = self.next_seq
+        self.next_seq += 1
+        self._stored_from = self._trim_to = self.next_seq
+        return False
+
+    def _queue(self, block: _Block) -> None:
+        """Past the head: a block waits for the next `take`. The oldest blocks that the newer ones
+        push out of the tail by their number of lines alone are cut at once; a flush's worth of long
+        lines is made into lines early, so memory stays bounded."""
+        self._blocks.append(block)
+        self._block_lines += block.lines
+        self._block_chars += len(block.text)
+        blocks, tail_lines = self._blocks, self._tail_lines
+        while len(blocks) > 1 and self._block_lines - blocks[0].lines >= tail_lines:
+            gone = blocks.popleft()
+            self._block_lines -= gone.lines
+            self._block_chars -= len(gone.text)
+            self._skip(gone.lines, _size(gone.text) - (gone.lines - 1))
+        if self._block_chars > 4 * (self.bounds.max_bytes - self.bounds.head_bytes) + LINE_BYTES:
+            self._settle()
+
+    def _skip(self, lines: int, size: int) -> None:
+        """`lines` lines (`size` bytes) cut unmade: as many lines follow them as the tail holds, so
+        the tail window's lines leave too."""
+        while self._tail:
+            self._evict()
+        self.cut_lines += lines
+        self.cut_bytes += size
+        self.next_seq += lines
+        self._cut_changed = True
+
+    def _settle(self) -> None:
+        """The waiting blocks into the tail window: the newest lines it could hold are made (fit,
+        numbered, windowed), the ones before them only counted."""
+        skip = self._block_lines - self._tail_lines
+        blocks = self._blocks
+        while skip > 0:
+            first = blocks[0]
+            if first.lines <= skip:
+                blocks.popleft()
+                self._skip(first.lines, _size(first.text) - (first.lines - 1))
+                skip -= first.lines
+                continue
+            rest = first.text.split("\n", skip)[-1]
+            self._skip(skip, _size(first.text[: len(first.text) - len(rest) - 1]) - (skip - 1))
+            blocks[0] = _Block(first.at, first.stream, rest, first.lines - skip)
+            skip = 0
+        for block in blocks:
+            for text in [block.text] if block.whole else block.text.split("\n"):
+                self._to_tail(block.at, block.stream, text)
+        blocks.clear()
+        self._block_lines = self._block_chars = 0
+
+    def _to_tail(self, at: float, stream: Stream, text: str) -> None:
+        text, size = fit(text, self.secrets)
         line = Line(self.next_seq, at, stream, text)
         self.next_seq += 1
         self._tail.append((line.seq, size))
         self._pending_tail.append(line)
         self._tail_bytes += size
-        tail_lines, tail_bytes = bounds.max_lines - bounds.head_lines, bounds.max_bytes - bounds.head_bytes
+        tail_lines, tail_bytes = self._tail_lines, self.bounds.max_bytes - self.bounds.head_bytes
         while self._tail and (len(self._tail) > tail_lines or self._tail_bytes > tail_bytes):
             self._evict()
-
-    def add_many(self, at: float, stream: Stream, texts: list[str]) -> None:
-        """`add` each of `texts`; past the head, those the tail window would drop at once are only
-        counted (a shell job printing 10 MB costs its tail's lines, not its 200,000)."""
-        done = 0
-        while done < len(texts) and self.cut_seq is None and not self.bounds.off:
-            self.add(at, stream, texts[done])
-            done += 1
-        skip = len(texts) - done - (self.bounds.max_lines - self.bounds.head_lines)
-        if skip > 0 and not self.bounds.off:
-            while self._tail:  # the whole window leaves too
-                self._evict()
-            self.cut_lines += skip
-            self.cut_bytes += len("\n".join(texts[done : done + skip]).encode("utf-8", "replace")) - (skip - 1)
-            self.next_seq += skip
-            self._cut_changed = True
-            done += skip
-        for text in texts[done:]:
-            self.add(at, stream, text)
 
     def _evict(self) -> None:
         """The tail window's oldest line leaves it: cut, and deleted if it was written."""
@@ -164,6 +283,8 @@ class Bounded:
     def take(self, at: float) -> Pending:
         """The lines to write now (head and tail lines not yet written, the cut line when its count
         changed, stamped `at`) and the stored range that left the tail window."""
+        if self._blocks:
+            self._settle()
         lines = self._head
         self._head = []
         if self._cut_changed and self.cut_seq is not None:

@@ -20,9 +20,23 @@ from zoneinfo import ZoneInfo
 
 import msgspec
 
-from cronos.cron_fields import DOM, HOUR, MINUTE, SECOND, CronFields, Field, parse, split
+from cronos.cron_fields import (
+    DOM,
+    DOW,
+    HOUR,
+    MINUTE,
+    MONTH,
+    SECOND,
+    CronFields,
+    Field,
+    from_step,
+    item_values,
+    parse,
+    split,
+)
 from cronos.dst import segment
 from cronos.errors import InvalidSchedule
+from cronos.hashed import described
 from cronos.schedule import NEVER_AT, parse_schedule
 from cronos.schedule_window import NextAfter
 
@@ -35,11 +49,13 @@ _MONTH_NAMES = (
 _LONGEST = {2: 29, 4: 30, 6: 30, 9: 30, 11: 30}  # other months: 31
 _UNIT = {"second": "s", "minute": "m", "hour": "h"}
 _DST_LOOKAHEAD = timedelta(days=366)
+_FIELDS = (SECOND, MINUTE, HOUR, DOM, MONTH, DOW)
 
 
 class Code(StrEnum):
     STEP_EXCEEDS_FIELD = "step_exceeds_field"  # */90 in minutes: minute 0 only
     STEP_UNEVEN = "step_uneven"  # */7 in minutes: restarts at each hour (56 -> 0 is 4 minutes)
+    STEP_FROM = "step_from"  # 5/15: from 5 to the field's end (Quartz's reading), which Vixie cron refuses
     DAY_SKIPS_MONTHS = "day_skips_months"  # 31: no run in 30-day months nor February
     DAYS_ORED = "days_ored"  # both day fields restricted: either matches
     DAYS_ANDED = "days_anded"  # a restricted day field starting with *: both must match
@@ -47,6 +63,7 @@ class Code(StrEnum):
     DST_GAP = "dst_gap"  # a named wall time is skipped by spring-forward
     DST_FOLD = "dst_fold"  # a named wall time happens twice at fall-back
     HERD = "herd"  # many active jobs start in the same minute
+    HASHED = "hashed"  # H: the values this job's name picks (cronos.hashed)
 
 
 class LintWarning(msgspec.Struct, frozen=True, kw_only=True):
@@ -61,20 +78,26 @@ class LintWarning(msgspec.Struct, frozen=True, kw_only=True):
 # --- steps ---------------------------------------------------------------------------------
 
 
+def _span(span: str, field: Field) -> tuple[int, int] | None:
+    """The numeric first and last value a stepped span runs through (`*`, `a-b`, `n`), else None."""
+    if span == "*":
+        return field.low, field.high
+    if span.isdigit():  # n/step: n to the end of the field
+        span = from_step(span, field)
+    first_text, dash, last_text = span.partition("-")
+    if dash and first_text.isdigit() and last_text.isdigit() and int(first_text) <= int(last_text):
+        return int(first_text), int(last_text)
+    return None
+
+
 def _step_warnings(token: str, field: Field) -> list[LintWarning]:
     out: list[LintWarning] = []
     for part in token.split(","):
         span, slash, step_text = part.partition("/")
-        if not slash or not step_text.isdigit():
+        if not slash or not step_text.isdigit() or (bounds := _span(span, field)) is None:
             continue
         step = int(step_text)
-        first_text, dash, last_text = span.partition("-")
-        if span == "*":
-            first, last = field.low, field.high
-        elif dash and first_text.isdigit() and last_text.isdigit() and int(first_text) <= int(last_text):
-            first, last = int(first_text), int(last_text)
-        else:
-            continue
+        first, last = bounds
         values = range(first, last + 1, step)
         unit = _UNIT.get(field.name)
         every = f"`every: {step}{unit}`" if unit else None
@@ -89,18 +112,40 @@ def _step_warnings(token: str, field: Field) -> list[LintWarning]:
                     suggestion=f"for every {step} {field.name}s, use an interval schedule: {every}" if every else None,
                 )
             )
-        elif span == "*" and unit and field.cycle % step:
-            wrap = values[0] + field.cycle - values[-1]
+        elif unit and last == field.high and (wrap := values[0] + field.cycle - values[-1]) != step:
             out.append(
                 LintWarning(
                     code=Code.STEP_UNEVEN,
-                    message=f"`{part}` in the {field.name} field restarts at {field.low} each "
+                    message=f"`{part}` in the {field.name} field restarts at {values[0]} each "
                     f"{'minute' if unit == 's' else 'hour' if unit == 'm' else 'day'}: {field.name}s "
-                    f"{', '.join(str(v) for v in values[:3])}, …, {values[-1]}, then {field.low} again "
+                    f"{', '.join(str(v) for v in values[:3])}, …, {values[-1]}, then {values[0]} again "
                     f"{wrap} {field.name}{'s' if wrap > 1 else ''} later, not every {step}",
                     suggestion=f"for an even {step}-{field.name} cadence, use an interval schedule: {every}",
                 )
             )
+    return out
+
+
+def _from_step_warnings(token: str, field: Field) -> list[LintWarning]:
+    """`n/step` said in the range cron spells: Vixie cron refuses it, Quartz and croniter read it so."""
+    out: list[LintWarning] = []
+    for part in token.split(","):
+        span, slash, step_text = part.partition("/")
+        if not slash or not span or span == "*" or "-" in span or not step_text.isdigit():
+            continue
+        spelled = f"{from_step(span, field)}/{step_text}"
+        values = sorted(item_values(spelled, field))
+        shown = ", ".join(str(v) for v in values[:4]) + (f", …, {values[-1]}" if len(values) > 4 else "")
+        sunday = " (7 is Sunday again; croniter and robfig/cron stop at 6)" if field is DOW and 7 in values else ""
+        out.append(
+            LintWarning(
+                code=Code.STEP_FROM,
+                message=f"`{part}` in the {field.name} field means `{spelled}`: {field.name} {shown}{sunday}, "
+                f"from {span} to the field's end by {step_text} (Quartz, croniter, cronsim and robfig/cron "
+                "read it so; Vixie cron refuses it)",
+                suggestion=f"to say the same in every cron, write `{spelled}`",
+            )
+        )
     return out
 
 
@@ -316,6 +361,21 @@ def herd_warning(
     )
 
 
+# --- H -----------------------------------------------------------------------------------
+
+
+def hash_note(written: str, name: str) -> LintWarning | None:
+    """What each `H` of the expression as `written` is for the job `name` (None without one)."""
+    said = described(written, name) if written else None
+    if said is None:
+        return None
+    return LintWarning(
+        code=Code.HASHED,
+        message=said,
+        suggestion="to spread jobs that share this expression, let each keep its own `H`; renaming the job moves it",
+    )
+
+
 # --- everything ----------------------------------------------------------------------------
 
 
@@ -334,6 +394,8 @@ def lint(expression: str, timezone: str, now: datetime) -> list[LintWarning]:
     for token, field in zip(fields, named, strict=False):
         out += _step_warnings(token, field)
     out += _step_warnings(fields[-3], DOM)
+    for token, field in zip(fields, _FIELDS[-len(fields) :], strict=True):
+        out += _from_step_warnings(token, field)
     out += _month_warnings(parsed, fields[-3], fields[-1])
     out += _day_field_warnings(fields)
     out += _dst_warnings(expression, parsed, fields, timezone, now)

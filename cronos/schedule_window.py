@@ -16,6 +16,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
 from cronos.dst import fire_times
+from cronos.hashed import hashed
 from cronos.interval import interval_of
 from cronos.rules import NO_RULES, Rules, Verdict
 from cronos.schedule import NEVER_AT
@@ -120,11 +121,13 @@ def job_schedule(
     end_at: datetime | None = None,
     every: str | None = None,
     anchor: datetime | None = None,
+    key: str = "",
     parse: Callable[[str, str], tuple[Any, str | None]] = stored_schedule,
 ) -> tuple[Windowed, str | None]:
     """A stored job's schedule (a one-off when `run_at` is set, an interval when `every` is)
     clamped to its window, and the parser's notice for a stored expression it now refuses
-    (cronos.schedule_legacy). Raises InvalidSchedule as `parse` does."""
+    (cronos.schedule_legacy). `key`: the job's name, which picks the values of an `H`
+    (cronos.hashed). Raises InvalidSchedule as `parse` does."""
     run_at, start_at, end_at = _aware(run_at), _aware(start_at), _aware(end_at)
     base: NextAfter
     notice = None
@@ -135,7 +138,7 @@ def job_schedule(
     else:
         assert cron_expression is not None, "a job has a cron expression, an interval or a run_at"
         parsed: StoredSchedule
-        parsed, notice = parse(cron_expression, timezone)
+        parsed, notice = parse(hashed(cron_expression, key), timezone)
         base = parsed
     return Windowed(base, start_at, end_at), notice
 
@@ -157,6 +160,8 @@ class Timed(Protocol):
     def every(self) -> str | None: ...
     @property
     def anchor(self) -> datetime | None: ...
+    @property
+    def name(self) -> str: ...
 
 
 def schedule_of(
@@ -165,7 +170,7 @@ def schedule_of(
     """`job_schedule` of a job."""
     return job_schedule(
         job.cron_expression, job.timezone, run_at=job.run_at, start_at=job.start_at, end_at=job.end_at,
-        every=job.every, anchor=job.anchor, parse=parse,
+        every=job.every, anchor=job.anchor, key=job.name, parse=parse,
     )  # fmt: skip
 
 

@@ -20,6 +20,7 @@ import msgspec
 from cronos import delays
 from cronos.dst import fire_times
 from cronos.errors import InvalidSchedule
+from cronos.hashed import hashed
 from cronos.interval import interval_of
 from cronos.models import RunState, Trigger
 from cronos.schedule_legacy import stored_schedule
@@ -67,6 +68,7 @@ class Segment(msgspec.Struct, frozen=True, kw_only=True):
     timezone: str
     every: str | None = None  # an interval (cronos.interval) instead of the expression
     anchor: datetime | None = None
+    name: str = ""  # the job's name then: it picks the values of an `H` (cronos.hashed)
 
 
 class LedgerRow(msgspec.Struct, kw_only=True):
@@ -155,7 +157,7 @@ def _segment(
     return Segment(
         start=start, end=end, revision=number, status=_STATUSES.get(status, "active"),
         cron_expression=str(fields.get("cron_expression") or ""), timezone=str(fields.get("timezone", "UTC")),
-        every=None if every is None else str(every), anchor=_instant(anchor),
+        every=None if every is None else str(every), anchor=_instant(anchor), name=str(fields.get("name") or ""),
     )  # fmt: skip
 
 
@@ -182,7 +184,7 @@ def plan(segs: Iterable[Segment], after: datetime, until: datetime, limit: int) 
             if seg.every is not None:
                 times = fire_times(interval_of(seg.every, seg.anchor).next_after, low, high, limit - len(found))
             else:
-                schedule, _notice = stored_schedule(seg.cron_expression, seg.timezone)
+                schedule, _notice = stored_schedule(hashed(seg.cron_expression, seg.name), seg.timezone)
                 times = schedule.fire_times(low, high, limit - len(found))
         except (InvalidSchedule, OverflowError):
             continue

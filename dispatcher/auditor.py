@@ -29,6 +29,7 @@ import msgspec
 from cronos import health, metrics
 from cronos.aio import Foreground, Slices
 from cronos.errors import InvalidInput, InvalidSchedule, NotLeader
+from cronos.hashed import has_hash
 from cronos.models import DEFAULT_QUEUE
 from cronos.rules import EMPTY_BOOK, CalendarRef, RuleBook, Verdict
 from cronos.schedule_window import job_schedule
@@ -92,6 +93,7 @@ def _expected(job: AuditedJob, window: tuple[datetime, datetime]) -> list[dateti
             end_at=job.end_at,
             every=job.every,
             anchor=job.anchor,
+            key=job.name,
         )
     except (InvalidInput, InvalidSchedule):
         return None  # the dispatcher does not run it either (logged there)
@@ -104,8 +106,9 @@ def _expected(job: AuditedJob, window: tuple[datetime, datetime]) -> list[dateti
 def _same_ticks(job: AuditedJob, start: datetime) -> tuple[object, ...]:
     """What a job's expected ticks depend on: jobs alike share one computation."""
     born = job.created_at if job.run_at is None else min(job.created_at, job.run_at - _US)
+    key = job.name if job.cron_expression is not None and has_hash(job.cron_expression) else ""  # picks its `H`
     return (job.cron_expression, job.timezone, job.run_at, job.start_at, job.end_at, job.every, job.anchor,
-            job.ended_after, max(start, born))  # fmt: skip
+            job.ended_after, max(start, born), key)  # fmt: skip
 
 
 def reconcile(
@@ -217,6 +220,9 @@ class Auditor:
                     fields = {name: group[name] for name in _SCHEDULE_FIELDS}
                     # created_at: since when the jobs count (AUDIT_SCHEDULES' `after`), as reconcile reads it
                     first = AuditedJob(id=0, created_at=group["after"], **fields)
+                    if first.cron_expression is not None and has_hash(first.cron_expression):
+                        due += await self._each_named(conn, first, group["ids"], window, result, memo)
+                        continue  # each job's name picks its `H`: their ticks differ
                     ticks = memo[_same_ticks(first, start)] = _expected(first, window)
                     if ticks is None:
                         continue  # the dispatcher does not run them either
@@ -230,6 +236,27 @@ class Auditor:
             if due:
                 await self._reconcile(conn, due, window, book, result, memo)
         return result
+
+    @staticmethod
+    async def _each_named(
+        conn: Any,
+        first: AuditedJob,
+        ids: list[int],
+        window: tuple[datetime, datetime],
+        result: AuditResult,
+        memo: dict[tuple[object, ...], list[datetime] | None],
+    ) -> list[AuditedJob]:
+        """The jobs of a group whose expression has an `H`, each with its ticks (its name's): those
+        with a tick in the window, to reconcile."""
+        out = []
+        for row in await conn.fetch(q.AUDIT_JOB_NAMES, ids):
+            job = replace(first, id=row["id"], name=row["name"])
+            ticks = memo[_same_ticks(job, window[0])] = _expected(job, window)
+            if ticks:
+                out.append(job)
+            elif ticks is not None:
+                result.jobs += 1
+        return out
 
     @staticmethod
     async def _reconcile(

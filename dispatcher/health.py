@@ -19,7 +19,6 @@ a cap and an allow-list) are set from the health rows every `metrics_interval_s`
 
 from __future__ import annotations
 
-import fnmatch
 import logging
 import time
 from collections import defaultdict
@@ -61,11 +60,6 @@ def like_patterns(names: Sequence[str]) -> list[str]:
     return out
 
 
-def allowed(name: str, names: Sequence[str]) -> bool:
-    """The allow-list's meaning (for tests and docs): empty allows every job."""
-    return not names or any(fnmatch.fnmatchcase(name, n) for n in names)
-
-
 class Evaluator:
     def __init__(
         self,
@@ -89,6 +83,7 @@ class Evaluator:
         self._metric_label_keys = tuple(metric_label_keys)
         self._metrics_at: float | None = None
         self._resume: tuple[datetime, int] | None = None  # a capped scan's next (end, run id)
+        self._announced_to: datetime | None = None  # run events were derived up to here (this term)
 
     async def run(self, term: Lifetime) -> None:
         try:
@@ -116,7 +111,12 @@ class Evaluator:
         ended, more = await store.ended(self._resume or (scanned_to - OVERLAP, 0), now)
         self._resume = more
         upto = now if more is None else more[0]
-        expecting = {e.job_id: e for e in await store.expecting()}
+        announcing = await store.announcing()
+        # Run events of what happened since this term's previous pass; at a term's first, since the
+        # scan's watermark (a new leader goes on where the last one stopped; a new channel hears of
+        # the runs from its first pass on, never of a job's past).
+        since = (scanned_to - OVERLAP) if self._announced_to is None else self._announced_to - OVERLAP
+        expecting = {e.job_id: e for e in await store.expecting(announcing)}
         running = await store.running()
         runs = await store.runs_after([(e.job_id, e.judged_run_id) for e in expecting.values()])
         pairs = {
@@ -163,6 +163,8 @@ class Evaluator:
             if (job := expecting.get(job_id)) is not None:
                 row, found, late = health.judge_runs(row, facts.get(job_id, []), now)
                 events.extend(found)
+                if job_id in announcing:
+                    events.extend(health.announced(job_id, facts.get(job_id, []), announcing[job_id], since))
                 if job.status == "active" and (spell := health.dry_spell(row, job.expectations, job.updated_at, now)):
                     events.append(spell)
                     dry = True
@@ -171,6 +173,7 @@ class Evaluator:
             if row != before:
                 changed.append(row)
         new = await store.write(self._check(), events, changed, upto)
+        self._announced_to = now
         for event in events:  # decided (a re-read decides the same facts again: written once)
             log.debug(
                 "job event decided",

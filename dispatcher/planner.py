@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Protocol
 
-from cronos.lifecycle import ON_TIME_S, end_status, jitter_s, misfire, runs_allowed
+from cronos.lifecycle import ON_TIME_S, end_status, grace_over_before, jitter_s, misfire, one_pending, runs_allowed
 from cronos.models import SKIP_MISFIRED, DispatchJob
 from cronos.rules import Verdict
 from cronos.schedule_window import Filtered, Windowed
@@ -40,6 +40,9 @@ class TickBatch:
     due_at: list[datetime] = field(default_factory=list)
     skip_reason: list[str | None] = field(default_factory=list)
     revision: list[int] = field(default_factory=list)  # the job revision that planned the tick
+    # Its job holds one pending run at most (lifecycle.one_pending): the tick is written skipped
+    # while a run of the job due in [this, the round's instant) has not started. None: it does not.
+    held_from: list[datetime | None] = field(default_factory=list)
     cursors: dict[int, datetime] = field(default_factory=dict)
     # Jobs whose last tick is here (window over, max_runs reached, one-off done): job id ->
     # (terminal status, the revision that planned it).
@@ -197,6 +200,11 @@ class TickRound:
                         reasons = _reasons(job, ticks, verdicts, now, newest_here)
                         decided[(job.misfire_policy, job.misfire_grace_s)] = reasons
                     kept, ended = runs_allowed([r is None for r in reasons], job.runs_left)
+                    held_from = (
+                        grace_over_before(now, job.misfire_grace_s)
+                        if one_pending(job.misfire_policy, job.concurrency_policy)
+                        else None
+                    )
                     ran = 0
                     for index, (tick, reason) in enumerate(zip(ticks[:kept], reasons, strict=False)):
                         due = tick
@@ -217,6 +225,7 @@ class TickRound:
                         batch.due_at.append(due)
                         batch.skip_reason.append(reason)
                         batch.revision.append(job.revision)
+                        batch.held_from.append(held_from)
                     if kept:
                         batch.cursors[job.id] = ticks[kept - 1]
                         batch.queues[job.id] = job.queue

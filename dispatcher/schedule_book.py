@@ -19,6 +19,7 @@ from datetime import datetime
 from typing import Any
 
 from cronos.errors import InvalidSchedule
+from cronos.hashed import has_hash, hashed
 from cronos.models import DispatchJob
 from cronos.rules import EMPTY_BOOK, RuleBook
 from cronos.schedule_legacy import stored_schedule
@@ -36,7 +37,10 @@ log = logging.getLogger("dispatcher.schedule_book")
 
 def _key(spec: DispatchJob) -> Key:
     zone = "" if spec.every is not None else spec.timezone
-    return (spec.cron_expression, zone, spec.run_at, spec.start_at, spec.end_at, spec.every, spec.anchor)
+    expression = spec.cron_expression
+    if expression is not None and has_hash(expression):  # `H`: its values are this job's (its name's)
+        expression = hashed(expression, spec.name)
+    return (expression, zone, spec.run_at, spec.start_at, spec.end_at, spec.every, spec.anchor)
 
 
 def _read(spec: DispatchJob) -> tuple[Any, ...]:

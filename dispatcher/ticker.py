@@ -23,7 +23,7 @@ import msgspec
 
 from cronos import metrics
 from cronos.aio import Foreground
-from cronos.models import SKIP_MISFIRED, DispatchJob
+from cronos.models import SKIP_MISFIRED, SKIP_PENDING, DispatchJob
 from cronos.rules import Blackout, Calendar, RuleBook
 from cronos.settings import Settings
 from cronos.store.ledger import Ledger
@@ -68,7 +68,8 @@ BATCH_ROWS = 500
 @dataclass(slots=True)
 class Round:
     queued: int = 0  # new queued runs written
-    skipped: int = 0  # new skipped ("misfired") runs written
+    skipped: int = 0  # new skipped runs written ("misfired", or SKIP_PENDING: `held` of them)
+    held: int = 0  # new runs written skipped SKIP_PENDING (lifecycle.one_pending)
     pushed: int = 0  # tokens pushed
     more: bool = False  # work left over (a capped catch-up): run again at once
 
@@ -290,6 +291,8 @@ class Ticker:
                     graces=batch.graces,
                     counted=batch.runs.keys(),
                     shells=batch.shells,
+                    held_from=batch.held_from,
+                    now=now,
                 )
             finally:
                 slots.release()
@@ -308,6 +311,7 @@ class Ticker:
             result.pushed += await self.outbox.hold(queued, now, epoch)
             result.queued += len(written.queued)
             result.skipped += written.skipped
+            result.held += written.held
 
         horizon = now + self._lookahead
         began = time.perf_counter()
@@ -324,8 +328,11 @@ class Ticker:
         if written_any := result.queued + result.skipped:
             took = time.perf_counter() - began
             metrics.TICK_WRITE.observe(took)
-            metrics.RUNS_SKIPPED.labels(reason=SKIP_MISFIRED).inc(result.skipped)
-            level = logging.INFO if result.skipped or ticks.truncated else logging.DEBUG
+            metrics.RUNS_SKIPPED.labels(reason=SKIP_MISFIRED).inc(result.skipped - result.held)
+            metrics.RUNS_SKIPPED.labels(reason=SKIP_PENDING).inc(result.held)
+            # A job held behind its pending run is overload's steady state, not news: each round would say so.
+            level = logging.INFO if result.skipped > result.held or ticks.truncated else logging.DEBUG
             fields: dict[str, float] = {"count": result.queued, "skipped": result.skipped, "rows": written_any}
+            fields["held"] = result.held
             fields["duration_ms"] = round(took * 1000, 1)
             log.log(level, "ticks written", extra={"event": "ticks.queued", **fields})

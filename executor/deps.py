@@ -6,23 +6,30 @@ straight line and still costs one round trip per batch (see `executor.batcher`).
 from __future__ import annotations
 
 import functools
+import logging
 from dataclasses import InitVar, dataclass, field
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from cronos import presence, tasks
+from cronos import lifecycle, presence, tasks
 from cronos.aio import Foreground
 from cronos.clock import DbClock
+from cronos.errors import BackendUnavailable
 from cronos.keys import Keys
 from cronos.locks import TickLocks
-from cronos.store.runs import Claim, ClaimRequest, Outcome, RunStore
+from cronos.store.runs import Claim, ClaimedRun, ClaimRequest, Outcome, Refused, RunStore
 from cronos.stream import EntryRef, RunStream
 from executor.batcher import Batcher
 from executor.gate import Gate
 from executor.health import BackendHealth
 from executor.kinds import Env
 from executor.routing import Routing
+from executor.starts import Starts
 from executor.tally import Tally
 from executor.tracing import Tracer
+from executor.usage_metrics import JobUsage
+
+log = logging.getLogger("cronos.executor")
 
 if TYPE_CHECKING:
     from executor.running import InFlight
@@ -67,11 +74,16 @@ class Deps:
     tracer: Tracer | None = None  # runs' spans (executor.tracing); None: traces are off
     gate: Gate[ClaimRequest, Claim] = field(init=False)  # steps 2-3 at the due instant, with an execution slot
     locks: Batcher[str, bool] = field(init=False)  # step 1
+    reserves: Batcher[ClaimRequest, ClaimedRun | None] = field(init=False)  # step 2 ahead of the due instant
+    starts: Starts = field(init=False)  # reserved runs started: recorded after their start
     claims: Batcher[ClaimRequest, Claim] = field(init=False)  # steps 2-3, behind the gate
+    starting: Batcher[ClaimRequest, Claim] = field(init=False)  # reserved runs at their instant, behind the gate
     finishes: Batcher[Outcome, bool] = field(init=False)  # step 5
     settles: Batcher[Settle, None] = field(init=False)  # step 6
     in_flight: dict[int, InFlight] = field(default_factory=dict)  # run id -> its execution (step 4)
     tally: Tally = field(init=False)  # runs started here (its share: a metric and its presence)
+    usage: JobUsage = field(init=False)  # what runs used, per job (bounded histograms)
+    given_back: int = 0  # runs reserved here that could not start at their instant (tests read it)
     # While claims go out, finishes wait (a quarter second at most at a time): the runs waiting to
     # start come before recording the ones that ended (their statements would share PostgreSQL).
     claiming: Foreground = field(default_factory=Foreground)
@@ -80,11 +92,15 @@ class Deps:
         # A tick lock is taken up to the push lead before the run is claimed: its ttl covers both.
         lock_ttl_ms = self.lead_ms + int(self.lease_s * 1000)
         self.claims = Batcher("claims", self._claim, max_size=CLAIM_BATCH, foreground=self.claiming)
-        self.gate = Gate(self.claims, concurrency, self.clock.time)
+        self.starting = Batcher("starting", self._start_reserved, max_size=CLAIM_BATCH)
+        self.gate = Gate(self.claims, concurrency, self.clock.time, route=self._reserved)
         self.locks = Batcher("locks", functools.partial(self.tick_locks.acquire, ttl_ms=lock_ttl_ms))
+        self.reserves = Batcher("reserves", self._reserve, max_size=CLAIM_BATCH, foreground=self.claiming)
+        self.starts = Starts(self.store, self.node_id)
         self.finishes = Batcher("finishes", self._finish)
         self.settles = Batcher("settles", self._settle)
         self.tally = Tally(self.node_id)
+        self.usage = JobUsage(self.env.settings.job_metrics_max, self.env.settings.job_metrics_jobs)
         self.routing = Routing(self.redis, self.keys, self.stream, self.node_id, fresh_s=self.lease_s / 3)
         # What this node can run (its presence announces the same): the live registry, so a task
         # registered after the start counts.
@@ -92,13 +108,51 @@ class Deps:
 
     @property
     def batchers(self) -> list[Batcher[object, object]]:
-        return [self.locks, self.claims, self.finishes, self.settles]  # type: ignore[list-item]
+        return [self.locks, self.reserves, self.claims, self.starting, self.finishes, self.settles]  # type: ignore[list-item]
+
+    async def _reserve(self, requests: list[ClaimRequest]) -> list[ClaimedRun | None]:
+        ids, ticks_ms = [r.run_id for r in requests], [r.scheduled_for_ms for r in requests]
+        return await self.store.reserve(ids, self.node_id, self.lease_s, ticks_ms)
 
     async def _claim(self, requests: list[ClaimRequest]) -> list[Claim]:
         ids, ticks_ms = [r.run_id for r in requests], [r.scheduled_for_ms for r in requests]
         claims = await self.store.claim(ids, self.node_id, self.lease_s, ticks_ms)
         self.tally.count(claims)
         return claims
+
+    def _reserved(self, request: ClaimRequest) -> Batcher[ClaimRequest, Claim] | None:
+        return self.starting if request.reserved is not None else None
+
+    async def _start_reserved(self, requests: list[ClaimRequest]) -> list[Claim]:
+        """At the due instant, runs reserved here start now, without a round trip, while
+        lifecycle.startable says so. One that cannot start is given back, then claimed as any
+        queued run; if PostgreSQL fails meanwhile it is answered NOT_QUEUED (its token settled: a
+        run given back is pushed again by the watchdog, one still reserved is reaped)."""
+        now = self.clock.time()
+        claims: list[Claim] = []
+        late: dict[int, ClaimRequest] = {}
+        for request in requests:
+            run = request.reserved
+            assert run is not None and run.lease_until is not None  # routed here by _reserved
+            expires_s = None if request.expires_ms is None else request.expires_ms / 1000
+            if lifecycle.startable(now, run.lease_until.timestamp(), expires_s):
+                run.started_at = datetime.fromtimestamp(now, UTC)
+                claims.append(run)
+            else:
+                late[run.id] = request
+                claims.append(Refused.NOT_QUEUED)
+        self.tally.count(claims)  # the runs started here now (the ones claimed again count in _claim)
+        if not late:
+            return claims
+        self.given_back += len(late)
+        try:
+            await self.store.unreserve(list(late), self.node_id)
+            again = dict(zip(late, await self._claim([r._replace(reserved=None) for r in late.values()]), strict=True))
+        except BackendUnavailable as exc:
+            self.health.report(exc)
+            log.warning("reserved runs not started: %s", exc, extra={"event": "run.start_failed", "count": len(late)})
+            return claims
+        return [again.get(r.run_id, c) for r, c in zip(requests, claims, strict=True)]
 
     async def _finish(self, outcomes: list[Outcome]) -> list[bool]:
         await self.claiming.idle()

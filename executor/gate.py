@@ -49,8 +49,18 @@ class _Instant(Generic[I, O]):
 
 
 class Gate(Generic[I, O]):
-    def __init__(self, batcher: Batcher[I, O], slots: int, clock: Callable[[], float] = time.time) -> None:
+    """`route` picks another batcher for some items (a reserved run's start, which asks nothing:
+    its batch never shares the fate of a claim that fails)."""
+
+    def __init__(
+        self,
+        batcher: Batcher[I, O],
+        slots: int,
+        clock: Callable[[], float] = time.time,
+        route: Callable[[I], Batcher[I, O] | None] | None = None,
+    ) -> None:
         self._batcher = batcher
+        self._route = route
         self.slots = slots
         self._free = slots
         self._queue: deque[_Waiter[I, O]] = deque()  # due, waiting for a slot
@@ -142,7 +152,8 @@ class Gate(Generic[I, O]):
                 continue
             waiter.admitted = True
             self._free -= 1
-            self._batcher.put(waiter.item, waiter.future)
+            batcher = (self._route(waiter.item) if self._route else None) or self._batcher
+            batcher.put(waiter.item, waiter.future)
 
     def _instant(self, at_ms: int) -> _Instant[I, O]:
         instant = self._instants.get(at_ms)

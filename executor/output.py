@@ -6,9 +6,10 @@ context), so what a run writes is routed by a context variable, never by a globa
 takes each record logged inside a run's context (its `ctx.logger`, any library it calls). Outside
 a run both pass through untouched. Shell and http runs add their lines through `current()`.
 
-A run's capture costs nothing until it writes its first line: only then does the `Writer` see it.
+A run's capture is one object until it writes its first line: only then does the `Writer` see it.
 The writer flushes every run's pending lines together, in one transaction (at most FLUSH_S after
-they were written, sooner past FLUSH_BYTES), and each run's last lines when it ends, before its
+they were written, sooner past FLUSH_BYTES of a head; past it, a run's tail window every
+TAIL_FLUSH_S, made at the flush), and each run's last lines when it ends, before its
 outcome is recorded: once a run has ended, its whole output is there to read. Output is best
 effort: a flush PostgreSQL refuses is logged and dropped, never holding up the run or stopping the
 executor.
@@ -28,13 +29,14 @@ from collections.abc import Awaitable, Callable, Iterator
 from datetime import datetime
 from typing import Any, TextIO
 
-from cronos.run_output import LINE_BYTES, Bounded, Bounds, Stream
+from cronos.run_output import Bounded, Bounds, Stream
 from cronos.store.run_output import Written
 
 log = logging.getLogger("cronos.executor")
 
 FLUSH_S = 0.25  # a line waits at most this long to be written (live tail)
-FLUSH_BYTES = 256 * 1024  # ... or less, once this much is pending
+FLUSH_BYTES = 256 * 1024  # ... or less, once this much of a head is pending
+TAIL_FLUSH_S = 1.0  # past its head, a running run's tail window is written this often at most
 END_WAIT_S = 5.0  # a run's outcome waits this long at most for its last lines to be written
 IDLE_S = 1.0  # with no run writing, the writer only looks for the end of its role this often
 
@@ -47,20 +49,15 @@ def current() -> Capture | None:
 
 
 class Capture:
-    """One run's output while it runs (a context manager: inside it, the run's code writes here);
-    lines may come from its thread too (a lock). Nothing but this object until a first line."""
+    """One run's output while it runs (a context manager: inside it, the run's code writes here).
+    Nothing but this object until a first line: then its `_Live` state, lines from the run's
+    thread too (a lock)."""
 
-    __slots__ = ("_bounded", "_decoders", "_ended", "_lock", "_partial", "_pending_bytes", "_token", "_writer",
-                 "run_id", "secrets", "tick")  # fmt: skip
+    __slots__ = ("_live", "_token", "_writer", "run_id", "secrets", "tick")
 
     def __init__(self, writer: Writer, run_id: int, tick: datetime, secrets: tuple[str, ...]) -> None:
         self.run_id, self.tick, self.secrets, self._writer = run_id, tick, secrets, writer
-        self._bounded: Bounded | None = None  # made at the first line
-        self._lock = threading.Lock()
-        self._partial: dict[Stream, str] = {}
-        self._decoders: dict[Stream, codecs.IncrementalDecoder] = {}
-        self._pending_bytes = 0
-        self._ended: asyncio.Future[None] | None = None
+        self._live: _Live | None = None
         self._token: contextvars.Token[Capture | None] | None = None
 
     def __enter__(self) -> Capture:
@@ -74,67 +71,93 @@ class Capture:
     @property
     def silent(self) -> bool:
         """Nothing written, not even a part of a line: nothing to end (the common run's fast path)."""
-        return self._bounded is None and not self._partial
+        return self._live is None
 
     def line(self, stream: Stream, text: str) -> None:
         """One whole line (a log record, an http response's status)."""
-        with self._lock:
-            self._add(time.time(), stream, text)
+        live = self._live or self._open()
+        with live.lock:
+            live.bounded.add(time.time(), stream, text)
+            self._grew(live, len(text))
 
     def write(self, stream: Stream, text: str) -> None:
         """Text as written to a stream: whole lines kept, the rest held until its newline (or the end)."""
-        with self._lock:
-            text = self._partial.pop(stream, "") + text
-            *lines, rest = text.split("\n")
-            if len(rest) >= LINE_BYTES:  # no newline for that long: taken as a line, memory stays bounded
-                lines.append(rest)
-                rest = ""
-            if lines:
-                self._add_many(time.time(), stream, lines)
-            if rest:
-                self._partial[stream] = rest
+        live = self._live or self._open()
+        with live.lock:
+            live.bounded.write(time.time(), stream, text)
+            self._grew(live, len(text))
 
     def feed(self, stream: Stream, data: bytes) -> None:
         """Bytes from a pipe (a shell run), decoded as UTF-8 across chunks."""
-        decoder = self._decoders.get(stream)
+        live = self._live or self._open()
+        decoder = live.decoders.get(stream)
         if decoder is None:
-            decoder = self._decoders[stream] = codecs.getincrementaldecoder("utf-8")("replace")
+            decoder = live.decoders[stream] = codecs.getincrementaldecoder("utf-8")("replace")
         self.write(stream, decoder.decode(data))
 
-    def _add(self, at: float, stream: Stream, text: str) -> None:
-        self._add_many(at, stream, [text])
+    def _open(self) -> _Live:
+        """The first line: the run's buffer, and the writer starts watching it (once, whichever
+        thread writes first)."""
+        with _opening:
+            live = self._live
+            if live is None:
+                live = self._live = _Live(Bounded(self._writer.bounds, self.secrets))
+                if not live.bounded.bounds.off:
+                    self._writer.watch(self)
+        return live
 
-    def _add_many(self, at: float, stream: Stream, texts: list[str]) -> None:
-        bounded = self._bounded
-        if bounded is None:
-            bounded = self._bounded = Bounded(self._writer.bounds, self.secrets)
-        if bounded.bounds.off:
-            return
-        first = not bounded.next_seq
-        bounded.add_many(at, stream, texts)
-        self._pending_bytes += sum(map(len, texts))
-        if first:
-            self._writer.watch(self)
-        elif self._pending_bytes >= FLUSH_BYTES:
-            self._writer.wake()
+    def _grew(self, live: _Live, size: int) -> None:
+        """Flush early once the head pending is large; past the head a run's pending lines are its
+        tail window at most, written at the writer's pace."""
+        if live.bounded.cut_seq is None:
+            live.pending_chars += size
+            if live.pending_chars >= FLUSH_BYTES:
+                live.pending_chars = 0
+                self._writer.wake()
 
-    def take(self) -> Written | None:
-        with self._lock:
-            if self._bounded is None or not self._bounded.pending:
+    def take(self, now: float) -> Written | None:
+        """What to write now (monotonic `now`). Past its head, a run still running writes its tail
+        window every TAIL_FLUSH_S at most: a run printing on at its pipe's pace would otherwise
+        write, then delete, a whole window of rows every flush."""
+        live = self._live
+        if live is None:
+            return None
+        with live.lock:
+            if not live.bounded.pending:
                 return None
-            self._pending_bytes = 0
-            return Written(self.run_id, self.tick, self._bounded.take(time.time()))
+            if live.ended is None and live.bounded.cut_seq is not None and now - live.taken_at < TAIL_FLUSH_S:
+                return None
+            live.pending_chars, live.taken_at = 0, now
+            return Written(self.run_id, self.tick, live.bounded.take(time.time()))
 
     def _end(self) -> bool:
         """Lines still held end here; whether anything was ever written."""
-        with self._lock:
-            for stream, decoder in self._decoders.items():
+        live = self._live
+        if live is None:
+            return False
+        with live.lock:
+            for stream, decoder in live.decoders.items():
                 if rest := decoder.decode(b"", final=True):
-                    self._partial[stream] = self._partial.get(stream, "") + rest
-            partial, self._partial = self._partial, {}
-            for stream, rest in partial.items():
-                self._add(time.time(), stream, rest)
-            return self._bounded is not None and self._bounded.next_seq > 0
+                    live.bounded.write(time.time(), stream, rest)
+            live.bounded.end(time.time())
+            return live.bounded.wrote
+
+
+class _Live:
+    """A capture's state from its first line on."""
+
+    __slots__ = ("bounded", "decoders", "ended", "lock", "pending_chars", "taken_at")
+
+    def __init__(self, bounded: Bounded) -> None:
+        self.bounded = bounded
+        self.lock = threading.Lock()
+        self.decoders: dict[Stream, codecs.IncrementalDecoder] = {}
+        self.pending_chars = 0
+        self.taken_at = 0.0  # monotonic: when its lines were last taken to be written
+        self.ended: asyncio.Future[None] | None = None
+
+
+_opening = threading.Lock()  # a capture's first line, from its run's task or its thread
 
 
 class Writer:
@@ -157,9 +180,9 @@ class Writer:
         """The run ended: wait until its last lines are written, at most END_WAIT_S: the outcome is
         recorded whatever became of the output (even when this task is cancelled meanwhile, by a
         drain). A run that wrote nothing (`Capture.silent`) need not come here."""
-        if not capture._end():
+        if not capture._end() or capture._live is None:
             return
-        ended = capture._ended = asyncio.get_running_loop().create_future()
+        ended = capture._live.ended = asyncio.get_running_loop().create_future()
         self.wake()
         try:
             await asyncio.wait([ended], timeout=END_WAIT_S)
@@ -197,8 +220,9 @@ class Writer:
     async def flush(self) -> None:
         with self._lock:
             live = list(self._live.values())
-        batch = [w for w in (c.take() for c in live) if w is not None]
-        ended = [c for c in live if c._ended is not None]
+        ended = [c for c in live if c._live is not None and c._live.ended is not None]
+        now = time.monotonic()
+        batch = [w for w in (c.take(now) for c in live) if w is not None]
         try:
             if batch:
                 await self._write(batch)
@@ -209,8 +233,9 @@ class Writer:
                 for capture in ended:
                     self._live.pop(id(capture), None)
             for capture in ended:
-                if capture._ended is not None and not capture._ended.done():
-                    capture._ended.set_result(None)
+                future = capture._live.ended if capture._live is not None else None
+                if future is not None and not future.done():
+                    future.set_result(None)
 
 
 class _Routed:

@@ -5,9 +5,12 @@ timeout while the heartbeat keeps the lease, record, release, acknowledge. Each 
 one helper calling the cronos lock, store or stream method wired in `executor.deps`,
 batched across tokens.
 
-A token pushed ahead of its due time (the leader's push lead) is locked at once, then held
-at the gate until the due instant, when every token due then goes to the claims batcher at
-once (statements of `CLAIM_BATCH` runs, back to back): a burst starts together, never early.
+A token pushed ahead of its due time (the leader's push lead) is locked at once and its run
+reserved (cronos.lifecycle Event.RESERVED: claimed ahead, for the runs `claims_at_once` claims),
+then held at the gate until the due instant, when a reserved run starts without a round trip
+(its start recorded after it, `executor.starts`, or with its finish) and every other token due
+then goes to the claims batcher at once (statements of `CLAIM_BATCH` runs, back to back): a
+burst starts together, never early.
 An execution slot is taken at the gate only then, and given back as soon as the work ends
 (recording and acknowledging happen outside it), so held tokens never keep due runs from
 starting.
@@ -27,7 +30,7 @@ from cronos.backoff import Backoff
 from cronos.errors import BackendUnavailable
 from cronos.logs import bind
 from cronos.messages import RunToken
-from cronos.store.runs import SKIP_REASONS, Claim, ClaimRequest, Outcome, Refused
+from cronos.store.runs import SKIP_REASONS, Claim, ClaimedRun, ClaimRequest, Outcome, Refused
 from cronos.stream import Delivery, EntryRef
 from executor.deps import Deps, Settle
 from executor.gate import Withdrawn
@@ -72,9 +75,10 @@ async def process(delivery: Delivery, deps: Deps) -> TokenOutcome:
         epoch=token.epoch,
         scheduled_for=_iso(token.scheduled_for_ms),
     ):
+        retried = False
         while True:
             try:
-                return await _process(token, delivery.ref, deps)
+                return await _process(token, delivery.ref, deps, retried=retried)
             except BackendUnavailable as exc:
                 # Failed before the claim (lock or claim: the steps after it keep their own
                 # retries). The token stays pending and in hand, and goes through again as soon as
@@ -84,9 +88,10 @@ async def process(delivery: Delivery, deps: Deps) -> TokenOutcome:
                 if not await deps.health.wait_up(exc.backend):
                     return TokenOutcome.DEFERRED  # the executor is stopping: left pending
                 log.info("token retried", extra={"event": "token.retried"})
+                retried = True
 
 
-async def _process(token: RunToken, entry: EntryRef, deps: Deps) -> TokenOutcome:
+async def _process(token: RunToken, entry: EntryRef, deps: Deps, *, retried: bool = False) -> TokenOutcome:
     if past_grace(token, deps.clock.time()):
         # Its run can only end skipped "expired" now, which the leader's reaper does a page at a
         # time: no lock and no claim spent on it. Under an overload whose backlog outgrew the
@@ -102,20 +107,29 @@ async def _process(token: RunToken, entry: EntryRef, deps: Deps) -> TokenOutcome
         await settle(deps, None, entry)
         return TokenOutcome.UNSERVED
     lock_key = deps.keys.tick_lock(token.job_id, token.scheduled_for_ms, token.attempt)
+    if retried and token.due_ms is not None:
+        # A reservation whose answer a blip lost may have committed: given back (if it did), the
+        # run is claimed or reserved again below instead of being found reserved and dropped.
+        await give_back(deps, token.run_id)
     due_ms = _due_ms(token, deps.clock.time())
+    reserved: ClaimedRun | None = None
     try:
         # Pushed ahead of its due time: locked no earlier than the lock's ttl covers (the lead).
         await deps.gate.until(None if due_ms is None else due_ms - deps.lead_ms)
         if not await take_tick_lock(deps, lock_key):  # step 1
             await settle(deps, None, entry)
             return TokenOutcome.LOCK_DENIED
-        claim = await claim_run(deps, token, due_ms)  # steps 2 and 3, holding a slot once it answers
+        if due_ms is not None:  # ahead of its instant: reserved now, started then
+            reserved = await deps.reserves.submit(ClaimRequest(token.run_id, token.scheduled_for_ms))
+        claim = await claim_run(deps, token, due_ms, reserved)  # steps 2 and 3, holding a slot once it answers
     except Withdrawn:
         # The drain deadline came first: given back unclaimed, its entry left pending.
+        if reserved is not None:
+            await give_back(deps, reserved.id)
         await settle(deps, lock_key, None)  # compare-and-delete: only if the lock is ours
         log.info("token given back unclaimed", extra={"event": "token.given_back"})
         return TokenOutcome.GIVEN_BACK
-    except BackendUnavailable as exc:
+    except BackendUnavailable as exc:  # before a reservation, or from a claim (a reserved run's start asks nothing)
         if exc.backend == "postgresql":
             # This node cannot claim now: give the tick lock back, so the token pushed again (the
             # watchdog) runs on an executor that reaches PostgreSQL instead of being denied.
@@ -128,6 +142,8 @@ async def _process(token: RunToken, entry: EntryRef, deps: Deps) -> TokenOutcome
     flight = deps.in_flight[claim.id] = InFlight(claim, lock_key, entry)
     span = None  # the run's span while traces are on (docs/tracing.md)
     ended = TokenOutcome.ERROR
+    if claim.lease_until is not None:
+        deps.starts.started(claim)
     try:
         try:
             if deps.tracer is not None:
@@ -135,6 +151,7 @@ async def _process(token: RunToken, entry: EntryRef, deps: Deps) -> TokenOutcome
             outcome = await run_under_timeout(flight, deps.env, deps.node_id)  # step 4
         finally:
             deps.gate.leave()  # the slot is the work's only: recording happens outside it
+            deps.starts.ended(claim.id)
         ended = await record(deps, flight, outcome)  # step 5
     finally:
         deps.in_flight.pop(claim.id, None)
@@ -169,10 +186,12 @@ async def take_tick_lock(deps: Deps, lock_key: str) -> bool:
     return granted
 
 
-async def claim_run(deps: Deps, token: RunToken, due_ms: int | None) -> Claim:
-    """Steps 2-3: at the due instant, with an execution slot, the conditional claim (batched with
-    every token due then); the job's concurrency policy decides overlaps (cronos.lifecycle)."""
-    claim = await deps.gate.claim(ClaimRequest(token.run_id, token.scheduled_for_ms), due_ms)
+async def claim_run(deps: Deps, token: RunToken, due_ms: int | None, reserved: ClaimedRun | None = None) -> Claim:
+    """Steps 2-3: at the due instant, with an execution slot, the run reserved ahead starts, or
+    the conditional claim (batched with every token due then); the job's concurrency policy
+    decides overlaps (cronos.lifecycle)."""
+    request = ClaimRequest(token.run_id, token.scheduled_for_ms, reserved, token.expires_ms)
+    claim = await deps.gate.claim(request, due_ms)
     if isinstance(claim, Refused) and (reason := SKIP_REASONS.get(claim)) is not None:
         _child(metrics.RUNS_SKIPPED, reason=reason).inc()
         log.info("tick skipped: %s", reason, extra={"event": "run.skipped"})
@@ -193,6 +212,17 @@ _REFUSED = {
     Refused.WAIT_GROUP: TokenOutcome.WAITING,
     Refused.EXPIRED: TokenOutcome.SKIPPED,
 }
+
+
+async def give_back(deps: Deps, run_id: int) -> None:
+    """A run reserved here that will not start here: queued again (Event.UNRESERVED), for any
+    executor to claim (nothing when it is not reserved here); if PostgreSQL does not answer, its
+    lease runs out and the reaper ends it."""
+    try:
+        await deps.store.unreserve([run_id], deps.node_id)
+    except BackendUnavailable as exc:
+        deps.health.report(exc)
+        log.warning("reserved run not given back: %s", exc, extra={"event": "run.unreserve_failed"})
 
 
 async def record(deps: Deps, flight: InFlight, outcome: Outcome | None) -> TokenOutcome:
@@ -217,6 +247,8 @@ async def record(deps: Deps, flight: InFlight, outcome: Outcome | None) -> Token
         return TokenOutcome.LOST
     _child(metrics.RUNS, state=outcome.state, kind=run.kind).inc()
     _child(metrics.RUN_DURATION, kind=run.kind).observe((outcome.duration_ms or 0) / 1000)
+    if outcome.usage is not None:
+        deps.usage.observe(run.name, outcome.usage)
     fields: dict[str, object] = {
         "kind": run.kind,
         "duration_ms": round(outcome.duration_ms or 0, 2),

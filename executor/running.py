@@ -21,11 +21,13 @@ import logging
 import time
 import traceback
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from cronos import delays, lifecycle, metrics
 from cronos.logs import bind_secrets
 from cronos.redact import scrub, secret_values
+from cronos.run_usage import Meter, Usage
 from cronos.store.runs import ClaimedRun, Outcome
 from cronos.stream import EntryRef
 from cronos.tasks import Cancellation
@@ -83,6 +85,7 @@ async def run_under_timeout(flight: InFlight, env: kinds.Env, node_id: str) -> O
     secrets = secret_values(run.kind, run.payload)
     writer = env.output
     capture = None
+    meter = Meter()
     try:
         flight.task = task
         with (
@@ -90,7 +93,7 @@ async def run_under_timeout(flight: InFlight, env: kinds.Env, node_id: str) -> O
             writer.capturing(run.id, run.scheduled_for, secrets) if writer else contextlib.nullcontext() as capture,
         ):
             async with asyncio.timeout(run.timeout_s) as deadline:
-                result = await kinds.execute(run, env, flight.cancellation)
+                result = await kinds.execute(run, env, flight.cancellation, meter)
     except asyncio.CancelledError:  # heartbeat (lost), drain, or the executor going away
         if flight.task is not None or flight.cancel_reason is None:
             flight.cancel_reason = flight.cancel_reason or DRAIN_CANCELLED  # not ours: shutdown
@@ -106,6 +109,7 @@ async def run_under_timeout(flight: InFlight, env: kinds.Env, node_id: str) -> O
     except Exception as exc:  # noqa: BLE001 - the run failed: recorded with its traceback
         failure = exc
     finally:
+        usage = meter.usage(time.monotonic() - started)  # the work's alone: not the recording after it
         flight.task = None
         if flight.force is not None:
             flight.force.cancel()
@@ -114,7 +118,12 @@ async def run_under_timeout(flight: InFlight, env: kinds.Env, node_id: str) -> O
         await writer.end(capture)  # its last lines written before its outcome: readers find them all
     if flight.lost:
         return None
-    return outcome_of(flight, node_id, result, failure, (time.monotonic() - started) * 1000, secrets)
+    return outcome_of(flight, node_id, result, failure, (time.monotonic() - started) * 1000, secrets, usage)
+
+
+def reserved_start(run: ClaimedRun) -> datetime | None:
+    """A reserved run's start, which its finish records too (its start may not be recorded yet)."""
+    return run.started_at if run.lease_until is not None else None
 
 
 def outcome_of(
@@ -124,6 +133,7 @@ def outcome_of(
     failure: BaseException | None,
     duration_ms: float,
     secrets: tuple[str, ...] = (),
+    usage: Usage | None = None,
 ) -> Outcome:
     """How the run ended, `secrets` scrubbed from its error, traceback (before they are cut to
     their bounds) and result (cut by its kind: a secret across the cut may leave a part)."""
@@ -141,6 +151,8 @@ def outcome_of(
             result=None if kept is None else scrub(kept, secrets),
             duration_ms=duration_ms,
             holds_slot=run.concurrency_group is not None,
+            usage=usage,
+            started_at=reserved_start(run),
         )
     if failure is None:
         return Outcome(
@@ -151,6 +163,8 @@ def outcome_of(
             duration_ms=duration_ms,
             scheduled_for=run.scheduled_for,
             holds_slot=run.concurrency_group is not None,
+            usage=usage,
+            started_at=reserved_start(run),
         )
     trace: str | None = None
     if isinstance(failure, asyncio.CancelledError):
@@ -172,4 +186,6 @@ def outcome_of(
         duration_ms=duration_ms,
         retry_delay_s=lifecycle.retry_delay_s(run.attempt, run.max_retries, run.retry_backoff_s),
         holds_slot=run.concurrency_group is not None,
+        usage=usage,
+        started_at=reserved_start(run),
     )

@@ -7,6 +7,7 @@ import logging
 import os
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
 import asyncpg
 import pytest
@@ -16,7 +17,26 @@ from cronos.settings import Settings
 from cronos.store.db import connect, migrate
 from tests.services import Services, key_prefix_of_its_own, provide_services, with_database
 
-TEMPLATE = f"cronos_tpl_{os.getpid()}"
+TEMPLATE = f"cronos_tpl_{os.getpid()}"  # one per process: each pytest-xdist worker has its own
+TESTS = Path(__file__).parent
+# `make test` runs the suite in two phases: in parallel (pytest-xdist, `-m "not serial"`) every test
+# that owns its database and Redis key prefix, then one at a time (`-m serial`) the tests of these
+# folders, which time real processes' failovers, leases and restarts or drive a browser against
+# deadlines that a busier CPU would make them miss; so do the tests that start `cronos` processes
+# (marked `cluster`) wherever they are. Elsewhere a test opts in with @pytest.mark.serial.
+SERIAL_FOLDERS = ("cluster", "browser")
+
+
+def runs_serially(path: Path) -> bool:
+    """Whether the test file at `path` belongs to `make test`'s one-at-a-time phase by its folder."""
+    return any(TESTS / folder in path.resolve().parents for folder in SERIAL_FOLDERS)
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m selects by marker
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if runs_serially(item.path) or item.get_closest_marker("cluster"):
+            item.add_marker(pytest.mark.serial)
 
 
 @pytest.fixture(autouse=True)

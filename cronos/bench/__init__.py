@@ -1,4 +1,4 @@
-"""`cronos bench dispatch|run|e2e|schedule|apscheduler|compare|herd|million|ledger`: benchmarks (all
+"""`cronos bench dispatch|run|e2e|schedule|apscheduler|compare|herd|million|ledger|overload`: benchmarks (all
 but schedule and apscheduler on real PostgreSQL, and Redis where the roles run).
 
     dispatch     the leader alone: burst throughput, steady lag, election -> first push, idle CPU
@@ -10,6 +10,7 @@ but schedule and apscheduler on real PostgreSQL, and Redis where the roles run).
     herd         N jobs on one schedule: how fast the cluster starts the herd at its tick
     million      a million registered jobs: the leader's memory and tick writes, the API's pages
     ledger       PostgreSQL's CPU per run for the ledger's writes alone (tick write, claim, finish)
+    overload     offered 1x, 2x, 4x capacity, then relieved: runs/s, CPU per run, fairness, recovery
 
 Each benchmark but ledger drives the roles as `cronos` processes on a database and key prefix of its
 own, so it never imports a role package (import-linter: `cronos` imports no role).
@@ -22,7 +23,7 @@ from collections.abc import Sequence
 
 from cronos.settings import Settings
 
-BENCHMARKS = ("dispatch", "run", "e2e", "schedule", "apscheduler", "compare", "herd", "million", "ledger")
+BENCHMARKS = ("dispatch", "run", "e2e", "schedule", "apscheduler", "compare", "herd", "million", "ledger", "overload")
 
 
 def main(which: str, settings: Settings, argv: Sequence[str]) -> int:

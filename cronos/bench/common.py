@@ -77,10 +77,11 @@ async def delete_keys(client: Any, prefix: str) -> None:
 
 
 @contextlib.asynccontextmanager
-async def scratch_database(scratch: Scratch, keep: bool = False) -> AsyncIterator[str]:
-    """Create and migrate the scratch database; drop it on the way out unless `keep`."""
+async def scratch_database(scratch: Scratch, keep: bool = False, upto: int | None = None) -> AsyncIterator[str]:
+    """Create and migrate the scratch database (up to migration `upto`, if given: another
+    checkout's schema); drop it on the way out unless `keep`."""
     try:
-        await migrate(scratch.dsn)
+        await migrate(scratch.dsn, upto)
         yield scratch.dsn
     finally:
         if keep:

@@ -4,6 +4,7 @@
     cronos bench e2e --jobs 200 --duration 30 --executors 2 --task cpu:4ms
     cronos bench e2e --jobs 1000 --duration 60 --autovacuum off
     cronos bench e2e --jobs 1000 --env CRONOS_EXECUTOR_CONCURRENCY=64 --env CRONOS_LOG_LEVEL=WARNING
+    cronos bench e2e --jobs 500 --duration 20 --noisy 5
 
 Starts `cronos api`, one `cronos dispatcher` and K `cronos executor` processes with the default
 settings (plus only what --env sets) on a fresh database and Redis key prefix, registers N jobs
@@ -22,6 +23,10 @@ database (sampled every second, so a short-lived autovacuum worker may be missed
 redis-server (which may serve others too), each role's peak RSS and the final run state counts.
 Exits 1 when a tick was missed or duplicated. The database, keys and role logs are removed
 after unless --keep (role logs are kept when the benchmark fails).
+
+With --noisy S, two jobs that write a lot of run output (cronos.bench.noisy: a task logging 1,000
+lines, a shell job printing 10 MB) fire every S seconds beside the no-op jobs in a second window
+of --duration seconds, and the two windows' figures are set side by side.
 """
 
 from __future__ import annotations
@@ -43,6 +48,7 @@ import asyncpg
 
 from cronos.bench.common import Scratch, delete_keys, free_port, say, scratch_database
 from cronos.bench.counter import executions_key, task_payload
+from cronos.bench.noisy import NOISY_LINES, NOISY_RUNS, Phase, job_bodies, side_by_side, states_text
 from cronos.bench.roles import Roles, Usage
 from cronos.bench.window import Verdict, Window, judge, render
 from cronos.errors import ConfigError
@@ -74,6 +80,11 @@ class Result:
     verdict: Verdict
     window: Window
     cpu_s: dict[str, float | None]
+    alone: Verdict | None = None  # with --noisy: the first window's, without the noisy jobs
+
+    @property
+    def failed(self) -> bool:
+        return self.verdict.failed or (self.alone is not None and self.alone.failed)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -92,6 +103,13 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--autovacuum", choices=["on", "off"], default="on", help="autovacuum of the benchmark's tables")
     p.add_argument(
         "--env", action="append", default=[], metavar="KEY=VALUE", help="set a variable on every role (repeatable)"
+    )
+    p.add_argument(
+        "--noisy",
+        type=int,
+        default=0,
+        metavar="S",
+        help="then measure again with a task logging 1,000 lines and a shell job printing 10 MB every S seconds",
     )
     p.add_argument("--keep", action="store_true", help="keep the database, Redis keys and role logs")
     return p
@@ -116,6 +134,8 @@ class E2E:
         self.settings = settings
         self.args = args
         self.env = env
+        if args.noisy:  # the shell job: allowed on the API (registration) and the executors
+            env = {**env, "CRONOS_ALLOW_SHELL": "1"}
         self.payload = task_payload(args.task)  # ValueError names a bad --task
         self.scratch = Scratch.new(settings.database_url)
         self.workdir = Path(tempfile.mkdtemp(prefix=f"cronos-bench-e2e-{self.scratch.tag}-"))
@@ -160,20 +180,25 @@ class E2E:
             f" (autovacuum {autovacuum}; settings: defaults, --env {extra}; logs {self.workdir})"
         )
         async with aiohttp.ClientSession() as http:
-            self.roles.start(args.executors)
+            self.roles.start(args.executors, imports=("cronos.bench.noisy",) if args.noisy else ())
             await self.roles.wait_ready(http, conn, self.client)
             say(f"ready; registering {args.jobs:,} jobs through POST /api/jobs")
             job_ids = await _register(http, self.roles.base_url, args.jobs, self.payload)
+            bodies = job_bodies(args.noisy) if args.noisy else []
+            noisy = [await _post(http, f"{self.roles.base_url}/api/jobs", body, 201) for body in bodies]
         usage = Usage(self.roles, conn, self.scratch.db_name, await _redis_pid(self.client))
         started = time.time()
         say(f"registered; warming up for {args.warmup:g} s")
         await self._watch(conn, usage, started, started + args.warmup)
-        window = Window(time.time(), time.time() + args.duration)
-        await usage.open_window()
-        say(f"measuring for {args.duration:g} s")
-        await self._watch(conn, usage, window.start, window.end)
-        cpu_s = await usage.close_window()
-        await self._settle(conn, window, len(job_ids) * len(window.ticks_ms))
+        quiet: tuple[Window, dict[str, float | None]] | None = None
+        if noisy:
+            quiet = await self._measure(conn, usage, "measuring the no-op jobs alone")
+            async with aiohttp.ClientSession() as http:
+                for job_id in noisy:
+                    await _post(http, f"{self.roles.base_url}/api/jobs/{job_id}/resume", None, 200)
+        window, cpu_s = await self._measure(
+            conn, usage, "measuring with the noisy jobs" if noisy else "measuring", settle=len(job_ids)
+        )
         rss = usage.peak_rss()
         say("stopping the roles")
         self.roles.stop()
@@ -181,11 +206,33 @@ class E2E:
         verdict = await judge(conn, self.client, self.scratch.prefix, job_ids, window, nodes)
         head = (
             f"cronos bench e2e --jobs {args.jobs} --duration {args.duration:g} --executors {args.executors}"
-            f" --task {args.task}"
+            f" --task {args.task}" + (f" --noisy {args.noisy}" if noisy else "")
         )
         print(f"\n{head} (autovacuum {autovacuum}; --env {extra})")
         print(render(verdict, window, cpu_s, rss, len(usage.backends)), flush=True)
+        if quiet is not None:
+            alone = await judge(conn, self.client, self.scratch.prefix, job_ids, quiet[0], nodes)
+            phases = [Phase("alone", alone, *quiet), Phase("beside the noisy jobs", verdict, window, cpu_s)]
+            print("\n" + side_by_side(phases))
+            runs = {r["state"]: int(r["n"]) for r in await conn.fetch(NOISY_RUNS, noisy)}
+            lines = await conn.fetchval(NOISY_LINES, noisy)
+            print(f"noisy runs: {states_text(runs)}; their output lines kept: {lines:,}", flush=True)
+            return Result(verdict, window, cpu_s, alone)
         return Result(verdict, window, cpu_s)
+
+    async def _measure(
+        self, conn: asyncpg.Connection, usage: Usage, what: str, settle: int = 0
+    ) -> tuple[Window, dict[str, float | None]]:
+        """One window of --duration seconds: its bounds and each process's CPU in it; with `settle`
+        jobs, then until their ticks of the window finished."""
+        window = Window(time.time(), time.time() + self.args.duration)
+        await usage.open_window()
+        say(f"{what} for {self.args.duration:g} s")
+        await self._watch(conn, usage, window.start, window.end)
+        cpu_s = await usage.close_window()
+        if settle:
+            await self._settle(conn, window, settle * len(window.ticks_ms))
+        return window, cpu_s
 
     async def _watch(self, conn: asyncpg.Connection, usage: Usage, since: float, until: float) -> None:
         """Sample CPU every second until `until`; a progress line every --progress seconds."""
@@ -273,6 +320,15 @@ async def _register(http: aiohttp.ClientSession, base_url: str, count: int, payl
     return sorted(t.result() for t in tasks)
 
 
+async def _post(http: aiohttp.ClientSession, url: str, body: dict[str, Any] | None, status: int) -> int:
+    """POST `body`; the answer's job id (RuntimeError with the answer unless `status`)."""
+    async with http.post(url, json=body) as resp:
+        reply = await resp.json(content_type=None)
+        if resp.status != status:
+            raise RuntimeError(f"POST {url} answered {resp.status}: {reply}")
+        return int(reply["id"])
+
+
 async def _redis_pid(client: Any) -> int | None:
     info = await client.info("server")
     return int(info["process_id"]) if "process_id" in info else None
@@ -287,13 +343,15 @@ def stop_on_sigterm() -> None:
 
 async def _main(bench: E2E) -> int:
     stop_on_sigterm()
-    return 1 if (await bench.run()).verdict.failed else 0
+    return 1 if (await bench.run()).failed else 0
 
 
 def prepare(settings: Settings, args: argparse.Namespace, prog: str = "cronos bench e2e") -> E2E | None:
     """The benchmark for parsed arguments, or None once a bad one is told on stderr."""
-    if args.jobs < 1 or args.executors < 1 or args.duration <= 0 or args.warmup < 0:
-        print(f"{prog}: --jobs and --executors must be >= 1, --duration > 0, --warmup >= 0", file=sys.stderr)
+    if args.jobs < 1 or args.executors < 1 or args.duration <= 0 or args.warmup < 0 or args.noisy < 0:
+        print(
+            f"{prog}: --jobs and --executors must be >= 1, --duration > 0, --warmup and --noisy >= 0", file=sys.stderr
+        )
         return None
     try:
         return E2E(settings, args, role_env(args.env))

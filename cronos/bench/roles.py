@@ -42,13 +42,25 @@ class Role:
 class Roles:
     """The benchmark's role processes: start, wait until serving, stop."""
 
-    def __init__(self, workdir: Path, dsn: str, redis_url: str, prefix: str, port: int, env: Mapping[str, str]) -> None:
+    def __init__(
+        self,
+        workdir: Path,
+        dsn: str,
+        redis_url: str,
+        prefix: str,
+        port: int,
+        env: Mapping[str, str],
+        checkout: Path | None = None,
+    ) -> None:
         self.workdir = workdir
         self.port = port
         self.keys = Keys(prefix)
+        # Another checkout's roles (a commit before, side by side): its code with its own venv's Python.
+        self._python = None if checkout is None else str(checkout / ".venv" / "bin" / "python")
+        root = package_root() if checkout is None else str(checkout)
         self._base = {
             **clean_environ(),
-            "PYTHONPATH": os.pathsep.join(filter(None, [package_root(), os.environ.get("PYTHONPATH")])),
+            "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])),
             **env,
             "DATABASE_URL": dsn,
             "REDIS_URL": redis_url,
@@ -60,11 +72,13 @@ class Roles:
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self, executors: int) -> None:
+    def start(self, executors: int, imports: tuple[str, ...] = ()) -> None:
+        """The roles; the executors load cronos.bench.counter's task and those of `imports`."""
         self._spawn("api", ["api"], PORT=str(self.port))
         self._spawn("dispatcher", ["dispatcher"])
+        loads = [arg for module in ("cronos.bench.counter", *imports) for arg in ("--import", module)]
         for i in range(1, executors + 1):
-            self._spawn(f"executor-{i}", ["executor", "--import", "cronos.bench.counter"])
+            self._spawn(f"executor-{i}", ["executor", *loads])
 
     @property
     def executor_node_ids(self) -> list[str]:
@@ -76,7 +90,7 @@ class Roles:
         with log.open("wb") as out:
             # A session of its own: Ctrl-C reaches the benchmark only, which then stops the roles.
             proc = subprocess.Popen(
-                cronos_argv(*args),
+                cronos_argv(*args) if self._python is None else [self._python, "-m", "cronos.cli", *args],
                 env=env,
                 cwd=self.workdir,
                 stdin=subprocess.DEVNULL,

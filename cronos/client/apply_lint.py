@@ -32,6 +32,7 @@ def schedule_notes(api: ApiClient, action: Action, have: Mapping[str, Any] | Non
         "cron_expression": expression,
         "timezone": body.get("timezone", before.get("timezone", "UTC")),
         "count": 1,
+        "job": action.name,  # an `H` takes the values the job's name picks (cronos.hashed)
         "previous_cron_expression": before.get("cron_expression"),
         "previous_timezone": before.get("timezone"),
     }

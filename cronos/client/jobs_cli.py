@@ -200,11 +200,26 @@ def _show_job(job: dict[str, Any]) -> str:
 
 
 def _show_run(run: dict[str, Any]) -> str:
-    text = _fields(run, skip=("traceback", "result"))
+    text = _fields(run, skip=("traceback", "result", "usage"))
+    if run.get("usage"):
+        text += "\n\nusage:\n" + usage_lines(run["usage"])
     for name in ("traceback", "result"):
         if run.get(name):
             text += f"\n\n{name}:\n{run[name].rstrip()}"
     return text
+
+
+def usage_lines(usage: dict[str, Any]) -> str:
+    """A run's usage (the API's `usage`, docs/run-usage.md) as people read it."""
+    lines = [f"wall    {_seconds(usage['wall_ms'])}"]
+    if usage.get("cpu_ms") is not None:
+        parts = ""
+        if usage.get("cpu_user_ms") is not None and usage.get("cpu_sys_ms") is not None:
+            parts = f" (user {_seconds(usage['cpu_user_ms'])}, system {_seconds(usage['cpu_sys_ms'])})"
+        lines.append(f"cpu     {_seconds(usage['cpu_ms'])}{parts}")
+    if usage.get("max_rss_bytes") is not None:
+        lines.append(f"memory  {usage['max_rss_bytes'] / 1048576:.1f} MiB peak")
+    return "\n".join(lines)
 
 
 def _given(args: argparse.Namespace) -> dict[str, Any]:

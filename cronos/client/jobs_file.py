@@ -24,6 +24,7 @@ import yaml
 
 from cronos import selectors
 from cronos.errors import CronosError, InvalidInput
+from cronos.hashed import hashed
 from cronos.interval import canonical
 from cronos.payloads import PATTERN_MEANINGS, PAYLOAD_TYPES, check_payload, explain
 from cronos.redact import redact_payload
@@ -235,7 +236,7 @@ def _check(fields: dict[str, Any]) -> None:
     if fields.get("every") is not None:
         fields["every"] = canonical(fields["every"])
     if fields.get("cron_expression") is not None:
-        parse_schedule(fields["cron_expression"], fields["timezone"])
+        parse_schedule(hashed(fields["cron_expression"], str(fields.get("name") or "")), fields["timezone"])
     selectors.check_labels(fields.get("labels") or {})
     try:
         check_payload(fields["kind"], msgspec.convert(fields["payload"], PAYLOAD_TYPES[fields["kind"]]))

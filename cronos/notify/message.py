@@ -31,6 +31,9 @@ _HEADLINES = {
     "skipped": "{job} skipped a tick",
     "cancelled": "{job} was cancelled",
     "paused_by_breaker": "{job} was paused by its circuit breaker",
+    "started": "{job} started",
+    "completed": "{job} completed",
+    "ended": "{job} ended",
     TEST: "Test notification from Cronos",
 }
 # Whitespace other than a space (line and paragraph separators, tabs, NEL...): a name shown on one line.

@@ -9,6 +9,10 @@ No lost wakeup: a run recorded waiting behind a running run is woken by that run
 wake reads (a later statement of its transaction) every wait committed before; a wait committed
 after that read finds, when it looks again (`waiters.wake_free`, which blocks on the finish's
 uncommitted end), that nothing runs any more, and wakes itself.
+
+Ahead of their due time, the same runs CLAIM_FREE would claim are reserved instead (`reserve`,
+the same statement): their executor starts them at their instant without asking, and records them
+started afterwards (`start`) or with their finish; one it cannot start gives it back (`unreserve`).
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ import msgspec
 from cronos import lifecycle
 from cronos.errors import Contention
 from cronos.inputs import INPUT_TRIGGERS, merged_payload
-from cronos.lifecycle import OVERLAP_REASONS, Ahead, Candidate, Overlap
+from cronos.lifecycle import OVERLAP_REASONS, Ahead, Candidate, Overlap, RunState
 from cronos.models import FAIL_REPLACED, SKIP_EXPIRED, ConcurrencyPolicy, JobKind
 from cronos.store import groups, waiters
 from cronos.store import queries as q
@@ -45,7 +49,7 @@ class ClaimedRun(msgspec.Struct, kw_only=True):
     attempt: int
     trigger: str
     epoch: int | None
-    started_at: datetime
+    started_at: datetime  # a reserved run's due time until its executor starts it and sets it
     due_at: datetime
     exclusive: bool
     name: str
@@ -60,13 +64,19 @@ class ClaimedRun(msgspec.Struct, kw_only=True):
     # The job's own payload when inputs were merged into `payload`: where its secrets were entered for.
     job_payload: dict[str, Any] | None = None
     concurrency_group: str | None = None  # the group whose slot it holds (its finish frees it)
+    # Reserved ahead of its due time (`reserve`): its lease's end, which its start must precede
+    # (lifecycle.startable); None: claimed at its due time, started then.
+    lease_until: datetime | None = None
 
 
 class ClaimRequest(NamedTuple):
-    """A run to claim and its tick (a token's scheduled_for_ms: the claim reads that day only)."""
+    """A run to claim and its tick (a token's scheduled_for_ms: the claim reads that day only);
+    with the run already reserved by this node, if it is, and its token's expiry instant."""
 
     run_id: int
     scheduled_for_ms: int
+    reserved: ClaimedRun | None = None
+    expires_ms: int | None = None
 
 
 class Refused(StrEnum):
@@ -150,7 +160,7 @@ async def claim(
     Raises Contention when a concurrent claim made the decision stale (try again, without the
     runs already claimed)."""
     try:  # the common case, in one statement (lifecycle.claims_at_once)
-        rows = await pool.fetch(q.CLAIM_FREE, ids, node_id, lease_s, *within)
+        rows = await pool.fetch(q.CLAIM_FREE, ids, node_id, lease_s, *within, RunState.RUNNING)
     except asyncpg.UniqueViolationError as exc:  # another run of one of these jobs was claimed meanwhile
         raise Contention("postgresql", f"claimed concurrently: {exc}") from exc
     claimed.update((r["id"], to_struct(r, ClaimedRun)) for r in rows)
@@ -266,3 +276,28 @@ async def with_inputs(pool: asyncpg.Pool, runs: Sequence[ClaimedRun]) -> int:
             run.job_payload = run.payload
             run.payload = merged_payload(run.kind, run.payload, run.inputs)
     return 1
+
+
+async def reserve(
+    pool: asyncpg.Pool, ids: Sequence[int], node_id: str, lease_s: float, within: Window
+) -> dict[int, ClaimedRun]:
+    """Reserve, ahead of their due time, the runs of `ids` that lifecycle.claims_at_once claims
+    (CLAIM_FREE, to `reserved`); the others are left queued, to be claimed at their instant."""
+    try:
+        rows = await pool.fetch(q.CLAIM_FREE, ids, node_id, lease_s, *within, RunState.RESERVED)
+    except asyncpg.UniqueViolationError:  # a run of one of these jobs was claimed meanwhile: claim them when due
+        return {}
+    return {r["id"]: to_struct(r, ClaimedRun) for r in rows}
+
+
+async def start(pool: asyncpg.Pool, runs: Sequence[tuple[int, datetime]], node_id: str, within: Window) -> set[int]:
+    """Record reserved runs of `node_id` started, each at its instant (RUNS_START); those written."""
+    ordered = sorted(runs)
+    rows = await pool.fetch(q.RUNS_START, [i for i, _ in ordered], node_id, [t for _, t in ordered], *within)
+    return {r["id"] for r in rows}
+
+
+async def unreserve(pool: asyncpg.Pool, ids: Sequence[int], node_id: str) -> set[int]:
+    """Give back runs `node_id` reserved and will not start (RUNS_UNRESERVE): queued again."""
+    rows = await pool.fetch(q.RUNS_UNRESERVE, sorted(ids), node_id)
+    return {r["id"] for r in rows}

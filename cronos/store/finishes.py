@@ -5,7 +5,9 @@ In the same transaction, FOLLOW_UP_FACTS (a later statement: it sees every wait 
 the finish could end its run) reads what the follow-ups are decided on, cronos.lifecycle decides
 them, and each is written by its own statement: the next attempts and the chain runs (RUNS_QUEUE),
 the runs waiting behind an ended one (RUNS_WAKE, or RUNS_SKIP when a forbid wait ran out), and a
-NOTIFY so the leader's outbox pushes the new queued runs at once.
+NOTIFY so the leader's outbox pushes the new queued runs at once. What the recorded runs used
+(cronos.run_usage), when their executor measured it, goes to run_usage by a statement of its own
+(USAGE_WRITE): FINISH_RUNS keeps its columns.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import msgspec
 
 from cronos import lifecycle
 from cronos.lifecycle import Ahead, Ended, NewRun, RunState
+from cronos.run_usage import Usage
 from cronos.store import groups
 from cronos.store import queries as q
 from cronos.store.db import columns
@@ -41,6 +44,9 @@ class Outcome(msgspec.Struct, kw_only=True):
     retry_delay_s: float | None = None  # None: no retry
     scheduled_for: datetime | None = None  # the run's tick, when known: the write looks in its day only
     holds_slot: bool = False  # a slot of its job's concurrency group, which its end frees (cronos.store.groups)
+    usage: Usage | None = None  # what its work used, as its executor measured it (None: a reaped run)
+    # When a reserved run started (its executor's instant): recorded with the end if its start was not yet.
+    started_at: datetime | None = None
 
 
 class FinishResult(msgspec.Struct, kw_only=True):
@@ -60,6 +66,7 @@ async def finish(
     rows = await conn.fetch(q.FINISH_RUNS, *columns(outcomes, _OUTCOME), *within)
     if not rows:
         return FinishResult(written=set())
+    await _write_usage(conn, outcomes, rows)
     delays = {o.run_id: o.retry_delay_s for o in outcomes}
     ended = [_ended(r, delays.get(r["id"])) for r in rows]
     exclusive = {r["job_id"]: r for r in rows if r["exclusive"]}
@@ -93,6 +100,24 @@ async def finish(
     return result
 
 
+async def _write_usage(conn: Any, outcomes: Sequence[Outcome], rows: Sequence[Any]) -> None:
+    """The usage of the recorded runs that carry one (one statement, or none)."""
+    ticks = {r["id"]: r["scheduled_for"] for r in rows}
+    measured = [(o, o.usage) for o in outcomes if o.usage is not None and o.run_id in ticks]
+    if not measured:
+        return
+    await conn.execute(
+        q.USAGE_WRITE,
+        [o.run_id for o, _ in measured],
+        [ticks[o.run_id] for o, _ in measured],
+        *(list(column) for column in zip(*(_usage_row(u) for _, u in measured), strict=True)),
+    )
+
+
+def _usage_row(usage: Usage) -> tuple[Any, ...]:
+    return usage.wall_ms, usage.cpu_ms, usage.cpu_user_ms, usage.cpu_sys_ms, usage.max_rss_bytes
+
+
 _STATES = {state.value: state for state in RunState}  # a dict look-up: RunState(value) costs a µs a run
 
 
@@ -121,7 +146,7 @@ async def _queue_chains(conn: Any, runs: list[NewRun]) -> int:
     return queued
 
 
-_OUTCOME = ("run_id", "node_id", "state", "error", "traceback", "result", "duration_ms")  # FINISH_RUNS' arrays
+_OUTCOME = ("run_id", "node_id", "state", "error", "traceback", "result", "duration_ms", "started_at")  # FINISH_RUNS
 _NEW_RUN = ("job_id", "scheduled_for", "attempt", "trigger", "due_at", "revision", "parent_run_id")  # RUNS_QUEUE's
 
 

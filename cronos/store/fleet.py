@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncpg
 
 from cronos.fleet_starts import Group
+from cronos.hashed import has_hash
 from cronos.store import queries as q
 from cronos.store.db import translate_errors
 
@@ -14,9 +15,16 @@ class FleetStore:
         self._pool = pool
 
     async def groups(self) -> list[Group]:
-        """Active cron jobs by (expression, zone, jitter), the largest groups first."""
+        """Active cron jobs by (expression, zone, jitter), the largest groups first; a group whose
+        expression has an `H` with its jobs' names (and ids), which pick its values."""
         with translate_errors():
             rows = await self._pool.fetch(q.FLEET_GROUPS)
-        return [
-            Group(r["cron_expression"], r["timezone"], r["jitter_s"], r["jobs"], tuple(r["ids"] or ())) for r in rows
-        ]
+            hashed = [r["cron_expression"] for r in rows if has_hash(r["cron_expression"])]
+            named = await self._pool.fetch(q.FLEET_HASHED_JOBS, hashed) if hashed else []
+        jobs = {(r["cron_expression"], r["timezone"], r["jitter_s"]): r for r in named}
+        out = []
+        for r in rows:
+            key = (r["cron_expression"], r["timezone"], r["jitter_s"])
+            ids, names = (tuple(jobs[key]["ids"]), tuple(jobs[key]["names"])) if key in jobs else (r["ids"] or (), ())
+            out.append(Group(r["cron_expression"], r["timezone"], r["jitter_s"], r["jobs"], tuple(ids), names))
+        return out

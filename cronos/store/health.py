@@ -16,7 +16,8 @@ from typing import Any
 import asyncpg
 import msgspec
 
-from cronos.events import JobEvent
+from cronos import selectors
+from cronos.events import RUN_KINDS, JobEvent
 from cronos.health import Ended, Health, Success
 from cronos.models import Expectations
 from cronos.store import queries as q
@@ -32,10 +33,10 @@ RUNS_PER_JOB = 200  # runs of a job with expectations judged per pass
 
 @dataclass(frozen=True, slots=True)
 class Expecting:
-    """A job with expectations, as the evaluator reads it."""
+    """A job with expectations, or whose channels ask for run events, as the evaluator reads it."""
 
     job_id: int
-    expectations: Expectations
+    expectations: Expectations | None
     revision: int
     status: str
     updated_at: datetime
@@ -130,15 +131,34 @@ class HealthStore:
         rows = await self._newest(q.HEALTH_NEWEST_SUCCESS, ids, RECENT_RUNS)
         return {r["job_id"]: Success(r["run_id"], r["finished_at"]) for r in rows}
 
-    async def expecting(self) -> list[Expecting]:
+    async def expecting(self, announcing: Iterable[int] = ()) -> list[Expecting]:
+        """The jobs with expectations, and the jobs `announcing` (whose runs are announced)."""
+        announced = set(announcing)
         with translate_errors():
-            rows = await self._pool.fetch(q.HEALTH_EXPECTING)
+            rows = await self._pool.fetch(q.HEALTH_EXPECTING, sorted(announced))
         out = []
         for r in rows:
             exp = expectations_of(r["expectations"])
-            if exp is not None:
+            if exp is not None or r["job_id"] in announced:
                 out.append(Expecting(r["job_id"], exp, r["revision"], r["status"], r["updated_at"], r["judged_run_id"]))
         return out
+
+    async def announcing(self) -> dict[int, frozenset[str]]:
+        """The jobs some enabled channel asks run events of (cronos.events.RUN_KINDS), with the kinds
+        asked: only these jobs' runs are read for them. Nothing but one small read without such a channel."""
+        kinds: dict[int, set[str]] = {}
+        with translate_errors():
+            for channel in await self._pool.fetch(q.HEALTH_ANNOUNCING_CHANNELS):
+                asked = RUN_KINDS.intersection(channel["events"])
+                selector = channel["selector"]
+                every = channel["job_ids"] is None and channel["queues"] is None and selector is None
+                path = None if selector is None else selectors.jsonpath(selectors.parse(selector))
+                rows = await self._pool.fetch(
+                    q.HEALTH_ANNOUNCING_JOBS, every, channel["job_ids"] or [], channel["queues"] or [], path
+                )
+                for row in rows:
+                    kinds.setdefault(row["id"], set()).update(asked)
+        return {job: frozenset(asked) for job, asked in kinds.items()}
 
     async def runs_after(self, after: Sequence[tuple[int, int]]) -> list[Any]:
         """Runs of each (job, run id) after that run id, by job then id (RUNS_PER_JOB a job)."""

@@ -272,7 +272,7 @@ class JobStore:
                     await chains.check_parents(conn, job_id, merged["parents"])
                 if "calendars" in changed:
                     await check_calendars(conn, merged["calendars"])
-                new_schedule = any(f in changed for f in revisions.SCHEDULE_FIELDS)
+                new_schedule = revisions.new_schedule(changed, merged)
                 resumed = changed.get("status") == "active"
                 values = (merged[n] for n in WRITABLE)
                 try:

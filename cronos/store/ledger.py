@@ -17,7 +17,7 @@ import msgspec
 from msgspec import UNSET, UnsetType
 
 from cronos import lifecycle, metrics
-from cronos.models import DEFAULT_QUEUE, SKIP_MISFIRED, DispatchJob
+from cronos.models import DEFAULT_QUEUE, SKIP_MISFIRED, SKIP_PENDING, DispatchJob
 from cronos.store import queries as q
 from cronos.store.db import retry_contention, to_struct, translate_errors
 from cronos.store.epoch import fenced
@@ -44,8 +44,9 @@ class QueuedRun(msgspec.Struct, frozen=True, array_like=True):
 
 class TickResult(msgspec.Struct, kw_only=True):
     queued: list[QueuedRun]  # new queued runs, marked pushed by this epoch
-    skipped: int  # new skipped ("misfired") runs
+    skipped: int  # new skipped runs ("misfired", or SKIP_PENDING: `held` of them)
     ended: list[int] = []  # jobs this write ended (completed, expired)
+    held: int = 0  # new runs skipped SKIP_PENDING (lifecycle.one_pending)
 
 
 # Values many jobs share (their schedule, policies, queue, action; a cursor, until the first tick
@@ -188,6 +189,8 @@ class Ledger:
         graces: Mapping[int, float] | None = None,
         counted: Collection[int] = (),
         shells: Collection[int] = (),
+        held_from: Sequence[datetime | None] | None = None,
+        now: datetime | None = None,
     ) -> TickResult:
         """Insert ticks (queued or skipped), each with the job revision that planned it, and move
         each job's cursor to its newest one, in one fenced transaction. Jobs no longer active, or
@@ -196,14 +199,29 @@ class Ledger:
         counted, and the jobs in `ended` (id -> terminal status, planning revision) end. `queues`:
         each job's queue (the stream its tokens go to), default otherwise; `actions`: each task
         job's action (carried by its tokens); `graces`: each job's misfire grace in seconds (its
-        tokens carry when it ends); `shells`: the shell jobs (their tokens say so)."""
+        tokens carry when it ends); `shells`: the shell jobs (their tokens say so); `held_from`:
+        for each tick of a job that holds one pending run at most (lifecycle.one_pending), the due
+        time from which a run of the job not started and overdue at `now` (the round's instant;
+        None: this clock) holds it back (None: nothing does)."""
         ended_ids: list[int] = []
+        held = [None] * len(job_ids) if held_from is None else list(held_from)
 
         async def attempt() -> list[Any]:
             # Two writers whose batches share a job (a long catch-up spans batches) may lock its
             # row in opposite orders: PostgreSQL rolls one back, and it is written again.
             async with fenced(self._pool, epoch) as conn:
-                rows = await conn.fetch(q.TICKS_WRITE, epoch, job_ids, scheduled_for, due_at, skip_reason, revision)
+                rows = await conn.fetch(
+                    q.TICKS_WRITE,
+                    epoch,
+                    job_ids,
+                    scheduled_for,
+                    due_at,
+                    skip_reason,
+                    revision,
+                    held,
+                    SKIP_PENDING,
+                    lifecycle.overdue_before(now or datetime.now(UTC)),
+                )
                 runs = Counter(r["job_id"] for r in rows if r["state"] == "queued" and r["job_id"] in counted)
                 if runs:
                     await conn.execute(q.JOBS_COUNT_RUNS, list(runs), list(runs.values()))
@@ -233,7 +251,8 @@ class Ledger:
             for r in rows
             if r["state"] == "queued"
         ]
-        return TickResult(queued=queued, skipped=len(rows) - len(queued), ended=ended_ids)
+        held_back = sum(1 for r in rows if r["skip_reason"] == SKIP_PENDING)
+        return TickResult(queued=queued, skipped=len(rows) - len(queued), ended=ended_ids, held=held_back)
 
     async def take(
         self, epoch: int, now: datetime, until: datetime | None = None, limit: int = 5000

@@ -1,8 +1,9 @@
 """The leader's side of bounded history: the partitions of `runs` (one per UTC day, migration
 0009), created ahead and dropped past retention, each change fenced by the leader's epoch.
 
-Each day of `runs` has its day of `run_output` (migration 0042), named alike (`output_partition`):
-created and dropped in the same transaction, so a run's output goes with it.
+Each day of `runs` has its day of `run_output` (migration 0042) and of `run_usage` (migration
+0046), named alike (`output_partition`, `usage_partition`): created and dropped in the same
+transaction, so a run's output and usage go with it.
 
 DDL takes locks the hot path may queue behind, so each statement waits at most
 PARTITION_LOCK_TIMEOUT for them and the change is left to the next pass when it cannot have
@@ -28,6 +29,11 @@ log = logging.getLogger("cronos.store.partitions")
 def output_partition(name: str) -> str:
     """The partition of run_output that goes with partition `name` of runs. Pure."""
     return "run_output" + name.removeprefix("runs")
+
+
+def usage_partition(name: str) -> str:
+    """The partition of run_usage that goes with partition `name` of runs. Pure."""
+    return "run_usage" + name.removeprefix("runs")
 
 
 class Partition(msgspec.Struct, frozen=True, kw_only=True):
@@ -78,6 +84,12 @@ class PartitionStore:
                 await conn.execute(
                     q.OUTPUT_PARTITION_ATTACH.format(name=output, lower=lower.isoformat(), upper=upper.isoformat())
                 )
+                usage = usage_partition(name)
+                await conn.execute(q.USAGE_PARTITION_BUILD.format(name=usage))
+                await conn.execute(q.USAGE_PARTITION_TAKE_DEFAULT.format(name=usage), lower, upper)
+                await conn.execute(
+                    q.USAGE_PARTITION_ATTACH.format(name=usage, lower=lower.isoformat(), upper=upper.isoformat())
+                )
         except asyncpg.LockNotAvailableError:
             return Change.BUSY, 0
         return Change.DONE, moved
@@ -96,6 +108,7 @@ class PartitionStore:
                     raise _InUse
                 await conn.execute(q.PARTITION_DROP.format(name=name))
                 await conn.execute(q.OUTPUT_PARTITION_DROP.format(name=output_partition(name)))
+                await conn.execute(q.USAGE_PARTITION_DROP.format(name=usage_partition(name)))
         except _InUse:
             return Change.IN_USE
         except asyncpg.LockNotAvailableError:
@@ -105,9 +118,10 @@ class PartitionStore:
     async def purge_default(self, epoch: int, before: datetime, limit: int = 10_000) -> int:
         """Delete up to `limit` finished runs older than `before` from the default partition, and the
         inputs of manual runs past it (run_inputs: they outlive the days that drop), and the output
-        of the runs gone."""
+        and usage of the runs gone."""
         async with fenced(self._pool, epoch) as conn:
             status = await conn.execute(q.DEFAULT_PURGE, before, limit)
             await conn.execute(q.RUN_INPUTS_PURGE, before, limit)
             await conn.execute(q.OUTPUT_DEFAULT_PURGE, before, limit * 10)
+            await conn.execute(q.USAGE_DEFAULT_PURGE, before, limit)
         return int(status.split()[-1])

@@ -408,7 +408,8 @@ SELECT r.id, r.job_id, r.scheduled_for, r.attempt, r.state, r.revision, r.parent
     (SELECT max(t.attempt) FROM runs t WHERE t.job_id = r.job_id AND t.scheduled_for = r.scheduled_for)
         AS newest_attempt,
     (SELECT t.id FROM runs t WHERE t.job_id = r.job_id AND t.scheduled_for = r.scheduled_for
-        AND t.state IN ('queued', 'waiting', 'running') ORDER BY t.attempt DESC LIMIT 1) AS unfinished_run_id
+        AND t.state IN ('queued', 'waiting', 'reserved', 'running') ORDER BY t.attempt DESC LIMIT 1)
+        AS unfinished_run_id
 FROM runs r
 JOIN jobs j ON j.id = r.job_id
 WHERE r.id = $1
@@ -420,7 +421,7 @@ RERUN_INSERT = """
 INSERT INTO runs (job_id, scheduled_for, attempt, trigger, state, due_at, revision, parent_run_id)
 SELECT $1, $2, $3, 'retry', 'queued', $4, $5, $6
 WHERE NOT EXISTS (SELECT 1 FROM runs t WHERE t.job_id = $1 AND t.scheduled_for = $2
-    AND t.state IN ('queued', 'waiting', 'running'))
+    AND t.state IN ('queued', 'waiting', 'reserved', 'running'))
 ON CONFLICT DO NOTHING
 RETURNING id, job_id, scheduled_for, attempt, trigger, revision, state, due_at, node_id, epoch, started_at,
     finished_at, lease_until, duration_ms, error, traceback, result, skip_reason, created_at, parent_run_id
@@ -551,10 +552,27 @@ DISPATCH_ACTIVE_DIGEST = (
 # twice). Rows are marked pushed by this epoch: the leader's outbox pushes them itself, at once or
 # when their (jittered) due time comes. The run's identity and state only: max_runs' count
 # (JOBS_COUNT_RUNS) and the end of a job (JOBS_END) follow from what it returns.
+# $7: for each tick of a job that holds one pending run at most (cronos.lifecycle.one_pending, NULL
+# for the others), the due time from which a run of its job not started yet holds it back: the
+# tick, due to run, is written skipped $8 while the job has a run due in [$7, $9) (overdue at the
+# leader's round: lifecycle.overdue_before) queued or waiting, written in this epoch (a run a
+# leader before wrote ahead and never pushed is overdue by the failover, not by a backlog: G7),
+# read in runs_pending_job (the job's own: a range of runs_queued_due_id read every job's, 2 ms a
+# tick at 1,000 jobs overloaded).
 TICKS_WRITE = """
 WITH t AS (
-    SELECT * FROM unnest($2::bigint[], $3::timestamptz[], $4::timestamptz[], $5::text[], $6::integer[])
-        AS t(job_id, scheduled_for, due_at, skip_reason, revision)),
+    SELECT * FROM unnest($2::bigint[], $3::timestamptz[], $4::timestamptz[], $5::text[], $6::integer[],
+                         $7::timestamptz[])
+        AS t(job_id, scheduled_for, due_at, skip_reason, revision, held_from)),
+held AS (
+    SELECT DISTINCT t.job_id FROM t
+    WHERE t.held_from IS NOT NULL AND t.skip_reason IS NULL
+      AND EXISTS (SELECT 1 FROM runs p WHERE p.job_id = t.job_id AND p.state IN ('queued', 'waiting')
+                  AND p.due_at >= t.held_from AND p.due_at < $9 AND p.epoch = $1)),
+r AS (
+    SELECT t.job_id, t.scheduled_for, t.due_at, t.revision,
+           CASE WHEN t.skip_reason IS NULL AND h.job_id IS NOT NULL THEN $8::text ELSE t.skip_reason END AS skip_reason
+    FROM t LEFT JOIN held h ON h.job_id = t.job_id),
 moved AS (
     UPDATE jobs SET last_scheduled_for = c.cursor
     FROM (SELECT job_id, max(scheduled_for) AS cursor, min(revision) AS revision FROM t GROUP BY job_id) AS c
@@ -566,10 +584,10 @@ INSERT INTO runs (job_id, scheduled_for, attempt, trigger, state, due_at, epoch,
 SELECT t.job_id, t.scheduled_for, 1, 'schedule', CASE WHEN t.skip_reason IS NULL THEN 'queued' ELSE 'skipped' END,
        t.due_at, $1::bigint, CASE WHEN t.skip_reason IS NULL THEN $1::bigint END, t.skip_reason,
        CASE WHEN t.skip_reason IS NULL THEN NULL ELSE now() END, t.revision
-FROM t JOIN moved m ON m.id = t.job_id
+FROM r t JOIN moved m ON m.id = t.job_id
 ON CONFLICT (job_id, scheduled_for, attempt) DO NOTHING
 RETURNING id, job_id, floor(extract(epoch FROM scheduled_for) * 1000)::bigint AS scheduled_for_ms,
-          floor(extract(epoch FROM due_at) * 1000)::bigint AS due_ms, state
+          floor(extract(epoch FROM due_at) * 1000)::bigint AS due_ms, state, skip_reason
 """
 # max_runs: the scheduled runs a tick write queued for jobs $1, $2 of them each (skips do not count).
 JOBS_COUNT_RUNS = """
@@ -680,7 +698,7 @@ RETURNING r.id
 # The running run is found through runs_running_exclusive (LIMIT 1: a probe per run, which the
 # planner cannot flatten into a join that reads every unfinished run; one key
 # probe; a lookup by id only when a run of the job is running: the row that table names is running,
-# and a state named here would plan the lookup on runs_running_lease, every running run).
+# and a state named here would plan the lookup on runs_owned_lease, every running run).
 CLAIM_FACTS = """
 WITH batch AS MATERIALIZED (
     SELECT id, job_id, state, scheduled_for, attempt, due_at FROM runs
@@ -698,19 +716,23 @@ SELECT b.id, b.job_id, b.state, b.scheduled_for, b.attempt, b.due_at,
              ORDER BY w.job_id, w.scheduled_for, w.attempt LIMIT 1) e) ELSE 0 END AS earlier_waiting
 FROM batch b JOIN jobs j ON j.id = b.job_id
 LEFT JOIN LATERAL (
-    SELECT r.id, r.scheduled_for, r.attempt, r.started_at FROM runs r
+    SELECT r.id, r.scheduled_for, r.attempt, coalesce(r.started_at, r.due_at) AS started_at FROM runs r
     WHERE r.id = (SELECT x.run_id FROM runs_running_exclusive x WHERE x.job_id = b.job_id)
       AND j.concurrency_policy <> 'allow' AND r.finished_at IS NULL
     LIMIT 1) o ON true
 ORDER BY b.id
 """
-# queued -> running (claimed), in one statement, the runs of $1 whose claim needs no other fact
-# (lifecycle.claims_at_once): still queued, within their misfire grace (at least 1 s), the only run
-# of their job in the batch, and their job allows overlap or has no run running, and names no
-# concurrency group (those need a slot: CLAIM_FACTS, cronos.store.groups). By node $2 with a
-# lease of $3 seconds; ticks in [$4, $5); each `exclusive` as its job's policy is now (read in this
-# statement). The batch is read by id alone (a state named there would plan the read on a state's
-# partial index: every queued run). Locked in id order. The others are decided from CLAIM_FACTS.
+# queued -> $6: running (claimed at the due instant) or reserved (ahead of it, the push lead), in
+# one statement, the runs of $1 whose claim needs no other fact (lifecycle.claims_at_once): still
+# queued, within their misfire grace (at least 1 s), the only run of their job in the batch, and
+# their job allows overlap or has no run reserved or running, and names no concurrency group (those
+# need a slot: CLAIM_FACTS, cronos.store.groups). By node $2 with a lease of $3 seconds (a reserved
+# run's from its due time: its executor starts it then without asking while the lease holds,
+# lifecycle.startable; its started_at is NULL until then and returned as its due time, its
+# lease_until returned); ticks in [$4, $5); each `exclusive` as its job's policy is now (read in
+# this statement; a reserved exclusive run holds its job's place in runs_running_exclusive). The
+# batch is read by id alone (a state named there would plan the read on a state's partial index:
+# every queued run). Locked in id order. The others are decided from CLAIM_FACTS.
 # A run of the job claimed concurrently makes the statement violate runs_one_running_exclusive:
 # the caller tries again.
 CLAIM_FREE = """
@@ -732,15 +754,47 @@ locked AS MATERIALIZED (
       AND scheduled_for >= coalesce($4::timestamptz, '-infinity')
         AND scheduled_for < coalesce($5::timestamptz, 'infinity')
     ORDER BY id FOR NO KEY UPDATE)
-UPDATE runs r SET state = 'running', exclusive = j.concurrency_policy <> 'allow', node_id = $2,
-       started_at = clock_timestamp(), lease_until = now() + make_interval(secs => $3)
+UPDATE runs r SET state = $6::text, exclusive = j.concurrency_policy <> 'allow', node_id = $2,
+       started_at = CASE WHEN $6::text = 'running' THEN clock_timestamp() END,
+       lease_until = CASE WHEN $6::text = 'running' THEN now() ELSE greatest(now(), r.due_at) END
+                     + make_interval(secs => $3)
 FROM locked l, jobs j
 WHERE r.id = l.id AND r.scheduled_for = l.scheduled_for AND l.state = 'queued' AND j.id = r.job_id
   AND r.scheduled_for >= coalesce($4::timestamptz, '-infinity')
     AND r.scheduled_for < coalesce($5::timestamptz, 'infinity')
-RETURNING r.id, r.job_id, r.scheduled_for, r.attempt, r.trigger, r.epoch, r.started_at, r.due_at, r.exclusive,
+RETURNING r.id, r.job_id, r.scheduled_for, r.attempt, r.trigger, r.epoch,
+          coalesce(r.started_at, r.due_at) AS started_at, r.due_at, r.exclusive,
+          CASE WHEN $6::text = 'reserved' THEN r.lease_until END AS lease_until,
           j.name, j.kind, j.payload, j.timeout_s, j.max_retries, j.retry_backoff_s, j.concurrency_policy,
           j.webhook_secret
+"""
+# reserved -> running (started): the runs $1 that node $2 still owns, each started at $3 (by its
+# executor's estimate of PostgreSQL's clock); ticks in [$4, $5). Sent after the runs started, for
+# those that had not ended by then (an ended one's finish records its start).
+RUNS_START = """
+WITH locked AS MATERIALIZED (
+    SELECT id, node_id, state, scheduled_for FROM runs
+    WHERE id = ANY($1::bigint[]) AND finished_at IS NULL
+      AND scheduled_for >= coalesce($4::timestamptz, '-infinity')
+        AND scheduled_for < coalesce($5::timestamptz, 'infinity')
+    ORDER BY id FOR NO KEY UPDATE)
+UPDATE runs r SET state = 'running', started_at = c.started_at
+FROM locked l, unnest($1::bigint[], $3::timestamptz[]) AS c(id, started_at)
+WHERE r.id = l.id AND r.scheduled_for = l.scheduled_for AND l.state = 'reserved' AND l.node_id = $2 AND c.id = l.id
+  AND r.scheduled_for >= coalesce($4::timestamptz, '-infinity')
+    AND r.scheduled_for < coalesce($5::timestamptz, 'infinity')
+RETURNING r.id
+"""
+# reserved -> queued (unreserved): the runs $1 that node $2 still owns, which it did not start at
+# their instant (drained first, or its lease or their grace ran out): any executor claims them now.
+RUNS_UNRESERVE = """
+WITH locked AS MATERIALIZED (
+    SELECT id, node_id, state, scheduled_for FROM runs WHERE id = ANY($1::bigint[]) AND finished_at IS NULL
+    ORDER BY id FOR NO KEY UPDATE)
+UPDATE runs r SET state = 'queued', node_id = NULL, lease_until = NULL
+FROM locked l
+WHERE r.id = l.id AND r.scheduled_for = l.scheduled_for AND l.state = 'reserved' AND l.node_id = $2
+RETURNING r.id
 """
 # queued -> running (claimed): the runs $1, each `exclusive` as $2 says (its job's policy now;
 # G3's runs_running_exclusive is kept by triggers on that column), by node $3 with a lease of $4
@@ -805,13 +859,14 @@ REPLACE_RUNNING = """
 WITH locked AS MATERIALIZED (
     SELECT id, state, scheduled_for FROM runs
     WHERE id = ANY(array_append(ARRAY(
-            SELECT id FROM runs WHERE job_id = $1 AND state = 'running' AND exclusive), $2::bigint))
+            SELECT id FROM runs WHERE job_id = $1 AND state IN ('reserved', 'running') AND exclusive), $2::bigint))
       AND finished_at IS NULL
     ORDER BY id FOR NO KEY UPDATE)
 UPDATE runs r SET state = 'failed', error = $3, finished_at = clock_timestamp(), lease_until = NULL,
        duration_ms = extract(epoch FROM now() - r.started_at) * 1000
 FROM locked l
-WHERE r.id = l.id AND r.scheduled_for = l.scheduled_for AND l.id <> $2 AND l.state = 'running' AND r.exclusive
+WHERE r.id = l.id AND r.scheduled_for = l.scheduled_for AND l.id <> $2 AND l.state IN ('reserved', 'running')
+  AND r.exclusive
   AND EXISTS (SELECT 1 FROM locked m WHERE m.id = $2 AND m.state = 'queued')
 RETURNING r.id
 """
@@ -829,33 +884,34 @@ FROM locked l
 WHERE r.id = l.id AND r.scheduled_for = l.scheduled_for AND r.scheduled_for >= coalesce($4::timestamptz,
     '-infinity')
   AND r.scheduled_for < coalesce($5::timestamptz, 'infinity')
-  AND l.node_id = $2 AND l.state = 'running'
+  AND l.node_id = $2 AND l.state IN ('reserved', 'running')
 RETURNING r.id, (SELECT c.requested_by FROM run_cancels c WHERE c.run_id = r.id) AS cancel_by
 """
 
-# running -> completed | failed (completed, failed, lost): each run of $1 written only while the
-# node $2 (its expected owner) still owns it; $3 the end state, $4 error, $5 traceback, $6 result
-# excerpt, $7 duration (NULL: from started_at); ticks in [$8, $9). Each run is looked up by its id
+# running or reserved -> completed | failed (completed, failed, lost): each run of $1 written only
+# while the node $2 (its expected owner) still owns it; $3 the end state, $4 error, $5 traceback, $6
+# result excerpt, $7 duration (NULL: from started_at), $8 when it started if its start was not
+# recorded yet (a reserved run; NULL: not known, as for a lost one); ticks in [$9, $10). Each run is looked up by its id
 # (LATERAL: no plan can scan the runs to join them with the batch), in the order of $1, which the
 # caller sorts (locks in id order). The run's identity and state only: its follow-ups (the retry,
 # chain runs, waking the run waiting behind it) are the caller's, in the same transaction.
 FINISH_RUNS = """
 WITH u AS MATERIALIZED (
     SELECT u.*, r.node_id AS owner, r.state AS current, r.scheduled_for AS tick
-    FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::float8[])
-         AS u(id, node_id, state, error, traceback, result, duration_ms),
+    FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::float8[],
+                $8::timestamptz[]) AS u(id, node_id, state, error, traceback, result, duration_ms, started_at),
     LATERAL (SELECT node_id, state, scheduled_for FROM runs r
              WHERE r.id = u.id AND r.finished_at IS NULL
-               AND r.scheduled_for >= coalesce($8::timestamptz, '-infinity')
-                 AND r.scheduled_for < coalesce($9::timestamptz, 'infinity')
+               AND r.scheduled_for >= coalesce($9::timestamptz, '-infinity')
+                 AND r.scheduled_for < coalesce($10::timestamptz, 'infinity')
              FOR NO KEY UPDATE) r)
 UPDATE runs r SET state = u.state, finished_at = clock_timestamp(), lease_until = NULL, error = u.error,
-       traceback = u.traceback, result = u.result,
+       traceback = u.traceback, result = u.result, started_at = coalesce(r.started_at, u.started_at),
        duration_ms = coalesce(u.duration_ms, extract(epoch FROM now() - r.started_at) * 1000)
 FROM u
-WHERE r.id = u.id AND r.scheduled_for = u.tick AND u.current = 'running' AND u.owner = u.node_id
-  AND r.scheduled_for >= coalesce($8::timestamptz, '-infinity')
-    AND r.scheduled_for < coalesce($9::timestamptz, 'infinity')
+WHERE r.id = u.id AND r.scheduled_for = u.tick AND u.current IN ('reserved', 'running') AND u.owner = u.node_id
+  AND r.scheduled_for >= coalesce($9::timestamptz, '-infinity')
+    AND r.scheduled_for < coalesce($10::timestamptz, 'infinity')
 RETURNING r.id, r.job_id, r.scheduled_for, r.attempt, r.state, r.exclusive, r.started_at, r.finished_at,
           r.revision, r.parent_run_id
 """
@@ -912,7 +968,7 @@ SELECT r.id, r.node_id, r.scheduled_for, r.attempt, j.kind, j.max_retries, j.ret
            AS holds_slot
 FROM runs r
 JOIN jobs j ON j.id = r.job_id
-WHERE r.state = 'running' AND r.lease_until < now()
+WHERE r.state IN ('reserved', 'running') AND r.lease_until < now()
 ORDER BY r.lease_until
 LIMIT $1 FOR
 UPDATE OF r SKIP LOCKED
@@ -929,7 +985,7 @@ FROM (SELECT id, job_id, scheduled_for, attempt, due_at,
       FROM runs WHERE state = 'waiting' AND waiting_for IS NULL ORDER BY job_id, scheduled_for, attempt LIMIT $1) w
 JOIN jobs j ON j.id = w.job_id
 LEFT JOIN LATERAL (
-    SELECT r.scheduled_for, r.attempt, r.started_at FROM runs r
+    SELECT r.scheduled_for, r.attempt, coalesce(r.started_at, r.due_at) AS started_at FROM runs r
     WHERE r.id = (SELECT x.run_id FROM runs_running_exclusive x WHERE x.job_id = w.job_id)
       AND r.finished_at IS NULL
     LIMIT 1) o ON true
@@ -992,17 +1048,17 @@ SELECT *
 FROM moved
 """
 PARTITION_ATTACH = "ALTER TABLE runs ATTACH PARTITION \"{name}\" FOR VALUES FROM ('{lower}') TO ('{upper}')"
-# Moving a running exclusive run out of the default partition ended its G3 row (a delete from
-# runs); it is still running in its new partition.
+# Moving a running (or reserved) exclusive run out of the default partition ended its G3 row (a
+# delete from runs); it is still running in its new partition.
 PARTITION_RUNNING_EXCLUSIVE = """
 INSERT INTO runs_running_exclusive (job_id, run_id)
 SELECT job_id, id
 FROM "{name}"
-WHERE state = 'running' AND exclusive
+WHERE state IN ('reserved', 'running') AND exclusive
 ON CONFLICT DO NOTHING
 """
 # A partition to drop must hold no run still to run or running (its partial indexes answer).
-PARTITION_BUSY = "SELECT EXISTS (SELECT 1 FROM \"{name}\" WHERE state IN ('queued', 'waiting', 'running'))"
+PARTITION_BUSY = "SELECT EXISTS (SELECT 1 FROM \"{name}\" WHERE state IN ('queued', 'waiting', 'reserved', 'running'))"
 PARTITION_DETACH = 'ALTER TABLE runs DETACH PARTITION "{name}"'
 PARTITION_DROP = 'DROP TABLE "{name}"'
 # The default partition's rows past retention (never a queued or running one), $2 at a time.
@@ -1010,7 +1066,7 @@ DEFAULT_PURGE = """
 DELETE
 FROM runs_default
 WHERE id IN (SELECT id FROM runs_default WHERE scheduled_for < $1 AND state NOT IN ('queued', 'waiting',
-    'running') LIMIT $2)
+    'reserved', 'running') LIMIT $2)
 """
 
 
@@ -1093,12 +1149,28 @@ FROM unnest($1::bigint[]) AS f(job_id)
 CROSS JOIN LATERAL (SELECT id, finished_at FROM (SELECT id, state, finished_at FROM runs WHERE job_id = f.job_id
     ORDER BY id DESC LIMIT $2) recent WHERE state = 'completed' LIMIT 1) c
 """
-# The jobs with expectations (jobs_expecting), each with how far its runs were judged.
+# The jobs with expectations (jobs_expecting) and the jobs $1 (their channels ask for run events:
+# HEALTH_ANNOUNCING_JOBS), each with how far its runs were judged.
 HEALTH_EXPECTING = """
 SELECT j.id AS job_id, j.expectations, j.revision, j.status, j.updated_at, coalesce(h.judged_run_id, 0) AS judged_run_id
 FROM jobs j
 LEFT JOIN job_health h ON h.job_id = j.id
-WHERE j.expectations IS NOT NULL
+WHERE j.expectations IS NOT NULL OR j.id = ANY($1::bigint[])
+"""
+# The enabled channels that ask for run events (started, completed, ended: cronos.events.RUN_KINDS),
+# with their scopes: a handful of rows, none for a cluster whose channels ask for none.
+HEALTH_ANNOUNCING_CHANNELS = """
+SELECT job_ids, queues, selector, events
+FROM notification_channels
+WHERE enabled AND events && ARRAY['started', 'completed', 'ended']
+"""
+# The jobs one such channel may hear of: every job ($1), or the jobs $2, the jobs of the queues $3 and
+# those whose labels match the path $4 (cronos.selectors.jsonpath; NULL: none). The router decides
+# exactly (cronos.notify.rules.applies): this only picks the jobs whose runs the evaluator reads.
+HEALTH_ANNOUNCING_JOBS = """
+SELECT id
+FROM jobs
+WHERE $1 OR id = ANY($2::bigint[]) OR queue = ANY($3::text[]) OR coalesce(labels @@ $4::jsonpath, false)
 """
 # Runs of the jobs $1 after the run ids $2, at most $3 a job, by id (runs_job_newest); a job never
 # judged ($2 = 0) starts from its newest $3 runs, not from its whole history.
@@ -1123,7 +1195,7 @@ CROSS JOIN LATERAL (SELECT changes FROM job_revisions WHERE job_id = f.job_id AN
     AND 'expectations' = ANY(fields) ORDER BY number DESC LIMIT 1) e
 WHERE jsonb_typeof(e.changes -> 'expectations') = 'object'
 """
-# Running runs (runs_running_lease: as many as executors run at once) with their job's timeout,
+# Running runs (runs_owned_lease: as many as executors run at once) with their job's timeout,
 # expectations and revision, and PostgreSQL's clock.
 HEALTH_RUNNING = """
 SELECT r.id AS run_id, r.job_id, r.scheduled_for, r.attempt, r.revision, r.started_at, j.timeout_s,
@@ -1415,12 +1487,13 @@ ORDER BY p.id
 # $2) and those within the window, at most $4 of these. `changes` holds only the schedule fields
 # the revision set (read only from a revision that set one: a payload is never detoasted for the
 # rest); the one in force at the start gets its fields from TICK_SCHEDULE_AT. The window's rows and
-# the one before it are found through job_revisions_job_at. $1 job id.
+# the one before it are found through job_revisions_job_at. $1 job id. The name is one of them: it
+# picks the values of an `H` (cronos.hashed).
 TICK_REVISIONS = """
 SELECT job_id, number, kind, at, actor, status, fields,
-    CASE WHEN fields && ARRAY['cron_expression', 'timezone', 'every', 'anchor']
+    CASE WHEN fields && ARRAY['cron_expression', 'timezone', 'every', 'anchor', 'name']
         THEN (SELECT coalesce(jsonb_object_agg(key, value), '{}'::jsonb) FROM jsonb_each(changes)
-              WHERE key IN ('cron_expression', 'timezone', 'every', 'anchor'))
+              WHERE key IN ('cron_expression', 'timezone', 'every', 'anchor', 'name'))
         ELSE '{}'::jsonb END AS changes
 FROM job_revisions
 WHERE job_id = $1 AND (number = 1
@@ -1443,6 +1516,9 @@ SELECT coalesce((SELECT jsonb_build_object('cron_expression', changes -> 'cron_e
                  ORDER BY number DESC LIMIT 1), '{}'::jsonb)
     || coalesce((SELECT jsonb_build_object('anchor', changes -> 'anchor') FROM job_revisions
                  WHERE job_id = $1 AND number <= $2 AND 'anchor' = ANY(fields)
+                 ORDER BY number DESC LIMIT 1), '{}'::jsonb)
+    || coalesce((SELECT jsonb_build_object('name', changes -> 'name') FROM job_revisions
+                 WHERE job_id = $1 AND number <= $2 AND 'name' = ANY(fields)
                  ORDER BY number DESC LIMIT 1), '{}'::jsonb)
 """
 # How far the ledger is written for the job (its cursor); no row: the job was deleted.
@@ -1627,6 +1703,15 @@ GROUP BY cron_expression, timezone, jitter_s
 ORDER BY count(*) DESC, cron_expression, timezone, jitter_s
 """
 
+# The jobs of the groups above whose expressions have an `H` ($1): each job's name picks its values
+# (cronos.hashed), so these are walked name by name. Ids and names in the same (id) order.
+FLEET_HASHED_JOBS = """
+SELECT cron_expression, timezone, jitter_s, array_agg(id ORDER BY id) AS ids, array_agg(name ORDER BY id) AS names
+FROM jobs
+WHERE status = 'active' AND run_at IS NULL AND cron_expression = ANY($1::text[])
+GROUP BY cron_expression, timezone, jitter_s
+"""
+
 # --- concurrency groups (cronos.store.groups; migration 0036) -----------------------------------
 #
 # Only runs of jobs that name a group come here: the claim of a job without one (CLAIM_FREE) and
@@ -1785,4 +1870,39 @@ DELETE
 FROM run_output_default
 WHERE ctid IN (SELECT o.ctid FROM run_output_default o WHERE o.scheduled_for < $1
     AND NOT EXISTS (SELECT 1 FROM runs_default r WHERE r.id = o.run_id) LIMIT $2)
+"""
+
+# --- run usage (issue 39: cronos/run_usage.py) ---------------------------------------------------
+# Written in the finish's transaction, after FINISH_RUNS, for the runs it recorded that an executor
+# measured: one statement for the batch, none when no run of it was measured (a reaped run).
+USAGE_WRITE = """
+INSERT INTO run_usage (run_id, scheduled_for, wall_ms, cpu_ms, cpu_user_ms, cpu_sys_ms, max_rss_bytes)
+SELECT * FROM unnest($1::bigint[], $2::timestamptz[], $3::float8[], $4::float8[], $5::float8[], $6::float8[],
+    $7::bigint[])
+ON CONFLICT (run_id, scheduled_for) DO NOTHING
+"""
+# Run $1's usage (tick $2: its day only); no row: not measured.
+USAGE_OF_RUN = """
+SELECT wall_ms, cpu_ms, cpu_user_ms, cpu_sys_ms, max_rss_bytes
+FROM run_usage
+WHERE run_id = $1 AND scheduled_for = $2
+"""
+# Partitions of run_usage go with runs' (cronos/store/partitions.py), named alike, made the same way.
+USAGE_PARTITION_BUILD = 'CREATE TABLE "{name}" (LIKE run_usage INCLUDING DEFAULTS INCLUDING CONSTRAINTS)'
+USAGE_PARTITION_TAKE_DEFAULT = """
+WITH moved AS (DELETE FROM run_usage_default WHERE scheduled_for >= $1 AND scheduled_for < $2 RETURNING *)
+INSERT INTO "{name}"
+SELECT *
+FROM moved
+"""
+USAGE_PARTITION_ATTACH = """
+ALTER TABLE run_usage ATTACH PARTITION "{name}" FOR VALUES FROM ('{lower}') TO ('{upper}')
+"""
+USAGE_PARTITION_DROP = 'DROP TABLE IF EXISTS "{name}"'
+# The default partition's usage past retention whose run is gone (DEFAULT_PURGE), $2 rows at a time.
+USAGE_DEFAULT_PURGE = """
+DELETE
+FROM run_usage_default
+WHERE ctid IN (SELECT u.ctid FROM run_usage_default u WHERE u.scheduled_for < $1
+    AND NOT EXISTS (SELECT 1 FROM runs_default r WHERE r.id = u.run_id) LIMIT $2)
 """

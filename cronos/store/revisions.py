@@ -24,6 +24,7 @@ import msgspec
 
 from cronos import metrics
 from cronos.errors import NotFound
+from cronos.hashed import has_hash
 from cronos.models import JOB_WRITABLE, SKIP_JOB_INACTIVE, SKIP_SCHEDULE_CHANGED, Job
 from cronos.redact import redact_payload
 from cronos.schedule import parse_schedule
@@ -39,6 +40,15 @@ RevisionStatus = Literal["active", "paused", "deleted", "completed", "expired"]
 # Fields whose change gives the job a new schedule: ticks written ahead under the old one are
 # handed over and the cursor moves to the change instant.
 SCHEDULE_FIELDS = ("cron_expression", "timezone", "run_at", "start_at", "end_at", "every", "anchor")
+
+
+def new_schedule(changed: Mapping[str, Any], job: Mapping[str, Any]) -> bool:
+    """The change gives the job a new schedule: a schedule field changed, or the name of a job whose
+    expression has an `H`, whose values its name picks (cronos.hashed)."""
+    if any(f in changed for f in SCHEDULE_FIELDS):
+        return True
+    return "name" in changed and has_hash(job.get("cron_expression") or "")
+
 
 _TICK = timedelta(microseconds=1)
 MAX_NUMBER = 2**31 - 1  # revision numbers are integers: a page cursor past this means "from the newest"

@@ -89,6 +89,33 @@ class RunStore:
             answers.append(run or refused.pop(run_id, Refused.NOT_QUEUED))
         return answers
 
+    async def reserve(
+        self, run_ids: Sequence[int], node_id: str, lease_s: float, ticks_ms: Sequence[int] | None = None
+    ) -> list[ClaimedRun | None]:
+        """Reserve queued runs for `node_id` ahead of their due time (claims.reserve): one answer per
+        id, in order; None for a run left queued (claimed at its instant instead)."""
+        ids = list(dict.fromkeys(run_ids))
+        with translate_errors():
+            reserved = await claims.reserve(self._pool, ids, node_id, lease_s, window_ms(ticks_ms))
+        self.round_trips += 1
+        return [reserved.pop(i, None) for i in run_ids]
+
+    async def start(self, runs: Sequence[tuple[int, datetime, datetime]], node_id: str) -> set[int]:
+        """Record reserved runs started: (run id, started_at, scheduled_for) each; those written."""
+        with translate_errors():
+            written = await claims.start(
+                self._pool, [(i, t) for i, t, _ in runs], node_id, window([s for *_, s in runs])
+            )
+        self.round_trips += 1
+        return written
+
+    async def unreserve(self, run_ids: Sequence[int], node_id: str) -> set[int]:
+        """Give back runs `node_id` reserved and will not start: queued again. Those given back."""
+        with translate_errors():
+            given = await claims.unreserve(self._pool, run_ids, node_id)
+        self.round_trips += 1
+        return given
+
     async def overdue(self, late_s: float = 1.0, cap: int = 100_000) -> int:
         """Queued runs more than `late_s` past their due time (at most `cap`)."""
         with translate_errors():

@@ -35,6 +35,7 @@ from cronos import traces
 from cronos.netguard import host_literal_refusal
 from cronos.payloads import HttpPayload, explain
 from cronos.redact import SECRET, is_hidden, redact_payload, redact_url
+from cronos.run_usage import Meter
 from cronos.secret_bounds import Place, moved, place_of
 from cronos.store.runs import ClaimedRun
 from cronos.tasks import Cancellation, idempotency_key
@@ -170,7 +171,8 @@ def _next_hop(
     return target.with_user(None), method, data, left
 
 
-async def run(run: ClaimedRun, env: Env, cancellation: Cancellation) -> str | None:
+async def run(run: ClaimedRun, env: Env, cancellation: Cancellation, meter: Meter) -> str | None:
+    """`meter` stays empty: an http run's usage is its wall time (the request is the executor's I/O)."""
     try:
         payload = msgspec.convert(run.payload, HttpPayload)
     except msgspec.ValidationError as exc:

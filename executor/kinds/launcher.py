@@ -18,9 +18,11 @@ executor's timeout, the end of a cancel's grace, or a drain)
 and the executor's death (PR_SET_PDEATHSIG) skip straight to the kill. It exits after the last
 descendant is gone.
 
-What it has to say goes to STATUS_FD, one line: `exit N` (the command's exit code, -signal
+What it has to say goes to STATUS_FD: one line, `exit N` (the command's exit code, -signal
 when a signal ended it, as asyncio reports it), or `error MESSAGE` when the command could not
-be started (the OSError's text).
+be started (the OSError's text); then `usage USER_S SYS_S MAXRSS_KIB`, what its descendants used
+(getrusage RUSAGE_CHILDREN once every one was reaped: the launcher has no other child, so these
+are the run's alone, without the launcher's own).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import resource
 import signal
 import sys
 import time
@@ -188,6 +191,8 @@ def main(args: list[str]) -> int:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         signal.signal(signal.SIGUSR1, signal.SIG_IGN)
         kill_all(me)
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    line += f"\nusage {used.ru_utime:.6f} {used.ru_stime:.6f} {used.ru_maxrss}"
     with contextlib.suppress(OSError):
         os.write(int(status_fd), f"{line}\n".encode(errors="replace"))
     return 0

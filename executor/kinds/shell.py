@@ -27,6 +27,9 @@ blocks on a full pipe), and each is kept only as far as the stored excerpt needs
 first and last result_max_bytes / 2 (`Capture`); what lies between is counted and
 dropped, so the executor's memory stays flat whatever the child prints.
 
+Usage. The launcher reports what the run's processes used once it reaped the last of them (CPU
+user and system time, the largest one's peak resident memory: cronos.run_usage), in its status.
+
 Ending. The launcher leads its own session and process group; the command leads a process
 group of its own in that session (so `kill -$$` and `kill 0` in a script end the command). The run
 ends when the launcher exits and its pipes reach end of file. After the command exits,
@@ -63,6 +66,7 @@ import msgspec
 
 from cronos.errors import ConfigError
 from cronos.payloads import ShellPayload
+from cronos.run_usage import Meter
 from cronos.settings import Settings
 from cronos.store.runs import ClaimedRun
 from cronos.tasks import Cancellation
@@ -149,7 +153,7 @@ def launcher_argv(argv: Sequence[str], status_fd: int, parent: int, user: RunAs 
     return [sys.executable, "-I", "-S", LAUNCHER, str(status_fd), str(PIPE_GRACE_S), str(parent), *ids, "--", *argv]
 
 
-async def run(run: ClaimedRun, env: Env, cancellation: Cancellation) -> str | None:
+async def run(run: ClaimedRun, env: Env, cancellation: Cancellation, meter: Meter) -> str | None:
     if not env.settings.allow_shell:
         raise RunFailed("shell jobs are disabled on this executor (set CRONOS_ALLOW_SHELL=1 to allow them)")
     try:
@@ -185,9 +189,10 @@ async def run(run: ClaimedRun, env: Env, cancellation: Cancellation) -> str | No
             await asyncio.wait([child.drained], timeout=PIPE_GRACE_S)
         finally:
             await _end(transport, child)
-        status = _status(status_r)
+        status, _, used = _status(status_r).partition("\n")
     finally:
         os.close(status_r)
+    read_rusage(used, meter)
     if status.startswith("error "):
         raise RunFailed(f"could not start {payload.argv[0]!r}: {status.removeprefix('error ')}")
     code = int(status.removeprefix("exit ")) if status.startswith("exit ") else transport.get_returncode()
@@ -213,12 +218,26 @@ async def _exited(transport: asyncio.SubprocessTransport, child: _Child, cancell
 
 
 def _status(fd: int) -> str:
-    """The launcher's one line (written before it exited); empty when it was killed first."""
+    """The launcher's lines (written before it exited); empty when it was killed first."""
     os.set_blocking(fd, False)
     try:
         return os.read(fd, 65536).decode(errors="replace").strip()
     except BlockingIOError:
         return ""
+
+
+def read_rusage(line: str, meter: Meter) -> None:
+    """`meter` filled from the launcher's `usage USER_S SYS_S MAXRSS_KIB` line; nothing from a line
+    of another shape (a launcher killed before it wrote one). Pure."""
+    parts = line.split()
+    if len(parts) != 4 or parts[0] != "usage":
+        return
+    try:
+        user_s, sys_s, rss_kib = float(parts[1]), float(parts[2]), int(parts[3])
+    except ValueError:
+        return
+    meter.cpu_user_s, meter.cpu_sys_s, meter.cpu_s = user_s, sys_s, user_s + sys_s
+    meter.max_rss_bytes = rss_kib * 1024  # Linux's ru_maxrss is in KiB
 
 
 class _Child(asyncio.SubprocessProtocol):

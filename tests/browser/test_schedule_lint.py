@@ -52,6 +52,10 @@ def test_the_editor_warns_as_the_schedule_is_typed(browser: Any, stack: Stack) -
     wait(driver, lambda d: _codes(d) == ["days_ored"], what="the ORed days warning")
     assert "0 9 * * 1#1" in text(driver, "#schedule-warnings")
     _shot(driver, "form-warnings")
+    _type(driver, "#cron_expression", "5/10 * * * *")  # n/step (issue 40): accepted, and said in full
+    wait(driver, lambda d: _codes(d) == ["step_from"], what="the n/step warning")
+    assert text(driver, "#description") == "at minute 5-59/10"
+    assert "means `5-59/10`: minute 5, 15, 25, 35, …, 55" in text(driver, "#schedule-warnings")
     _type(driver, "#cron_expression", "*/5 * * * *")
     wait(driver, lambda d: not find_all(d, "#schedule-warnings") and "every 5 minutes" in text(d, "#description"))
 
@@ -90,3 +94,25 @@ def test_the_fleet_page_shows_a_herd_at_the_top_of_the_hour(browser: Any, stack:
     _shot(driver, "fleet")
     errors = [e["message"] for e in driver.get_log("browser") if e["level"] == "SEVERE"]
     assert [m for m in errors if "Failed to load resource" not in m] == []
+
+
+def test_h_shows_the_value_the_name_picks_and_the_fleet_the_peak_it_flattens(browser: Any, stack: Stack) -> None:
+    """Issue 40 item 2: typing `H` (and the name) shows this job's minute; the Fleet page says how
+    many jobs H spreads and the peak they would make without it."""
+    driver = browser
+    go(driver, stack, "#/new")
+    wait(driver, lambda d: text(d, "#description"), what="the first preview")
+    _type(driver, "#name", "cache-warm")
+    _type(driver, "#cron_expression", "H * * * *")
+    wait(driver, lambda d: "hashed" in _codes(d), what="the H note")
+    assert text(driver, "#description") == "every hour at minute 14"
+    assert "`H` in the minute field is `14` for the job named 'cache-warm'" in text(driver, "#schedule-warnings")
+    _type(driver, "#name", "report-eu")  # another name, another minute, without touching the expression
+    wait(driver, lambda d: text(d, "#description") == "every hour at minute 23", what="the new name's minute")
+    for n in range(6):
+        call(stack, "POST", "/api/jobs", {"name": f"spread-{n}", "cron_expression": "H * * * *", "payload": OK})
+    go(driver, stack, "#/fleet")
+    wait(driver, lambda d: "6 jobs" in text(d, "#fleet-spread"), timeout=40, what="the spread jobs")
+    said = text(driver, "#fleet-spread")  # the module's other jobs share the :00 minute the six would herd in
+    assert "without it the busiest minute would have" in said and int(said.split()[-2]) >= 6, said
+    _shot(driver, "fleet-spread")

@@ -87,6 +87,15 @@ def one_line_error(done: subprocess.CompletedProcess[str], *words: str) -> str:
     return lines[0]
 
 
+def post(url: str, path: str, body: Any) -> Any:
+    """A JSON POST straight to the API (a job created through the API alone)."""
+    request = urllib.request.Request(
+        url + path, data=msgspec.json.encode(body), headers={"Content-Type": "application/json"}, method="POST"
+    )
+    with urllib.request.urlopen(request, timeout=10) as resp:
+        return msgspec.json.decode(resp.read())
+
+
 def get(url: str, path: str, token: str = "") -> Any:
     """A GET straight to the API (not through the CLI under test)."""
     headers = {"Authorization": f"Bearer {token}"} if token else {}

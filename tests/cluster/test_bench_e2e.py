@@ -32,7 +32,7 @@ async def _databases_like(admin_dsn: str, pattern: str) -> list[str]:
         await conn.close()
 
 
-def _bench(tmp_path: Path, services: Services, *args: str) -> str:
+def _bench(tmp_path: Path, services: Services, *args: str, timeout_s: float = 55) -> str:
     env = {
         **{k: v for k, v in os.environ.items() if k not in VARIABLES and not k.startswith("CRONOS_")},
         "PYTHONPATH": str(REPO),
@@ -40,7 +40,7 @@ def _bench(tmp_path: Path, services: Services, *args: str) -> str:
         "REDIS_URL": services.redis_url,
     }
     argv = [sys.executable, "-m", "cronos.cli", "bench", *args]
-    done = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=55, check=False)
+    done = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=timeout_s, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
     return done.stdout
 
@@ -98,6 +98,27 @@ def test_bench_e2e_cpu_task_prints_each_executors_share(tmp_path: Path, services
     # 4 ms of CPU before the stamp is written cannot hide: the executors burnt at least 80 x 4 ms.
     burnt = sum(float(s) for s in re.findall(r"^executor-\d\s+([\d.]+)", out, re.MULTILINE))
     assert burnt >= 0.25, out  # /proc counts in 10 ms steps, and the window edges cut a few runs
+
+
+@pytest.mark.timeout(120)
+def test_bench_e2e_noisy_sets_the_no_op_jobs_alone_beside_them_with_noisy_jobs(
+    tmp_path: Path, services: Services
+) -> None:
+    # Two windows, and a shell job printing 10 MB: more time than the others.
+    out = _bench(
+        tmp_path, services, "e2e", "--jobs", "20", "--duration", "4", "--warmup", "1", "--noisy", "2", timeout_s=100
+    )
+
+    assert "--noisy 2" in out, out
+    rows = re.findall(
+        r"^(alone|beside the noisy jobs)\s+([\d,]+)\s+[\d.]+ ms\s+[\d.]+ ms\s+[\d.]+ ms", out, re.MULTILINE
+    )
+    assert [name for name, _ in rows] == ["alone", "beside the noisy jobs"], out
+    assert all(runs == "80" for _, runs in rows), out  # every tick of both windows
+    noisy = re.search(r"^noisy runs: completed (\d+)\b.*their output lines kept: ([\d,]+)$", out, re.MULTILINE)
+    assert noisy is not None and int(noisy[1]) >= 2, out  # at least one of each, every 2 s over 4 s
+    # A chatty run keeps its 1,000 lines, a shell run its head, the cut line and its tail (2,001).
+    assert int(noisy[2].replace(",", "")) >= 3001, out
 
 
 def test_bench_e2e_refuses_an_unknown_task(tmp_path: Path, services: Services) -> None:

@@ -181,6 +181,13 @@ def _output_kept(url: str) -> None:
     assert lines[:2] == ["INFO cronos.task.report: exporting orders", "orders: done"] and len(lines) == 6, lines
 
 
+def _usage_kept(url: str) -> None:
+    """docs/run-usage.md: the crunch run's usage, its CPU time its thread's."""
+    done = block_until(lambda: _ran(url, 1), timeout=30, what="the crunch run")
+    usage = _get(f"{url}/api/runs/{done['id']}")["usage"]
+    assert usage["cpu_ms"] > 0 and usage["wall_ms"] >= usage["cpu_ms"] * 0.9, usage
+
+
 def _traced(url: str) -> None:
     """docs/tracing.md: with the page's .env (an OTLP endpoint), the task got its run's traceparent:
     the one derived from the cluster id and the run id (cronos.traces), sampled."""
@@ -203,6 +210,7 @@ AFTERWARDS: dict[str, Callable[[str], None]] = {
     "docs/concurrency-groups.md": _grouped,
     "docs/intervals.md": _intervals_ran,
     "docs/run-output.md": _output_kept,
+    "docs/run-usage.md": _usage_kept,
     "docs/tracing.md": _traced,
 }
 

@@ -51,9 +51,7 @@ async def test_three_failures_in_a_row_pause_the_job_once_with_its_reason(pg_poo
     assert kinds[-1]["kind"] == "paused_by_breaker" and kinds[-1]["detail"]["consecutive_failures"] == 3
 
 
-async def test_a_job_resumed_by_hand_pauses_again_only_after_k_more_failures(
-    pg_pool: asyncpg.Pool, epoch: int
-) -> None:
+async def test_a_job_resumed_by_hand_pauses_again_only_after_k_more_failures(pg_pool: asyncpg.Pool, epoch: int) -> None:
     job = await create(pg_pool, max_retries=0)
     await fail(pg_pool, epoch, job, 3)
     assert await trip(pg_pool, epoch) == [job]

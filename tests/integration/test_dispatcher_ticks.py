@@ -18,6 +18,7 @@ from cronos import metrics
 from cronos.errors import NotLeader
 from cronos.keys import Keys
 from cronos.messages import TOKEN_FIELD, RunToken
+from cronos.models import SKIP_PENDING
 from cronos.settings import Settings
 from cronos.store.epoch import EpochStore
 from cronos.store.jobs import JobStore
@@ -479,3 +480,36 @@ async def test_a_new_leaders_catch_up_and_its_repush_run_one_tick_for_a_misfire_
     assert [r["state"] for r in late if r["state"] != "skipped"] == ["queued"], "one run for the misfire"
     assert max(late, key=lambda r: r["scheduled_for"])["state"] == "queued"  # the newest stands for the lot
     assert {r["skip_reason"] for r in late if r["state"] == "skipped"} == {"misfired"}
+
+
+async def _pending(stack: Stack, job: int) -> list[asyncpg.Record]:
+    return [r for r in await stack.runs(job) if r["state"] in ("queued", "waiting")]
+
+
+async def test_a_job_of_the_default_policies_holds_one_pending_run(stack: Stack) -> None:
+    """G8 (issue 38): while a run_once + forbid job's run is overdue (more than 3 s) and not started
+    (a cluster offered more than it runs), its next ticks are written skipped SKIP_PENDING (each
+    tick still accounted for, G2) instead of queued behind it; once it starts, the next tick is
+    queued again. A run past its grace holds nothing back, and the other policies keep every tick.
+    Before, every tick was queued: 7 pending runs each here, and a backlog that grew with the load."""
+    held = await add_job(stack.pool, "* * * * * *", misfire_policy="run_once")  # forbid: the column's default
+    every = await add_job(stack.pool, "* * * * * *", misfire_policy="run_all")
+    short = await add_job(stack.pool, "* * * * * *", misfire_policy="run_once", misfire_grace_s=4)
+    ticker = stack.new_ticker()
+    for s in range(1, 8):  # nothing claims the runs
+        await ticker.run_once(T0 + timedelta(seconds=s + 0.2))
+    rows = await stack.runs(held)
+    # +1 is overdue by more than 3 s from +4.2 on: +2 and +3 were queued before that, +4 to +7 held.
+    assert [(r["state"], r["skip_reason"]) for r in rows] == [("queued", None)] * 3 + [("skipped", SKIP_PENDING)] * 4
+    assert len(await _pending(stack, every)) == 7
+    # The grace-4 job's +1, +2, +3 hold back +4, +5, +6; at +7.2 its pending ones are past their grace.
+    short_pending = [r["scheduled_for"] for r in await _pending(stack, short)]
+    assert short_pending == [T0 + timedelta(seconds=s) for s in (1, 2, 3, 7)]
+
+    await stack.pool.execute(
+        "UPDATE runs SET state = 'completed', started_at = $2, finished_at = $2 WHERE id = ANY($1::bigint[])",
+        [r["id"] for r in rows if r["state"] == "queued"],
+        T0 + timedelta(seconds=7.5),
+    )
+    await ticker.run_once(T0 + timedelta(seconds=8.2))
+    assert [r["scheduled_for"] for r in await _pending(stack, held)] == [T0 + timedelta(seconds=8)]

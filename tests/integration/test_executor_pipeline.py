@@ -465,7 +465,7 @@ def _soon(seconds: float) -> datetime:
     return (datetime.now(UTC) + timedelta(seconds=seconds)).replace(microsecond=0) + timedelta(seconds=1)
 
 
-async def test_a_token_pushed_ahead_is_locked_at_once_and_started_at_its_due_time_not_before(
+async def test_a_token_pushed_ahead_is_locked_and_reserved_at_once_and_started_at_its_due_time_not_before(
     harness: Harness, executor: Factory, redis_client: Any, settings: Settings
 ) -> None:
     jobs = [await harness.job(payload={"action": "test.clock"}) for _ in range(20)]
@@ -474,28 +474,67 @@ async def test_a_token_pushed_ahead_is_locked_at_once_and_started_at_its_due_tim
     locks = [Keys(settings.key_prefix).tick_lock(t.job_id, t.scheduled_for_ms, 1) for t in tokens]
     async with executor(push_lead_ms=3000, executor_concurrency=len(jobs)) as ex, running(ex):
         await wait_for(lambda: _all_exist(redis_client, locks), what="tick locks taken ahead of the due time")
-        assert {await harness.state(t.run_id) for t in tokens} == {"queued"}, "held, not claimed"
+        await wait_for(lambda: _count_all(harness, "reserved", len(tokens)), what="runs reserved ahead of the due time")
+        assert datetime.now(UTC) < due, "reserved ahead, not running before due"
         await wait_for(lambda: _count_all(harness, "completed", len(tokens)), timeout=5, what="runs started once due")
     for token in tokens:
         (run,) = await harness.runs(token.job_id)
         assert run.started_at is not None and run.started_at >= due, "PostgreSQL's clock: never before due"
         assert WALL_CLOCK_AT_START[token.run_id] >= due.timestamp(), "the executor's clock: never before due"
-    assert ex.deps is not None and ex.deps.claims.batches == 1, "everything due at one instant: one claim"
+    assert ex.deps is not None and ex.deps.reserves.batches == 1, "everything pushed at once: one reservation"
+    assert (ex.deps.starting.batches, ex.deps.claims.batches) == (1, 0), "started at the instant without a claim"
 
 
-async def test_a_burst_goes_in_claim_batches_back_to_back_and_its_first_runs_start_meanwhile(
+async def test_a_burst_is_reserved_in_batches_back_to_back_and_starts_at_its_instant_without_a_claim(
     harness: Harness, executor: Factory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(executor_deps, "CLAIM_BATCH", 4)
     jobs = [await harness.job(payload={"action": "test.clock"}) for _ in range(10)]
-    tokens = await _push_ahead(harness, jobs, _soon(1.0))
+    due = _soon(1.0)
+    tokens = await _push_ahead(harness, jobs, due)
     async with executor(push_lead_ms=3000, executor_concurrency=len(jobs)) as ex, running(ex):
         await wait_for(lambda: _count_all(harness, "completed", len(tokens)), timeout=5, what="runs started once due")
-    assert ex.deps is not None and ex.deps.claims.batches == 3, "10 runs due at one instant: claims of 4, 4 and 2"
-    claimed = sorted([run.started_at for t in tokens for run in await harness.runs(t.job_id) if run.started_at])
-    first_start = min(WALL_CLOCK_AT_START[t.run_id] for t in tokens)
-    # The last batch was claimed after the first one's runs had started: they did not wait for it.
-    assert first_start < claimed[-1].timestamp()
+    assert ex.deps is not None and ex.deps.reserves.batches == 3, "10 runs reserved in statements of 4, 4 and 2"
+    assert ex.deps.claims.batches == 0
+    starts = [WALL_CLOCK_AT_START[t.run_id] for t in tokens]
+    assert min(starts) >= due.timestamp() and max(starts) - min(starts) < 0.5, "the burst starts together"
+
+
+async def test_a_reserved_run_whose_lease_cannot_cover_its_start_is_given_back_and_claimed(
+    harness: Harness, executor: Factory
+) -> None:
+    # A lease shorter than the start margin: at the due instant the reservation cannot be trusted
+    # (lifecycle.startable), so the run is given back (queued) and claimed like any queued run.
+    jobs = [await harness.job(payload={"action": "test.clock"}) for _ in range(3)]
+    due = _soon(1.0)
+    tokens = await _push_ahead(harness, jobs, due)
+    async with executor(push_lead_ms=3000, run_lease_s=0.5, executor_concurrency=len(jobs)) as ex, running(ex):
+        await wait_for(lambda: _count_all(harness, "completed", len(tokens)), timeout=5, what="runs claimed once due")
+    assert ex.deps is not None and ex.deps.reserves.batches >= 1 and ex.deps.given_back == len(tokens)
+    for token in tokens:
+        (run,) = await harness.runs(token.job_id)
+        assert run.started_at is not None and run.started_at >= due
+        assert EXECUTIONS.get(token.run_id, 0) <= 1
+
+
+async def test_a_reserved_run_shows_reserved_until_it_starts_then_running_then_its_end(
+    harness: Harness, executor: Factory
+) -> None:
+    job = await harness.job(payload=gate("reserved_long"))
+    due = _soon(1.0)
+    (token,) = await _push_ahead(harness, [job], due)
+    async with executor(push_lead_ms=3000) as ex, running(ex):
+        await wait_for(lambda: _is(harness, token.run_id, "reserved"), what="the run reserved ahead")
+        assert datetime.now(UTC) < due, "reserved, not running, before its due time"
+        await wait_for(
+            lambda: _is(harness, token.run_id, "running"), timeout=5, what="recorded running after its start"
+        )
+        assert datetime.now(UTC) >= due
+        RELEASE["reserved_long"].set()
+        await wait_for(lambda: _is(harness, token.run_id, "completed"), timeout=5, what="the run completed")
+    (run,) = await harness.runs(token.job_id)
+    assert run.started_at is not None and run.started_at >= due
+    assert ex.deps is not None and ex.deps.starts.recorded == 1 and ex.deps.claims.batches == 0
 
 
 async def test_a_held_token_is_given_back_unclaimed_at_the_drain_deadline(

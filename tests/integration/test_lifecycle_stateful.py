@@ -24,6 +24,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import asyncpg
+import msgspec
 import pytest
 from hypothesis import HealthCheck
 from hypothesis import settings as hypothesis_settings
@@ -59,7 +60,7 @@ from cronos.store.runs import Outcome, RunStore
 from cronos.store.waiters import WAITERS_PER_JOB
 from tests.integration.ledger_helpers import BASE, insert_job, insert_run, runs_of, set_epoch
 
-Q, W, R = RunState.QUEUED, RunState.WAITING, RunState.RUNNING
+Q, W, R, V = RunState.QUEUED, RunState.WAITING, RunState.RUNNING, RunState.RESERVED
 Key = tuple[int, datetime, int]  # a run's tick identity: (job id, scheduled_for, attempt)
 
 POLICIES = ("forbid", "allow", "buffer_one", "buffer_all", "replace")
@@ -135,16 +136,21 @@ class Model:
         return sorted((k for k, r in self.runs.items() if k[0] == job_id and r.state is state), key=lambda k: k[1:])
 
     def running_exclusive(self, job_id: int) -> list[Key]:
-        return self.keys(job_id, R) if lifecycle.exclusive(self.jobs[job_id].policy) else []  # type: ignore[arg-type]
+        """The job's reserved or running runs, if its policy is exclusive (G3's place)."""
+        if not lifecycle.exclusive(self.jobs[job_id].policy):  # type: ignore[arg-type]
+            return []
+        return sorted(self.keys(job_id, R) + self.keys(job_id, V), key=lambda k: k[1:])
 
     def ahead(self, job_id: int) -> Ahead | None:
-        """The job's running exclusive run, as the lifecycle's decisions see it."""
+        """The job's running exclusive run, as the lifecycle's decisions see it (a reserved one
+        starts at its due time)."""
         running = self.running_exclusive(job_id)
         if not running:
             return None
         key, run = running[0], self.runs[running[0]]
-        assert run.started_at is not None
-        return Ahead(key[1], run.started_at, key[2], on_time(key))
+        started = run.started_at or run.due_at
+        assert started is not None
+        return Ahead(key[1], started, key[2], on_time(key))
 
     def by_id(self, run_id: int) -> tuple[Key, MRun]:
         (found,) = [(k, r) for k, r in self.runs.items() if r.id == run_id]
@@ -206,6 +212,34 @@ def predict_claim(m: Model, keys: list[Key], node: str, at: datetime) -> list[An
     return answers
 
 
+def predict_reserve(m: Model, keys: list[Key], node: str, at: datetime) -> list[Any]:
+    """RunStore.reserve(keys' ids): the queued runs lifecycle.claims_at_once claims (counted among
+    the batch's unfinished runs of their job) reserved by `node`, the others left as they are."""
+    batch = list(dict.fromkeys(keys))
+    of_job = Counter(k[0] for k in batch if m.runs[k].state not in TERMINAL)
+    reserved: set[Key] = set()
+    for key in batch:
+        run, job = m.runs[key], m.jobs[key[0]]
+        if run.state is not Q:
+            continue
+        assert run.due_at is not None
+        if lifecycle.claims_at_once(
+            job.policy,  # type: ignore[arg-type]
+            running=bool(m.running_exclusive(key[0])),
+            expired_=lifecycle.expired(run.due_at, at, GRACE_S),
+            of_job_in_batch=of_job[key[0]],
+        ):
+            reserved.add(key)
+    for key in reserved:
+        run = m.runs[key]
+        run.state, run.node, run.lease, run.started_at = V, node, "live", None
+    answers, seen = [], set()
+    for key in keys:  # a run repeated in the batch is answered once
+        answers.append(("reserved", m.runs[key].id) if key in reserved and key not in seen else None)
+        seen.add(key)
+    return answers
+
+
 def look_again(m: Model, job_id: int) -> None:
     """A claim that recorded a wait looks again (waiters.wake_free): if nothing of the job runs
     now, the job's first waiting run is woken."""
@@ -225,7 +259,9 @@ def predict_finish(m: Model, outcomes: list[FinishOutcome], at: datetime) -> tup
     ended: list[tuple[Key, float | None]] = []
     for key, node, state, error, delay in sorted(outcomes, key=lambda o: m.runs[o[0]].id or 0):
         run = m.runs[key]
-        if run.state is R and run.node == node:
+        if run.state in (R, V) and run.node == node:
+            if run.state is V:  # its start recorded with its end: the machine's executors start at the due time
+                run.started_at = run.due_at
             run.state, run.lease, run.error = RunState(state), None, error
             ended.append((key, delay))
     if not ended:
@@ -262,7 +298,7 @@ def predict_reap(m: Model, at: datetime) -> tuple[int, int, int]:
     """RunStore.reap: running runs whose lease expired failed "executor lost" (with the retry their
     job has left), or cancelled if someone had asked (lifecycle.lost), then pending runs past their
     grace skipped "expired". (lost, expired, retried)."""
-    lost = [k for k, r in m.runs.items() if r.state is R and r.lease == "expired"]
+    lost = [k for k, r in m.runs.items() if r.state in (R, V) and r.lease == "expired"]
     outcomes: list[FinishOutcome] = []
     for key in lost:
         job, run = m.jobs[key[0]], m.runs[key]
@@ -525,7 +561,7 @@ def adopt(m: Model, s: Snapshot) -> None:
     for key, run in m.runs.items():
         row = db[key]
         run.id, run.due_at = row.id, row.due_at
-        if run.state is R:
+        if run.state is R or run.started_at is not None:
             run.started_at = row.started_at
     for job_id, job in m.jobs.items():
         if job.cursor_near:
@@ -1077,7 +1113,56 @@ class LifecycleMachine(RuleBasedStateMachine):
             self.record_claims(answers[i], [keys[i]])
         assert sum(isinstance(a, ClaimedRun) for a in answers[0] + answers[1]) <= 1 or first != second
 
+    @rule(data=st.data(), node=st.sampled_from(NODES), size=st.integers(1, 3), repeat=st.booleans())
+    def reserve(self, data: st.DataObject, node: str, size: int, repeat: bool) -> None:
+        """An executor reserves the runs of tokens that arrived ahead of their due time."""
+        keys = [self.pick(data, Q) for _ in range(size)]
+        if repeat:
+            keys.append(keys[0])
+        ids = [self.id_of(k) for k in keys]
+
+        def normal(answers: Any, _snap: Snapshot) -> Any:
+            return [None if a is None else ("reserved", a.id) for a in answers]
+
+        answers = self.step(
+            "reserve",
+            Actor.EXECUTOR,
+            lambda: self.store.reserve(ids, node, LEASE_S, [ms(k[1]) for k in keys]),
+            lambda m, at: predict_reserve(m, keys, node, at),
+            normal,
+        )
+        for answer, key in zip(answers, keys, strict=True):
+            if answer is not None:
+                assert answer.lease_until is not None and (answer.job_id, answer.scheduled_for, answer.attempt) == key
+                STATS["reserved"] += 1
+
+    @rule(data=st.data(), by_owner=st.integers(0, 3).map(bool), back=st.booleans())
+    def start_or_give_back(self, data: st.DataObject, by_owner: bool, back: bool) -> None:
+        """The executor that reserved a run records it started at its due instant, or gives it back
+        (queued again); by a node that does not own it: nothing."""
+        key = self.pick(data, V)
+        owner = self.m.runs[key].node
+        node = owner if by_owner and owner is not None else self.other_node(data, owner)
+        run_id = self.id_of(key)
+        started = self.m.runs[key].due_at or now()
+
+        def predict(m: Model, _at: datetime) -> set[int]:
+            run = m.runs[key]
+            if run.state is not V or run.node != node:
+                return set()
+            if back:
+                run.state, run.node, run.lease = Q, None, None
+            else:
+                run.state, run.started_at = R, started
+            return {run_id}
+
+        if back:
+            self.step("give back", Actor.EXECUTOR, lambda: self.store.unreserve([run_id], node), predict)
+        else:
+            self.step("started", Actor.EXECUTOR, lambda: self.store.start([(run_id, started, key[1])], node), predict)
+
     def outcome(self, key: Key, node: str, state: str, delay: float | None, bounded: bool) -> Outcome:
+        run = self.m.runs[key]
         return Outcome(
             run_id=self.id_of(key),
             node_id=node,
@@ -1085,6 +1170,7 @@ class LifecycleMachine(RuleBasedStateMachine):
             error="boom" if state == "failed" else None,
             retry_delay_s=delay,
             scheduled_for=key[1] if bounded else None,
+            started_at=run.due_at if run.state is V else None,  # a reserved run started at its due time
         )
 
     @rule(
@@ -1101,7 +1187,8 @@ class LifecycleMachine(RuleBasedStateMachine):
         """An executor reports runs' ends (with a retry or not); by their owner, or by a node that
         does not own them (a run taken away, a late report): that writes nothing."""
         picked = [
-            (key, self.other_node(data, self.m.runs[key].node)) for key in [self.pick(data, R) for _ in range(1 + two)]
+            (key, self.other_node(data, self.m.runs[key].node))
+            for key in [self.pick(data, R, V) for _ in range(1 + two)]
         ]
         before = self.snap
         outcomes: list[FinishOutcome] = []
@@ -1109,7 +1196,7 @@ class LifecycleMachine(RuleBasedStateMachine):
             owner = self.m.runs[key].node
             node = owner if by_owner and owner is not None else intruder
             outcomes.append((key, node, state, "boom" if state == "failed" else None, delay))
-        effective = any(self.m.runs[k].state is R and self.m.runs[k].node == n for k, n, *_ in outcomes)
+        effective = any(self.m.runs[k].state in (R, V) and self.m.runs[k].node == n for k, n, *_ in outcomes)
         self.step(
             "finish" if effective else "finish (not the owner's, or not running)",
             Actor.EXECUTOR,
@@ -1124,7 +1211,7 @@ class LifecycleMachine(RuleBasedStateMachine):
     def finish_races_a_claim(self, data: st.DataObject, state: str) -> None:
         """A run's end and the claim of another run (of its job, often) at once: the claim either
         waits and is woken by the end, or sees the run ended and claims (no lost wakeup)."""
-        running = self.choose(data, sorted(k for k, r in self.m.runs.items() if r.state is R), "ends")
+        running = self.choose(data, sorted(k for k, r in self.m.runs.items() if r.state in (R, V)), "ends")
         queued = self.choose(data, sorted(k for k, r in self.m.runs.items() if r.state is Q), "claimed")
         if running is None or queued is None:
             return
@@ -1132,11 +1219,12 @@ class LifecycleMachine(RuleBasedStateMachine):
         assert owner is not None
         claimer = NODES[1] if owner == NODES[0] else NODES[0]
         ended: list[FinishOutcome] = [(running, owner, state, "boom" if state == "failed" else None, None)]
+        outcome = self.outcome(running, owner, state, None, False)
         answers = self.interleave(
             "finish races a claim",
             Actor.EXECUTOR,
             [
-                lambda: self.store.finish([self.outcome(running, owner, state, None, False)]),
+                lambda: self.store.finish([outcome]),
                 lambda: self.store.claim([self.id_of(queued)], claimer, LEASE_S),
             ],
             [lambda m, at: predict_finish(m, ended, at), lambda m, at: predict_claim(m, [queued], claimer, at)],
@@ -1148,14 +1236,14 @@ class LifecycleMachine(RuleBasedStateMachine):
     @rule(data=st.data(), by_owner=st.integers(0, 3).map(bool))
     def heartbeat(self, data: st.DataObject, by_owner: bool) -> None:
         """An executor extends its leases (only those it still owns)."""
-        key = self.pick(data, R)
+        key = self.pick(data, R, V)
         owner = self.m.runs[key].node
         intruder = self.other_node(data, owner)
         node = owner if by_owner and owner is not None else intruder
 
         def predict(m: Model, _at: datetime) -> dict[int, str | None]:
             run = m.runs[key]
-            if run.state is R and run.node == node:
+            if run.state in (R, V) and run.node == node:
                 run.lease = "live"
                 return {self.id_of(key): run.cancel_by}  # the beat tells the owner of a cancel request
             return {}
@@ -1166,16 +1254,16 @@ class LifecycleMachine(RuleBasedStateMachine):
     def stopped(self, data: st.DataObject, by_owner: bool) -> None:
         """An executor that was asked to cancel its run records it cancelled (never retried; its end
         wakes the runs waiting behind it like any end); by a node that does not own it: nothing."""
-        asked = sorted(k for k, r in self.m.runs.items() if r.state is R and r.cancel_by is not None)
+        asked = sorted(k for k, r in self.m.runs.items() if r.state in (R, V) and r.cancel_by is not None)
         # Every value drawn, whatever the model holds (see choose): a replay whose race left no run
         # asked, or the run with no owner, must draw what the first run drew.
-        asked_key, any_key = self.choose(data, asked, "run asked to stop"), self.pick(data, R)
+        asked_key, any_key = self.choose(data, asked, "run asked to stop"), self.pick(data, R, V)
         key = asked_key or any_key
         owner = self.m.runs[key].node
         intruder = self.other_node(data, owner)
         node = owner if by_owner and owner is not None else intruder
         error = lifecycle.cancelled_by(CANCELLER)
-        outcome = Outcome(run_id=self.id_of(key), node_id=node, state="cancelled", error=error, retry_delay_s=None)
+        outcome = msgspec.structs.replace(self.outcome(key, node, "cancelled", None, False), error=error)
         ended: list[FinishOutcome] = [(key, node, "cancelled", error, None)]
         self.step(
             "stopped",
@@ -1189,11 +1277,14 @@ class LifecycleMachine(RuleBasedStateMachine):
 
     @rule(data=st.data())
     def lease_expires(self, data: st.DataObject) -> None:
-        """A running run's executor stops heartbeating: its lease runs out."""
-        key = self.choose(data, sorted(k for k, r in self.m.runs.items() if r.state is R), "run")
+        """A reserved or running run's executor stops heartbeating: its lease runs out."""
+        key = self.choose(data, sorted(k for k, r in self.m.runs.items() if r.state in (R, V)), "run")
         if key is None:
             return
-        sql = "UPDATE runs SET lease_until = now() - interval '1 second' WHERE id = $1 AND state = 'running'"
+        sql = (
+            "UPDATE runs SET lease_until = now() - interval '1 second'"
+            " WHERE id = $1 AND state IN ('reserved', 'running')"
+        )
 
         def predict(m: Model, _at: datetime) -> None:
             m.runs[key].lease = "expired"
@@ -1257,7 +1348,7 @@ class LifecycleMachine(RuleBasedStateMachine):
         its job, often) or reports a running run's end (the same one, often): the outcome is the
         two serialized in some order."""
         self.budget["cancel"] -= 1
-        key = self.pick(data, Q, W, R)
+        key = self.pick(data, Q, W, V, R)
         canceller = CancelStore(self.pool)
 
         async def cancel() -> Any:
@@ -1278,10 +1369,11 @@ class LifecycleMachine(RuleBasedStateMachine):
             predicts.append(lambda m, at: predict_claim(m, [queued], node, at))
             normals.append(_claims)
         else:
-            running = self.pick(data, R)
+            running = self.pick(data, R, V)
             owner = self.m.runs[running].node or NODES[0]
             ended: list[FinishOutcome] = [(running, owner, "completed", None, None)]
-            calls.append(lambda: self.store.finish([self.outcome(running, owner, "completed", None, False)]))
+            outcome = self.outcome(running, owner, "completed", None, False)
+            calls.append(lambda: self.store.finish([outcome]))
             predicts.append(lambda m, at: predict_finish(m, ended, at))
             normals.append(_finished)
 
@@ -1313,7 +1405,7 @@ class LifecycleMachine(RuleBasedStateMachine):
         """The API cancels a run: pending ones at once, running ones through their executor, ended
         ones refused."""
         self.budget["cancel"] -= 1
-        key = self.pick(data, Q, W, R)
+        key = self.pick(data, Q, W, V, R)
         canceller = CancelStore(self.pool)
 
         async def call() -> Any:
@@ -1342,7 +1434,7 @@ class LifecycleMachine(RuleBasedStateMachine):
     def g3_one_running_run_per_exclusive_job(self) -> None:
         if self.snap is None:
             return
-        running = [r for r in self.snap.rows if r.state == "running"]
+        running = [r for r in self.snap.rows if r.state in ("reserved", "running")]  # reserved: its place taken
         for job_id, job in self.m.jobs.items():
             mine = [r.id for r in running if r.job_id == job_id]
             if job.policy != "allow":
@@ -1369,6 +1461,8 @@ class LifecycleMachine(RuleBasedStateMachine):
             assert (row.finished_at is None) == (state not in TERMINAL), row
             if state is R:
                 assert row.node_id is not None and row.started_at is not None and row.lease is not None, row
+            elif state is V:  # owned and leased, not started yet
+                assert row.node_id is not None and row.started_at is None and row.lease is not None, row
             else:
                 assert row.lease is None, row
             if state is W:  # waits behind its job's running run: only for policies that wait, holding no token

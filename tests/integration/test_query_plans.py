@@ -101,7 +101,7 @@ def _nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
 
 def _finish_args(ids: list[int]) -> tuple[Any, ...]:
     n = len(ids)
-    return (ids, ["n"] * n, ["completed"] * n, [None] * n, [None] * n, [None] * n, [1.0] * n, None, None)
+    return (ids, ["n"] * n, ["completed"] * n, [None] * n, [None] * n, [None] * n, [1.0] * n, [None] * n, None, None)
 
 
 async def _new_runs(pool: asyncpg.Pool, ids: list[int]) -> tuple[Any, ...]:
@@ -116,8 +116,11 @@ async def test_batch_statements_read_rows_in_proportion_to_the_batch(pg_pool: as
     batch = backlog[-BATCH:]
     jobs = [r["id"] for r in await pg_pool.fetch("SELECT id FROM jobs ORDER BY id")]
     statements: dict[str, tuple[str, tuple[Any, ...]]] = {
-        "CLAIM_FREE": (q.CLAIM_FREE, (batch, "n", 10.0, None, None)),  # ticks unknown: every partition
+        "CLAIM_FREE": (q.CLAIM_FREE, (batch, "n", 10.0, None, None, "running")),  # ticks unknown: every partition
         "CLAIM_FACTS": (q.CLAIM_FACTS, (batch, None, None)),
+        "CLAIM_FREE reserving": (q.CLAIM_FREE, (batch, "n", 10.0, None, None, "reserved")),
+        "RUNS_START": (q.RUNS_START, (batch, "n", [datetime.now(UTC)] * BATCH, None, None)),
+        "RUNS_UNRESERVE": (q.RUNS_UNRESERVE, (batch, "n")),
         "CLAIM_RUNS": (q.CLAIM_RUNS, (batch, [False] * BATCH, "n", 10.0, None, None)),  # (two per job: G3 aside)
         "RUNS_WAIT": (q.RUNS_WAIT, (batch,)),
         "RUNS_WAKE": (q.RUNS_WAKE, (batch,)),
@@ -182,7 +185,7 @@ async def test_single_run_and_scan_statements_do_not_read_the_backlog(
     early = await pg_pool.fetchval("SELECT min(scheduled_for) FROM runs") + 10 * SECOND
     statements: dict[str, tuple[str, tuple[Any, ...]]] = {
         "CLAIM_FACTS": (q.CLAIM_FACTS, ([one], None, None)),
-        "CLAIM_FREE": (q.CLAIM_FREE, ([one], "n", 10.0, None, None)),
+        "CLAIM_FREE": (q.CLAIM_FREE, ([one], "n", 10.0, None, None, "running")),
         "OUTBOX_TAKE": (q.OUTBOX_TAKE, (now, 5000)),  # the backlog was pushed already
         "OUTBOX_NEXT_DUE": (q.OUTBOX_NEXT_DUE, ()),
         "EXPIRE_PENDING": (q.EXPIRE_PENDING, (1000, "expired")),  # the backlog is within its grace
@@ -210,7 +213,9 @@ async def test_a_batch_with_known_ticks_reads_only_its_days(pg_pool: asyncpg.Poo
             try:
                 await conn.execute(f"SET LOCAL plan_cache_mode = {mode}")
                 plans = [
-                    await conn.fetchval("EXPLAIN (ANALYZE, FORMAT JSON) " + q.CLAIM_FREE, batch, "n", 10.0, lo, hi),
+                    await conn.fetchval(
+                        "EXPLAIN (ANALYZE, FORMAT JSON) " + q.CLAIM_FREE, batch, "n", 10.0, lo, hi, "running"
+                    ),
                     await conn.fetchval("EXPLAIN (ANALYZE, FORMAT JSON) " + q.CLAIM_FACTS, batch, lo, hi),
                     await conn.fetchval(
                         "EXPLAIN (ANALYZE, FORMAT JSON) " + q.CLAIM_RUNS, batch, [False] * len(batch), "n", 10.0, lo, hi

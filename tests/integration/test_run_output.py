@@ -13,6 +13,7 @@ import msgspec
 from aiohttp import web
 
 import cronos
+from cronos.run_output import LINE_BYTES, cut_text
 from cronos.settings import Settings
 from cronos.store import run_output
 from executor.service import Executor
@@ -152,3 +153,40 @@ async def test_an_http_runs_output_is_its_responses_status_headers_and_body_head
     assert lines[0] == ("http", f"POST http://127.0.0.1:{port}/hook -> HTTP 201 Created")
     assert ("http", "Set-Cookie: ***") in lines and ("http", "X-Request-ID: r-1") in lines
     assert lines[-2:] == [("http", "accepted"), ("http", "with ***")]
+
+
+async def test_a_shell_run_printing_10_mb_keeps_its_exact_head_and_tail(harness: Harness, settings: Settings) -> None:
+    text = " a line of a shell job printing ten megaby"  # 49 bytes a line with its number, 50 with the newline
+    job = await harness.job(kind="shell", payload={"argv": ["seq", "-f", f"%07.0f{text}", "0", "199999"]})
+    await harness.queue(job)
+    defaults = msgspec.structs.replace(settings, allow_shell=True, output_max_lines=2000, output_max_bytes=2**20)
+    async with Executor(defaults) as ex:
+        assert await ex.run_once() == {"completed": 1}
+    (run,) = await harness.runs(job)
+    lines = await lines_of(harness.pool, run.id)
+    assert lines[:1000] == [("stdout", f"{i:07d}{text}") for i in range(1000)]
+    assert lines[1000] == ("cut", cut_text(198_000, 198_000 * 49))  # 9.9 MB said cut, to the byte
+    assert lines[1001:] == [("stdout", f"{i:07d}{text}") for i in range(199_000, 200_000)]
+    assert await harness.pool.fetchval("SELECT count(*) FROM run_output WHERE run_id = $1", run.id) == 2001
+
+
+async def test_a_secret_a_shell_job_writes_in_two_pieces_never_reaches_storage(
+    harness: Harness, settings: Settings
+) -> None:
+    # Two pipe reads apart (the sleep): the secret's first part ends a read; the second time where
+    # a line without a newline is taken (at LINE_BYTES), which kept the secret's start once.
+    first, second = SECRET[:7], SECRET[7:]
+    fill = "y" * (LINE_BYTES - len(first))
+    script = (
+        'printf "key=%s" "$A"; sleep 0.3; printf "%s used\\n" "$B";'  # a secret across two reads
+        ' printf "%s" "$F$A"; sleep 0.3; printf "%s\\n" "$B"'  # ... where a long line is taken
+    )
+    env = {"API_TOKEN": SECRET, "A": first, "B": second, "F": fill}
+    job = await harness.job(kind="shell", payload={"argv": ["sh", "-c", script], "env": env})
+    await harness.queue(job)
+    async with Executor(msgspec.structs.replace(settings, allow_shell=True)) as ex:
+        assert await ex.run_once() == {"completed": 1}
+    (run,) = await harness.runs(job)
+    lines = [line for _, line in await lines_of(harness.pool, run.id)]
+    assert lines[0] == "key=*** used" and lines[-1].endswith("***")
+    assert SECRET not in "".join(lines) and first not in "".join(lines)  # nor across two stored lines

@@ -1,5 +1,6 @@
-"""Run output goes with its runs: the leader's retention pass creates and drops the partitions of
-run_output with runs' (cronos/store/partitions.py), and purges the default partition's alike."""
+"""Run output and usage go with their runs: the leader's retention pass creates and drops the
+partitions of run_output and run_usage with runs' (cronos/store/partitions.py), and purges the
+default partition's alike."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import asyncpg
 import pytest
 
 from cronos.run_output import Line, Pending
+from cronos.store import queries as q
 from cronos.store import run_output
 from cronos.store.epoch import EpochStore
 from cronos.store.partitions import PartitionStore
@@ -27,10 +29,17 @@ async def epoch(pg_pool: asyncpg.Pool) -> int:
 
 async def output_of(pool: asyncpg.Pool, run_id: int, tick: datetime, text: str) -> None:
     await run_output.write(pool, [run_output.Written(run_id, tick, Pending([Line(0, 0.0, "stdout", text)], None))])
+    await pool.execute(q.USAGE_WRITE, [run_id], [tick], [1.0], [0.5], [0.4], [0.1], [1 << 20])  # and its usage
 
 
 async def where(pool: asyncpg.Pool, run_id: int) -> str | None:
+    """The partition of run_output holding the run's output, checked to be the day of run_usage
+    holding its usage."""
     found = await pool.fetchval("SELECT tableoid::regclass::text FROM run_output WHERE run_id = $1", run_id)
+    used = await pool.fetchval("SELECT tableoid::regclass::text FROM run_usage WHERE run_id = $1", run_id)
+    assert (found is None) == (used is None), (found, used)
+    if used is not None:
+        assert str(used) == "run_usage" + str(found).removeprefix("run_output"), (found, used)
     return None if found is None else str(found)
 
 

@@ -432,7 +432,7 @@ async def test_the_one_statement_claim_takes_exactly_the_runs_the_lifecycle_clai
                     batch += [r.run_id for r in runs]
                     if claims_at_once(policy, running=running, expired_=expired, of_job_in_batch=len(runs)):  # type: ignore[arg-type]
                         expected.update(r.run_id for r in runs)
-    rows = await pg_pool.fetch(q.CLAIM_FREE, batch, "n", 60.0, None, None)
+    rows = await pg_pool.fetch(q.CLAIM_FREE, batch, "n", 60.0, None, None, "running")
     assert {r["id"] for r in rows} == expected
     exclusive = {r["id"]: r["exclusive"] for r in rows}
     assert len(expected) == 6  # alone, within its grace: nothing running (each policy), or running under allow

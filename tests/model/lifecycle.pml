@@ -27,11 +27,15 @@
  * of a tick is in flight then (-DSTALE_IN_FLIGHT drops that: then a claim of a stale tick that
  * the late leader did not write or push again, due now, expires it; -DBUG_CLAIM_NO_EXPIRY: not).
  *
- * Properties: G1 (a run starts at most once), G3 (never two runs of the job running), G5 (only
+ * Properties: G1 (a run starts at most once), G3 (never two runs of the job reserved or running, and
+ * a reserved run starts only while it is still its executor's: not reaped and retried meanwhile), G5 (only
  * the current epoch's fenced writes are accepted), misfire (under run_once at most one stale tick
  * runs) as assertions on the steps that could break them; no lost tick (every tick written, no
  * run left queued, waiting or running) when nothing can move any more (timeout, in init).
+ * An executor claims a run at its due instant, or reserves it ahead (when nothing of its job is
+ * reserved or running) and at the instant starts it without asking, if its lease still holds.
  * Builds: -DBUG_DOUBLE_RUN (outbox before catch-up), -DBUG_UNFENCED (no epoch check),
+ * -DBUG_START_UNLEASED (a reserved run started at its instant whatever its lease),
  * -DBUG_WAKE_SAME_SNAPSHOT (the finisher reads its waiters before its finish), -DBUG_NO_RECHECK
  * (a claim that recorded a wait does not look again whether anything still runs), -DBUG_REAP_NO_WAKE
  * (a reaped run wakes nobody), -DNO_SWEEP (no stranded-waiter sweep), -DSTALE_IN_FLIGHT (a token
@@ -64,15 +68,16 @@
 #define WAKE 5
 #define WAITREC 6     /* decided to wait: RUNS_WAIT is its next statement */
 #define RECHECK 7     /* recorded waiting: it looks again (waiters.wake_free) */
+#define RESV 8        /* reserved its run ahead of the due instant: starts it then, asking nothing */
 
-mtype = { cancelled, queued, waiting, running, completed, failed, skipped };  /* cancelled first: the others keep their numbers */
+mtype = { reserved, cancelled, queued, waiting, running, completed, failed, skipped };  /* new ones first: the others keep their numbers */
 
 /* PostgreSQL */
 mtype st[NR];       /* run state; NEW: not written */
 byte pushed[NR];    /* queued: the epoch that pushed its token, 0 = in the outbox */
-byte owner[NR];     /* running: the executor that claimed it */
-bool lease[NR];     /* running: its lease is valid */
-bool creq[NR];      /* running: a cancel was requested (run_cancels), its executor stops it */
+byte owner[NR];     /* reserved or running: the executor that claimed it */
+bool lease[NR];     /* reserved or running: its lease is valid (time: its executor knows it without asking) */
+bool creq[NR];      /* reserved or running: a cancel was requested (run_cancels), its executor stops it */
 byte cursor;        /* ticks written */
 byte epoch;
 byte xjob;          /* job of slot X: 1 manual run of the job, 2 a child job's run */
@@ -126,26 +131,28 @@ hidden byte i, r, o, j;   /* scratch, within one atomic step */
 #define ANY(c) (c(0) || c(1) || c(2) || c(3) || c(4))
 #define PICK(c, v) if :: c(0) -> v = 0 :: c(1) -> v = 1 :: c(2) -> v = 2 :: c(3) -> v = 3 :: c(4) -> v = 4 fi
 #define FIRST(c, v) v = NONE; for (i : 0 .. NR - 1) { if :: v == NONE && c(i) -> v = i :: else fi }; i = 0
-#define RUNJ(s) (st[s] == running && JOB(s) == j)
-#define NRUN (RUNJ(0) + RUNJ(1) + RUNJ(2) + RUNJ(3) + RUNJ(4))   /* running runs of job j */
+#define OWNED(s) (st[s] == reserved || st[s] == running)   /* lifecycle.OWNED: G3 counts both */
+#define RUNJ(s) (OWNED(s) && JOB(s) == j)
+#define NRUN (RUNJ(0) + RUNJ(1) + RUNJ(2) + RUNJ(3) + RUNJ(4))   /* reserved or running runs of job j */
 #define C_TOKEN(s) (tok[s])
 #define C_QUEUED(s) (st[s] == queued)
 #define C_PENDING(s) (st[s] == queued || st[s] == waiting)
 #define C_RUNNING(s) (st[s] == running)
+#define C_RESERVED(s) (st[s] == reserved)
 #define C_OUTBOX(s) (st[s] == queued && pushed[s] == 0)
 #define C_PUSHED(s) (st[s] == queued && pushed[s] != 0)
 #define HELD(s) (AT(3, CLAIM) && hand[3] == s || AT(4, CLAIM) && hand[4] == s)
 #define C_STUCK(s) (C_PUSHED(s) && !tok[s] && !HELD(s))  /* no executor claimed it "for a while" */
 #define C_PAUSED_LOCK(s) (tlock[s] != 0 && paused[tlock[s]])
-#define C_PAUSED_LEASE(s) (st[s] == running && lease[s] && paused[owner[s]])
-#define C_REAP(s) (st[s] == running && !lease[s])
+#define C_PAUSED_LEASE(s) (OWNED(s) && lease[s] && paused[owner[s]])
+#define C_REAP(s) (OWNED(s) && !lease[s])
 #define C_WAITJ(s) (st[s] == waiting && JOB(s) == j)
 /* an end of a run of job jj not committed yet (its wake, a later statement, to come): a claim's
    facts still see that run running, and RUNNING_JOBS_LOCKED waits for the commit */
 #define ENDING(p, jj) (ph[p] == ((p) <= 2 -> RWAKE : WAKE) && JOB(hand[p]) == (jj))
 #define FINISHING(jj) (ENDING(1, jj) || ENDING(2, jj) || ENDING(3, jj) || ENDING(4, jj))
-#define C_STRANDED(s) (st[s] == waiting && (st[0] != running || JOB(0) != JOB(s)) && (st[1] != running || JOB(1) != JOB(s)) && (st[2] != running || JOB(2) != JOB(s)) && (st[3] != running || JOB(3) != JOB(s)) && (st[4] != running || JOB(4) != JOB(s)))
-#define C_OLDER_RUNNING(s) (RUNJ(s) && s < r)
+#define C_STRANDED(s) (st[s] == waiting && (!OWNED(0) || JOB(0) != JOB(s)) && (!OWNED(1) || JOB(1) != JOB(s)) && (!OWNED(2) || JOB(2) != JOB(s)) && (!OWNED(3) || JOB(3) != JOB(s)) && (!OWNED(4) || JOB(4) != JOB(s)))
+#define C_OLDER_RUNNING(s) (st[s] == running && JOB(s) == j && s < r)   /* the fault replaces a running run only */
 #define STALE(s) (late && AT1(s) && (stale >> TK(s)) & 1)
 #ifdef BUG_CLAIM_NO_EXPIRY
 #define EXPIRES(s) false
@@ -158,6 +165,11 @@ hidden byte i, r, o, j;   /* scratch, within one atomic step */
 #else
 #define IN_HAND(s) (ph[3] == CLAIM && hand[3] == s || ph[4] == CLAIM && hand[4] == s)   /* paused or not */
 #define NO_STALE_IN_FLIGHT (!ANY(C_TOKEN) && !IN_HAND(0) && !IN_HAND(2) && ph[1] != PUSH && ph[2] != PUSH)
+#endif
+#ifdef BUG_START_UNLEASED
+#define STARTABLE(s) (!EXPIRES(s))               /* a reserved run started whatever its lease */
+#else
+#define STARTABLE(s) (lease[s] && !EXPIRES(s))   /* lifecycle.startable */
 #endif
 #ifdef BUG_UNFENCED
 #define FENCE true
@@ -184,26 +196,36 @@ inline ev_chained()    { assert(st[X] == NEW); st[X] = queued; pushed[X] = 0; xj
 inline ev_retried(s)   { assert(st[s + 1] == NEW); st[s + 1] = queued; pushed[s + 1] = 0 TAKEN(retried) }
 inline ev_pushed(s)    { assert(st[s] == queued); pushed[s] = my[me] TAKEN(pushed) }
 inline ev_unpushed(s)  { assert(st[s] == queued); pushed[s] = 0 TAKEN(unpushed) }
+/* the run's work starts: at its claim, or at its due instant when it was reserved */
+inline begins(s) {
+  assert(!((began >> s) & 1)); began = began | (1 << s);             /* G1 */
+  if :: STALE(s) -> stale_ran = stale_ran | (1 << TK(s)) :: else fi;
+  assert(stale_ran != 3)                                              /* misfire: run_once */
+}
 inline ev_claimed(s)   {
   assert(st[s] == queued); st[s] = running; pushed[s] = 0; owner[s] = me; lease[s] = true;
-  assert(!((began >> s) & 1)); began = began | (1 << s);             /* G1 */
   j = JOB(s); assert(NRUN <= 1); j = 0;                               /* G3 */
-  if :: STALE(s) -> stale_ran = stale_ran | (1 << TK(s)) :: else fi;
-  assert(stale_ran != 3) TAKEN(claimed)                                              /* misfire: run_once */
+  begins(s) TAKEN(claimed)
 }
+inline ev_reserved(s)  {
+  assert(st[s] == queued); st[s] = reserved; pushed[s] = 0; owner[s] = me; lease[s] = true;
+  j = JOB(s); assert(NRUN <= 1); j = 0 TAKEN(reserved)                /* G3 */
+}
+inline ev_started(s)   { assert(st[s] == reserved && owner[s] == me); st[s] = running TAKEN(started) }
+inline ev_unreserved(s) { assert(st[s] == reserved && owner[s] == me); st[s] = queued; pushed[s] = epoch; owner[s] = 0; lease[s] = false TAKEN(unreserved) }
 inline ev_waited(s)    { assert(st[s] == queued); st[s] = waiting; pushed[s] = 0 TAKEN(waited) }
 inline ev_woken(s)     { assert(st[s] == waiting); st[s] = queued; pushed[s] = 0 TAKEN(woken) }
 inline ev_overlapped(s) { assert(st[s] == queued || st[s] == waiting); st[s] = skipped; pushed[s] = 0 TAKEN(overlapped) }
 inline ev_misfired(s)  { assert(st[s] == queued); st[s] = skipped; pushed[s] = 0 TAKEN(misfired) }
 inline ev_expired(s)   { assert(st[s] == queued || st[s] == waiting); st[s] = skipped; pushed[s] = 0 TAKEN(expired) }
 inline ev_handed_over(s) { assert(st[s] == queued); st[s] = skipped; pushed[s] = 0 TAKEN(handed_over) }
-inline ev_completed(s) { assert(st[s] == running); st[s] = completed; owner[s] = 0; lease[s] = false TAKEN(completed) }
-inline ev_failed(s)    { assert(st[s] == running); st[s] = failed; owner[s] = 0; lease[s] = false TAKEN(failed) }
-inline ev_lost(s)      { assert(st[s] == running); st[s] = failed; owner[s] = 0; lease[s] = false TAKEN(lost) }
-inline ev_replaced(s)  { assert(st[s] == running); st[s] = failed; owner[s] = 0; lease[s] = false TAKEN(replaced) }
+inline ev_completed(s) { assert(st[s] == reserved || st[s] == running); st[s] = completed; owner[s] = 0; lease[s] = false TAKEN(completed) }
+inline ev_failed(s)    { assert(st[s] == reserved || st[s] == running); st[s] = failed; owner[s] = 0; lease[s] = false TAKEN(failed) }
+inline ev_lost(s)      { assert(st[s] == reserved || st[s] == running); st[s] = failed; owner[s] = 0; lease[s] = false TAKEN(lost) }
+inline ev_replaced(s)  { assert(st[s] == reserved || st[s] == running); st[s] = failed; owner[s] = 0; lease[s] = false TAKEN(replaced) }
 inline ev_cancelled(s) { assert(st[s] == queued || st[s] == waiting); st[s] = cancelled; pushed[s] = 0 TAKEN(cancelled) }
 inline ev_cancel_requested(s) { assert(st[s] == running); creq[s] = true TAKEN(cancel_requested) }
-inline ev_stopped(s)   { assert(st[s] == running); st[s] = cancelled; owner[s] = 0; lease[s] = false TAKEN(stopped) }
+inline ev_stopped(s)   { assert(st[s] == reserved || st[s] == running); st[s] = cancelled; owner[s] = 0; lease[s] = false TAKEN(stopped) }
 
 inline retry_of(s) { if :: AT1(s) -> ev_retried(s) :: else fi }   /* in the failure's step */
 inline unpush_all() { for (i : 0 .. NR - 1) { if :: st[i] == queued -> ev_unpushed(i) :: else fi }; i = 0; rlost = false }
@@ -314,7 +336,16 @@ end: do
              f_repl = 1; faults++; FIRST(C_OLDER_RUNNING, o); ev_replaced(o); ev_claimed(r); ph[me] = RUN; o = 0
           fi
        :: st[r] == queued && !EXPIRES(r) && NRUN == 0 && !FINISHING(j) -> ev_claimed(r); ph[me] = RUN
+       :: st[r] == queued && !EXPIRES(r) && NRUN == 0 && !FINISHING(j) -> ev_reserved(r); ph[me] = RESV  /* ahead */
        fi; r = 0; j = 0 }
+  /* the due instant of a reserved run: started without a round trip while its lease holds (time,
+     known without asking: lifecycle.startable); otherwise given back if still its own, then claimed */
+  :: atomic { AT(me, RESV) -> r = hand[me];
+       if
+       :: STARTABLE(r) -> assert(st[r] == reserved && owner[r] == me); begins(r); ph[me] = RUN   /* still its own */
+       :: !STARTABLE(r) -> if :: st[r] == reserved && owner[r] == me -> ev_unreserved(r) :: else fi; ph[me] = CLAIM
+       fi; r = 0 }
+  :: atomic { AT(me, RUN) && st[hand[me]] == reserved && owner[hand[me]] == me -> ev_started(hand[me]) }  /* recorded started */
   :: atomic { AT(me, WAITREC) -> r = hand[me];                                   /* RUNS_WAIT */
        if :: st[r] == queued -> ev_waited(r) :: else fi; ph[me] = RECHECK; r = 0 }   /* still queued only */
   :: atomic { AT(me, RECHECK) && !FINISHING(JOB(hand[me])) ->   /* look again, after such an end commits */
@@ -322,7 +353,7 @@ end: do
        wake_behind(JOB(hand[me]));
 #endif
        ack(hand[me]) }                                                          /* no token, no lock */
-  :: atomic { AT(me, RUN) && owner[hand[me]] == me && st[hand[me]] == running && !lease[hand[me]] ->
+  :: atomic { AT(me, RUN) && owner[hand[me]] == me && OWNED(hand[me]) && !lease[hand[me]] ->
        lease[hand[me]] = true }                                                 /* 3. heartbeat */
 #ifdef BUG_WAKE_SAME_SNAPSHOT
   :: atomic { AT(me, RUN) -> j = JOB(hand[me]); seen[me] = ANY(C_WAITJ); j = 0; ph[me] = FIN }
@@ -332,7 +363,7 @@ end: do
 #endif
   :: atomic { AT(me, FINISH) -> r = hand[me];                                   /* 4. finish */
        if
-       :: owner[r] == me && st[r] == running ->
+       :: owner[r] == me && OWNED(r) ->   /* a reserved one: its finish records its start too */
           if
           :: ev_completed(r);
              if :: FAULT(f_extra) && st[X] == NEW && r < X -> f_extra = 1; faults++; ev_chained() :: true fi
@@ -365,6 +396,7 @@ end: do
   :: atomic { FAULT(f_hand) && ANY(C_QUEUED) -> f_hand = 1; faults++; PICK(C_QUEUED, r); ev_handed_over(r); r = 0 }
   :: atomic { FAULT(f_cancel) && ANY(C_PENDING) -> f_cancel = 1; faults++; PICK(C_PENDING, r); ev_cancelled(r); r = 0 }  /* API */
   :: atomic { FAULT(f_cancel) && ANY(C_RUNNING) -> f_cancel = 1; faults++; PICK(C_RUNNING, r); ev_cancel_requested(r); r = 0 }
+  :: atomic { FAULT(f_cancel) && ANY(C_RESERVED) -> f_cancel = 1; faults++; PICK(C_RESERVED, r); creq[r] = true; r = 0 }  /* recorded alike */
   od
 }
 
@@ -372,6 +404,6 @@ init {
   atomic { run environment(); run candidate(1); run candidate(2); run executor(3); run executor(4) }
   atomic { timeout ->                       /* quiescent: nothing can move any more: no lost tick */
     assert(cursor == NT);                                      /* every tick was written */
-    for (i : 0 .. NR - 1) { assert(st[i] != queued && st[i] != waiting && st[i] != running) };
+    for (i : 0 .. NR - 1) { assert(st[i] != queued && st[i] != waiting && st[i] != reserved && st[i] != running) };
     assert((paused[3] || ph[3] == IDLE) && (paused[4] || ph[4] == IDLE)); i = 0 }
 }

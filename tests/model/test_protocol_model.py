@@ -136,8 +136,11 @@ def assert_found(pan: Pan, assertion: str) -> None:
 
 
 G5 = "(my[me]==epoch)"
+START = "((st[r]==8)&&(owner[r]==me))"  # reserved (its mtype number), its own
 MISFIRE = "(stale_ran!=3)"
-NO_LOST_TICK = "(((st[i]!=6)&&(st[i]!=5))&&(st[i]!=4))"  # queued, waiting, running (mtype numbers)
+NO_LOST_TICK = (
+    "((((st[i]!=6)&&(st[i]!=5))&&(st[i]!=8))&&(st[i]!=4))"  # queued, waiting, reserved, running (mtype numbers)
+)
 
 
 # --- the correct protocol ---------------------------------------------------------------
@@ -207,6 +210,13 @@ def test_a_reaped_run_that_wakes_nobody_strands_its_waiter(tmp_path: Path) -> No
     """The reaper ends a run whose executor is gone; a run waiting behind it is woken only by that
     end's wake (without the sweep): the reaper's transaction must wake like a finish does."""
     assert_found(verify(tmp_path, "-DMAXF=1", off("executor_pause"), "-DBUG_REAP_NO_WAKE", "-DNO_SWEEP"), NO_LOST_TICK)
+
+
+def test_a_reserved_run_started_whatever_its_lease_may_have_been_reaped_and_retried(tmp_path: Path) -> None:
+    """An executor paused past its reserved run's lease wakes at the due instant: the reaper ended the
+    run "executor lost" (and queued its retry) meanwhile. Started without asking, it would run
+    beside its retry: the start must check the lease (lifecycle.startable), or ask."""
+    assert_found(verify(tmp_path, "-DMAXF=1", off("executor_pause"), "-DBUG_START_UNLEASED"), START)
 
 
 # --- findings: what spin showed of the design --------------------------------------------

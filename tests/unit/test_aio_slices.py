@@ -6,7 +6,12 @@ from __future__ import annotations
 import asyncio
 import time
 
+import pytest
+
 from cronos.aio import Foreground, Slices
+
+# Bounds on wall-clock stalls: measured with no other test competing for the CPU (docs/development.md).
+pytestmark = pytest.mark.serial
 
 
 async def _busy(seconds: float, slices: Slices | None) -> None:

@@ -89,6 +89,7 @@ def test_response_bodies_derive_from_the_models() -> None:
     derived = {"start_delay_ms", "held_back_ms", "waited_ms"}  # cronos.delays, from the run's own times
     derived |= {"inputs"}  # a manual run's overrides, from run_inputs (cronos.store.inputs)
     derived |= {"unserved"}  # why a queued run waits, from the executors' presence (api.task_routing)
+    derived |= {"usage"}  # what its work used, from run_usage (cronos.store.run_usage)
     assert set(RunOut.__struct_fields__) == set(Run.__struct_fields__) - {"lease_until"} | derived
 
 

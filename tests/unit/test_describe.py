@@ -27,6 +27,9 @@ COMMON = [
     ("@midnight", "at 00:00 every day"),
     ("@never", "never on its own (by hand, or after its parent jobs)"),
     ("*/10 * * * * *", "every 10 seconds"),
+    ("0/15 * * * *", "every 15 minutes"),  # n/step (issue 40): the range it stands for
+    ("5/10 * * * *", "at minute 5-59/10"),
+    ("0 0 1/2 * 1", "at 00:00 on day-of-month 1-31/2 or Monday"),  # not */2: that would AND
     ("* * * * * *", "every second"),
     ("30 * * * * *", "every minute at second 30"),
     ("0 30 9 * * 1-5", "at 09:30 on Monday through Friday"),

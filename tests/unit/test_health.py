@@ -10,6 +10,7 @@ from cronos.health import (
     Health,
     RunFact,
     Success,
+    announced,
     dry_spell,
     judge_runs,
     missed,
@@ -17,8 +18,9 @@ from cronos.health import (
     overrun_limit_s,
     verdict,
 )
+from cronos.metrics import job_allowed as allowed
 from cronos.models import Expectations
-from dispatcher.health import allowed, like_patterns
+from dispatcher.health import like_patterns
 
 T0 = datetime(2026, 6, 1, tzinfo=UTC)
 
@@ -70,7 +72,9 @@ def test_skips_but_an_edits_and_cancellations_are_events_and_a_replaced_run_is_n
     assert events[0].detail["reason"] == "previous run still running" and events[1].dedupe_key == "cancelled:4"
 
 
-def fact(run_id: int, state: str, tick: float, start: float | None, took: float | None, exp: Expectations) -> RunFact:
+def fact(
+    run_id: int, state: str, tick: float, start: float | None, took: float | None, exp: Expectations | None
+) -> RunFact:
     started = None if start is None else at(start)
     finished = None if started is None or took is None or state == "running" else started + timedelta(seconds=took)
     return RunFact(run_id, state, at(tick), 1, started, finished, took if finished else None, exp)
@@ -131,3 +135,22 @@ def test_the_metrics_allow_list_takes_names_and_globs() -> None:
     assert allowed("billing-nightly", []) and allowed("billing-nightly", ["billing-*"])
     assert not allowed("reports", ["billing-*", "etl"])
     assert like_patterns(["billing-*", "a_b%?"]) == ["billing-%", "a\\_b\\%_"]
+
+
+def test_run_events_are_the_kinds_asked_of_what_happened_after_since() -> None:
+    runs = [
+        fact(1, "completed", 0, 1, 2, None),  # started and ended before `since`: nothing
+        fact(2, "failed", 4, 5, 10, None),  # started before, ended after: its end only
+        fact(3, "running", 10, 11, None, None),  # started after, still running: its start
+        fact(4, "cancelled", 12, 13, 1, None),  # started and ended after
+        fact(5, "skipped", 14, None, None, None),  # never started: no run event (`skipped` is its own)
+        fact(6, "queued", 15, None, None, None),
+    ]
+    every = announced(1, runs, {"started", "completed", "ended"}, at(10))
+    assert kinds(every) == [("ended", 2), ("started", 3), ("started", 4), ("ended", 4)]
+    assert every[0].detail == {"scheduled_for": at(4).isoformat(), "attempt": 1, "state": "failed", "duration_s": 10}
+    assert every[1].dedupe_key == "started:3" and every[1].occurred_at == at(11)
+    done = [fact(7, "completed", 20, 21, 3, None)]
+    assert kinds(announced(1, done, {"completed"}, at(10))) == [("completed", 7)]
+    assert kinds(announced(1, done, {"ended", "started"}, at(10))) == [("started", 7), ("ended", 7)]
+    assert announced(1, runs + done, set(), at(0)) == []

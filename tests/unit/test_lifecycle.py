@@ -31,15 +31,20 @@ from cronos.lifecycle import (
     chain_runs,
     claims_at_once,
     end_status,
+    grace_over_before,
     jitter_s,
+    late_beyond_grace,
     lost,
     misfire,
     on_time_at,
+    one_pending,
+    overdue_before,
     overlap,
     retry_delay_s,
     retry_of,
     runs_allowed,
     stale_tick_runs,
+    startable,
     transition,
 )
 from cronos.models import RUN_STATES
@@ -347,7 +352,8 @@ def test_the_documented_table_is_the_lifecycles() -> None:
 
 
 def test_cancel_ends_a_pending_run_asks_a_running_one_and_refuses_an_ended_one() -> None:
-    expected = {"queued": Cancel.NOW, "waiting": Cancel.NOW, "running": Cancel.REQUEST}
+    # A reserved run is asked like a running one: its executor starts it at its instant without asking.
+    expected = {"queued": Cancel.NOW, "waiting": Cancel.NOW, "reserved": Cancel.REQUEST, "running": Cancel.REQUEST}
     for state in RunState:
         assert cancel(state) is expected.get(state.value, Cancel.ENDED), state
     assert cancelled_by("ops") == "cancelled by ops"
@@ -357,3 +363,36 @@ def test_cancel_ends_a_pending_run_asks_a_running_one_and_refuses_an_ended_one()
 def test_a_lost_run_is_retried_unless_someone_asked_to_cancel_it() -> None:
     assert lost(None) == (RunState.FAILED, "executor lost", True)
     assert lost("ops") == (RunState.CANCELLED, "cancelled by ops (executor lost)", False)
+
+
+@pytest.mark.parametrize(
+    ("misfire", "concurrency", "bounded"),
+    [
+        ("run_once", "forbid", True),  # the defaults
+        ("run_all", "forbid", False),  # every tick runs
+        ("skip", "forbid", False),
+        ("run_once", "allow", False),
+        ("run_once", "buffer_all", False),
+        ("run_once", "replace", False),
+    ],
+)
+def test_a_job_of_the_default_policies_holds_one_pending_run(misfire: str, concurrency: str, bounded: bool) -> None:
+    assert one_pending(misfire, concurrency) is bounded  # type: ignore[arg-type]
+
+
+def test_a_pending_run_holds_back_while_overdue_and_within_its_grace() -> None:
+    now = datetime(2030, 1, 1, tzinfo=UTC)
+    assert grace_over_before(now, 60) == now - timedelta(seconds=60)
+    assert grace_over_before(now, 0) == now - timedelta(seconds=ON_TIME_S)  # the floor
+    assert overdue_before(now) == now - timedelta(seconds=3 * ON_TIME_S)
+    assert late_beyond_grace(grace_over_before(now, 5) - timedelta(microseconds=1), now, 5)
+    assert not late_beyond_grace(grace_over_before(now, 5), now, 5)
+
+
+def test_a_reserved_run_starts_without_asking_only_while_its_lease_and_its_grace_hold() -> None:
+    lease_until, expires = 1000.0, 990.0
+    assert startable(900.0, lease_until, expires)
+    assert startable(900.0, lease_until, None)
+    assert not startable(989.5, lease_until, expires)  # within START_MARGIN_S of its grace's end
+    assert not startable(999.5, lease_until, None)  # within START_MARGIN_S of its lease's end: maybe reaped
+    assert not startable(1001.0, lease_until, None)

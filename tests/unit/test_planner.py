@@ -238,3 +238,18 @@ def test_a_newer_schedule_takes_its_cursor_back_to_the_change_and_ticks_record_t
     book.apply([_job(1, "* * * * * *", changed_at, revision=3, plan_revision=2)], ())
     assert book.next_due() == T0 + timedelta(seconds=7)
     assert tick(book, T0 + timedelta(seconds=7))[0].revision == [3]
+
+
+def test_ticks_of_jobs_of_the_default_policies_carry_from_when_a_pending_run_holds_them_back() -> None:
+    """lifecycle.one_pending (issue 38): run_once + forbid ticks say from which due time a run of
+    their job not started holds them back (the round's instant less the grace); others None."""
+    now = T0 + timedelta(seconds=3.5)
+    jobs = [
+        _job(1, "* * * * * *", T0, misfire_policy="run_once", misfire_grace_s=30.0),
+        _job(2, "* * * * * *", T0, misfire_policy="run_all"),
+        _job(3, "* * * * * *", T0, misfire_policy="run_once", concurrency_policy="allow"),
+        _job(4, "* * * * * *", T0, misfire_policy="run_once", misfire_grace_s=0.0),
+    ]
+    batches = tick(_book(jobs), now)
+    held = {j: h for b in batches for j, h in zip(b.job_ids, b.held_from, strict=True)}
+    assert held == {1: now - timedelta(seconds=30), 2: None, 3: None, 4: now - timedelta(seconds=1)}

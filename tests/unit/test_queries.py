@@ -32,6 +32,15 @@ def test_output_partitions_are_made_as_the_runs_partitions_are() -> None:
     assert q.PARTITION_ATTACH.replace("TABLE runs", "TABLE run_output") == q.OUTPUT_PARTITION_ATTACH.strip()
 
 
+def test_usage_partitions_are_made_as_the_output_partitions_are() -> None:
+    for part in ("BUILD", "TAKE_DEFAULT", "ATTACH", "DROP"):
+        output, usage = getattr(q, f"OUTPUT_PARTITION_{part}"), getattr(q, f"USAGE_PARTITION_{part}")
+        assert output.replace("run_output", "run_usage") == usage, part
+    assert q.OUTPUT_DEFAULT_PURGE.replace("run_output", "run_usage").replace(" o", " u").replace("o.", "u.") == (
+        q.USAGE_DEFAULT_PURGE
+    )
+
+
 def test_every_statement_is_written_out_not_built_from_fragments() -> None:
     with open(q.__file__) as source:
         tree = ast.parse(source.read())

@@ -56,21 +56,99 @@ def test_a_bound_of_zero_keeps_nothing() -> None:
     assert not out.pending and out.next_seq == 0
 
 
-def test_many_lines_at_once_keep_and_count_what_one_at_a_time_does() -> None:
+def store(out: Bounded, kept: dict[int, str], at: float = 0.0) -> dict[int, str]:
+    """Apply one flush of `out` to `kept` (lines by number), as PostgreSQL does; `kept`."""
+    taken = out.take(at)
+    if taken.trim is not None:
+        for seq in range(*taken.trim):
+            kept.pop(seq, None)
+    kept.update({line.seq: line.text for line in taken.lines})
+    return kept
+
+
+def test_text_written_in_any_pieces_keeps_and_counts_what_one_line_at_a_time_does() -> None:
     chunks = [[f"a{i}" for i in range(3)], [f"b{i}" for i in range(40)], ["c0"], [f"d{i}" for i in range(25)]]
-    single, many = Bounded(Bounds(10, 100_000)), Bounded(Bounds(10, 100_000))
-    written: dict[str, dict[int, str]] = {"single": {}, "many": {}}
-    for chunk in chunks:
+    single, written = Bounded(Bounds(10, 100_000)), Bounded(Bounds(10, 100_000))
+    stored: dict[str, dict[int, str]] = {"single": {}, "written": {}}
+    for n, chunk in enumerate(chunks):
         for text in chunk:
             single.add(0.0, "stdout", text)
-        many.add_many(0.0, "stdout", chunk)
-        for name, out in (("single", single), ("many", many)):
-            taken = out.take(0.0)
-            kept = written[name]
-            if taken.trim is not None:
-                for seq in range(*taken.trim):
-                    kept.pop(seq, None)
-            kept.update({line.seq: line.text for line in taken.lines})
-    assert written["many"] == written["single"]
-    assert (many.cut_lines, many.cut_bytes, many.next_seq) == (single.cut_lines, single.cut_bytes, single.next_seq)
-    assert sorted(written["many"]) == [*range(6), *range(65, 70)]  # head 5, the cut line, tail 5
+        text = "".join(f"{line}\n" for line in chunk)
+        for piece in (text[: n + 1], text[n + 1 :]):  # a line split across two writes
+            written.write(0.0, "stdout", piece)
+        store(single, stored["single"])
+        store(written, stored["written"])
+    assert stored["written"] == stored["single"]
+    assert (written.cut_lines, written.cut_bytes, written.next_seq) == (
+        single.cut_lines,
+        single.cut_bytes,
+        single.next_seq,
+    )
+    assert sorted(stored["written"]) == [*range(6), *range(65, 70)]  # head 5, the cut line, tail 5
+
+
+def ten_mb() -> tuple[list[str], str]:
+    """200,000 distinct lines of 49 characters: 10,000,000 bytes with their newlines."""
+    lines = [f"{i:07d} a line of a shell job printing ten megaby" for i in range(200_000)]
+    assert {len(line) for line in lines} == {49}
+    return lines, "".join(f"{line}\n" for line in lines)
+
+
+def test_a_10_mb_stream_keeps_its_exact_head_and_tail_and_says_how_much_was_cut() -> None:
+    lines, text = ten_mb()
+    out = Bounded(Bounds(max_lines=2000, max_bytes=2**20))  # the defaults: 1,000 lines of head and tail
+    kept: dict[int, str] = {}
+    for n, start in enumerate(range(0, len(text), 65_536)):  # as a pipe hands it: 64 KiB reads, across lines
+        out.write(0.0, "stdout", text[start : start + 65_536])
+        if n % 7 == 0:  # flushes meanwhile: the tail written, then trimmed as it moves
+            store(out, kept)
+    out.end(0.0)
+    store(out, kept)
+    seqs = sorted(kept)
+    head, cut, tail = [kept[s] for s in seqs[:1000]], kept[seqs[1000]], [kept[s] for s in seqs[1001:]]
+    assert len(kept) == 2001 and seqs[:1001] == list(range(1001))
+    assert head == lines[:1000] and tail == lines[-1000:]
+    assert sum(len(line.encode()) for line in head + tail) == 2000 * 49
+    assert cut == cut_text(198_000, 198_000 * 49)
+    assert seqs[1001:] == list(range(1001 + 198_000, 1001 + 200_000 - 1000))  # every line its number
+    assert (out.cut_lines, out.cut_bytes) == (198_000, 198_000 * 49)
+
+
+def test_a_10_mb_stream_past_a_byte_bound_keeps_the_bytes_the_bound_allows() -> None:
+    lines, text = ten_mb()
+    out = Bounded(Bounds(max_lines=100_000, max_bytes=100 * 49))  # 50 lines of head, 50 of tail by bytes
+    for start in range(0, len(text), 100_000):
+        out.write(0.0, "stdout", text[start : start + 100_000])
+    kept = store(out, {})
+    assert [kept[s] for s in sorted(kept)] == [*lines[:50], cut_text(199_900, 199_900 * 49), *lines[-50:]]
+
+
+SECRETS = ("s3cr3t-Value-0451",)
+
+
+def joined(out: Bounded) -> str:
+    out.end(0.0)
+    return "\n".join(text for _, text in sorted(store(out, {}).items()))
+
+
+def test_a_secret_split_across_writes_is_scrubbed_in_the_head_and_the_tail() -> None:
+    secret = SECRETS[0]
+    for filler in (0, 5000):  # in the head; past it, in the tail (5,000 lines before it)
+        for split in range(1, len(secret)):
+            out = Bounded(Bounds(max_lines=100, max_bytes=100_000), secrets=SECRETS)
+            out.write(0.0, "stdout", "x\n" * filler + f"key={secret[:split]}")
+            out.write(0.0, "stderr", "between\n")  # another stream meanwhile
+            out.write(0.0, "stdout", f"{secret[split:]} used\n")
+            text = joined(out)
+            assert secret not in text and "key=*** used" in text, (filler, split)
+
+
+def test_a_secret_where_a_line_without_newlines_is_taken_is_never_kept_in_part() -> None:
+    secret = SECRETS[0]
+    for split in range(1, len(secret)):  # the stream reaches LINE_BYTES with the secret's start
+        out = Bounded(Bounds(max_lines=100, max_bytes=1_000_000), secrets=SECRETS)
+        out.write(0.0, "stdout", "y" * (LINE_BYTES - split) + secret[:split])
+        out.write(0.0, "stdout", secret[split:] + " done\n")
+        kept = [text for _, text in sorted(store(out, {}).items())]
+        assert len(kept) == 2 and all(len(text) < LINE_BYTES for text in kept), split  # taken, none cut by fit
+        assert secret not in "".join(kept) and kept[1].endswith("*** done"), split  # nor across the two

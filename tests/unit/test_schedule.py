@@ -132,8 +132,8 @@ INVALID = [
     ("0 10-70 * * * *", "UTC", EXPR, "minute value 70 out of range 0-59"),
     ("*/0 * * * *", "UTC", EXPR, "minute step '0' must be a positive integer"),
     ("0 */x * * *", "UTC", EXPR, "hour step 'x' must be a positive integer"),
-    ("H * * * *", "UTC", EXPR, "minute field 'H': H and R values are not supported"),
-    ("0 0 * * R", "UTC", EXPR, "day-of-week field 'R': H and R values are not supported"),
+    ("H * * * *", "UTC", EXPR, "minute field 'H': H is a job's, hashed from its name"),  # job_schedule resolves it
+    ("0 0 * * R", "UTC", EXPR, "day-of-week field 'R': R (random) is not supported, jitter_s is"),
     ("foo * * * *", "UTC", EXPR, "minute field 'foo' is not valid"),
     ("0 0 * * FUNDAY", "UTC", EXPR, "day-of-week field 'FUNDAY' is not valid"),
     ("0 0 * JANUARY *", "UTC", EXPR, "month field 'JANUARY' is not valid"),

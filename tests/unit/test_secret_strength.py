@@ -50,9 +50,10 @@ def test_generated_tokens_are_accepted() -> None:
     [
         ("CHANGE-ME-to-32-or-more-random-characters", "placeholder"),
         ("changeme", "placeholder"),
-        ("Change_Me_" + secrets.token_hex(16), "placeholder"),
+        # Random values get fixed ids: every pytest-xdist worker must collect the same test names.
+        pytest.param("Change_Me_" + secrets.token_hex(16), "placeholder", id="Change_Me_<random hex>-placeholder"),
         ("<replace me with a real token please>", "placeholder"),
-        (secrets.token_hex(15), "at least 32"),
+        pytest.param(secrets.token_hex(15), "at least 32", id="<30 random hex digits>-at least 32"),
         ("admin-" + "x" * 40, "guessable"),
         ("a" * 64, "guessable"),
         ("passwordpasswordpasswordpassword", "guessable"),

@@ -56,7 +56,8 @@ export async function fleetPage(main, _params, alive) {
       h("h1", {}, "Fleet"),
       h("p", { class: "muted" }, "When the active repeating jobs start, minute by minute. Many in one minute hit ",
         "the executors and their targets at once: give such jobs a ", h("code", {}, "jitter_s"),
-        " (a delay drawn per tick, up to that many seconds) or another minute."),
+        " (a delay drawn per tick, up to that many seconds), an ", h("code", {}, "H"),
+        " in their cron expression (a minute each job keeps, picked by its name) or another minute."),
       h("div", { class: "actions" }, choice),
       fields([
         ["Active jobs", String(data.jobs)],
@@ -64,6 +65,9 @@ export async function fleetPage(main, _params, alive) {
         ["Busiest minute", data.peaks[0] ? `${data.peaks[0].starts} starts at ${utc(data.peaks[0].at)}` : "–"],
         ["Herds", h("strong", { id: "fleet-herds", class: herds.length ? "error" : "" },
           herds.length ? `${herds.length} of the busiest minutes reach ${data.herd_jobs}` : "none")],
+        ["Spread by H", h("span", { id: "fleet-spread" }, data.spread_jobs
+          ? `${data.spread_jobs} jobs; without it the busiest minute would have ${data.unspread_peak} starts`
+          : "none")],
       ]),
       data.partial ? h("p", { class: "notice" }, "Partial: too many schedules to walk them all; the counts are low.") : null,
       barChart(data),

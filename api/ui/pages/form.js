@@ -10,7 +10,7 @@ import { flashSaved } from "./warnings.js";
 import { h, local, replace, utc } from "../dom.js";
 import { calendarsText, parseCalendars } from "./calendars.js";
 import { expectationFields } from "./form_expectations.js";
-import { lintNotes, previousOf } from "./schedule_lint.js";
+import { HASHED, hashKey, lintNotes, previousOf } from "./schedule_lint.js";
 import { INTERVAL, INTERVAL_LABEL, intervalBody, intervalControls, intervalFields, previewInterval } from "./interval.js";
 
 const CHOICES = {
@@ -148,6 +148,7 @@ export async function formPage(main, [id]) {
     try {
       const data = await get(`/api/schedule/preview${query({
         cron_expression: controls.cron_expression.value, timezone: controls.timezone.value, count: 5,
+        ...hashKey(controls.cron_expression.value, controls.name.value),
         ...previousOf(job),
       })}`);
       if (mine !== asked) return;
@@ -200,6 +201,7 @@ export async function formPage(main, [id]) {
   controls.run_at.addEventListener("input", later);
   for (const name of ["every", "anchor"]) controls[name].addEventListener("input", later);
   controls.timezone.addEventListener("input", later);
+  controls.name.addEventListener("input", () => { if (HASHED.test(controls.cron_expression.value)) later(); });
   for (const name of ["start_at", "end_at", "max_runs"]) controls[name].addEventListener("input", later); // the note
   controls.schedule_type.addEventListener("change", showScheduleType);
   controls.payload.addEventListener("input", checkPayload);

@@ -9,6 +9,7 @@ import { badge, fields, h, local, ms, replace, table, time, utc } from "../dom.j
 import { jobHistory } from "./job_history.js";
 import { jobRuleFields } from "./calendars.js";
 import { healthSection } from "./job_health.js";
+import { hashKey } from "./schedule_lint.js";
 
 // The API's one start delay (from the tick) and its two parts; the page computes none of them.
 export function startDelay(run) {
@@ -153,6 +154,7 @@ export async function jobPage(main, [id], alive) {
       try {
         const preview = await get(`/api/schedule/preview${query({
           cron_expression: job.cron_expression, timezone: job.timezone, count: 10, every: job.every, anchor: job.anchor,
+          ...hashKey(job.cron_expression, job.name),
         })}`);
         replace(words, preview.description);
         firstFire = preview.fire_times.length ? new Date(preview.fire_times[0].at).getTime() : Infinity;

@@ -1,4 +1,4 @@
-// A run: its state and timing, error and traceback, result excerpt, and the attempt chain of its tick.
+// A run: its state and timing, what its work used, error and traceback, result excerpt, and the attempt chain of its tick.
 import { get } from "../api.js";
 import { badge, fields, h, ms, replace, utc } from "../dom.js";
 import { runsTable, startDelay } from "./job.js";
@@ -6,6 +6,7 @@ import { groupRow } from "./groups.js";
 import { cancelButton } from "./run_cancel.js";
 import { retryButton } from "./run_retry.js";
 import { runOutput } from "./run_output.js";
+import { usageSection } from "./run_usage.js";
 
 export async function runPage(main, [id], alive) {
   const output = runOutput(id, alive); // kept across refreshes: its lines grow as they come
@@ -34,6 +35,7 @@ export async function runPage(main, [id], alive) {
         ["Skip reason", run.skip_reason ?? "–"],
         ...groupRow(run),
       ]),
+      usageSection(run),
       run.inputs ? h("section", { "aria-labelledby": "inputs-h" }, h("h2", { id: "inputs-h" }, "Inputs (overrides of this run)"),
         h("pre", { class: "payload", id: "inputs", tabindex: "0" }, JSON.stringify(run.inputs, null, 2))) : null,
       run.error ? h("section", { "aria-labelledby": "err-h" }, h("h2", { id: "err-h" }, "Error"),
@@ -49,5 +51,5 @@ export async function runPage(main, [id], alive) {
     return run;
   }
   const run = await refresh();
-  return ["queued", "waiting", "running"].includes(run.state) ? refresh : null;
+  return ["queued", "waiting", "reserved", "running"].includes(run.state) ? refresh : null;
 }

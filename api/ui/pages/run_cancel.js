@@ -5,7 +5,7 @@ import { ApiError, post } from "../api.js";
 import { h } from "../dom.js";
 import { flash } from "../feedback.js";
 
-const CANCELLABLE = ["queued", "waiting", "running"];
+const CANCELLABLE = ["queued", "waiting", "reserved", "running"];
 
 export function cancelButton(run, refresh) {
   if (!CANCELLABLE.includes(run.state)) return null;

@@ -9,7 +9,7 @@ import { jobLink, loadJobNames } from "../job_names.js";
 const PAGE = 50;
 // The states and triggers the API filters on, from its OpenAPI document (a state added to the API
 // shows up here without a change); these if the document cannot be read.
-const KNOWN = { states: ["queued", "waiting", "running", "completed", "failed", "skipped"],
+const KNOWN = { states: ["queued", "waiting", "reserved", "running", "completed", "failed", "skipped"],
   triggers: ["schedule", "manual", "retry", "chain", "backfill"] };
 let choices = null;
 

@@ -6,8 +6,15 @@ import { h, local, utc } from "../dom.js";
 const SHOWN = 6; // ticks listed per side; the rest counted
 
 /** The preview query's extra parameters for an edit of `job` (none for a new job or a one-off). */
+// An H in a cron expression takes the values the job's name picks: the preview needs the name then.
+export const HASHED = /(^|[\s,])h/i;
+export function hashKey(expression, name) {
+  return HASHED.test(expression || "") ? { job: name } : {};
+}
+
 export function previousOf(job) {
-  return job?.cron_expression ? { previous_cron_expression: job.cron_expression, previous_timezone: job.timezone } : {};
+  return job?.cron_expression
+    ? { previous_cron_expression: job.cron_expression, previous_timezone: job.timezone, previous_job: job.name } : {};
 }
 
 function tick(t, sign) {
