@@ -126,8 +126,8 @@ def _hooked(url: str) -> None:
 
     def both() -> list[str] | None:
         runs = _get(f"{url}/api/jobs/1/runs")["items"]
-        done = [json.loads(run["result"])["target"] for run in runs if run["state"] == "completed"]
-        return sorted(done) if len(done) == 2 else None
+        done = [_get(f"{url}/api/runs/{run['id']}") for run in runs if run["state"] == "completed"]
+        return sorted(json.loads(run["result"])["target"] for run in done) if len(done) == 2 else None
 
     assert block_until(both, timeout=30, what="the two hook runs") == ["docs-v2", "signed"]
 
