@@ -29,7 +29,7 @@ from api.schemas import RunOut
 from api.schemas_tokens import TokenName
 from api.state import BACKENDS
 from cronos import trigger_hooks
-from cronos.errors import Conflict, NotFound
+from cronos.errors import Conflict, NotFound, TooManyRequests
 from cronos.store.tokens import effective
 from cronos.store.triggers import Presented, Trigger, TriggerStore
 
@@ -137,5 +137,6 @@ ROUTES = (
           "trigger the webhook-id, webhook-timestamp and webhook-signature headers. The body is "
           "POST /api/jobs/{id}/trigger's. 401 bad secret or signature, 409 replayed webhook-id, 429 over the "
           "rate (Retry-After)", status=202, body=TriggerBody, body_required=False, response=RunOut,
-          errors=(NotFound, Conflict, *BODY_ERRORS, *DB_ERRORS), scope="public"),
+          errors=(NotFound, Conflict, TooManyRequests, *BODY_ERRORS, *DB_ERRORS), scope="public",
+          own_auth="no secret, a wrong one, or (signed) a missing, stale or wrong signature"),
 )  # fmt: skip
