@@ -70,6 +70,9 @@ ADMIN = Principal(audit.ADMIN_TOKEN, effective(["admin"]))
 METRICS = Principal(METRICS_ACTOR, frozenset({"metrics"}))
 
 
+_TITLES = {401: "Unauthorized", 429: "Too many requests"}
+
+
 class Denied(Exception):
     """A refusal with its problem body: 401 (who are you?) or 403 (not you, not this)."""
 
@@ -78,7 +81,7 @@ class Denied(Exception):
         self.status, self.slug, self.detail, self.headers = status, slug, detail, headers or {}
 
     def response(self) -> web.Response:
-        title = "Unauthorized" if self.status == 401 else "Forbidden"
+        title = _TITLES.get(self.status, "Forbidden")
         body = Problem(type=f"urn:cronos:problem:{self.slug}", title=title, status=self.status, detail=self.detail)
         return web.Response(
             body=msgspec.json.encode(body), status=self.status, content_type=PROBLEM_JSON, headers=self.headers

@@ -105,7 +105,12 @@ def _security(route: Route) -> list[dict[str, list[str]]]:
 
 def _auth_responses(route: Route, problem: dict[str, Any]) -> dict[str, Any]:
     if scope_of(route) == "public":
-        return {}
+        if not route.own_auth:
+            return {}
+        return {
+            "401": {"description": route.own_auth, **problem},
+            "403": {"description": "the credential may not start this job (api.shell_authority)", **problem},
+        }
     return {
         "401": {"description": "no token, or a token that is unknown, revoked or expired", **problem},
         "403": {

@@ -77,7 +77,12 @@ async def _rerun(request: web.Request, job_id: int, tick: datetime) -> store_inp
 
 
 async def trigger_job(request: web.Request) -> web.Response:
-    job_id = path_id(request)
+    return await run_now(request, path_id(request))
+
+
+async def run_now(request: web.Request, job_id: int) -> web.Response:
+    """Queue the run the body asks for, as the request's principal, if it may trigger the job
+    (api.shell_authority): this route's and a trigger URL's (api.routes_hooks) one way."""
     principal, guard, _check = await _authorize(request, "trigger", job_id)
     body = await decode(request, TriggerBody) if request.body_exists else TriggerBody()
     backends = request.app[BACKENDS]

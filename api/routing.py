@@ -52,6 +52,7 @@ class Route:
     scope: Scope | None = None  # None: `read` for GET, `write` otherwise
     # Extra documented outcomes: status -> (description, Struct or None)
     also: tuple[tuple[int, str, type[Any] | None], ...] = ()
+    own_auth: str = ""  # a public route checking a credential of its own (a trigger's secret): what 401 means
 
 
 def scope_of(route: Route) -> Scope:

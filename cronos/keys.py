@@ -68,3 +68,11 @@ class Keys:
     @property
     def node_pattern(self) -> str:
         return f"{self.prefix}node:*"
+
+    def trigger_rate(self, trigger_id: int, window: int) -> str:
+        """A trigger URL's call count in one rate window (cronos.trigger_hooks.window)."""
+        return f"{self.prefix}trigger:{trigger_id}:rate:{window}"
+
+    def trigger_seen(self, trigger_id: int, msg_id: str) -> str:
+        """A signed trigger call's webhook-id, kept past the timestamp tolerance: a replay is refused."""
+        return f"{self.prefix}trigger:{trigger_id}:seen:{msg_id}"

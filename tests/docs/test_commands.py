@@ -121,6 +121,17 @@ def _ran_run(url: str, run_id: int) -> dict[str, Any] | None:
     return run if run["state"] == "completed" else None
 
 
+def _hooked(url: str) -> None:
+    """docs/triggers.md: both trigger URLs' calls (bearer, then signed) ran with their inputs."""
+
+    def both() -> list[str] | None:
+        runs = _get(f"{url}/api/jobs/1/runs")["items"]
+        done = [_get(f"{url}/api/runs/{run['id']}") for run in runs if run["state"] == "completed"]
+        return sorted(json.loads(run["result"])["target"] for run in done) if len(done) == 2 else None
+
+    assert block_until(both, timeout=30, what="the two hook runs") == ["docs-v2", "signed"]
+
+
 def _calendars(url: str) -> None:
     """docs/calendars.md: the deploy blackout skipped heartbeat's ticks, naming itself; the pause lifted."""
     heartbeat = next(job for job in _get(f"{url}/api/jobs")["items"] if job["name"] == "heartbeat")
@@ -204,6 +215,7 @@ AFTERWARDS: dict[str, Callable[[str], None]] = {
     "docs/tutorial.md": _first_task_ran,
     "docs/jobs-as-code.md": _applied,
     "docs/run-now.md": _rerun_ran,
+    "docs/triggers.md": _hooked,
     "docs/calendars.md": _calendars,
     "docs/backfill.md": _backfilled,
     "docs/labels.md": _labelled,

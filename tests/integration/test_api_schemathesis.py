@@ -262,7 +262,8 @@ def test_the_api_keeps_the_promises_of_its_openapi_document(settings: Settings) 
     for operation, status in (("POST /api/jobs", 201), ("PATCH /api/jobs/{id}", 200), ("GET /api/jobs", 200),
                               ("GET /api/tokens/history", 200)):  # fmt: skip
         assert statuses[operation, status] > 0, (operation, status, statuses)
-    assert not any(status == 401 for _operation, status in statuses), statuses
+    # The hook takes a trigger's secret, not the API token: its 401s are its own (test_api_hooks).
+    assert not any(status == 401 and op != "POST /hooks/{id}" for op, status in statuses), statuses
 
 
 ADMIN_TOKEN = "stateful-admin-" + "s" * 32
