@@ -24,7 +24,8 @@ import msgspec
 
 from cronos import lifecycle
 from cronos.errors import BackendUnavailable, Conflict, NotFound
-from cronos.lifecycle import Cancel, RunState
+from cronos.lifecycle import Cancel
+from cronos.models import RunState
 from cronos.store import groups
 from cronos.store.audit import record
 from cronos.store.db import connect_one, translate_errors

@@ -21,7 +21,6 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from enum import StrEnum
 from typing import Any, NamedTuple
 
 import asyncpg
@@ -30,8 +29,8 @@ import msgspec
 from cronos import lifecycle
 from cronos.errors import Contention
 from cronos.inputs import INPUT_TRIGGERS, merged_payload
-from cronos.lifecycle import OVERLAP_REASONS, Ahead, Candidate, Overlap, RunState
-from cronos.models import FAIL_REPLACED, SKIP_EXPIRED, ConcurrencyPolicy, JobKind
+from cronos.lifecycle import REFUSALS, SKIP_REASONS, Ahead, Candidate, Overlap, Refused
+from cronos.models import FAIL_REPLACED, ConcurrencyPolicy, JobKind, RunState
 from cronos.store import groups, waiters
 from cronos.store.db import to_struct
 from cronos.store.inputs import RunRef, overrides_of
@@ -79,26 +78,8 @@ class ClaimRequest(NamedTuple):
     expires_ms: int | None = None
 
 
-class Refused(StrEnum):
-    """Why a run was not claimed: expected outcomes, answered as values."""
-
-    NOT_QUEUED = "not_queued"  # already claimed, waiting, finished or gone (a repeated token)
-    OVERLAP = "skipped"  # ended skipped SKIP_OVERLAP: the job's previous run is still running
-    BUFFER_FULL = "buffer_full"  # ended skipped SKIP_BUFFER_FULL (buffer_one: another run waits)
-    WAIT = "wait"  # now waiting: its predecessor's end wakes it (a token of its own then)
-    WAIT_GROUP = "wait_group"  # now waiting for a slot of its job's concurrency group: a freed slot wakes it
-    EXPIRED = "expired"  # ended skipped SKIP_EXPIRED: claimed past its misfire grace (a token held through an outage)
-
-
 Claim = ClaimedRun | Refused
 _ENDED_OR_WAITING = frozenset({Refused.OVERLAP, Refused.BUFFER_FULL, Refused.EXPIRED, Refused.WAIT})
-REFUSALS = {Overlap.SKIP: Refused.OVERLAP, Overlap.BUFFER_FULL: Refused.BUFFER_FULL, Overlap.WAIT: Refused.WAIT}
-# The skip reason a run refused by its job's concurrency policy is recorded with.
-SKIP_REASONS: dict[Refused, str] = {
-    Refused.OVERLAP: OVERLAP_REASONS[Overlap.SKIP],
-    Refused.BUFFER_FULL: OVERLAP_REASONS[Overlap.BUFFER_FULL],
-    Refused.EXPIRED: SKIP_EXPIRED,
-}
 
 
 @dataclass

@@ -21,7 +21,8 @@ from typing import Any, Literal
 import msgspec
 
 from cronos import lifecycle
-from cronos.lifecycle import Ahead, Ended, NewRun, RunState
+from cronos.lifecycle import Ahead, Ended, NewRun
+from cronos.models import RunState
 from cronos.run_usage import Usage
 from cronos.store import groups
 from cronos.store.db import columns

@@ -16,8 +16,8 @@ import msgspec
 
 from cronos import lifecycle
 from cronos.errors import Conflict, NotFound
-from cronos.lifecycle import Rerun, RerunFacts, RunState
-from cronos.models import Run
+from cronos.lifecycle import Rerun, RerunFacts
+from cronos.models import Run, RunState
 from cronos.store.audit import record
 from cronos.store.db import to_struct, translate_errors
 from cronos.store.jobs import Guard

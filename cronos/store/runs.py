@@ -19,9 +19,10 @@ import msgspec
 
 from cronos import lifecycle, metrics
 from cronos.clock import DbClock
+from cronos.lifecycle import SKIP_REASONS, Refused
 from cronos.models import SKIP_EXPIRED
 from cronos.store import claims, finishes, groups, waiters
-from cronos.store.claims import SKIP_REASONS, Claim, ClaimedRun, ClaimRequest, Refused
+from cronos.store.claims import Claim, ClaimedRun, ClaimRequest
 from cronos.store.db import ping, retry_contention, sync_clock, translate_errors
 from cronos.store.epoch import fenced
 from cronos.store.finishes import FinishResult, Outcome

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import ast
+import importlib
 import pkgutil
 import re
 from pathlib import Path
 
-from cronos.models import JOB_WRITABLE
+from cronos.models import JOB_COLUMNS, JOB_WRITABLE
 from cronos.store import queries
 from cronos.store.queries import jobs as jobs_q
 from cronos.store.queries import notifications as notifications_q
@@ -24,6 +25,34 @@ def test_job_writes_take_the_writable_fields_in_their_order() -> None:
     assert f"${len(JOB_WRITABLE) + 1}))" in jobs_q.JOB_INSERT  # the first usable instant, after the columns
     assigned = re.findall(r"(\w+) = \$(\d+)", jobs_q.JOB_UPDATE)
     assert assigned[: len(JOB_WRITABLE)] == [(name, str(i)) for i, name in enumerate(JOB_WRITABLE, 2)]
+
+
+def statements() -> dict[str, str]:
+    """Every statement of every query module, by module.name."""
+    found = {}
+    for module in pkgutil.iter_modules(queries.__path__):
+        loaded = importlib.import_module(f"{queries.__name__}.{module.name}")
+        found.update({f"{module.name}.{k}": v for k, v in vars(loaded).items() if k.isupper() and isinstance(v, str)})
+    return found
+
+
+# Where a statement's list of a job's columns starts (an alias such as `j.` before each, or none).
+JOB_LIST_START = re.compile(
+    r"\b(?:(\w+)\.)?id, (\w+\.)?name, (\w+\.)?cron_expression, (\w+\.)?timezone, (\w+\.)?kind, (\w+\.)?payload, "
+)
+
+
+def test_every_statement_that_reads_a_job_names_the_job_struct_s_fields_in_order() -> None:
+    # A job's column list is written out in each statement (no statement is built from fragments);
+    # each one must be the Struct's, so a field added to Job and missed in one statement fails here.
+    lists = 0
+    for name, sql in statements().items():
+        for match in JOB_LIST_START.finditer(sql):
+            columns = [c.strip() for c in sql[match.start() :].split(",")][: len(JOB_COLUMNS)]
+            prefix = f"{match.group(1)}." if match.group(1) else ""
+            assert [c.removeprefix(prefix).split()[0] for c in columns] == list(JOB_COLUMNS), name
+            lists += 1
+    assert lists >= 14
 
 
 def test_every_notification_goes_to_the_jobs_channel() -> None:

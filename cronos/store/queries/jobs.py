@@ -386,7 +386,7 @@ PAUSES_DUE = """
 SELECT id, name, cron_expression, timezone, kind, payload, timeout_s, max_retries, retry_backoff_s,
     concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, revision, last_scheduled_for,
     created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs, catchup_max_per_s,
-    expectations, every, anchor, calendars, paused_until, pause_note, labels, owner
+    expectations, every, anchor, calendars, paused_until, pause_note, labels, owner, concurrency_group
 FROM jobs
 WHERE status = 'paused' AND paused_until <= now() AND paused_until >= $2 AND paused_until < $3
 ORDER BY id
