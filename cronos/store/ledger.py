@@ -270,7 +270,7 @@ class Ledger:
                 rows = await conn.fetch(runs_q.OUTBOX_TAKE, until or now, limit)
                 stale = {r["id"] for r in rows if _stale(r, now)}
                 if stale:
-                    await conn.fetch(runs_q.RUNS_SKIP, sorted(stale), SKIP_MISFIRED)
+                    await conn.fetch(runs_q.RUNS_SKIP_QUEUED, sorted(stale), SKIP_MISFIRED)
                 push = sorted((r for r in rows if r["id"] not in stale), key=lambda r: (r["due_at"], r["id"]))
                 kept = {r["id"] for r in push if _late_tick(r, now)}
                 if push:

@@ -122,7 +122,7 @@ async def hand_over(conn: asyncpg.Connection, job: Job, *, schedule_changed: boo
         reason, stale = SKIP_SCHEDULE_CHANGED, [r["id"] for r in ahead if not _fires_at(job, r["scheduled_for"])]
     if not stale:
         return 0
-    skipped = len(await conn.fetch(runs_q.RUNS_SKIP, stale, reason))
+    skipped = len(await conn.fetch(runs_q.RUNS_SKIP_QUEUED, stale, reason))
     metrics.RUNS_SKIPPED.labels(reason=reason).inc(skipped)
     log.info(
         "ticks written ahead skipped",

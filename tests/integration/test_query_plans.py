@@ -126,6 +126,7 @@ async def test_batch_statements_read_rows_in_proportion_to_the_batch(pg_pool: as
         "RUNS_WAIT": (runs_q.RUNS_WAIT, (batch,)),
         "RUNS_WAKE": (runs_q.RUNS_WAKE, (batch,)),
         "RUNS_SKIP": (runs_q.RUNS_SKIP, (batch, "x")),
+        "RUNS_SKIP_QUEUED": (runs_q.RUNS_SKIP_QUEUED, (batch, "x")),
         "EXTEND_LEASES": (runs_q.EXTEND_LEASES, (batch, "n", 10.0, None, None)),
         "FINISH_RUNS": (runs_q.FINISH_RUNS, _finish_args(batch)),
         "FOLLOW_UP_FACTS": (runs_q.FOLLOW_UP_FACTS, (jobs, jobs, 8)),

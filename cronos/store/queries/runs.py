@@ -384,13 +384,23 @@ UPDATE runs r SET state = 'queued', pushed_epoch = NULL
 FROM locked l WHERE r.id = l.id AND r.scheduled_for = l.scheduled_for AND l.state = 'waiting'
 RETURNING r.id, r.job_id
 """
-# queued or waiting -> skipped with reason $2 (overlapped, misfired, expired, handed_over): the runs $1.
+# queued or waiting -> skipped with reason $2 (overlapped, expired): the runs $1.
 RUNS_SKIP = """
 WITH locked AS MATERIALIZED (
     SELECT id, state, scheduled_for FROM runs WHERE id = ANY($1::bigint[]) AND finished_at IS NULL
     ORDER BY id FOR NO KEY UPDATE)
 UPDATE runs r SET state = 'skipped', skip_reason = $2, finished_at = now()
 FROM locked l WHERE r.id = l.id AND r.scheduled_for = l.scheduled_for AND l.state IN ('queued', 'waiting')
+RETURNING r.id, r.job_id
+"""
+# queued -> skipped with reason $2 (misfired: the outbox, fenced; handed_over: the API, holding the
+# job's row lock): the runs $1.
+RUNS_SKIP_QUEUED = """
+WITH locked AS MATERIALIZED (
+    SELECT id, state, scheduled_for FROM runs WHERE id = ANY($1::bigint[]) AND finished_at IS NULL
+    ORDER BY id FOR NO KEY UPDATE)
+UPDATE runs r SET state = 'skipped', skip_reason = $2, finished_at = now()
+FROM locked l WHERE r.id = l.id AND r.scheduled_for = l.scheduled_for AND l.state = 'queued'
 RETURNING r.id, r.job_id
 """
 # running -> failed $3 (replaced): job $1's running exclusive runs but $2, only while $2 (the run
