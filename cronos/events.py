@@ -25,6 +25,7 @@ class JobEventKind(StrEnum):
     NO_SUCCESS = "no_success"  # no success within the job's `success_every` period
     SKIPPED = "skipped"  # a tick ended skipped, with its reason
     CANCELLED = "cancelled"  # a run was cancelled, by whom
+    PAUSED_BY_BREAKER = "paused_by_breaker"  # paused itself after failing too often in a row
     # Opt-in per channel (never a default): derived only for the jobs a channel asks them of.
     STARTED = "started"  # a run started
     COMPLETED = "completed"  # a run completed

@@ -58,6 +58,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     audit_settle_s: float = 30.0  # ... ending this long ago (settled: written, caught up)
     runs_retention_s: float = 30 * 86_400  # runs older than this go, a whole day at a time; 0: keep all
     health_interval_s: float = 5.0  # the leader's health evaluator judges what happened this often
+    breaker_default_failures: int = 0  # a job failing this many runs in a row pauses itself (0: never)
     job_metrics_max: int = 1000  # per-job series the leader exports at most (0: none)
     job_metrics_jobs: tuple[str, ...] = ()  # ... of the jobs with these names (`*` globs; empty: any)
     metric_label_keys: tuple[str, ...] = ()  # job label keys carried to those series as label_<key>
@@ -325,6 +326,11 @@ VARIABLES: dict[str, tuple[str, Callable[[str], Any], str]] = {
         "health_interval_s",
         _float(0.1, 3600),
         "the leader derives job events (failed, late start, overran...) and verdicts this often",
+    ),
+    "CRONOS_BREAKER_DEFAULT_FAILURES": (
+        "breaker_default_failures",
+        _int(0, 1_000_000),
+        "a job whose runs failed this many times in a row pauses itself (0: never)",
     ),
     "CRONOS_JOB_METRICS_MAX": (
         "job_metrics_max",

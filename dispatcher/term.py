@@ -35,7 +35,7 @@ from cronos.store.partitions import PartitionStore
 from cronos.store.queues import QueueStore
 from cronos.store.rules import RuleStore
 from cronos.store.runs import RunStore
-from dispatcher import due_gauge, health, pauses, reaper, retention
+from dispatcher import breaker, due_gauge, health, pauses, reaper, retention
 from dispatcher.auditor import Auditor
 from dispatcher.consumer_reaper import ConsumerReaper
 from dispatcher.election import Election, LeadershipLost
@@ -161,6 +161,10 @@ class Term:
             "notify": Notifier(NotifyOutbox(self._pool), election.check, settings).run(self),
             "due": due_gauge.run(self, self.ticker.book, self._clock.now),
         }
+        if settings.breaker_default_failures > 0:
+            loops["breaker"] = breaker.run(
+                self, self._pool, election, settings.breaker_default_failures, settings.health_interval_s
+            )
         if settings.consumer_idle_remove_s > 0:
             reaper_of_consumers = ConsumerReaper(
                 self._client, self._keys, self._publisher.queues, election.check, settings.consumer_idle_remove_s

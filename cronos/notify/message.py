@@ -30,6 +30,7 @@ _HEADLINES = {
     "no_success": "{job} has not succeeded in its period",
     "skipped": "{job} skipped a tick",
     "cancelled": "{job} was cancelled",
+    "paused_by_breaker": "{job} was paused by its circuit breaker",
     "started": "{job} started",
     "completed": "{job} completed",
     "ended": "{job} ended",
