@@ -15,7 +15,8 @@ from api.output_follow import FOLLOWERS
 from api.routing import DB_ERRORS, ID, Query, Route
 from api.state import BACKENDS
 from cronos.errors import InvalidInput, NotFound
-from cronos.lifecycle import TERMINAL, RunState
+from cronos.lifecycle import TERMINAL
+from cronos.models import RunState
 from cronos.run_output import Stream
 from cronos.store import run_output
 

@@ -45,6 +45,7 @@ MAX_PACE_PER_S = 1000.0
 MIN_PACE_PER_S = 0.001  # one run in about 17 minutes: slower paces are this (their due times would overflow)
 _US = timedelta(microseconds=1)
 
+# "none", then RunState's values (tests/unit/test_backfill.py): a str-like union msgspec can decode.
 TickState = Literal["none", "queued", "waiting", "reserved", "running", "completed", "failed", "skipped", "cancelled"]
 
 
@@ -150,7 +151,7 @@ def check_range(start: datetime, end: datetime, now: datetime) -> None:
 
 
 def state_of(facts: TickFacts | None) -> TickState:
-    return "none" if facts is None else facts.last_state
+    return "none" if facts is None else RunState(facts.last_state).value
 
 
 def chosen(mode: Mode, facts: TickFacts | None) -> bool:

@@ -47,19 +47,8 @@ from cronos.models import (
     SKIP_OVERLAP,
     ConcurrencyPolicy,
     MisfirePolicy,
+    RunState,
 )
-
-
-class RunState(StrEnum):
-    QUEUED = "queued"  # runs when due; the outbox pushes its token
-    WAITING = "waiting"  # due, behind a run of its job; woken by that run's end
-    RESERVED = "reserved"  # claimed ahead of its due time by the executor that starts it then
-    RUNNING = "running"
-    COMPLETED = "completed"
-    FAILED = "failed"
-    SKIPPED = "skipped"  # with its reason
-    CANCELLED = "cancelled"  # by someone (its error says who); never retried
-
 
 TERMINAL = frozenset({RunState.COMPLETED, RunState.FAILED, RunState.SKIPPED, RunState.CANCELLED})
 PENDING = frozenset({RunState.QUEUED, RunState.WAITING})  # not started: expiry and misfire apply
@@ -328,7 +317,22 @@ class Overlap(StrEnum):
     REPLACE = "replace"  # end the running one (FAIL_REPLACED), then claim
 
 
-OVERLAP_REASONS = {Overlap.SKIP: SKIP_OVERLAP, Overlap.BUFFER_FULL: SKIP_BUFFER_FULL}
+class Refused(StrEnum):
+    """Why a claim did not start its run: the claim's answer besides the run it starts, one type
+    from the store's claim to the executor's count of how its tokens ended."""
+
+    NOT_QUEUED = "not_queued"  # already claimed, waiting, finished or gone (a repeated token)
+    OVERLAP = "skipped"  # ended skipped SKIP_OVERLAP: the job's previous run is still running
+    BUFFER_FULL = "buffer_full"  # ended skipped SKIP_BUFFER_FULL (buffer_one: another run waits)
+    WAIT = "waiting"  # now waiting: its predecessor's end wakes it (a token of its own then)
+    WAIT_GROUP = "waiting_group"  # now waiting for a slot of its job's concurrency group: a freed slot wakes it
+    EXPIRED = "expired"  # ended skipped SKIP_EXPIRED: claimed past its misfire grace (a token held through an outage)
+
+
+# The claim's answer to each refusal of the concurrency policy; the skip reason of each that ends its run.
+REFUSALS = {Overlap.SKIP: Refused.OVERLAP, Overlap.BUFFER_FULL: Refused.BUFFER_FULL, Overlap.WAIT: Refused.WAIT}
+SKIP_REASONS = {Refused.OVERLAP: SKIP_OVERLAP, Refused.BUFFER_FULL: SKIP_BUFFER_FULL, Refused.EXPIRED: SKIP_EXPIRED}
+OVERLAP_REASONS = {d: SKIP_REASONS[r] for d, r in REFUSALS.items() if r in SKIP_REASONS}
 
 
 @dataclass(frozen=True, slots=True)

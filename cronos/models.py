@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
+from enum import StrEnum
 from typing import Annotated, Any, Literal, get_args
 
 import msgspec
@@ -21,12 +22,25 @@ SettableStatus = Literal["active", "paused"]
 TERMINAL_STATUSES = ("completed", "expired")
 ConcurrencyPolicy = Literal["forbid", "allow", "replace", "buffer_one", "buffer_all"]
 MisfirePolicy = Literal["run_once", "run_all", "skip"]
-# cronos.lifecycle.RunState
-RunState = Literal["queued", "waiting", "reserved", "running", "completed", "failed", "skipped", "cancelled"]
 Trigger = Literal["schedule", "manual", "retry", "chain", "backfill"]  # chain: after a run of a parent job
 
 JOB_STATUSES: tuple[str, ...] = get_args(JobStatus)
-RUN_STATES: tuple[str, ...] = get_args(RunState)
+
+
+class RunState(StrEnum):
+    """The states of a run (cronos.lifecycle: the transitions between them)."""
+
+    QUEUED = "queued"  # runs when due; the outbox pushes its token
+    WAITING = "waiting"  # due, behind a run of its job; woken by that run's end
+    RESERVED = "reserved"  # claimed ahead of its due time by the executor that starts it then
+    RUNNING = "running"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    SKIPPED = "skipped"  # with its reason
+    CANCELLED = "cancelled"  # by someone (its error says who); never retried
+
+
+RUN_STATES: tuple[str, ...] = tuple(state.value for state in RunState)
 
 # Skip and failure reasons are stable strings: tests, dashboards and operators match them.
 SKIP_MISFIRED = "misfired"
@@ -137,37 +151,14 @@ class Job(msgspec.Struct, kw_only=True):
     concurrency_group: str | None = None  # its runs start only with a slot of this group (cronos.store.groups)
 
 
-# The fields of a job a client sets (the rest the system keeps), in the store's column order.
-JOB_WRITABLE = (
-    "name",
-    "cron_expression",
-    "timezone",
-    "kind",
-    "payload",
-    "timeout_s",
-    "max_retries",
-    "retry_backoff_s",
-    "concurrency_policy",
-    "misfire_policy",
-    "misfire_grace_s",
-    "jitter_s",
-    "status",
-    "managed_by",
-    "parents",
-    "queue",
-    "run_at",
-    "start_at",
-    "end_at",
-    "max_runs",
-    "catchup_max_per_s",
-    "expectations",
-    "every",
-    "anchor",
-    "calendars",
-    "labels",
-    "owner",
-    "concurrency_group",
+# A job's columns, as every statement that reads a job names them: Job's fields in their order
+# (tests/unit/test_queries.py checks each statement's list against it).
+JOB_COLUMNS: tuple[str, ...] = Job.__struct_fields__
+# The fields of a job a client sets, in that order; the rest the system keeps.
+_JOB_KEPT = frozenset(
+    {"id", "revision", "last_scheduled_for", "created_at", "updated_at", "paused_until", "pause_note"}
 )
+JOB_WRITABLE = tuple(name for name in JOB_COLUMNS if name not in _JOB_KEPT)
 
 
 class RunSummary(msgspec.Struct, kw_only=True):

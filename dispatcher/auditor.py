@@ -33,9 +33,9 @@ from cronos.hashed import has_hash
 from cronos.models import DEFAULT_QUEUE
 from cronos.rules import EMPTY_BOOK, CalendarRef, RuleBook, Verdict
 from cronos.schedule_window import job_schedule
-from cronos.store import queries as q
 from cronos.store.db import translate_errors
 from cronos.store.health import HealthStore
+from cronos.store.queries import upkeep as upkeep_q
 from cronos.store.rules import RuleStore
 from cronos.store.timestamps import unusable_row
 from dispatcher.lifetime import Lifetime
@@ -211,7 +211,7 @@ class Auditor:
         slices = Slices(foreground=self._foreground)
         due: list[AuditedJob] = []  # jobs with ticks in the window, not looked up yet
         async with conn.transaction(isolation="repeatable_read", readonly=True):
-            cursor = await conn.cursor(q.AUDIT_SCHEDULES, start, end)
+            cursor = await conn.cursor(upkeep_q.AUDIT_SCHEDULES, start, end)
             while groups := await cursor.fetch(GROUPS):
                 for group in groups:
                     await slices.next()
@@ -249,7 +249,7 @@ class Auditor:
         """The jobs of a group whose expression has an `H`, each with its ticks (its name's): those
         with a tick in the window, to reconcile."""
         out = []
-        for row in await conn.fetch(q.AUDIT_JOB_NAMES, ids):
+        for row in await conn.fetch(upkeep_q.AUDIT_JOB_NAMES, ids):
             job = replace(first, id=row["id"], name=row["name"])
             ticks = memo[_same_ticks(job, window[0])] = _expected(job, window)
             if ticks:
@@ -270,9 +270,9 @@ class Auditor:
         """Look the jobs' ticks up in the ledger and add what reconcile finds to `result`."""
         start, end = window
         ids = [job.id for job in jobs]
-        rows = await conn.fetch(q.AUDIT_TICKS, ids, start, end)
+        rows = await conn.fetch(upkeep_q.AUDIT_TICKS, ids, start, end)
         if book.calendars or book.windows:  # rules pick jobs by name, queue and calendars
-            named = {r["id"]: r for r in await conn.fetch(q.AUDIT_JOB_NAMES, ids)}
+            named = {r["id"]: r for r in await conn.fetch(upkeep_q.AUDIT_JOB_NAMES, ids)}
             jobs = [_named(job, named[job.id]) for job in jobs if job.id in named]
         part = reconcile(jobs, {(r["job_id"], r["scheduled_for"]) for r in rows}, window, book, memo)
         result.jobs += part.jobs

@@ -21,7 +21,7 @@ import msgspec
 from cronos.clock import DbClock
 from cronos.errors import BackendUnavailable
 from cronos.store.db import connect_one, sync_clock, translate_errors
-from cronos.store.queries import JOBS_CHANNEL
+from cronos.store.queries.notifications import JOBS_CHANNEL
 
 log = logging.getLogger("dispatcher.listener")
 

@@ -23,7 +23,7 @@ from cronos.backoff import RECONNECT_CAP_S, Backoff
 from cronos.errors import BackendUnavailable
 from cronos.stream import Delivery, EntryRef
 from executor.deps import Deps
-from executor.pipeline import TokenOutcome, process
+from executor.pipeline import Ended, TokenOutcome, process
 
 log = logging.getLogger("cronos.executor.consumer")
 
@@ -51,9 +51,9 @@ class Consumer:
         self._refill = max(1, min(READ_BATCH, prefetch // 10))
         self._entries: set[EntryRef] = set()  # entries being processed here
         self._held: Counter[str] = Counter({q: 0 for q in deps.stream.queues})  # of them, per queue
-        self._tasks: set[asyncio.Task[TokenOutcome]] = set()
+        self._tasks: set[asyncio.Task[Ended]] = set()
         self._freed = asyncio.Event()
-        self.outcomes: Counter[TokenOutcome] = Counter()
+        self.outcomes: Counter[Ended] = Counter()
         self.autoclaim_idle_ms = int(deps.lease_s * 2000)
         self._last_autoclaim = 0.0
         self.autoclaims = 0  # XAUTOCLAIM passes made (tests wait on it)
@@ -124,7 +124,7 @@ class Consumer:
         for queue, held in self._held.items():
             metrics.STREAM_PENDING.labels(queue=queue).set(held)
 
-    async def _guarded(self, delivery: Delivery) -> TokenOutcome:
+    async def _guarded(self, delivery: Delivery) -> Ended:
         try:
             outcome = await process(delivery, self._deps)
         except Exception:  # a bug must not take the role down; the entry stays pending

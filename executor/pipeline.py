@@ -43,15 +43,13 @@ PAST_GRACE_MARGIN_MS = 1000
 
 
 class TokenOutcome(StrEnum):
-    """How one token ended on this executor."""
+    """How one token ended on this executor, besides a claim's refusal (cronos.lifecycle.Refused:
+    skipped, waiting, not_queued, ..., passed on as the claim answered)."""
 
     COMPLETED = "completed"
     FAILED = "failed"
     CANCELLED = "cancelled"  # someone cancelled it while it ran (executor.cancels)
-    SKIPPED = "skipped"  # the concurrency policy refused the overlap; recorded as skipped
-    WAITING = "waiting"  # now waiting behind its job's running run, which wakes it (a new token then)
     LOCK_DENIED = "lock_denied"  # another executor holds this tick
-    NOT_QUEUED = "not_queued"  # already claimed or finished (a repeated token)
     LOST = "lost"  # the run was taken away while it ran: nothing reported
     GIVEN_BACK = "given_back"  # drained before its due time: left pending, unclaimed
     DEFERRED = "deferred"  # a backend failed and the executor stopped before it answered: left pending
@@ -62,7 +60,10 @@ class TokenOutcome(StrEnum):
     ERROR = "error"  # a bug: logged, left pending
 
 
-async def process(delivery: Delivery, deps: Deps) -> TokenOutcome:
+Ended = TokenOutcome | Refused  # how a token ended here: a claim's refusal as the claim answered
+
+
+async def process(delivery: Delivery, deps: Deps) -> Ended:
     """Take one token through steps 1-6."""
     token = delivery.token
     if token is None:  # undecodable entry: nothing to run, do not let it block the group
@@ -91,7 +92,7 @@ async def process(delivery: Delivery, deps: Deps) -> TokenOutcome:
                 retried = True
 
 
-async def _process(token: RunToken, entry: EntryRef, deps: Deps, *, retried: bool = False) -> TokenOutcome:
+async def _process(token: RunToken, entry: EntryRef, deps: Deps, *, retried: bool = False) -> Ended:
     if past_grace(token, deps.clock.time()):
         # Its run can only end skipped "expired" now, which the leader's reaper does a page at a
         # time: no lock and no claim spent on it. Under an overload whose backlog outgrew the
@@ -138,7 +139,7 @@ async def _process(token: RunToken, entry: EntryRef, deps: Deps, *, retried: boo
     if isinstance(claim, Refused):  # a waiting run holds no token, lock or slot: its wake pushes a new token
         deps.gate.leave()
         await settle(deps, lock_key, entry)
-        return _REFUSED[claim]
+        return claim
     flight = deps.in_flight[claim.id] = InFlight(claim, lock_key, entry)
     span = None  # the run's span while traces are on (docs/tracing.md)
     ended = TokenOutcome.ERROR
@@ -202,16 +203,6 @@ async def claim_run(deps: Deps, token: RunToken, due_ms: int | None, reserved: C
     elif claim is Refused.NOT_QUEUED:
         log.debug("run not queued any more", extra={"event": "token.not_queued"})
     return claim
-
-
-_REFUSED = {
-    Refused.NOT_QUEUED: TokenOutcome.NOT_QUEUED,
-    Refused.OVERLAP: TokenOutcome.SKIPPED,
-    Refused.BUFFER_FULL: TokenOutcome.SKIPPED,
-    Refused.WAIT: TokenOutcome.WAITING,
-    Refused.WAIT_GROUP: TokenOutcome.WAITING,
-    Refused.EXPIRED: TokenOutcome.SKIPPED,
-}
 
 
 async def give_back(deps: Deps, run_id: int) -> None:

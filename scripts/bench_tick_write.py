@@ -24,7 +24,7 @@ import asyncpg
 
 from cronos.bench.common import Scratch, scratch_database
 from cronos.models import SKIP_PENDING
-from cronos.store import queries
+from cronos.store.queries import runs as runs_q
 
 _JOBS = (
     "INSERT INTO jobs (name, cron_expression, payload, last_scheduled_for)"
@@ -32,18 +32,29 @@ _JOBS = (
 )
 
 
+def _path_at(commit: str) -> str:
+    """Where TICKS_WRITE was defined at `commit` (queries.py was split by aggregate)."""
+    listed = subprocess.run(
+        ["git", "ls-tree", "--name-only", commit, "cronos/store/queries/runs.py"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    return listed or "cronos/store/queries.py"
+
+
 def _statement_at(commit: str) -> str:
     """TICKS_WRITE as cronos/store/queries.py defined it at `commit`."""
     source = subprocess.run(
-        ["git", "show", f"{commit}:cronos/store/queries.py"], capture_output=True, text=True, check=True
+        ["git", "show", f"{commit}:{_path_at(commit)}"], capture_output=True, text=True, check=True
     ).stdout
     scope: dict[str, object] = {}
-    exec(compile(source, f"{commit}:queries.py", "exec"), scope)  # our own file, at a commit
+    exec(compile(source, f"{commit}:{_path_at(commit)}", "exec"), scope)  # our own file, at a commit
     return str(scope["TICKS_WRITE"])
 
 
 async def main(base: str, jobs: int, rounds: int) -> None:
-    statements = {base: _statement_at(base), "now": queries.TICKS_WRITE}
+    statements = {base: _statement_at(base), "now": runs_q.TICKS_WRITE}
     server = os.environ.get("DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
     async with scratch_database(Scratch.new(server)) as dsn:
         conn = await asyncpg.connect(dsn)

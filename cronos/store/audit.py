@@ -16,8 +16,8 @@ import msgspec
 
 from cronos.models import JOB_WRITABLE, Job
 from cronos.redact import redact_payload
-from cronos.store import queries as q
 from cronos.store.db import PageBounds, job_page, to_struct, translate_errors
+from cronos.store.queries import access as access_q
 
 Subject = Literal["job", "token", "channel", "calendar", "blackout"]
 # Actors that are not a token's name: protected mode's loopback client, CRONOS_ADMIN_TOKEN,
@@ -70,7 +70,7 @@ async def record(
     detail: dict[str, Any] | None = None,
 ) -> None:
     """One entry, on `conn` (in the caller's transaction)."""
-    await conn.execute(q.AUDIT_INSERT, actor, subject, action, job_id, token_name, before, after, detail)
+    await conn.execute(access_q.AUDIT_INSERT, actor, subject, action, job_id, token_name, before, after, detail)
 
 
 class AuditStore:
@@ -84,10 +84,10 @@ class AuditStore:
         early at `bounds.page_bytes`; NotFound only for an id that never was a job (a deleted job
         keeps its history)."""
         return await job_page(
-            self._pool, AuditEntry, q.AUDIT_OF_JOB, q.AUDIT_JOB_KNOWN, job_id, before_id, limit, bounds
+            self._pool, AuditEntry, access_q.AUDIT_OF_JOB, access_q.AUDIT_JOB_KNOWN, job_id, before_id, limit, bounds
         )
 
     async def history(self, subject: Subject, before_id: int | None, limit: int) -> list[AuditEntry]:
         with translate_errors():
-            rows = await self._pool.fetch(q.AUDIT_OF_SUBJECT, subject, before_id, limit)
+            rows = await self._pool.fetch(access_q.AUDIT_OF_SUBJECT, subject, before_id, limit)
         return [to_struct(row, AuditEntry) for row in rows]

@@ -25,9 +25,11 @@ from cronos import backfill
 from cronos.backfill import BackfillTick, Mode, TickFacts
 from cronos.errors import NotFound
 from cronos.models import Job
-from cronos.store import queries as q
 from cronos.store.audit import record
 from cronos.store.db import to_struct, translate_errors
+from cronos.store.queries import jobs as jobs_q
+from cronos.store.queries import notifications as notifications_q
+from cronos.store.queries import runs as runs_q
 
 log = logging.getLogger("cronos.store.backfill")
 
@@ -54,18 +56,18 @@ async def run(
     """The pace used and the ticks chosen (queued, with their run ids, unless a dry run)."""
     with translate_errors():
         async with pool.acquire() as conn, conn.transaction():
-            row = await conn.fetchrow(q.JOB_GET_KEY_SHARE, ask.job_id)
+            row = await conn.fetchrow(jobs_q.JOB_GET_KEY_SHARE, ask.job_id)
             if row is None:
                 raise NotFound(f"job {ask.job_id} not found")
             job = to_struct(row, Job)
             guard(job.kind)
             pace = backfill.pace_of(ask.pace, job.catchup_max_per_s, default_pace, ask.limits)
             if not ask.dry_run:
-                await conn.execute(q.RERUN_LOCK, ask.job_id)
-                await conn.execute(q.BACKFILL_CALLER_LOCK, actor)
-                active = await conn.fetchrow(q.BACKFILLS_ACTIVE, ask.job_id, actor, now)
+                await conn.execute(runs_q.RERUN_LOCK, ask.job_id)
+                await conn.execute(jobs_q.BACKFILL_CALLER_LOCK, actor)
+                active = await conn.fetchrow(jobs_q.BACKFILLS_ACTIVE, ask.job_id, actor, now)
                 backfill.check_crowding(active["of_job"], active["of_caller"], ask.limits)
-            rows = await conn.fetch(q.BACKFILL_TICK_FACTS, ask.job_id, ask.start, ask.end)
+            rows = await conn.fetch(jobs_q.BACKFILL_TICK_FACTS, ask.job_id, ask.start, ask.end)
             facts = {r["scheduled_for"]: to_struct(r, TickFacts) for r in rows}
             chosen = backfill.select(ask.job_id, ask.mode, ask.planned, facts, now, pace)
             backfill.check_runs(chosen, ask.limits)
@@ -79,7 +81,9 @@ async def run(
                       "until": backfill.until(queued)}  # fmt: skip
             await record(conn, actor, "job", "backfilled", job_id=job.id, detail=detail)
             if queued:
-                await conn.execute(q.NOTIFY, msgspec.json.encode({"op": "triggered", "job_id": job.id}).decode())
+                await conn.execute(
+                    notifications_q.NOTIFY, msgspec.json.encode({"op": "triggered", "job_id": job.id}).decode()
+                )
     log.info(
         "job backfilled",
         extra={"event": "job.backfilled", "job_id": job.id, "actor": actor, "mode": ask.mode, "queued": len(queued),
@@ -93,13 +97,13 @@ async def _queue(conn: asyncpg.Connection, job: Job, chosen: list[BackfillTick])
     todo = [t for t in chosen if t.action == "queue"]
     n = len(todo)
     rows = await conn.fetch(
-        q.RUNS_QUEUE, [job.id] * n, [t.scheduled_for for t in todo], [t.attempt for t in todo], ["backfill"] * n,
+        runs_q.RUNS_QUEUE, [job.id] * n, [t.scheduled_for for t in todo], [t.attempt for t in todo], ["backfill"] * n,
         [t.due_at for t in todo], [job.revision] * n, [None] * n,
     )  # fmt: skip
     ids = {(r["scheduled_for"], r["attempt"]): r["id"] for r in rows}
     queued = [ids[(t.scheduled_for, t.attempt)] for t in todo if (t.scheduled_for, t.attempt) in ids]
     if parked := backfill.to_wait(job.concurrency_policy, queued):
-        await conn.fetch(q.RUNS_WAIT, parked)  # never pushed: no token to acknowledge, no tick lock
+        await conn.fetch(runs_q.RUNS_WAIT, parked)  # never pushed: no token to acknowledge, no tick lock
     out = []
     for tick in chosen:
         if tick.action == "queue":

@@ -17,12 +17,13 @@ import msgspec
 from cronos import breaker
 from cronos.events import JobEvent, JobEventKind
 from cronos.models import Job
-from cronos.store import queries as q
 from cronos.store import revisions
 from cronos.store.audit import record, snapshot
 from cronos.store.db import to_struct
 from cronos.store.epoch import fenced
 from cronos.store.events import insert_events
+from cronos.store.queries import jobs as jobs_q
+from cronos.store.queries import notifications as notifications_q
 
 log = logging.getLogger("cronos.store.breaker")
 
@@ -72,7 +73,7 @@ async def trip_due(
                 continue
             current = to_struct(row, Job)
             note = breaker.note(facts, threshold)
-            new = await conn.fetchrow(q.JOB_SET_STATUS, current.id, "paused", current.revision + 1, None, note)
+            new = await conn.fetchrow(jobs_q.JOB_SET_STATUS, current.id, "paused", current.revision + 1, None, note)
             job = to_struct(new, Job)
             await revisions.record(conn, job, "paused", LEADER, {"status": "paused", "pause_note": note})
             await revisions.hand_over(conn, job, schedule_changed=False)
@@ -86,6 +87,6 @@ async def trip_due(
             await insert_events(conn, [JobEvent(
                 job.id, JobEventKind.PAUSED_BY_BREAKER, at, f"paused_by_breaker:{job.id}:{job.revision}", None, detail,
             )])  # fmt: skip
-            await conn.execute(q.NOTIFY, msgspec.json.encode({"op": "paused", "job_id": job.id}).decode())
+            await conn.execute(notifications_q.NOTIFY, msgspec.json.encode({"op": "paused", "job_id": job.id}).decode())
             paused.append(job)
     return paused, (rows[-1]["id"] if len(rows) == limit else None)

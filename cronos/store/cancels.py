@@ -24,12 +24,16 @@ import msgspec
 
 from cronos import lifecycle
 from cronos.errors import BackendUnavailable, Conflict, NotFound
-from cronos.lifecycle import Cancel, RunState
+from cronos.lifecycle import Cancel
+from cronos.models import RunState
 from cronos.store import groups
-from cronos.store import queries as q
 from cronos.store.audit import record
 from cronos.store.db import connect_one, translate_errors
 from cronos.store.jobs import MAX_ID, Guard, allow
+from cronos.store.queries import groups as groups_q
+from cronos.store.queries import notifications as notifications_q
+from cronos.store.queries import runs as runs_q
+from cronos.store.queries import upkeep as upkeep_q
 from cronos.store.waiters import wake_free
 
 log = logging.getLogger("cronos.store.cancels")
@@ -73,12 +77,12 @@ async def listen(
     try:
         conn.add_termination_listener(lambda _conn: lost.set())
         with translate_errors():
-            await conn.add_listener(q.CANCELS_CHANNEL, notified)
+            await conn.add_listener(notifications_q.CANCELS_CHANNEL, notified)
             while not stop.is_set():
                 try:
                     await asyncio.wait_for(stop.wait(), timeout=ping_s)
                 except TimeoutError:
-                    await conn.fetchval(q.PING)
+                    await conn.fetchval(upkeep_q.PING)
                 if lost.is_set():
                     raise BackendUnavailable("postgresql", "the cancels' LISTEN connection was lost")
     finally:
@@ -97,14 +101,14 @@ class CancelStore:
             raise NotFound(f"run {run_id} not found")
         with translate_errors():
             async with self._pool.acquire() as conn, conn.transaction():
-                job = await conn.fetchrow(q.RUN_JOB_FOR_CANCEL, run_id)
+                job = await conn.fetchrow(runs_q.RUN_JOB_FOR_CANCEL, run_id)
                 if job is None:
                     raise NotFound(f"run {run_id} not found")
                 guard(job["kind"])
                 group = job["concurrency_group"]
                 if group is not None:  # the group before the run, as a claim takes them
-                    await conn.fetch(q.GROUPS_LOCK, [group])
-                row = await conn.fetchrow(q.RUN_LOCK_FOR_CANCEL, run_id)
+                    await conn.fetch(groups_q.GROUPS_LOCK, [group])
+                row = await conn.fetchrow(runs_q.RUN_LOCK_FOR_CANCEL, run_id)
                 if row is None:
                     raise NotFound(f"run {run_id} not found")
                 state = RunState(row["state"])
@@ -112,15 +116,17 @@ class CancelStore:
                 if decision is Cancel.ENDED:
                     raise Conflict(f"run {run_id} has ended ({state}): there is nothing to cancel")
                 job_id, tick = row["job_id"], row["scheduled_for"]
-                requested = await conn.fetchval(q.RUN_CANCEL_REQUEST, run_id, job_id, tick, actor)
+                requested = await conn.fetchval(runs_q.RUN_CANCEL_REQUEST, run_id, job_id, tick, actor)
                 first = requested is not None
                 if decision is Cancel.NOW:
-                    await conn.fetchval(q.RUN_CANCEL, run_id, tick, lifecycle.cancelled_by(actor))
+                    await conn.fetchval(runs_q.RUN_CANCEL, run_id, tick, lifecycle.cancelled_by(actor))
                     if group is not None:  # a run woken with a slot frees it: the group's next waiter gets it
                         await groups.release(conn, [run_id])
                 by = actor if first else await self._requested_by(conn, run_id)
                 if first and decision is Cancel.REQUEST:
-                    await conn.execute(q.NOTIFY_CANCEL, _encode(CancelRequest(run_id=run_id, by=actor)).decode())
+                    await conn.execute(
+                        notifications_q.NOTIFY_CANCEL, _encode(CancelRequest(run_id=run_id, by=actor)).decode()
+                    )
                 if first:  # a repeated request of a running run changes nothing: not audited again
                     detail = {"run_id": run_id, "state": state.value, "ended": decision is Cancel.NOW}
                     await record(conn, actor, "job", "run_cancelled", job_id=job_id, detail=detail)
@@ -152,5 +158,5 @@ class CancelStore:
 
     @staticmethod
     async def _requested_by(conn: asyncpg.Connection, run_id: int) -> str:
-        row = await conn.fetchrow(q.RUN_CANCEL_OF, run_id)
+        row = await conn.fetchrow(runs_q.RUN_CANCEL_OF, run_id)
         return str(row["requested_by"]) if row else ""

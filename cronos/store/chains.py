@@ -17,8 +17,8 @@ from collections.abc import Sequence
 import asyncpg
 
 from cronos.errors import Conflict, InvalidInput
-from cronos.store import queries as q
 from cronos.store.db import translate_errors
+from cronos.store.queries import jobs as jobs_q
 
 FIELD = "$.parents"
 _CHILDREN_SHOWN = 10
@@ -37,7 +37,7 @@ def duplicate(parents: Sequence[int]) -> int | None:
 async def take_turn(conn: asyncpg.Connection) -> None:
     """Wait for other writes of parents to commit; call it first in the transaction, before any
     row lock (a job's row lock, then this, in another order could deadlock)."""
-    await conn.execute(q.CHAIN_LOCK)
+    await conn.execute(jobs_q.CHAIN_LOCK)
 
 
 async def check_parents(conn: asyncpg.Connection, job_id: int | None, parents: Sequence[int]) -> None:
@@ -48,7 +48,7 @@ async def check_parents(conn: asyncpg.Connection, job_id: int | None, parents: S
         raise InvalidInput(FIELD, f"names job {twice} twice")
     if job_id is not None and job_id in parents:
         raise InvalidInput(FIELD, f"a job cannot be its own parent (cycle: {job_id} -> {job_id})")
-    rows = await conn.fetch(q.CHAIN_PARENTS_LOCK, list(parents))
+    rows = await conn.fetch(jobs_q.CHAIN_PARENTS_LOCK, list(parents))
     found = {r["id"] for r in rows}
     if missing := [p for p in parents if p not in found]:
         raise InvalidInput(FIELD, f"no job {missing[0]}")
@@ -65,7 +65,7 @@ async def check_parents(conn: asyncpg.Connection, job_id: int | None, parents: S
                 if ancestor not in below:
                     below[ancestor] = row["id"]
                     frontier.append(ancestor)
-        rows = await conn.fetch(q.CHAIN_PARENTS_OF, frontier) if frontier else []
+        rows = await conn.fetch(jobs_q.CHAIN_PARENTS_OF, frontier) if frontier else []
 
 
 async def _cycle_text(conn: asyncpg.Connection, job_id: int, top: int, below: dict[int, int]) -> str:
@@ -73,7 +73,7 @@ async def _cycle_text(conn: asyncpg.Connection, job_id: int, top: int, below: di
     path = [job_id, top]
     while path[-1] != job_id:
         path.append(below[path[-1]])
-    names = {r["id"]: r["name"] for r in await conn.fetch(q.CHAIN_NAMES, path)}
+    names = {r["id"]: r["name"] for r in await conn.fetch(jobs_q.CHAIN_NAMES, path)}
     shown = " -> ".join(f"{i} ({names[i]})" if i in names else str(i) for i in path)
     return f"would make a cycle: {shown} (each job runs after the one before it)"
 
@@ -81,7 +81,7 @@ async def _cycle_text(conn: asyncpg.Connection, job_id: int, top: int, below: di
 async def refuse_delete_of_parent(conn: asyncpg.Connection, job_id: int) -> None:
     """Conflict when jobs name `job_id` as a parent. Call it holding the job's row lock: a write
     naming it as a parent share-locks its row, so none can commit after this check."""
-    children = await conn.fetch(q.CHAIN_CHILDREN, job_id, _CHILDREN_SHOWN)
+    children = await conn.fetch(jobs_q.CHAIN_CHILDREN, job_id, _CHILDREN_SHOWN)
     if children:
         named = ", ".join(f"{r['id']} ({r['name']})" for r in children)
         raise Conflict(f"job {job_id} is a parent of job(s) {named}: remove it from their `parents` first")
@@ -91,5 +91,5 @@ async def shell_descendant(db: asyncpg.Pool | asyncpg.Connection, job_id: int) -
     """The first shell job (id, name) among `job_id`'s chain descendants at any depth, or None:
     a run of `job_id` that succeeds sets them off."""
     with translate_errors():
-        row = await db.fetchrow(q.CHAIN_SHELL_DESCENDANT, job_id)
+        row = await db.fetchrow(jobs_q.CHAIN_SHELL_DESCENDANT, job_id)
     return None if row is None else (row["id"], row["name"])

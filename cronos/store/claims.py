@@ -21,7 +21,6 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from enum import StrEnum
 from typing import Any, NamedTuple
 
 import asyncpg
@@ -30,12 +29,12 @@ import msgspec
 from cronos import lifecycle
 from cronos.errors import Contention
 from cronos.inputs import INPUT_TRIGGERS, merged_payload
-from cronos.lifecycle import OVERLAP_REASONS, Ahead, Candidate, Overlap, RunState
-from cronos.models import FAIL_REPLACED, SKIP_EXPIRED, ConcurrencyPolicy, JobKind
+from cronos.lifecycle import REFUSALS, SKIP_REASONS, Ahead, Candidate, Overlap, Refused
+from cronos.models import FAIL_REPLACED, ConcurrencyPolicy, JobKind, RunState
 from cronos.store import groups, waiters
-from cronos.store import queries as q
 from cronos.store.db import to_struct
 from cronos.store.inputs import RunRef, overrides_of
+from cronos.store.queries import runs as runs_q
 
 Window = tuple[datetime | None, datetime | None]
 
@@ -79,26 +78,8 @@ class ClaimRequest(NamedTuple):
     expires_ms: int | None = None
 
 
-class Refused(StrEnum):
-    """Why a run was not claimed: expected outcomes, answered as values."""
-
-    NOT_QUEUED = "not_queued"  # already claimed, waiting, finished or gone (a repeated token)
-    OVERLAP = "skipped"  # ended skipped SKIP_OVERLAP: the job's previous run is still running
-    BUFFER_FULL = "buffer_full"  # ended skipped SKIP_BUFFER_FULL (buffer_one: another run waits)
-    WAIT = "wait"  # now waiting: its predecessor's end wakes it (a token of its own then)
-    WAIT_GROUP = "wait_group"  # now waiting for a slot of its job's concurrency group: a freed slot wakes it
-    EXPIRED = "expired"  # ended skipped SKIP_EXPIRED: claimed past its misfire grace (a token held through an outage)
-
-
 Claim = ClaimedRun | Refused
 _ENDED_OR_WAITING = frozenset({Refused.OVERLAP, Refused.BUFFER_FULL, Refused.EXPIRED, Refused.WAIT})
-REFUSALS = {Overlap.SKIP: Refused.OVERLAP, Overlap.BUFFER_FULL: Refused.BUFFER_FULL, Overlap.WAIT: Refused.WAIT}
-# The skip reason a run refused by its job's concurrency policy is recorded with.
-SKIP_REASONS: dict[Refused, str] = {
-    Refused.OVERLAP: OVERLAP_REASONS[Overlap.SKIP],
-    Refused.BUFFER_FULL: OVERLAP_REASONS[Overlap.BUFFER_FULL],
-    Refused.EXPIRED: SKIP_EXPIRED,
-}
 
 
 @dataclass
@@ -160,7 +141,7 @@ async def claim(
     Raises Contention when a concurrent claim made the decision stale (try again, without the
     runs already claimed)."""
     try:  # the common case, in one statement (lifecycle.claims_at_once)
-        rows = await pool.fetch(q.CLAIM_FREE, ids, node_id, lease_s, *within, RunState.RUNNING)
+        rows = await pool.fetch(runs_q.CLAIM_FREE, ids, node_id, lease_s, *within, RunState.RUNNING)
     except asyncpg.UniqueViolationError as exc:  # another run of one of these jobs was claimed meanwhile
         raise Contention("postgresql", f"claimed concurrently: {exc}") from exc
     claimed.update((r["id"], to_struct(r, ClaimedRun)) for r in rows)
@@ -176,7 +157,7 @@ async def _claim_deciding(
     claimed: dict[int, ClaimedRun],
 ) -> tuple[dict[int, Refused], int]:  # fmt: skip
     """The runs that statement left: their facts, each decided by the lifecycle, then applied."""
-    rows = await pool.fetch(q.CLAIM_FACTS, ids, *within)
+    rows = await pool.fetch(runs_q.CLAIM_FACTS, ids, *within)
     plan = plan_claims(rows, ids)
     sent = 1
     by_id = {r["id"]: r for r in rows}
@@ -191,7 +172,7 @@ async def _claim_deciding(
                 claimed.update(await _replace_and_claim(pool, plan, job_id, run_id, node_id, lease_s, within))
                 sent += 2
             else:  # its slot is taken under the groups' lock, which comes before any run's: apart
-                await pool.fetch(q.REPLACE_RUNNING, job_id, run_id, FAIL_REPLACED)
+                await pool.fetch(runs_q.REPLACE_RUNNING, job_id, run_id, FAIL_REPLACED)
                 sent += 1
         if asking:  # runs of grouped jobs: a slot each, or they wait for their group
             sent += await _claim_grouped(pool, plan, asking, node_id, lease_s, within, claimed)
@@ -201,14 +182,14 @@ async def _claim_deciding(
     sent += bool(plan.claim)
     waiting = [i for i, r in plan.refused.items() if r is Refused.WAIT]
     if waiting:
-        jobs = sorted({r["job_id"] for r in await pool.fetch(q.RUNS_WAIT, waiting)})
+        jobs = sorted({r["job_id"] for r in await pool.fetch(runs_q.RUNS_WAIT, waiting)})
         # The run they wait for may have ended before they were recorded waiting, its finish
         # finding no one to wake: look again, after any finish of those jobs has committed.
         sent += 2 + len(await waiters.wake_free(pool, jobs))
     for refusal, reason in SKIP_REASONS.items():
         skipped = [i for i, r in plan.refused.items() if r is refusal]
         if skipped:
-            await pool.fetch(q.RUNS_SKIP, skipped, reason)
+            await pool.fetch(runs_q.RUNS_SKIP, skipped, reason)
             sent += 1
     # Runs woken with a slot that do not start after all (skipped, expired, behind their job's
     # running run): the slot goes to the group's next waiting run.
@@ -228,7 +209,7 @@ async def _replace_and_claim(
     or running."""
     mine = ClaimPlan(claim={run_id: plan.claim.pop(run_id)})
     async with pool.acquire() as conn, conn.transaction():
-        await conn.fetch(q.REPLACE_RUNNING, job_id, run_id, FAIL_REPLACED)
+        await conn.fetch(runs_q.REPLACE_RUNNING, job_id, run_id, FAIL_REPLACED)
         return await _claim_runs(conn, mine, node_id, lease_s, within)
 
 
@@ -258,7 +239,7 @@ async def _claim_runs(
     if not plan.claim:
         return {}
     ids = sorted(plan.claim)
-    rows = await conn.fetch(q.CLAIM_RUNS, ids, [plan.claim[i] for i in ids], node_id, lease_s, *within)
+    rows = await conn.fetch(runs_q.CLAIM_RUNS, ids, [plan.claim[i] for i in ids], node_id, lease_s, *within)
     return {r["id"]: to_struct(r, ClaimedRun) for r in rows}
 
 
@@ -284,7 +265,7 @@ async def reserve(
     """Reserve, ahead of their due time, the runs of `ids` that lifecycle.claims_at_once claims
     (CLAIM_FREE, to `reserved`); the others are left queued, to be claimed at their instant."""
     try:
-        rows = await pool.fetch(q.CLAIM_FREE, ids, node_id, lease_s, *within, RunState.RESERVED)
+        rows = await pool.fetch(runs_q.CLAIM_FREE, ids, node_id, lease_s, *within, RunState.RESERVED)
     except asyncpg.UniqueViolationError:  # a run of one of these jobs was claimed meanwhile: claim them when due
         return {}
     return {r["id"]: to_struct(r, ClaimedRun) for r in rows}
@@ -293,11 +274,11 @@ async def reserve(
 async def start(pool: asyncpg.Pool, runs: Sequence[tuple[int, datetime]], node_id: str, within: Window) -> set[int]:
     """Record reserved runs of `node_id` started, each at its instant (RUNS_START); those written."""
     ordered = sorted(runs)
-    rows = await pool.fetch(q.RUNS_START, [i for i, _ in ordered], node_id, [t for _, t in ordered], *within)
+    rows = await pool.fetch(runs_q.RUNS_START, [i for i, _ in ordered], node_id, [t for _, t in ordered], *within)
     return {r["id"] for r in rows}
 
 
 async def unreserve(pool: asyncpg.Pool, ids: Sequence[int], node_id: str) -> set[int]:
     """Give back runs `node_id` reserved and will not start (RUNS_UNRESERVE): queued again."""
-    rows = await pool.fetch(q.RUNS_UNRESERVE, sorted(ids), node_id)
+    rows = await pool.fetch(runs_q.RUNS_UNRESERVE, sorted(ids), node_id)
     return {r["id"] for r in rows}

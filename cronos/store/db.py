@@ -18,7 +18,7 @@ import msgspec
 
 from cronos.clock import SKEW_WARN_S, DbClock
 from cronos.errors import BackendUnavailable, Contention, NotFound
-from cronos.store import queries as q
+from cronos.store.queries import upkeep as upkeep_q
 from cronos.store.timestamps import decode_instant, encode_instant
 
 log = logging.getLogger("cronos.store")
@@ -80,7 +80,7 @@ async def ping(pool: asyncpg.Pool | asyncpg.Connection, timeout_s: float | None 
     try:
         with translate_errors():
             async with asyncio.timeout(timeout_s):
-                return float(await pool.fetchval(q.PING))
+                return float(await pool.fetchval(upkeep_q.PING))
     except asyncpg.PostgresError as exc:
         raise BackendUnavailable("postgresql", f"{type(exc).__name__}: {exc}") from exc
 

@@ -16,8 +16,8 @@ import asyncpg
 import msgspec
 
 from cronos.errors import NotLeader
-from cronos.store import queries as q
 from cronos.store.db import translate_errors
+from cronos.store.queries import upkeep as upkeep_q
 
 log = logging.getLogger("cronos.store.epoch")
 
@@ -35,7 +35,7 @@ async def fenced(pool: asyncpg.Pool, epoch: int) -> AsyncIterator[Any]:
     write a leader makes goes through here."""
     with translate_errors():
         async with pool.acquire() as conn, conn.transaction():
-            current = await conn.fetchval(q.EPOCH_GUARD)
+            current = await conn.fetchval(upkeep_q.EPOCH_GUARD)
             if current != epoch:
                 raise NotLeader(f"epoch {epoch} is not current (now {current})")
             yield conn
@@ -49,9 +49,9 @@ class EpochStore:
         """Bump the epoch for a new leader and log it, in one transaction."""
         with translate_errors():
             async with self._pool.acquire() as conn, conn.transaction():
-                row = await conn.fetchrow(q.EPOCH_TAKE, holder)
+                row = await conn.fetchrow(upkeep_q.EPOCH_TAKE, holder)
                 assert row is not None  # the row is created by the first migration
-                await conn.execute(q.EPOCH_LOG, row["epoch"], holder, row["elected_at"])
+                await conn.execute(upkeep_q.EPOCH_LOG, row["epoch"], holder, row["elected_at"])
         info = EpochInfo(epoch=row["epoch"], holder=holder, elected_at=row["elected_at"])
         log.info(
             "leader epoch taken",
@@ -61,6 +61,6 @@ class EpochStore:
 
     async def current(self) -> EpochInfo:
         with translate_errors():
-            row = await self._pool.fetchrow(q.EPOCH_CURRENT)
+            row = await self._pool.fetchrow(upkeep_q.EPOCH_CURRENT)
         assert row is not None
         return EpochInfo(epoch=row["epoch"], holder=row["holder"], elected_at=row["elected_at"])

@@ -21,11 +21,13 @@ from typing import Any, Literal
 import msgspec
 
 from cronos import lifecycle
-from cronos.lifecycle import Ahead, Ended, NewRun, RunState
+from cronos.lifecycle import Ahead, Ended, NewRun
+from cronos.models import RunState
 from cronos.run_usage import Usage
 from cronos.store import groups
-from cronos.store import queries as q
 from cronos.store.db import columns
+from cronos.store.queries import runs as runs_q
+from cronos.store.queries import usage as usage_q
 from cronos.store.waiters import WAITERS_PER_JOB, notify, wake_behind
 
 CHAIN_TICK_TRIES = 5
@@ -63,7 +65,7 @@ async def finish(
     if not outcomes:
         return FinishResult(written=set())
     outcomes = sorted(outcomes, key=lambda o: o.run_id)
-    rows = await conn.fetch(q.FINISH_RUNS, *columns(outcomes, _OUTCOME), *within)
+    rows = await conn.fetch(runs_q.FINISH_RUNS, *columns(outcomes, _OUTCOME), *within)
     if not rows:
         return FinishResult(written=set())
     await _write_usage(conn, outcomes, rows)
@@ -71,7 +73,7 @@ async def finish(
     ended = [_ended(r, delays.get(r["id"])) for r in rows]
     exclusive = {r["job_id"]: r for r in rows if r["exclusive"]}
     completed = sorted({e.job_id for e in ended if e.state is RunState.COMPLETED})
-    facts = await conn.fetch(q.FOLLOW_UP_FACTS, completed, sorted(exclusive), WAITERS_PER_JOB)
+    facts = await conn.fetch(runs_q.FOLLOW_UP_FACTS, completed, sorted(exclusive), WAITERS_PER_JOB)
     children: dict[int, list[tuple[int, int]]] = defaultdict(list)
     waiters: dict[int, list[Any]] = defaultdict(list)
     for f in facts:
@@ -82,7 +84,7 @@ async def finish(
     retries = [r for r in map(lifecycle.retry_of, ended) if r is not None]
     result = FinishResult(written={e.id for e in ended}, retried=len(retries))
     if retries:
-        await conn.fetch(q.RUNS_QUEUE, *_columns(retries))
+        await conn.fetch(runs_q.RUNS_QUEUE, *_columns(retries))
     chains = lifecycle.chain_runs(ended, children)
     result.chained = await _queue_chains(conn, chains)
     ahead = {
@@ -107,7 +109,7 @@ async def _write_usage(conn: Any, outcomes: Sequence[Outcome], rows: Sequence[An
     if not measured:
         return
     await conn.execute(
-        q.USAGE_WRITE,
+        usage_q.USAGE_WRITE,
         [o.run_id for o, _ in measured],
         [ticks[o.run_id] for o, _ in measured],
         *(list(column) for column in zip(*(_usage_row(u) for _, u in measured), strict=True)),
@@ -135,7 +137,7 @@ async def _queue_chains(conn: Any, runs: list[NewRun]) -> int:
     for _ in range(CHAIN_TICK_TRIES):
         if not runs:
             break
-        written = {(r["job_id"], r["parent_run_id"]) for r in await conn.fetch(q.RUNS_QUEUE, *_columns(runs))}
+        written = {(r["job_id"], r["parent_run_id"]) for r in await conn.fetch(runs_q.RUNS_QUEUE, *_columns(runs))}
         queued += len(written)
         step = timedelta(milliseconds=len(runs))
         runs = [

@@ -6,8 +6,8 @@ import asyncpg
 
 from cronos.fleet_starts import Group
 from cronos.hashed import has_hash
-from cronos.store import queries as q
 from cronos.store.db import translate_errors
+from cronos.store.queries import views as views_q
 
 
 class FleetStore:
@@ -18,9 +18,9 @@ class FleetStore:
         """Active cron jobs by (expression, zone, jitter), the largest groups first; a group whose
         expression has an `H` with its jobs' names (and ids), which pick its values."""
         with translate_errors():
-            rows = await self._pool.fetch(q.FLEET_GROUPS)
+            rows = await self._pool.fetch(views_q.FLEET_GROUPS)
             hashed = [r["cron_expression"] for r in rows if has_hash(r["cron_expression"])]
-            named = await self._pool.fetch(q.FLEET_HASHED_JOBS, hashed) if hashed else []
+            named = await self._pool.fetch(views_q.FLEET_HASHED_JOBS, hashed) if hashed else []
         jobs = {(r["cron_expression"], r["timezone"], r["jitter_s"]): r for r in named}
         out = []
         for r in rows:

@@ -14,8 +14,8 @@ import msgspec
 
 from cronos.errors import Conflict, NotFound
 from cronos.store import groups
-from cronos.store import queries as q
 from cronos.store.db import to_struct, translate_errors
+from cronos.store.queries import groups as groups_q
 
 log = logging.getLogger("cronos.store.groups")
 
@@ -74,18 +74,18 @@ class GroupStore:
 
     async def list_groups(self) -> list[Group]:
         with translate_errors():
-            rows = await self._pool.fetch(q.GROUPS_LIST, None)
+            rows = await self._pool.fetch(groups_q.GROUPS_LIST, None)
         return [Group(**_fields(r)) for r in rows]
 
     async def get(self, name: str) -> GroupView:
         with translate_errors():
             async with self._pool.acquire() as conn:
-                row = await conn.fetchrow(q.GROUPS_LIST, name)
+                row = await conn.fetchrow(groups_q.GROUPS_LIST, name)
                 if row is None:
                     raise NotFound(f"concurrency group {name!r} not found")
-                holders = [to_struct(r, Holder) for r in await conn.fetch(q.GROUP_HOLDERS, name)]
-                waiters = [to_struct(r, Waiter) for r in await conn.fetch(q.GROUP_WAITERS, name, SHOWN)]
-                members = [to_struct(r, JobRef) for r in await conn.fetch(q.GROUP_JOBS, name, SHOWN)]
+                holders = [to_struct(r, Holder) for r in await conn.fetch(groups_q.GROUP_HOLDERS, name)]
+                waiters = [to_struct(r, Waiter) for r in await conn.fetch(groups_q.GROUP_WAITERS, name, SHOWN)]
+                members = [to_struct(r, JobRef) for r in await conn.fetch(groups_q.GROUP_JOBS, name, SHOWN)]
         return GroupView(**_fields(row), holders=holders, waiters=waiters, members=members)
 
     async def put(self, name: str, limit: int, *, actor: str) -> tuple[Group, bool]:
@@ -93,10 +93,10 @@ class GroupStore:
         Returns the group and whether it was created."""
         with translate_errors():
             async with self._pool.acquire() as conn, conn.transaction():
-                row = await conn.fetchrow(q.GROUP_PUT, name, limit)
-                await conn.fetch(q.GROUPS_LOCK, [name])
+                row = await conn.fetchrow(groups_q.GROUP_PUT, name, limit)
+                await conn.fetch(groups_q.GROUPS_LOCK, [name])
                 woken = await groups.hand_out(conn, {name: limit})
-                after = await conn.fetchrow(q.GROUPS_LIST, name)
+                after = await conn.fetchrow(groups_q.GROUPS_LIST, name)
         log.info(
             "concurrency group set",
             extra={"event": "group.set", "group": name, "limit": limit, "new_group": row["created"],
@@ -107,7 +107,7 @@ class GroupStore:
     async def delete(self, name: str, *, actor: str) -> None:
         with translate_errors():
             try:
-                deleted = await self._pool.fetchval(q.GROUP_DELETE, name)
+                deleted = await self._pool.fetchval(groups_q.GROUP_DELETE, name)
             except asyncpg.ForeignKeyViolationError as exc:
                 raise Conflict(f"concurrency group {name!r} is named by jobs: take it out of them first") from exc
         if deleted is None:

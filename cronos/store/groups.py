@@ -19,7 +19,8 @@ from typing import Any
 
 from cronos import lifecycle
 from cronos.lifecycle import Contender
-from cronos.store import queries as q
+from cronos.store.queries import groups as groups_q
+from cronos.store.queries import runs as runs_q
 from cronos.store.waiters import notify
 
 WAITERS_READ = 64  # waiting runs of a group read per decision: a group frees at most its limit at once
@@ -56,7 +57,7 @@ class Facts:
 
 async def _facts(conn: Any, groups: Sequence[str], holders_of: Sequence[int]) -> Facts:
     facts = Facts()
-    for row in await conn.fetch(q.GROUP_FACTS, list(groups), WAITERS_READ, list(holders_of)):
+    for row in await conn.fetch(groups_q.GROUP_FACTS, list(groups), WAITERS_READ, list(holders_of)):
         group = row["group_name"]
         if row["kind"] == "held":
             facts.held[group] = row["held"]
@@ -71,7 +72,7 @@ async def _facts(conn: Any, groups: Sequence[str], holders_of: Sequence[int]) ->
 async def _take_slots(conn: Any, slots: Mapping[int, Slot]) -> None:
     ids = sorted(slots)
     groups, jobs, ticks = (list(column) for column in zip(*(slots[i] for i in ids), strict=True))
-    await conn.execute(q.SLOTS_TAKE, ids, groups, jobs, ticks)
+    await conn.execute(groups_q.SLOTS_TAKE, ids, groups, jobs, ticks)
 
 
 async def _wake(conn: Any, woken: Mapping[int, Slot]) -> list[int]:
@@ -79,7 +80,7 @@ async def _wake(conn: Any, woken: Mapping[int, Slot]) -> list[int]:
     if not woken:
         return []
     await _take_slots(conn, woken)
-    jobs = sorted({r["job_id"] for r in await conn.fetch(q.RUNS_WAKE, sorted(woken))})
+    jobs = sorted({r["job_id"] for r in await conn.fetch(runs_q.RUNS_WAKE, sorted(woken))})
     await notify(conn, [("woken", job) for job in jobs])
     return jobs
 
@@ -90,7 +91,7 @@ async def take(conn: Any, asking: Sequence[Asking]) -> Taken:
     slot is free for them first (tick order). The caller claims `claim` in the same transaction."""
     taken = Taken(sent=2)
     groups = sorted({a.group for a in asking})
-    limits = {r["name"]: r["run_limit"] for r in await conn.fetch(q.GROUPS_LOCK, groups)}
+    limits = {r["name"]: r["run_limit"] for r in await conn.fetch(groups_q.GROUPS_LOCK, groups)}
     facts = await _facts(conn, groups, [a.run_id for a in asking])
     contenders: dict[str, list[Contender]] = defaultdict(list)
     slots: dict[int, Slot] = {}
@@ -112,7 +113,7 @@ async def take(conn: Any, asking: Sequence[Asking]) -> Taken:
         taken.sent += 1
     if taken.wait:
         ids = sorted(taken.wait)
-        await conn.fetch(q.RUNS_WAIT_GROUP, ids, [taken.wait[i] for i in ids])
+        await conn.fetch(runs_q.RUNS_WAIT_GROUP, ids, [taken.wait[i] for i in ids])
         taken.sent += 1
     if woken:
         taken.woken_jobs = await _wake(conn, woken)
@@ -126,10 +127,10 @@ async def release(conn: Any, run_ids: Sequence[int]) -> list[int]:
     waking them. Returns the jobs woken."""
     if not run_ids:
         return []
-    limits = {r["name"]: r["run_limit"] for r in await conn.fetch(q.GROUPS_LOCK_OF_RUNS, list(run_ids))}
+    limits = {r["name"]: r["run_limit"] for r in await conn.fetch(groups_q.GROUPS_LOCK_OF_RUNS, list(run_ids))}
     if not limits:
         return []
-    await conn.fetch(q.SLOTS_RELEASE, list(run_ids))
+    await conn.fetch(groups_q.SLOTS_RELEASE, list(run_ids))
     return await hand_out(conn, limits)
 
 
@@ -147,9 +148,9 @@ async def sweep(conn: Any) -> int:
     """The leader's safety net, in its fenced transaction: delete the slots of runs that ended
     without freeing them (replaced, expired, cancelled, their job deleted), and give the free
     slots of every group that has waiting runs to them. Returns the jobs woken."""
-    await conn.fetch(q.SLOTS_ORPHANED)
-    groups = [r["waiting_for"] for r in await conn.fetch(q.GROUPS_WAITED_FOR)]
+    await conn.fetch(groups_q.SLOTS_ORPHANED)
+    groups = [r["waiting_for"] for r in await conn.fetch(groups_q.GROUPS_WAITED_FOR)]
     if not groups:
         return 0
-    limits = {r["name"]: r["run_limit"] for r in await conn.fetch(q.GROUPS_LOCK, sorted(groups))}
+    limits = {r["name"]: r["run_limit"] for r in await conn.fetch(groups_q.GROUPS_LOCK, sorted(groups))}
     return len(await hand_out(conn, limits))

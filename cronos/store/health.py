@@ -20,10 +20,10 @@ from cronos import selectors
 from cronos.events import RUN_KINDS, JobEvent
 from cronos.health import Ended, Health, Success
 from cronos.models import Expectations
-from cronos.store import queries as q
 from cronos.store.db import translate_errors
 from cronos.store.epoch import fenced
 from cronos.store.events import insert_events
+from cronos.store.queries import health as health_q
 
 ENDED_BATCH = 5000
 ENDED_PER_PASS = 50_000
@@ -90,14 +90,14 @@ class HealthStore:
         """A read of jobs' newest runs, planned as a merge of the partitions' indexes (HEALTH_PLAN)."""
         with translate_errors():
             async with self._pool.acquire() as conn, conn.transaction():
-                await conn.execute(q.HEALTH_PLAN)
+                await conn.execute(health_q.HEALTH_PLAN)
                 rows: list[Any] = await conn.fetch(sql, *args)
         return rows
 
     async def scan_from(self) -> tuple[datetime, datetime]:
         """How far the last scan went, and PostgreSQL's clock now."""
         with translate_errors():
-            row = await self._pool.fetchrow(q.HEALTH_SCAN_FROM)
+            row = await self._pool.fetchrow(health_q.HEALTH_SCAN_FROM)
         assert row is not None  # made by migration 0028
         return row["scanned_to"], row["now"]
 
@@ -111,7 +111,7 @@ class HealthStore:
         last_at, last_id = after
         with translate_errors():
             while len(out) < ENDED_PER_PASS:
-                rows = await self._pool.fetch(q.HEALTH_ENDED, last_at, last_id, until, ENDED_BATCH)
+                rows = await self._pool.fetch(health_q.HEALTH_ENDED, last_at, last_id, until, ENDED_BATCH)
                 out.extend(Ended(**dict(r)) for r in rows)
                 if len(rows) < ENDED_BATCH:
                     return out, None
@@ -121,21 +121,21 @@ class HealthStore:
     async def rows(self, job_ids: Iterable[int]) -> dict[int, Health]:
         """The health rows of these jobs, and every row whose verdict is not ok."""
         with translate_errors():
-            rows = await self._pool.fetch(q.HEALTH_ROWS, sorted(set(job_ids)))
+            rows = await self._pool.fetch(health_q.HEALTH_ROWS, sorted(set(job_ids)))
         return {r["job_id"]: _health(r) for r in rows}
 
     async def newest_success(self, job_ids: Iterable[int]) -> dict[int, Success]:
         ids = sorted(set(job_ids))
         if not ids:
             return {}
-        rows = await self._newest(q.HEALTH_NEWEST_SUCCESS, ids, RECENT_RUNS)
+        rows = await self._newest(health_q.HEALTH_NEWEST_SUCCESS, ids, RECENT_RUNS)
         return {r["job_id"]: Success(r["run_id"], r["finished_at"]) for r in rows}
 
     async def expecting(self, announcing: Iterable[int] = ()) -> list[Expecting]:
         """The jobs with expectations, and the jobs `announcing` (whose runs are announced)."""
         announced = set(announcing)
         with translate_errors():
-            rows = await self._pool.fetch(q.HEALTH_EXPECTING, sorted(announced))
+            rows = await self._pool.fetch(health_q.HEALTH_EXPECTING, sorted(announced))
         out = []
         for r in rows:
             exp = expectations_of(r["expectations"])
@@ -148,13 +148,13 @@ class HealthStore:
         asked: only these jobs' runs are read for them. Nothing but one small read without such a channel."""
         kinds: dict[int, set[str]] = {}
         with translate_errors():
-            for channel in await self._pool.fetch(q.HEALTH_ANNOUNCING_CHANNELS):
+            for channel in await self._pool.fetch(health_q.HEALTH_ANNOUNCING_CHANNELS):
                 asked = RUN_KINDS.intersection(channel["events"])
                 selector = channel["selector"]
                 every = channel["job_ids"] is None and channel["queues"] is None and selector is None
                 path = None if selector is None else selectors.jsonpath(selectors.parse(selector))
                 rows = await self._pool.fetch(
-                    q.HEALTH_ANNOUNCING_JOBS, every, channel["job_ids"] or [], channel["queues"] or [], path
+                    health_q.HEALTH_ANNOUNCING_JOBS, every, channel["job_ids"] or [], channel["queues"] or [], path
                 )
                 for row in rows:
                     kinds.setdefault(row["id"], set()).update(asked)
@@ -164,7 +164,9 @@ class HealthStore:
         """Runs of each (job, run id) after that run id, by job then id (RUNS_PER_JOB a job)."""
         if not after:
             return []
-        return await self._newest(q.HEALTH_RUNS_AFTER, [a[0] for a in after], [a[1] for a in after], RUNS_PER_JOB)
+        return await self._newest(
+            health_q.HEALTH_RUNS_AFTER, [a[0] for a in after], [a[1] for a in after], RUNS_PER_JOB
+        )
 
     async def expectations_at(self, pairs: Iterable[tuple[int, int]]) -> dict[tuple[int, int], Expectations]:
         """The expectations in force at each (job, revision); absent: none then."""
@@ -172,13 +174,13 @@ class HealthStore:
         if not keys:
             return {}
         with translate_errors():
-            rows = await self._pool.fetch(q.HEALTH_EXPECTATIONS_AT, [k[0] for k in keys], [k[1] for k in keys])
+            rows = await self._pool.fetch(health_q.HEALTH_EXPECTATIONS_AT, [k[0] for k in keys], [k[1] for k in keys])
         found = {(r["job_id"], r["number"]): expectations_of(r["expectations"]) for r in rows}
         return {k: v for k, v in found.items() if v is not None}
 
     async def running(self) -> list[Running]:
         with translate_errors():
-            rows = await self._pool.fetch(q.HEALTH_RUNNING)
+            rows = await self._pool.fetch(health_q.HEALTH_RUNNING)
         return [Running(**{**dict(r), "expectations": expectations_of(r["expectations"])}) for r in rows]
 
     async def write(self, epoch: int, events: Sequence[JobEvent], rows: Sequence[Health], scanned_to: datetime) -> int:
@@ -197,13 +199,13 @@ class HealthStore:
             new = await insert_events(conn, events)
             if rows:
                 await conn.execute(
-                    q.HEALTH_UPSERT,
+                    health_q.HEALTH_UPSERT,
                     [h.job_id for h in rows], [h.verdict for h in rows], [h.reason for h in rows],
                     [h.consecutive_failures for h in rows], [h.last_success_at for h in rows],
                     [h.last_failure_at for h in rows], [h.last_failure_run_id for h in rows],
                     [h.missed_at for h in rows], [h.judged_run_id for h in rows],
                 )  # fmt: skip
-            await conn.execute(q.HEALTH_SCAN_MOVE, scanned_to)
+            await conn.execute(health_q.HEALTH_SCAN_MOVE, scanned_to)
         return new
 
     async def missed(self, epoch: int, events: Sequence[JobEvent]) -> int:
@@ -214,13 +216,13 @@ class HealthStore:
         async with fenced(self._pool, epoch) as conn:
             new = await insert_events(conn, events)
             if newest:
-                await conn.execute(q.HEALTH_MISSED, list(newest), list(newest.values()))
+                await conn.execute(health_q.HEALTH_MISSED, list(newest), list(newest.values()))
         return new
 
     async def of_jobs(self, job_ids: Sequence[int]) -> list[JobHealthView]:
         """The API's views of these jobs' health, by id (a job that does not exist is left out)."""
         views = []
-        for row in await self._newest(q.HEALTH_OF_JOBS, list(job_ids), RECENT_RUNS):
+        for row in await self._newest(health_q.HEALTH_OF_JOBS, list(job_ids), RECENT_RUNS):
             health = None
             if row["verdict"] is not None:
                 health = Health(
@@ -232,4 +234,4 @@ class HealthStore:
         return views
 
     async def metrics(self, patterns: Sequence[str], cap: int) -> list[Any]:
-        return await self._newest(q.HEALTH_METRICS, list(patterns), cap, RECENT_RUNS)
+        return await self._newest(health_q.HEALTH_METRICS, list(patterns), cap, RECENT_RUNS)

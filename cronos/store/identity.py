@@ -21,8 +21,8 @@ from cronos.identity import mismatch
 from cronos.keys import Keys
 from cronos.redact import redact_url
 from cronos.settings import Settings
-from cronos.store import queries as q
 from cronos.store.db import connect_one, translate_errors
+from cronos.store.queries import upkeep as upkeep_q
 
 log = logging.getLogger("cronos.identity")
 
@@ -32,7 +32,7 @@ TIMEOUT_S = 5.0  # each backend's connect and reply at start
 async def database_id(conn: asyncpg.Pool | asyncpg.Connection) -> str:
     """The database's cluster id; BackendUnavailable (run `cronos migrate`) before migration 0024."""
     with translate_errors():
-        found = await conn.fetchval(q.CLUSTER_IDENTITY)
+        found = await conn.fetchval(upkeep_q.CLUSTER_IDENTITY)
     if found is None:  # the row was deleted by hand: nothing to compare with
         raise ConfigError("table cluster_identity is empty: restore its row (the id Redis holds)")
     return str(found)

@@ -21,9 +21,11 @@ from cronos import inputs
 from cronos.errors import Conflict, NotFound
 from cronos.models import Job, Run
 from cronos.redact import redact_payload
-from cronos.store import queries as q
 from cronos.store.audit import record
 from cronos.store.db import to_struct, translate_errors
+from cronos.store.queries import jobs as jobs_q
+from cronos.store.queries import notifications as notifications_q
+from cronos.store.queries import runs as runs_q
 
 log = logging.getLogger("cronos.store.inputs")
 
@@ -46,30 +48,32 @@ async def trigger(
     """Queue one manual run with inputs (leader pushes it); the run and its overrides as shown."""
     with translate_errors():
         async with pool.acquire() as conn, conn.transaction():
-            row = await conn.fetchrow(q.JOB_GET_KEY_SHARE, job_id)
+            row = await conn.fetchrow(jobs_q.JOB_GET_KEY_SHARE, job_id)
             if row is None:
                 raise NotFound(f"job {job_id} not found")
             job = to_struct(row, Job)
             guard(job.kind)  # 403 before the 422s
             overrides = check(job)
             if rerun is None:
-                row = await conn.fetchrow(q.RUN_INSERT_MANUAL, job_id)
+                row = await conn.fetchrow(runs_q.RUN_INSERT_MANUAL, job_id)
             else:
-                await conn.execute(q.RERUN_LOCK, job_id)
-                facts = await conn.fetchrow(q.TICK_RERUN_FACTS, job_id, rerun.tick)
+                await conn.execute(runs_q.RERUN_LOCK, job_id)
+                facts = await conn.fetchrow(runs_q.TICK_RERUN_FACTS, job_id, rerun.tick)
                 attempt = inputs.rerun_attempt(job_id, rerun.tick, facts["last"], facts["unfinished"], rerun.refusal)
-                row = await conn.fetchrow(q.RUN_INSERT_RERUN, job_id, rerun.tick, attempt)
+                row = await conn.fetchrow(runs_q.RUN_INSERT_RERUN, job_id, rerun.tick, attempt)
             if row is None:  # the tick identity was taken meanwhile (the leader wrote that tick)
                 raise Conflict(f"job {job_id}: could not queue the run (its tick was taken meanwhile), try again")
             run = to_struct(row, Run)
             await conn.execute(
-                q.RUN_INPUTS_INSERT, job_id, run.scheduled_for, run.attempt, run.id, job.kind, overrides, actor
+                runs_q.RUN_INPUTS_INSERT, job_id, run.scheduled_for, run.attempt, run.id, job.kind, overrides, actor
             )
             shown = None if overrides is None else redact_payload(job.kind, overrides)
             detail = {"run_id": run.id, "scheduled_for": run.scheduled_for, "attempt": run.attempt,
                       "payload": shown}  # fmt: skip
             await record(conn, actor, "job", "triggered", job_id=job_id, detail=detail)
-            await conn.execute(q.NOTIFY, msgspec.json.encode({"op": "triggered", "job_id": job_id}).decode())
+            await conn.execute(
+                notifications_q.NOTIFY, msgspec.json.encode({"op": "triggered", "job_id": job_id}).decode()
+            )
     log.info(
         "job triggered with inputs",
         extra={"event": "job.triggered", "job_id": job_id, "run_id": run.id, "actor": actor,
@@ -94,7 +98,7 @@ async def overrides_of(
     if not runs:
         return {}
     rows = await conn.fetch(
-        q.RUN_INPUTS_OF,
+        runs_q.RUN_INPUTS_OF,
         [r.id for r in runs], [r.job_id for r in runs], [r.scheduled_for for r in runs], [r.attempt for r in runs],
     )  # fmt: skip
     return {row["id"]: (row["kind"], row["payload"]) for row in rows}

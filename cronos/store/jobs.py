@@ -27,9 +27,13 @@ from cronos.errors import Conflict, InvalidInput, NotFound
 from cronos.models import JOB_WRITABLE, TERMINAL_STATUSES, Job, ManagedBy, Run
 from cronos.redact import restore_secrets
 from cronos.store import chains, pages, revisions
-from cronos.store import queries as q
 from cronos.store.audit import SYSTEM, record, snapshot
 from cronos.store.db import ping, to_struct, translate_errors
+from cronos.store.queries import jobs as jobs_q
+from cronos.store.queries import notifications as notifications_q
+from cronos.store.queries import runs as runs_q
+from cronos.store.queries import upkeep as upkeep_q
+from cronos.store.queries import views as views_q
 from cronos.store.rules import check_calendars
 
 log = logging.getLogger("cronos.store.jobs")
@@ -86,7 +90,7 @@ def _job(row: asyncpg.Record | None, job_id: int) -> Job:
 
 async def _locked(conn: asyncpg.Connection, job_id: int, guard: Guard) -> Job:
     """The job, row-locked for this transaction, once `guard` accepted its kind (403 otherwise)."""
-    job = _job(await conn.fetchrow(q.JOB_GET_FOR_UPDATE, job_id), job_id)
+    job = _job(await conn.fetchrow(jobs_q.JOB_GET_FOR_UPDATE, job_id), job_id)
     guard(job.kind)
     return job
 
@@ -105,7 +109,7 @@ async def _runs_page(
     newest, last_id, edge = tick, before_id, tick or datetime.now(UTC)
     for width in RUN_WINDOWS:
         lo = None if width is None else edge - width
-        rows += await conn.fetch(q.RUN_LIST_OF_JOB, job_id, state, newest, last_id, limit - len(rows), lo)
+        rows += await conn.fetch(views_q.RUN_LIST_OF_JOB, job_id, state, newest, last_id, limit - len(rows), lo)
         if len(rows) == limit or lo is None:
             break
         newest, last_id, edge = lo, 0, lo  # the next window: ticks before this one's oldest
@@ -152,7 +156,9 @@ class JobStore:
                 try:
                     left_out: dict[str, Any] = {"parents": [], "calendars": [], "labels": {}}  # a caller may omit them
                     values = dict.fromkeys(_NULLABLE) | left_out | dict(fields)
-                    row = await conn.fetchrow(q.JOB_INSERT, *(values[name] for name in WRITABLE), instants.EARLIEST)
+                    row = await conn.fetchrow(
+                        jobs_q.JOB_INSERT, *(values[name] for name in WRITABLE), instants.EARLIEST
+                    )
                 except asyncpg.UniqueViolationError as exc:
                     raise Conflict(f"a job named {fields['name']!r} already exists") from exc
                 except asyncpg.ForeignKeyViolationError as exc:
@@ -160,7 +166,7 @@ class JobStore:
                 job = to_struct(row, Job)
                 if dry_run:
                     raise _DryRun(job)
-                secret: str = await conn.fetchval(q.JOB_WEBHOOK_SECRET, job.id)
+                secret: str = await conn.fetchval(jobs_q.JOB_WEBHOOK_SECRET, job.id)
                 # Every field the job was created with (apply's marker, a window... only when set).
                 defined = {
                     name: value
@@ -170,7 +176,7 @@ class JobStore:
                 }
                 await revisions.record(conn, job, "created", actor, defined)
                 await record(conn, actor, "job", "created", job_id=job.id, after=snapshot(job))
-                await conn.execute(q.NOTIFY, _notice("created", job.id))
+                await conn.execute(notifications_q.NOTIFY, _notice("created", job.id))
         log.info("job created", extra={"event": "job.created", "job_id": job.id, "actor": actor})
         return job, secret
 
@@ -178,7 +184,7 @@ class JobStore:
         if job_id > MAX_ID:
             raise NotFound(f"job {job_id} not found")
         with translate_errors():
-            return _job(await self._pool.fetchrow(q.JOB_GET, job_id), job_id)
+            return _job(await self._pool.fetchrow(jobs_q.JOB_GET, job_id), job_id)
 
     async def list_jobs(
         self, status: str | None, after_id: int, limit: int, max_bytes: int, selector: str | None = None
@@ -188,11 +194,11 @@ class JobStore:
         The flag says whether a next page may hold more."""
         with translate_errors():
             if selector is None and status is None:
-                rows = await self._pool.fetch(q.JOB_LIST, after_id, limit, max_bytes)
+                rows = await self._pool.fetch(jobs_q.JOB_LIST, after_id, limit, max_bytes)
             elif selector is None:
                 async with self._pool.acquire() as conn, conn.transaction():
-                    await conn.execute(q.PAGE_PLAN)
-                    rows = await conn.fetch(q.JOB_LIST_STATUS, status, after_id, limit, max_bytes)
+                    await conn.execute(views_q.PAGE_PLAN)
+                    rows = await conn.fetch(jobs_q.JOB_LIST_STATUS, status, after_id, limit, max_bytes)
             else:
                 return await self._list_selected(status, after_id, limit, max_bytes, selector)
         more = bool(rows) and (len(rows) == limit or len(rows) < rows[0]["fetched"])
@@ -202,7 +208,9 @@ class JobStore:
         self, status: str | None, after_id: int, limit: int, max_bytes: int, selector: str
     ) -> tuple[list[Job], bool]:
         """A selector's page: a slice by id, then, when it ends short, the labels index (cronos.store.pages)."""
-        head = await self._pool.fetch(q.JOB_LIST_SELECTED, status, after_id, limit, max_bytes, selector, pages.SLICE)
+        head = await self._pool.fetch(
+            jobs_q.JOB_LIST_SELECTED, status, after_id, limit, max_bytes, selector, pages.SLICE
+        )
         found = [row for row in head if row["id"] is not None]
         fetched, scanned = head[0]["fetched"], head[0]["scanned"]
         jobs = [to_struct(row, Job) for row in found]
@@ -213,7 +221,7 @@ class JobStore:
             return jobs, len(found) == limit or scanned >= pages.SLICE
         after = head[0]["scanned_to"]
         rest = await self._pool.fetch(
-            q.JOB_LIST_SELECTED_INDEXED, status, after, limit - len(found), max_bytes - spent, selector
+            jobs_q.JOB_LIST_SELECTED_INDEXED, status, after, limit - len(found), max_bytes - spent, selector
         )
         more = bool(rest) and (len(rest) == limit - len(found) or len(rest) < rest[0]["fetched"])
         return jobs + [to_struct(row, Job) for row in rest], more
@@ -277,7 +285,7 @@ class JobStore:
                 values = (merged[n] for n in WRITABLE)
                 try:
                     row = await conn.fetchrow(
-                        q.JOB_UPDATE, job_id, *values, current.revision + 1, new_schedule, resumed
+                        jobs_q.JOB_UPDATE, job_id, *values, current.revision + 1, new_schedule, resumed
                     )
                 except asyncpg.UniqueViolationError as exc:
                     raise Conflict(f"a job named {merged['name']!r} already exists") from exc
@@ -292,7 +300,7 @@ class JobStore:
                     conn, actor, "job", "updated", job_id=job_id, before=snapshot(current), after=snapshot(job),
                     detail={"fields": sorted(changes)},
                 )  # fmt: skip
-                await conn.execute(q.NOTIFY, _notice("updated", job_id))
+                await conn.execute(notifications_q.NOTIFY, _notice("updated", job_id))
         log.info(
             "job updated",
             extra={"event": "job.updated", "job_id": job_id, "fields": sorted(changed), "revision": job.revision,
@@ -332,14 +340,14 @@ class JobStore:
                     return current
                 if dry_run:
                     return msgspec.structs.replace(current, status=target, paused_until=until, pause_note=note)
-                row = await conn.fetchrow(q.JOB_SET_STATUS, job_id, target, current.revision + 1, until, note)
+                row = await conn.fetchrow(jobs_q.JOB_SET_STATUS, job_id, target, current.revision + 1, until, note)
                 job = _job(row, job_id)
                 op: revisions.RevisionKind = "paused" if job.status == "paused" else "resumed"
                 timed = {"paused_until": until, "pause_note": note} if until is not None or note is not None else {}
                 await revisions.record(conn, job, op, actor, {"status": job.status, **timed})
                 await revisions.hand_over(conn, job, schedule_changed=False)
                 await record(conn, actor, "job", op, job_id=job_id, before=snapshot(current), after=snapshot(job))
-                await conn.execute(q.NOTIFY, _notice(op, job_id))
+                await conn.execute(notifications_q.NOTIFY, _notice(op, job_id))
         log.info(f"job {op}", extra={"event": f"job.{op}", "job_id": job_id, "actor": actor})
         return job
 
@@ -357,9 +365,9 @@ class JobStore:
                     return
                 gone = msgspec.structs.replace(current, revision=current.revision + 1)
                 await revisions.record(conn, gone, "deleted", actor, {}, status="deleted")
-                await conn.execute(q.JOB_DELETE, job_id)
+                await conn.execute(jobs_q.JOB_DELETE, job_id)
                 await record(conn, actor, "job", "deleted", job_id=job_id, before=snapshot(current))
-                await conn.execute(q.NOTIFY, _notice("deleted", job_id))
+                await conn.execute(notifications_q.NOTIFY, _notice("deleted", job_id))
         log.info("job deleted", extra={"event": "job.deleted", "job_id": job_id, "actor": actor})
 
     async def rotate_secret(self, job_id: int, *, actor: str = SYSTEM, guard: Guard = allow) -> tuple[Job, str]:
@@ -369,8 +377,8 @@ class JobStore:
         with translate_errors():
             async with self._pool.acquire() as conn, conn.transaction():
                 await _locked(conn, job_id, guard)
-                secret: str = await conn.fetchval(q.JOB_ROTATE_WEBHOOK_SECRET, job_id)
-                job = _job(await conn.fetchrow(q.JOB_GET, job_id), job_id)
+                secret: str = await conn.fetchval(jobs_q.JOB_ROTATE_WEBHOOK_SECRET, job_id)
+                job = _job(await conn.fetchrow(jobs_q.JOB_GET, job_id), job_id)
                 await record(conn, actor, "job", "secret_rotated", job_id=job_id)
         log.info("webhook secret rotated", extra={"event": "job.secret_rotated", "job_id": job_id, "actor": actor})
         return job, secret
@@ -382,15 +390,15 @@ class JobStore:
         with translate_errors():
             for _attempt in range(3):
                 async with self._pool.acquire() as conn, conn.transaction():
-                    guard(_job(await conn.fetchrow(q.JOB_GET, job_id), job_id).kind)
-                    row = await conn.fetchrow(q.RUN_INSERT_MANUAL, job_id)
+                    guard(_job(await conn.fetchrow(jobs_q.JOB_GET, job_id), job_id).kind)
+                    row = await conn.fetchrow(runs_q.RUN_INSERT_MANUAL, job_id)
                     if row is None:
-                        if not await conn.fetchval(q.JOB_EXISTS, job_id):
+                        if not await conn.fetchval(jobs_q.JOB_EXISTS, job_id):
                             raise NotFound(f"job {job_id} not found")
                         continue  # same tick identity already taken: a new transaction, a new now()
                     run = to_struct(row, Run)
                     await record(conn, actor, "job", "triggered", job_id=job_id, detail={"run_id": run.id})
-                    await conn.execute(q.NOTIFY, _notice("triggered", job_id))
+                    await conn.execute(notifications_q.NOTIFY, _notice("triggered", job_id))
                 log.info(
                     "job triggered",
                     extra={"event": "job.triggered", "job_id": job_id, "run_id": run.id, "actor": actor},
@@ -400,7 +408,7 @@ class JobStore:
 
     async def last_run(self, job_id: int) -> Run | None:
         with translate_errors():
-            row = await self._pool.fetchrow(q.RUN_LAST_OF_JOB, job_id)
+            row = await self._pool.fetchrow(views_q.RUN_LAST_OF_JOB, job_id)
         return None if row is None else to_struct(row, Run)
 
     async def runs(
@@ -414,13 +422,13 @@ class JobStore:
             async with self._pool.acquire() as conn:
                 tick, before_id = before if before is not None else (None, None)
                 if before is not None and tick is None:
-                    tick = await conn.fetchval(q.RUN_TICK_OF_JOB, before_id, job_id)
+                    tick = await conn.fetchval(views_q.RUN_TICK_OF_JOB, before_id, job_id)
                 rows = (
                     []
                     if before is not None and tick is None
                     else (await _runs_page(conn, job_id, state, tick, before_id, limit))
                 )
-                if not rows and not await conn.fetchval(q.JOB_EXISTS, job_id):
+                if not rows and not await conn.fetchval(jobs_q.JOB_EXISTS, job_id):
                     raise NotFound(f"job {job_id} not found")
         return [to_struct(row, Run) for row in rows]
 
@@ -428,7 +436,7 @@ class JobStore:
         if run_id > MAX_ID:
             raise NotFound(f"run {run_id} not found")
         with translate_errors():
-            row = await self._pool.fetchrow(q.RUN_GET, run_id)
+            row = await self._pool.fetchrow(views_q.RUN_GET, run_id)
         if row is None:
             raise NotFound(f"run {run_id} not found")
         return to_struct(row, Run)
@@ -439,11 +447,11 @@ class JobStore:
 
     async def count_by_status(self) -> dict[str, int]:
         with translate_errors():
-            rows = await self._pool.fetch(q.JOB_COUNT_BY_STATUS)
+            rows = await self._pool.fetch(jobs_q.JOB_COUNT_BY_STATUS)
         return {row["status"]: int(row["n"]) for row in rows}
 
     async def leader_epoch(self) -> tuple[int, str | None]:
         """The current fencing epoch and the node it was issued to (cluster view)."""
         with translate_errors():
-            row = await self._pool.fetchrow(q.EPOCH_CURRENT)
+            row = await self._pool.fetchrow(upkeep_q.EPOCH_CURRENT)
         return (0, None) if row is None else (int(row["epoch"]), row["holder"])

@@ -18,9 +18,10 @@ from msgspec import UNSET, UnsetType
 
 from cronos import lifecycle, metrics
 from cronos.models import DEFAULT_QUEUE, SKIP_MISFIRED, SKIP_PENDING, DispatchJob
-from cronos.store import queries as q
 from cronos.store.db import retry_contention, to_struct, translate_errors
 from cronos.store.epoch import fenced
+from cronos.store.queries import jobs as jobs_q
+from cronos.store.queries import runs as runs_q
 from cronos.store.timestamps import unusable_row
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -149,7 +150,7 @@ class Ledger:
         shared: dict[Any, Any] = {}
         with translate_errors():
             async with self._pool.acquire() as conn, conn.transaction(isolation="repeatable_read", readonly=True):
-                cursor = await conn.cursor(q.DISPATCH_JOBS_ACTIVE)
+                cursor = await conn.cursor(jobs_q.DISPATCH_JOBS_ACTIVE)
                 self.skipped.clear()
                 while rows := await cursor.fetch(chunk):
                     yield [_job(r, shared) for r in self._usable(rows)]
@@ -157,20 +158,20 @@ class Ledger:
     async def jobs(self, ids: Sequence[int]) -> list[DispatchJob]:
         """These jobs as they are now; missing ids were deleted."""
         with translate_errors():
-            rows = await self._pool.fetch(q.DISPATCH_JOBS_BY_ID, list(ids))
+            rows = await self._pool.fetch(jobs_q.DISPATCH_JOBS_BY_ID, list(ids))
         return [_job(r) for r in self._usable(rows)]
 
     async def changed_since(self, since: datetime) -> list[DispatchJob]:
         """Jobs created, edited, paused or resumed after `since` (as active or paused)."""
         with translate_errors():
-            rows = await self._pool.fetch(q.DISPATCH_JOBS_CHANGED, since)
+            rows = await self._pool.fetch(jobs_q.DISPATCH_JOBS_CHANGED, since)
         shared: dict[Any, Any] = {}
         return [_job(r, shared) for r in self._usable(rows)]
 
     async def active_digest(self) -> tuple[int, int, datetime]:
         """(count, sum of ids) of the active jobs, and the database's now()."""
         with translate_errors():
-            row = await self._pool.fetchrow(q.DISPATCH_ACTIVE_DIGEST)
+            row = await self._pool.fetchrow(jobs_q.DISPATCH_ACTIVE_DIGEST)
         assert row is not None
         return int(row["jobs"]), int(row["id_sum"]), row["now"]
 
@@ -211,7 +212,7 @@ class Ledger:
             # row in opposite orders: PostgreSQL rolls one back, and it is written again.
             async with fenced(self._pool, epoch) as conn:
                 rows = await conn.fetch(
-                    q.TICKS_WRITE,
+                    runs_q.TICKS_WRITE,
                     epoch,
                     job_ids,
                     scheduled_for,
@@ -224,10 +225,12 @@ class Ledger:
                 )
                 runs = Counter(r["job_id"] for r in rows if r["state"] == "queued" and r["job_id"] in counted)
                 if runs:
-                    await conn.execute(q.JOBS_COUNT_RUNS, list(runs), list(runs.values()))
+                    await conn.execute(jobs_q.JOBS_COUNT_RUNS, list(runs), list(runs.values()))
                 if ended:
                     ids = list(ended)
-                    done = await conn.fetch(q.JOBS_END, ids, [ended[i][0] for i in ids], [ended[i][1] for i in ids])
+                    done = await conn.fetch(
+                        jobs_q.JOBS_END, ids, [ended[i][0] for i in ids], [ended[i][1] for i in ids]
+                    )
                     ended_ids[:] = [r["job_id"] for r in done]
             return rows  # type: ignore[no-any-return]
 
@@ -263,15 +266,15 @@ class Ledger:
 
         async def attempt() -> tuple[list[QueuedRun], int]:
             async with fenced(self._pool, epoch) as conn:
-                await conn.execute(q.OUTBOX_PLAN)
-                rows = await conn.fetch(q.OUTBOX_TAKE, until or now, limit)
+                await conn.execute(runs_q.OUTBOX_PLAN)
+                rows = await conn.fetch(runs_q.OUTBOX_TAKE, until or now, limit)
                 stale = {r["id"] for r in rows if _stale(r, now)}
                 if stale:
-                    await conn.fetch(q.RUNS_SKIP, sorted(stale), SKIP_MISFIRED)
+                    await conn.fetch(runs_q.RUNS_SKIP_QUEUED, sorted(stale), SKIP_MISFIRED)
                 push = sorted((r for r in rows if r["id"] not in stale), key=lambda r: (r["due_at"], r["id"]))
                 kept = {r["id"] for r in push if _late_tick(r, now)}
                 if push:
-                    await conn.fetch(q.OUTBOX_MARK, epoch, [r["id"] for r in push], sorted(kept), now)
+                    await conn.fetch(runs_q.OUTBOX_MARK, epoch, [r["id"] for r in push], sorted(kept), now)
             return [_taken(r, now if r["id"] in kept else None) for r in push], len(stale)
 
         runs, misfired = await retry_contention(attempt, "outbox")
@@ -281,17 +284,17 @@ class Ledger:
     async def next_due(self) -> datetime | None:
         """The due time of the first queued run not pushed (the outbox's next work)."""
         with translate_errors():
-            value = await self._pool.fetchval(q.OUTBOX_NEXT_DUE)
+            value = await self._pool.fetchval(runs_q.OUTBOX_NEXT_DUE)
         return value  # type: ignore[no-any-return]
 
     async def unmark(self, epoch: int, page: int = UNMARK_PAGE) -> int:
         """Every queued run back in the outbox (election, Redis lost its data); how many. A page
-        a fenced transaction, in id order (q.OUTBOX_UNMARK: short statements, whatever the backlog)."""
+        a fenced transaction, in id order (runs_q.OUTBOX_UNMARK: short statements, whatever the backlog)."""
         count, after = 0, 0
         while True:
             async with fenced(self._pool, epoch) as conn:
-                await conn.execute(q.OUTBOX_PLAN)
-                ids = [r["id"] for r in await conn.fetch(q.OUTBOX_UNMARK, after, page)]
+                await conn.execute(runs_q.OUTBOX_PLAN)
+                ids = [r["id"] for r in await conn.fetch(runs_q.OUTBOX_UNMARK, after, page)]
             count += len(ids)
             if len(ids) < page:
                 return count
@@ -303,6 +306,6 @@ class Ledger:
         """Queued runs pushed but unclaimed `late_s` past due (by PostgreSQL's clock), oldest first,
         but those in `leave_out` and those of jobs in `queues_out`, back in the outbox (fenced); their ids."""
         async with fenced(self._pool, epoch) as conn:
-            await conn.execute(q.OUTBOX_PLAN)
-            rows = await conn.fetch(q.OUTBOX_UNMARK_OVERDUE, late_s, list(leave_out), limit, list(queues_out))
+            await conn.execute(runs_q.OUTBOX_PLAN)
+            rows = await conn.fetch(runs_q.OUTBOX_UNMARK_OVERDUE, late_s, list(leave_out), limit, list(queues_out))
         return [r["id"] for r in rows]

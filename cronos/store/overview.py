@@ -10,8 +10,8 @@ import msgspec
 
 from cronos.models import JobKind, JobStatus, RunState
 from cronos.store import pages
-from cronos.store import queries as q
 from cronos.store.db import to_struct, translate_errors
+from cronos.store.queries import views as views_q
 
 RATE_OVER = 20  # the success rate is over a job's last this many finished runs ...
 RECENT = 200  # ... among its newest this many runs (a bound on each job's read, whatever its runs' states)
@@ -58,10 +58,10 @@ class OverviewStore:
                 rows = await self._filtered(status, pattern, after_id, limit, selector)
             elif status is not None:
                 async with self._pool.acquire() as conn, conn.transaction():
-                    await conn.execute(q.PAGE_PLAN)
-                    rows = await conn.fetch(q.JOB_OVERVIEW_STATUS, status, after_id, limit, RATE_OVER, RECENT)
+                    await conn.execute(views_q.PAGE_PLAN)
+                    rows = await conn.fetch(views_q.JOB_OVERVIEW_STATUS, status, after_id, limit, RATE_OVER, RECENT)
             else:
-                rows = await self._pool.fetch(q.JOB_OVERVIEW, after_id, limit, RATE_OVER, RECENT)
+                rows = await self._pool.fetch(views_q.JOB_OVERVIEW, after_id, limit, RATE_OVER, RECENT)
         return [to_struct(row, JobRow) for row in rows]
 
     async def _filtered(
@@ -70,7 +70,7 @@ class OverviewStore:
         """A page with a name search or a selector: a slice by id, then, when it ends short, the
         search's or the selector's index (cronos.store.pages)."""
         args = (status, pattern, after_id, limit, RATE_OVER, RECENT, selector, pages.SLICE)
-        head = await self._pool.fetch(q.JOB_OVERVIEW_FILTERED, *args)
+        head = await self._pool.fetch(views_q.JOB_OVERVIEW_FILTERED, *args)
         rows = [row for row in head if row["id"] is not None]
         if not pages.goes_on(len(rows), limit, head[0]["scanned"]):
             return rows
@@ -78,8 +78,10 @@ class OverviewStore:
         if pattern is not None:
             rest_args = (status, pattern, after, wanted, RATE_OVER, RECENT, selector)
             async with self._pool.acquire() as conn, conn.transaction():
-                await conn.execute(q.PAGE_PLAN)
-                rest = await conn.fetch(q.JOB_OVERVIEW_SEARCHED, *rest_args)
+                await conn.execute(views_q.PAGE_PLAN)
+                rest = await conn.fetch(views_q.JOB_OVERVIEW_SEARCHED, *rest_args)
         else:
-            rest = await self._pool.fetch(q.JOB_OVERVIEW_SELECTED, status, after, wanted, RATE_OVER, RECENT, selector)
+            rest = await self._pool.fetch(
+                views_q.JOB_OVERVIEW_SELECTED, status, after, wanted, RATE_OVER, RECENT, selector
+            )
         return rows + list(rest)

@@ -19,9 +19,12 @@ from enum import StrEnum
 import asyncpg
 import msgspec
 
-from cronos.store import queries as q
 from cronos.store.db import to_struct, translate_errors
 from cronos.store.epoch import fenced
+from cronos.store.queries import output as output_q
+from cronos.store.queries import runs as runs_q
+from cronos.store.queries import upkeep as upkeep_q
+from cronos.store.queries import usage as usage_q
 
 log = logging.getLogger("cronos.store.partitions")
 
@@ -61,7 +64,7 @@ class PartitionStore:
 
     async def list(self) -> list[Partition]:
         with translate_errors():
-            rows = await self._pool.fetch(q.PARTITIONS)
+            rows = await self._pool.fetch(upkeep_q.PARTITIONS)
         return [to_struct(r, Partition) for r in rows]
 
     async def create(self, epoch: int, name: str, lower: datetime, upper: datetime) -> tuple[Change, int]:
@@ -69,26 +72,28 @@ class PartitionStore:
         default partition holds; returns the outcome and how many rows moved."""
         try:
             async with fenced(self._pool, epoch) as conn:
-                await conn.execute(q.PARTITION_LOCK_TIMEOUT)
-                await conn.execute(q.PARTITION_BUILD.format(name=name))
-                status = await conn.execute(q.PARTITION_TAKE_DEFAULT.format(name=name), lower, upper)
+                await conn.execute(upkeep_q.PARTITION_LOCK_TIMEOUT)
+                await conn.execute(upkeep_q.PARTITION_BUILD.format(name=name))
+                status = await conn.execute(upkeep_q.PARTITION_TAKE_DEFAULT.format(name=name), lower, upper)
                 await conn.execute(
-                    q.PARTITION_ATTACH.format(name=name, lower=lower.isoformat(), upper=upper.isoformat())
+                    upkeep_q.PARTITION_ATTACH.format(name=name, lower=lower.isoformat(), upper=upper.isoformat())
                 )
                 moved = int(status.split()[-1])
                 if moved:
-                    await conn.execute(q.PARTITION_RUNNING_EXCLUSIVE.format(name=name))
+                    await conn.execute(upkeep_q.PARTITION_RUNNING_EXCLUSIVE.format(name=name))
                 output = output_partition(name)
-                await conn.execute(q.OUTPUT_PARTITION_BUILD.format(name=output))
-                await conn.execute(q.OUTPUT_PARTITION_TAKE_DEFAULT.format(name=output), lower, upper)
+                await conn.execute(output_q.OUTPUT_PARTITION_BUILD.format(name=output))
+                await conn.execute(output_q.OUTPUT_PARTITION_TAKE_DEFAULT.format(name=output), lower, upper)
                 await conn.execute(
-                    q.OUTPUT_PARTITION_ATTACH.format(name=output, lower=lower.isoformat(), upper=upper.isoformat())
+                    output_q.OUTPUT_PARTITION_ATTACH.format(
+                        name=output, lower=lower.isoformat(), upper=upper.isoformat()
+                    )
                 )
                 usage = usage_partition(name)
-                await conn.execute(q.USAGE_PARTITION_BUILD.format(name=usage))
-                await conn.execute(q.USAGE_PARTITION_TAKE_DEFAULT.format(name=usage), lower, upper)
+                await conn.execute(usage_q.USAGE_PARTITION_BUILD.format(name=usage))
+                await conn.execute(usage_q.USAGE_PARTITION_TAKE_DEFAULT.format(name=usage), lower, upper)
                 await conn.execute(
-                    q.USAGE_PARTITION_ATTACH.format(name=usage, lower=lower.isoformat(), upper=upper.isoformat())
+                    usage_q.USAGE_PARTITION_ATTACH.format(name=usage, lower=lower.isoformat(), upper=upper.isoformat())
                 )
         except asyncpg.LockNotAvailableError:
             return Change.BUSY, 0
@@ -97,18 +102,18 @@ class PartitionStore:
     async def drop(self, epoch: int, name: str) -> Change:
         """Drop partition `name` unless it holds a queued or running run."""
         with translate_errors():
-            if await self._pool.fetchval(q.PARTITION_BUSY.format(name=name)):
+            if await self._pool.fetchval(upkeep_q.PARTITION_BUSY.format(name=name)):
                 return Change.IN_USE  # checked first without a lock, to take none in vain
         try:
             async with fenced(self._pool, epoch) as conn:
-                await conn.execute(q.PARTITION_LOCK_TIMEOUT)
-                await conn.execute(q.PARTITION_DETACH.format(name=name))
+                await conn.execute(upkeep_q.PARTITION_LOCK_TIMEOUT)
+                await conn.execute(upkeep_q.PARTITION_DETACH.format(name=name))
                 # Again under the detach's exclusive lock: nothing can have changed since.
-                if await conn.fetchval(q.PARTITION_BUSY.format(name=name)):
+                if await conn.fetchval(upkeep_q.PARTITION_BUSY.format(name=name)):
                     raise _InUse
-                await conn.execute(q.PARTITION_DROP.format(name=name))
-                await conn.execute(q.OUTPUT_PARTITION_DROP.format(name=output_partition(name)))
-                await conn.execute(q.USAGE_PARTITION_DROP.format(name=usage_partition(name)))
+                await conn.execute(upkeep_q.PARTITION_DROP.format(name=name))
+                await conn.execute(output_q.OUTPUT_PARTITION_DROP.format(name=output_partition(name)))
+                await conn.execute(usage_q.USAGE_PARTITION_DROP.format(name=usage_partition(name)))
         except _InUse:
             return Change.IN_USE
         except asyncpg.LockNotAvailableError:
@@ -120,8 +125,8 @@ class PartitionStore:
         inputs of manual runs past it (run_inputs: they outlive the days that drop), and the output
         and usage of the runs gone."""
         async with fenced(self._pool, epoch) as conn:
-            status = await conn.execute(q.DEFAULT_PURGE, before, limit)
-            await conn.execute(q.RUN_INPUTS_PURGE, before, limit)
-            await conn.execute(q.OUTPUT_DEFAULT_PURGE, before, limit * 10)
-            await conn.execute(q.USAGE_DEFAULT_PURGE, before, limit)
+            status = await conn.execute(upkeep_q.DEFAULT_PURGE, before, limit)
+            await conn.execute(runs_q.RUN_INPUTS_PURGE, before, limit)
+            await conn.execute(output_q.OUTPUT_DEFAULT_PURGE, before, limit * 10)
+            await conn.execute(usage_q.USAGE_DEFAULT_PURGE, before, limit)
         return int(status.split()[-1])

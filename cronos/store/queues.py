@@ -11,8 +11,8 @@ import asyncpg
 
 from cronos.errors import InvalidInput
 from cronos.models import DEFAULT_QUEUE
-from cronos.store import queries as q
 from cronos.store.db import translate_errors
+from cronos.store.queries import jobs as jobs_q
 
 
 def over_cap(queue: str, named: Collection[str], leaving: str | None, cap: int) -> bool:
@@ -38,7 +38,7 @@ class QueueStore:
     async def named(self) -> set[str]:
         """The queues jobs name (any status: a paused job keeps its queue)."""
         with translate_errors():
-            return {r["queue"] for r in await self._pool.fetch(q.QUEUES_NAMED)}
+            return {r["queue"] for r in await self._pool.fetch(jobs_q.QUEUES_NAMED)}
 
     async def check_cap(self, queue: str, job_id: int | None, cap: int, listed: Collection[str] = ()) -> None:
         """InvalidInput ($.queue) when job `job_id` (None: a new job) naming `queue` would make more
@@ -46,8 +46,8 @@ class QueueStore:
         one is a stream the leader tends until it drops it). Checked before the write: two writes at
         once may each add one."""
         with translate_errors():
-            named = {r["queue"] for r in await self._pool.fetch(q.QUEUES_NAMED)} | set(listed)
-            leaving = None if job_id is None else await self._pool.fetchval(q.QUEUE_NAMED_ONLY_BY, job_id)
+            named = {r["queue"] for r in await self._pool.fetch(jobs_q.QUEUES_NAMED)} | set(listed)
+            leaving = None if job_id is None else await self._pool.fetchval(jobs_q.QUEUE_NAMED_ONLY_BY, job_id)
         if over_cap(queue, named, leaving, cap):
             raise InvalidInput(
                 "$.queue",

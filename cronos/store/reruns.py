@@ -16,12 +16,13 @@ import msgspec
 
 from cronos import lifecycle
 from cronos.errors import Conflict, NotFound
-from cronos.lifecycle import Rerun, RerunFacts, RunState
-from cronos.models import Run
-from cronos.store import queries as q
+from cronos.lifecycle import Rerun, RerunFacts
+from cronos.models import Run, RunState
 from cronos.store.audit import record
 from cronos.store.db import to_struct, translate_errors
 from cronos.store.jobs import Guard
+from cronos.store.queries import notifications as notifications_q
+from cronos.store.queries import runs as runs_q
 
 log = logging.getLogger("cronos.store.reruns")
 
@@ -52,7 +53,7 @@ async def retry_run(pool: asyncpg.Pool, run_id: int, *, actor: str, guard: Guard
     with translate_errors():
         for _attempt in range(2):  # a concurrent retry took the attempt number: read the facts again
             async with pool.acquire() as conn, conn.transaction():
-                row = await conn.fetchrow(q.RERUN_FACTS, run_id)
+                row = await conn.fetchrow(runs_q.RERUN_FACTS, run_id)
                 if row is None:
                     raise NotFound(f"run {run_id} not found")
                 guard(row["kind"])
@@ -62,7 +63,7 @@ async def retry_run(pool: asyncpg.Pool, run_id: int, *, actor: str, guard: Guard
                     raise _refusal(run_id, row, verdict)
                 new = lifecycle.rerun_of(facts, row["now"])
                 inserted = await conn.fetchrow(
-                    q.RERUN_INSERT, new.job_id, new.scheduled_for, new.attempt, new.due_at, new.revision,
+                    runs_q.RERUN_INSERT, new.job_id, new.scheduled_for, new.attempt, new.due_at, new.revision,
                     new.parent_run_id,
                 )  # fmt: skip
                 if inserted is None:
@@ -71,7 +72,9 @@ async def retry_run(pool: asyncpg.Pool, run_id: int, *, actor: str, guard: Guard
                 detail = {"run_id": run_id, "retry_run_id": run.id, "attempt": run.attempt,
                           "scheduled_for": run.scheduled_for.isoformat()}  # fmt: skip
                 await record(conn, actor, "job", "run_retried", job_id=run.job_id, detail=detail)
-                await conn.execute(q.NOTIFY, msgspec.json.encode({"op": "retry", "job_id": run.job_id}).decode())
+                await conn.execute(
+                    notifications_q.NOTIFY, msgspec.json.encode({"op": "retry", "job_id": run.job_id}).decode()
+                )
             log.info(
                 "run retried",
                 extra={"event": "run.retried", "job_id": run.job_id, "run_id": run.id, "retried_run_id": run_id,

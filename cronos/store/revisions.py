@@ -29,8 +29,10 @@ from cronos.models import JOB_WRITABLE, SKIP_JOB_INACTIVE, SKIP_SCHEDULE_CHANGED
 from cronos.redact import redact_payload
 from cronos.schedule import parse_schedule
 from cronos.schedule_window import schedule_of
-from cronos.store import queries as q
 from cronos.store.db import PageBounds, job_page, to_struct, translate_errors
+from cronos.store.queries import jobs as jobs_q
+from cronos.store.queries import runs as runs_q
+from cronos.store.queries import views as views_q
 
 log = logging.getLogger("cronos.store.revisions")
 
@@ -97,7 +99,7 @@ async def record(
     """Revision `job.revision` of `job` (the job as the change left it), on `conn`."""
     values = shown(job.kind, changes)
     row = await conn.fetchrow(
-        q.REVISION_INSERT, job.id, job.revision, kind, actor, status or job.status, sorted(values), values
+        jobs_q.REVISION_INSERT, job.id, job.revision, kind, actor, status or job.status, sorted(values), values
     )
     return to_struct(row, Revision)
 
@@ -113,14 +115,14 @@ async def hand_over(conn: asyncpg.Connection, job: Job, *, schedule_changed: boo
     change. Returns how many. Call it holding the job's row lock, after the job's UPDATE."""
     if job.status == "active" and not schedule_changed:
         return 0
-    ahead = await conn.fetch(q.RUNS_AHEAD_OF_JOB, job.id)
+    ahead = await conn.fetch(views_q.RUNS_AHEAD_OF_JOB, job.id)
     if job.status == "paused":
         reason, stale = SKIP_JOB_INACTIVE, [r["id"] for r in ahead]
     else:
         reason, stale = SKIP_SCHEDULE_CHANGED, [r["id"] for r in ahead if not _fires_at(job, r["scheduled_for"])]
     if not stale:
         return 0
-    skipped = len(await conn.fetch(q.RUNS_SKIP, stale, reason))
+    skipped = len(await conn.fetch(runs_q.RUNS_SKIP_QUEUED, stale, reason))
     metrics.RUNS_SKIPPED.labels(reason=reason).inc(skipped)
     log.info(
         "ticks written ahead skipped",
@@ -141,13 +143,13 @@ class RevisionStore:
         early at `bounds.page_bytes`; NotFound only for an id that never was a job (a deleted job
         keeps its revisions)."""
         return await job_page(
-            self._pool, Revision, q.REVISIONS_OF_JOB, q.REVISION_JOB_KNOWN, job_id, before, limit, bounds
+            self._pool, Revision, jobs_q.REVISIONS_OF_JOB, jobs_q.REVISION_JOB_KNOWN, job_id, before, limit, bounds
         )
 
     async def one(self, job_id: int, number: int) -> Revision:
         """One revision whole (its values unsummarised); NotFound when the job has none by that number."""
         with translate_errors():
-            row = await self._pool.fetchrow(q.REVISION_ONE, job_id, number)
+            row = await self._pool.fetchrow(jobs_q.REVISION_ONE, job_id, number)
         if row is None:
             raise NotFound(f"job {job_id} has no revision {number}")
         return to_struct(row, Revision)

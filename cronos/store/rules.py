@@ -19,11 +19,12 @@ from cronos import instants
 from cronos.errors import Conflict, InvalidInput, NotFound
 from cronos.models import Job
 from cronos.rules import Blackout, Calendar, CalendarRef
-from cronos.store import queries as q
 from cronos.store import revisions
 from cronos.store.audit import record, snapshot
 from cronos.store.db import to_struct, translate_errors
 from cronos.store.epoch import fenced
+from cronos.store.queries import jobs as jobs_q
+from cronos.store.queries import notifications as notifications_q
 from cronos.store.timestamps import unusable_row
 
 log = logging.getLogger("cronos.store.rules")
@@ -42,7 +43,7 @@ async def check_calendars(conn: asyncpg.Connection, refs: Sequence[CalendarRef])
     names = [ref.name for ref in refs]
     if not names:
         return
-    found = {row["name"] for row in await conn.fetch(q.CALENDARS_NAMED, names)}
+    found = {row["name"] for row in await conn.fetch(jobs_q.CALENDARS_NAMED, names)}
     for index, name in enumerate(names):
         if name not in found:
             raise InvalidInput(f"$.calendars[{index}].name", f"no calendar named {name!r} (POST /api/calendars)")
@@ -62,8 +63,8 @@ class RuleStore:
     async def _read(self, *, usable_only: bool) -> tuple[list[Calendar], list[Blackout]]:
         with translate_errors():
             async with self._pool.acquire() as conn:
-                calendars = [_calendar(row) for row in await conn.fetch(q.CALENDARS_ALL)]
-                rows = await conn.fetch(q.BLACKOUTS_ALL)
+                calendars = [_calendar(row) for row in await conn.fetch(jobs_q.CALENDARS_ALL)]
+                rows = await conn.fetch(jobs_q.BLACKOUTS_ALL)
         if usable_only:
             rows = [row for row in rows if not unusable_row(row, _BLACKOUT_INSTANTS, "blackouts")]
         return calendars, [to_struct(row, Blackout) for row in rows]
@@ -75,7 +76,7 @@ class RuleStore:
 
     async def calendar(self, name: str) -> Calendar:
         with translate_errors():
-            row = await self._pool.fetchrow(q.CALENDAR_GET, name)
+            row = await self._pool.fetchrow(jobs_q.CALENDAR_GET, name)
         if row is None:
             raise NotFound(f"calendar {name!r} not found")
         return _calendar(row)
@@ -87,12 +88,12 @@ class RuleStore:
         with translate_errors():
             async with self._pool.acquire() as conn, conn.transaction():
                 values = (c.name, c.timezone, c.dates, ranges, c.weekdays, c.description)
-                row = await conn.fetchrow(q.CALENDAR_PUT if replace else q.CALENDAR_INSERT, *values)
+                row = await conn.fetchrow(jobs_q.CALENDAR_PUT if replace else jobs_q.CALENDAR_INSERT, *values)
                 if row is None:
                     raise Conflict(f"a calendar named {c.name!r} exists: PUT /api/calendars/{c.name} replaces it")
                 op = "created" if row["created"] else "updated"
                 await record(conn, actor, "calendar", op, detail={"calendar": msgspec.to_builtins(c)})
-                await conn.execute(q.NOTIFY, RULES_NOTICE)
+                await conn.execute(notifications_q.NOTIFY, RULES_NOTICE)
         log.info(f"calendar {op}", extra={"event": f"calendar.{op}", "calendar": c.name, "actor": actor})
         return _calendar(row), op == "created"
 
@@ -100,13 +101,13 @@ class RuleStore:
         """Conflict while a job names it."""
         with translate_errors():
             async with self._pool.acquire() as conn, conn.transaction():
-                users = [row["id"] for row in await conn.fetch(q.CALENDAR_USERS, name)]
+                users = [row["id"] for row in await conn.fetch(jobs_q.CALENDAR_USERS, name)]
                 if users:
                     raise Conflict(f"calendar {name!r} is attached to job(s) {users}: detach it first")
-                if await conn.fetchval(q.CALENDAR_DELETE, name) is None:
+                if await conn.fetchval(jobs_q.CALENDAR_DELETE, name) is None:
                     raise NotFound(f"calendar {name!r} not found")
                 await record(conn, actor, "calendar", "deleted", detail={"calendar": name})
-                await conn.execute(q.NOTIFY, RULES_NOTICE)
+                await conn.execute(notifications_q.NOTIFY, RULES_NOTICE)
         log.info("calendar deleted", extra={"event": "calendar.deleted", "calendar": name, "actor": actor})
 
     # --- blackouts ---
@@ -117,7 +118,7 @@ class RuleStore:
 
     async def blackout(self, blackout_id: int) -> Blackout:
         with translate_errors():
-            row = await self._pool.fetchrow(q.BLACKOUT_GET, blackout_id)
+            row = await self._pool.fetchrow(jobs_q.BLACKOUT_GET, blackout_id)
         if row is None:
             raise NotFound(f"blackout {blackout_id} not found")
         return to_struct(row, Blackout)
@@ -129,23 +130,23 @@ class RuleStore:
         with translate_errors():
             async with self._pool.acquire() as conn, conn.transaction():
                 try:
-                    row = await conn.fetchrow(q.BLACKOUT_INSERT, *values)
+                    row = await conn.fetchrow(jobs_q.BLACKOUT_INSERT, *values)
                 except asyncpg.UniqueViolationError as exc:
                     raise Conflict(f"a blackout named {f['name']!r} already exists") from exc
                 blackout = to_struct(row, Blackout)
                 await record(conn, actor, "blackout", "created", detail={"blackout": msgspec.to_builtins(blackout)})
-                await conn.execute(q.NOTIFY, RULES_NOTICE)
+                await conn.execute(notifications_q.NOTIFY, RULES_NOTICE)
         log.info("blackout created", extra={"event": "blackout.created", "blackout": blackout.name, "actor": actor})
         return blackout
 
     async def delete_blackout(self, blackout_id: int, *, actor: str) -> None:
         with translate_errors():
             async with self._pool.acquire() as conn, conn.transaction():
-                name = await conn.fetchval(q.BLACKOUT_DELETE, blackout_id)
+                name = await conn.fetchval(jobs_q.BLACKOUT_DELETE, blackout_id)
                 if name is None:
                     raise NotFound(f"blackout {blackout_id} not found")
                 await record(conn, actor, "blackout", "deleted", detail={"blackout": name, "id": blackout_id})
-                await conn.execute(q.NOTIFY, RULES_NOTICE)
+                await conn.execute(notifications_q.NOTIFY, RULES_NOTICE)
         log.info("blackout deleted", extra={"event": "blackout.deleted", "blackout": name, "actor": actor})
 
     # --- timed pauses (the leader's, fenced) ---
@@ -156,8 +157,8 @@ class RuleStore:
         span = (instants.EARLIEST, instants.END)
         with translate_errors():
             async with self._pool.acquire() as conn:
-                found: datetime | None = await conn.fetchval(q.PAUSES_NEXT, *span)
-                unusable = await conn.fetch(q.PAUSES_UNUSABLE, *span)
+                found: datetime | None = await conn.fetchval(jobs_q.PAUSES_NEXT, *span)
+                unusable = await conn.fetch(jobs_q.PAUSES_UNUSABLE, *span)
         for row in unusable:
             if row["id"] not in self._reported and unusable_row(row, ("paused_until",), "pauses"):
                 self._reported.add(row["id"])
@@ -168,9 +169,9 @@ class RuleStore:
         is not caught up), each audited and revised as the leader's; NotLeader unless `epoch` is current."""
         resumed: list[Job] = []
         async with fenced(self._pool, epoch) as conn:
-            for row in await conn.fetch(q.PAUSES_DUE, limit, instants.EARLIEST, instants.END):
+            for row in await conn.fetch(jobs_q.PAUSES_DUE, limit, instants.EARLIEST, instants.END):
                 current = to_struct(row, Job)
-                new = await conn.fetchrow(q.JOB_SET_STATUS, current.id, "active", current.revision + 1, None, None)
+                new = await conn.fetchrow(jobs_q.JOB_SET_STATUS, current.id, "active", current.revision + 1, None, None)
                 job = to_struct(new, Job)
                 await revisions.record(conn, job, "resumed", LEADER, {"status": "active"})
                 await revisions.hand_over(conn, job, schedule_changed=False)
@@ -178,6 +179,8 @@ class RuleStore:
                     conn, LEADER, "job", "resumed", job_id=job.id, before=snapshot(current), after=snapshot(job),
                     detail={"paused_until": current.paused_until, "pause_note": current.pause_note},
                 )  # fmt: skip
-                await conn.execute(q.NOTIFY, msgspec.json.encode({"op": "resumed", "job_id": job.id}).decode())
+                await conn.execute(
+                    notifications_q.NOTIFY, msgspec.json.encode({"op": "resumed", "job_id": job.id}).decode()
+                )
                 resumed.append(job)
         return resumed

@@ -12,8 +12,10 @@ import msgspec
 
 from cronos.errors import NotFound
 from cronos.run_output import Pending, Stream
-from cronos.store import queries as q
 from cronos.store.db import connect_one, translate_errors
+from cronos.store.queries import notifications as notifications_q
+from cronos.store.queries import output as output_q
+from cronos.store.queries import views as views_q
 
 NOTIFY_BYTES = 7900  # a NOTIFY payload is at most 8000 bytes: past it, followers hear "*" (every run)
 
@@ -55,16 +57,16 @@ async def write(pool: asyncpg.Pool, flushes: list[Written]) -> None:
     with translate_errors():
         async with pool.acquire() as conn, conn.transaction():
             if ids:
-                await conn.execute(q.OUTPUT_WRITE, ids, ticks, seqs, ats, streams, texts)
+                await conn.execute(output_q.OUTPUT_WRITE, ids, ticks, seqs, ats, streams, texts)
             if trims:
-                await conn.execute(q.OUTPUT_TRIM, *(list(column) for column in zip(*trims, strict=True)))
-            await conn.execute(q.OUTPUT_NOTIFY, names if len(names) <= NOTIFY_BYTES else "*")
+                await conn.execute(output_q.OUTPUT_TRIM, *(list(column) for column in zip(*trims, strict=True)))
+            await conn.execute(notifications_q.OUTPUT_NOTIFY, names if len(names) <= NOTIFY_BYTES else "*")
 
 
 async def page(pool: asyncpg.Pool, run_id: int, offset: int, limit: int) -> OutputPage:
     """Run `run_id`'s state and its lines numbered `offset` on, `limit` at most."""
     with translate_errors():
-        rows = await pool.fetch(q.OUTPUT_PAGE, run_id, offset, limit)
+        rows = await pool.fetch(views_q.OUTPUT_PAGE, run_id, offset, limit)
     if not rows:
         raise NotFound(f"run {run_id} not found")
     lines = [OutputLine(r["seq"], r["at"], r["stream"], r["line"]) for r in rows if r["seq"] is not None]
@@ -85,5 +87,5 @@ async def listen(dsn: str, heard: Callable[[int | None], None]) -> asyncpg.Conne
 
     with translate_errors():
         conn = await connect_one(dsn)
-        await conn.add_listener(q.OUTPUT_CHANNEL, notified)
+        await conn.add_listener(notifications_q.OUTPUT_CHANNEL, notified)
     return conn

@@ -8,12 +8,12 @@ from datetime import datetime
 import asyncpg
 
 from cronos.run_usage import Usage
-from cronos.store import queries as q
 from cronos.store.db import translate_errors
+from cronos.store.queries import usage as usage_q
 
 
 async def of_run(pool: asyncpg.Pool, run_id: int, scheduled_for: datetime) -> Usage | None:
     """What run `run_id` (of tick `scheduled_for`) used; None when it was not measured."""
     with translate_errors():
-        row = await pool.fetchrow(q.USAGE_OF_RUN, run_id, scheduled_for)
+        row = await pool.fetchrow(usage_q.USAGE_OF_RUN, run_id, scheduled_for)
     return None if row is None else Usage(**dict(row))

@@ -18,8 +18,8 @@ import asyncpg
 import msgspec
 
 from cronos.models import Run
-from cronos.store import queries as q
 from cronos.store.db import to_struct, translate_errors
+from cronos.store.queries import views as views_q
 
 # The states of runs_unhappy_newest and runs_unhappy_job (migration 0030; RUNS_PAGE_UNHAPPY*).
 UNHAPPY = frozenset({"failed", "skipped", "cancelled"})
@@ -54,10 +54,10 @@ class Path(StrEnum):
 
 
 STATEMENTS = {
-    Path.ALL: q.RUNS_PAGE,
-    Path.JOB: q.RUNS_PAGE_OF_JOB,
-    Path.UNHAPPY: q.RUNS_PAGE_UNHAPPY,
-    Path.UNHAPPY_JOB: q.RUNS_PAGE_UNHAPPY_OF_JOB,
+    Path.ALL: views_q.RUNS_PAGE,
+    Path.JOB: views_q.RUNS_PAGE_OF_JOB,
+    Path.UNHAPPY: views_q.RUNS_PAGE_UNHAPPY,
+    Path.UNHAPPY_JOB: views_q.RUNS_PAGE_UNHAPPY_OF_JOB,
 }
 
 

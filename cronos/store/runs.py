@@ -19,13 +19,14 @@ import msgspec
 
 from cronos import lifecycle, metrics
 from cronos.clock import DbClock
+from cronos.lifecycle import SKIP_REASONS, Refused
 from cronos.models import SKIP_EXPIRED
 from cronos.store import claims, finishes, groups, waiters
-from cronos.store import queries as q
-from cronos.store.claims import SKIP_REASONS, Claim, ClaimedRun, ClaimRequest, Refused
+from cronos.store.claims import Claim, ClaimedRun, ClaimRequest
 from cronos.store.db import ping, retry_contention, sync_clock, translate_errors
 from cronos.store.epoch import fenced
 from cronos.store.finishes import FinishResult, Outcome
+from cronos.store.queries import runs as runs_q
 
 __all__ = ["SKIP_REASONS", "Claim", "ClaimRequest", "ClaimedRun", "FinishResult", "Outcome", "Refused", "RunStore"]
 
@@ -119,7 +120,7 @@ class RunStore:
     async def overdue(self, late_s: float = 1.0, cap: int = 100_000) -> int:
         """Queued runs more than `late_s` past their due time (at most `cap`)."""
         with translate_errors():
-            return int(await self._pool.fetchval(q.RUNS_OVERDUE, late_s, cap))
+            return int(await self._pool.fetchval(runs_q.RUNS_OVERDUE, late_s, cap))
 
     async def ping(self) -> None:
         """Raises BackendUnavailable while PostgreSQL does not answer."""
@@ -147,7 +148,7 @@ class RunStore:
         async def attempt() -> list[Any]:
             with translate_errors():
                 self.round_trips += 1
-                return await self._pool.fetch(q.EXTEND_LEASES, list(run_ids), node_id, lease_s, *within)  # type: ignore[no-any-return]
+                return await self._pool.fetch(runs_q.EXTEND_LEASES, list(run_ids), node_id, lease_s, *within)  # type: ignore[no-any-return]
 
         return {r["id"]: r["cancel_by"] for r in await retry_contention(attempt, "lease heartbeat")}
 
@@ -198,10 +199,10 @@ class RunStore:
         Raises NotLeader (and writes nothing) when `epoch` is no longer the current one.
         """
         async with fenced(self._pool, epoch) as conn:
-            lost = await conn.fetch(q.LOST_RUNS, limit)
+            lost = await conn.fetch(runs_q.LOST_RUNS, limit)
             outcomes = [self._lost(r) for r in lost]
             finished = await finishes.finish(conn, outcomes, window([o.scheduled_for for o in outcomes]))
-            expired = await conn.fetch(q.EXPIRE_PENDING, limit, SKIP_EXPIRED)
+            expired = await conn.fetch(runs_q.EXPIRE_PENDING, limit, SKIP_EXPIRED)
             if expired:  # a run woken with a group's slot that expired frees it
                 await groups.release(conn, [r["id"] for r in expired])
         for r, outcome in zip(lost, outcomes, strict=True):

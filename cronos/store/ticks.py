@@ -11,8 +11,9 @@ import asyncpg
 import msgspec
 
 from cronos.errors import NotFound
-from cronos.store import queries as q
 from cronos.store.db import to_struct, translate_errors
+from cronos.store.queries import jobs as jobs_q
+from cronos.store.queries import views as views_q
 from cronos.store.revisions import Revision
 from cronos.ticks import LedgerRow
 
@@ -31,20 +32,20 @@ class TickStore:
         revision's schedule); payloads are never read. NotFound for an id that never was a job."""
         with translate_errors():
             async with self._pool.acquire() as conn:
-                rows = await conn.fetch(q.TICK_REVISIONS, job_id, after, until, most)
-                cursor: datetime | None = await conn.fetchval(q.TICK_CURSOR, job_id)
-                if not rows and not await conn.fetchval(q.REVISION_JOB_KNOWN, job_id):
+                rows = await conn.fetch(views_q.TICK_REVISIONS, job_id, after, until, most)
+                cursor: datetime | None = await conn.fetchval(views_q.TICK_CURSOR, job_id)
+                if not rows and not await conn.fetchval(jobs_q.REVISION_JOB_KNOWN, job_id):
                     raise NotFound(f"job {job_id} not found")
                 revisions = [to_struct(row, Revision) for row in rows]
                 before = [r for r in revisions if r.at <= after]
                 base = max(before, key=lambda r: (r.at, r.number), default=None)
                 if base is not None and base.number != 1:
-                    schedule = await conn.fetchval(q.TICK_SCHEDULE_AT, job_id, base.number)
+                    schedule = await conn.fetchval(views_q.TICK_SCHEDULE_AT, job_id, base.number)
                     revisions = [msgspec.structs.replace(r, changes=schedule) if r is base else r for r in revisions]
         return revisions, cursor
 
     async def ledger(self, job_id: int, after: datetime, until: datetime) -> list[LedgerRow]:
         """The ledger rows of the job's ticks in (after, until], by tick then attempt."""
         with translate_errors():
-            rows = await self._pool.fetch(q.TICK_RUNS, job_id, after, until)
+            rows = await self._pool.fetch(views_q.TICK_RUNS, job_id, after, until)
         return [to_struct(row, LedgerRow) for row in rows]

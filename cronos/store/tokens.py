@@ -27,8 +27,8 @@ import msgspec
 
 from cronos.errors import Conflict, InvalidInput, NotFound
 from cronos.store import audit
-from cronos.store import queries as q
 from cronos.store.db import to_struct, translate_errors
+from cronos.store.queries import access as access_q
 from cronos.store.timestamps import unusable_row
 
 Scope = Literal["read", "write", "admin"]
@@ -117,11 +117,11 @@ class TokenStore:
         with translate_errors():
             async with self._db.acquire() as conn, conn.transaction():
                 try:
-                    row = await conn.fetchrow(q.TOKEN_INSERT, name, token_hash(text), wanted, expires_at)
+                    row = await conn.fetchrow(access_q.TOKEN_INSERT, name, token_hash(text), wanted, expires_at)
                 except asyncpg.UniqueViolationError as exc:
                     raise Conflict(f"a token named {name!r} already exists") from exc
                 info = to_struct(row, TokenInfo)
-                await conn.execute(q.PROTECTED_MODE_CLOSE)
+                await conn.execute(access_q.PROTECTED_MODE_CLOSE)
                 after = msgspec.to_builtins(_audit_view(info))
                 await audit.record(conn, actor, "token", "created", token_name=name, after=after)
         return info, text
@@ -129,7 +129,7 @@ class TokenStore:
     async def revoke(self, name: str, *, actor: str) -> TokenInfo:
         with translate_errors():
             async with self._db.acquire() as conn, conn.transaction():
-                row = await conn.fetchrow(q.TOKEN_REVOKE, name)
+                row = await conn.fetchrow(access_q.TOKEN_REVOKE, name)
                 if row is None:
                     raise NotFound(f"no token named {name!r}")
                 info = to_struct(row, TokenInfo)
@@ -139,14 +139,14 @@ class TokenStore:
 
     async def list_tokens(self) -> list[TokenInfo]:
         with translate_errors():
-            rows = await self._db.fetch(q.TOKEN_LIST)
+            rows = await self._db.fetch(access_q.TOKEN_LIST)
         return [to_struct(row, TokenInfo) for row in rows]
 
     async def authenticate(self, text: str) -> TokenInfo | Refusal:
         """The live token whose text this is, or why not; last_used_at moves at most once a minute."""
         digest = token_hash(text)
         with translate_errors():
-            row = await self._db.fetchrow(q.TOKEN_BY_HASH, digest)
+            row = await self._db.fetchrow(access_q.TOKEN_BY_HASH, digest)
             if row is None or not hmac.compare_digest(bytes(row["token_hash"]), digest):
                 return Refusal.UNKNOWN
             if row["revoked_at"] is not None:
@@ -158,13 +158,13 @@ class TokenStore:
             info = to_struct({k: row[k] for k in TokenInfo.__struct_fields__}, TokenInfo)
             last = info.last_used_at
             if last is None or (row["now"] - last).total_seconds() >= 60:
-                await self._db.execute(q.TOKEN_TOUCH, info.id)
+                await self._db.execute(access_q.TOKEN_TOUCH, info.id)
         return info
 
     async def local_admin_open(self) -> bool:
         """Protected mode holds: never closed by a token (or reopened), and no token usable."""
         with translate_errors():
-            return bool(await self._db.fetchval(q.TOKEN_LOCAL_ADMIN_OPEN))
+            return bool(await self._db.fetchval(access_q.TOKEN_LOCAL_ADMIN_OPEN))
 
     async def reopen_local(self, *, actor: str) -> bool:
         """The operator's explicit return to protected mode; False when it was not closed.
@@ -172,10 +172,10 @@ class TokenStore:
         then open by itself: the very thing this refuses)."""
         with translate_errors():
             async with self._db.acquire() as conn, conn.transaction():
-                await conn.execute(q.PROTECTED_MODE_LOCK)
-                if await conn.fetchval(q.TOKEN_USABLE_EXISTS):
+                await conn.execute(access_q.PROTECTED_MODE_LOCK)
+                if await conn.fetchval(access_q.TOKEN_USABLE_EXISTS):
                     raise Conflict("usable tokens exist: revoke them first (`cronos token list`, `... revoke NAME`)")
-                reopened = bool(await conn.fetchval(q.PROTECTED_MODE_REOPEN))
+                reopened = bool(await conn.fetchval(access_q.PROTECTED_MODE_REOPEN))
                 if reopened:
                     await audit.record(conn, actor, "token", REOPENED)
         return reopened

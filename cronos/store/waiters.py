@@ -20,7 +20,8 @@ import msgspec
 from cronos import lifecycle
 from cronos.lifecycle import OVERLAP_REASONS, Ahead, Candidate, Overlap
 from cronos.models import SKIP_OVERLAP
-from cronos.store import queries as q
+from cronos.store.queries import notifications as notifications_q
+from cronos.store.queries import runs as runs_q
 
 WAITERS_PER_JOB = 8  # waiting runs of one job a finish looks at: skips those whose wait ran out, wakes the first
 SWEEP_LIMIT = 5000
@@ -50,10 +51,10 @@ async def wake_behind(conn: Any, waiters: dict[int, list[Any]], ahead: dict[int,
             wake.append(w["run_id"])
             break
     if skip:
-        await conn.fetch(q.RUNS_SKIP, skip, SKIP_OVERLAP)
+        await conn.fetch(runs_q.RUNS_SKIP, skip, SKIP_OVERLAP)
     if not wake:
         return []
-    return sorted({r["job_id"] for r in await conn.fetch(q.RUNS_WAKE, wake)})
+    return sorted({r["job_id"] for r in await conn.fetch(runs_q.RUNS_WAKE, wake)})
 
 
 async def wake_free(conn: Any, job_ids: Sequence[int]) -> list[int]:
@@ -63,12 +64,12 @@ async def wake_free(conn: Any, job_ids: Sequence[int]) -> list[int]:
     that row) to commit: a finish that ran before the wait was recorded cannot be missed."""
     if not job_ids:
         return []
-    running = {r["job_id"] for r in await conn.fetch(q.RUNNING_JOBS_LOCKED, list(job_ids))}
+    running = {r["job_id"] for r in await conn.fetch(runs_q.RUNNING_JOBS_LOCKED, list(job_ids))}
     free = [job for job in job_ids if job not in running]
     if not free:
         return []
     heads: dict[int, list[Any]] = {}
-    for row in await conn.fetch(q.FOLLOW_UP_FACTS, [], free, 1):
+    for row in await conn.fetch(runs_q.FOLLOW_UP_FACTS, [], free, 1):
         heads.setdefault(row["job_id"], []).append(row)
     woken = await wake_behind(conn, heads, {}, datetime.now(UTC))
     await notify(conn, [("woken", job) for job in woken])
@@ -88,7 +89,7 @@ async def sweep(conn: Any, seen_stranded: Set[int]) -> SweepResult:
     skip: dict[str, list[int]] = {}
     wake: list[int] = []
     stranded: set[int] = set()
-    for row in await conn.fetch(q.WAITERS_SWEEP, SWEEP_LIMIT):
+    for row in await conn.fetch(runs_q.WAITERS_SWEEP, SWEEP_LIMIT):
         ahead = _ahead(row)
         if ahead is None:
             if row["earlier"] == 0:
@@ -105,13 +106,15 @@ async def sweep(conn: Any, seen_stranded: Set[int]) -> SweepResult:
             wake.append(row["run_id"])
     result = SweepResult(stranded=frozenset(stranded))
     for reason, ids in skip.items():
-        result.skipped += len(await conn.fetch(q.RUNS_SKIP, ids, reason))
+        result.skipped += len(await conn.fetch(runs_q.RUNS_SKIP, ids, reason))
     if wake:
-        result.woken = len(await conn.fetch(q.RUNS_WAKE, wake))
+        result.woken = len(await conn.fetch(runs_q.RUNS_WAKE, wake))
     return result
 
 
 async def notify(conn: Any, ops: Collection[tuple[str, int]]) -> None:
     """Tell the leader (at commit) which jobs have new queued runs to push: one statement."""
     if ops:
-        await conn.execute(q.NOTIFY_EACH, [json.dumps({"op": op, "job_id": job}) for op, job in sorted(set(ops))])
+        await conn.execute(
+            notifications_q.NOTIFY_EACH, [json.dumps({"op": op, "job_id": job}) for op, job in sorted(set(ops))]
+        )

@@ -14,9 +14,9 @@ import asyncpg
 
 from cronos.messages import RunToken
 from cronos.models import Run
-from cronos.store import queries as q
 from cronos.store.db import to_struct
 from cronos.store.ledger import Ledger
+from cronos.store.queries import notifications as notifications_q
 from cronos.stream import RunStream
 from dispatcher.publisher import token_of
 
@@ -143,7 +143,7 @@ class Harness:
         def wake(*_: object) -> None:
             notified.set()
 
-        await listener.add_listener(q.JOBS_CHANNEL, wake)
+        await listener.add_listener(notifications_q.JOBS_CHANNEL, wake)
 
         async def pump() -> None:
             while True:
@@ -165,7 +165,7 @@ class Harness:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-            await listener.remove_listener(q.JOBS_CHANNEL, wake)
+            await listener.remove_listener(notifications_q.JOBS_CHANNEL, wake)
             await self.pool.release(listener)
 
     async def state(self, run_id: int) -> str:

@@ -14,7 +14,7 @@ import pytest
 
 from api.bodies import PAGE_PAYLOAD_BYTES
 from cronos.settings import Settings
-from cronos.store.queries import JOBS_CHANNEL
+from cronos.store.queries.notifications import JOBS_CHANNEL
 from tests.integration.api_client import SEED_JOB, Api, running_api
 
 

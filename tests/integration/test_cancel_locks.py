@@ -13,8 +13,8 @@ from datetime import UTC, datetime, timedelta
 
 import asyncpg
 
-from cronos.store import queries as q
 from cronos.store.cancels import CancelStore
+from cronos.store.queries import runs as runs_q
 from cronos.store.runs import ClaimedRun, Refused, RunStore
 from tests.integration.ledger_helpers import insert_job, insert_run
 from tests.waiting import wait_for
@@ -50,7 +50,7 @@ async def test_a_cancel_and_a_finish_of_one_job_at_once_both_complete(pg_pool: a
         await wait_for(cancel_blocked, timeout=10, what="the cancel to wait for the finish")
         # The finish's wake of the run behind: it locks that run. Before the fix the cancel held it.
         await finisher.execute("SET LOCAL lock_timeout = '5s'")
-        await finisher.fetch(q.RUNS_WAKE, [behind.run_id])
+        await finisher.fetch(runs_q.RUNS_WAKE, [behind.run_id])
         await finishing.commit()
     finally:
         await pg_pool.release(finisher)

@@ -12,7 +12,8 @@ from typing import Any
 import asyncpg
 import pytest
 
-from cronos.lifecycle import PENDING, RunState
+from cronos.lifecycle import PENDING
+from cronos.models import RunState
 from cronos.settings import Settings
 from cronos.store.runs import ClaimedRun, Outcome, RunStore
 from dispatcher.service import Dispatcher

@@ -8,8 +8,8 @@ from datetime import UTC, datetime, timedelta
 
 import asyncpg
 
-from cronos.store import queries as q
 from cronos.store.health import RECENT_RUNS
+from cronos.store.queries import health as health_q
 from tests.integration.test_query_plans import backlog, rows_read
 
 __all__ = ["backlog"]  # the fixture
@@ -34,16 +34,27 @@ async def test_the_evaluators_statements_read_in_proportion_to_what_they_find(
     await pg_pool.execute("UPDATE jobs SET expectations = '{\"start_within_s\": 5}' WHERE id = ANY($1)", jobs[:3])
     since = datetime.now(UTC) - timedelta(minutes=1)
     read = {
-        "HEALTH_ENDED": await rows_read(pg_pool, q.HEALTH_ENDED, since, 0, datetime.now(UTC) + timedelta(1), 5000),
-        "HEALTH_RUNNING": await rows_read(pg_pool, q.HEALTH_RUNNING),
+        "HEALTH_ENDED": await rows_read(
+            pg_pool, health_q.HEALTH_ENDED, since, 0, datetime.now(UTC) + timedelta(1), 5000
+        ),
+        "HEALTH_RUNNING": await rows_read(pg_pool, health_q.HEALTH_RUNNING),
         "HEALTH_NEWEST_SUCCESS": await rows_read(
-            pg_pool, q.HEALTH_NEWEST_SUCCESS, jobs[:10], RECENT_RUNS, prelude=q.HEALTH_PLAN
+            pg_pool, health_q.HEALTH_NEWEST_SUCCESS, jobs[:10], RECENT_RUNS, prelude=health_q.HEALTH_PLAN
         ),
-        "HEALTH_OF_JOBS": await rows_read(pg_pool, q.HEALTH_OF_JOBS, jobs[:10], RECENT_RUNS, prelude=q.HEALTH_PLAN),
+        "HEALTH_OF_JOBS": await rows_read(
+            pg_pool, health_q.HEALTH_OF_JOBS, jobs[:10], RECENT_RUNS, prelude=health_q.HEALTH_PLAN
+        ),
         "HEALTH_RUNS_AFTER": await rows_read(
-            pg_pool, q.HEALTH_RUNS_AFTER, jobs[:3], [0, backlog[-1] - 50, backlog[-1]], 20, prelude=q.HEALTH_PLAN
+            pg_pool,
+            health_q.HEALTH_RUNS_AFTER,
+            jobs[:3],
+            [0, backlog[-1] - 50, backlog[-1]],
+            20,
+            prelude=health_q.HEALTH_PLAN,
         ),
-        "HEALTH_METRICS": await rows_read(pg_pool, q.HEALTH_METRICS, [], 10, RECENT_RUNS, prelude=q.HEALTH_PLAN),
+        "HEALTH_METRICS": await rows_read(
+            pg_pool, health_q.HEALTH_METRICS, [], 10, RECENT_RUNS, prelude=health_q.HEALTH_PLAN
+        ),
     }
     # 10 failures (with their retry probes), 5 running, 10 jobs x 50 newest, 3 jobs x at most 20 (a
     # fresh one from its newest 20, not its whole history), 10 jobs x 50 newest.

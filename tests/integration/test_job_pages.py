@@ -14,9 +14,10 @@ import pytest
 
 from cronos import selectors
 from cronos.store import pages
-from cronos.store import queries as q
 from cronos.store.jobs import JobStore
 from cronos.store.overview import RATE_OVER, RECENT, OverviewStore, name_pattern
+from cronos.store.queries import jobs as jobs_q
+from cronos.store.queries import views as views_q
 
 JOBS = 20_000
 SLICE = 1000  # the statements' slice here (the store's is pages.SLICE)
@@ -83,17 +84,20 @@ def _path(text: str) -> str:
 async def test_no_page_statement_reads_every_job_for_a_filter_that_matches_few(fleet: asyncpg.Pool) -> None:
     rare, none, search = _path("team=rare"), _path("team=nobody"), name_pattern("rare-")
     statements: dict[str, tuple[str, tuple[Any, ...]]] = {
-        "JOB_LIST": (q.JOB_LIST, (JOBS // 2, 50, 2**40)),
-        "JOB_LIST_STATUS": (q.JOB_LIST_STATUS, ("paused", 0, 50, 2**40)),
-        "JOB_LIST_SELECTED": (q.JOB_LIST_SELECTED, (None, 0, 50, 2**40, none, SLICE)),
-        "JOB_LIST_SELECTED_INDEXED": (q.JOB_LIST_SELECTED_INDEXED, (None, SLICE, 50, 2**40, rare)),
-        "JOB_OVERVIEW": (q.JOB_OVERVIEW, (JOBS // 2, 25, RATE_OVER, RECENT)),
-        "JOB_OVERVIEW_STATUS": (q.JOB_OVERVIEW_STATUS, ("paused", 0, 25, RATE_OVER, RECENT)),
-        "JOB_OVERVIEW_FILTERED": (q.JOB_OVERVIEW_FILTERED, ("paused", search, 0, 25, RATE_OVER, RECENT, none, SLICE)),
-        "JOB_OVERVIEW_SEARCHED": (q.JOB_OVERVIEW_SEARCHED, (None, search, SLICE, 25, RATE_OVER, RECENT, None)),
-        "JOB_OVERVIEW_SELECTED": (q.JOB_OVERVIEW_SELECTED, (None, SLICE, 25, RATE_OVER, RECENT, rare)),
+        "JOB_LIST": (jobs_q.JOB_LIST, (JOBS // 2, 50, 2**40)),
+        "JOB_LIST_STATUS": (jobs_q.JOB_LIST_STATUS, ("paused", 0, 50, 2**40)),
+        "JOB_LIST_SELECTED": (jobs_q.JOB_LIST_SELECTED, (None, 0, 50, 2**40, none, SLICE)),
+        "JOB_LIST_SELECTED_INDEXED": (jobs_q.JOB_LIST_SELECTED_INDEXED, (None, SLICE, 50, 2**40, rare)),
+        "JOB_OVERVIEW": (views_q.JOB_OVERVIEW, (JOBS // 2, 25, RATE_OVER, RECENT)),
+        "JOB_OVERVIEW_STATUS": (views_q.JOB_OVERVIEW_STATUS, ("paused", 0, 25, RATE_OVER, RECENT)),
+        "JOB_OVERVIEW_FILTERED": (
+            views_q.JOB_OVERVIEW_FILTERED,
+            ("paused", search, 0, 25, RATE_OVER, RECENT, none, SLICE),
+        ),
+        "JOB_OVERVIEW_SEARCHED": (views_q.JOB_OVERVIEW_SEARCHED, (None, search, SLICE, 25, RATE_OVER, RECENT, None)),
+        "JOB_OVERVIEW_SELECTED": (views_q.JOB_OVERVIEW_SELECTED, (None, SLICE, 25, RATE_OVER, RECENT, rare)),
     }
-    preludes = dict.fromkeys(("JOB_LIST_STATUS", "JOB_OVERVIEW_STATUS", "JOB_OVERVIEW_SEARCHED"), q.PAGE_PLAN)
+    preludes = dict.fromkeys(("JOB_LIST_STATUS", "JOB_OVERVIEW_STATUS", "JOB_OVERVIEW_SEARCHED"), views_q.PAGE_PLAN)
     read = {
         name: await jobs_read(fleet, sql, *args, prelude=preludes.get(name, ""))
         for name, (sql, args) in statements.items()

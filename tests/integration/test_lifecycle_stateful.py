@@ -40,7 +40,7 @@ from hypothesis.stateful import (
 
 from cronos import lifecycle
 from cronos.errors import Conflict, NotLeader
-from cronos.lifecycle import OVERLAP_REASONS, TERMINAL, TRANSITIONS, Actor, Ahead, Candidate, Overlap, RunState
+from cronos.lifecycle import OVERLAP_REASONS, REFUSALS, TERMINAL, TRANSITIONS, Actor, Ahead, Candidate, Overlap, Refused
 from cronos.models import (
     FAIL_REPLACED,
     SKIP_BUFFER_FULL,
@@ -49,9 +49,10 @@ from cronos.models import (
     SKIP_MISFIRED,
     SKIP_OVERLAP,
     SKIP_SCHEDULE_CHANGED,
+    RunState,
 )
 from cronos.store.cancels import CancelStore
-from cronos.store.claims import REFUSALS, ClaimedRun, Refused
+from cronos.store.claims import ClaimedRun
 from cronos.store.db import connect
 from cronos.store.epoch import EpochStore
 from cronos.store.jobs import JobStore

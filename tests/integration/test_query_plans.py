@@ -20,8 +20,9 @@ from typing import Any
 import asyncpg
 import pytest
 
-from cronos.store import queries as q
 from cronos.store.jobs import RUN_WINDOWS
+from cronos.store.queries import runs as runs_q
+from cronos.store.queries import views as views_q
 
 BACKLOG = 20_000
 BATCH = 200
@@ -116,34 +117,35 @@ async def test_batch_statements_read_rows_in_proportion_to_the_batch(pg_pool: as
     batch = backlog[-BATCH:]
     jobs = [r["id"] for r in await pg_pool.fetch("SELECT id FROM jobs ORDER BY id")]
     statements: dict[str, tuple[str, tuple[Any, ...]]] = {
-        "CLAIM_FREE": (q.CLAIM_FREE, (batch, "n", 10.0, None, None, "running")),  # ticks unknown: every partition
-        "CLAIM_FACTS": (q.CLAIM_FACTS, (batch, None, None)),
-        "CLAIM_FREE reserving": (q.CLAIM_FREE, (batch, "n", 10.0, None, None, "reserved")),
-        "RUNS_START": (q.RUNS_START, (batch, "n", [datetime.now(UTC)] * BATCH, None, None)),
-        "RUNS_UNRESERVE": (q.RUNS_UNRESERVE, (batch, "n")),
-        "CLAIM_RUNS": (q.CLAIM_RUNS, (batch, [False] * BATCH, "n", 10.0, None, None)),  # (two per job: G3 aside)
-        "RUNS_WAIT": (q.RUNS_WAIT, (batch,)),
-        "RUNS_WAKE": (q.RUNS_WAKE, (batch,)),
-        "RUNS_SKIP": (q.RUNS_SKIP, (batch, "x")),
-        "EXTEND_LEASES": (q.EXTEND_LEASES, (batch, "n", 10.0, None, None)),
-        "FINISH_RUNS": (q.FINISH_RUNS, _finish_args(batch)),
-        "FOLLOW_UP_FACTS": (q.FOLLOW_UP_FACTS, (jobs, jobs, 8)),
-        "RUNS_QUEUE": (q.RUNS_QUEUE, await _new_runs(pg_pool, batch)),
+        "CLAIM_FREE": (runs_q.CLAIM_FREE, (batch, "n", 10.0, None, None, "running")),  # ticks unknown: every partition
+        "CLAIM_FACTS": (runs_q.CLAIM_FACTS, (batch, None, None)),
+        "CLAIM_FREE reserving": (runs_q.CLAIM_FREE, (batch, "n", 10.0, None, None, "reserved")),
+        "RUNS_START": (runs_q.RUNS_START, (batch, "n", [datetime.now(UTC)] * BATCH, None, None)),
+        "RUNS_UNRESERVE": (runs_q.RUNS_UNRESERVE, (batch, "n")),
+        "CLAIM_RUNS": (runs_q.CLAIM_RUNS, (batch, [False] * BATCH, "n", 10.0, None, None)),  # (two per job: G3 aside)
+        "RUNS_WAIT": (runs_q.RUNS_WAIT, (batch,)),
+        "RUNS_WAKE": (runs_q.RUNS_WAKE, (batch,)),
+        "RUNS_SKIP": (runs_q.RUNS_SKIP, (batch, "x")),
+        "RUNS_SKIP_QUEUED": (runs_q.RUNS_SKIP_QUEUED, (batch, "x")),
+        "EXTEND_LEASES": (runs_q.EXTEND_LEASES, (batch, "n", 10.0, None, None)),
+        "FINISH_RUNS": (runs_q.FINISH_RUNS, _finish_args(batch)),
+        "FOLLOW_UP_FACTS": (runs_q.FOLLOW_UP_FACTS, (jobs, jobs, 8)),
+        "RUNS_QUEUE": (runs_q.RUNS_QUEUE, await _new_runs(pg_pool, batch)),
         # the outbox after an election: every queued run back in it, a page taken in due order
-        "OUTBOX_TAKE": (q.OUTBOX_TAKE, (datetime.now(UTC), BATCH)),
-        "OUTBOX_MARK": (q.OUTBOX_MARK, (2, batch, batch[:10], datetime.now(UTC))),
+        "OUTBOX_TAKE": (runs_q.OUTBOX_TAKE, (datetime.now(UTC), BATCH)),
+        "OUTBOX_MARK": (runs_q.OUTBOX_MARK, (2, batch, batch[:10], datetime.now(UTC))),
         # an election's unmark, one page of the backlog (the Ledger pages through it by id)
-        "OUTBOX_UNMARK": (q.OUTBOX_UNMARK, (backlog[BATCH], BATCH)),
+        "OUTBOX_UNMARK": (runs_q.OUTBOX_UNMARK, (backlog[BATCH], BATCH)),
         # the watchdog's page, leaving out the oldest runs (put back moments ago)
-        "OUTBOX_UNMARK_OVERDUE": (q.OUTBOX_UNMARK_OVERDUE, (3.0, backlog[:BATCH], BATCH, [])),
+        "OUTBOX_UNMARK_OVERDUE": (runs_q.OUTBOX_UNMARK_OVERDUE, (3.0, backlog[:BATCH], BATCH, [])),
         # ... while another queue's stream lags (its jobs' runs are left out, looked up by job)
-        "OUTBOX_UNMARK_OVERDUE_LAGGING": (q.OUTBOX_UNMARK_OVERDUE, (3.0, backlog[:BATCH], BATCH, ["gpu"])),
+        "OUTBOX_UNMARK_OVERDUE_LAGGING": (runs_q.OUTBOX_UNMARK_OVERDUE, (3.0, backlog[:BATCH], BATCH, ["gpu"])),
     }
     preludes = {  # what the Ledger sends first
-        "OUTBOX_TAKE": q.OUTBOX_PLAN + "; UPDATE runs SET pushed_epoch = NULL WHERE state = 'queued'",
-        "OUTBOX_UNMARK": q.OUTBOX_PLAN,
-        "OUTBOX_UNMARK_OVERDUE": q.OUTBOX_PLAN,
-        "OUTBOX_UNMARK_OVERDUE_LAGGING": q.OUTBOX_PLAN,
+        "OUTBOX_TAKE": runs_q.OUTBOX_PLAN + "; UPDATE runs SET pushed_epoch = NULL WHERE state = 'queued'",
+        "OUTBOX_UNMARK": runs_q.OUTBOX_PLAN,
+        "OUTBOX_UNMARK_OVERDUE": runs_q.OUTBOX_PLAN,
+        "OUTBOX_UNMARK_OVERDUE_LAGGING": runs_q.OUTBOX_PLAN,
     }
     read = {
         name: await rows_read(pg_pool, sql, *args, prelude=preludes.get(name, ""))
@@ -170,9 +172,9 @@ async def test_waiting_runs_are_read_through_their_own_index_not_the_backlog(
     await pg_pool.execute("UPDATE runs SET state = 'waiting' WHERE id = ANY($1)", by_rank[2] + by_rank[3])
     jobs = [r["id"] for r in await pg_pool.fetch("SELECT id FROM jobs ORDER BY id")]
     read = {
-        "CLAIM_FACTS": await rows_read(pg_pool, q.CLAIM_FACTS, by_rank[4], None, None),
-        "FOLLOW_UP_FACTS": await rows_read(pg_pool, q.FOLLOW_UP_FACTS, [], jobs, 8),
-        "WAITERS_SWEEP": await rows_read(pg_pool, q.WAITERS_SWEEP, 5000),
+        "CLAIM_FACTS": await rows_read(pg_pool, runs_q.CLAIM_FACTS, by_rank[4], None, None),
+        "FOLLOW_UP_FACTS": await rows_read(pg_pool, runs_q.FOLLOW_UP_FACTS, [], jobs, 8),
+        "WAITERS_SWEEP": await rows_read(pg_pool, runs_q.WAITERS_SWEEP, 5000),
     }
     assert all(n <= 12 * len(jobs) < len(backlog) for n in read.values()), read
 
@@ -184,17 +186,20 @@ async def test_single_run_and_scan_statements_do_not_read_the_backlog(
     one = backlog[-1]
     early = await pg_pool.fetchval("SELECT min(scheduled_for) FROM runs") + 10 * SECOND
     statements: dict[str, tuple[str, tuple[Any, ...]]] = {
-        "CLAIM_FACTS": (q.CLAIM_FACTS, ([one], None, None)),
-        "CLAIM_FREE": (q.CLAIM_FREE, ([one], "n", 10.0, None, None, "running")),
-        "OUTBOX_TAKE": (q.OUTBOX_TAKE, (now, 5000)),  # the backlog was pushed already
-        "OUTBOX_NEXT_DUE": (q.OUTBOX_NEXT_DUE, ()),
-        "EXPIRE_PENDING": (q.EXPIRE_PENDING, (1000, "expired")),  # the backlog is within its grace
-        "WAITERS_SWEEP": (q.WAITERS_SWEEP, (5000,)),  # none waits
-        "LOST_RUNS": (q.LOST_RUNS, (1000,)),
+        "CLAIM_FACTS": (runs_q.CLAIM_FACTS, ([one], None, None)),
+        "CLAIM_FREE": (runs_q.CLAIM_FREE, ([one], "n", 10.0, None, None, "running")),
+        "OUTBOX_TAKE": (runs_q.OUTBOX_TAKE, (now, 5000)),  # the backlog was pushed already
+        "OUTBOX_NEXT_DUE": (runs_q.OUTBOX_NEXT_DUE, ()),
+        "EXPIRE_PENDING": (runs_q.EXPIRE_PENDING, (1000, "expired")),  # the backlog is within its grace
+        "WAITERS_SWEEP": (runs_q.WAITERS_SWEEP, (5000,)),  # none waits
+        "LOST_RUNS": (runs_q.LOST_RUNS, (1000,)),
         # an edit's hand-over: the job's ticks written ahead (none), not its 400 queued runs
-        "RUNS_AHEAD_OF_JOB": (q.RUNS_AHEAD_OF_JOB, (await pg_pool.fetchval("SELECT min(id) FROM jobs"),)),
+        "RUNS_AHEAD_OF_JOB": (views_q.RUNS_AHEAD_OF_JOB, (await pg_pool.fetchval("SELECT min(id) FROM jobs"),)),
         # GET /api/jobs/{id}/ticks: half a second of one job's ticks (5 rows), not its 400 queued runs
-        "TICK_RUNS": (q.TICK_RUNS, (await pg_pool.fetchval("SELECT min(id) FROM jobs"), early, early + 0.5 * SECOND)),
+        "TICK_RUNS": (
+            views_q.TICK_RUNS,
+            (await pg_pool.fetchval("SELECT min(id) FROM jobs"), early, early + 0.5 * SECOND),
+        ),
     }
     read = {name: await rows_read(pg_pool, sql, *args) for name, (sql, args) in statements.items()}
     assert all(n <= 10 for n in read.values()), {k: v for k, v in read.items() if v > 10}
@@ -214,11 +219,17 @@ async def test_a_batch_with_known_ticks_reads_only_its_days(pg_pool: asyncpg.Poo
                 await conn.execute(f"SET LOCAL plan_cache_mode = {mode}")
                 plans = [
                     await conn.fetchval(
-                        "EXPLAIN (ANALYZE, FORMAT JSON) " + q.CLAIM_FREE, batch, "n", 10.0, lo, hi, "running"
+                        "EXPLAIN (ANALYZE, FORMAT JSON) " + runs_q.CLAIM_FREE, batch, "n", 10.0, lo, hi, "running"
                     ),
-                    await conn.fetchval("EXPLAIN (ANALYZE, FORMAT JSON) " + q.CLAIM_FACTS, batch, lo, hi),
+                    await conn.fetchval("EXPLAIN (ANALYZE, FORMAT JSON) " + runs_q.CLAIM_FACTS, batch, lo, hi),
                     await conn.fetchval(
-                        "EXPLAIN (ANALYZE, FORMAT JSON) " + q.CLAIM_RUNS, batch, [False] * len(batch), "n", 10.0, lo, hi
+                        "EXPLAIN (ANALYZE, FORMAT JSON) " + runs_q.CLAIM_RUNS,
+                        batch,
+                        [False] * len(batch),
+                        "n",
+                        10.0,
+                        lo,
+                        hi,
                     ),
                 ]
             finally:
@@ -273,7 +284,7 @@ async def test_a_finish_in_a_day_whose_statistics_say_all_is_finished_reads_in_p
         batch = [r["id"] for r in await conn.fetch("SELECT id FROM runs WHERE state = 'running' ORDER BY id")]
     lo, hi = datetime(2030, 1, 1, 0, 0, 29, tzinfo=UTC), datetime(2030, 1, 1, 0, 0, 30, tzinfo=UTC)
     args = (*_finish_args(batch)[:-2], lo, hi)
-    assert await rows_read(pg_pool, q.FINISH_RUNS, *args) <= 8 * FINISHING
+    assert await rows_read(pg_pool, runs_q.FINISH_RUNS, *args) <= 8 * FINISHING
 
 
 async def test_a_jobs_runs_page_reads_its_newest_days_only(pg_pool: asyncpg.Pool) -> None:
@@ -315,7 +326,7 @@ async def test_a_jobs_runs_page_reads_its_newest_days_only(pg_pool: asyncpg.Pool
                 try:
                     await conn.execute(f"SET LOCAL plan_cache_mode = {mode}")
                     raw = await conn.fetchval(
-                        "EXPLAIN (ANALYZE, FORMAT JSON) " + q.RUN_LIST_OF_JOB, job, None, tick, last_id, 25, lo
+                        "EXPLAIN (ANALYZE, FORMAT JSON) " + views_q.RUN_LIST_OF_JOB, job, None, tick, last_id, 25, lo
                     )
                 finally:
                     await tx.rollback()
@@ -346,8 +357,8 @@ async def test_a_ticks_window_reads_only_the_revisions_that_touch_it(pg_pool: as
         await conn.execute("ANALYZE job_revisions")
         after = datetime(2030, 3, 1, 8, tzinfo=UTC)  # revision 960's instant; 961..1080 are in the hour after
         statements = {
-            "TICK_REVISIONS": (q.TICK_REVISIONS, (7, after, after + timedelta(hours=1), 5001)),
-            "TICK_SCHEDULE_AT": (q.TICK_SCHEDULE_AT, (7, 960)),
+            "TICK_REVISIONS": (views_q.TICK_REVISIONS, (7, after, after + timedelta(hours=1), 5001)),
+            "TICK_SCHEDULE_AT": (views_q.TICK_SCHEDULE_AT, (7, 960)),
         }
         for name, (sql, args) in statements.items():
             for mode in ("force_custom_plan", "force_generic_plan"):
@@ -366,12 +377,12 @@ async def test_a_ticks_window_reads_only_the_revisions_that_touch_it(pg_pool: as
                 )
                 # the window's 120 rows, read once to find them and once to return them, and a few more
                 assert read <= 2 * 125 if name == "TICK_REVISIONS" else read <= 4, (name, mode, read)
-        rows = await conn.fetch(q.TICK_REVISIONS, 7, after, after + timedelta(hours=1), 5001)
+        rows = await conn.fetch(views_q.TICK_REVISIONS, 7, after, after + timedelta(hours=1), 5001)
         assert [r["number"] for r in rows] == [1, *range(960, 1081)]
         changed = {r["number"]: r["changes"] for r in rows[1:] if r["changes"]}  # schedule fields only, no payload
         assert changed == {1001: {"cron_expression": "*/1 * * * *", "timezone": "Europe/Berlin"}}
         assert rows[0]["changes"] == {"cron_expression": "*/2 * * * *", "timezone": "Europe/Berlin"}
-        assert await conn.fetchval(q.TICK_SCHEDULE_AT, 7, 960) == {
+        assert await conn.fetchval(views_q.TICK_SCHEDULE_AT, 7, 960) == {
             "cron_expression": "*/5 * * * *",  # revision 501's
             "timezone": "Europe/Berlin",
         }

@@ -15,7 +15,7 @@ from cronos.store.db import PageBounds
 from cronos.store.epoch import EpochStore
 from cronos.store.jobs import JobStore
 from cronos.store.ledger import Ledger
-from cronos.store.queries import JOBS_CHANNEL
+from cronos.store.queries.notifications import JOBS_CHANNEL
 from cronos.store.revisions import RevisionStore
 from cronos.store.runs import ClaimedRun, Outcome, RunStore
 

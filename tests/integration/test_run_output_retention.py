@@ -10,10 +10,10 @@ import asyncpg
 import pytest
 
 from cronos.run_output import Line, Pending
-from cronos.store import queries as q
 from cronos.store import run_output
 from cronos.store.epoch import EpochStore
 from cronos.store.partitions import PartitionStore
+from cronos.store.queries import usage as usage_q
 from dispatcher import retention
 from tests.integration.ledger_helpers import insert_job
 from tests.integration.test_retention import add_run
@@ -29,7 +29,7 @@ async def epoch(pg_pool: asyncpg.Pool) -> int:
 
 async def output_of(pool: asyncpg.Pool, run_id: int, tick: datetime, text: str) -> None:
     await run_output.write(pool, [run_output.Written(run_id, tick, Pending([Line(0, 0.0, "stdout", text)], None))])
-    await pool.execute(q.USAGE_WRITE, [run_id], [tick], [1.0], [0.5], [0.4], [0.1], [1 << 20])  # and its usage
+    await pool.execute(usage_q.USAGE_WRITE, [run_id], [tick], [1.0], [0.5], [0.4], [0.1], [1 << 20])  # and its usage
 
 
 async def where(pool: asyncpg.Pool, run_id: int) -> str | None:

@@ -13,9 +13,9 @@ from cronos.lifecycle import claims_at_once
 from cronos.messages import RunToken
 from cronos.models import FAIL_EXECUTOR_LOST, FAIL_REPLACED, SKIP_BUFFER_FULL, SKIP_EXPIRED, SKIP_OVERLAP
 from cronos.store import claims
-from cronos.store import queries as q
 from cronos.store.cancels import CancelStore
 from cronos.store.db import retry_contention, translate_errors
+from cronos.store.queries import runs as runs_q
 from cronos.store.runs import Claim, ClaimedRun, Outcome, Refused, RunStore
 from tests.integration.ledger_helpers import insert_job, insert_run, run_state, runs_of, set_epoch, tick
 
@@ -183,7 +183,7 @@ async def test_a_replace_decided_before_its_run_was_cancelled_replaces_nothing(
     job = await insert_job(pg_pool, concurrency_policy="replace")
     a, b = await insert_run(pg_pool, job, tick(0)), await insert_run(pg_pool, job, tick(1))
     await store.claim([a.run_id], "n1", 10)
-    plan = claims.plan_claims(await pg_pool.fetch(q.CLAIM_FACTS, [b.run_id], None, None), [b.run_id])
+    plan = claims.plan_claims(await pg_pool.fetch(runs_q.CLAIM_FACTS, [b.run_id], None, None), [b.run_id])
     assert plan.replace == {job: b.run_id}
     assert (await CancelStore(pg_pool).cancel(b.run_id, actor="op")).ended
     assert await claims._replace_and_claim(pg_pool, plan, job, b.run_id, "n2", 10, (None, None)) == {}
@@ -432,7 +432,7 @@ async def test_the_one_statement_claim_takes_exactly_the_runs_the_lifecycle_clai
                     batch += [r.run_id for r in runs]
                     if claims_at_once(policy, running=running, expired_=expired, of_job_in_batch=len(runs)):  # type: ignore[arg-type]
                         expected.update(r.run_id for r in runs)
-    rows = await pg_pool.fetch(q.CLAIM_FREE, batch, "n", 60.0, None, None, "running")
+    rows = await pg_pool.fetch(runs_q.CLAIM_FREE, batch, "n", 60.0, None, None, "running")
     assert {r["id"] for r in rows} == expected
     exclusive = {r["id"]: r["exclusive"] for r in rows}
     assert len(expected) == 6  # alone, within its grace: nothing running (each policy), or running under allow

@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from cronos.lifecycle import TRANSITIONS, Event, RunState
+from cronos.lifecycle import TRANSITIONS, Event
+from cronos.models import RunState
 
 # A verification takes 3-45 s here; the suite's 60 s would cut the largest short on a slower machine.
 pytestmark = pytest.mark.timeout(600)

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import get_args
 
 import pytest
 
 from cronos import backfill
 from cronos.backfill import TickFacts
 from cronos.errors import Conflict, InvalidInput, TooManyRequests
+from cronos.models import RUN_STATES
 from cronos.ticks import Segment
 
 T0 = datetime(2026, 3, 1, tzinfo=UTC)
@@ -134,3 +136,7 @@ def test_runs_of_a_job_that_waits_queue_behind_the_first() -> None:
     assert backfill.to_wait("forbid", [4]) == [] and backfill.to_wait("forbid", []) == []
     for policy in ("allow", "replace", "buffer_one"):  # they run at once, or skip what overlaps
         assert backfill.to_wait(policy, [4, 5, 6]) == []
+
+
+def test_a_tick_s_state_is_none_or_a_run_state() -> None:
+    assert get_args(backfill.TickState) == ("none", *RUN_STATES)

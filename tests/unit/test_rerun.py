@@ -6,7 +6,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from cronos.lifecycle import TERMINAL, Rerun, RerunFacts, RunState, rerun, rerun_of, rerunnable
+from cronos.lifecycle import TERMINAL, Rerun, RerunFacts, rerun, rerun_of, rerunnable
+from cronos.models import RunState
 
 TICK = datetime(2026, 3, 1, 9, tzinfo=UTC)
 NOW = datetime(2026, 3, 2, 10, tzinfo=UTC)

@@ -7,8 +7,8 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from cronos.lifecycle import TERMINAL, RunState
-from cronos.models import Run
+from cronos.lifecycle import TERMINAL
+from cronos.models import Run, RunState
 from cronos.store.run_views import SCAN, UNHAPPY, Path, RunFilter, access_path, day_bounds, next_before
 
 
