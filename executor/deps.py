@@ -70,6 +70,7 @@ class Deps:
     concurrency: InitVar[int]  # execution slots: the gate's
     routing: Routing = field(init=False)  # tokens this node cannot run (presence.can_run)
     capability: presence.Capability = field(init=False)  # what this node can run
+    reserve_ahead: bool = False  # runs reserved when their token arrives ahead of due (CRONOS_RESERVE_AHEAD)
     cancel_grace_s: float = 10.0  # a cancelled run's work is cancelled this long after it is told to stop
     tracer: Tracer | None = None  # runs' spans (executor.tracing); None: traces are off
     gate: Gate[ClaimRequest, Claim] = field(init=False)  # steps 2-3 at the due instant, with an execution slot

@@ -108,7 +108,7 @@ async def _process(token: RunToken, entry: EntryRef, deps: Deps, *, retried: boo
         await settle(deps, None, entry)
         return TokenOutcome.UNSERVED
     lock_key = deps.keys.tick_lock(token.job_id, token.scheduled_for_ms, token.attempt)
-    if retried and token.due_ms is not None:
+    if retried and deps.reserve_ahead and token.due_ms is not None:
         # A reservation whose answer a blip lost may have committed: given back (if it did), the
         # run is claimed or reserved again below instead of being found reserved and dropped.
         await give_back(deps, token.run_id)
@@ -120,7 +120,7 @@ async def _process(token: RunToken, entry: EntryRef, deps: Deps, *, retried: boo
         if not await take_tick_lock(deps, lock_key):  # step 1
             await settle(deps, None, entry)
             return TokenOutcome.LOCK_DENIED
-        if due_ms is not None:  # ahead of its instant: reserved now, started then
+        if due_ms is not None and deps.reserve_ahead:  # ahead of its instant: reserved now, started then
             reserved = await deps.reserves.submit(ClaimRequest(token.run_id, token.scheduled_for_ms))
         claim = await claim_run(deps, token, due_ms, reserved)  # steps 2 and 3, holding a slot once it answers
     except Withdrawn:

@@ -148,6 +148,7 @@ class Executor:
             redis=client,
             concurrency=settings.executor_concurrency,
             cancel_grace_s=settings.cancel_grace_s,
+            reserve_ahead=settings.reserve_ahead,
             tracer=tracer,
         )
         deps.env.hosts.slots = deps.gate  # a run waiting for its host lends its execution slot back

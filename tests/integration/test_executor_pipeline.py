@@ -472,7 +472,7 @@ async def test_a_token_pushed_ahead_is_locked_and_reserved_at_once_and_started_a
     due = _soon(1.0)
     tokens = await _push_ahead(harness, jobs, due)
     locks = [Keys(settings.key_prefix).tick_lock(t.job_id, t.scheduled_for_ms, 1) for t in tokens]
-    async with executor(push_lead_ms=3000, executor_concurrency=len(jobs)) as ex, running(ex):
+    async with executor(push_lead_ms=3000, executor_concurrency=len(jobs), reserve_ahead=True) as ex, running(ex):
         await wait_for(lambda: _all_exist(redis_client, locks), what="tick locks taken ahead of the due time")
         await wait_for(lambda: _count_all(harness, "reserved", len(tokens)), what="runs reserved ahead of the due time")
         assert datetime.now(UTC) < due, "reserved ahead, not running before due"
@@ -492,7 +492,7 @@ async def test_a_burst_is_reserved_in_batches_back_to_back_and_starts_at_its_ins
     jobs = [await harness.job(payload={"action": "test.clock"}) for _ in range(10)]
     due = _soon(1.0)
     tokens = await _push_ahead(harness, jobs, due)
-    async with executor(push_lead_ms=3000, executor_concurrency=len(jobs)) as ex, running(ex):
+    async with executor(push_lead_ms=3000, executor_concurrency=len(jobs), reserve_ahead=True) as ex, running(ex):
         await wait_for(lambda: _count_all(harness, "completed", len(tokens)), timeout=5, what="runs started once due")
     assert ex.deps is not None and ex.deps.reserves.batches == 3, "10 runs reserved in statements of 4, 4 and 2"
     assert ex.deps.claims.batches == 0
@@ -508,7 +508,8 @@ async def test_a_reserved_run_whose_lease_cannot_cover_its_start_is_given_back_a
     jobs = [await harness.job(payload={"action": "test.clock"}) for _ in range(3)]
     due = _soon(1.0)
     tokens = await _push_ahead(harness, jobs, due)
-    async with executor(push_lead_ms=3000, run_lease_s=0.5, executor_concurrency=len(jobs)) as ex, running(ex):
+    short_lease = executor(push_lead_ms=3000, run_lease_s=0.5, executor_concurrency=len(jobs), reserve_ahead=True)
+    async with short_lease as ex, running(ex):
         await wait_for(lambda: _count_all(harness, "completed", len(tokens)), timeout=5, what="runs claimed once due")
     assert ex.deps is not None and ex.deps.reserves.batches >= 1 and ex.deps.given_back == len(tokens)
     for token in tokens:
@@ -523,7 +524,7 @@ async def test_a_reserved_run_shows_reserved_until_it_starts_then_running_then_i
     job = await harness.job(payload=gate("reserved_long"))
     due = _soon(1.0)
     (token,) = await _push_ahead(harness, [job], due)
-    async with executor(push_lead_ms=3000) as ex, running(ex):
+    async with executor(push_lead_ms=3000, reserve_ahead=True) as ex, running(ex):
         await wait_for(lambda: _is(harness, token.run_id, "reserved"), what="the run reserved ahead")
         assert datetime.now(UTC) < due, "reserved, not running, before its due time"
         await wait_for(

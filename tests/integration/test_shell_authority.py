@@ -54,6 +54,7 @@ PROBES = (
     Probe("PATCH", "/api/jobs/{id}/toggle", True, _job("/toggle")),
     Probe("POST", "/api/jobs/{id}/resume", True, _job("/resume")),
     Probe("POST", "/api/jobs/{id}/trigger", True, _job("/trigger")),
+    Probe("POST", "/api/jobs/{id}/triggers", True, _job("/triggers", {"name": "probe"})),  # a trigger URL starts runs
     Probe("POST", "/api/jobs/{id}/backfill", True, _job("/backfill", _BACKFILL)),
     Probe("POST", "/api/jobs/bulk", True, _bulk("resume")),
     Probe("POST", "/api/jobs/bulk", True, _bulk("trigger")),
@@ -81,6 +82,8 @@ CANNOT_START_A_JOB = {
     ("DELETE", "/api/calendars/{name}"): "refused while a job names it",
     ("POST", "/api/blackouts"): "holds runs back, starts none",
     ("DELETE", "/api/blackouts/{id}"): "ends a hold on an admin's schedule; queues no run (see the report)",
+    ("DELETE", "/api/jobs/{id}/triggers/{trigger}"): "revokes a trigger URL; starts nothing",
+    ("POST", "/hooks/{id}"): "no API token: a trigger URL acts with its creator's authority (test_api_hooks.py)",
 }
 
 
