@@ -131,7 +131,9 @@ async def test_redis_outage_pauses_reading_and_work_resumes(
 async def test_postgresql_outage_keeps_the_result_and_writes_it_once(
     harness: Harness, settings: Settings, caplog: pytest.LogCaptureFixture
 ) -> None:
-    job = await harness.job(payload={"action": "sleep", "seconds": 0.5})
+    # Long enough that the cut lands while the run is running on a loaded machine (at 0.5 s the poll
+    # that sees `running` could come after the run had already ended and written its result).
+    job = await harness.job(payload={"action": "sleep", "seconds": 3})
     token = await harness.queue(job)
     async with proxied(settings.database_url) as (proxy, url):
         own = msgspec.structs.replace(settings, database_url=url, run_lease_s=30)
@@ -154,7 +156,7 @@ async def test_postgresql_outage_keeps_the_result_and_writes_it_once(
                 ex.stop()
                 await asyncio.wait_for(task, 10)
     (run,) = await harness.runs(job)
-    assert run.state == "completed" and run.result == '{"slept_s":0.5}'
+    assert run.state == "completed" and run.result == '{"slept_s":3.0}'
 
 
 async def test_an_executor_outlives_a_postgresql_outage_of_more_than_1024_probes(
