@@ -1,9 +1,9 @@
 """POST /api/runs/{id}/cancel: end a run that has not started, or ask its executor to stop it.
 
-200: the run was queued or waiting and is `cancelled` now. 202: it is running, or reserved (its
-executor starts it at its due instant without asking); its executor signals the work at once (or
-at its next heartbeat) and records it `cancelled` (after the grace, by force), so the run shown is
-still `running` (or `reserved`). 409 when the run has ended already; 404 for no such run.
+200: the run was queued, waiting or reserved (not started yet) and is `cancelled` now. 202: it is
+running; its executor signals the work at once (or at its next heartbeat) and records it
+`cancelled` (after the grace, by force), so the run shown is still `running`. 409 when the run has
+ended already; 404 for no such run.
 Who asked is the run's error ("cancelled by <token>") and an audit entry of its job. A run of a
 shell job is an admin's to cancel (api.shell_authority), checked under the run's row lock.
 """
@@ -33,8 +33,8 @@ async def cancel_run(request: web.Request) -> web.Response:
 
 ROUTES = (
     Route("POST", f"/api/runs/{ID}/cancel", cancel_run,
-          "Cancel a run: a queued or waiting one ends `cancelled` at once (200); a running one's executor is "
-          "asked to stop it (202: still `running` or `reserved`, then `cancelled`); 409 when it has ended",
+          "Cancel a run: a queued, waiting or reserved one ends `cancelled` at once (200); a running one's "
+          "executor is asked to stop it (202: still `running`, then `cancelled`); 409 when it has ended",
           response=RunOut, errors=(NotFound, Conflict, *DB_ERRORS),
-          also=((202, "running or reserved: its executor was asked to stop it (the run as it is now)", RunOut),)),
+          also=((202, "running: its executor was asked to stop it (the run as it is now)", RunOut),)),
 )  # fmt: skip

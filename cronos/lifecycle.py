@@ -6,24 +6,31 @@ conditional statement guarded by its from-state (and by the epoch or the owning 
 what it returns. The Promela model (`tests/model/lifecycle.pml`) names the same states and events.
 
     queued ──claimed──▶ running ──completed──▶ completed ──▶ chain runs of its child jobs queued
-      │ ▲ │  ▲           ▲    └──failed──────▶ failed ───(a retry left)──▶ next attempt queued
-      │ │ │  └unreserved─┤started (or its finish: completed | failed with its started_at)
-      │ │ └reserved──▶ reserved (ahead of due: owned and leased; lost, replaced, stopped as running)
-      │ │ woken          ├──lost (reaper)──▶ failed "executor lost"
-      │ │                ├──replaced───────▶ failed "replaced"
-      │ │                └──cancel_requested (API) ··· stopped (its executor) ──▶ cancelled "cancelled by …"
+      │ ▲ ▲ │  ▲           ▲    └──failed──────▶ failed ───(a retry left)──▶ next attempt queued
+      │ │ │ │  │           └started (at its due instant, before the work)
+      │ │ │ │  └unreserved (its executor) | taken_back (API: its job changed) | released (reaper)─┐
+      │ │ │ └reserved──▶ reserved (ahead of due: owned and leased, not started) ──────────────────┘
+      │ │ woken             ├──replaced───────▶ failed "replaced"
+      │ │                   └──cancelled (API) ──▶ cancelled "cancelled by …"
       ├─waited──▶ waiting (behind its job's running run: no token, no lock, no slot)
       ├─overlapped / misfired / expired / handed_over ──▶ skipped (the reason)
-      └─cancelled (API; queued or waiting) ──▶ cancelled "cancelled by …"
+      └─cancelled (API; queued, waiting or reserved) ──▶ cancelled "cancelled by …"
+    running ──lost (reaper)──▶ failed "executor lost";  running ──cancel_requested (API) ··· stopped ──▶ cancelled
     failed | skipped (ended, not completed) ──triggered (API: "retry this run")──▶ next attempt queued
 
 A run whose token an executor holds ahead of its due time (the push lead) is reserved then, when
 `claims_at_once` holds: owned, leased and holding its exclusive job's place (G3) before it is due,
-so that at the due instant its executor starts it without a round trip (`startable`), and records
-it started afterwards, or with its finish. It is not running until it starts: the API shows it
-`reserved`. Its executor gone, the reaper ends it as a running one ("executor lost": it may have
-started); an executor that cannot start it at its instant (drained, its lease or grace run out)
-gives it back queued (unreserved), and it is claimed as any queued run.
+with its job's definition read then, so that at its due instant its executor only starts it: one
+short statement (started: reserved -> running, guarded by the state and the owner) instead of a
+claim that reads the job and decides. A reserved run has not started, and nothing starts it but
+that statement, so the API may take it back until then: a change of its job (edit, pause, a rule,
+the breaker) gives it back queued (taken_back: then handed over as any tick written ahead, and
+claimed at its instant with the job as changed), a cancel ends it at once, a deletion deletes it.
+Its executor's start then finds it not reserved and claims it as a queued run (or finds it gone).
+An executor that cannot start it at its instant (drained, its lease or grace run out) gives it
+back (unreserved); one that died holding it leaves it to the reaper, which, its lease over (its
+due time plus the lease), puts it back in the outbox (released: it never started, so nothing is
+lost and nothing runs twice), and it is claimed as any queued run, or expires.
 
 A queued run is in the outbox until the leader pushes its token (`pushed_epoch` set to the
 leader's epoch); election, Redis losing its data and the watchdog only clear that mark again.
@@ -54,6 +61,7 @@ TERMINAL = frozenset({RunState.COMPLETED, RunState.FAILED, RunState.SKIPPED, Run
 PENDING = frozenset({RunState.QUEUED, RunState.WAITING})  # not started: expiry and misfire apply
 # An executor owns it and its lease says it is alive: the reaper, the heartbeat and G3 treat both alike.
 OWNED = frozenset({RunState.RESERVED, RunState.RUNNING})
+NOT_STARTED = PENDING | {RunState.RESERVED}  # the API may still end it (or, reserved, take it back)
 
 
 class Actor(StrEnum):
@@ -80,8 +88,10 @@ class Event(StrEnum):
     UNPUSHED = "unpushed"  # back in the outbox: election, Redis lost its data, watchdog
     CLAIMED = "claimed"
     RESERVED = "reserved"  # claimed ahead of its due time (the push lead) by the executor holding its token
-    STARTED = "started"  # that executor started it at its due instant (recorded after the start)
+    STARTED = "started"  # that executor starts it at its due instant (recorded before the work begins)
     UNRESERVED = "unreserved"  # that executor could not start it at its instant: queued again
+    TAKEN_BACK = "taken_back"  # the API changed its job before it started: queued again, then handed over
+    RELEASED = "released"  # its lease ran out before it started (its executor is gone): back in the outbox
     WAITED = "waited"
     WOKEN = "woken"
     OVERLAPPED = "overlapped"  # the concurrency policy refused it
@@ -132,21 +142,21 @@ TRANSITIONS: tuple[Transition, ...] = (
     _t(Event.RESERVED, "queued", V, "executor", Fence.STATE),
     _t(Event.STARTED, "reserved", R, "executor", Fence.OWNER),
     _t(Event.UNRESERVED, "reserved", Q, "executor", Fence.OWNER),
+    _t(Event.TAKEN_BACK, "reserved", Q, "api", Fence.JOB),
+    _t(Event.RELEASED, "reserved", Q, "leader", Fence.EPOCH),
     _t(Event.WAITED, "queued", W, "api executor", Fence.STATE),  # api: a backfill's runs behind its first
     _t(Event.WOKEN, "waiting", Q, "api executor leader", Fence.STATE),  # api: behind a run it cancelled
     _t(Event.OVERLAPPED, "queued waiting", RunState.SKIPPED, "executor leader", Fence.STATE, SKIP_OVERLAP),
     _t(Event.MISFIRED, "queued", RunState.SKIPPED, "leader", Fence.EPOCH, SKIP_MISFIRED),
     _t(Event.EXPIRED, "queued waiting", RunState.SKIPPED, "leader executor", Fence.STATE, SKIP_EXPIRED),
     _t(Event.HANDED_OVER, "queued", RunState.SKIPPED, "api", Fence.JOB, SKIP_JOB_INACTIVE),
-    # From reserved: the run started and ended before its start was recorded (the finish records both).
-    _t(Event.COMPLETED, "reserved running", RunState.COMPLETED, "executor", Fence.OWNER),
-    _t(Event.FAILED, "reserved running", RunState.FAILED, "executor", Fence.OWNER),
-    _t(Event.LOST, "reserved running", RunState.FAILED, "leader", Fence.EPOCH, FAIL_EXECUTOR_LOST),
+    _t(Event.COMPLETED, "running", RunState.COMPLETED, "executor", Fence.OWNER),
+    _t(Event.FAILED, "running", RunState.FAILED, "executor", Fence.OWNER),
+    _t(Event.LOST, "running", RunState.FAILED, "leader", Fence.EPOCH, FAIL_EXECUTOR_LOST),
     _t(Event.REPLACED, "reserved running", RunState.FAILED, "executor", Fence.STATE, FAIL_REPLACED),
-    _t(Event.CANCELLED, "queued waiting", RunState.CANCELLED, "api", Fence.STATE),
-    # Recorded beside the run, not in it; a reserved run's request is recorded alike (it stays reserved).
-    _t(Event.CANCEL_REQUESTED, "running", R, "api", Fence.STATE),
-    _t(Event.STOPPED, "reserved running", RunState.CANCELLED, "executor leader", Fence.OWNER),  # leader: reaped, asked
+    _t(Event.CANCELLED, "queued waiting reserved", RunState.CANCELLED, "api", Fence.STATE),
+    _t(Event.CANCEL_REQUESTED, "running", R, "api", Fence.STATE),  # recorded beside the run, not in it
+    _t(Event.STOPPED, "running", RunState.CANCELLED, "executor leader", Fence.OWNER),  # leader: reaped, asked
 )
 BY_EVENT = {t.event: t for t in TRANSITIONS}
 # OVERLAPPED also records SKIP_BUFFER_FULL (buffer_one), HANDED_OVER also SKIP_SCHEDULE_CHANGED.
@@ -170,17 +180,15 @@ def transition(event: Event, source: RunState | None) -> Transition:
 class Cancel(StrEnum):
     """What a cancel request does to a run, by the state it is in."""
 
-    NOW = "now"  # queued or waiting: ended `cancelled` at once (Event.CANCELLED)
-    # running, or reserved (its executor starts it at its instant without asking): recorded; its
-    # executor signals the work, forces it after a grace
-    REQUEST = "request"
+    NOW = "now"  # queued, waiting or reserved (not started): ended `cancelled` at once (Event.CANCELLED)
+    REQUEST = "request"  # running: recorded; its executor signals the work, forces it after a grace
     ENDED = "ended"  # over already: nothing to cancel (the API's 409)
 
 
 def cancel(state: RunState) -> Cancel:
-    if state in PENDING:
+    if state in NOT_STARTED:
         return Cancel.NOW
-    if state in OWNED:
+    if state is RunState.RUNNING:
         return Cancel.REQUEST
     return Cancel.ENDED
 
@@ -200,7 +208,7 @@ def lost(cancel_by: str | None) -> tuple[RunState, str, bool]:
     return RunState.CANCELLED, f"{cancelled_by(cancel_by)} ({FAIL_EXECUTOR_LOST})", False
 
 
-# --- reserve: claimed ahead of its due time, started at it without a round trip ----------------
+# --- reserve: claimed ahead of its due time, only started at it ---------------------------------
 # A queued run whose token arrived ahead of its due time is reserved then when `claims_at_once`
 # holds for it (nothing then needs deciding at its instant); the others are claimed at their
 # instant, as the concurrency policy decides then.
@@ -211,10 +219,11 @@ START_MARGIN_S = 1.0
 
 
 def startable(now_s: float, lease_until_s: float, expires_s: float | None) -> bool:
-    """A reserved run its executor starts at its due instant without asking PostgreSQL (unix
-    times by PostgreSQL's clock, as the executor estimates it): its lease still holds, so the
-    reaper has not taken it (G1, G3), and its grace has not run out (G7), each by START_MARGIN_S.
-    Otherwise the executor gives it back (Event.UNRESERVED) and claims it as a queued run."""
+    """A reserved run its executor starts at its due instant (unix times by PostgreSQL's clock, as
+    the executor estimates it): its lease still holds, so the reaper has not released it, and its
+    grace has not run out (G7), each by START_MARGIN_S. Otherwise the executor gives it back
+    (Event.UNRESERVED) and claims it as a queued run. Event.STARTED's statement checks the run is
+    still reserved by this executor (the API may have taken it back) before the work begins."""
     if now_s > lease_until_s - START_MARGIN_S:
         return False
     return expires_s is None or now_s <= expires_s - START_MARGIN_S

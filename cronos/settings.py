@@ -72,9 +72,9 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     allow_shell: bool = False
     shell_user: str = ""  # shell jobs run as this user (the executor must be root); empty: the executor's
     result_max_bytes: int = 4096
-    # Executors reserve a run when its token arrives ahead of due and start it then without a round
-    # trip; off by default: an edit, pause or cancel in the push lead no longer stops that tick.
-    reserve_ahead: bool = False
+    # Executors reserve a run when its token arrives ahead of due (the push lead) and at its due
+    # instant only start it (docs/lifecycle.md); false: every run is claimed at its due instant.
+    reserve_ahead: bool = True
     output_max_lines: int = 2000  # a run's stored output: its first and last halves kept (0: none kept)
     output_max_bytes: int = 1_048_576  # ... and at most this much of it
     # observability
@@ -378,7 +378,7 @@ VARIABLES: dict[str, tuple[str, Callable[[str], Any], str]] = {
     "CRONOS_RESERVE_AHEAD": (
         "reserve_ahead",
         _bool,
-        "reserve runs ahead of due and start them without a claim (docs/lifecycle.md: the trade-off)",
+        "reserve runs when their token arrives ahead of due, only start them at the due instant (docs/lifecycle.md)",
     ),
     "CRONOS_OUTPUT_MAX_LINES": (
         "output_max_lines",

@@ -138,7 +138,9 @@ class Term:
             "listen": listener.run(),
             "stop": self._stop_watch(),
             "tick": self.ticker.run(self._clock.now, checkpoint=self.checkpoint),
-            "reap": reaper.run(self, RunStore(self._pool), election, settings.run_lease_s, self._connected_at),
+            "reap": reaper.run(
+                self, RunStore(self._pool), election, settings.run_lease_s, self._connected_at, self.ticker.take_soon
+            ),
             "housekeep": housekeeping.run(self),
             "watchdog": Watchdog(
                 Ledger(self._pool),

@@ -8,7 +8,6 @@ from __future__ import annotations
 import functools
 import logging
 from dataclasses import InitVar, dataclass, field
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from cronos import lifecycle, presence, tasks
@@ -24,7 +23,6 @@ from executor.gate import Gate
 from executor.health import BackendHealth
 from executor.kinds import Env
 from executor.routing import Routing
-from executor.starts import Starts
 from executor.tally import Tally
 from executor.tracing import Tracer
 from executor.usage_metrics import JobUsage
@@ -76,7 +74,6 @@ class Deps:
     gate: Gate[ClaimRequest, Claim] = field(init=False)  # steps 2-3 at the due instant, with an execution slot
     locks: Batcher[str, bool] = field(init=False)  # step 1
     reserves: Batcher[ClaimRequest, ClaimedRun | None] = field(init=False)  # step 2 ahead of the due instant
-    starts: Starts = field(init=False)  # reserved runs started: recorded after their start
     claims: Batcher[ClaimRequest, Claim] = field(init=False)  # steps 2-3, behind the gate
     starting: Batcher[ClaimRequest, Claim] = field(init=False)  # reserved runs at their instant, behind the gate
     finishes: Batcher[Outcome, bool] = field(init=False)  # step 5
@@ -97,7 +94,6 @@ class Deps:
         self.gate = Gate(self.claims, concurrency, self.clock.time, route=self._reserved)
         self.locks = Batcher("locks", functools.partial(self.tick_locks.acquire, ttl_ms=lock_ttl_ms))
         self.reserves = Batcher("reserves", self._reserve, max_size=CLAIM_BATCH, foreground=self.claiming)
-        self.starts = Starts(self.store, self.node_id)
         self.finishes = Batcher("finishes", self._finish)
         self.settles = Batcher("settles", self._settle)
         self.tally = Tally(self.node_id)
@@ -125,35 +121,45 @@ class Deps:
         return self.starting if request.reserved is not None else None
 
     async def _start_reserved(self, requests: list[ClaimRequest]) -> list[Claim]:
-        """At the due instant, runs reserved here start now, without a round trip, while
-        lifecycle.startable says so. One that cannot start is given back, then claimed as any
-        queued run; if PostgreSQL fails meanwhile it is answered NOT_QUEUED (its token settled: a
-        run given back is pushed again by the watchdog, one still reserved is reaped)."""
+        """At the due instant, the runs reserved here start (Event.STARTED: one statement that
+        reads nothing of their jobs) while lifecycle.startable says so. One that cannot start is
+        given back; it, and one the API took back meanwhile (edited, paused, cancelled, deleted),
+        is then claimed as any queued run (with its job as it is now), or found ended. A backend
+        failure reaches every token of the batch: each goes through again once PostgreSQL answers
+        (its reservation given back first)."""
         now = self.clock.time()
-        claims: list[Claim] = []
-        late: dict[int, ClaimRequest] = {}
+        startable: list[ClaimedRun] = []
+        late: list[ClaimRequest] = []
         for request in requests:
             run = request.reserved
             assert run is not None and run.lease_until is not None  # routed here by _reserved
             expires_s = None if request.expires_ms is None else request.expires_ms / 1000
             if lifecycle.startable(now, run.lease_until.timestamp(), expires_s):
-                run.started_at = datetime.fromtimestamp(now, UTC)
-                claims.append(run)
+                startable.append(run)
             else:
-                late[run.id] = request
-                claims.append(Refused.NOT_QUEUED)
-        self.tally.count(claims)  # the runs started here now (the ones claimed again count in _claim)
-        if not late:
-            return claims
-        self.given_back += len(late)
+                late.append(request)
+        started = {}
+        if startable:
+            ticks = [r.scheduled_for for r in startable]
+            started = await self.store.start([r.id for r in startable], self.node_id, ticks)
+        claims: dict[int, Claim] = {}
+        for run in startable:
+            if run.id in started:
+                run.started_at, run.lease_until = started[run.id], None
+                claims[run.id] = run
+        self.tally.count(list(claims.values()))  # the runs started here now (the ones claimed again count in _claim)
+        again = [r._replace(reserved=None) for r in requests if r.run_id not in claims]
         try:
-            await self.store.unreserve(list(late), self.node_id)
-            again = dict(zip(late, await self._claim([r._replace(reserved=None) for r in late.values()]), strict=True))
-        except BackendUnavailable as exc:
+            if late:
+                self.given_back += len(late)
+                await self.store.unreserve([r.run_id for r in late], self.node_id)
+            if again:
+                claims.update(zip([r.run_id for r in again], await self._claim(again), strict=True))
+        except BackendUnavailable as exc:  # the started ones run; the others' tokens are settled
+            # (one given back or taken back is pushed again by the watchdog, one still reserved released)
             self.health.report(exc)
-            log.warning("reserved runs not started: %s", exc, extra={"event": "run.start_failed", "count": len(late)})
-            return claims
-        return [again.get(r.run_id, c) for r, c in zip(requests, claims, strict=True)]
+            log.warning("reserved runs not started: %s", exc, extra={"event": "run.start_failed", "count": len(again)})
+        return [claims.get(r.run_id, Refused.NOT_QUEUED) for r in requests]
 
     async def _finish(self, outcomes: list[Outcome]) -> list[bool]:
         await self.claiming.idle()

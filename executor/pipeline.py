@@ -143,8 +143,6 @@ async def _process(token: RunToken, entry: EntryRef, deps: Deps, *, retried: boo
     flight = deps.in_flight[claim.id] = InFlight(claim, lock_key, entry)
     span = None  # the run's span while traces are on (docs/tracing.md)
     ended = TokenOutcome.ERROR
-    if claim.lease_until is not None:
-        deps.starts.started(claim)
     try:
         try:
             if deps.tracer is not None:
@@ -152,7 +150,6 @@ async def _process(token: RunToken, entry: EntryRef, deps: Deps, *, retried: boo
             outcome = await run_under_timeout(flight, deps.env, deps.node_id)  # step 4
         finally:
             deps.gate.leave()  # the slot is the work's only: recording happens outside it
-            deps.starts.ended(claim.id)
         ended = await record(deps, flight, outcome)  # step 5
     finally:
         deps.in_flight.pop(claim.id, None)

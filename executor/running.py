@@ -21,7 +21,6 @@ import logging
 import time
 import traceback
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
 from cronos import delays, lifecycle, metrics
@@ -121,11 +120,6 @@ async def run_under_timeout(flight: InFlight, env: kinds.Env, node_id: str) -> O
     return outcome_of(flight, node_id, result, failure, (time.monotonic() - started) * 1000, secrets, usage)
 
 
-def reserved_start(run: ClaimedRun) -> datetime | None:
-    """A reserved run's start, which its finish records too (its start may not be recorded yet)."""
-    return run.started_at if run.lease_until is not None else None
-
-
 def outcome_of(
     flight: InFlight,
     node_id: str,
@@ -152,7 +146,6 @@ def outcome_of(
             duration_ms=duration_ms,
             holds_slot=run.concurrency_group is not None,
             usage=usage,
-            started_at=reserved_start(run),
         )
     if failure is None:
         return Outcome(
@@ -164,7 +157,6 @@ def outcome_of(
             scheduled_for=run.scheduled_for,
             holds_slot=run.concurrency_group is not None,
             usage=usage,
-            started_at=reserved_start(run),
         )
     trace: str | None = None
     if isinstance(failure, asyncio.CancelledError):
@@ -187,5 +179,4 @@ def outcome_of(
         retry_delay_s=lifecycle.retry_delay_s(run.attempt, run.max_retries, run.retry_backoff_s),
         holds_slot=run.concurrency_group is not None,
         usage=usage,
-        started_at=reserved_start(run),
     )

@@ -222,7 +222,6 @@ class Executor:
             beats = heartbeat.run(self.deps, self._redis, self.settings.executor_concurrency, done)
             group.create_task(beats, name="executor:heartbeat")
             group.create_task(cancels.listen(self.deps, self.settings.database_url, done), name="executor:cancels")
-            group.create_task(self.deps.starts.run(done), name="executor:starts")
             if self.output is not None:
                 group.create_task(self.output.run(done), name="executor:output")
             try:

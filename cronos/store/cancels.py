@@ -42,7 +42,7 @@ log = logging.getLogger("cronos.store.cancels")
 class CancelResult(msgspec.Struct, kw_only=True):
     run_id: int
     job_id: int
-    was: str  # the state the request found: queued, waiting or running
+    was: str  # the state the request found: queued, waiting, reserved or running
     ended: bool  # cancelled at once; False: its executor was asked (running)
     requested_by: str  # who asked first (a repeated request keeps the first)
 

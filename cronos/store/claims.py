@@ -11,8 +11,9 @@ after that read finds, when it looks again (`waiters.wake_free`, which blocks on
 uncommitted end), that nothing runs any more, and wakes itself.
 
 Ahead of their due time, the same runs CLAIM_FREE would claim are reserved instead (`reserve`,
-the same statement): their executor starts them at their instant without asking, and records them
-started afterwards (`start`) or with their finish; one it cannot start gives it back (`unreserve`).
+the same statement, with their job's definition): at their instant their executor only starts them
+(`start`, a statement that reads nothing of the job), unless the API took them back meanwhile
+(a change of their job: `revisions.hand_over`; a cancel; a deletion); one it cannot start it gives back (`unreserve`).
 """
 
 from __future__ import annotations
@@ -271,11 +272,12 @@ async def reserve(
     return {r["id"]: to_struct(r, ClaimedRun) for r in rows}
 
 
-async def start(pool: asyncpg.Pool, runs: Sequence[tuple[int, datetime]], node_id: str, within: Window) -> set[int]:
-    """Record reserved runs of `node_id` started, each at its instant (RUNS_START); those written."""
-    ordered = sorted(runs)
-    rows = await pool.fetch(runs_q.RUNS_START, [i for i, _ in ordered], node_id, [t for _, t in ordered], *within)
-    return {r["id"] for r in rows}
+async def start(pool: asyncpg.Pool, ids: Sequence[int], node_id: str, within: Window) -> dict[int, datetime]:
+    """Start, at their due instant, the runs of `ids` that `node_id` still holds reserved
+    (RUNS_START: running, before their work begins); each one started, with its start. The others
+    were taken back (queued again, cancelled, deleted) or released meanwhile."""
+    rows = await pool.fetch(runs_q.RUNS_START, sorted(ids), node_id, *within)
+    return {r["id"]: r["started_at"] for r in rows}
 
 
 async def unreserve(pool: asyncpg.Pool, ids: Sequence[int], node_id: str) -> set[int]:

@@ -47,8 +47,6 @@ class Outcome(msgspec.Struct, kw_only=True):
     scheduled_for: datetime | None = None  # the run's tick, when known: the write looks in its day only
     holds_slot: bool = False  # a slot of its job's concurrency group, which its end frees (cronos.store.groups)
     usage: Usage | None = None  # what its work used, as its executor measured it (None: a reaped run)
-    # When a reserved run started (its executor's instant): recorded with the end if its start was not yet.
-    started_at: datetime | None = None
 
 
 class FinishResult(msgspec.Struct, kw_only=True):
@@ -148,7 +146,7 @@ async def _queue_chains(conn: Any, runs: list[NewRun]) -> int:
     return queued
 
 
-_OUTCOME = ("run_id", "node_id", "state", "error", "traceback", "result", "duration_ms", "started_at")  # FINISH_RUNS
+_OUTCOME = ("run_id", "node_id", "state", "error", "traceback", "result", "duration_ms")  # FINISH_RUNS
 _NEW_RUN = ("job_id", "scheduled_for", "attempt", "trigger", "due_at", "revision", "parent_run_id")  # RUNS_QUEUE's
 
 

@@ -7,7 +7,8 @@ secrets redacted). Numbers count from 1 (the creation) per job; `jobs.revision` 
 The hand-over (`hand_over`) is the one place where ticks the leader wrote ahead meet a change
 before they are due: under the job's row lock, in the change's transaction, each of the job's
 still-queued ticks due after the change either stays (the job is active and its current
-schedule fires then) or ends `skipped` with the reason. Executors claim only queued runs, so a
+schedule fires then) or ends `skipped` with the reason (a tick an executor reserved ahead is taken
+back first: queued). Executors claim only queued runs and start only runs still reserved, so a
 skipped tick never starts, even when its token is already in an executor's hands; and the
 leader writes no tick planned under an older schedule afterwards (jobs.plan_revision).
 """
@@ -112,7 +113,15 @@ def _fires_at(job: Job, instant: datetime) -> bool:
 async def hand_over(conn: asyncpg.Connection, job: Job, *, schedule_changed: bool) -> int:
     """End as skipped the job's ticks written ahead that `job` (as the change left it) would not
     run: all of them while it is paused, those its schedule does not fire at after a schedule
-    change. Returns how many. Call it holding the job's row lock, after the job's UPDATE."""
+    change. Returns how many. Call it holding the job's row lock, after the job's UPDATE.
+
+    First, whatever the change, the job's runs reserved by an executor and not started yet are
+    taken back (queued again: cronos.lifecycle Event.TAKEN_BACK): they are then handed over as any
+    tick written ahead, and their executor claims the ones that stay at their instant, with the job
+    as changed (its payload, its timeout...), as it would have claimed them unreserved."""
+    taken = len(await conn.fetch(runs_q.RUNS_TAKE_BACK, job.id))
+    if taken:
+        log.info("reserved runs taken back", extra={"event": "runs.taken_back", "job_id": job.id, "count": taken})
     if job.status == "active" and not schedule_changed:
         return 0
     ahead = await conn.fetch(views_q.RUNS_AHEAD_OF_JOB, job.id)

@@ -37,6 +37,7 @@ class ReapResult(msgspec.Struct, kw_only=True):
     lost: int = 0  # running runs whose lease expired, now failed "executor lost"
     expired: int = 0  # queued or waiting runs past their misfire grace, now skipped "expired"
     retried: int = 0  # retries queued for the lost ones
+    released: int = 0  # reserved runs whose lease ran out before they started, back in the outbox
 
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -101,14 +102,13 @@ class RunStore:
         self.round_trips += 1
         return [reserved.pop(i, None) for i in run_ids]
 
-    async def start(self, runs: Sequence[tuple[int, datetime, datetime]], node_id: str) -> set[int]:
-        """Record reserved runs started: (run id, started_at, scheduled_for) each; those written."""
+    async def start(self, run_ids: Sequence[int], node_id: str, ticks: Sequence[datetime]) -> dict[int, datetime]:
+        """Start runs `node_id` reserved, at their due instant (`ticks`: their scheduled_for): those
+        still reserved, each with its start (claims.start)."""
         with translate_errors():
-            written = await claims.start(
-                self._pool, [(i, t) for i, t, _ in runs], node_id, window([s for *_, s in runs])
-            )
+            started = await claims.start(self._pool, run_ids, node_id, window(ticks))
         self.round_trips += 1
-        return written
+        return started
 
     async def unreserve(self, run_ids: Sequence[int], node_id: str) -> set[int]:
         """Give back runs `node_id` reserved and will not start: queued again. Those given back."""
@@ -194,11 +194,13 @@ class RunStore:
         )
 
     async def reap(self, epoch: int, *, limit: int = 1000) -> ReapResult:
-        """Leader only, fenced by `epoch`: end runs whose executor is gone, expire stale queued runs.
+        """Leader only, fenced by `epoch`: end runs whose executor is gone (those it had reserved and
+        not started go back to the outbox), expire stale queued runs.
 
         Raises NotLeader (and writes nothing) when `epoch` is no longer the current one.
         """
         async with fenced(self._pool, epoch) as conn:
+            released = await conn.fetch(runs_q.RUNS_RELEASE, limit)
             lost = await conn.fetch(runs_q.LOST_RUNS, limit)
             outcomes = [self._lost(r) for r in lost]
             finished = await finishes.finish(conn, outcomes, window([o.scheduled_for for o in outcomes]))
@@ -210,8 +212,10 @@ class RunStore:
                 metrics.RUNS.labels(state=outcome.state, kind=r["kind"]).inc()
         metrics.EXECUTOR_LOST_RUNS.inc(len(finished.written))
         metrics.RUNS_SKIPPED.labels(reason=SKIP_EXPIRED).inc(len(expired))
-        result = ReapResult(lost=len(finished.written), expired=len(expired), retried=finished.retried)
-        if result.lost or result.expired:
+        result = ReapResult(
+            lost=len(finished.written), expired=len(expired), retried=finished.retried, released=len(released)
+        )
+        if result.lost or result.expired or result.released:
             log.warning(
                 "reaped runs",
                 extra={
@@ -220,6 +224,7 @@ class RunStore:
                     "lost": result.lost,
                     "expired": result.expired,
                     "retried": result.retried,
+                    "released": result.released,
                     "lost_run_ids": sorted(finished.written)[:50],
                 },
             )

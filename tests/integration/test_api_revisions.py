@@ -79,12 +79,14 @@ class Stack:
 
     async def token_out(self, job_id: int, want: Callable[[datetime], bool] = lambda t: True) -> datetime:
         """A tick of the job that `want` accepts, written ahead, whose token is already out (600 ms
-        before it) and that is still at least 300 ms away: change the job now, before it is due."""
+        before it: queued, or reserved by the executor holding it) and that is still at least 300 ms
+        away: change the job now, before it is due."""
 
         async def probe() -> datetime | None:
             now = datetime.now(UTC)
             rows = await self.pool.fetch(
-                "SELECT scheduled_for FROM runs WHERE job_id = $1 AND trigger = 'schedule' AND state = 'queued'"
+                "SELECT scheduled_for FROM runs WHERE job_id = $1 AND trigger = 'schedule'"
+                " AND state IN ('queued', 'reserved')"
                 " AND scheduled_for > $2",
                 job_id,
                 now,

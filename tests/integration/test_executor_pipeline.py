@@ -22,6 +22,8 @@ from cronos.keys import Keys
 from cronos.messages import RunToken
 from cronos.models import FAIL_REPLACED, SKIP_OVERLAP
 from cronos.settings import Settings
+from cronos.store.cancels import CancelStore
+from cronos.store.jobs import JobStore
 from cronos.stream import RunStream
 from executor import deps as executor_deps
 from executor.service import Executor
@@ -527,15 +529,34 @@ async def test_a_reserved_run_shows_reserved_until_it_starts_then_running_then_i
     async with executor(push_lead_ms=3000, reserve_ahead=True) as ex, running(ex):
         await wait_for(lambda: _is(harness, token.run_id, "reserved"), what="the run reserved ahead")
         assert datetime.now(UTC) < due, "reserved, not running, before its due time"
-        await wait_for(
-            lambda: _is(harness, token.run_id, "running"), timeout=5, what="recorded running after its start"
-        )
+        await wait_for(lambda: _is(harness, token.run_id, "running"), timeout=5, what="running once started")
         assert datetime.now(UTC) >= due
         RELEASE["reserved_long"].set()
         await wait_for(lambda: _is(harness, token.run_id, "completed"), timeout=5, what="the run completed")
     (run,) = await harness.runs(token.job_id)
     assert run.started_at is not None and run.started_at >= due
-    assert ex.deps is not None and ex.deps.starts.recorded == 1 and ex.deps.claims.batches == 0
+    assert ex.deps is not None and (ex.deps.starting.batches, ex.deps.claims.batches) == (1, 0), "started, not claimed"
+
+
+async def test_a_reserved_run_the_api_takes_back_before_its_instant_never_starts(
+    harness: Harness, executor: Factory
+) -> None:
+    # Reserved ahead, then, before the due instant, one job paused (its change takes the run back,
+    # its hand-over skips it), one run cancelled (ended at once): the start at the instant finds
+    # neither reserved, and neither runs. A third, untouched, starts.
+    paused, cancelled, kept = [await harness.job(payload={"action": "test.clock"}) for _ in range(3)]
+    due = _soon(2.0)
+    tokens = await _push_ahead(harness, [paused, cancelled, kept], due)
+    async with executor(push_lead_ms=5000, executor_concurrency=3, reserve_ahead=True) as ex, running(ex):
+        await wait_for(lambda: _count_all(harness, "reserved", 3), what="the runs reserved ahead")
+        await JobStore(harness.pool).set_status(paused, "paused")
+        assert (await CancelStore(harness.pool).cancel(tokens[1].run_id, actor="ops")).ended, "not started: at once"
+        assert datetime.now(UTC) < due, "taken back before the instant"
+        await wait_for(lambda: _is(harness, tokens[2].run_id, "completed"), timeout=5, what="the kept run ran")
+        await wait_for(lambda: _pending_is(harness, 0), timeout=5, what="every token settled")
+    assert [await harness.state(t.run_id) for t in tokens] == ["skipped", "cancelled", "completed"]
+    assert tokens[0].run_id not in WALL_CLOCK_AT_START and tokens[1].run_id not in WALL_CLOCK_AT_START
+    assert tokens[2].run_id in WALL_CLOCK_AT_START
 
 
 async def test_a_held_token_is_given_back_unclaimed_at_the_drain_deadline(

@@ -260,9 +260,7 @@ def predict_finish(m: Model, outcomes: list[FinishOutcome], at: datetime) -> tup
     ended: list[tuple[Key, float | None]] = []
     for key, node, state, error, delay in sorted(outcomes, key=lambda o: m.runs[o[0]].id or 0):
         run = m.runs[key]
-        if run.state in (R, V) and run.node == node:
-            if run.state is V:  # its start recorded with its end: the machine's executors start at the due time
-                run.started_at = run.due_at
+        if run.state is R and run.node == node:  # a reserved run has not started: nothing to finish
             run.state, run.lease, run.error = RunState(state), None, error
             ended.append((key, delay))
     if not ended:
@@ -296,10 +294,15 @@ def predict_finish(m: Model, outcomes: list[FinishOutcome], at: datetime) -> tup
 
 
 def predict_reap(m: Model, at: datetime) -> tuple[int, int, int]:
-    """RunStore.reap: running runs whose lease expired failed "executor lost" (with the retry their
-    job has left), or cancelled if someone had asked (lifecycle.lost), then pending runs past their
-    grace skipped "expired". (lost, expired, retried)."""
-    lost = [k for k, r in m.runs.items() if r.state in (R, V) and r.lease == "expired"]
+    """RunStore.reap: reserved runs whose lease expired back in the outbox (released: they never
+    started), running ones failed "executor lost" (with the retry their job has left), or cancelled
+    if someone had asked (lifecycle.lost), then pending runs past their grace skipped "expired".
+    (lost, expired, retried, released)."""
+    released = [k for k, r in m.runs.items() if r.state is V and r.lease == "expired"]
+    for key in released:
+        run = m.runs[key]
+        run.state, run.node, run.lease, run.pushed = Q, None, None, None
+    lost = [k for k, r in m.runs.items() if r.state is R and r.lease == "expired"]
     outcomes: list[FinishOutcome] = []
     for key in lost:
         job, run = m.jobs[key[0]], m.runs[key]
@@ -313,7 +316,7 @@ def predict_reap(m: Model, at: datetime) -> tuple[int, int, int]:
         if run.state in lifecycle.PENDING and past_grace:
             _skip(run, SKIP_EXPIRED)
             expired += 1
-    return len(written), expired, retried
+    return len(written), expired, retried, len(released)
 
 
 def predict_take(m: Model, at: datetime) -> tuple[list[int], int]:
@@ -354,6 +357,7 @@ def predict_cancel(m: Model, key: Key, look: bool = True) -> Any:
     run.cancel_by = run.cancel_by or CANCELLER
     if decision is lifecycle.Cancel.NOW:
         run.state, run.error, run.pushed = RunState.CANCELLED, lifecycle.cancelled_by(CANCELLER), None
+        run.lease = None  # a reserved run's lease ends with it
         if look:
             look_again(m, key[0])
     return (decision.value, was.value)
@@ -437,12 +441,16 @@ def predict_write(m: Model, ticks: list[Tick]) -> tuple[frozenset[Key], int]:
 
 
 def predict_set_status(m: Model, job_id: int, status: str, at: datetime) -> str:
-    """JobStore.set_status: a pause hands over the job's ticks written ahead (skipped "job paused");
-    a resume moves the cursor past the paused time."""
+    """JobStore.set_status: the change takes back the job's reserved runs (queued again, their
+    tokens still out); a pause then hands over the job's ticks written ahead (skipped "job
+    paused"); a resume moves the cursor past the paused time."""
     job = m.jobs[job_id]
     if job.status == status:
         return status
     job.status, job.revision = status, job.revision + 1
+    for key, run in m.runs.items():
+        if key[0] == job_id and run.state is V:
+            run.state, run.node, run.lease = Q, None, None
     if status == "paused":
         for key, run in m.runs.items():
             if key[0] == job_id and run.state is Q and run.trigger == "schedule" and key[2] == 1 and key[1] > at:
@@ -1056,7 +1064,8 @@ class LifecycleMachine(RuleBasedStateMachine):
         def normal(result: Any, _snap: Snapshot) -> Any:
             STATS["lost"] += result.lost
             STATS["expired"] += result.expired
-            return result.lost, result.expired, result.retried
+            STATS["released"] += result.released
+            return result.lost, result.expired, result.retried, result.released
 
         self.fenced("reap", stale, lambda e: self.store.reap(e), predict_reap, normal)
 
@@ -1139,13 +1148,12 @@ class LifecycleMachine(RuleBasedStateMachine):
 
     @rule(data=st.data(), by_owner=st.integers(0, 3).map(bool), back=st.booleans())
     def start_or_give_back(self, data: st.DataObject, by_owner: bool, back: bool) -> None:
-        """The executor that reserved a run records it started at its due instant, or gives it back
-        (queued again); by a node that does not own it: nothing."""
+        """The executor that reserved a run starts it at its due instant, or gives it back (queued
+        again); by a node that does not own it, or once the API took it back: nothing."""
         key = self.pick(data, V)
         owner = self.m.runs[key].node
         node = owner if by_owner and owner is not None else self.other_node(data, owner)
         run_id = self.id_of(key)
-        started = self.m.runs[key].due_at or now()
 
         def predict(m: Model, _at: datetime) -> set[int]:
             run = m.runs[key]
@@ -1154,16 +1162,21 @@ class LifecycleMachine(RuleBasedStateMachine):
             if back:
                 run.state, run.node, run.lease = Q, None, None
             else:
-                run.state, run.started_at = R, started
+                run.state = R  # its start: PostgreSQL's clock, adopted
             return {run_id}
 
         if back:
             self.step("give back", Actor.EXECUTOR, lambda: self.store.unreserve([run_id], node), predict)
         else:
-            self.step("started", Actor.EXECUTOR, lambda: self.store.start([(run_id, started, key[1])], node), predict)
+            self.step(
+                "started",
+                Actor.EXECUTOR,
+                lambda: self.store.start([run_id], node, [key[1]]),
+                predict,
+                lambda started, _snap: set(started),
+            )
 
     def outcome(self, key: Key, node: str, state: str, delay: float | None, bounded: bool) -> Outcome:
-        run = self.m.runs[key]
         return Outcome(
             run_id=self.id_of(key),
             node_id=node,
@@ -1171,7 +1184,6 @@ class LifecycleMachine(RuleBasedStateMachine):
             error="boom" if state == "failed" else None,
             retry_delay_s=delay,
             scheduled_for=key[1] if bounded else None,
-            started_at=run.due_at if run.state is V else None,  # a reserved run started at its due time
         )
 
     @rule(
@@ -1197,7 +1209,7 @@ class LifecycleMachine(RuleBasedStateMachine):
             owner = self.m.runs[key].node
             node = owner if by_owner and owner is not None else intruder
             outcomes.append((key, node, state, "boom" if state == "failed" else None, delay))
-        effective = any(self.m.runs[k].state in (R, V) and self.m.runs[k].node == n for k, n, *_ in outcomes)
+        effective = any(self.m.runs[k].state is R and self.m.runs[k].node == n for k, n, *_ in outcomes)
         self.step(
             "finish" if effective else "finish (not the owner's, or not running)",
             Actor.EXECUTOR,

@@ -102,7 +102,7 @@ def _nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
 
 def _finish_args(ids: list[int]) -> tuple[Any, ...]:
     n = len(ids)
-    return (ids, ["n"] * n, ["completed"] * n, [None] * n, [None] * n, [None] * n, [1.0] * n, [None] * n, None, None)
+    return (ids, ["n"] * n, ["completed"] * n, [None] * n, [None] * n, [None] * n, [1.0] * n, None, None)
 
 
 async def _new_runs(pool: asyncpg.Pool, ids: list[int]) -> tuple[Any, ...]:
@@ -120,7 +120,7 @@ async def test_batch_statements_read_rows_in_proportion_to_the_batch(pg_pool: as
         "CLAIM_FREE": (runs_q.CLAIM_FREE, (batch, "n", 10.0, None, None, "running")),  # ticks unknown: every partition
         "CLAIM_FACTS": (runs_q.CLAIM_FACTS, (batch, None, None)),
         "CLAIM_FREE reserving": (runs_q.CLAIM_FREE, (batch, "n", 10.0, None, None, "reserved")),
-        "RUNS_START": (runs_q.RUNS_START, (batch, "n", [datetime.now(UTC)] * BATCH, None, None)),
+        "RUNS_START": (runs_q.RUNS_START, (batch, "n", None, None)),
         "RUNS_UNRESERVE": (runs_q.RUNS_UNRESERVE, (batch, "n")),
         "CLAIM_RUNS": (runs_q.CLAIM_RUNS, (batch, [False] * BATCH, "n", 10.0, None, None)),  # (two per job: G3 aside)
         "RUNS_WAIT": (runs_q.RUNS_WAIT, (batch,)),

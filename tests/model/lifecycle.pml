@@ -28,14 +28,17 @@
  * the late leader did not write or push again, due now, expires it; -DBUG_CLAIM_NO_EXPIRY: not).
  *
  * Properties: G1 (a run starts at most once), G3 (never two runs of the job reserved or running, and
- * a reserved run starts only while it is still its executor's: not reaped and retried meanwhile), G5 (only
+ * a reserved run starts only while it is still its executor's: not taken back, released or ended), G5 (only
  * the current epoch's fenced writes are accepted), misfire (under run_once at most one stale tick
  * runs) as assertions on the steps that could break them; no lost tick (every tick written, no
  * run left queued, waiting or running) when nothing can move any more (timeout, in init).
  * An executor claims a run at its due instant, or reserves it ahead (when nothing of its job is
- * reserved or running) and at the instant starts it without asking, if its lease still holds.
+ * reserved or running) and at the instant starts it with one statement guarded by its state and
+ * owner (if its lease and grace still hold): the API may take a reserved run back (a change of its
+ * job: queued again, then maybe handed over; a cancel ends it), the reaper releases one whose lease
+ * ran out (back in the outbox); either way the executor's start finds it so and claims it as queued.
  * Builds: -DBUG_DOUBLE_RUN (outbox before catch-up), -DBUG_UNFENCED (no epoch check),
- * -DBUG_START_UNLEASED (a reserved run started at its instant whatever its lease),
+ * -DBUG_START_UNCHECKED (a reserved run started at its instant without asking whether it still is),
  * -DBUG_WAKE_SAME_SNAPSHOT (the finisher reads its waiters before its finish), -DBUG_NO_RECHECK
  * (a claim that recorded a wait does not look again whether anything still runs), -DBUG_REAP_NO_WAKE
  * (a reaped run wakes nobody), -DNO_SWEEP (no stranded-waiter sweep), -DSTALE_IN_FLIGHT (a token
@@ -68,7 +71,7 @@
 #define WAKE 5
 #define WAITREC 6     /* decided to wait: RUNS_WAIT is its next statement */
 #define RECHECK 7     /* recorded waiting: it looks again (waiters.wake_free) */
-#define RESV 8        /* reserved its run ahead of the due instant: starts it then, asking nothing */
+#define RESV 8        /* reserved its run ahead of the due instant: starts it then (RUNS_START) */
 
 mtype = { reserved, cancelled, queued, waiting, running, completed, failed, skipped };  /* new ones first: the others keep their numbers */
 
@@ -166,10 +169,11 @@ hidden byte i, r, o, j;   /* scratch, within one atomic step */
 #define IN_HAND(s) (ph[3] == CLAIM && hand[3] == s || ph[4] == CLAIM && hand[4] == s)   /* paused or not */
 #define NO_STALE_IN_FLIGHT (!ANY(C_TOKEN) && !IN_HAND(0) && !IN_HAND(2) && ph[1] != PUSH && ph[2] != PUSH)
 #endif
-#ifdef BUG_START_UNLEASED
-#define STARTABLE(s) (!EXPIRES(s))               /* a reserved run started whatever its lease */
-#else
 #define STARTABLE(s) (lease[s] && !EXPIRES(s))   /* lifecycle.startable */
+#ifdef BUG_START_UNCHECKED
+#define STILL_MINE(s) true                       /* started without asking (the old design) */
+#else
+#define STILL_MINE(s) (st[s] == reserved && owner[s] == me)   /* RUNS_START's guard */
 #endif
 #ifdef BUG_UNFENCED
 #define FENCE true
@@ -211,21 +215,26 @@ inline ev_reserved(s)  {
   assert(st[s] == queued); st[s] = reserved; pushed[s] = 0; owner[s] = me; lease[s] = true;
   j = JOB(s); assert(NRUN <= 1); j = 0 TAKEN(reserved)                /* G3 */
 }
-inline ev_started(s)   { assert(st[s] == reserved && owner[s] == me); st[s] = running TAKEN(started) }
+inline ev_started(s)   { assert(st[s] == reserved && owner[s] == me); st[s] = running; begins(s) TAKEN(started) }
 inline ev_unreserved(s) { assert(st[s] == reserved && owner[s] == me); st[s] = queued; pushed[s] = epoch; owner[s] = 0; lease[s] = false TAKEN(unreserved) }
+/* the API's change of the job: queued again, its token still out (the lease's time not over: its executor
+   may find it startable, lifecycle.startable, and its start must ask) */
+inline ev_taken_back(s) { assert(st[s] == reserved); st[s] = queued; pushed[s] = epoch; owner[s] = 0 TAKEN(taken_back) }
+/* the reaper: its lease ran out before it started, back in the outbox */
+inline ev_released(s)  { assert(st[s] == reserved); st[s] = queued; pushed[s] = 0; owner[s] = 0; lease[s] = false TAKEN(released) }
 inline ev_waited(s)    { assert(st[s] == queued); st[s] = waiting; pushed[s] = 0 TAKEN(waited) }
 inline ev_woken(s)     { assert(st[s] == waiting); st[s] = queued; pushed[s] = 0 TAKEN(woken) }
 inline ev_overlapped(s) { assert(st[s] == queued || st[s] == waiting); st[s] = skipped; pushed[s] = 0 TAKEN(overlapped) }
 inline ev_misfired(s)  { assert(st[s] == queued); st[s] = skipped; pushed[s] = 0 TAKEN(misfired) }
 inline ev_expired(s)   { assert(st[s] == queued || st[s] == waiting); st[s] = skipped; pushed[s] = 0 TAKEN(expired) }
 inline ev_handed_over(s) { assert(st[s] == queued); st[s] = skipped; pushed[s] = 0 TAKEN(handed_over) }
-inline ev_completed(s) { assert(st[s] == reserved || st[s] == running); st[s] = completed; owner[s] = 0; lease[s] = false TAKEN(completed) }
-inline ev_failed(s)    { assert(st[s] == reserved || st[s] == running); st[s] = failed; owner[s] = 0; lease[s] = false TAKEN(failed) }
-inline ev_lost(s)      { assert(st[s] == reserved || st[s] == running); st[s] = failed; owner[s] = 0; lease[s] = false TAKEN(lost) }
+inline ev_completed(s) { assert(st[s] == running); st[s] = completed; owner[s] = 0; lease[s] = false TAKEN(completed) }
+inline ev_failed(s)    { assert(st[s] == running); st[s] = failed; owner[s] = 0; lease[s] = false TAKEN(failed) }
+inline ev_lost(s)      { assert(st[s] == running); st[s] = failed; owner[s] = 0; lease[s] = false TAKEN(lost) }
 inline ev_replaced(s)  { assert(st[s] == reserved || st[s] == running); st[s] = failed; owner[s] = 0; lease[s] = false TAKEN(replaced) }
-inline ev_cancelled(s) { assert(st[s] == queued || st[s] == waiting); st[s] = cancelled; pushed[s] = 0 TAKEN(cancelled) }
+inline ev_cancelled(s) { assert(st[s] == queued || st[s] == waiting || st[s] == reserved); st[s] = cancelled; pushed[s] = 0; owner[s] = 0 TAKEN(cancelled) }
 inline ev_cancel_requested(s) { assert(st[s] == running); creq[s] = true TAKEN(cancel_requested) }
-inline ev_stopped(s)   { assert(st[s] == reserved || st[s] == running); st[s] = cancelled; owner[s] = 0; lease[s] = false TAKEN(stopped) }
+inline ev_stopped(s)   { assert(st[s] == running); st[s] = cancelled; owner[s] = 0; lease[s] = false TAKEN(stopped) }
 
 inline retry_of(s) { if :: AT1(s) -> ev_retried(s) :: else fi }   /* in the failure's step */
 inline unpush_all() { for (i : 0 .. NR - 1) { if :: st[i] == queued -> ev_unpushed(i) :: else fi }; i = 0; rlost = false }
@@ -292,8 +301,11 @@ end: do
   :: atomic { AT(me, LEAD) && ANY(C_REAP) ->                                    /* reaper */
        if
        :: FENCE -> G5; FIRST(C_REAP, r);
-          if :: creq[r] -> ev_stopped(r) :: else -> ev_lost(r); retry_of(r) fi;   /* lifecycle.lost */
-          hand[me] = r; ph[me] = RWAKE; r = 0
+          if
+          :: st[r] == reserved -> ev_released(r)                 /* never started: no end, nothing to wake */
+          :: else -> if :: creq[r] -> ev_stopped(r) :: else -> ev_lost(r); retry_of(r) fi;   /* lifecycle.lost */
+                     hand[me] = r; ph[me] = RWAKE
+          fi; r = 0
        :: else -> step_down()
        fi }
 #ifndef BUG_REAP_NO_WAKE
@@ -338,14 +350,15 @@ end: do
        :: st[r] == queued && !EXPIRES(r) && NRUN == 0 && !FINISHING(j) -> ev_claimed(r); ph[me] = RUN
        :: st[r] == queued && !EXPIRES(r) && NRUN == 0 && !FINISHING(j) -> ev_reserved(r); ph[me] = RESV  /* ahead */
        fi; r = 0; j = 0 }
-  /* the due instant of a reserved run: started without a round trip while its lease holds (time,
-     known without asking: lifecycle.startable); otherwise given back if still its own, then claimed */
+  /* the due instant of a reserved run: started (RUNS_START, guarded by its state and owner) while its
+     lease and grace hold (lifecycle.startable); otherwise given back if still its own. One taken back
+     (queued again, or ended), released or given back is then claimed as a queued run (or dropped) */
   :: atomic { AT(me, RESV) -> r = hand[me];
        if
-       :: STARTABLE(r) -> assert(st[r] == reserved && owner[r] == me); begins(r); ph[me] = RUN   /* still its own */
+       :: STARTABLE(r) && STILL_MINE(r) -> ev_started(r); ph[me] = RUN
+       :: STARTABLE(r) && !STILL_MINE(r) -> ph[me] = CLAIM
        :: !STARTABLE(r) -> if :: st[r] == reserved && owner[r] == me -> ev_unreserved(r) :: else fi; ph[me] = CLAIM
        fi; r = 0 }
-  :: atomic { AT(me, RUN) && st[hand[me]] == reserved && owner[hand[me]] == me -> ev_started(hand[me]) }  /* recorded started */
   :: atomic { AT(me, WAITREC) -> r = hand[me];                                   /* RUNS_WAIT */
        if :: st[r] == queued -> ev_waited(r) :: else fi; ph[me] = RECHECK; r = 0 }   /* still queued only */
   :: atomic { AT(me, RECHECK) && !FINISHING(JOB(hand[me])) ->   /* look again, after such an end commits */
@@ -363,7 +376,7 @@ end: do
 #endif
   :: atomic { AT(me, FINISH) -> r = hand[me];                                   /* 4. finish */
        if
-       :: owner[r] == me && OWNED(r) ->   /* a reserved one: its finish records its start too */
+       :: owner[r] == me && st[r] == running ->
           if
           :: ev_completed(r);
              if :: FAULT(f_extra) && st[X] == NEW && r < X -> f_extra = 1; faults++; ev_chained() :: true fi
@@ -394,9 +407,12 @@ end: do
        for (i : 0 .. NR - 1) { if :: C_PAUSED_LOCK(i) -> tlock[i] = 0 :: else fi; if :: C_PAUSED_LEASE(i) -> lease[i] = false :: else fi }; i = 0 }
   :: atomic { FAULT(f_extra) && st[X] == NEW -> f_extra = 1; faults++; ev_triggered() }  /* API */
   :: atomic { FAULT(f_hand) && ANY(C_QUEUED) -> f_hand = 1; faults++; PICK(C_QUEUED, r); ev_handed_over(r); r = 0 }
+  :: atomic { FAULT(f_hand) && ANY(C_RESERVED) -> f_hand = 1; faults++; PICK(C_RESERVED, r);   /* API: the job changed */
+       ev_taken_back(r); if :: ev_handed_over(r) :: true fi; r = 0 }      /* a pause: handed over; an edit: kept */
   :: atomic { FAULT(f_cancel) && ANY(C_PENDING) -> f_cancel = 1; faults++; PICK(C_PENDING, r); ev_cancelled(r); r = 0 }  /* API */
   :: atomic { FAULT(f_cancel) && ANY(C_RUNNING) -> f_cancel = 1; faults++; PICK(C_RUNNING, r); ev_cancel_requested(r); r = 0 }
-  :: atomic { FAULT(f_cancel) && ANY(C_RESERVED) -> f_cancel = 1; faults++; PICK(C_RESERVED, r); creq[r] = true; r = 0 }  /* recorded alike */
+  :: atomic { FAULT(f_cancel) && ANY(C_RESERVED) -> f_cancel = 1; faults++; PICK(C_RESERVED, r); ev_cancelled(r);
+       wake_behind(JOB(r)); r = 0 }  /* not started: at once; then its job's first waiter woken (CancelStore._wake_behind) */
   od
 }
 

@@ -137,7 +137,7 @@ def assert_found(pan: Pan, assertion: str) -> None:
 
 
 G5 = "(my[me]==epoch)"
-START = "((st[r]==8)&&(owner[r]==me))"  # reserved (its mtype number), its own
+START = "((st[r]==8)&&(owner[r]==me))"  # ev_started's guard: reserved (its mtype number), its own
 MISFIRE = "(stale_ran!=3)"
 NO_LOST_TICK = (
     "((((st[i]!=6)&&(st[i]!=5))&&(st[i]!=8))&&(st[i]!=4))"  # queued, waiting, reserved, running (mtype numbers)
@@ -159,8 +159,11 @@ def test_the_finishers_wake_and_the_claims_look_again_suffice_against_every_othe
     tmp_path: Path,
 ) -> None:
     """Without the sweep: no waiter lost whatever one fault happens, but an executor's pause or
-    death (the finding below)."""
-    assert_verified(verify(tmp_path, "-DMAXF=1", "-DNO_SWEEP", off(*(f for f in F if f != "executor_pause"))))
+    death (the finding below) and a change of the job that takes back a reserved run (queued
+    again: a run waiting behind it is woken by the sweep, as behind a run its executor gives back)."""
+    assert_verified(
+        verify(tmp_path, "-DMAXF=1", "-DNO_SWEEP", off(*(f for f in F if f not in ("executor_pause", "hand_over"))))
+    )
 
 
 @pytest.mark.parametrize(
@@ -213,11 +216,14 @@ def test_a_reaped_run_that_wakes_nobody_strands_its_waiter(tmp_path: Path) -> No
     assert_found(verify(tmp_path, "-DMAXF=1", off("executor_pause"), "-DBUG_REAP_NO_WAKE", "-DNO_SWEEP"), NO_LOST_TICK)
 
 
-def test_a_reserved_run_started_whatever_its_lease_may_have_been_reaped_and_retried(tmp_path: Path) -> None:
-    """An executor paused past its reserved run's lease wakes at the due instant: the reaper ended the
-    run "executor lost" (and queued its retry) meanwhile. Started without asking, it would run
-    beside its retry: the start must check the lease (lifecycle.startable), or ask."""
-    assert_found(verify(tmp_path, "-DMAXF=1", off("executor_pause"), "-DBUG_START_UNLEASED"), START)
+@pytest.mark.parametrize("fault", ["hand_over", "cancel", "executor_pause"])
+def test_a_reserved_run_started_without_asking_may_have_been_taken_back(tmp_path: Path, fault: str) -> None:
+    """Between its reservation and its due instant the API takes the run back (an edit or a pause
+    of its job: queued again; a cancel: ended) or the reaper releases it (its executor paused past
+    its lease): started without asking whether it is still reserved by this executor, it would run
+    though cancelled or handed over, or beside the claim of it as a queued run. The start is a
+    statement guarded by the run's state and owner (RUNS_START)."""
+    assert_found(verify(tmp_path, "-DMAXF=1", off(fault), "-DBUG_START_UNCHECKED"), START)
 
 
 # --- findings: what spin showed of the design --------------------------------------------

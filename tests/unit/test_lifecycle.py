@@ -352,8 +352,8 @@ def test_the_documented_table_is_the_lifecycles() -> None:
 
 
 def test_cancel_ends_a_pending_run_asks_a_running_one_and_refuses_an_ended_one() -> None:
-    # A reserved run is asked like a running one: its executor starts it at its instant without asking.
-    expected = {"queued": Cancel.NOW, "waiting": Cancel.NOW, "reserved": Cancel.REQUEST, "running": Cancel.REQUEST}
+    # A reserved run has not started (its start is a statement guarded by its state): ended at once.
+    expected = {"queued": Cancel.NOW, "waiting": Cancel.NOW, "reserved": Cancel.NOW, "running": Cancel.REQUEST}
     for state in RunState:
         assert cancel(state) is expected.get(state.value, Cancel.ENDED), state
     assert cancelled_by("ops") == "cancelled by ops"

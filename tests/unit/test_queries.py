@@ -113,6 +113,8 @@ APPLIED_BY: dict[Event, tuple[tuple[str, tuple[str, ...]], ...]] = {
     Event.RESERVED: (("CLAIM_FREE", ("l.state",)),),  # its state $6: reserved ahead of the due time, else running
     Event.STARTED: (("RUNS_START", ("l.state",)),),
     Event.UNRESERVED: (("RUNS_UNRESERVE", ("l.state",)),),
+    Event.TAKEN_BACK: (("RUNS_TAKE_BACK", ("l.state",)),),
+    Event.RELEASED: (("RUNS_RELEASE", ("state",)),),
     Event.WAITED: (("RUNS_WAIT", ("l.state",)), ("RUNS_WAIT_GROUP", ("l.state",))),
     Event.WOKEN: (("RUNS_WAKE", ("l.state",)),),
     Event.OVERLAPPED: (("RUNS_SKIP", ("l.state",)),),

@@ -46,10 +46,11 @@ RUN_JOB_FOR_CANCEL = "SELECT j.concurrency_group, j.kind FROM runs r JOIN jobs j
 RUN_LOCK_FOR_CANCEL = """
 SELECT id, job_id, scheduled_for, state FROM runs WHERE id = $1 FOR NO KEY UPDATE
 """
-# queued or waiting -> cancelled (Event.CANCELLED): the run $1 of tick $2, with its error $3 (who).
+# queued, waiting or reserved (not started) -> cancelled (Event.CANCELLED): the run $1 of tick $2,
+# with its error $3 (who). A reserved run's executor finds it cancelled when it goes to start it.
 RUN_CANCEL = """
-UPDATE runs SET state = 'cancelled', error = $3, finished_at = now(), pushed_epoch = NULL
-WHERE id = $1 AND scheduled_for = $2 AND state IN ('queued', 'waiting')
+UPDATE runs SET state = 'cancelled', error = $3, finished_at = now(), pushed_epoch = NULL, lease_until = NULL
+WHERE id = $1 AND scheduled_for = $2 AND state IN ('queued', 'waiting', 'reserved')
 RETURNING id
 """
 # The record of a cancel, and for a running run its executor's request (Event.CANCEL_REQUESTED):
@@ -310,22 +311,23 @@ RETURNING r.id, r.job_id, r.scheduled_for, r.attempt, r.trigger, r.epoch,
           j.name, j.kind, j.payload, j.timeout_s, j.max_retries, j.retry_backoff_s, j.concurrency_policy,
           j.webhook_secret
 """
-# reserved -> running (started): the runs $1 that node $2 still owns, each started at $3 (by its
-# executor's estimate of PostgreSQL's clock); ticks in [$4, $5). Sent after the runs started, for
-# those that had not ended by then (an ended one's finish records its start).
+# reserved -> running (started): the runs $1 that node $2 still owns, at their due instant, before
+# their work begins; ticks in [$3, $4). A run the API took back (queued again, cancelled, deleted)
+# or the reaper released is not returned: its executor claims it as a queued run, or drops it.
+# Ids in, ids and start times out: nothing of the job is read or decoded (its reservation did that).
 RUNS_START = """
 WITH locked AS MATERIALIZED (
     SELECT id, node_id, state, scheduled_for FROM runs
     WHERE id = ANY($1::bigint[]) AND finished_at IS NULL
-      AND scheduled_for >= coalesce($4::timestamptz, '-infinity')
-        AND scheduled_for < coalesce($5::timestamptz, 'infinity')
+      AND scheduled_for >= coalesce($3::timestamptz, '-infinity')
+        AND scheduled_for < coalesce($4::timestamptz, 'infinity')
     ORDER BY id FOR NO KEY UPDATE)
-UPDATE runs r SET state = 'running', started_at = c.started_at
-FROM locked l, unnest($1::bigint[], $3::timestamptz[]) AS c(id, started_at)
-WHERE r.id = l.id AND r.scheduled_for = l.scheduled_for AND l.state = 'reserved' AND l.node_id = $2 AND c.id = l.id
-  AND r.scheduled_for >= coalesce($4::timestamptz, '-infinity')
-    AND r.scheduled_for < coalesce($5::timestamptz, 'infinity')
-RETURNING r.id
+UPDATE runs r SET state = 'running', started_at = clock_timestamp()
+FROM locked l
+WHERE r.id = l.id AND r.scheduled_for = l.scheduled_for AND l.state = 'reserved' AND l.node_id = $2
+  AND r.scheduled_for >= coalesce($3::timestamptz, '-infinity')
+    AND r.scheduled_for < coalesce($4::timestamptz, 'infinity')
+RETURNING r.id, r.started_at
 """
 # reserved -> queued (unreserved): the runs $1 that node $2 still owns, which it did not start at
 # their instant (drained first, or its lease or their grace ran out): any executor claims them now.
@@ -336,6 +338,35 @@ WITH locked AS MATERIALIZED (
 UPDATE runs r SET state = 'queued', node_id = NULL, lease_until = NULL
 FROM locked l
 WHERE r.id = l.id AND r.scheduled_for = l.scheduled_for AND l.state = 'reserved' AND l.node_id = $2
+RETURNING r.id
+"""
+# reserved -> queued (taken_back): job $1's runs reserved by an executor and not started, taken back
+# by the API's change of the job (holding the job's row lock, before its hand-over): queued again,
+# their tokens still out, so their executor's start finds them queued and claims them with the job
+# as changed, or finds them handed over. Found among the runs owned now (runs_owned_lease), not in
+# the job's history.
+RUNS_TAKE_BACK = """
+WITH locked AS MATERIALIZED (
+    SELECT id, state, scheduled_for FROM runs
+    WHERE id = ANY(ARRAY(SELECT o.id FROM runs o WHERE o.state IN ('reserved', 'running')
+                         AND o.lease_until IS NOT NULL AND o.job_id = $1))
+      AND finished_at IS NULL
+    ORDER BY id FOR NO KEY UPDATE)
+UPDATE runs r SET state = 'queued', node_id = NULL, lease_until = NULL
+FROM locked l
+WHERE r.id = l.id AND r.scheduled_for = l.scheduled_for AND l.state = 'reserved'
+RETURNING r.id
+"""
+# reserved -> queued (released; the reaper, fenced by EPOCH_GUARD): runs reserved whose lease ran
+# out before they started (their executor is gone), at most $1, oldest lease first: back in the
+# outbox (pushed_epoch NULL), pushed again at once and claimed as any queued run, or expired.
+RUNS_RELEASE = """
+WITH pick AS MATERIALIZED (
+    SELECT id, scheduled_for FROM runs
+    WHERE state = 'reserved' AND lease_until < now()
+    ORDER BY lease_until LIMIT $1 FOR NO KEY UPDATE SKIP LOCKED)
+UPDATE runs r SET state = 'queued', node_id = NULL, lease_until = NULL, pushed_epoch = NULL
+FROM pick WHERE r.id = pick.id AND r.scheduled_for = pick.scheduled_for
 RETURNING r.id
 """
 # queued -> running (claimed): the runs $1, each `exclusive` as $2 says (its job's policy now;
@@ -438,30 +469,29 @@ WHERE r.id = l.id AND r.scheduled_for = l.scheduled_for AND r.scheduled_for >= c
   AND l.node_id = $2 AND l.state IN ('reserved', 'running')
 RETURNING r.id, (SELECT c.requested_by FROM run_cancels c WHERE c.run_id = r.id) AS cancel_by
 """
-# running or reserved -> completed | failed (completed, failed, lost): each run of $1 written only
-# while the node $2 (its expected owner) still owns it; $3 the end state, $4 error, $5 traceback, $6
-# result excerpt, $7 duration (NULL: from started_at), $8 when it started if its start was not
-# recorded yet (a reserved run; NULL: not known, as for a lost one); ticks in [$9, $10). Each run is looked up by its id
+# running -> completed | failed | cancelled (completed, failed, lost, stopped): each run of $1 written
+# only while the node $2 (its expected owner) still owns it; $3 the end state, $4 error, $5
+# traceback, $6 result excerpt, $7 duration (NULL: from started_at); ticks in [$8, $9). Each run is looked up by its id
 # (LATERAL: no plan can scan the runs to join them with the batch), in the order of $1, which the
 # caller sorts (locks in id order). The run's identity and state only: its follow-ups (the retry,
 # chain runs, waking the run waiting behind it) are the caller's, in the same transaction.
 FINISH_RUNS = """
 WITH u AS MATERIALIZED (
     SELECT u.*, r.node_id AS owner, r.state AS current, r.scheduled_for AS tick
-    FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::float8[],
-                $8::timestamptz[]) AS u(id, node_id, state, error, traceback, result, duration_ms, started_at),
+    FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::float8[])
+        AS u(id, node_id, state, error, traceback, result, duration_ms),
     LATERAL (SELECT node_id, state, scheduled_for FROM runs r
              WHERE r.id = u.id AND r.finished_at IS NULL
-               AND r.scheduled_for >= coalesce($9::timestamptz, '-infinity')
-                 AND r.scheduled_for < coalesce($10::timestamptz, 'infinity')
+               AND r.scheduled_for >= coalesce($8::timestamptz, '-infinity')
+                 AND r.scheduled_for < coalesce($9::timestamptz, 'infinity')
              FOR NO KEY UPDATE) r)
 UPDATE runs r SET state = u.state, finished_at = clock_timestamp(), lease_until = NULL, error = u.error,
-       traceback = u.traceback, result = u.result, started_at = coalesce(r.started_at, u.started_at),
+       traceback = u.traceback, result = u.result,
        duration_ms = coalesce(u.duration_ms, extract(epoch FROM now() - r.started_at) * 1000)
 FROM u
-WHERE r.id = u.id AND r.scheduled_for = u.tick AND u.current IN ('reserved', 'running') AND u.owner = u.node_id
-  AND r.scheduled_for >= coalesce($9::timestamptz, '-infinity')
-    AND r.scheduled_for < coalesce($10::timestamptz, 'infinity')
+WHERE r.id = u.id AND r.scheduled_for = u.tick AND u.current = 'running' AND u.owner = u.node_id
+  AND r.scheduled_for >= coalesce($8::timestamptz, '-infinity')
+    AND r.scheduled_for < coalesce($9::timestamptz, 'infinity')
 RETURNING r.id, r.job_id, r.scheduled_for, r.attempt, r.state, r.exclusive, r.started_at, r.finished_at,
           r.revision, r.parent_run_id
 """
@@ -516,7 +546,7 @@ SELECT r.id, r.node_id, r.scheduled_for, r.attempt, j.kind, j.max_retries, j.ret
            AS holds_slot
 FROM runs r
 JOIN jobs j ON j.id = r.job_id
-WHERE r.state IN ('reserved', 'running') AND r.lease_until < now()
+WHERE r.state = 'running' AND r.lease_until < now()
 ORDER BY r.lease_until
 LIMIT $1 FOR
 UPDATE OF r SKIP LOCKED
