@@ -226,3 +226,4 @@ class DispatchJob(msgspec.Struct, kw_only=True, gc=False):
     anchor: datetime | None = None
     name: str = ""  # blackout selectors name jobs
     calendars: tuple[CalendarRef, ...] = ()
+    hosts: dict[str, Any] | None = None  # runs on every host (cronos.every_host); None: once a tick

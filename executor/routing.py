@@ -72,7 +72,7 @@ class Routing:
         """Give up a token this node cannot run: True when handed over to the queue's other
         executors (re-added and acknowledged), False when none can run it (the caller
         acknowledges it; the run is left to the watchdog)."""
-        needs = presence.Needs(entry[0], token.action, token.shell)
+        needs = presence.Needs(entry[0], token.action, token.shell, token.host)
         queue = needs.queue
         key = (token.run_id, token.attempt)
         hops = self._hops.get(key, 0)

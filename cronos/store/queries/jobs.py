@@ -268,7 +268,7 @@ DISPATCH_JOBS_ACTIVE = """
 SELECT id, cron_expression, timezone, misfire_policy, misfire_grace_s, jitter_s, concurrency_policy, status,
     coalesce(last_scheduled_for, created_at) AS cursor, revision, plan_revision, run_at, start_at, end_at,
     max_runs - scheduled_runs AS runs_left, catchup_max_per_s, queue, every, anchor,
-    CASE WHEN kind = 'task' THEN payload->>'action' END AS action, kind = 'shell' AS shell, name, calendars
+    CASE WHEN kind = 'task' THEN payload->>'action' END AS action, kind = 'shell' AS shell, name, calendars, hosts
 FROM jobs
 WHERE status = 'active'
 """
@@ -276,7 +276,7 @@ DISPATCH_JOBS_BY_ID = """
 SELECT id, cron_expression, timezone, misfire_policy, misfire_grace_s, jitter_s, concurrency_policy, status,
     coalesce(last_scheduled_for, created_at) AS cursor, revision, plan_revision, run_at, start_at, end_at,
     max_runs - scheduled_runs AS runs_left, catchup_max_per_s, queue, every, anchor,
-    CASE WHEN kind = 'task' THEN payload->>'action' END AS action, kind = 'shell' AS shell, name, calendars
+    CASE WHEN kind = 'task' THEN payload->>'action' END AS action, kind = 'shell' AS shell, name, calendars, hosts
 FROM jobs
 WHERE id = ANY($1::bigint[])
 """
@@ -286,7 +286,7 @@ DISPATCH_JOBS_CHANGED = """
 SELECT id, cron_expression, timezone, misfire_policy, misfire_grace_s, jitter_s, concurrency_policy, status,
     coalesce(last_scheduled_for, created_at) AS cursor, revision, plan_revision, run_at, start_at, end_at,
     max_runs - scheduled_runs AS runs_left, catchup_max_per_s, queue, every, anchor,
-    CASE WHEN kind = 'task' THEN payload->>'action' END AS action, kind = 'shell' AS shell, name, calendars
+    CASE WHEN kind = 'task' THEN payload->>'action' END AS action, kind = 'shell' AS shell, name, calendars, hosts
 FROM jobs
 WHERE updated_at > $1
 """
