@@ -138,7 +138,7 @@ def _fan_out(
     due_at: Sequence[datetime],
     revision: Sequence[int],
 ) -> tuple[list[Any], ...]:
-    """The columns of runs_q.TICKS_FAN_OUT: a run per host beside each per-host tick just written."""
+    """The columns of the per-host runs (TICKS_FAN_OUT): one per host beside each per-host tick just written."""
     planned = {(j, _ms(t)): i for i, (j, t) in enumerate(zip(job_ids, scheduled_for, strict=True)) if j in hosts}
     cols: tuple[list[Any], ...] = ([], [], [], [], [])
     for row in written:
