@@ -209,6 +209,10 @@ class RunSummary(msgspec.Struct, kw_only=True):
     waiting_for: (
         Annotated[str, msgspec.Meta(description="the concurrency group it waits (state waiting) or waited for")] | None
     ) = None
+    host: (
+        Annotated[str, msgspec.Meta(description="a per-host job's run: the executor it runs on (docs/every-host.md)")]
+        | None
+    ) = None
 
 
 class Run(RunSummary, kw_only=True):

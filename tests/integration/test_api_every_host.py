@@ -62,3 +62,16 @@ async def test_the_openapi_document_describes_hosts(api: Api) -> None:
     schemas = doc["components"]["schemas"]
     assert set(schemas["Hosts"]["properties"]) == {"count", "label"}
     assert any("Hosts" in str(schemas[name]["properties"].get("hosts")) for name in ("JobCreate", "JobPatch"))
+
+
+async def test_a_run_shows_its_host(api: Api, pg_pool: asyncpg.Pool) -> None:
+    job = await api.create(name="purge", concurrency_policy="allow", hosts={})
+    run_id = await pg_pool.fetchval(
+        "INSERT INTO runs (job_id, scheduled_for, attempt, trigger, state, due_at, host)"
+        " VALUES ($1, now(), 1, 'schedule', 'queued', now(), 'node-a') RETURNING id",
+        job["id"],
+    )
+    assert (await api.call("GET", f"/api/runs/{run_id}")).body["host"] == "node-a"
+    listed = (await api.call("GET", f"/api/jobs/{job['id']}/runs")).body
+    items = listed["items"] if isinstance(listed, dict) else listed
+    assert [r["host"] for r in items] == ["node-a"]
