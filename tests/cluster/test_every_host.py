@@ -22,7 +22,9 @@ pytestmark = pytest.mark.cluster
 async def _hosts_by_tick(pool: asyncpg.Pool, job: int) -> dict[datetime, dict[str, tuple[str, str | None]]]:
     """Each tick's per-host runs: host -> (state, the node that ran it)."""
     found: dict[datetime, dict[str, tuple[str, str | None]]] = defaultdict(dict)
-    rows = await pool.fetch("SELECT scheduled_for, host, state, node_id FROM runs WHERE job_id = $1", job)
+    rows = await pool.fetch(
+        "SELECT scheduled_for, nullif(host, '') AS host, state, node_id FROM runs WHERE job_id = $1", job
+    )
     for r in rows:
         if r["host"] is not None:
             assert r["host"] not in found[r["scheduled_for"]], "two runs of one (tick, host)"
@@ -70,9 +72,9 @@ async def test_a_per_host_job_runs_once_per_executor_per_tick_and_follows_the_fl
     joined = datetime.now(UTC)
     await wait_for(lambda: completed_on({a, c}, joined), timeout=60, interval=0.3, what="a tick run on a and on c")
     rows = await pg_pool.fetch(
-        "SELECT host, node_id FROM runs WHERE job_id = $1 AND state = 'completed' AND host IS NOT NULL", job["id"]
+        "SELECT host, node_id FROM runs WHERE job_id = $1 AND state = 'completed' AND host <> ''", job["id"]
     )
     assert rows and all(r["host"] == r["node_id"] for r in rows)  # each run ran on its own host
-    reasons = await pg_pool.fetch("SELECT DISTINCT skip_reason FROM runs WHERE job_id = $1 AND host IS NULL", job["id"])
+    reasons = await pg_pool.fetch("SELECT DISTINCT skip_reason FROM runs WHERE job_id = $1 AND host = ''", job["id"])
     # Every tick's own row says its runs are its hosts' (no_host: written before any executor was up).
     assert {r["skip_reason"] for r in reasons} <= {"per_host", "no_host"}

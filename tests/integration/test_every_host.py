@@ -49,7 +49,7 @@ class Fleet:
     async def ticks(self, job: int, second: int) -> list[tuple[str | None, str, str | None]]:
         """(host, state, skip reason) of the job's rows of the tick at T0 + `second`."""
         rows = await self.pool.fetch(
-            "SELECT host, state, skip_reason FROM runs WHERE job_id = $1 AND scheduled_for = $2"
+            "SELECT nullif(host, '') AS host, state, skip_reason FROM runs WHERE job_id = $1 AND scheduled_for = $2"
             " ORDER BY host NULLS FIRST",
             job,
             T0 + timedelta(seconds=second),

@@ -115,7 +115,10 @@ class PerHostMachine(RuleBasedStateMachine):
         if not self.job:
             return
         rows = self.run(
-            self.pool.fetch("SELECT scheduled_for, host, state, skip_reason FROM runs WHERE job_id = $1", self.job)
+            self.pool.fetch(
+                "SELECT scheduled_for, nullif(host, '') AS host, state, skip_reason FROM runs WHERE job_id = $1",
+                self.job,
+            )
         )
         per = Counter((r["scheduled_for"], r["host"]) for r in rows)
         assert max(per.values(), default=1) == 1, per  # G1 per host, and one row of the tick's own

@@ -184,7 +184,7 @@ WITH pick AS MATERIALIZED (
     SELECT id, job_id, scheduled_for, attempt, trigger, due_at, host FROM runs
     WHERE state = 'queued' AND pushed_epoch IS NULL AND due_at <= $1
     ORDER BY due_at LIMIT $2 FOR NO KEY UPDATE SKIP LOCKED)
-SELECT p.id, p.job_id, p.scheduled_for, p.attempt, p.trigger, p.due_at, p.host,
+SELECT p.id, p.job_id, p.scheduled_for, p.attempt, p.trigger, p.due_at, nullif(p.host, '') AS host,
        j.misfire_policy, j.misfire_grace_s, j.last_scheduled_for AS cursor, j.queue,
        CASE WHEN j.kind = 'task' THEN j.payload->>'action' END AS action, j.kind = 'shell' AS shell
 FROM pick p JOIN jobs j ON j.id = p.job_id
