@@ -23,6 +23,7 @@ from cronos.models import (
     QUEUE_PATTERN,
     ConcurrencyPolicy,
     Expectations,
+    Hosts,
     Job,
     JobKind,
     ManagedBy,
@@ -175,6 +176,7 @@ class JobCreate(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     labels: Labels = {}
     owner: Owner | None = None
     concurrency_group: GroupName | None = None
+    hosts: Hosts | None = None
 
 
 class JobPatch(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -208,6 +210,7 @@ class JobPatch(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     labels: Labels | UnsetType = UNSET
     owner: Owner | UnsetType | None = UNSET
     concurrency_group: GroupName | UnsetType | None = UNSET
+    hosts: Hosts | UnsetType | None = UNSET
 
     def changes(self) -> dict[str, Any]:
         changed = {f: v for f in self.__struct_fields__ if (v := getattr(self, f)) is not UNSET}

@@ -58,9 +58,11 @@ class Keys:
         both, and the leader that notices the marker gone writes the identity again."""
         return f"{self.prefix}{{runs}}:cluster"
 
-    def tick_lock(self, job_id: int, scheduled_for_ms: int, attempt: int) -> str:
-        """The lock of one tick's identity, (job, scheduled_for, attempt)."""
-        return f"{self.prefix}lock:{{ticks}}:{job_id}:{scheduled_for_ms}:{attempt}"
+    def tick_lock(self, job_id: int, scheduled_for_ms: int, attempt: int, host: str | None = None) -> str:
+        """The lock of one tick's identity, (job, scheduled_for, attempt), and a per-host run's host
+        (cronos.every_host: each host's run of the tick is its own)."""
+        base = f"{self.prefix}lock:{{ticks}}:{job_id}:{scheduled_for_ms}:{attempt}"
+        return base if host is None else f"{base}:{host}"
 
     def node_heartbeat(self, role: str, node_id: str) -> str:
         return f"{self.prefix}node:{role}:{node_id}"

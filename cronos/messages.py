@@ -42,6 +42,9 @@ class RunToken(msgspec.Struct, frozen=True, kw_only=True, array_like=False):
     # UTC epoch ms when the leader wrote this tick, stamped only while traces are on
     # (docs/tracing.md): the run's span starts there. Unset, it is not encoded at all.
     written_ms: int | UnsetType = UNSET
+    # A per-host run's executor (cronos.every_host): any other leaves the token for it
+    # (executor.routing). None: any executor of the queue (an older leader's tokens too).
+    host: str | None = None
 
 
 _encoder = msgspec.msgpack.Encoder()

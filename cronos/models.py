@@ -85,6 +85,28 @@ class ManagedBy(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 _WITHIN = {"gt": 0, "le": 366 * 86_400}
 
 
+class Hosts(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, omit_defaults=True):
+    """Runs on every host (cronos.every_host): a run per live executor of the job's queue each tick,
+    or on `count` of them, or on those whose CRONOS_EXECUTOR_LABELS hold `label`. Absent: one run
+    per tick, on any executor."""
+
+    count: (
+        Annotated[int, msgspec.Meta(ge=1, le=10_000, description="on this many of them at most (stable choice)")] | None
+    ) = None
+    label: (
+        Annotated[
+            str,
+            msgspec.Meta(
+                min_length=3,
+                max_length=200,
+                pattern="^[^=,]+=[^=,]+$",
+                description="only executors with this key=value",
+            ),
+        ]
+        | None
+    ) = None
+
+
 class Expectations(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, omit_defaults=True):
     """What a job is expected to do, from its schedule (issue 24: the dead-man's switch); each
     optional. The leader's health evaluator judges every run by those of the revision that planned it."""
@@ -149,6 +171,7 @@ class Job(msgspec.Struct, kw_only=True):
     labels: dict[str, str] = {}
     owner: str | None = None
     concurrency_group: str | None = None  # its runs start only with a slot of this group (cronos.store.groups)
+    hosts: Hosts | None = None  # runs on every host (cronos.every_host); None: one run per tick
 
 
 # A job's columns, as every statement that reads a job names them: Job's fields in their order
@@ -185,6 +208,10 @@ class RunSummary(msgspec.Struct, kw_only=True):
     ) = None
     waiting_for: (
         Annotated[str, msgspec.Meta(description="the concurrency group it waits (state waiting) or waited for")] | None
+    ) = None
+    host: (
+        Annotated[str, msgspec.Meta(description="a per-host job's run: the executor it runs on (docs/every-host.md)")]
+        | None
     ) = None
 
 
@@ -226,3 +253,4 @@ class DispatchJob(msgspec.Struct, kw_only=True, gc=False):
     anchor: datetime | None = None
     name: str = ""  # blackout selectors name jobs
     calendars: tuple[CalendarRef, ...] = ()
+    hosts: dict[str, Any] | None = None  # runs on every host (cronos.every_host); None: once a tick

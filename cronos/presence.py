@@ -95,9 +95,12 @@ class Needs:
     queue: str
     action: str | None = None  # a task job's payload.action
     shell: bool = False  # a shell job: only an executor with CRONOS_ALLOW_SHELL=1 runs it
+    host: str | None = None  # a per-host run (cronos.every_host): only that executor runs it
 
     def what(self) -> str:
         """What it needs beside the queue, in words."""
+        if self.host is not None:
+            return f"host '{self.host}'"
         return "shell jobs (CRONOS_ALLOW_SHELL=1)" if self.shell else f"action '{self.action}'"
 
     def entry(self) -> list[str | None]:
@@ -166,6 +169,8 @@ def unserved_of(node: dict[str, str]) -> list[Needs]:
 def serves(node: dict[str, str], needs: Needs) -> bool:
     """Whether the node is an executor that can run what `needs` says."""
     cap = capability_of(node)
+    if needs.host is not None and node.get("node_id") != needs.host:
+        return False
     return cap is not None and can_run(cap, needs.queue, needs.action, needs.shell)
 
 

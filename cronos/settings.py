@@ -70,6 +70,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     drain_timeout_s: float = 30.0
     cancel_grace_s: float = 10.0  # a cancelled run's work is told to stop, then cancelled this much later
     allow_shell: bool = False
+    executor_labels: str = ""  # `k=v,k2=v2`: per-host jobs may run only on executors with a label
     shell_user: str = ""  # shell jobs run as this user (the executor must be root); empty: the executor's
     result_max_bytes: int = 4096
     # true: executors reserve a run when its token arrives ahead of due (the push lead) and at its
@@ -250,6 +251,15 @@ def _label_keys(raw: str) -> tuple[str, ...]:
     return keys
 
 
+def _labels(raw: str) -> str:
+    parts = [p.strip() for p in raw.split(",") if p.strip()]
+    for part in parts:
+        key, sep, value = part.partition("=")
+        if not (sep and key and value):
+            raise ValueError(f"'{part}' is not key=value")
+    return ",".join(parts)
+
+
 def _text(raw: str) -> str:
     if not raw.strip():
         raise ValueError("must not be empty")
@@ -370,6 +380,11 @@ VARIABLES: dict[str, tuple[str, Callable[[str], Any], str]] = {
         "how long a cancelled running run may stop by itself before its work is cancelled (shell: killed)",
     ),
     "CRONOS_ALLOW_SHELL": ("allow_shell", _bool, "allow `shell` jobs on this executor"),
+    "CRONOS_EXECUTOR_LABELS": (
+        "executor_labels",
+        _labels,
+        "this executor's labels, `k=v,k2=v2`: a per-host job with `hosts.label` runs only where it matches",
+    ),
     "CRONOS_SHELL_USER": (
         "shell_user",
         _user,

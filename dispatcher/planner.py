@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Protocol
 
+from cronos.every_host import SKIP_PER_HOST, HostSpec, spec_of
 from cronos.lifecycle import ON_TIME_S, end_status, grace_over_before, jitter_s, misfire, one_pending, runs_allowed
 from cronos.models import SKIP_MISFIRED, DispatchJob
 from cronos.rules import Verdict
@@ -52,6 +53,9 @@ class TickBatch:
     actions: dict[int, str | None] = field(default_factory=dict)  # each task job's action (its tokens carry it)
     graces: dict[int, float] = field(default_factory=dict)  # each job's misfire grace (its tokens carry its end)
     shells: set[int] = field(default_factory=set)  # the shell jobs (their tokens say so)
+    # Per-host jobs (cronos.every_host): their ticks are written skipped SKIP_PER_HOST, each with a
+    # run per chosen host beside it (the leader chooses from presence as it writes the batch).
+    per_host: dict[int, HostSpec] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.job_ids)
@@ -206,6 +210,7 @@ class TickRound:
                         else None
                     )
                     ran = 0
+                    spec = None if job.hosts is None else spec_of(job.hosts)
                     for index, (tick, reason) in enumerate(zip(ticks[:kept], reasons, strict=False)):
                         due = tick
                         if job.jitter_s > 0:
@@ -220,6 +225,9 @@ class TickRound:
                             ran += 1
                         else:
                             self.skips += 1
+                        if spec is not None and reason is None:
+                            reason = SKIP_PER_HOST  # the tick's own row: its runs are its hosts'
+                            batch.per_host[job.id] = spec
                         batch.job_ids.append(job.id)
                         batch.scheduled_for.append(tick)
                         batch.due_at.append(due)

@@ -42,6 +42,7 @@ def token_of(run: QueuedRun, epoch: int, *, due_ms: int | None) -> RunToken:
         expires_ms=None if run.grace_ms is None else run.due_ms + max(run.grace_ms, ON_TIME_MS),
         shell=run.shell,
         written_ms=run.written_ms,
+        host=run.host,
     )
 
 
@@ -139,6 +140,10 @@ class Publisher:
         if reason is not None:
             await self.prepare()
         return reason
+
+    async def executors(self) -> list[dict[str, str]]:
+        """Every live node's presence (the per-host jobs' hosts are chosen among its executors)."""
+        return await presence.nodes(self._client, self._keys)
 
     async def lagging(self, queues: Sequence[str]) -> list[str]:
         """Those of `queues` whose stream holds tokens no executor has read yet."""

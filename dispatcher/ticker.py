@@ -29,6 +29,7 @@ from cronos.settings import Settings
 from cronos.store.ledger import Ledger
 from cronos.store.rules import RuleStore
 from dispatcher.herds import Herds
+from dispatcher.host_fanout import HostRoster
 from dispatcher.listener import Change
 from dispatcher.outbox import Outbox, sleep_until
 from dispatcher.planner import CATCH_UP_PER_S, TickBatch
@@ -100,6 +101,7 @@ class Ticker:
         self._rules = rules  # calendars and blackouts, reloaded on each resync (None: none)
         self._rules_held: tuple[list[Calendar], list[Blackout]] = ([], [])
         self._publisher = publisher
+        self._roster = HostRoster(publisher.executors)  # per-host jobs' hosts (cronos.every_host)
         self._epoch = epoch  # the current epoch, or raises LeadershipLost
         self._resync_interval = timedelta(seconds=resync_interval_s)
         self._probe_interval = timedelta(seconds=probe_interval_s)
@@ -277,6 +279,7 @@ class Ticker:
 
         async def write(batch: TickBatch) -> None:
             try:
+                fan_out = await self._roster.fan_out(batch, now)
                 epoch = self._epoch()
                 written = await self._ledger.write_ticks(
                     epoch,
@@ -293,6 +296,7 @@ class Ticker:
                     shells=batch.shells,
                     held_from=batch.held_from,
                     now=now,
+                    fan_out=fan_out,
                 )
             finally:
                 slots.release()

@@ -119,6 +119,7 @@ async def run(deps: Deps, client: Any, concurrency: int, done: asyncio.Event) ->
                     queues=",".join(deps.stream.queues),
                     actions=tasks.registered(),  # what it takes (executor.routing, /api/cluster)
                     shell="1" if deps.capability.shell else "0",
+                    labels=deps.env.settings.executor_labels,  # per-host jobs' `hosts.label` (cronos.every_host)
                     unserved=deps.routing.reported(time.time()),
                     **deps.tally.counts().fields(),  # its share of the work (executor.tally)
                 )

@@ -102,12 +102,16 @@ async def _process(token: RunToken, entry: EntryRef, deps: Deps, *, retried: boo
         metrics.TOKENS_PAST_GRACE.inc()
         log.debug("token read past its run's grace", extra={"event": "token.past_grace"})
         return TokenOutcome.PAST_GRACE
-    if not presence.can_run(deps.capability, entry[0], token.action, token.shell):  # step 0: one it can run
+    # Step 0: one it can run, and a per-host run only on its host (cronos.every_host).
+    if not presence.can_run(deps.capability, entry[0], token.action, token.shell) or token.host not in (
+        None,
+        deps.node_id,
+    ):
         if await deps.routing.decline(token, entry):
             return TokenOutcome.HANDED_OVER
         await settle(deps, None, entry)
         return TokenOutcome.UNSERVED
-    lock_key = deps.keys.tick_lock(token.job_id, token.scheduled_for_ms, token.attempt)
+    lock_key = deps.keys.tick_lock(token.job_id, token.scheduled_for_ms, token.attempt, token.host)
     if retried and deps.reserve_ahead and token.due_ms is not None:
         # A reservation whose answer a blip lost may have committed: given back (if it did), the
         # run is claimed or reserved again below instead of being found reserved and dropped.

@@ -11,6 +11,9 @@ disabled on this executor"):
   next gets it (an idle executor blocked on the stream at once). Seen again here, it waits a little
   longer each time before it goes back (the servers may be busy: no hot loop), and after
   MAX_HOPS hand-overs it is left to the watchdog like the next case.
+- a per-host run (`RunToken.host`) goes only to its host; with its host gone it is acknowledged
+  and left queued (not reported unserved: the job is served, that host is not there), and ends
+  `skipped` "expired" once its grace is over.
 - no live executor of its queue can run it: the token is acknowledged and dropped, and reported
   (a log line per need and minute, `cronos_tokens_unserved_total`, and this node's presence,
   which /api/cluster shows as "no live executor of queue Q serves action X" or "... runs shell
@@ -72,7 +75,7 @@ class Routing:
         """Give up a token this node cannot run: True when handed over to the queue's other
         executors (re-added and acknowledged), False when none can run it (the caller
         acknowledges it; the run is left to the watchdog)."""
-        needs = presence.Needs(entry[0], token.action, token.shell)
+        needs = presence.Needs(entry[0], token.action, token.shell, token.host)
         queue = needs.queue
         key = (token.run_id, token.attempt)
         hops = self._hops.get(key, 0)
@@ -88,6 +91,9 @@ class Routing:
             )
             return True
         self._hops.pop(key, None)
+        if needs.host is not None:  # its host left: not a need nobody serves (the run expires queued)
+            log.info("its host is gone: run left queued", extra={"event": "token.host_gone", "host": needs.host})
+            return False
         now = time.time()
         self.unserved[needs] = now
         metrics.TOKENS_UNSERVED.labels(queue=queue).inc()

@@ -31,6 +31,9 @@ NOTES: dict[str, dict[str, str]] = {
         "status": "`paused` stops its ticks until resumed (ticks while paused are not caught up)",
         "managed_by": "set by `cronos apply` on the jobs it keeps in step with a file; "
         "`null` releases the job from apply; not a field of a jobs file",
+        "hosts": "runs on every host: a run per live executor of its queue each tick (`{}`), on `count` of them, "
+        "or on those whose `CRONOS_EXECUTOR_LABELS` hold `label`; needs `concurrency_policy: allow` and "
+        "`max_retries: 0` (docs/every-host.md); absent: one run per tick",
         "expectations": "what the job is expected to do, each optional: the leader judges every run by those "
         "of the revision that planned it and tells of each breach as a job event (docs/expectations.md)",
     },

@@ -32,6 +32,7 @@ export const FIELDS = {
   anchor: "instant",
   labels: "json",
   owner: "text",
+  hosts: "json", // null: one run per tick (pages/form_hosts.js)
 };
 
 /** Deep equality of JSON values; an object's key order does not matter. */

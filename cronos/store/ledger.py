@@ -17,6 +17,7 @@ import msgspec
 from msgspec import UNSET, UnsetType
 
 from cronos import lifecycle, metrics
+from cronos.every_host import SKIP_PER_HOST
 from cronos.models import DEFAULT_QUEUE, SKIP_MISFIRED, SKIP_PENDING, DispatchJob
 from cronos.store.db import retry_contention, to_struct, translate_errors
 from cronos.store.epoch import fenced
@@ -41,6 +42,7 @@ class QueuedRun(msgspec.Struct, frozen=True, array_like=True):
     grace_ms: int | None = None  # its job's misfire grace (its token's expires_ms follows)
     shell: bool = False  # its job is a shell job (executors route on it)
     written_ms: int | UnsetType = UNSET  # when this leader wrote it, stamped only while traces are on
+    host: str | None = None  # a per-host run's executor (cronos.every_host)
 
 
 class TickResult(msgspec.Struct, kw_only=True):
@@ -104,6 +106,7 @@ def _taken(row: Any, due_anew: datetime | None = None) -> QueuedRun:
         row["action"],
         grace,
         row["shell"],
+        host=row["host"],
     )
 
 
@@ -125,6 +128,28 @@ def _stale(row: Any, now: datetime) -> bool:
         return False
     newest = row["cursor"] is not None and row["scheduled_for"] >= row["cursor"]
     return not lifecycle.stale_tick_runs(row["misfire_policy"], newest_written=newest)
+
+
+def _fan_out(
+    written: Sequence[Any],
+    hosts: Mapping[int, Sequence[str]],
+    job_ids: Sequence[int],
+    scheduled_for: Sequence[datetime],
+    due_at: Sequence[datetime],
+    revision: Sequence[int],
+) -> tuple[list[Any], ...]:
+    """The columns of the per-host runs (TICKS_FAN_OUT): one per host beside each per-host tick just written."""
+    planned = {(j, _ms(t)): i for i, (j, t) in enumerate(zip(job_ids, scheduled_for, strict=True)) if j in hosts}
+    cols: tuple[list[Any], ...] = ([], [], [], [], [])
+    for row in written:
+        index = planned.get((row["job_id"], row["scheduled_for_ms"]))
+        if index is None or row["skip_reason"] != SKIP_PER_HOST:
+            continue
+        for host in hosts[row["job_id"]]:
+            values = (job_ids[index], scheduled_for[index], due_at[index], revision[index], host)
+            for col, value in zip(cols, values, strict=True):
+                col.append(value)
+    return cols
 
 
 class Ledger:
@@ -192,6 +217,7 @@ class Ledger:
         shells: Collection[int] = (),
         held_from: Sequence[datetime | None] | None = None,
         now: datetime | None = None,
+        fan_out: Mapping[int, Sequence[str]] | None = None,
     ) -> TickResult:
         """Insert ticks (queued or skipped), each with the job revision that planned it, and move
         each job's cursor to its newest one, in one fenced transaction. Jobs no longer active, or
@@ -203,7 +229,8 @@ class Ledger:
         tokens carry when it ends); `shells`: the shell jobs (their tokens say so); `held_from`:
         for each tick of a job that holds one pending run at most (lifecycle.one_pending), the due
         time from which a run of the job not started and overdue at `now` (the round's instant;
-        None: this clock) holds it back (None: nothing does)."""
+        None: this clock) holds it back (None: nothing does); `fan_out`: each per-host job's hosts
+        (cronos.every_host): a run per host beside each tick of it written here."""
         ended_ids: list[int] = []
         held = [None] * len(job_ids) if held_from is None else list(held_from)
 
@@ -223,6 +250,8 @@ class Ledger:
                     SKIP_PENDING,
                     lifecycle.overdue_before(now or datetime.now(UTC)),
                 )
+                if fan_out and (cols := _fan_out(rows, fan_out, job_ids, scheduled_for, due_at, revision))[0]:
+                    rows += await conn.fetch(runs_q.TICKS_FAN_OUT, epoch, *cols)
                 runs = Counter(r["job_id"] for r in rows if r["state"] == "queued" and r["job_id"] in counted)
                 if runs:
                     await conn.execute(jobs_q.JOBS_COUNT_RUNS, list(runs), list(runs.values()))
@@ -250,12 +279,14 @@ class Ledger:
                 action_of.get(r["job_id"]),
                 grace_of.get(r["job_id"]),
                 r["job_id"] in shells,
+                host=r.get("host"),
             )
             for r in rows
             if r["state"] == "queued"
         ]
         held_back = sum(1 for r in rows if r["skip_reason"] == SKIP_PENDING)
-        return TickResult(queued=queued, skipped=len(rows) - len(queued), ended=ended_ids, held=held_back)
+        anchors = sum(1 for r in rows if r["skip_reason"] == SKIP_PER_HOST) if fan_out else 0
+        return TickResult(queued=queued, skipped=len(rows) - len(queued) - anchors, ended=ended_ids, held=held_back)
 
     async def take(
         self, epoch: int, now: datetime, until: datetime | None = None, limit: int = 5000

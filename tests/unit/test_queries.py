@@ -103,7 +103,7 @@ def test_every_statement_is_written_out_not_built_from_fragments() -> None:
 # it, and the column each one's guard reads the run's state from: the run's row as the statement
 # locked it (`l.state`, ...), or as it finds it (`state`).
 APPLIED_BY: dict[Event, tuple[tuple[str, tuple[str, ...]], ...]] = {
-    Event.WRITTEN: (("TICKS_WRITE", ()),),
+    Event.WRITTEN: (("TICKS_WRITE", ()), ("TICKS_FAN_OUT", ())),
     Event.TRIGGERED: (("RUN_INSERT_MANUAL", ()), ("RERUN_INSERT", ()), ("RUN_INSERT_RERUN", ())),
     Event.RETRIED: (("RUNS_QUEUE", ()),),
     Event.CHAINED: (("RUNS_QUEUE", ()),),

@@ -10,6 +10,7 @@ import { flashSaved } from "./warnings.js";
 import { h, local, replace, utc } from "../dom.js";
 import { calendarsText, parseCalendars } from "./calendars.js";
 import { expectationFields } from "./form_expectations.js";
+import { hostsFields } from "./form_hosts.js";
 import { HASHED, hashKey, lintNotes, previousOf } from "./schedule_lint.js";
 import { INTERVAL, INTERVAL_LABEL, intervalBody, intervalControls, intervalFields, previewInterval } from "./interval.js";
 
@@ -119,6 +120,8 @@ export async function formPage(main, [id]) {
   for (const [name] of INSTANTS) controls[name] = text(name, value(name, null), { placeholder: "none" });
   const expect = expectationFields(job, field);
   controls.expectations = expect.first; // where a 422 on $.expectations.* is shown
+  const hosts = hostsFields(job, field);
+  controls.hosts = hosts.control; // where a 422 on $.hosts.* is shown
   const preview = h("div", { id: "preview", class: "preview", "aria-live": "polite" });
   const save = h("button", { type: "submit", class: "primary", id: "save" }, job ? "Save changes" : "Create job");
 
@@ -245,6 +248,7 @@ export async function formPage(main, [id]) {
         field("labels", "Labels", controls.labels, "key=value, separated by commas: found by selector (team=data)."),
         field("owner", "Owner", controls.owner))),
     expect.node,
+    hosts.node,
     h("p", { class: "problem", id: "form-problem", role: "alert" }),
     h("div", { class: "actions" }, save, h("a", { class: "button", href: job ? `#/jobs/${id}` : "#/jobs" }, "Cancel")));
 
@@ -284,6 +288,7 @@ export async function formPage(main, [id]) {
     for (const [name] of [...NUMBERS, ...OPTIONAL_NUMBERS]) body[name] = parseNumber(controls[name].value);
     for (const [name] of INSTANTS) body[name] = controls[name].value.trim() || null;
     body.expectations = expect.value();
+    body.hosts = hosts.value();
     return body;
   }
 

@@ -146,11 +146,23 @@ SELECT t.job_id, t.scheduled_for, 1, 'schedule', CASE WHEN t.skip_reason IS NULL
        t.due_at, $1::bigint, CASE WHEN t.skip_reason IS NULL THEN $1::bigint END, t.skip_reason,
        CASE WHEN t.skip_reason IS NULL THEN NULL ELSE now() END, t.revision
 FROM r t JOIN moved m ON m.id = t.job_id
-ON CONFLICT (job_id, scheduled_for, attempt) DO NOTHING
+ON CONFLICT (job_id, scheduled_for, attempt, host) DO NOTHING
 RETURNING id, job_id, floor(extract(epoch FROM scheduled_for) * 1000)::bigint AS scheduled_for_ms,
           floor(extract(epoch FROM due_at) * 1000)::bigint AS due_ms, state, skip_reason
 """
 
+# Runs on every host (cronos.every_host), in the transaction of TICKS_WRITE and only for the ticks
+# of per-host jobs it just wrote (skipped per_host: the tick's own row): one queued run per
+# (tick, host) $2-$6, marked pushed by epoch $1 like the ticks. The unique key holds one per host.
+TICKS_FAN_OUT = """
+INSERT INTO runs (job_id, scheduled_for, attempt, trigger, state, due_at, epoch, pushed_epoch, revision, host)
+SELECT t.job_id, t.scheduled_for, 1, 'schedule', 'queued', t.due_at, $1::bigint, $1::bigint, t.revision, t.host
+FROM unnest($2::bigint[], $3::timestamptz[], $4::timestamptz[], $5::integer[], $6::text[])
+    AS t(job_id, scheduled_for, due_at, revision, host)
+ON CONFLICT (job_id, scheduled_for, attempt, host) DO NOTHING
+RETURNING id, job_id, floor(extract(epoch FROM scheduled_for) * 1000)::bigint AS scheduled_for_ms,
+          floor(extract(epoch FROM due_at) * 1000)::bigint AS due_ms, state, skip_reason, host
+"""
 
 # --- the outbox (leader, cronos.store.ledger; fenced) --------------------------------------
 #
@@ -166,14 +178,14 @@ OUTBOX_PLAN = "SET LOCAL enable_sort = off"
 # The runs to push: never pushed in this epoch, due by $1, at most $2, in due order, locked (a run
 # being claimed right now is left for the next pass), with the facts the misfire rule decides on
 # (cronos.lifecycle.stale_tick_runs: the job's policy, grace and cursor, its newest written tick),
-# and its job's queue (the stream its token goes to), task action and whether it is a shell job
-# (executors route on them).
+# a per-host run's host (cronos.every_host), and its job's queue (the stream its token goes to),
+# task action and whether it is a shell job (executors route on them).
 OUTBOX_TAKE = """
 WITH pick AS MATERIALIZED (
-    SELECT id, job_id, scheduled_for, attempt, trigger, due_at FROM runs
+    SELECT id, job_id, scheduled_for, attempt, trigger, due_at, host FROM runs
     WHERE state = 'queued' AND pushed_epoch IS NULL AND due_at <= $1
     ORDER BY due_at LIMIT $2 FOR NO KEY UPDATE SKIP LOCKED)
-SELECT p.id, p.job_id, p.scheduled_for, p.attempt, p.trigger, p.due_at,
+SELECT p.id, p.job_id, p.scheduled_for, p.attempt, p.trigger, p.due_at, nullif(p.host, '') AS host,
        j.misfire_policy, j.misfire_grace_s, j.last_scheduled_for AS cursor, j.queue,
        CASE WHEN j.kind = 'task' THEN j.payload->>'action' END AS action, j.kind = 'shell' AS shell
 FROM pick p JOIN jobs j ON j.id = p.job_id

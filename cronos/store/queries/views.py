@@ -12,13 +12,14 @@ PAGE_PLAN = "SET LOCAL plan_cache_mode = force_custom_plan"
 RUN_GET = """
 SELECT id, job_id, scheduled_for, attempt, trigger, revision, state, due_at, node_id, epoch, started_at,
     finished_at, lease_until, duration_ms, error, traceback, result, skip_reason, created_at, parent_run_id,
-    waiting_for
+    waiting_for, nullif(host, '') AS host
 FROM runs
 WHERE id = $1
 """
 RUN_LAST_OF_JOB = """
 SELECT id, job_id, scheduled_for, attempt, trigger, revision, state, due_at, node_id, epoch, started_at,
-    finished_at, lease_until, duration_ms, error, traceback, result, skip_reason, created_at, parent_run_id
+    finished_at, lease_until, duration_ms, error, traceback, result, skip_reason, created_at, parent_run_id,
+    nullif(host, '') AS host
 FROM runs
 WHERE job_id = $1
 ORDER BY id DESC
@@ -32,7 +33,8 @@ LIMIT 1
 # which prunes the older days, and looks further back only when the page is not full.
 RUN_LIST_OF_JOB = """
 SELECT id, job_id, scheduled_for, attempt, trigger, revision, state, due_at, node_id, epoch, started_at,
-    finished_at, lease_until, duration_ms, error, traceback, result, skip_reason, created_at, parent_run_id
+    finished_at, lease_until, duration_ms, error, traceback, result, skip_reason, created_at, parent_run_id,
+    nullif(host, '') AS host
 FROM runs
 WHERE job_id = $1 AND ($2::text IS NULL OR state = $2) AND scheduled_for >= coalesce($6::timestamptz,
     '-infinity')
@@ -61,7 +63,7 @@ RUN_TICK_OF_JOB = "SELECT scheduled_for FROM runs WHERE id = $1 AND job_id = $2"
 RUNS_PAGE = """
 WITH scanned AS MATERIALIZED (
     SELECT id, job_id, scheduled_for, attempt, trigger, revision, state, due_at, node_id, epoch, started_at,
-        finished_at, lease_until, duration_ms, error, skip_reason, created_at, parent_run_id
+        finished_at, lease_until, duration_ms, error, skip_reason, created_at, parent_run_id, nullif(host, '') AS host
     FROM runs
     WHERE id < $1 AND scheduled_for >= coalesce($2::timestamptz, '-infinity')
       AND scheduled_for < coalesce($3::timestamptz, 'infinity')
@@ -82,7 +84,7 @@ LIMIT $10
 RUNS_PAGE_OF_JOB = """
 WITH scanned AS MATERIALIZED (
     SELECT id, job_id, scheduled_for, attempt, trigger, revision, state, due_at, node_id, epoch, started_at,
-        finished_at, lease_until, duration_ms, error, skip_reason, created_at, parent_run_id
+        finished_at, lease_until, duration_ms, error, skip_reason, created_at, parent_run_id, nullif(host, '') AS host
     FROM runs
     WHERE job_id = $11 AND id < $1 AND scheduled_for >= coalesce($2::timestamptz, '-infinity')
       AND scheduled_for < coalesce($3::timestamptz, 'infinity')
@@ -103,7 +105,7 @@ LIMIT $10
 RUNS_PAGE_UNHAPPY = """
 WITH scanned AS MATERIALIZED (
     SELECT id, job_id, scheduled_for, attempt, trigger, revision, state, due_at, node_id, epoch, started_at,
-        finished_at, lease_until, duration_ms, error, skip_reason, created_at, parent_run_id
+        finished_at, lease_until, duration_ms, error, skip_reason, created_at, parent_run_id, nullif(host, '') AS host
     FROM runs
     WHERE state IN ('failed', 'skipped', 'cancelled') AND id < $1
       AND scheduled_for >= coalesce($2::timestamptz, '-infinity') AND scheduled_for < coalesce($3::timestamptz,
@@ -125,7 +127,7 @@ LIMIT $10
 RUNS_PAGE_UNHAPPY_OF_JOB = """
 WITH scanned AS MATERIALIZED (
     SELECT id, job_id, scheduled_for, attempt, trigger, revision, state, due_at, node_id, epoch, started_at,
-        finished_at, lease_until, duration_ms, error, skip_reason, created_at, parent_run_id
+        finished_at, lease_until, duration_ms, error, skip_reason, created_at, parent_run_id, nullif(host, '') AS host
     FROM runs
     WHERE state IN ('failed', 'skipped', 'cancelled') AND job_id = $11 AND id < $1
       AND scheduled_for >= coalesce($2::timestamptz, '-infinity') AND scheduled_for < coalesce($3::timestamptz,
