@@ -14,6 +14,7 @@ from __future__ import annotations
 import importlib.util
 import time
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
 import aiohttp
 import msgspec
@@ -148,7 +149,10 @@ class OidcClient:
             "redirect_uri": redirect_uri(self.settings),
             "code_verifier": code_verifier,
         }
-        auth = aiohttp.BasicAuth(self.settings.oidc_client_id, self.settings.oidc_client_secret)
+        # RFC 6749 2.3.1: the id and secret are form-encoded before they are joined and base64-encoded.
+        auth = aiohttp.BasicAuth(
+            quote(self.settings.oidc_client_id, safe=""), quote(self.settings.oidc_client_secret, safe="")
+        )
         try:
             async with (
                 aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=TIMEOUT_S)) as http,
