@@ -27,7 +27,8 @@ let signIn = null; // GET /auth/session's answer, asked once per page
 
 /** Whether the server offers sign-in (`provider`), and who is signed in here (`actor`, `csrf`). */
 export function signInState() {
-  signIn ??= fetch("/auth/session", { headers: { Accept: "application/json" }, credentials: "same-origin", cache: "no-store" })
+  const options = { headers: { Accept: "application/json" }, credentials: "same-origin", cache: "no-store" };
+  signIn ??= fetch("/auth/session", options)
     .then((r) => (r.ok ? r.json() : {}))
     .catch(() => ({}));
   return signIn;
@@ -36,7 +37,8 @@ export function signInState() {
 /** Sign out: the server ends the session at once; the page starts again. */
 export async function signOut() {
   const state = await signInState();
-  await fetch("/auth/logout", { method: "POST", headers: { "X-CSRF-Token": state.csrf ?? "" }, credentials: "same-origin" });
+  const headers = { "X-CSRF-Token": state.csrf ?? "" };
+  await fetch("/auth/logout", { method: "POST", headers, credentials: "same-origin" });
   signIn = null;
   location.assign("/");
 }
