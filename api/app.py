@@ -31,6 +31,7 @@ from api import (
     routes_run_views,
     routes_runs,
     routes_schedule,
+    routes_signin,
     routes_ticks,
     routes_tokens,
     routes_trigger,
@@ -39,9 +40,10 @@ from api import (
 from api.auth import auth_middleware, hide_server, hide_server_default
 from api.backends import Backends
 from api.errors import problem_middleware
+from api.oidc import OidcClient, check_installed
 from api.openapi import openapi_handler
 from api.routing import Route, scope_of
-from api.state import BACKENDS, ROUTE_SCOPES
+from api.state import BACKENDS, OIDC, ROUTE_SCOPES
 from cronos import __version__
 from cronos.settings import Settings
 
@@ -70,6 +72,7 @@ ROUTES: tuple[Route, ...] = (
     *routes_fleet.ROUTES,
     *routes_console.ROUTES,
     *routes_ui.ROUTES,
+    *routes_signin.ROUTES,
 )
 
 # Probes and scrapes hit these every few seconds: their access lines go to DEBUG.
@@ -126,6 +129,9 @@ def create_app(settings: Settings) -> web.Application:
     # auth inside problem_middleware: a refusal is a response, a database down while deciding a 503.
     app = web.Application(middlewares=[problem_middleware, auth_middleware], client_max_size=MAX_BODY_BYTES)
     app[BACKENDS] = Backends(settings)
+    if settings.oidc_issuer:
+        check_installed()
+        app[OIDC] = OidcClient(settings)
     # The document holds no secret (no data, only the API's shape): public, so clients and
     # tools can read how to authenticate before they hold a token.
     openapi = dataclasses.replace(openapi_handler(ROUTES, __version__), scope="public")

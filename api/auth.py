@@ -12,6 +12,10 @@ holds the route's scope (api.routing.scope_of) before the handler runs:
   every request needs one, even after the last one expires or is revoked, until the operator
   runs `cronos token reopen-local`. CRONOS_AUTH=required: always a token. In protected mode
   the API listens only on loopback (`listen_host`, `check_listen_host`).
+- No token, and the console's session cookie (people signed in with OpenID Connect, api.routes_signin):
+  the session's person, looked up on every request like a token (actor `oidc:<email>`, the scopes
+  their groups granted). A non-GET request carrying the cookie must carry its CSRF header too
+  (api.console_session), on every route; a request with a bearer token is judged by its token alone.
 - A non-GET request whose `Origin` is not the API's own is refused (a web page must not be
   able to drive the API through a browser on the operator's machine).
 - Routes of scope `public` need no token: /health, /openapi.json, and the console's page `/`
@@ -32,13 +36,16 @@ from urllib.parse import urlsplit
 import msgspec
 from aiohttp import web, web_response
 
+from api.console_session import CSRF_HEADER, csrf_holds, session_cookie
 from api.errors import PROBLEM_JSON, Handler, Problem
 from api.routing import Scope
 from api.state import BACKENDS, ROUTE_SCOPES
 from cronos.errors import ConfigError
+from cronos.scopes import effective
 from cronos.settings import Settings
 from cronos.store import audit
-from cronos.store.tokens import Refusal, TokenInfo, TokenStore, effective
+from cronos.store.sessions import SessionStore
+from cronos.store.tokens import Refusal, TokenInfo, TokenStore
 
 log = logging.getLogger("cronos.api.auth")
 
@@ -70,7 +77,7 @@ ADMIN = Principal(audit.ADMIN_TOKEN, effective(["admin"]))
 METRICS = Principal(METRICS_ACTOR, frozenset({"metrics"}))
 
 
-_TITLES = {401: "Unauthorized", 429: "Too many requests"}
+_TITLES = {400: "Bad request", 401: "Unauthorized", 429: "Too many requests", 502: "Bad gateway"}
 
 
 class Denied(Exception):
@@ -219,6 +226,13 @@ async def _from_token(request: web.Request, token: str) -> Principal:
     return _principal(found)
 
 
+async def _from_session(request: web.Request, session_id: str) -> Principal:
+    found = await SessionStore(await request.app[BACKENDS].pool()).lookup(session_id)
+    if found is None:
+        raise unauthorized("console session ended or expired: sign in again (or send a bearer token)")
+    return Principal(found.actor, effective(found.scopes))
+
+
 def _principal(token: TokenInfo) -> Principal:
     return Principal(token.name, effective(token.scopes))
 
@@ -255,14 +269,23 @@ async def principal_for(request: web.Request, scope: Scope) -> Principal | None:
         and not same_origin(origin, request.headers.get("Host"))
     ):
         raise Denied(403, "cross-origin", f"cross-origin {request.method} refused (Origin is not this API's)")
+    token = bearer(request.headers.get("Authorization"))
+    session_id = None if token is not None else session_cookie(request, request.app[BACKENDS].settings)
+    unsafe = request.method not in _SAFE_METHODS
+    if unsafe and session_id is not None and not csrf_holds(session_id, request.headers.get(CSRF_HEADER)):
+        raise Denied(403, "csrf", f"a {request.method} with the console's session cookie needs its {CSRF_HEADER}")
     if scope == "public":
         return None
     if "access_token" in request.query:
         raise unauthorized("tokens are not accepted in the query string; send `Authorization: Bearer <token>`")
-    token = bearer(request.headers.get("Authorization"))
     if token == "":
         raise unauthorized("malformed Authorization header; send `Authorization: Bearer <token>`", invalid=True)
-    principal = await (_without_token(request) if token is None else _from_token(request, token))
+    if token is not None:
+        principal = await _from_token(request, token)
+    elif session_id is not None:
+        principal = await _from_session(request, session_id)
+    else:
+        principal = await _without_token(request)
     needed = "read" if scope == "metrics" and not principal.holds("metrics") else scope
     if not principal.holds(needed):
         raise forbidden(principal, needed)

@@ -30,7 +30,7 @@ from api.schemas_tokens import TokenName
 from api.state import BACKENDS
 from cronos import trigger_hooks
 from cronos.errors import Conflict, NotFound, TooManyRequests
-from cronos.store.tokens import effective
+from cronos.scopes import effective
 from cronos.store.triggers import Presented, Trigger, TriggerStore
 
 HOOK = f"/hooks/{ID}"

@@ -9,8 +9,9 @@ from typing import Annotated
 import msgspec
 from msgspec import UNSET, Meta, UnsetType
 
+from cronos.scopes import Scope
 from cronos.store.audit import AuditFields
-from cronos.store.tokens import NAME_RE, NAME_RULE, Scope
+from cronos.store.tokens import NAME_RE, NAME_RULE
 
 TokenName = Annotated[str, Meta(pattern=f"^{NAME_RE.pattern}$", description=NAME_RULE)]
 ExpiresIn = Annotated[int, Meta(ge=60, le=10 * 366 * 86_400, description="lifetime in seconds from now")]
@@ -52,3 +53,13 @@ class AuditOut(AuditFields, kw_only=True):
 class AuditList(msgspec.Struct, kw_only=True):
     items: list[AuditOut]
     next_cursor: str | None
+
+
+class SignInState(msgspec.Struct, kw_only=True):
+    """GET /auth/session: whether the console offers sign-in, and who this browser's session is."""
+
+    provider: str | None = msgspec.field(default=None)  # the sign-in button's words; null: sign-in is off
+    actor: str | None = None  # the signed-in person as the audit trail names them; null: nobody
+    scopes: list[Scope] = msgspec.field(default_factory=list)
+    expires_at: datetime | None = None
+    csrf: str | None = None  # send as X-CSRF-Token with every non-GET request carrying the session cookie

@@ -24,6 +24,7 @@ from cronos.models import DEFAULT_QUEUE, parse_queues
 from cronos.runtime import EVENT_LOOPS
 from cronos.secret_strength import token_refusal
 from cronos.selectors import key_refusal, prometheus_label
+from cronos.signin_grants import GroupGrants, parse_group_grants
 
 N = TypeVar("N", int, float)
 
@@ -92,6 +93,15 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     auth: str = "auto"  # auto: protected mode (loopback only) while no token exists; required: always a token
     admin_token: str = ""  # deployments: a token from a secret, accepted with scope admin (stored hashed)
     metrics_token: str = ""  # set: GET /metrics wants this bearer token (or a read token)
+    # console sign-in with OpenID Connect (docs/sign-in.md): on when oidc_issuer is set
+    oidc_issuer: str = ""
+    oidc_client_id: str = ""
+    oidc_client_secret: str = ""  # never logged; a placeholder refuses to start
+    oidc_redirect_base: str = ""  # the console's own URL as browsers reach it: the callback is under it
+    oidc_provider_name: str = ""  # the sign-in button's words (empty: the issuer's host)
+    oidc_groups_claim: str = "groups"
+    oidc_groups: GroupGrants = ()  # group -> scopes (cronos.signin_grants)
+    oidc_session_s: float = 8 * 3600.0  # a console session ends this long after sign-in
     http_allow_nets: tuple[str, ...] = ()  # CIDRs http jobs may reach despite the SSRF guard
     http_max_redirects: int = 5  # hops followed when a job sets follow_redirects
     # requests in flight at once per host (scheme, host, port) on each executor (cronos.host_limits)
@@ -204,6 +214,16 @@ def _secret(raw: str) -> str:
     value = raw.strip()
     if value and (why := token_refusal(value)) is not None:
         raise ValueError(why)
+    return value
+
+
+def _base_url(raw: str) -> str:
+    """An http(s) URL others go on from (an issuer, the console's address): no trailing slash; empty: off."""
+    if not raw.strip():
+        return ""
+    value = _url("http", "https")(raw).rstrip("/")
+    if any(c in value for c in "?# "):
+        raise ValueError("must be an http(s) URL without query or fragment (empty: off)")
     return value
 
 
@@ -420,6 +440,22 @@ VARIABLES: dict[str, tuple[str, Callable[[str], Any], str]] = {
     ),
     "CRONOS_ADMIN_TOKEN": ("admin_token", _secret, "an admin token from a secret, for deployments (empty: none)"),
     "CRONOS_METRICS_TOKEN": ("metrics_token", _secret, "bearer token for GET /metrics (empty: a read token)"),
+    "CRONOS_OIDC_ISSUER": ("oidc_issuer", _base_url, "console sign-in: the OpenID provider's issuer URL (empty: off)"),
+    "CRONOS_OIDC_CLIENT_ID": ("oidc_client_id", _token, "console sign-in: this console's client id at the provider"),
+    "CRONOS_OIDC_CLIENT_SECRET": ("oidc_client_secret", _secret, "console sign-in: the client's secret"),
+    "CRONOS_OIDC_REDIRECT_BASE": (
+        "oidc_redirect_base",
+        _base_url,
+        "console sign-in: the console's URL as browsers reach it (https: the cookie is Secure)",
+    ),
+    "CRONOS_OIDC_PROVIDER_NAME": ("oidc_provider_name", str.strip, "the words of 'Sign in with ...' (empty: the host)"),
+    "CRONOS_OIDC_GROUPS_CLAIM": ("oidc_groups_claim", _token, "the ID token's claim that lists the person's groups"),
+    "CRONOS_OIDC_GROUPS": (
+        "oidc_groups",
+        parse_group_grants,
+        'group to scope, as JSON ({"ops":"admin","devs":"write"}) or ops=admin,devs=write; other groups: none',
+    ),
+    "CRONOS_OIDC_SESSION_S": ("oidc_session_s", _float(60, 30 * 86_400), "a console session's lifetime after sign-in"),
     "CRONOS_HTTP_ALLOW_NETS": ("http_allow_nets", _networks, "CIDRs http jobs may reach despite the SSRF guard"),
     "CRONOS_HTTP_MAX_REDIRECTS": ("http_max_redirects", _int(0, 20), "redirect hops when a job follows them"),
     "CRONOS_HTTP_HOST_LIMITS": (
@@ -466,6 +502,22 @@ def default_node_id() -> str:
     return f"{socket.gethostname()}-{os.getpid()}"
 
 
+_OIDC_NEEDS = (
+    ("oidc_client_id", "CRONOS_OIDC_CLIENT_ID"),
+    ("oidc_client_secret", "CRONOS_OIDC_CLIENT_SECRET"),
+    ("oidc_redirect_base", "CRONOS_OIDC_REDIRECT_BASE"),
+)
+
+
+def _check_oidc(fields: Mapping[str, Any]) -> None:
+    """Sign-in is all or nothing: an issuer without its client's id, secret or URL refuses to start."""
+    if not fields.get("oidc_issuer"):
+        return
+    missing = [name for field, name in _OIDC_NEEDS if not fields.get(field)]
+    if missing:
+        raise ConfigError(f"CRONOS_OIDC_ISSUER is set, so {', '.join(missing)} must be set too (docs/sign-in.md)")
+
+
 def load_settings(
     environ: Mapping[str, str] | None = None, env_file: str | Path | None = ".env", **overrides: Any
 ) -> Settings:
@@ -496,6 +548,7 @@ def load_settings(
         # The CLI talks to the API this environment runs: one that sets only PORT means this host's.
         fields["api_url"] = f"http://127.0.0.1:{fields['port']}"
     fields.update(overrides)
+    _check_oidc(fields)
     if not fields.get("node_id"):
         fields["node_id"] = default_node_id()
     return Settings(**fields)

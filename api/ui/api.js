@@ -1,5 +1,8 @@
 // Calls to the Cronos API. A 401/403 asks for a bearer token (once: it is kept in this tab's
-// sessionStorage) and retries; no cookie is ever used, so there is nothing to forge (CSRF).
+// sessionStorage) and retries, or offers to sign in with the identity provider when the server
+// offers it (docs/sign-in.md). A held token is sent as `Authorization: Bearer` and decides alone;
+// without one, a signed-in person's HttpOnly session cookie goes along, and every call that changes
+// something carries the session's CSRF token (X-CSRF-Token), which only this origin can read.
 
 const KEY = "cronos.token";
 
@@ -20,6 +23,26 @@ export function forgetToken() {
   sessionStorage.removeItem(KEY);
 }
 
+let signIn = null; // GET /auth/session's answer, asked once per page
+
+/** Whether the server offers sign-in (`provider`), and who is signed in here (`actor`, `csrf`). */
+export function signInState() {
+  const options = { headers: { Accept: "application/json" }, credentials: "same-origin", cache: "no-store" };
+  signIn ??= fetch("/auth/session", options)
+    .then((r) => (r.ok ? r.json() : {}))
+    .catch(() => ({}));
+  return signIn;
+}
+
+/** Sign out: the server ends the session at once; the page starts again. */
+export async function signOut() {
+  const state = await signInState();
+  const headers = { "X-CSRF-Token": state.csrf ?? "" };
+  await fetch("/auth/logout", { method: "POST", headers, credentials: "same-origin" });
+  signIn = null;
+  location.assign("/");
+}
+
 let asking = null; // one dialog for every call waiting on it
 
 function askToken(reason) {
@@ -29,6 +52,11 @@ function askToken(reason) {
   const input = document.getElementById("token-input");
   document.getElementById("token-reason").textContent = reason;
   input.value = "";
+  signInState().then((state) => {
+    const link = document.getElementById("token-signin");
+    link.hidden = !state.provider;
+    link.textContent = `Sign in with ${state.provider}`;
+  });
   asking = new Promise((resolve) => {
     const done = (value) => {
       form.removeEventListener("submit", submit);
@@ -61,12 +89,16 @@ async function send(method, path, body) {
   const headers = { Accept: "application/json" };
   const held = token();
   if (held) headers.Authorization = `Bearer ${held}`;
+  else if (method !== "GET") {
+    const state = await signInState();
+    if (state.csrf) headers["X-CSRF-Token"] = state.csrf;
+  }
   if (body !== undefined) headers["Content-Type"] = "application/json";
   return fetch(path, {
     method,
     headers,
     body: body === undefined ? undefined : JSON.stringify(body),
-    credentials: "omit",
+    credentials: "same-origin",
     cache: "no-store",
   });
 }

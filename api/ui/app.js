@@ -14,6 +14,7 @@ import { jobsPage } from "./pages/jobs.js";
 import { runPage } from "./pages/run.js";
 import { runsPage } from "./pages/runs.js";
 import { showFailures } from "./failures.js";
+import { showAccount } from "./account.js";
 
 const ROUTES = [
   [/^#\/jobs\/?$/, jobsPage, "jobs"],
@@ -82,3 +83,4 @@ window.addEventListener("hashchange", route);
 if (!location.hash) history.replaceState(null, "", "#/jobs");
 route();
 showFailures();
+showAccount();

@@ -20,37 +20,21 @@ import re
 import secrets
 from collections.abc import Iterable
 from datetime import datetime
-from typing import Literal, get_args
 
 import asyncpg
 import msgspec
 
 from cronos.errors import Conflict, InvalidInput, NotFound
+from cronos.scopes import SCOPES
 from cronos.store import audit
 from cronos.store.db import to_struct, translate_errors
 from cronos.store.queries import access as access_q
 from cronos.store.timestamps import unusable_row
 
-Scope = Literal["read", "write", "admin"]
-SCOPES: tuple[str, ...] = get_args(Scope)
 PREFIX = "cronos_"
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 REOPENED = "protected-mode-reopened"  # the audit action of reopen_local
 NAME_RULE = "1-100 letters, digits, '.', '_' or '-', starting with a letter or digit"
-
-# Each scope and those it implies: admin holds write, write holds read.
-_IMPLIES: dict[str, frozenset[str]] = {
-    "read": frozenset({"read"}),
-    "write": frozenset({"read", "write"}),
-    "admin": frozenset({"read", "write", "admin"}),
-}
-
-
-def effective(scopes: Iterable[str]) -> frozenset[str]:
-    held: frozenset[str] = frozenset()
-    for scope in scopes:
-        held |= _IMPLIES.get(scope, frozenset())
-    return held
 
 
 def new_token() -> str:

@@ -65,6 +65,8 @@ def stack(
     port, node = free_port(), f"browser-{uuid.uuid4().hex[:6]}"
     root = tmp_path_factory.mktemp("stack")
     log = root / "cronos.log"
+    base = f"http://127.0.0.1:{port}"
+    own = getattr(request.module, "STACK_ENV", {})  # a test module's own settings (a function of the base URL)
     clean = {k: v for k, v in os.environ.items() if k not in VARIABLES}
     env = {
         **clean,
@@ -78,7 +80,7 @@ def stack(
         "CRONOS_LEADER_TTL_MS": "1500",
         "CRONOS_ALLOW_SHELL": "true",  # the edit form's tests open a shell job (none of them runs it)
         "PYTHONPATH": str(REPO),  # for --import tests.browser.tasks
-        **getattr(request.module, "STACK_ENV", {}),  # a test module's own settings
+        **(own(base) if callable(own) else own),
     }
     with log.open("ab") as out:
         proc = subprocess.Popen(
@@ -89,7 +91,6 @@ def stack(
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
-    base = f"http://127.0.0.1:{port}"
     try:
         block_until(lambda: _health(base) or proc.poll() is not None, timeout=60, what="cronos dev /health")
         assert proc.poll() is None, log.read_text()[-4000:]

@@ -84,6 +84,7 @@ CANNOT_START_A_JOB = {
     ("DELETE", "/api/blackouts/{id}"): "ends a hold on an admin's schedule; queues no run (see the report)",
     ("DELETE", "/api/jobs/{id}/triggers/{trigger}"): "revokes a trigger URL; starts nothing",
     ("POST", "/hooks/{id}"): "no API token: a trigger URL acts with its creator's authority (test_api_hooks.py)",
+    ("POST", "/auth/logout"): "ends the caller's own console session; starts nothing",
 }
 
 

@@ -29,8 +29,8 @@ ASSIGNED = re.compile(
 )
 
 
-def test_the_token_settings_are_the_admin_and_metrics_tokens() -> None:
-    assert TOKEN_VARIABLES == ("CRONOS_ADMIN_TOKEN", "CRONOS_METRICS_TOKEN")
+def test_the_token_settings_are_the_admin_and_metrics_tokens_and_the_sign_in_secret() -> None:
+    assert TOKEN_VARIABLES == ("CRONOS_ADMIN_TOKEN", "CRONOS_METRICS_TOKEN", "CRONOS_OIDC_CLIENT_SECRET")
 
 
 @pytest.mark.parametrize("value", STRONG)

@@ -90,3 +90,32 @@ WHERE subject = $1 AND ($2::bigint IS NULL OR id < $2)
 ORDER BY id DESC
 LIMIT $3
 """
+
+
+# --- console sessions (OpenID Connect sign-in) ----------------------------------
+
+# $1 SHA-256 of the session id, $2 actor, $3 subject, $4 scopes, $5 groups, $6 lifetime in seconds.
+SESSION_INSERT = """
+INSERT INTO console_sessions (id_hash, actor, subject, scopes, groups, expires_at)
+VALUES ($1, $2, $3, $4, $5, now() + make_interval(secs => $6))
+"""
+# Every request: the live session of this hash (none once ended or expired).
+SESSION_BY_HASH = """
+SELECT id_hash, actor, subject, scopes, groups, created_at, expires_at
+FROM console_sessions
+WHERE id_hash = $1 AND expires_at > now()
+"""
+SESSION_DELETE = "DELETE FROM console_sessions WHERE id_hash = $1 RETURNING actor"
+# Sign-ins sweep what has ended, theirs and the unfinished ones: the tables stay small.
+SESSIONS_EXPIRED_DELETE = "DELETE FROM console_sessions WHERE expires_at <= now()"
+LOGINS_EXPIRED_DELETE = "DELETE FROM oidc_logins WHERE expires_at <= now()"
+# $1 SHA-256 of the state, $2 nonce, $3 PKCE verifier, $4 lifetime in seconds.
+LOGIN_INSERT = """
+INSERT INTO oidc_logins (state_hash, nonce, code_verifier, expires_at)
+VALUES ($1, $2, $3, now() + make_interval(secs => $4))
+"""
+# The callback consumes its sign-in once, live or not (a replay finds nothing).
+LOGIN_TAKE = """
+DELETE FROM oidc_logins WHERE state_hash = $1
+RETURNING nonce, code_verifier, expires_at > now() AS live
+"""
