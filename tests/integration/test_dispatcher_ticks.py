@@ -513,3 +513,26 @@ async def test_a_job_of_the_default_policies_holds_one_pending_run(stack: Stack)
     )
     await ticker.run_once(T0 + timedelta(seconds=8.2))
     assert [r["scheduled_for"] for r in await _pending(stack, held)] == [T0 + timedelta(seconds=8)]
+
+
+async def test_a_waiting_run_holds_its_job_s_ticks_back_as_a_queued_one_does(stack: Stack) -> None:
+    """The tick write probes each job only when some run not started is overdue at all (TICKS_WRITE's
+    `o`, in runs_queued_due_id and runs_waiting_job): an overdue waiting run, with no queued
+    run overdue anywhere, still holds its job's next ticks back."""
+    job = await add_job(stack.pool, "* * * * * *", misfire_policy="run_once")  # forbid: the column's default
+    ticker = stack.new_ticker()
+    await ticker.run_once(T0 + timedelta(seconds=1.2))
+    await stack.pool.execute("UPDATE runs SET state = 'waiting', pushed_epoch = NULL WHERE job_id = $1", job)
+    for s in range(2, 7):
+        await ticker.run_once(T0 + timedelta(seconds=s + 0.2))
+    rows = await stack.runs(job)
+    assert [(r["state"], r["skip_reason"]) for r in rows] == (
+        [("waiting", None)] + [("queued", None)] * 2 + [("skipped", SKIP_PENDING)] * 3
+    ), "+1 is overdue by more than 3 s from +4.2 on: +4 to +6 held"
+    queued = [r["id"] for r in rows if r["state"] == "queued"]
+    await stack.pool.execute(
+        "UPDATE runs SET state = 'skipped', skip_reason = 'misfired', finished_at = now() WHERE id = ANY($1::bigint[])",
+        queued,
+    )
+    await ticker.run_once(T0 + timedelta(seconds=7.2))  # the waiting run alone is overdue now
+    assert (await stack.runs(job))[-1]["skip_reason"] == SKIP_PENDING

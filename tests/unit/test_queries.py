@@ -176,6 +176,8 @@ def test_ticks_are_written_queued_or_skipped_and_held_behind_a_pending_run() -> 
     sql = " ".join(runs_q.TICKS_WRITE.split())
     assert f"CASE WHEN t.skip_reason IS NULL THEN '{BY_EVENT[Event.WRITTEN].target}' ELSE 'skipped' END" in sql
     assert guarded_states(sql, "p.state") == {s.value for s in PENDING}
+    # The probes are made only when a run of those states is overdue at all (`o`, one look each).
+    assert guarded_states(sql, "o.state") == {s.value for s in PENDING}
 
 
 @pytest.mark.parametrize("event", [t.event for t in TRANSITIONS if t.fence is Fence.EPOCH])

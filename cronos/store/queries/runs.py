@@ -119,7 +119,12 @@ RETURNING id, job_id, scheduled_for, attempt, trigger, revision, state, due_at, 
 # leader's round: lifecycle.overdue_before) queued or waiting, written in this epoch (a run a
 # leader before wrote ahead and never pushed is overdue by the failover, not by a backlog: G7),
 # read in runs_pending_job (the job's own: a range of runs_queued_due_id read every job's, 2 ms a
-# tick at 1,000 jobs overloaded).
+# tick at 1,000 jobs overloaded). Those probes are made only when some run not started is overdue
+# since the batch's earliest $7 at all (`o`, a one-time filter: the first entry in that range of
+# runs_queued_due_id, and the waiting runs, in runs_waiting_job: none on the hot path): none is,
+# the common case, and no job is probed (the probes of 300 jobs in 5 partitions cost a seventh of
+# the tick write's buffers, 2026-12-07). A due-time index of waiting runs of its own made the
+# planner read CLAIM_FACTS' buffer_one look-up through it (test_query_plans).
 TICKS_WRITE = """
 WITH t AS (
     SELECT * FROM unnest($2::bigint[], $3::timestamptz[], $4::timestamptz[], $5::text[], $6::integer[],
@@ -128,6 +133,10 @@ WITH t AS (
 held AS (
     SELECT DISTINCT t.job_id FROM t
     WHERE t.held_from IS NOT NULL AND t.skip_reason IS NULL
+      AND (EXISTS (SELECT 1 FROM runs o WHERE o.state = 'queued'
+                   AND o.due_at >= (SELECT min(held_from) FROM t) AND o.due_at < $9)
+           OR EXISTS (SELECT 1 FROM runs o WHERE o.state = 'waiting'
+                      AND o.due_at >= (SELECT min(held_from) FROM t) AND o.due_at < $9))
       AND EXISTS (SELECT 1 FROM runs p WHERE p.job_id = t.job_id AND p.state IN ('queued', 'waiting')
                   AND p.due_at >= t.held_from AND p.due_at < $9 AND p.epoch = $1)),
 r AS (
