@@ -85,6 +85,21 @@ class ManagedBy(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 _WITHIN = {"gt": 0, "le": 366 * 86_400}
 
 
+class Breaker(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, omit_defaults=True):
+    """The job's circuit breaker (issue 40, cronos.breaker), over the cluster's default."""
+
+    failures: (
+        Annotated[int, msgspec.Meta(ge=0, le=10_000, description="pause after this many failed runs in a row "
+                                    "(0: never; null: CRONOS_BREAKER_DEFAULT_FAILURES)")]
+        | None
+    ) = None  # fmt: skip
+    canary_every: (
+        Annotated[int, msgspec.Meta(ge=0, le=10_000, description="while paused by the breaker, one run every this "
+                                    "many ticks; the job resumes by itself when one succeeds (0: no canary)")]
+        | None
+    ) = None  # fmt: skip
+
+
 class Expectations(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, omit_defaults=True):
     """What a job is expected to do, from its schedule (issue 24: the dead-man's switch); each
     optional. The leader's health evaluator judges every run by those of the revision that planned it."""
@@ -105,6 +120,7 @@ class Expectations(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, omi
         Annotated[float, msgspec.Meta(**_WITHIN, description="at least one completed run this often (no success)")]
         | None
     ) = None
+    breaker: Breaker | None = None  # not judged per run: the leader's breaker reads it (cronos.breaker)
 
 
 class Job(msgspec.Struct, kw_only=True):
