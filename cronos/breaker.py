@@ -96,15 +96,18 @@ class Hold:
     every: int
     ticks_since: int
     canary_state: str | None = None
+    # The health evaluator counted the canary's success (job_health.last_success_at at or after
+    # its end): until then the streak it keeps is the one before, and would trip the job again.
+    success_counted: bool = False
 
 
 def step(hold: Hold) -> Step:
-    """What the breaker does with a job it holds: resume it after a canary completed, re-arm (count
-    M ticks afresh from the canary's tick) after one that ended otherwise, let a canary through
-    after M ticks, or wait."""
+    """What the breaker does with a job it holds: resume it after a canary completed (once the
+    health evaluator counted it), re-arm (count M ticks afresh from the canary's tick) after one
+    that ended otherwise, let a canary through after M ticks, or wait."""
     if hold.canary_state is not None:
         if hold.canary_state == "completed":
-            return "resume"
+            return "resume" if hold.success_counted else "wait"
         return "rearm" if hold.canary_state in ENDED or hold.canary_state == "gone" else "wait"
     return "canary" if hold.every > 0 and hold.ticks_since >= hold.every else "wait"
 

@@ -113,11 +113,14 @@ def ticks_after(job: Job, since: datetime, now: datetime, most: int) -> list[dat
     return out
 
 
-async def _canary_state(conn: asyncpg.Connection, row: asyncpg.Record) -> str | None:
+async def _hold(conn: asyncpg.Connection, row: asyncpg.Record, every: int, ticks: int) -> breaker.Hold:
+    """The facts of a held job for cronos.breaker.step: with its canary's state, if one is out."""
     if row["canary_run_id"] is None:
-        return None
-    state = await conn.fetchval(breaker_q.CANARY_STATE, row["id"], row["canary_tick"], row["canary_run_id"])
-    return "gone" if state is None else str(state)
+        return breaker.Hold(every, ticks)
+    canary = await conn.fetchrow(breaker_q.CANARY_STATE, row["id"], row["canary_tick"], row["canary_run_id"])
+    if canary is None:
+        return breaker.Hold(every, ticks, "gone")
+    return breaker.Hold(every, ticks, str(canary["state"]), canary["counted"])
 
 
 async def tend_held(
@@ -136,7 +139,7 @@ async def tend_held(
                 continue
             every = breaker.canary_every(current.expectations)
             ticks = ticks_after(current, row["counted_from"], now, every) if every else []
-            step = breaker.step(breaker.Hold(every, len(ticks), await _canary_state(conn, row)))
+            step = breaker.step(await _hold(conn, row, every, len(ticks)))
             detail: dict[str, Any] = {"canary_every": every, "run_id": row["canary_run_id"]}
             if step == "canary":  # the revision first: the canary names the one that let it through
                 tick = ticks[-1]

@@ -126,7 +126,10 @@ async def test_a_job_s_own_breaker_lets_a_canary_through_every_m_ticks_and_resum
     assert await tend(pg_pool, epoch, now + timedelta(seconds=5)) == []  # 3 ticks after the canary's: not yet
     assert await tend(pg_pool, epoch, now + timedelta(seconds=6)) == [(job, "canary")]
     second = await end_canary(pg_pool, job, "completed")
+    assert await tend(pg_pool, epoch, now + timedelta(seconds=7)) == []  # the evaluator has not counted it yet
+    await evaluator(pg_pool, epoch).once()
     assert await tend(pg_pool, epoch, now + timedelta(seconds=7)) == [(job, "resume")]
+    assert await trip(pg_pool, epoch) == []  # the streak the evaluator keeps starts afresh
     assert await tend(pg_pool, epoch, now + timedelta(seconds=60)) == []  # let go
 
     row = await pg_pool.fetchrow("SELECT status, pause_note FROM jobs WHERE id = $1", job)

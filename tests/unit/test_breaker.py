@@ -65,7 +65,8 @@ def test_a_job_s_own_threshold_overrides_the_cluster_s(own: Expectations | None,
         (Hold(0, 50), "wait"),  # no canary: held until someone resumes it
         (Hold(3, 3, "queued"), "wait"),  # a canary in flight
         (Hold(3, 3, "running"), "wait"),
-        (Hold(3, 0, "completed"), "resume"),
+        (Hold(3, 0, "completed", success_counted=True), "resume"),
+        (Hold(3, 0, "completed"), "wait"),  # until the health evaluator counted it: its streak is the old one
         (Hold(3, 0, "failed"), "rearm"),
         (Hold(3, 0, "cancelled"), "rearm"),
         (Hold(3, 0, "skipped"), "rearm"),

@@ -50,5 +50,11 @@ HOLD_SET = """
 UPDATE job_breakers SET held_revision = $2, counted_from = $3, canary_run_id = $4, canary_tick = $5
 WHERE job_id = $1
 """
-# The state of job $1's canary $3 (its tick $2, the partition key); no row: deleted.
-CANARY_STATE = "SELECT state FROM runs WHERE job_id = $1 AND scheduled_for = $2 AND id = $3"
+# The state of job $1's canary $3 (its tick $2, the partition key), and whether the health
+# evaluator counted its end (a success it counted is its job's newest); no row: deleted.
+CANARY_STATE = """
+SELECT r.state, coalesce(h.last_success_at >= r.finished_at, false) AS counted
+FROM runs r
+LEFT JOIN job_health h ON h.job_id = r.job_id
+WHERE r.job_id = $1 AND r.scheduled_for = $2 AND r.id = $3
+"""
