@@ -45,6 +45,9 @@ def test_the_breaker_in_the_form_changes_what_was_changed_alone(browser: Any, st
     expectations = {"success_every_s": 3600, "breaker": {"failures": 3, "canary_every": 5}}
     job = call(stack, "POST", "/api/jobs", {"name": "b-form", "cron_expression": "@hourly", "payload": OK,
                                             "expectations": expectations})  # fmt: skip
+    go(driver, stack, f"#/jobs/{job['id']}")  # the job page says it
+    wait(driver, lambda d: "pauses after 3 failed runs in a row; a canary every 5 ticks" in text(d, "#breaker-setting"),
+         what="the job's breaker on its page")  # fmt: skip
     _open_edit(driver, stack, job)
     assert find(driver, "#breaker_failures").get_attribute("value") == "3"
     assert find(driver, "#breaker_canary_every").get_attribute("value") == "5"
