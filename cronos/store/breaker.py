@@ -91,6 +91,8 @@ async def trip_due(
             threshold = breaker.threshold(current.expectations, default)
             if not breaker.trips(facts, threshold):
                 continue
+            if await conn.fetchval(breaker_q.JOB_LOCK_AT, current.id, current.revision) is None:
+                continue
             every = breaker.canary_every(current.expectations)
             note = breaker.pause_note(facts, threshold, every)
             detail = {"consecutive_failures": facts.streak, "threshold": threshold, "pause_note": note}

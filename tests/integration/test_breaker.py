@@ -177,3 +177,12 @@ async def test_a_job_paused_or_resumed_by_hand_is_let_go_and_its_own_zero_turns_
     assert await tend(pg_pool, epoch, now + timedelta(seconds=30)) == []
     assert await pg_pool.fetchval("SELECT held_revision FROM job_breakers WHERE job_id = $1", held) is None
     assert await pg_pool.fetchval("SELECT count(*) FROM runs WHERE job_id = $1 AND trigger = 'manual'", held) == 0
+
+
+async def test_a_job_held_by_a_change_in_flight_is_left_for_the_next_pass(pg_pool: asyncpg.Pool, epoch: int) -> None:
+    job = await create(pg_pool, max_retries=0)
+    await fail(pg_pool, epoch, job, 3)
+    async with pg_pool.acquire() as conn, conn.transaction():
+        await conn.execute("SELECT id FROM jobs WHERE id = $1 FOR UPDATE", job)  # an edit by hand, not yet committed
+        assert await trip(pg_pool, epoch) == []
+    assert await trip(pg_pool, epoch) == [job]

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 # Active jobs failing at least once in a row (the partial index job_health_failing), with the
 # breaker's last trip, a page of $1 after id $2; each job's threshold is cronos.breaker's to apply.
-# Locked (a pause or edit by hand in flight is left for the next pass).
+# Not locked: only the few the breaker trips are (JOB_LOCK_AT), so the leader's tick writes never
+# wait behind a job that merely failed.
 CANDIDATES = """
 SELECT j.id, j.name, j.cron_expression, j.timezone, j.kind, j.payload, j.timeout_s, j.max_retries,
     j.retry_backoff_s, j.concurrency_policy, j.misfire_policy, j.misfire_grace_s, j.jitter_s, j.status, j.revision,
@@ -19,8 +20,10 @@ LEFT JOIN job_breakers b ON b.job_id = h.job_id
 WHERE h.consecutive_failures > 0 AND j.status = 'active' AND j.id > $2
 ORDER BY j.id
 LIMIT $1
-FOR UPDATE OF j SKIP LOCKED
 """
+# Job $1 locked, if it is still active at revision $2 as read (else, or while a change by hand
+# holds it: no row, and the next pass reads it again).
+JOB_LOCK_AT = "SELECT id FROM jobs WHERE id = $1 AND revision = $2 AND status = 'active' FOR UPDATE SKIP LOCKED"
 # $1 job, $2 when, $3 the streak then, $4 the revision the pause left (the breaker holds the job).
 TRIP_RECORD = """
 INSERT INTO job_breakers (job_id, tripped_at, tripped_streak, held_revision, counted_from)
