@@ -6,15 +6,29 @@ success) and the breaker's own last trip; it adds nothing to the run path.
 
 The failures that count are those since the later of the job's newest success and the last trip:
 a job resumed by hand after a trip pauses again only after K more failures, not at the next one.
+
+A job's own `expectations.breaker` overrides the cluster's threshold (`threshold`) and may ask for a
+canary: while the breaker holds the job paused, one run every M ticks of its schedule goes through
+(`step`); the first that completes resumes the job. The breaker holds a job only as long as nobody
+else touched it (`holds`): a pause, resume or edit by hand takes it back.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Literal
+
+from cronos.models import Breaker, Expectations
 
 # The pause note (stable text: the console and `cronos jobs get` show it).
 NOTE = "paused by the circuit breaker after {count} failed runs in a row (threshold {threshold})"
+CANARY_NOTE = "; a canary run every {every} ticks resumes it when one succeeds"
+CANARY_SENT = "; a canary run let through for the tick at {tick}"
+# The states a canary ends in (cronos.lifecycle.TERMINAL): completed resumes, the others re-arm.
+ENDED = frozenset({"completed", "failed", "skipped", "cancelled"})
+
+Step = Literal["wait", "canary", "resume", "rearm"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,3 +63,61 @@ def trips(facts: Facts, threshold: int) -> bool:
 
 def note(facts: Facts, threshold: int) -> str:
     return NOTE.format(count=counted(facts), threshold=threshold)
+
+
+def setting(expectations: Expectations | None) -> Breaker:
+    """The job's own breaker settings (each None: the cluster's)."""
+    return Breaker() if expectations is None or expectations.breaker is None else expectations.breaker
+
+
+def threshold(expectations: Expectations | None, default: int) -> int:
+    """The failures in a row that pause the job: its own, else the cluster's (0: never)."""
+    own = setting(expectations).failures
+    return default if own is None else own
+
+
+def canary_every(expectations: Expectations | None) -> int:
+    """Every how many ticks a canary runs while the breaker holds the job (0: none)."""
+    return setting(expectations).canary_every or 0
+
+
+def holds(status: str, revision: int, held_revision: int | None) -> bool:
+    """The breaker still holds the job: it is paused as the breaker's last step left it (a pause,
+    resume or edit by anyone else bumped its revision and took it back)."""
+    return status == "paused" and held_revision is not None and revision == held_revision
+
+
+@dataclass(frozen=True, slots=True)
+class Hold:
+    """A job the breaker holds: its canary setting, its ticks since the trip or the last canary's
+    tick (counted up to `every`), and the state of the canary in flight (None: none; "gone": its
+    run was deleted)."""
+
+    every: int
+    ticks_since: int
+    canary_state: str | None = None
+    # The health evaluator counted the canary's success (job_health.last_success_at at or after
+    # its end): until then the streak it keeps is the one before, and would trip the job again.
+    success_counted: bool = False
+
+
+def step(hold: Hold) -> Step:
+    """What the breaker does with a job it holds: resume it after a canary completed (once the
+    health evaluator counted it), re-arm (count M ticks afresh from the canary's tick) after one
+    that ended otherwise, let a canary through after M ticks, or wait."""
+    if hold.canary_state is not None:
+        if hold.canary_state == "completed":
+            return "resume" if hold.success_counted else "wait"
+        return "rearm" if hold.canary_state in ENDED or hold.canary_state == "gone" else "wait"
+    return "canary" if hold.every > 0 and hold.ticks_since >= hold.every else "wait"
+
+
+def pause_note(facts: Facts, threshold: int, every: int) -> str:
+    """The note of the trip, saying when a canary will run."""
+    return note(facts, threshold) + (CANARY_NOTE.format(every=every) if every > 0 else "")
+
+
+def canary_note(current: str | None, tick: datetime) -> str:
+    """The pause note once a canary went through for `tick` (the trip's note kept before it)."""
+    kept = (current or "").split(CANARY_SENT.split("{")[0])[0]
+    return kept + CANARY_SENT.format(tick=tick.isoformat())

@@ -26,6 +26,8 @@ class JobEventKind(StrEnum):
     SKIPPED = "skipped"  # a tick ended skipped, with its reason
     CANCELLED = "cancelled"  # a run was cancelled, by whom
     PAUSED_BY_BREAKER = "paused_by_breaker"  # paused itself after failing too often in a row
+    CANARY_BY_BREAKER = "canary_by_breaker"  # held paused, the breaker let one run through
+    RESUMED_BY_BREAKER = "resumed_by_breaker"  # a canary completed: the breaker resumed the job
     # Opt-in per channel (never a default): derived only for the jobs a channel asks them of.
     STARTED = "started"  # a run started
     COMPLETED = "completed"  # a run completed

@@ -105,6 +105,19 @@ class Hosts(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, omit_defau
         ]
         | None
     ) = None
+class Breaker(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, omit_defaults=True):
+    """The job's circuit breaker (issue 40, cronos.breaker), over the cluster's default."""
+
+    failures: (
+        Annotated[int, msgspec.Meta(ge=0, le=10_000, description="pause after this many failed runs in a row "
+                                    "(0: never; null: CRONOS_BREAKER_DEFAULT_FAILURES)")]
+        | None
+    ) = None  # fmt: skip
+    canary_every: (
+        Annotated[int, msgspec.Meta(ge=0, le=10_000, description="while paused by the breaker, one run every this "
+                                    "many ticks; the job resumes by itself when one succeeds (0: no canary)")]
+        | None
+    ) = None  # fmt: skip
 
 
 class Expectations(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, omit_defaults=True):
@@ -127,6 +140,7 @@ class Expectations(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, omi
         Annotated[float, msgspec.Meta(**_WITHIN, description="at least one completed run this often (no success)")]
         | None
     ) = None
+    breaker: Breaker | None = None  # not judged per run: the leader's breaker reads it (cronos.breaker)
 
 
 class Job(msgspec.Struct, kw_only=True):

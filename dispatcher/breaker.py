@@ -1,40 +1,64 @@
-"""The leader's circuit breaker (issue 40): pauses the jobs whose runs failed
-CRONOS_BREAKER_DEFAULT_FAILURES times in a row (cronos.store.breaker, decisions in cronos.breaker).
+"""The leader's circuit breaker (issue 40): pauses the jobs whose runs failed too often in a row
+(each job's `expectations.breaker.failures`, else CRONOS_BREAKER_DEFAULT_FAILURES), lets a canary
+through the jobs it holds and resumes them after one succeeded (cronos.store.breaker, decisions in
+cronos.breaker).
 
-It looks as often as the health evaluator judges (whose failure streaks it reads), one indexed read
-a pass, and runs only when the setting is above 0.
+It looks as often as the health evaluator judges (whose failure streaks it reads): two indexed
+reads a pass, over the failing jobs and the jobs it holds.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
+from typing import Any
 
 import asyncpg
 
-from cronos.store.breaker import trip_due
+from cronos.store.breaker import tend_held, trip_due
 from dispatcher.election import Election
 from dispatcher.lifetime import Lifetime
 
 log = logging.getLogger("dispatcher.breaker")
 
 BATCH = 100
+_EVENTS = {
+    "paused": "job.breaker_tripped",
+    "canary": "job.breaker_canary",
+    "resume": "job.breaker_resumed",
+    "rearm": "job.breaker_rearmed",
+}
+
+Page = Callable[[int, int], Awaitable[tuple[list[Any], int | None]]]
 
 
-async def run(term: Lifetime, pool: asyncpg.Pool, election: Election, threshold: int, poll_s: float) -> None:
-    after = 0
+async def _pages(term: Lifetime, page: Page, epoch: int) -> list[Any]:
+    """Every page of one pass (jobs counted but not stepped do not hold back the rest)."""
+    out: list[Any] = []
+    after: int | None = 0
+    while after is not None:
+        done, after = await page(epoch, after)
+        out.extend(done)
+        if after is not None:
+            term.checkpoint()
+    return out
+
+
+async def run(term: Lifetime, pool: asyncpg.Pool, election: Election, default: int, poll_s: float) -> None:
+    async def trip(epoch: int, after: int) -> tuple[list[Any], int | None]:
+        return await trip_due(pool, epoch, default, datetime.now(UTC), after=after, limit=BATCH)
+
+    async def tend(epoch: int, after: int) -> tuple[list[Any], int | None]:
+        return await tend_held(pool, epoch, datetime.now(UTC), after=after, limit=BATCH)
+
     while True:
         epoch = election.check()
-        paused, more = await trip_due(pool, epoch, threshold, datetime.now(UTC), after=after, limit=BATCH)
-        for job in paused:
+        steps = [(job, "paused") for job in await _pages(term, trip, epoch)] + await _pages(term, tend, epoch)
+        for job, step in steps:
             log.info(
-                "job paused by its circuit breaker",
-                extra={"event": "job.breaker_tripped", "job_id": job.id, "epoch": epoch, "revision": job.revision,
+                f"circuit breaker: {step}",
+                extra={"event": _EVENTS[step], "job_id": job.id, "epoch": epoch, "revision": job.revision,
                        "note": job.pause_note},
             )  # fmt: skip
-        if more is not None:  # the next page (jobs counted but not tripped do not hold back the rest)
-            after = more
-            term.checkpoint()
-            continue
-        after = 0
         await term.sleep(poll_s)

@@ -163,10 +163,10 @@ class Term:
             "notify": Notifier(NotifyOutbox(self._pool), election.check, settings).run(self),
             "due": due_gauge.run(self, self.ticker.book, self._clock.now),
         }
-        if settings.breaker_default_failures > 0:
-            loops["breaker"] = breaker.run(
-                self, self._pool, election, settings.breaker_default_failures, settings.health_interval_s
-            )
+        # Always: a job's own `expectations.breaker` works with the cluster's default off (0).
+        loops["breaker"] = breaker.run(
+            self, self._pool, election, settings.breaker_default_failures, settings.health_interval_s
+        )
         if settings.consumer_idle_remove_s > 0:
             reaper_of_consumers = ConsumerReaper(
                 self._client, self._keys, self._publisher.queues, election.check, settings.consumer_idle_remove_s

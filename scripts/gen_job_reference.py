@@ -62,6 +62,10 @@ NOTES: dict[str, dict[str, str]] = {
         "secrets_follow_redirects": "let the job's secrets follow redirects to other paths of its own "
         "origin and `Host` (never to another origin); off, a hop to another path carries none",
     },
+    "Expectations": {
+        "breaker": "the job's circuit breaker (below; docs/breaker.md): pause after failures in a row, and a "
+        "canary run that resumes it",
+    },
     "ShellPayload": {
         "argv": "the command and its arguments (no shell unless you name one)",
         "env": "variables for the command, besides `PATH`, `HOME` and `LANG`",
@@ -185,6 +189,12 @@ def render(document: dict[str, Any]) -> str:
         "`expectations` (each field optional; docs/expectations.md):",
         "",
         *_table(components, "Expectations"),
+        "",
+        "### `breaker`",
+        "",
+        "`expectations.breaker` (each field optional; docs/breaker.md):",
+        "",
+        *_table(components, "Breaker"),
         "",
     ]
     out += [

@@ -15,7 +15,16 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from cronos.client import backfill_cli, calendars_cli, labels_cli, logs_cli, runs_cli, trigger_cli, triggers_cli
+from cronos.client import (
+    backfill_cli,
+    breaker_cli,
+    calendars_cli,
+    labels_cli,
+    logs_cli,
+    runs_cli,
+    trigger_cli,
+    triggers_cli,
+)
 from cronos.client.api_client import ApiClient
 from cronos.client.cancel_cli import add_command as add_cancel
 from cronos.client.cancel_cli import cancel_run
@@ -104,6 +113,7 @@ def add_commands(sub: SubParsers, parser_class: type[argparse.ArgumentParser]) -
     actions.choices["backfill"].add_argument("job", help="id or name")
     labels_cli.add_bulk(actions)
     triggers_cli.add_commands(actions)
+    breaker_cli.add_commands(actions)
     _job_fields(actions.add_parser("create", help="register a job"), create=True)
     update = actions.add_parser("update", help="change the fields given")
     update.add_argument("job", help="id or name")
@@ -241,6 +251,8 @@ def _jobs(api: ApiClient, args: argparse.Namespace) -> tuple[Any, Callable[[Any]
         return api.call("GET", path), _show_job
     if args.action == "triggers":
         return triggers_cli.run(api, args, path)
+    if args.action == "breaker":
+        return breaker_cli.run(api, args, path)
     if args.action == "update":
         if not (changes := _given(args)):
             raise CronosError("jobs update: nothing to change; give at least one --FIELD")

@@ -34,7 +34,7 @@ from cronos.webhooks import SECRET_PREFIX
 ChannelKind = Literal["webhook", "slack", "email"]
 EventKind = Literal[
     "failed", "recovered", "missed", "late_start", "overran", "too_fast", "no_success", "skipped", "cancelled",
-    "paused_by_breaker", "started", "completed", "ended",
+    "paused_by_breaker", "canary_by_breaker", "resumed_by_breaker", "started", "completed", "ended",
 ]  # fmt: skip
 assert set(EventKind.__args__) == set(EVENT_KINDS)  # type: ignore[attr-defined]  # one list of kinds
 

@@ -31,6 +31,8 @@ _HEADLINES = {
     "skipped": "{job} skipped a tick",
     "cancelled": "{job} was cancelled",
     "paused_by_breaker": "{job} was paused by its circuit breaker",
+    "canary_by_breaker": "{job}'s circuit breaker let a canary run through",
+    "resumed_by_breaker": "{job} was resumed by its circuit breaker after a canary succeeded",
     "started": "{job} started",
     "completed": "{job} completed",
     "ended": "{job} ended",

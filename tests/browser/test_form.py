@@ -66,6 +66,8 @@ def _shapes(parent: int) -> list[dict[str, Any]]:
          "catchup_max_per_s": 2.5, "parents": [parent], "queue": "reports", "jitter_s": 3,
          "concurrency_policy": "buffer_one"},
         {"name": "f-never-child", "cron_expression": "@never", "payload": OK, "parents": [parent]},
+        {"name": "f-breaker", "cron_expression": "@hourly", "payload": OK,
+         "expectations": {"start_within_s": 30, "breaker": {"failures": 0, "canary_every": 4}}},
         {"name": "f-managed", "cron_expression": "@hourly", "payload": OK,
          "managed_by": {"tool": "cronos-apply", "secrets_digest": None}},
     ]  # fmt: skip

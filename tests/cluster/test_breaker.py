@@ -9,6 +9,7 @@ resumed by hand, it runs and stays active.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import pytest
@@ -90,3 +91,65 @@ async def test_a_job_failing_k_times_in_a_row_pauses_itself_and_says_why(
     assert told["event"]["detail"]["consecutive_failures"] == THRESHOLD
     assert told["event"]["detail"]["pause_note"] == tripped["pause_note"]
     assert after["status"] == "active"
+
+
+async def test_a_job_s_own_breaker_lets_a_canary_through_and_resumes_when_the_upstream_is_back(
+    cluster_env: dict[str, str], tmp_path: Path
+) -> None:
+    # The job's own threshold (2) over the cluster's (3), and a canary every 2 ticks while held.
+    variables = {k: cluster_env[k] for k in ("REDIS_URL", "CRONOS_HTTP_ALLOW_NETS")}
+    database_url, key_prefix = cluster_env["DATABASE_URL"], cluster_env["CRONOS_KEY_PREFIX"]
+    ready = tmp_path / "upstream-is-back"
+    with api_process(tmp_path, database_url, key_prefix, **variables) as api:
+        async with http_receiver() as receiver, aiohttp.ClientSession() as http:
+            job = await _call(http, "POST", f"{api}/api/jobs", {
+                "name": "sync-crm", "cron_expression": "* * * * * *", "kind": "task", "status": "paused",
+                "payload": {"action": "notify.upstream", "ready": str(ready)}, "max_retries": 0,
+                "expectations": {"breaker": {"failures": 2, "canary_every": 2}},
+            })  # fmt: skip
+            url = f"{api}/api/jobs/{job['id']}"
+            channel = await _call(http, "POST", f"{api}/api/channels", {
+                "name": "ops-hook", "kind": "webhook", "url": receiver.url, "jobs": [job["id"]],
+                "events": ["paused_by_breaker", "canary_by_breaker", "resumed_by_breaker"],
+            })  # fmt: skip
+            await _call(http, "PATCH", url, {"status": "active"})
+
+            async def runs() -> list[dict[str, Any]]:
+                return list((await _call(http, "GET", f"{url}/runs?limit=100"))["items"])
+
+            async def a_canary_failed() -> bool:
+                return any(r["trigger"] == "manual" and r["state"] == "failed" for r in await runs())
+
+            await wait_for(a_canary_failed, timeout=40, interval=0.2, what="a canary that failed")
+            tripped = next(r for r in (await _call(http, "GET", f"{url}/revisions"))["items"] if r["number"] == 3)
+            held = await _call(http, "GET", url)
+            ready.touch()  # the upstream is back: the next canary completes and the breaker resumes the job
+
+            async def resumed_and_ran() -> bool:
+                status = (await _call(http, "GET", url))["status"]
+                return status == "active" and any(r["trigger"] == "schedule" and r["state"] == "completed"
+                                                  for r in await runs())  # fmt: skip
+
+            await wait_for(resumed_and_ran, timeout=40, interval=0.2, what="the resume after a canary succeeded")
+
+            async def told() -> bool:
+                return "job.resumed_by_breaker" in [str(r.json["type"]) for r in receiver.seen]
+
+            await wait_for(told, timeout=20, interval=0.1, what="the resume's notification")
+            revisions = (await _call(http, "GET", f"{url}/revisions?limit=100"))["items"]
+            history = (await _call(http, "GET", f"{url}/history"))["items"]
+            ran = await runs()
+    assert tripped["kind"] == "paused" and tripped["actor"] == "dispatcher"
+    note = tripped["changes"]["pause_note"]  # the job's own threshold, not the cluster's 3
+    assert note.startswith("paused by the circuit breaker after ") and "(threshold 2); a canary run every 2" in note
+    assert held["status"] == "paused" and "a canary run let through for the tick at" in held["pause_note"]
+    by_breaker = [(r["kind"], r["status"]) for r in reversed(revisions) if r["actor"] == "dispatcher"]
+    assert by_breaker[0] == ("paused", "paused") and by_breaker[-1] == ("resumed", "active")
+    assert len(by_breaker) >= 4  # the trip, two canaries at least (one failed, one completed), the resume
+    steps = [e["action"] for e in reversed(history) if e.get("actor") == "dispatcher"]
+    assert steps[0] == "paused" and steps[-1] == "resumed" and steps.count("triggered") == len(by_breaker) - 2
+    canaries = [r for r in ran if r["trigger"] == "manual"]
+    assert {r["state"] for r in canaries} == {"failed", "completed"}
+    told_kinds = [Webhook(channel["webhook_secret"]).verify(r.body, r.headers)["type"] for r in receiver.seen]
+    assert told_kinds[0] == "job.paused_by_breaker" and told_kinds[-1] == "job.resumed_by_breaker"
+    assert "job.canary_by_breaker" in told_kinds

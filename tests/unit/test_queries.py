@@ -104,7 +104,7 @@ def test_every_statement_is_written_out_not_built_from_fragments() -> None:
 # locked it (`l.state`, ...), or as it finds it (`state`).
 APPLIED_BY: dict[Event, tuple[tuple[str, tuple[str, ...]], ...]] = {
     Event.WRITTEN: (("TICKS_WRITE", ()), ("TICKS_FAN_OUT", ())),
-    Event.TRIGGERED: (("RUN_INSERT_MANUAL", ()), ("RERUN_INSERT", ()), ("RUN_INSERT_RERUN", ())),
+    Event.TRIGGERED: (("RUN_INSERT_MANUAL", ()), ("RERUN_INSERT", ()), ("RUN_INSERT_RERUN", ()), ("CANARY_INSERT", ())),
     Event.RETRIED: (("RUNS_QUEUE", ()),),
     Event.CHAINED: (("RUNS_QUEUE", ()),),
     Event.PUSHED: (("OUTBOX_MARK", ("l.state",)),),

@@ -9,7 +9,7 @@ import { jobLink, loadJobNames } from "../job_names.js";
 
 const DELIVERIES = 10; // per channel
 const EVENTS = ["failed", "recovered", "missed", "late_start", "overran", "too_fast", "no_success", "skipped",
-  "cancelled", "paused_by_breaker"];
+  "cancelled", "paused_by_breaker", "canary_by_breaker", "resumed_by_breaker"];
 
 function target(c) {
   if (c.kind === "email" && c.smtp) return `${c.smtp.to.join(", ")} via ${c.smtp.host}`;

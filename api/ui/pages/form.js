@@ -11,6 +11,7 @@ import { h, local, replace, utc } from "../dom.js";
 import { calendarsText, parseCalendars } from "./calendars.js";
 import { expectationFields } from "./form_expectations.js";
 import { hostsFields } from "./form_hosts.js";
+import { triggersSection } from "./job_triggers.js";
 import { HASHED, hashKey, lintNotes, previousOf } from "./schedule_lint.js";
 import { INTERVAL, INTERVAL_LABEL, intervalBody, intervalControls, intervalFields, previewInterval } from "./interval.js";
 
@@ -320,7 +321,10 @@ export async function formPage(main, [id]) {
     }
   });
 
-  replace(main, h("h1", {}, job ? `Edit ${job.name}` : "New job"), form);
+  // A job's trigger URLs: their own calls, apart from the form's Save (pages/job_triggers.js).
+  const triggers = job ? triggersSection(id) : null;
+  replace(main, h("h1", {}, job ? `Edit ${job.name}` : "New job"), form, triggers?.node);
+  await triggers?.refresh();
   showScheduleType();
   controls.name.focus();
   return null;

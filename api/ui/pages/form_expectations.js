@@ -1,5 +1,6 @@
-// The job form's expectations (docs/expectations.md): four optional numbers of seconds; none set
-// sends `expectations: null`. A 422 naming `$.expectations.<field>` is shown under this group.
+// The job form's expectations (docs/expectations.md): four optional numbers of seconds, and the
+// job's own circuit breaker (docs/breaker.md: two optional counts); none set sends
+// `expectations: null`. A 422 naming `$.expectations.<field>` is shown under this group.
 import { h } from "../dom.js";
 import { parseNumber } from "../edits.js";
 
@@ -9,6 +10,13 @@ export const EXPECTATIONS = [
   ["not_faster_than_s", "Not faster than (s)", "A completed run took at least this long; sooner: too fast."],
   ["success_every_s", "Success every (s)", "At least one completed run this often; none: no success."],
 ];
+// expectations.breaker's fields, each control's id prefixed (`breaker_failures`).
+export const BREAKER = [
+  ["failures", "Breaker: failures in a row",
+    "Pause the job after this many failed runs in a row (0: never; empty: the cluster's setting)."],
+  ["canary_every", "Canary every (ticks)",
+    "While the breaker holds it paused, one run every this many ticks; it resumes when one succeeds."],
+];
 
 // `field(name, label, control, hint)` is the form's own field builder.
 export function expectationFields(job, field) {
@@ -16,11 +24,17 @@ export function expectationFields(job, field) {
   const controls = Object.fromEntries(EXPECTATIONS.map(([name]) => [name, h("input", {
     id: name, name, type: "number", min: 0, step: "any", value: loaded[name] ?? "", placeholder: "none",
   })]));
+  const breaker = Object.fromEntries(BREAKER.map(([name]) => [name, h("input", {
+    id: `breaker_${name}`, name: `breaker_${name}`, type: "number", min: 0, step: 1,
+    value: loaded.breaker?.[name] ?? "", placeholder: name === "failures" ? "cluster's" : "none",
+  })]));
   const node = h("details", { id: "expectations", open: job?.expectations ? true : undefined },
     h("summary", {}, "Expectations"),
     h("p", { class: "hint muted small" }, "The leader tells of each run that breaks one (a job event) and shows ",
       "the job's verdict. Each run is judged by the expectations in force when it was planned."),
     h("div", { class: "form-grid" }, EXPECTATIONS.map(([name, label, hint]) => field(name, label, controls[name], hint))),
+    h("div", { class: "form-grid", id: "breaker" },
+      BREAKER.map(([name, label, hint]) => field(`breaker_${name}`, label, breaker[name], hint))),
     h("p", { class: "problem", id: "expectations-problem", role: "alert" }));
   function value() {
     const out = {};
@@ -28,6 +42,12 @@ export function expectationFields(job, field) {
       const number = parseNumber(controls[name].value);
       if (number !== null) out[name] = number;
     }
+    const own = {};
+    for (const [name] of BREAKER) {
+      const number = parseNumber(breaker[name].value);
+      if (number !== null) own[name] = number;
+    }
+    if (Object.keys(own).length) out.breaker = own;
     return Object.keys(out).length ? out : null;
   }
   return { node, first: controls.start_within_s, value };

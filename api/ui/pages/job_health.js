@@ -18,9 +18,19 @@ function expected(job) {
   return set.map(([name, words]) => `${words} ${job.expectations[name]} s`).join(", ");
 }
 
+// The job's own circuit breaker (docs/breaker.md); none: the cluster's setting.
+function ownBreaker(job) {
+  const own = job?.expectations?.breaker;
+  if (!own) return h("span", { class: "muted" }, "the cluster's setting");
+  const failures = own.failures == null ? "the cluster's failures in a row"
+    : own.failures === 0 ? "never (off for this job)" : `${own.failures} failed runs in a row`;
+  return `pauses after ${failures}` + (own.canary_every ? `; a canary every ${own.canary_every} ticks` : "");
+}
+
 export function healthFields(health, job) {
   return fields([
     ["Expected", h("span", { id: "expected" }, expected(job))],
+    ["Circuit breaker", h("span", { id: "breaker-setting" }, ownBreaker(job))],
     ["Verdict", [h("span", { id: "verdict" }, badge(health.verdict)), " ", h("span", { id: "verdict-reason" }, health.reason ?? "")]],
     ["Failures in a row", String(health.consecutive_failures)],
     ["Last success", when(health.last_success_at)],

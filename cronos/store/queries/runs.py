@@ -640,6 +640,18 @@ ON CONFLICT DO NOTHING
 RETURNING id, job_id, scheduled_for, attempt, trigger, revision, state, due_at, node_id, epoch, started_at,
     finished_at, lease_until, duration_ms, error, traceback, result, skip_reason, created_at, parent_run_id
 """
+# The circuit breaker's canary (cronos.store.breaker) of job $1 for its tick $2: queued, due now
+# though the job is paused (as a manual run is), the next attempt of that tick. No row: the attempt
+# was taken meanwhile (the next pass tries).
+CANARY_INSERT = """
+INSERT INTO runs (job_id, scheduled_for, attempt, trigger, state, due_at, revision)
+SELECT id, $2, coalesce((SELECT max(attempt) FROM runs WHERE job_id = $1 AND scheduled_for = $2), 0) + 1, 'manual',
+    'queued', now(), revision
+FROM jobs
+WHERE id = $1
+ON CONFLICT DO NOTHING
+RETURNING id
+"""
 # $1 job, $2 tick, $3 attempt, $4 run, $5 job kind, $6 overrides (NULL: none), $7 actor.
 RUN_INPUTS_INSERT = """
 INSERT INTO run_inputs (job_id, scheduled_for, attempt, run_id, kind, payload, actor)
