@@ -107,6 +107,37 @@ class Expectations(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, omi
     ) = None
 
 
+ChainOn = Literal["completed", "failed", "ended"]
+JoinTimeout = Literal["run", "skip"]
+
+
+class ChainJoin(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """A child of several parents runs once per logical tick, after all of them (cronos.chains)."""
+
+    timeout_s: Annotated[
+        float,
+        msgspec.Meta(gt=0, le=7 * 86_400, description="how long a join waits after its first parent ended"),
+    ] = 3600.0
+    on_timeout: Annotated[
+        JoinTimeout, msgspec.Meta(description="what a join whose parents did not all end in time does: run or skip")
+    ] = "skip"
+
+
+class Chain(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, omit_defaults=True):
+    """When a child job runs after its `parents` (cronos.chains); None on a job: as `{}`."""
+
+    on: Annotated[
+        dict[str, ChainOn],
+        msgspec.Meta(
+            max_length=100,
+            description="parent id -> when the child runs after it: `completed` (the default for a parent not named "
+            "here), `failed` (its last attempt failed) or `ended` (any end)",
+            extra_json_schema={"propertyNames": {"pattern": "^[1-9][0-9]{0,18}$"}},
+        ),
+    ] = {}
+    join: ChainJoin | None = None  # None: a run after each parent run that fires its edge (as before joins)
+
+
 class Job(msgspec.Struct, kw_only=True):
     id: int
     name: str
@@ -149,6 +180,7 @@ class Job(msgspec.Struct, kw_only=True):
     labels: dict[str, str] = {}
     owner: str | None = None
     concurrency_group: str | None = None  # its runs start only with a slot of this group (cronos.store.groups)
+    chain: Chain | None = None  # when it runs after its parents: edges and a join (cronos.chains)
 
 
 # A job's columns, as every statement that reads a job names them: Job's fields in their order

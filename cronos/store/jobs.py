@@ -53,6 +53,7 @@ _NULLABLE = (
     "anchor",
     "owner",
     "concurrency_group",
+    "chain",
 )
 
 # Recorded in the creation's revision only when not empty (issue 25: calendars).

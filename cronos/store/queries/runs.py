@@ -467,19 +467,22 @@ RETURNING r.id, r.job_id, r.scheduled_for, r.attempt, r.state, r.exclusive, r.st
 """
 # The facts a finish's follow-ups are decided on (cronos.lifecycle), read after FINISH_RUNS in its
 # transaction (so they see every wait committed before the finish could end its run):
-# kind 'child': (parent job, child job, child revision) for each active job naming one of $1
-# (the jobs of the completed runs) as a parent. Only jobs with parents are in jobs_parents, so
+# kind 'child': (parent job, child job, child revision, the child's parents and chain: when its
+# edges fire, whether it joins, cronos.chains) for each active job naming one of $1 (the jobs of
+# the runs that ended their tick) as a parent. Only jobs with parents are in jobs_parents, so
 # without chains this costs nothing.
 # kind 'waiter': the first $3 waiting runs of each of the jobs $2 (whose exclusive runs ended),
 # in tick order, with their job's policy and jitter, while no run of that job is running.
 FOLLOW_UP_FACTS = """
 SELECT 'child' AS kind, p.parent AS job_id, c.id AS child_id, c.revision AS child_revision,
        NULL::bigint AS run_id, NULL::timestamptz AS scheduled_for, NULL::integer AS attempt,
-       NULL::timestamptz AS due_at, NULL::text AS policy, NULL::float8 AS jitter_s
+       NULL::timestamptz AS due_at, NULL::text AS policy, NULL::float8 AS jitter_s, c.parents AS child_parents,
+       c.chain
 FROM jobs c, unnest(c.parents) AS p(parent)
 WHERE c.parents && $1::bigint[] AND c.parents <> '{}'::bigint[] AND c.status = 'active' AND p.parent = ANY($1::bigint[])
 UNION ALL
-SELECT 'waiter', f.job_id, NULL, NULL, w.id, w.scheduled_for, w.attempt, w.due_at, j.concurrency_policy, j.jitter_s
+SELECT 'waiter', f.job_id, NULL, NULL, w.id, w.scheduled_for, w.attempt, w.due_at, j.concurrency_policy, j.jitter_s,
+       NULL, NULL
 FROM unnest($2::bigint[]) AS f(job_id)
 JOIN jobs j ON j.id = f.job_id
 CROSS JOIN LATERAL (
