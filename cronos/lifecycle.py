@@ -128,7 +128,7 @@ TRANSITIONS: tuple[Transition, ...] = (
     _t(Event.WRITTEN, "", Q, "leader", Fence.EPOCH),
     _t(Event.TRIGGERED, "", Q, "api", Fence.STATE),
     _t(Event.RETRIED, "", Q, "executor leader", Fence.OWNER),  # with the failure, in its transaction
-    _t(Event.CHAINED, "", Q, "executor leader", Fence.OWNER),  # with the parent's completion
+    _t(Event.CHAINED, "", Q, "executor leader", Fence.OWNER),  # with the parent's end; a join's at its timeout
     _t(Event.PUSHED, "queued", Q, "leader", Fence.EPOCH),
     _t(Event.UNPUSHED, "queued", Q, "leader", Fence.EPOCH),
     _t(Event.CLAIMED, "queued", R, "executor", Fence.STATE),

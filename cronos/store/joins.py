@@ -27,6 +27,7 @@ from cronos.models import Chain, RunState
 from cronos.store.db import translate_errors
 from cronos.store.epoch import fenced
 from cronos.store.queries import joins as joins_q
+from cronos.store.queries import runs as runs_q
 from cronos.store.waiters import notify
 
 DROPPED_INACTIVE = "the child job is not active"
@@ -95,7 +96,7 @@ async def _apply(
     made: dict[tuple[int, datetime], int] = {}
     if decided:
         rows = await conn.fetch(
-            joins_q.JOIN_RUNS,
+            runs_q.RUNS_JOIN,
             [d.child for d in decided],
             [d.tick for d in decided],
             ["queued" if d.decision.join is Join.RUN else "skipped" for d in decided],

@@ -14,9 +14,9 @@ import pytest
 
 from cronos.errors import NotLeader
 from cronos.models import Chain, ChainJoin
+from cronos.settings import Settings
 from cronos.store.joins import JoinStore
 from cronos.store.runs import ClaimedRun, Outcome, RunStore
-from cronos.settings import Settings
 from tests.integration.api_client import running_api
 from tests.integration.ledger_helpers import insert_job, insert_run, runs_of, set_epoch, tick
 

@@ -106,7 +106,7 @@ APPLIED_BY: dict[Event, tuple[tuple[str, tuple[str, ...]], ...]] = {
     Event.WRITTEN: (("TICKS_WRITE", ()),),
     Event.TRIGGERED: (("RUN_INSERT_MANUAL", ()), ("RERUN_INSERT", ()), ("RUN_INSERT_RERUN", ())),
     Event.RETRIED: (("RUNS_QUEUE", ()),),
-    Event.CHAINED: (("RUNS_QUEUE", ()),),
+    Event.CHAINED: (("RUNS_QUEUE", ()), ("RUNS_JOIN", ())),
     Event.PUSHED: (("OUTBOX_MARK", ("l.state",)),),
     Event.UNPUSHED: (("OUTBOX_UNMARK", ("state",)), ("OUTBOX_UNMARK_OVERDUE", ("state",))),
     Event.CLAIMED: (("CLAIM_FREE", ("l.state",)), ("CLAIM_RUNS", ("l.state",))),
@@ -174,6 +174,11 @@ def test_ticks_are_written_queued_or_skipped_and_held_behind_a_pending_run() -> 
     sql = " ".join(runs_q.TICKS_WRITE.split())
     assert f"CASE WHEN t.skip_reason IS NULL THEN '{BY_EVENT[Event.WRITTEN].target}' ELSE 'skipped' END" in sql
     assert guarded_states(sql, "p.state") == {s.value for s in PENDING}
+
+
+def test_a_join_writes_its_child_run_queued_or_skipped_with_its_reason() -> None:
+    sql = " ".join(runs_q.RUNS_JOIN.split())
+    assert f"u.state IN ('{BY_EVENT[Event.CHAINED].target}', 'skipped')" in sql
 
 
 @pytest.mark.parametrize("event", [t.event for t in TRANSITIONS if t.fence is Fence.EPOCH])

@@ -1,6 +1,6 @@
 """Join statements (issue 40, item 5; decided by cronos.chains, applied by cronos.store.joins):
-the arrivals of parents' final outcomes per (child, logical tick), the runs a join makes, and the
-leader's sweep of the joins past their deadline."""
+the arrivals of parents' final outcomes per (child, logical tick), the joins' decisions, and the
+leader's sweep of the joins past their deadline. The runs a join makes: runs.RUNS_JOIN."""
 
 from __future__ import annotations
 
@@ -21,19 +21,6 @@ ON CONFLICT (child_id, tick) DO UPDATE
 SET parents = j.parents || EXCLUDED.parents, runs = j.runs || EXCLUDED.runs, outcomes = j.outcomes || EXCLUDED.outcomes
 WHERE j.decided IS NULL
 RETURNING j.child_id, j.tick, j.parents AS arrived, j.runs, j.outcomes
-"""
-# The child runs joins decided (one per row: $1 child, $2 tick (the join's: attempt 1 of it),
-# $3 'queued' or 'skipped', $4 due, $5 revision, $6 the parent run that decided it, $7 the skip
-# reason). A tick of the child already taken is left alone (RETURNING omits it).
-JOIN_RUNS = """
-INSERT INTO runs (job_id, scheduled_for, attempt, trigger, state, due_at, revision, parent_run_id, skip_reason,
-                  finished_at)
-SELECT u.job_id, u.tick, 1, 'chain', u.state, u.due_at, u.revision, u.parent_run_id,
-       CASE WHEN u.state = 'skipped' THEN u.reason END, CASE WHEN u.state = 'skipped' THEN clock_timestamp() END
-FROM unnest($1::bigint[], $2::timestamptz[], $3::text[], $4::timestamptz[], $5::integer[], $6::bigint[], $7::text[])
-     AS u(job_id, tick, state, due_at, revision, parent_run_id, reason)
-ON CONFLICT DO NOTHING
-RETURNING id, job_id, scheduled_for
 """
 # A join's decision ($3 'ran', 'skipped' or 'dropped'), its reason and the run it made (NULL:
 # none), on joins not decided yet (their row locked by the caller: JOIN_ARRIVE or JOINS_DUE).

@@ -503,6 +503,21 @@ FROM unnest($1::bigint[], $2::timestamptz[], $3::integer[], $4::text[], $5::time
 ON CONFLICT DO NOTHING
 RETURNING id, job_id, scheduled_for, attempt, trigger, parent_run_id
 """
+# Chained (cronos.store.joins): the child runs joins decided (one per row: $1 child, $2 tick (the
+# join's: attempt 1 of it), $3 'queued' or 'skipped', $4 due, $5 revision, $6 the parent run that
+# decided it, $7 the skip reason). A tick of the child already taken is left alone (RETURNING omits it). A join makes a
+# run queued (Event.CHAINED) or, as the ticks of TICKS_WRITE, skipped from the start with its reason.
+RUNS_JOIN = """
+INSERT INTO runs (job_id, scheduled_for, attempt, trigger, state, due_at, revision, parent_run_id, skip_reason,
+                  finished_at)
+SELECT u.job_id, u.tick, 1, 'chain', u.state, u.due_at, u.revision, u.parent_run_id,
+       CASE WHEN u.state = 'skipped' THEN u.reason END, CASE WHEN u.state = 'skipped' THEN clock_timestamp() END
+FROM unnest($1::bigint[], $2::timestamptz[], $3::text[], $4::timestamptz[], $5::integer[], $6::bigint[], $7::text[])
+     AS u(job_id, tick, state, due_at, revision, parent_run_id, reason)
+WHERE u.state IN ('queued', 'skipped')
+ON CONFLICT DO NOTHING
+RETURNING id, job_id, scheduled_for
+"""
 # The backlog: queued runs more than $1 seconds past due, counted up to $2 (the count reads at
 # most that many index entries).
 RUNS_OVERDUE = """
