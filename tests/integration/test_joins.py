@@ -170,3 +170,21 @@ async def test_the_api_takes_chain_and_refuses_an_edge_of_a_job_that_is_no_paren
         assert reply.status == 200 and reply.body["chain"] == {"on": {str(a): "ended"}}, reply.body
         revisions = (await api.call("GET", f"/api/jobs/{created['id']}/revisions")).body["items"]
         assert revisions[0]["changes"] == {"chain": {"on": {str(a): "ended"}}}
+
+
+async def test_the_joins_route_explains_each_child_run_by_its_parents_runs(
+    settings: Settings, pg_pool: asyncpg.Pool
+) -> None:
+    async with running_api(settings) as api:
+        base = {"cron_expression": "@never", "payload": {"action": "noop"}}
+        a, b = (await api.create(name="a", **base))["id"], (await api.create(name="b", **base))["id"]
+        child = await api.create(name="c", **base, parents=[a, b], chain={"join": {"timeout_s": 600}})
+        ends = [await _end(pg_pool, a, tick(1), "completed"), await _end(pg_pool, b, tick(1), "completed")]
+        reply = await api.call("GET", f"/api/jobs/{child['id']}/joins")
+        assert reply.status == 200, reply.body
+        (join,) = reply.body["items"]
+        (run,) = await runs_of(pg_pool, child["id"])
+        assert (join["parents"], join["runs"], join["outcomes"]) == ([a, b], ends, ["completed", "completed"])
+        assert (join["decided"], join["run_id"], join["reason"]) == ("ran", run.id, None)
+        assert (await api.call("GET", "/api/jobs/999999/joins")).status == 404
+        assert (await api.call("GET", f"/api/jobs/{a}/joins?limit=0")).status == 422
