@@ -135,7 +135,13 @@ class Chain(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, omit_defau
             extra_json_schema={"propertyNames": {"pattern": "^[1-9][0-9]{0,18}$"}},
         ),
     ] = {}
-    join: ChainJoin | None = None  # None: a run after each parent run that fires its edge (as before joins)
+    join: Annotated[
+        ChainJoin | None,
+        msgspec.Meta(
+            description="run once per logical tick (the parents' `scheduled_for`) after every parent fired its "
+            "edge; null: a run after each parent run that fires its edge"
+        ),
+    ] = None
 
 
 class Job(msgspec.Struct, kw_only=True):

@@ -33,6 +33,8 @@ NOTES: dict[str, dict[str, str]] = {
         "`null` releases the job from apply; not a field of a jobs file",
         "expectations": "what the job is expected to do, each optional: the leader judges every run by those "
         "of the revision that planned it and tells of each breach as a job event (docs/expectations.md)",
+        "chain": "when the job runs after its `parents`: each edge on `completed` (the default), `failed` or "
+        "`ended`, and a join of the parents per tick (docs/chains.md); null: after each successful parent run",
     },
     "JobOut": {
         "id": "the job's id (never reused)",
@@ -182,6 +184,16 @@ def render(document: dict[str, Any]) -> str:
         "`expectations` (each field optional; docs/expectations.md):",
         "",
         *_table(components, "Expectations"),
+        "",
+    ]
+    out += [
+        "## Chain",
+        "",
+        "`chain` (docs/chains.md), with `join` (`ChainJoin`):",
+        "",
+        *_table(components, "Chain"),
+        "",
+        *_table(components, "ChainJoin"),
         "",
     ]
     out += [
