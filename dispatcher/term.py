@@ -159,7 +159,7 @@ class Term:
             "health": health.run(self, self._pool, election.check, settings, self.ticker.foreground),
             "retain": retention.run(self, PartitionStore(self._pool), election, settings.runs_retention_s),
             "unpause": pauses.run(self, RuleStore(self._pool), election),
-            "joins": joins.run(self, JoinStore(self._pool), election),
+            "joins": joins.run(self, JoinStore(self._pool), election, settings.runs_retention_s),
             "notify": Notifier(NotifyOutbox(self._pool), election.check, settings).run(self),
             "due": due_gauge.run(self, self.ticker.book, self._clock.now),
         }

@@ -158,6 +158,12 @@ class JoinStore:
             await notify(conn, await _apply(conn, decided, dropped, now))
         return len(rows)
 
+    async def forget(self, epoch: int, before: datetime, limit: int) -> int:
+        """The leader deletes up to `limit` joins decided before `before`; returns how many."""
+        async with fenced(self._pool, epoch) as conn:
+            status: str = await conn.execute(joins_q.JOINS_FORGET, before, limit)
+        return int(status.split()[-1])
+
     async def of_job(self, job_id: int, limit: int) -> list[JoinRecord]:
         with translate_errors():
             rows = await self._pool.fetch(joins_q.JOINS_OF_JOB, job_id, limit)

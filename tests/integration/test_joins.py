@@ -131,6 +131,9 @@ async def test_the_leader_decides_a_join_past_its_deadline(pg_pool: asyncpg.Pool
     assert await store.next_deadline() is None
     await _end(pg_pool, b, tick(1), "completed")
     assert len(await runs_of(pg_pool, child)) == 1, "exactly one child run per (child, tick)"
+    assert await store.forget(7, now - timedelta(hours=1), 10) == 0, "decided after that"
+    assert await store.forget(7, datetime.now(UTC) + timedelta(seconds=5), 10) == 1
+    assert await store.of_job(child, 10) == []
 
 
 async def test_a_paused_childs_timed_out_join_is_dropped_without_a_run(pg_pool: asyncpg.Pool) -> None:

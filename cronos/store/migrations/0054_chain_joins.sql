@@ -24,3 +24,5 @@ CREATE TABLE IF NOT EXISTS chain_joins (
     PRIMARY KEY (child_id, tick)
 );
 CREATE INDEX IF NOT EXISTS chain_joins_pending ON chain_joins (deadline) WHERE decided IS NULL;
+-- The leader forgets decided joins past the runs' retention (their runs are gone with their days).
+CREATE INDEX IF NOT EXISTS chain_joins_decided ON chain_joins (decided_at) WHERE decided IS NOT NULL;

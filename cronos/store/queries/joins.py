@@ -43,6 +43,12 @@ ORDER BY j.deadline
 LIMIT $1
 FOR UPDATE OF j SKIP LOCKED
 """
+# Decided joins older than $1 (the runs' retention), $2 at most (chain_joins_decided).
+JOINS_FORGET = """
+DELETE FROM chain_joins
+WHERE (child_id, tick) IN (SELECT child_id, tick FROM chain_joins
+                           WHERE decided IS NOT NULL AND decided_at < $1 ORDER BY decided_at LIMIT $2)
+"""
 # A child's joins, newest tick first, at most $2 (GET /api/jobs/{id}/joins: each child run
 # explained by its parents' runs).
 JOINS_OF_JOB = """
