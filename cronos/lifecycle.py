@@ -25,6 +25,9 @@ it started afterwards, or with its finish. It is not running until it starts: th
 started); an executor that cannot start it at its instant (drained, its lease or grace run out)
 gives it back queued (unreserved), and it is claimed as any queued run.
 
+A run that ends its tick (completed, failed with no retry left, cancelled) queues the chain runs
+its children's edges fire on (cronos.chains), or brings its outcome to their joins.
+
 A queued run is in the outbox until the leader pushes its token (`pushed_epoch` set to the
 leader's epoch); election, Redis losing its data and the watchdog only clear that mark again.
 """
