@@ -32,6 +32,7 @@ from cronos.store.waiters import notify
 
 DROPPED_INACTIVE = "the child job is not active"
 DROPPED_TAKEN = "the child's run of this tick already exists"
+DROPPED_NO_JOIN = "the child no longer joins its parents"
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,7 +91,7 @@ async def arrive(
 
 
 async def _apply(
-    conn: Any, decided: Sequence[_Decided], dropped: Sequence[tuple[int, datetime]], now: datetime
+    conn: Any, decided: Sequence[_Decided], dropped: Sequence[tuple[int, datetime, str]], now: datetime
 ) -> list[tuple[str, int]]:
     """Write the decisions (the child runs, then the joins' rows) and those dropped (no run)."""
     made: dict[tuple[int, datetime], int] = {}
@@ -112,7 +113,7 @@ async def _apply(
         else (d.child, d.tick, "dropped", DROPPED_TAKEN, None)
         for d in decided
     ]
-    marks += [(child, tick, "dropped", DROPPED_INACTIVE, None) for child, tick in dropped]
+    marks += [(child, tick, "dropped", why, None) for child, tick, why in dropped]
     if marks:
         await conn.execute(joins_q.JOIN_DECIDE, *(list(col) for col in zip(*marks, strict=True)))
     return [("chain", d.child) for d in decided if d.decision.join is Join.RUN and (d.child, d.tick) in made]
@@ -150,8 +151,9 @@ class JoinStore:
             decided, dropped = [], []
             for row in rows:
                 chain = chain_of(row["chain"])
-                if row["status"] != "active" or chain is None or chain.join is None:
-                    dropped.append((row["child_id"], row["tick"]))
+                if row["status"] != "active" or not chains.joins(chain):
+                    why = DROPPED_INACTIVE if row["status"] != "active" else DROPPED_NO_JOIN
+                    dropped.append((row["child_id"], row["tick"], why))
                     continue
                 decision = chains.decide(row["parents"], chain, _arrivals(row), timed_out=True)
                 decided.append(_Decided(row["child_id"], row["tick"], decision, row["revision"], row["runs"][-1]))
