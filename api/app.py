@@ -27,6 +27,7 @@ from api import (
     routes_hooks,
     routes_job_health,
     routes_jobs,
+    routes_joins,
     routes_run_output,
     routes_run_views,
     routes_runs,
@@ -52,6 +53,7 @@ MAX_BODY_BYTES = 1024 * 1024  # bodies above this get a 413
 ROUTES: tuple[Route, ...] = (
     *health.ROUTES,
     *routes_job_health.ROUTES,
+    *routes_joins.ROUTES,
     *routes_jobs.ROUTES,
     *routes_trigger.ROUTES,
     *routes_hooks.ROUTES,

@@ -19,7 +19,7 @@ from aiohttp import web
 
 from api.errors import MalformedBody, invalid_input
 from api.schemas import WHEN_FIELDS, JobOut, RunOut
-from cronos import delays, instants, selectors
+from cronos import chains, delays, instants, selectors
 from cronos.errors import InvalidInput, InvalidSchedule, NotFound
 from cronos.hashed import hashed
 from cronos.interval import canonical
@@ -232,6 +232,7 @@ def check_job(fields: dict[str, Any], policy: JobPolicy) -> None:
     _check_when(fields)
     _payload_shape(fields["kind"], fields["payload"], policy)
     selectors.check_labels(fields.get("labels") or {})
+    chains.check(fields.get("parents") or [], fields.get("chain"))
     _check_hosts(fields)
 
 

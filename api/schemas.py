@@ -21,6 +21,7 @@ from cronos.models import (
     DEFAULT_QUEUE,
     GROUP_PATTERN,
     QUEUE_PATTERN,
+    Chain,
     ConcurrencyPolicy,
     Expectations,
     Hosts,
@@ -82,7 +83,8 @@ Parents = Annotated[
     Meta(
         max_length=100,
         description="ids of parent jobs: the job also runs after each successful run of each of them "
-        "(trigger `chain`); no cycles. With cron_expression `@never` it runs only after them",
+        "(trigger `chain`; `chain` says otherwise: on failure, on any end, a join); no cycles. With "
+        "cron_expression `@never` it runs only after them",
     ),
 ]
 Queue = Annotated[
@@ -177,6 +179,7 @@ class JobCreate(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     owner: Owner | None = None
     concurrency_group: GroupName | None = None
     hosts: Hosts | None = None
+    chain: Chain | None = None
 
 
 class JobPatch(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -211,6 +214,7 @@ class JobPatch(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     owner: Owner | UnsetType | None = UNSET
     concurrency_group: GroupName | UnsetType | None = UNSET
     hosts: Hosts | UnsetType | None = UNSET
+    chain: Chain | UnsetType | None = UNSET
 
     def changes(self) -> dict[str, Any]:
         changed = {f: v for f in self.__struct_fields__ if (v := getattr(self, f)) is not UNSET}

@@ -32,6 +32,9 @@ back (unreserved); one that died holding it leaves it to the reaper, which, its 
 due time plus the lease), puts it back in the outbox (released: it never started, so nothing is
 lost and nothing runs twice), and it is claimed as any queued run, or expires.
 
+A run that ends its tick (completed, failed with no retry left, cancelled) queues the chain runs
+its children's edges fire on (cronos.chains), or brings its outcome to their joins.
+
 A queued run is in the outbox until the leader pushes its token (`pushed_epoch` set to the
 leader's epoch); election, Redis losing its data and the watchdog only clear that mark again.
 """
@@ -43,7 +46,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
+from typing import NamedTuple
 
+from cronos import chains
 from cronos.models import (
     FAIL_EXECUTOR_LOST,
     FAIL_REPLACED,
@@ -52,6 +57,7 @@ from cronos.models import (
     SKIP_JOB_INACTIVE,
     SKIP_MISFIRED,
     SKIP_OVERLAP,
+    ChainOn,
     ConcurrencyPolicy,
     MisfirePolicy,
     RunState,
@@ -83,7 +89,7 @@ class Event(StrEnum):
     WRITTEN = "written"  # a tick of the schedule
     TRIGGERED = "triggered"  # a manual run; also "retry this run" (`rerun`: another attempt of a tick)
     RETRIED = "retried"  # the next attempt of a failed run
-    CHAINED = "chained"  # a run of a child job after a completed run of a parent
+    CHAINED = "chained"  # a run of a child job after a run of a parent (or a join of its parents)
     PUSHED = "pushed"  # its token went out (stays queued)
     UNPUSHED = "unpushed"  # back in the outbox: election, Redis lost its data, watchdog
     CLAIMED = "claimed"
@@ -135,7 +141,7 @@ TRANSITIONS: tuple[Transition, ...] = (
     _t(Event.WRITTEN, "", Q, "leader", Fence.EPOCH),
     _t(Event.TRIGGERED, "", Q, "api", Fence.STATE),
     _t(Event.RETRIED, "", Q, "executor leader", Fence.OWNER),  # with the failure, in its transaction
-    _t(Event.CHAINED, "", Q, "executor leader", Fence.OWNER),  # with the parent's completion
+    _t(Event.CHAINED, "", Q, "executor leader", Fence.OWNER),  # with the parent's end; a join's at its timeout
     _t(Event.PUSHED, "queued", Q, "leader", Fence.EPOCH),
     _t(Event.UNPUSHED, "queued", Q, "leader", Fence.EPOCH),
     _t(Event.CLAIMED, "queued", R, "executor", Fence.STATE),
@@ -483,16 +489,27 @@ def retry_of(run: Ended) -> NewRun | None:
     return NewRun(run.job_id, run.scheduled_for, run.attempt + 1, "retry", due, run.revision, run.parent_run_id)
 
 
-def chain_runs(ended: Sequence[Ended], children: Mapping[int, Sequence[tuple[int, int]]]) -> list[NewRun]:
-    """A run of each child job (`children`: parent job id -> (child id, child revision) of the
-    active jobs naming it) for each completed run, due at once. Its tick is the parent's finish
-    instant, a ms apart per parent run of one child here, so their tick identities differ."""
+class Edge(NamedTuple):
+    """A child job of a parent, as a chain run of it needs it (cronos.chains: when the edge fires)."""
+
+    child: int
+    revision: int
+    on: ChainOn = chains.DEFAULT_ON
+
+
+def chain_runs(ended: Sequence[Ended], children: Mapping[int, Sequence[Edge]]) -> list[NewRun]:
+    """A run of each child job (`children`: parent job id -> the edges of the active jobs naming
+    it without a join) for each run that ended its tick in an outcome firing the edge, due at once.
+    Its tick is the parent's finish instant, a ms apart per parent run of one child here, so their
+    tick identities differ."""
     made: dict[int, int] = {}
     runs = []
     for run in sorted(ended, key=lambda r: r.id):
-        if run.state is not RunState.COMPLETED:
+        if not chains.final(run.state, run.retry_delay_s is not None):
             continue
-        for child, revision in children.get(run.job_id, ()):
+        for child, revision, on in children.get(run.job_id, ()):
+            if not chains.fires(on, run.state):
+                continue
             tick = run.finished_at + timedelta(milliseconds=made.get(child, 0))
             made[child] = made.get(child, 0) + 1
             runs.append(NewRun(child, tick, 1, "chain", tick, revision, run.id))

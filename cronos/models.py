@@ -143,6 +143,43 @@ class Expectations(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, omi
     breaker: Breaker | None = None  # not judged per run: the leader's breaker reads it (cronos.breaker)
 
 
+ChainOn = Literal["completed", "failed", "ended"]
+JoinTimeout = Literal["run", "skip"]
+
+
+class ChainJoin(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """A child of several parents runs once per logical tick, after all of them (cronos.chains)."""
+
+    timeout_s: Annotated[
+        float,
+        msgspec.Meta(gt=0, le=7 * 86_400, description="how long a join waits after its first parent ended"),
+    ] = 3600.0
+    on_timeout: Annotated[
+        JoinTimeout, msgspec.Meta(description="what a join whose parents did not all end in time does: run or skip")
+    ] = "skip"
+
+
+class Chain(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, omit_defaults=True):
+    """When a child job runs after its `parents` (cronos.chains); None on a job: as `{}`."""
+
+    on: Annotated[
+        dict[str, ChainOn],
+        msgspec.Meta(
+            max_length=100,
+            description="parent id -> when the child runs after it: `completed` (the default for a parent not named "
+            "here), `failed` (its last attempt failed) or `ended` (any end)",
+            extra_json_schema={"propertyNames": {"pattern": "^[1-9][0-9]{0,18}$"}},
+        ),
+    ] = {}
+    join: Annotated[
+        ChainJoin | None,
+        msgspec.Meta(
+            description="run once per logical tick (the parents' `scheduled_for`) after every parent fired its "
+            "edge; null: a run after each parent run that fires its edge"
+        ),
+    ] = None
+
+
 class Job(msgspec.Struct, kw_only=True):
     id: int
     name: str
@@ -186,6 +223,7 @@ class Job(msgspec.Struct, kw_only=True):
     owner: str | None = None
     concurrency_group: str | None = None  # its runs start only with a slot of this group (cronos.store.groups)
     hosts: Hosts | None = None  # runs on every host (cronos.every_host); None: one run per tick
+    chain: Chain | None = None  # when it runs after its parents: edges and a join (cronos.chains)
 
 
 # A job's columns, as every statement that reads a job names them: Job's fields in their order

@@ -29,13 +29,14 @@ from cronos.errors import BackendUnavailable, NotLeader
 from cronos.keys import Keys
 from cronos.redis_client import Redis
 from cronos.settings import Settings
+from cronos.store.joins import JoinStore
 from cronos.store.ledger import Ledger
 from cronos.store.notify import Outbox as NotifyOutbox
 from cronos.store.partitions import PartitionStore
 from cronos.store.queues import QueueStore
 from cronos.store.rules import RuleStore
 from cronos.store.runs import RunStore
-from dispatcher import breaker, due_gauge, health, pauses, reaper, retention
+from dispatcher import breaker, due_gauge, health, joins, pauses, reaper, retention
 from dispatcher.auditor import Auditor
 from dispatcher.consumer_reaper import ConsumerReaper
 from dispatcher.election import Election, LeadershipLost
@@ -160,6 +161,7 @@ class Term:
             "health": health.run(self, self._pool, election.check, settings, self.ticker.foreground),
             "retain": retention.run(self, PartitionStore(self._pool), election, settings.runs_retention_s),
             "unpause": pauses.run(self, RuleStore(self._pool), election),
+            "joins": joins.run(self, JoinStore(self._pool), election, settings.runs_retention_s),
             "notify": Notifier(NotifyOutbox(self._pool), election.check, settings).run(self),
             "due": due_gauge.run(self, self.ticker.book, self._clock.now),
         }

@@ -36,6 +36,8 @@ NOTES: dict[str, dict[str, str]] = {
         "`max_retries: 0` (docs/every-host.md); absent: one run per tick",
         "expectations": "what the job is expected to do, each optional: the leader judges every run by those "
         "of the revision that planned it and tells of each breach as a job event (docs/expectations.md)",
+        "chain": "when the job runs after its `parents`: each edge on `completed` (the default), `failed` or "
+        "`ended`, and a join of the parents per tick (docs/chains.md); null: after each successful parent run",
     },
     "JobOut": {
         "id": "the job's id (never reused)",
@@ -195,6 +197,16 @@ def render(document: dict[str, Any]) -> str:
         "`expectations.breaker` (each field optional; docs/breaker.md):",
         "",
         *_table(components, "Breaker"),
+        "",
+    ]
+    out += [
+        "## Chain",
+        "",
+        "`chain` (docs/chains.md), with `join` (`ChainJoin`):",
+        "",
+        *_table(components, "Chain"),
+        "",
+        *_table(components, "ChainJoin"),
         "",
     ]
     out += [

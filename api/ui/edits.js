@@ -33,6 +33,7 @@ export const FIELDS = {
   labels: "json",
   owner: "text",
   hosts: "json", // null: one run per tick (pages/form_hosts.js)
+  chain: "json",
 };
 
 /** Deep equality of JSON values; an object's key order does not matter. */

@@ -28,7 +28,7 @@ import msgspec
 
 from cronos import selectors
 from cronos.client.jobs_file import Desired
-from cronos.models import TERMINAL_STATUSES
+from cronos.models import TERMINAL_STATUSES, Chain
 from cronos.redact import redact_payload
 
 TOOL = "cronos-apply"  # managed_by.tool of the jobs apply writes; --prune deletes only these
@@ -117,8 +117,19 @@ def _payload_change(want: Desired, have: Mapping[str, Any]) -> str | None:
 _INSTANTS = ("run_at", "start_at", "end_at", "anchor")
 
 
+def _chain(value: Any) -> Chain | None:
+    """A chain as the API holds it, its defaults filled (a file may leave them out)."""
+    return None if value is None else msgspec.convert(value, Chain, strict=False)
+
+
 def _equal(field: str, want: Any, have: Any) -> bool:
-    """The same value; instants the same instant however their offset is written."""
+    """The same value; instants the same instant however their offset is written; a chain the
+    same chain whichever of its defaults are written."""
+    if field == "chain":
+        try:
+            return _chain(want) == _chain(have)
+        except msgspec.ValidationError:
+            return False  # the API says why
     if field in _INSTANTS and isinstance(want, str) and isinstance(have, str):
         try:
             return datetime.fromisoformat(want) == datetime.fromisoformat(have)

@@ -20,12 +20,13 @@ from typing import Any, Literal
 
 import msgspec
 
-from cronos import lifecycle
-from cronos.lifecycle import Ahead, Ended, NewRun
+from cronos import chains, lifecycle
+from cronos.lifecycle import Ahead, Edge, Ended, NewRun
 from cronos.models import RunState
 from cronos.run_usage import Usage
-from cronos.store import groups
+from cronos.store import groups, joins
 from cronos.store.db import columns
+from cronos.store.joins import JoinChild
 from cronos.store.queries import runs as runs_q
 from cronos.store.queries import usage as usage_q
 from cronos.store.waiters import WAITERS_PER_JOB, notify, wake_behind
@@ -52,7 +53,7 @@ class Outcome(msgspec.Struct, kw_only=True):
 class FinishResult(msgspec.Struct, kw_only=True):
     written: set[int]  # run ids whose outcome was recorded (the others were not ours any more)
     retried: int = 0
-    chained: int = 0  # runs queued for child jobs (chains) by the completed ones
+    chained: int = 0  # runs queued for child jobs (chains and joins) by the ends of their parents' ticks
     woken: int = 0  # waiting runs woken by the ends
 
 
@@ -70,21 +71,27 @@ async def finish(
     delays = {o.run_id: o.retry_delay_s for o in outcomes}
     ended = [_ended(r, delays.get(r["id"])) for r in rows]
     exclusive = {r["job_id"]: r for r in rows if r["exclusive"]}
-    completed = sorted({e.job_id for e in ended if e.state is RunState.COMPLETED})
-    facts = await conn.fetch(runs_q.FOLLOW_UP_FACTS, completed, sorted(exclusive), WAITERS_PER_JOB)
-    children: dict[int, list[tuple[int, int]]] = defaultdict(list)
+    finals = [e for e in ended if chains.final(e.state, e.retry_delay_s is not None)]
+    parents = sorted({e.job_id for e in finals})
+    facts = await conn.fetch(runs_q.FOLLOW_UP_FACTS, parents, sorted(exclusive), WAITERS_PER_JOB)
+    children: dict[int, list[Edge]] = defaultdict(list)
+    joined: dict[int, list[JoinChild]] = defaultdict(list)
     waiters: dict[int, list[Any]] = defaultdict(list)
     for f in facts:
-        if f["kind"] == "child":
-            children[f["job_id"]].append((f["child_id"], f["child_revision"]))
-        else:
+        if f["kind"] != "child":
             waiters[f["job_id"]].append(f)
+        elif chains.joins(chain := joins.chain_of(f["chain"])):
+            joined[f["job_id"]].append(JoinChild(f["child_id"], f["child_revision"], tuple(f["child_parents"]), chain))
+        else:
+            children[f["job_id"]].append(Edge(f["child_id"], f["child_revision"], chains.edge_on(chain, f["job_id"])))
     retries = [r for r in map(lifecycle.retry_of, ended) if r is not None]
     result = FinishResult(written={e.id for e in ended}, retried=len(retries))
     if retries:
         await conn.fetch(runs_q.RUNS_QUEUE, *_columns(retries))
-    chains = lifecycle.chain_runs(ended, children)
-    result.chained = await _queue_chains(conn, chains)
+    chained = lifecycle.chain_runs(ended, children)
+    result.chained = await _queue_chains(conn, chained)
+    joins_queued = await joins.arrive(conn, finals, joined, rows[0]["finished_at"]) if joined else []
+    result.chained += len(joins_queued)
     ahead = {
         job: Ahead(r["scheduled_for"], r["started_at"] or r["finished_at"], r["attempt"])
         for job, r in exclusive.items()
@@ -94,7 +101,7 @@ async def finish(
     slotted = [o.run_id for o in outcomes if o.holds_slot and o.run_id in result.written]
     if slotted:  # runs of grouped jobs only: their slots go to their groups' next waiting runs (told there)
         result.woken += len(await groups.release(conn, slotted))
-    ops = [("retry", r.job_id) for r in retries] + [("chain", r.job_id) for r in chains]
+    ops = [("retry", r.job_id) for r in retries] + [("chain", r.job_id) for r in chained] + joins_queued
     ops += [("woken", job) for job in woken]
     await notify(conn, ops)
     return result

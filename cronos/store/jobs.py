@@ -54,6 +54,7 @@ _NULLABLE = (
     "owner",
     "concurrency_group",
     "hosts",
+    "chain",
 )
 
 # Recorded in the creation's revision only when not empty (issue 25: calendars).

@@ -208,6 +208,20 @@ def _traced(url: str) -> None:
     assert result == {"traceparent": traceparent(trace_id, span_id, sampled=True)}, result
 
 
+def _joined(url: str) -> None:
+    """docs/chains.md: load ran once per tick both extracts ran, each run explained by both parents'
+    runs; the page ran once, after the export's last attempt failed (not after the first)."""
+    loads = [run for run in _get(f"{url}/api/jobs/3/runs?limit=500")["items"] if run["state"] != "skipped"]
+    ticks = [run["scheduled_for"] for run in loads]
+    assert loads and len(ticks) == len(set(ticks)) and all(run["trigger"] == "chain" for run in loads), loads
+    ran = [join for join in _get(f"{url}/api/jobs/3/joins?limit=500")["items"] if join["decided"] == "ran"]
+    assert ran and all(sorted(join["parents"]) == [1, 2] for join in ran), ran
+    exports = sorted(_get(f"{url}/api/jobs/4/runs")["items"], key=lambda run: run["attempt"])
+    assert [(run["attempt"], run["state"]) for run in exports] == [(1, "failed"), (2, "failed")], exports
+    (page,) = _get(f"{url}/api/jobs/5/runs")["items"]
+    assert page["parent_run_id"] == exports[1]["id"], page
+
+
 # What a page's commands should have done, beyond each one succeeding.
 AFTERWARDS: dict[str, Callable[[str], None]] = {
     "README.md": _readme_told,
@@ -224,6 +238,7 @@ AFTERWARDS: dict[str, Callable[[str], None]] = {
     "docs/run-output.md": _output_kept,
     "docs/run-usage.md": _usage_kept,
     "docs/tracing.md": _traced,
+    "docs/chains.md": _joined,
 }
 
 

@@ -21,6 +21,7 @@ import asyncpg
 import pytest
 
 from cronos.store.jobs import RUN_WINDOWS
+from cronos.store.queries import joins as joins_q
 from cronos.store.queries import runs as runs_q
 from cronos.store.queries import views as views_q
 
@@ -193,6 +194,10 @@ async def test_single_run_and_scan_statements_do_not_read_the_backlog(
         "EXPIRE_PENDING": (runs_q.EXPIRE_PENDING, (1000, "expired")),  # the backlog is within its grace
         "WAITERS_SWEEP": (runs_q.WAITERS_SWEEP, (5000,)),  # none waits
         "LOST_RUNS": (runs_q.LOST_RUNS, (1000,)),
+        # the leader's join sweep and forgetting (no join: none of the 20,000 queued runs read)
+        "JOIN_NEXT_DEADLINE": (joins_q.JOIN_NEXT_DEADLINE, ()),
+        "JOINS_DUE": (joins_q.JOINS_DUE, (100,)),
+        "JOINS_FORGET": (joins_q.JOINS_FORGET, (now, 100)),
         # an edit's hand-over: the job's ticks written ahead (none), not its 400 queued runs
         "RUNS_AHEAD_OF_JOB": (views_q.RUNS_AHEAD_OF_JOB, (await pg_pool.fetchval("SELECT min(id) FROM jobs"),)),
         # GET /api/jobs/{id}/ticks: half a second of one job's ticks (5 rows), not its 400 queued runs

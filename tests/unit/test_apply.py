@@ -229,6 +229,18 @@ def test_expectations_in_a_file_are_checked_and_compared_like_any_field() -> Non
     assert "expectations" in _refusal(text.replace("finish_within_s: 600", "finish_in: 1"))
 
 
+def test_a_chain_in_a_file_compares_with_its_defaults_filled() -> None:
+    text = FILE.replace("    payload: {action: reindex, target: users}\n",
+                        "    payload: {action: reindex, target: users}\n"
+                        "    parents: [7]\n    chain: {join: {timeout_s: 60}}\n")  # fmt: skip
+    desired = _desired(text)
+    stored = _stored(plan(desired, [], prune=False, salt=SALT))
+    stored[0]["chain"] = {"join": {"timeout_s": 60.0, "on_timeout": "skip"}}  # as the API shows it
+    assert [a.step for a in plan(desired, stored, prune=False, salt=SALT)] == [Step.UNCHANGED] * 3
+    update = plan(_desired(text.replace("timeout_s: 60", "timeout_s: 90")), stored, prune=False, salt=SALT)[0]
+    assert update.step is Step.UPDATE and update.changed == ("chain",)
+
+
 _HTTP = "jobs: [{name: a, cron_expression: '* * * * *', kind: http, payload: {url: 'https://x.test/p', "
 _RUNNER = {"CRONOS_API_TOKEN": "admin-token-of-the-runner", "DATABASE_URL": "postgresql://u:pw@db/x",
            "CRONOS_APPLY_T": "t0ken"}  # fmt: skip

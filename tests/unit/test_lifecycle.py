@@ -18,6 +18,7 @@ from cronos.lifecycle import (
     Ahead,
     Cancel,
     Candidate,
+    Edge,
     Ended,
     Event,
     Fence,
@@ -311,12 +312,24 @@ def test_each_completed_run_queues_one_run_of_each_child_a_ms_apart_per_child() 
         _ended("completed", run_id=6, job=2),
         _ended("failed", run_id=7, job=1),
     ]
-    children = {1: [(10, 3)], 2: [(10, 3), (11, 1)]}
+    children = {1: [Edge(10, 3)], 2: [Edge(10, 3), Edge(11, 1)]}
     assert chain_runs(ended, children) == [
         NewRun(10, at(0), 1, "chain", at(0), 3, 5),
         NewRun(10, at(0.001), 1, "chain", at(0.001), 3, 6),  # two parents of job 10 ended together
         NewRun(11, at(0), 1, "chain", at(0), 1, 6),
     ]
+
+
+def test_an_edge_fires_on_its_parents_final_outcome_only() -> None:
+    ended = [
+        _ended("failed", run_id=5, job=1, delay=10),  # a retry left: its tick has not ended
+        _ended("failed", run_id=6, job=2),
+        _ended("cancelled", run_id=7, job=3),
+        _ended("completed", run_id=8, job=3),
+    ]
+    children = {1: [Edge(10, 1, "failed")], 2: [Edge(10, 1, "failed"), Edge(11, 1), Edge(12, 1, "ended")],
+                3: [Edge(12, 1, "ended"), Edge(13, 1, "failed")]}  # fmt: skip
+    assert [(r.job_id, r.parent_run_id) for r in chain_runs(ended, children)] == [(10, 6), (12, 6), (12, 7), (12, 8)]
 
 
 @pytest.mark.parametrize(

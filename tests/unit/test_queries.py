@@ -106,7 +106,7 @@ APPLIED_BY: dict[Event, tuple[tuple[str, tuple[str, ...]], ...]] = {
     Event.WRITTEN: (("TICKS_WRITE", ()), ("TICKS_FAN_OUT", ())),
     Event.TRIGGERED: (("RUN_INSERT_MANUAL", ()), ("RERUN_INSERT", ()), ("RUN_INSERT_RERUN", ()), ("CANARY_INSERT", ())),
     Event.RETRIED: (("RUNS_QUEUE", ()),),
-    Event.CHAINED: (("RUNS_QUEUE", ()),),
+    Event.CHAINED: (("RUNS_QUEUE", ()), ("RUNS_JOIN", ())),
     Event.PUSHED: (("OUTBOX_MARK", ("l.state",)),),
     Event.UNPUSHED: (("OUTBOX_UNMARK", ("state",)), ("OUTBOX_UNMARK_OVERDUE", ("state",))),
     Event.CLAIMED: (("CLAIM_FREE", ("l.state",)), ("CLAIM_RUNS", ("l.state",))),
@@ -178,6 +178,11 @@ def test_ticks_are_written_queued_or_skipped_and_held_behind_a_pending_run() -> 
     assert guarded_states(sql, "p.state") == {s.value for s in PENDING}
     # The probes are made only when a run of those states is overdue at all (`o`, one look each).
     assert guarded_states(sql, "o.state") == {s.value for s in PENDING}
+
+
+def test_a_join_writes_its_child_run_queued_or_skipped_with_its_reason() -> None:
+    sql = " ".join(runs_q.RUNS_JOIN.split())
+    assert f"u.state IN ('{BY_EVENT[Event.CHAINED].target}', 'skipped')" in sql
 
 
 @pytest.mark.parametrize("event", [t.event for t in TRANSITIONS if t.fence is Fence.EPOCH])

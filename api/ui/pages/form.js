@@ -9,6 +9,7 @@ import { groupField } from "./groups.js";
 import { flashSaved } from "./warnings.js";
 import { h, local, replace, utc } from "../dom.js";
 import { calendarsText, parseCalendars } from "./calendars.js";
+import { chainFields } from "./form_chain.js";
 import { expectationFields } from "./form_expectations.js";
 import { hostsFields } from "./form_hosts.js";
 import { triggersSection } from "./job_triggers.js";
@@ -123,6 +124,8 @@ export async function formPage(main, [id]) {
   controls.expectations = expect.first; // where a 422 on $.expectations.* is shown
   const hosts = hostsFields(job, field);
   controls.hosts = hosts.control; // where a 422 on $.hosts.* is shown
+  const chain = chainFields(job, field);
+  controls.chain = chain.first; // where a 422 on $.chain.* is shown
   const preview = h("div", { id: "preview", class: "preview", "aria-live": "polite" });
   const save = h("button", { type: "submit", class: "primary", id: "save" }, job ? "Save changes" : "Create job");
 
@@ -241,13 +244,14 @@ export async function formPage(main, [id]) {
         INSTANTS.map(([name, label, hint]) => field(name, label, controls[name], hint)),
         OPTIONAL_NUMBERS.map(([name, label, , hint]) => field(name, label, controls[name], hint)),
         field("parents", "Parents (job ids)", controls.parents,
-          "It also runs after each successful run of each of these jobs."),
+          "It also runs after each successful run of each of these jobs (otherwise: After its parents, below)."),
         field("calendars", "Calendars", controls.calendars,
           "Skips its ticks on a calendar's days (NAME) or on every other day (NAME:allow); see Calendars."))),
     h("details", { id: "labels-box", open }, h("summary", {}, "Labels and owner"),
       h("div", { class: "form-grid" },
         field("labels", "Labels", controls.labels, "key=value, separated by commas: found by selector (team=data)."),
         field("owner", "Owner", controls.owner))),
+    chain.node,
     expect.node,
     hosts.node,
     h("p", { class: "problem", id: "form-problem", role: "alert" }),
@@ -278,7 +282,9 @@ export async function formPage(main, [id]) {
       problem("labels", "key=value pairs, separated by commas");
       return controls.labels.focus();
     }
-    const body = { payload, parents, calendars, labels, owner: controls.owner.value.trim() || null };
+    const chained = chain.value(problem);
+    if (chained === undefined) return undefined;
+    const body = { payload, parents, calendars, labels, owner: controls.owner.value.trim() || null, chain: chained };
     for (const name of ["name", "timezone", "kind", "status", "concurrency_policy", "misfire_policy", "queue"]) {
       body[name] = controls[name].value;
     }

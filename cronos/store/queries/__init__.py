@@ -10,5 +10,6 @@ the store classes; each statement is written out as PostgreSQL runs it (tests/un
 - `access`: API tokens, protected mode, the audit trail
 - `output`: run output
 - `usage`: run usage (wall, CPU, memory)
+- `joins`: joins of chain parents per (child, logical tick)
 - `upkeep`: liveness, leader epoch, runs partitions, the auditor, the cluster identity
 """

@@ -518,19 +518,22 @@ RETURNING r.id, r.job_id, r.scheduled_for, r.attempt, r.state, r.exclusive, r.st
 """
 # The facts a finish's follow-ups are decided on (cronos.lifecycle), read after FINISH_RUNS in its
 # transaction (so they see every wait committed before the finish could end its run):
-# kind 'child': (parent job, child job, child revision) for each active job naming one of $1
-# (the jobs of the completed runs) as a parent. Only jobs with parents are in jobs_parents, so
+# kind 'child': (parent job, child job, child revision, the child's parents and chain: when its
+# edges fire, whether it joins, cronos.chains) for each active job naming one of $1 (the jobs of
+# the runs that ended their tick) as a parent. Only jobs with parents are in jobs_parents, so
 # without chains this costs nothing.
 # kind 'waiter': the first $3 waiting runs of each of the jobs $2 (whose exclusive runs ended),
 # in tick order, with their job's policy and jitter, while no run of that job is running.
 FOLLOW_UP_FACTS = """
 SELECT 'child' AS kind, p.parent AS job_id, c.id AS child_id, c.revision AS child_revision,
        NULL::bigint AS run_id, NULL::timestamptz AS scheduled_for, NULL::integer AS attempt,
-       NULL::timestamptz AS due_at, NULL::text AS policy, NULL::float8 AS jitter_s
+       NULL::timestamptz AS due_at, NULL::text AS policy, NULL::float8 AS jitter_s, c.parents AS child_parents,
+       c.chain
 FROM jobs c, unnest(c.parents) AS p(parent)
 WHERE c.parents && $1::bigint[] AND c.parents <> '{}'::bigint[] AND c.status = 'active' AND p.parent = ANY($1::bigint[])
 UNION ALL
-SELECT 'waiter', f.job_id, NULL, NULL, w.id, w.scheduled_for, w.attempt, w.due_at, j.concurrency_policy, j.jitter_s
+SELECT 'waiter', f.job_id, NULL, NULL, w.id, w.scheduled_for, w.attempt, w.due_at, j.concurrency_policy, j.jitter_s,
+       NULL, NULL
 FROM unnest($2::bigint[]) AS f(job_id)
 JOIN jobs j ON j.id = f.job_id
 CROSS JOIN LATERAL (
@@ -550,6 +553,21 @@ FROM unnest($1::bigint[], $2::timestamptz[], $3::integer[], $4::text[], $5::time
      AS u(job_id, tick, attempt, trigger, due_at, revision, parent_run_id)
 ON CONFLICT DO NOTHING
 RETURNING id, job_id, scheduled_for, attempt, trigger, parent_run_id
+"""
+# Chained (cronos.store.joins): the child runs joins decided (one per row: $1 child, $2 tick (the
+# join's: attempt 1 of it), $3 'queued' or 'skipped', $4 due, $5 revision, $6 the parent run that
+# decided it, $7 the skip reason). A tick of the child already taken is left alone (RETURNING omits it). A join makes a
+# run queued (Event.CHAINED) or, as the ticks of TICKS_WRITE, skipped from the start with its reason.
+RUNS_JOIN = """
+INSERT INTO runs (job_id, scheduled_for, attempt, trigger, state, due_at, revision, parent_run_id, skip_reason,
+                  finished_at)
+SELECT u.job_id, u.tick, 1, 'chain', u.state, u.due_at, u.revision, u.parent_run_id,
+       CASE WHEN u.state = 'skipped' THEN u.reason END, CASE WHEN u.state = 'skipped' THEN clock_timestamp() END
+FROM unnest($1::bigint[], $2::timestamptz[], $3::text[], $4::timestamptz[], $5::integer[], $6::bigint[], $7::text[])
+     AS u(job_id, tick, state, due_at, revision, parent_run_id, reason)
+WHERE u.state IN ('queued', 'skipped')
+ON CONFLICT DO NOTHING
+RETURNING id, job_id, scheduled_for
 """
 # The backlog: queued runs more than $1 seconds past due, counted up to $2 (the count reads at
 # most that many index entries).
