@@ -14,6 +14,7 @@ import msgspec
 
 from cronos.errors import InvalidInput
 from cronos.rules import CalendarRef
+from cronos.schedule_union import ScheduleEntry
 
 JobKind = Literal["task", "http", "shell"]
 JobStatus = Literal["active", "paused", "completed", "expired"]
@@ -149,6 +150,8 @@ class Job(msgspec.Struct, kw_only=True):
     labels: dict[str, str] = {}
     owner: str | None = None
     concurrency_group: str | None = None  # its runs start only with a slot of this group (cronos.store.groups)
+    # More schedules: it fires at the union of its own and these (cronos.schedule_union).
+    schedules: list[ScheduleEntry] = []
 
 
 # A job's columns, as every statement that reads a job names them: Job's fields in their order
@@ -226,3 +229,4 @@ class DispatchJob(msgspec.Struct, kw_only=True, gc=False):
     anchor: datetime | None = None
     name: str = ""  # blackout selectors name jobs
     calendars: tuple[CalendarRef, ...] = ()
+    schedules: tuple[ScheduleEntry, ...] = ()  # more schedules (cronos.schedule_union); the empty one is shared

@@ -295,9 +295,9 @@ ORDER BY p.id
 # picks the values of an `H` (cronos.hashed).
 TICK_REVISIONS = """
 SELECT job_id, number, kind, at, actor, status, fields,
-    CASE WHEN fields && ARRAY['cron_expression', 'timezone', 'every', 'anchor', 'name']
+    CASE WHEN fields && ARRAY['cron_expression', 'timezone', 'every', 'anchor', 'name', 'schedules']
         THEN (SELECT coalesce(jsonb_object_agg(key, value), '{}'::jsonb) FROM jsonb_each(changes)
-              WHERE key IN ('cron_expression', 'timezone', 'every', 'anchor', 'name'))
+              WHERE key IN ('cron_expression', 'timezone', 'every', 'anchor', 'name', 'schedules'))
         ELSE '{}'::jsonb END AS changes
 FROM job_revisions
 WHERE job_id = $1 AND (number = 1
@@ -323,6 +323,9 @@ SELECT coalesce((SELECT jsonb_build_object('cron_expression', changes -> 'cron_e
                  ORDER BY number DESC LIMIT 1), '{}'::jsonb)
     || coalesce((SELECT jsonb_build_object('name', changes -> 'name') FROM job_revisions
                  WHERE job_id = $1 AND number <= $2 AND 'name' = ANY(fields)
+                 ORDER BY number DESC LIMIT 1), '{}'::jsonb)
+    || coalesce((SELECT jsonb_build_object('schedules', changes -> 'schedules') FROM job_revisions
+                 WHERE job_id = $1 AND number <= $2 AND 'schedules' = ANY(fields)
                  ORDER BY number DESC LIMIT 1), '{}'::jsonb)
 """
 # How far the ledger is written for the job (its cursor); no row: the job was deleted.
