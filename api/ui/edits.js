@@ -32,6 +32,7 @@ export const FIELDS = {
   anchor: "instant",
   labels: "json",
   owner: "text",
+  schedules: "json", // more schedules (pages/form_schedules.js)
 };
 
 /** Deep equality of JSON values; an object's key order does not matter. */
