@@ -212,12 +212,13 @@ def with_entries(
         return found
     union = union_of(base, entries, found.timezone, name, _parse)
     found.fire_times = fire_list(union, ZoneInfo(found.timezone), after, count, rules)
-    found.description = "; and ".join([found.description, *(_described(e, found.timezone) for e in entries)])
+    found.description = "; and ".join([found.description, *(entry_words(e, found.timezone) for e in entries)])
     found.schedules = list(entries)
     return found
 
 
-def _described(entry: ScheduleEntry, timezone: str) -> str:
+def entry_words(entry: ScheduleEntry, timezone: str) -> str:
+    """An entry in words (its zone named when it is not the job's `timezone`)."""
     if entry.every is not None:
         return interval_of(entry.every, entry.anchor).describe()
     assert entry.cron is not None

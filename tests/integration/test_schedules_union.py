@@ -108,6 +108,14 @@ async def test_entries_are_checked_as_the_job_is_and_the_preview_shows_the_union
         assert reply.status == 200 and reply.body["schedules"] == job["schedules"]
         assert "schedule_diff" not in reply.body
 
+        overview = await api.call("GET", "/api/jobs/overview?search=weekdays")
+        (row,) = overview.body["items"]
+        assert row["description"].count("; and ") == 3 and "(UTC)" in row["description"], row
+        # The next fire time of the union (the 90 min interval's, within the next 90 minutes), as the job's.
+        shown = (await api.call("GET", f"/api/jobs/{job['id']}")).body["next_run_at"]
+        assert row["next_run_at"] == shown
+        assert datetime.fromisoformat(shown) - datetime.now(UTC) <= timedelta(minutes=90)
+
         entries = quote('[{"cron": "0 17 * * 1-5"}, {"cron": "0 10 * * 6", "timezone": "UTC"}]')
         path = (f"/api/schedule/preview?cron_expression={quote('0 8 * * 1-5')}&timezone=Europe/Paris&count=11"
                 f"&from=2026-03-02T00:00:00Z&schedules={entries}")  # fmt: skip
