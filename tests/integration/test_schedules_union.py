@@ -16,11 +16,13 @@ import pytest
 
 from cronos.settings import Settings
 from cronos.ticks import UNACCOUNTED
+from dispatcher.auditor import Auditor
 from dispatcher.service import Dispatcher
 from executor.service import Executor
 from tests.integration.api_client import running_api
 from tests.integration.roles import running_role
 from tests.integration.test_api_ticks import _ran_after, _ticks
+from tests.integration.test_auditor import add_job
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.timeout(180)
@@ -128,3 +130,20 @@ async def test_entries_are_checked_as_the_job_is_and_the_preview_shows_the_union
         assert " and " in preview.body["description"] and len(preview.body["schedules"]) == 2
         bad = await api.call("GET", "/api/schedule/preview?cron_expression=*+*+*+*+*&schedules=%5B%7B%7D%5D")
         assert bad.status == 422 and "schedules[0]" in bad.body["detail"]
+
+
+async def test_the_auditor_expects_the_unions_ticks_each_once(pg_pool: asyncpg.Pool) -> None:
+    """The leader's audit (dispatcher.auditor) reads a job's further schedules: a missing tick that only an
+    entry has is a missed tick, and an instant two entries share is expected once."""
+    t0 = datetime.now(UTC).replace(second=0, microsecond=0) - timedelta(minutes=10)
+    job_id = await add_job(pg_pool, t0, schedules=[{"cron": "*/15 * * * * *"}])  # its own: */10 s
+    ticks = [t0 + timedelta(seconds=s) for s in (10, 15, 20, 30, 40, 45, 50, 60)]  # 30 and 60 shared
+    written = [t for t in ticks if t.second != 45]
+    await pg_pool.execute(
+        "INSERT INTO runs (job_id, scheduled_for, attempt, trigger, state, due_at, finished_at)"
+        " SELECT $1, t, 1, 'schedule', 'completed', t, t FROM unnest($2::timestamptz[]) t",
+        job_id, written,
+    )  # fmt: skip
+    result = await Auditor(pg_pool, interval_s=60, settle_s=0).once(t0 + timedelta(seconds=60))
+    assert result.expected == len(ticks)
+    assert result.unaccounted == [(job_id, t0 + timedelta(seconds=45))]

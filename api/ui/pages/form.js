@@ -155,7 +155,7 @@ export async function formPage(main, [id]) {
     try {
       const data = await get(`/api/schedule/preview${query({
         cron_expression: controls.cron_expression.value, timezone: controls.timezone.value, count: 5,
-        ...hashKey(controls.cron_expression.value, controls.name.value),
+        ...hashKey(`${controls.cron_expression.value}\n${controls.schedules.value}`, controls.name.value),
         ...previousOf(job),
         ...union,
       })}`);
@@ -212,7 +212,9 @@ export async function formPage(main, [id]) {
   for (const name of ["every", "anchor"]) controls[name].addEventListener("input", later);
   controls.timezone.addEventListener("input", later);
   controls.schedules.addEventListener("input", later);
-  controls.name.addEventListener("input", () => { if (HASHED.test(controls.cron_expression.value)) later(); });
+  controls.name.addEventListener("input", () => {
+    if (HASHED.test(`${controls.cron_expression.value}\n${controls.schedules.value}`)) later();
+  });
   for (const name of ["start_at", "end_at", "max_runs"]) controls[name].addEventListener("input", later); // the note
   controls.schedule_type.addEventListener("change", showScheduleType);
   controls.payload.addEventListener("input", checkPayload);

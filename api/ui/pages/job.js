@@ -156,7 +156,7 @@ export async function jobPage(main, [id], alive) {
       try {
         const preview = await get(`/api/schedule/preview${query({
           cron_expression: job.cron_expression, timezone: job.timezone, count: 10, every: job.every, anchor: job.anchor,
-          ...hashKey(job.cron_expression, job.name),
+          ...hashKey(`${job.cron_expression ?? ""}\n${schedulesText(job.schedules)}`, job.name),
           ...(job.schedules?.length ? { schedules: JSON.stringify(job.schedules) } : {}),
         })}`);
         replace(words, preview.description);
