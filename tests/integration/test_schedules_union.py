@@ -21,7 +21,7 @@ from dispatcher.service import Dispatcher
 from executor.service import Executor
 from tests.integration.api_client import running_api
 from tests.integration.roles import running_role
-from tests.integration.test_api_ticks import _ran_after, _ticks
+from tests.integration.test_api_ticks import _past, _ran_after, _ticks
 from tests.integration.test_auditor import add_job
 from tests.waiting import wait_for
 
@@ -147,3 +147,19 @@ async def test_the_auditor_expects_the_unions_ticks_each_once(pg_pool: asyncpg.P
     result = await Auditor(pg_pool, interval_s=60, settle_s=0).once(t0 + timedelta(seconds=60))
     assert result.expected == len(ticks)
     assert result.unaccounted == [(job_id, t0 + timedelta(seconds=45))]
+
+
+async def test_a_backfill_re_runs_the_unions_ticks(settings: Settings) -> None:
+    """No dispatcher: every tick of the union since the creation is missing, and a dry-run backfill
+    lists each once, the ones both entries share too."""
+    async with running_api(settings) as api:
+        job = await api.create(name="backfilled", cron_expression="*/2 * * * * *",
+                               schedules=[{"cron": "*/3 * * * * *"}], payload={"action": "noop"})  # fmt: skip
+        created = datetime.fromisoformat(job["created_at"])
+        await wait_for(lambda: _past(created + 7 * SECOND), timeout=15, what="7 s of ticks")
+        body = {"from": created.isoformat(), "to": (created + 7 * SECOND).isoformat(), "dry_run": True}
+        reply = await api.call("POST", f"/api/jobs/{job['id']}/backfill", json=body)
+        assert reply.status == 200, reply.body
+        listed = [datetime.fromisoformat(item["scheduled_for"]) for item in reply.body["items"]]
+        expected = [t for k in range(1, 8) if _union(t := created.replace(microsecond=0) + k * SECOND)]
+        assert listed == [t for t in expected if t < created + 7 * SECOND] and reply.body["ticks"] == len(listed)
