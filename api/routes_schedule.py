@@ -57,6 +57,7 @@ _SECOND = timedelta(seconds=1)
 _LEAP = re.compile(r"(T\d\d:\d\d:)60")
 HORIZON = timedelta(days=36_525)  # a century past `from`: how far a preview looks at most
 _UTC = ZoneInfo("UTC")
+_SCHEDULES_QUERY = {"type": "string", "format": "cronos-schedules"}  # a job's `schedules`, as JSON
 
 
 class PreviewQuery(msgspec.Struct, kw_only=True):
@@ -427,9 +428,10 @@ ROUTES = (
               Query("previous_timezone", "the previous zone (default `timezone`)",
                     schema=_schema(PreviewQuery, "timezone")),
               Query("schedules", "a job's further schedules as JSON (`[{\"cron\": \"0 10 * * 6\"}]`): the fire "
-                    "times are the union of the expression (or interval) and these, each once (docs/schedules.md)"),
+                    "times are the union of the expression (or interval) and these, each once (docs/schedules.md)",
+                    schema=_SCHEDULES_QUERY),
               Query("previous_schedules", "an edit's previous further schedules, as JSON (with "
-                    "`previous_cron_expression`)"),
+                    "`previous_cron_expression`)", schema=_SCHEDULES_QUERY),
               Query("previous_job", "the job's previous name, for a rename: it picked the previous `H` values "
                     "(default `job`)"),
               Query("days", f"how far the diff looks, 1..{MAX_DIFF_DAYS} days (default {DIFF_DAYS})",

@@ -128,8 +128,15 @@ Calendars = Annotated[
     Meta(max_length=20, description="calendars (GET /api/calendars) whose days this job's ticks skip (`exclude`) "
          "or are limited to (`allow`); a skipped tick's reason is `calendar:<name>`"),
 ]  # fmt: skip
+# Exactly one of cron and every; a zone only with cron, an anchor only with every (cronos.schedule_union).
+_ENTRY = {"oneOf": [
+    {"required": ["cron"], "properties": {"cron": {"type": "string"}, "every": {"type": "null"},
+                                          "anchor": {"type": "null"}}},
+    {"required": ["every"], "properties": {"every": {"type": "string"}, "cron": {"type": "null"},
+                                           "timezone": {"type": "null"}}},
+]}  # fmt: skip
 Schedules = Annotated[
-    list[ScheduleEntry],
+    list[Annotated[ScheduleEntry, Meta(extra_json_schema=_ENTRY)]],
     Meta(max_length=MAX_ENTRIES, description="more schedules: the job fires at the union of its cron_expression (or "
          "every) and each of these, `{cron, timezone?}` (zone default: the job's) or `{every, anchor?}`; an instant "
          "two of them share is one tick (docs/schedules.md)"),

@@ -31,15 +31,39 @@ class ScheduleEntry(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fi
     """One more schedule of a job: `cron` (in `timezone`, default the job's) or `every` (from `anchor`)."""
 
     cron: (
-        Annotated[str, msgspec.Meta(min_length=1, max_length=200, description="a cron expression (as cron_expression)")]
+        Annotated[
+            str,
+            msgspec.Meta(
+                min_length=1,
+                max_length=200,
+                description="a cron expression (as cron_expression)",
+                extra_json_schema={"format": "cron"},
+            ),
+        ]
         | None
     ) = None
     every: (
-        Annotated[str, msgspec.Meta(min_length=1, max_length=40, description="an interval (as every): 90m, 1h30m")]
+        Annotated[
+            str,
+            msgspec.Meta(
+                min_length=1,
+                max_length=40,
+                description="an interval (as every): 90m, 1h30m",
+                extra_json_schema={"format": "cronos-duration"},
+            ),
+        ]
         | None
     ) = None
     timezone: (
-        Annotated[str, msgspec.Meta(max_length=64, description="the cron entry's IANA zone; null: the job's")] | None
+        Annotated[
+            str,
+            msgspec.Meta(
+                max_length=64,
+                description="the cron entry's IANA zone; null: the job's",
+                extra_json_schema={"format": "iana-time-zone"},
+            ),
+        ]
+        | None
     ) = None
     anchor: Annotated[datetime, msgspec.Meta(tz=True, description="the interval's anchor; null: the epoch")] | None = (
         None
@@ -135,9 +159,7 @@ def check_entries(
             name = "timezone" if exc.field.endswith("timezone") else "cron"
             raise InvalidSchedule(f"{at}.{name}", exc.message) from None
         out.append(entry)
-    if len(set(out)) != len(out):
-        raise InvalidInput(FIELD, "an entry is given twice")
-    return out
+    return out  # an entry given twice changes nothing: the union has each instant once
 
 
 def parse_text(text: str, field: str = FIELD) -> list[ScheduleEntry]:
