@@ -28,6 +28,7 @@ from cronos.netguard import literal_host_refusal
 from cronos.payloads import PAYLOAD_TYPES, check_payload
 from cronos.redact import redact_payload
 from cronos.schedule import Schedule, parse_schedule, upcoming
+from cronos.schedule_union import check_entries
 from cronos.schedule_window import job_schedule, schedule_of, window_over
 
 T = TypeVar("T")
@@ -203,8 +204,9 @@ def check_schedule(expression: str, timezone: str, name: str = "") -> Schedule:
 
 def _check_when(fields: dict[str, Any]) -> None:
     """A cron expression, an interval (`every`, spelled canonically here) or a one-off's run_at
-    (exactly one). A window clamps whatever it holds: an empty one (end_at before start_at, a run_at
-    outside it) has nothing to run, and the job ends."""
+    (exactly one), and for a repeating job more schedules (cronos.schedule_union). A window clamps
+    whatever it holds: an empty one (end_at before start_at, a run_at outside it) has nothing to
+    run, and the job ends."""
     given = [name for name in WHEN_FIELDS if fields.get(name) is not None]
     if len(given) != 1:
         field = "every" if "every" in given else "cron_expression"  # the seed's field unless an interval's
@@ -220,6 +222,10 @@ def _check_when(fields: dict[str, Any]) -> None:
     else:
         _no_nul(fields["timezone"], "$.timezone")
         parse_schedule("* * * * *", fields["timezone"])  # the zone is still checked (InvalidSchedule names it)
+    if entries := fields.get("schedules"):
+        if fields.get("run_at") is not None:
+            raise InvalidInput("$.schedules", "a one-off (run_at) has no other schedules")
+        fields["schedules"] = check_entries(entries, fields["timezone"], fields["name"], parse_schedule)
 
 
 def check_job(fields: dict[str, Any], policy: JobPolicy) -> None:
@@ -290,6 +296,7 @@ def created_past_window(fields: dict[str, Any], now: datetime) -> bool:
         every=fields.get("every"),
         anchor=fields.get("anchor"),
         key=fields["name"],
+        schedules=fields.get("schedules") or (),
     )
     return window_over(schedule, now, now, fields.get("max_runs"), grace_s=fields["misfire_grace_s"])
 

@@ -15,6 +15,7 @@ from cronos.errors import InvalidSchedule
 from cronos.hashed import hashed
 from cronos.models import Job
 from cronos.schedule_legacy import stored_schedule
+from cronos.schedule_window import schedule_of
 
 
 async def job_extras(backends: Backends, job: Job, previous: Job | None = None) -> dict[str, Any]:
@@ -36,11 +37,17 @@ async def job_extras(backends: Backends, job: Job, previous: Job | None = None) 
     }
     if previous is None or previous.cron_expression is None:
         return extras
-    if (previous.cron_expression, previous.timezone, previous.name) == (job.cron_expression, job.timezone, job.name):
+    if _when(previous) == _when(job):
         return extras
     try:
         before = stored_schedule(hashed(previous.cron_expression, previous.name), previous.timezone)[0]
+        unions = (schedule_of(previous)[0], schedule_of(job)[0]) if previous.schedules or job.schedules else None
     except InvalidSchedule:
         return extras
-    extras["schedule_diff"] = await off_loop(diff, before, schedule, now, DIFF_DAYS)
+    extras["schedule_diff"] = await off_loop(diff, before, schedule, now, DIFF_DAYS, unions, previous.schedules)
     return extras
+
+
+def _when(job: Job) -> tuple[object, ...]:
+    """What a job's fire times follow (its name picks the values of an `H`)."""
+    return job.cron_expression, job.timezone, job.name, job.schedules

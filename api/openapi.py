@@ -89,7 +89,13 @@ _RECURRING = {
 _ONE_OFF = {
     "title": "one-off (run_at)",
     "required": ["run_at"],
-    "properties": {"run_at": {"type": "string"}, "cron_expression": _NULL, "every": _NULL, "anchor": _NULL},
+    "properties": {
+        "run_at": {"type": "string"},
+        "cron_expression": _NULL,
+        "every": _NULL,
+        "anchor": _NULL,
+        "schedules": {"maxItems": 0},
+    },  # a one-off has no other schedules
 }
 _INTERVAL = {
     "title": "interval (every)",

@@ -16,18 +16,16 @@ from aiohttp import web
 
 from api.bodies import decode_cursor, encode_cursor, query_choice, query_limit, respond, utc_now
 from api.describe import describe
+from api.routes_schedule import entry_words
 from api.routing import DB_ERRORS, PAGE, Query, Route
 from api.schemas import HELD_BACK_MS, START_DELAY_MS, WAITED_MS
 from api.selectors import SELECTOR, query_selector
 from api.state import BACKENDS
 from cronos import delays
 from cronos.errors import InvalidInput, InvalidSchedule
-from cronos.hashed import hashed
-from cronos.interval import interval_of
 from cronos.models import JOB_STATUSES, JobKind, JobStatus, RunState
 from cronos.schedule import upcoming
-from cronos.schedule_legacy import stored_schedule
-from cronos.schedule_window import NextAfter
+from cronos.schedule_window import NextAfter, job_schedule
 from cronos.store.overview import RATE_OVER, JobRow, OverviewStore
 
 MAX_SEARCH = 200  # a job name's own bound
@@ -66,17 +64,18 @@ class JobOverviewList(msgspec.Struct, kw_only=True):
 
 def _describe(row: JobRow) -> str:
     if row.every is not None:
-        return f"every {row.every}"
-    return "once" if row.cron_expression is None else describe(row.cron_expression)
+        own = f"every {row.every}"
+    else:
+        own = "once" if row.cron_expression is None else describe(row.cron_expression)
+    return "; and ".join([own, *(entry_words(entry, row.timezone) for entry in row.schedules)])
 
 
 def overview(row: JobRow, now: datetime) -> JobOverview:
     try:  # a stored row keeps its pre-issue-12 meaning until edited (cronos.schedule_legacy)
         schedule: NextAfter | None = None
-        if row.every is not None:
-            schedule = interval_of(row.every, row.anchor)
-        elif row.cron_expression is not None:
-            schedule = stored_schedule(hashed(row.cron_expression, row.name), row.timezone)[0]
+        if row.every is not None or row.cron_expression is not None:
+            schedule = job_schedule(row.cron_expression, row.timezone, every=row.every, anchor=row.anchor,
+                                    key=row.name, schedules=row.schedules)[0]  # fmt: skip
     except InvalidSchedule:
         schedule = None  # neither meaning accepts the row: nothing fires (the job page says why)
     last = None

@@ -19,6 +19,7 @@ compute thread (`off_loop`), never on the event loop.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any
 from zoneinfo import ZoneInfo
@@ -32,17 +33,18 @@ from api.compute import hand_back, off_loop
 from api.describe import describe
 from api.errors import invalid_input
 from api.routing import DB_ERRORS, Query, Route
-from api.schemas import Every, Expression, Timezone
+from api.schemas import Every, Expression, Schedules, Timezone
 from api.schemas_schedule import DstNote, EditDiff, FireTime, Warnings
 from api.state import BACKENDS
 from cronos.errors import InvalidInput, InvalidSchedule
 from cronos.hashed import hashed
-from cronos.interval import EPOCH, Interval, every_seconds, spell
+from cronos.interval import EPOCH, Interval, every_seconds, interval_of, spell
 from cronos.models import DEFAULT_QUEUE
 from cronos.rules import NAME_PATTERN, NO_RULES, CalendarRef, RuleBook, Rules
 from cronos.schedule import NEVER_AT, Schedule, parse_schedule
 from cronos.schedule_legacy import StoredSchedule, stored_schedule
 from cronos.schedule_lint import edit_diff
+from cronos.schedule_union import NextAfter, ScheduleEntry, Union, check_entries, union_of
 from cronos.store.rules import RuleStore
 
 DEFAULT_COUNT = 10
@@ -55,6 +57,7 @@ _SECOND = timedelta(seconds=1)
 _LEAP = re.compile(r"(T\d\d:\d\d:)60")
 HORIZON = timedelta(days=36_525)  # a century past `from`: how far a preview looks at most
 _UTC = ZoneInfo("UTC")
+_SCHEDULES_QUERY = {"type": "string", "format": "cronos-schedules"}  # a job's `schedules`, as JSON
 
 
 class PreviewQuery(msgspec.Struct, kw_only=True):
@@ -79,6 +82,9 @@ class Preview(msgspec.Struct, kw_only=True):
     ] = None
     every: str | None = None  # an interval's canonical spelling; null for cron
     anchor: datetime | None = None
+    schedules: Annotated[
+        list[ScheduleEntry], msgspec.Meta(description="with `schedules`: the further schedules previewed as one")
+    ] = []
 
 
 # --- pure: DST notes from fire instants --------------------------------------------------
@@ -116,23 +122,40 @@ def dst_note(schedule: Schedule, zone: ZoneInfo, at: datetime) -> DstNote | None
     return DstNote(kind="fold_once", detail=f"{clock} happens twice (clocks fall back); fires once, on the first")
 
 
-def _fire(schedule: StoredSchedule, at: datetime) -> FireTime:
-    zone = ZoneInfo(schedule.timezone)
-    note = dst_note(schedule, zone, at) if isinstance(schedule, Schedule) else None
-    return FireTime(at=at, local=at.astimezone(zone).isoformat(), dst=note)
+def _note(schedule: NextAfter, at: datetime) -> DstNote | None:
+    """The DST note of a fire time: that of the cron schedule among a union's parts that fires then."""
+    parts = schedule.parts if isinstance(schedule, Union) else (schedule,)
+    for part in parts:
+        if isinstance(part, Schedule) and (part is schedule or _fires_at(part, at)):
+            return dst_note(part, ZoneInfo(part.timezone), at)
+    return None
 
 
-def diff(previous: StoredSchedule, new: StoredSchedule, after: datetime, days: int) -> EditDiff:
+def _fire(schedule: NextAfter, zone: ZoneInfo, at: datetime) -> FireTime:
+    return FireTime(at=at, local=at.astimezone(zone).isoformat(), dst=_note(schedule, at))
+
+
+def diff(
+    previous: StoredSchedule,
+    new: StoredSchedule,
+    after: datetime,
+    days: int,
+    unions: tuple[NextAfter, NextAfter] | None = None,
+    previous_schedules: Sequence[ScheduleEntry] = (),
+) -> EditDiff:
     """The ticks an edit from `previous` to `new` adds and removes over `days` after `after`, each with
-    its DST note (a tick a clock change moves, or doubles)."""
+    its DST note (a tick a clock change moves, or doubles). `unions`: the previous and the new
+    schedule with their further schedules (cronos.schedule_union), compared instead."""
     until = after + timedelta(days=days)
-    found = edit_diff(previous, new, after, until, DIFF_CAP)
+    old, now = unions or (previous, new)
+    found = edit_diff(old, now, after, until, DIFF_CAP)
     return EditDiff(
         previous_cron_expression=previous.expression,
         previous_timezone=previous.timezone,
+        previous_schedules=list(previous_schedules),
         until=until,
-        added=[_fire(new, t) for t in found.added],
-        removed=[_fire(previous, t) for t in found.removed],
+        added=[_fire(now, ZoneInfo(new.timezone), t) for t in found.added],
+        removed=[_fire(old, ZoneInfo(previous.timezone), t) for t in found.removed],
         kept=found.kept,
         partial=found.more,
     )
@@ -145,8 +168,8 @@ def horizon_of(after: datetime) -> datetime:
         return NEVER_AT
 
 
-def preview(schedule: Schedule, after: datetime, count: int, rules: Rules = NO_RULES) -> Preview:
-    zone = ZoneInfo(schedule.timezone)
+def fire_list(schedule: NextAfter, zone: ZoneInfo, after: datetime, count: int, rules: Rules) -> list[FireTime]:
+    """The next `count` fire times of any schedule (a union's too) within the horizon, with their notes."""
     times: list[FireTime] = []
     current, horizon = after, horizon_of(after)
     for index in range(1, count + 1):
@@ -154,26 +177,72 @@ def preview(schedule: Schedule, after: datetime, count: int, rules: Rules = NO_R
             current = schedule.next_after(current)
             if current == NEVER_AT or current > horizon:  # @never, or past the horizon
                 break
-            local = current.astimezone(zone)
             verdict = rules.verdict(current) if rules else None
-            times.append(
-                FireTime(
-                    at=current, local=local.isoformat(), dst=dst_note(schedule, zone, current),
-                    excluded=None if verdict is None else verdict.reason,
-                    deferred_until=None if verdict is None else verdict.release_at,
-                )
-            )  # fmt: skip
+            fire = _fire(schedule, zone, current)
+            if verdict is not None:
+                fire.excluded, fire.deferred_until = verdict.reason, verdict.release_at
+            times.append(fire)
             if index % 10 == 0:  # ~0.1 ms of work each, more for rare expressions
                 hand_back()
         except OverflowError:  # the calendar ends (year 9999): the list is shorter
             break
+    return times
+
+
+def preview(schedule: Schedule, after: datetime, count: int, rules: Rules = NO_RULES) -> Preview:
     return Preview(
         cron_expression=schedule.expression,
         timezone=schedule.timezone,
         description=describe(schedule.expression),
-        fire_times=times,
-        horizon=horizon,
+        fire_times=fire_list(schedule, ZoneInfo(schedule.timezone), after, count, rules),
+        horizon=horizon_of(after),
     )
+
+
+def with_entries(
+    found: Preview,
+    base: NextAfter,
+    entries: Sequence[ScheduleEntry],
+    name: str,
+    after: datetime,
+    count: int,
+    rules: Rules,
+) -> Preview:
+    """`found`, the preview of a job's own schedule `base`, as that of its union with `entries`."""
+    if not entries:
+        return found
+    union = union_of(base, entries, found.timezone, name, _parse)
+    found.fire_times = fire_list(union, ZoneInfo(found.timezone), after, count, rules)
+    found.description = "; and ".join([found.description, *(entry_words(e, found.timezone) for e in entries)])
+    found.schedules = list(entries)
+    return found
+
+
+def entry_words(entry: ScheduleEntry, timezone: str) -> str:
+    """An entry in words (its zone named when it is not the job's `timezone`)."""
+    if entry.every is not None:
+        return interval_of(entry.every, entry.anchor).describe()
+    assert entry.cron is not None
+    zone = entry.timezone or timezone
+    return describe(entry.cron) + ("" if zone == timezone else f" ({zone})")
+
+
+def _parse(expression: str, zone: str) -> tuple[Schedule, None]:
+    return parse_schedule(expression, zone), None
+
+
+def entries_query(request: web.Request, name: str, timezone: str, job: str) -> list[ScheduleEntry]:
+    """Query parameter `name`: a job's `schedules` as JSON, checked as job creation checks them."""
+    raw = request.query.get(name)
+    if raw is None:
+        return []
+    try:
+        entries = msgspec.json.decode(raw, type=Schedules)
+    except msgspec.ValidationError as exc:
+        raise invalid_input(exc, base=name) from exc
+    except msgspec.DecodeError:
+        raise InvalidInput(name, 'must be a JSON list, e.g. [{"cron": "0 10 * * 6"}]') from None
+    return check_entries(entries, timezone, job, parse_schedule)
 
 
 def preview_interval(
@@ -256,23 +325,33 @@ async def schedule_preview(request: web.Request) -> web.Response:
             interval = Interval(interval.every_s, anchor.astimezone(UTC))
         check_schedule("* * * * *", query.timezone)  # the zone, checked as job creation checks it
         after = query_time(request.query.get("from"), ZoneInfo(query.timezone))
+        entries = entries_query(request, "schedules", query.timezone, request.query.get("job", ""))
         rules = await _rules(request)
-        return respond(preview_interval(interval, query.timezone, after, count, rules))
+        found = preview_interval(interval, query.timezone, after, count, rules)
+        return respond(with_entries(found, interval, entries, request.query.get("job", ""), after, count, rules))
     if query.cron_expression is None:
         raise InvalidInput("$.cron_expression", "give a cron_expression or an interval (every)")
     name = request.query.get("job", "")  # the job's name picks the values of an `H` (cronos.hashed)
     schedule = check_schedule(query.cron_expression, query.timezone, name)
     after = query_time(request.query.get("from"), ZoneInfo(schedule.timezone))
     previous, days = _previous(request, schedule.timezone, name)
+    entries = entries_query(request, "schedules", schedule.timezone, name)
     rules = await _rules(request)
     backends = request.app[BACKENDS]
     starts = await lint.fleet_starts_or_none(backends)
     found = await off_loop(preview, schedule, after, count, rules)
+    found = await off_loop(with_entries, found, schedule, entries, name, after, count, rules)
     found.warnings = await off_loop(
         lint.warnings, schedule, utc_now(), starts, backends.settings.herd_jobs, False, query.cron_expression, name
     )
     if previous is not None:
-        found.diff = await off_loop(diff, previous, schedule, after, days)
+        old_name = request.query.get("previous_job", name)
+        before = entries_query(request, "previous_schedules", previous.timezone, old_name)
+        unions = None
+        if entries or before:
+            unions = (union_of(previous, before, previous.timezone, old_name, stored_schedule),
+                      union_of(schedule, entries, schedule.timezone, name, _parse))  # fmt: skip
+        found.diff = await off_loop(diff, previous, schedule, after, days, unions, before)
     return respond(found)
 
 
@@ -348,6 +427,11 @@ ROUTES = (
                     "adds and removes", schema=_schema(PreviewQuery, "cron_expression")),
               Query("previous_timezone", "the previous zone (default `timezone`)",
                     schema=_schema(PreviewQuery, "timezone")),
+              Query("schedules", "a job's further schedules as JSON (`[{\"cron\": \"0 10 * * 6\"}]`): the fire "
+                    "times are the union of the expression (or interval) and these, each once (docs/schedules.md)",
+                    schema=_SCHEDULES_QUERY),
+              Query("previous_schedules", "an edit's previous further schedules, as JSON (with "
+                    "`previous_cron_expression`)", schema=_SCHEDULES_QUERY),
               Query("previous_job", "the job's previous name, for a rename: it picked the previous `H` values "
                     "(default `job`)"),
               Query("days", f"how far the diff looks, 1..{MAX_DIFF_DAYS} days (default {DIFF_DAYS})",

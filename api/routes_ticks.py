@@ -69,8 +69,9 @@ def annotate(tick: Tick, rules: Rules = NO_RULES, name: str = "") -> TickOut:
     note = None
     try:
         schedule, _notice = stored_schedule(hashed(tick.cron_expression, name), tick.timezone)
-        if isinstance(schedule, Schedule):
-            note = dst_note(schedule, ZoneInfo(schedule.timezone), tick.scheduled_for)
+        at = tick.scheduled_for
+        if isinstance(schedule, Schedule) and schedule.next_after(at - _US) == at:  # not a further schedule's tick
+            note = dst_note(schedule, ZoneInfo(schedule.timezone), at)
     except (InvalidSchedule, OverflowError):
         pass
     out = TickOut(**msgspec.structs.asdict(tick), dst=note)

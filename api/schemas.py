@@ -34,6 +34,7 @@ from cronos.models import (
 )
 from cronos.rules import CalendarRef
 from cronos.run_usage import Usage
+from cronos.schedule_union import MAX_ENTRIES, ScheduleEntry
 from cronos.selectors import KEY_PATTERN, MAX_LABELS, VALUE_PATTERN
 from cronos.store.revisions import Revision
 
@@ -130,6 +131,19 @@ Calendars = Annotated[
     Meta(max_length=20, description="calendars (GET /api/calendars) whose days this job's ticks skip (`exclude`) "
          "or are limited to (`allow`); a skipped tick's reason is `calendar:<name>`"),
 ]  # fmt: skip
+# Exactly one of cron and every; a zone only with cron, an anchor only with every (cronos.schedule_union).
+_ENTRY = {"oneOf": [
+    {"required": ["cron"], "properties": {"cron": {"type": "string"}, "every": {"type": "null"},
+                                          "anchor": {"type": "null"}}},
+    {"required": ["every"], "properties": {"every": {"type": "string"}, "cron": {"type": "null"},
+                                           "timezone": {"type": "null"}}},
+]}  # fmt: skip
+Schedules = Annotated[
+    list[Annotated[ScheduleEntry, Meta(extra_json_schema=_ENTRY)]],
+    Meta(max_length=MAX_ENTRIES, description="more schedules: the job fires at the union of its cron_expression (or "
+         "every) and each of these, `{cron, timezone?}` (zone default: the job's) or `{every, anchor?}`; an instant "
+         "two of them share is one tick (docs/schedules.md)"),
+]  # fmt: skip
 CatchupPerS = Annotated[
     float,
     Meta(gt=0, le=1_000_000, description="late runs of this job's catch-up at most this many a second (null: global)"),
@@ -180,6 +194,7 @@ class JobCreate(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     concurrency_group: GroupName | None = None
     hosts: Hosts | None = None
     chain: Chain | None = None
+    schedules: Schedules = []
 
 
 class JobPatch(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -215,6 +230,7 @@ class JobPatch(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     concurrency_group: GroupName | UnsetType | None = UNSET
     hosts: Hosts | UnsetType | None = UNSET
     chain: Chain | UnsetType | None = UNSET
+    schedules: Schedules | UnsetType = UNSET
 
     def changes(self) -> dict[str, Any]:
         changed = {f: v for f in self.__struct_fields__ if (v := getattr(self, f)) is not UNSET}

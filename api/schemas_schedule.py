@@ -11,6 +11,7 @@ import msgspec
 from msgspec import Meta
 
 from cronos.schedule_lint import LintWarning
+from cronos.schedule_union import ScheduleEntry
 
 DstKind = Literal["gap", "fold_once", "fold_first", "fold_second"]
 
@@ -52,6 +53,9 @@ class EditDiff(msgspec.Struct, kw_only=True):
 
     previous_cron_expression: str
     previous_timezone: str
+    previous_schedules: Annotated[
+        list[ScheduleEntry], Meta(description="the previous further schedules, when the edit compared unions")
+    ] = []
     until: datetime
     added: Annotated[list[FireTime], Meta(description="ticks the new schedule has and the previous one not")]
     removed: Annotated[list[FireTime], Meta(description="ticks the previous schedule has and the new one not")]

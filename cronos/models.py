@@ -14,6 +14,7 @@ import msgspec
 
 from cronos.errors import InvalidInput
 from cronos.rules import CalendarRef
+from cronos.schedule_union import ScheduleEntry
 
 JobKind = Literal["task", "http", "shell"]
 JobStatus = Literal["active", "paused", "completed", "expired"]
@@ -224,6 +225,8 @@ class Job(msgspec.Struct, kw_only=True):
     concurrency_group: str | None = None  # its runs start only with a slot of this group (cronos.store.groups)
     hosts: Hosts | None = None  # runs on every host (cronos.every_host); None: one run per tick
     chain: Chain | None = None  # when it runs after its parents: edges and a join (cronos.chains)
+    # More schedules: it fires at the union of its own and these (cronos.schedule_union).
+    schedules: list[ScheduleEntry] = []
 
 
 # A job's columns, as every statement that reads a job names them: Job's fields in their order
@@ -306,3 +309,4 @@ class DispatchJob(msgspec.Struct, kw_only=True, gc=False):
     name: str = ""  # blackout selectors name jobs
     calendars: tuple[CalendarRef, ...] = ()
     hosts: dict[str, Any] | None = None  # runs on every host (cronos.every_host); None: once a tick
+    schedules: tuple[ScheduleEntry, ...] = ()  # more schedules (cronos.schedule_union); the empty one is shared

@@ -10,7 +10,7 @@ base as a cron schedule is: every caller gets it through `job_schedule` / `sched
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
@@ -21,6 +21,7 @@ from cronos.interval import interval_of
 from cronos.rules import NO_RULES, Rules, Verdict
 from cronos.schedule import NEVER_AT
 from cronos.schedule_legacy import StoredSchedule, stored_schedule
+from cronos.schedule_union import ScheduleEntry, union_of
 
 NEVER = NEVER_AT  # the one "no fire time" instant, as `@never` answers it
 _TICK = timedelta(microseconds=1)
@@ -123,11 +124,12 @@ def job_schedule(
     anchor: datetime | None = None,
     key: str = "",
     parse: Callable[[str, str], tuple[Any, str | None]] = stored_schedule,
+    schedules: Sequence[ScheduleEntry] = (),
 ) -> tuple[Windowed, str | None]:
-    """A stored job's schedule (a one-off when `run_at` is set, an interval when `every` is)
-    clamped to its window, and the parser's notice for a stored expression it now refuses
-    (cronos.schedule_legacy). `key`: the job's name, which picks the values of an `H`
-    (cronos.hashed). Raises InvalidSchedule as `parse` does."""
+    """A stored job's schedule (a one-off when `run_at` is set, an interval when `every` is, with
+    its further `schedules` as one: cronos.schedule_union) clamped to its window, and the parser's
+    notice for a stored expression it now refuses (cronos.schedule_legacy). `key`: the job's name,
+    which picks the values of an `H` (cronos.hashed). Raises InvalidSchedule as `parse` does."""
     run_at, start_at, end_at = _aware(run_at), _aware(start_at), _aware(end_at)
     base: NextAfter
     notice = None
@@ -140,6 +142,8 @@ def job_schedule(
         parsed: StoredSchedule
         parsed, notice = parse(hashed(cron_expression, key), timezone)
         base = parsed
+    if run_at is None:
+        base = union_of(base, schedules, timezone, key, parse)
     return Windowed(base, start_at, end_at), notice
 
 
@@ -162,6 +166,8 @@ class Timed(Protocol):
     def anchor(self) -> datetime | None: ...
     @property
     def name(self) -> str: ...
+    @property
+    def schedules(self) -> Sequence[ScheduleEntry]: ...
 
 
 def schedule_of(
@@ -170,7 +176,7 @@ def schedule_of(
     """`job_schedule` of a job."""
     return job_schedule(
         job.cron_expression, job.timezone, run_at=job.run_at, start_at=job.start_at, end_at=job.end_at,
-        every=job.every, anchor=job.anchor, key=job.name, parse=parse,
+        every=job.every, anchor=job.anchor, key=job.name, parse=parse, schedules=job.schedules,
     )  # fmt: skip
 
 

@@ -18,12 +18,10 @@ from typing import Annotated, Any, Literal, Protocol
 import msgspec
 
 from cronos import delays
-from cronos.dst import fire_times
 from cronos.errors import InvalidSchedule
-from cronos.hashed import hashed
-from cronos.interval import interval_of
 from cronos.models import RunState, Trigger
-from cronos.schedule_legacy import stored_schedule
+from cronos.schedule_union import ScheduleEntry, as_entries
+from cronos.schedule_window import job_schedule
 
 Outcome = Literal["ran", "skipped", "pending", "none"]
 SegmentStatus = Literal["absent", "active", "paused", "deleted"]
@@ -69,6 +67,7 @@ class Segment(msgspec.Struct, frozen=True, kw_only=True):
     every: str | None = None  # an interval (cronos.interval) instead of the expression
     anchor: datetime | None = None
     name: str = ""  # the job's name then: it picks the values of an `H` (cronos.hashed)
+    schedules: tuple[ScheduleEntry, ...] = ()  # more schedules: the segment's ticks are the union
 
 
 class LedgerRow(msgspec.Struct, kw_only=True):
@@ -158,6 +157,7 @@ def _segment(
         start=start, end=end, revision=number, status=_STATUSES.get(status, "active"),
         cron_expression=str(fields.get("cron_expression") or ""), timezone=str(fields.get("timezone", "UTC")),
         every=None if every is None else str(every), anchor=_instant(anchor), name=str(fields.get("name") or ""),
+        schedules=as_entries(fields.get("schedules")),
     )  # fmt: skip
 
 
@@ -180,12 +180,12 @@ def plan(segs: Iterable[Segment], after: datetime, until: datetime, limit: int) 
         high = until if seg.end is None else min(until, seg.end)
         if low >= high or len(found) >= limit:
             continue
-        try:
-            if seg.every is not None:
-                times = fire_times(interval_of(seg.every, seg.anchor).next_after, low, high, limit - len(found))
-            else:
-                schedule, _notice = stored_schedule(hashed(seg.cron_expression, seg.name), seg.timezone)
-                times = schedule.fire_times(low, high, limit - len(found))
+        try:  # as the leader reads it (cronos.schedule_window)
+            expression = None if seg.every is not None else seg.cron_expression
+            schedule, _notice = job_schedule(
+                expression, seg.timezone, every=seg.every, anchor=seg.anchor, key=seg.name, schedules=seg.schedules
+            )
+            times = schedule.fire_times(low, high, limit - len(found))
         except (InvalidSchedule, OverflowError):
             continue
         found.extend((t, seg) for t in times)

@@ -29,9 +29,9 @@ import msgspec
 from cronos import health, metrics
 from cronos.aio import Foreground, Slices
 from cronos.errors import InvalidInput, InvalidSchedule, NotLeader
-from cronos.hashed import has_hash
 from cronos.models import DEFAULT_QUEUE
 from cronos.rules import EMPTY_BOOK, CalendarRef, RuleBook, Verdict
+from cronos.schedule_union import ScheduleEntry, any_hash, as_entries
 from cronos.schedule_window import job_schedule
 from cronos.store.db import translate_errors
 from cronos.store.health import HealthStore
@@ -69,6 +69,7 @@ class AuditedJob:
     ended_after: datetime | None = None  # ended by the leader: its last tick (none is expected after it)
     name: str = ""  # name, queue and calendars: which blackouts may hold its ticks back (cronos.rules)
     queue: str = DEFAULT_QUEUE
+    schedules: tuple[ScheduleEntry, ...] = ()  # more schedules (cronos.schedule_union)
     calendars: tuple[CalendarRef, ...] = ()
 
 
@@ -94,6 +95,7 @@ def _expected(job: AuditedJob, window: tuple[datetime, datetime]) -> list[dateti
             every=job.every,
             anchor=job.anchor,
             key=job.name,
+            schedules=job.schedules,
         )
     except (InvalidInput, InvalidSchedule):
         return None  # the dispatcher does not run it either (logged there)
@@ -106,9 +108,9 @@ def _expected(job: AuditedJob, window: tuple[datetime, datetime]) -> list[dateti
 def _same_ticks(job: AuditedJob, start: datetime) -> tuple[object, ...]:
     """What a job's expected ticks depend on: jobs alike share one computation."""
     born = job.created_at if job.run_at is None else min(job.created_at, job.run_at - _US)
-    key = job.name if job.cron_expression is not None and has_hash(job.cron_expression) else ""  # picks its `H`
+    key = job.name if any_hash(job.cron_expression, job.schedules) else ""  # picks its `H`
     return (job.cron_expression, job.timezone, job.run_at, job.start_at, job.end_at, job.every, job.anchor,
-            job.ended_after, max(start, born), key)  # fmt: skip
+            job.ended_after, max(start, born), key, job.schedules)  # fmt: skip
 
 
 def reconcile(
@@ -219,8 +221,10 @@ class Auditor:
                         continue  # the leader skips them too (cronos.store.ledger): none of their ticks is due
                     fields = {name: group[name] for name in _SCHEDULE_FIELDS}
                     # created_at: since when the jobs count (AUDIT_SCHEDULES' `after`), as reconcile reads it
-                    first = AuditedJob(id=0, created_at=group["after"], **fields)
-                    if first.cron_expression is not None and has_hash(first.cron_expression):
+                    first = AuditedJob(
+                        id=0, created_at=group["after"], schedules=as_entries(group["schedules"]), **fields
+                    )
+                    if any_hash(first.cron_expression, first.schedules):
                         due += await self._each_named(conn, first, group["ids"], window, result, memo)
                         continue  # each job's name picks its `H`: their ticks differ
                     ticks = memo[_same_ticks(first, start)] = _expected(first, window)

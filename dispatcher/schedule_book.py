@@ -23,24 +23,30 @@ from cronos.hashed import has_hash, hashed
 from cronos.models import DispatchJob
 from cronos.rules import EMPTY_BOOK, RuleBook
 from cronos.schedule_legacy import stored_schedule
+from cronos.schedule_union import any_hash
 from cronos.schedule_window import NEVER, Windowed, filtered, schedule_of
 from dispatcher.herds import Herds
 from dispatcher.planner import CATCH_UP_PER_S, JOB_ROUND_LIMIT, CatchUpPace, TickBatch, TickRound
 
-# (expression, time zone, run_at, start_at, end_at, every, anchor, the rules' key): jobs sharing a
-# schedule, its window and its calendars and blackouts (cronos.rules). An interval ignores the zone
-# (elapsed time): jobs with one every+anchor share a group.
+# (expression, time zone, run_at, start_at, end_at, every, anchor[, more schedules and the name when an
+# `H` in them picks values by it], the rules' key): jobs sharing a schedule, its window and its calendars
+# and blackouts (cronos.rules). An interval ignores the zone (elapsed time): jobs with one every+anchor
+# share a group.
 Key = tuple[object, ...]
 
 log = logging.getLogger("dispatcher.schedule_book")
 
 
 def _key(spec: DispatchJob) -> Key:
-    zone = "" if spec.every is not None else spec.timezone
+    entries = spec.schedules  # an entry's cron without a zone of its own is in the job's
+    zone = "" if spec.every is not None and not entries else spec.timezone
     expression = spec.cron_expression
     if expression is not None and has_hash(expression):  # `H`: its values are this job's (its name's)
         expression = hashed(expression, spec.name)
-    return (expression, zone, spec.run_at, spec.start_at, spec.end_at, spec.every, spec.anchor)
+    key = (expression, zone, spec.run_at, spec.start_at, spec.end_at, spec.every, spec.anchor)
+    if not entries:
+        return key
+    return (*key, entries, spec.name if any_hash(None, entries) else "")
 
 
 def _read(spec: DispatchJob) -> tuple[Any, ...]:

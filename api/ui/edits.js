@@ -34,6 +34,7 @@ export const FIELDS = {
   owner: "text",
   hosts: "json", // null: one run per tick (pages/form_hosts.js)
   chain: "json",
+  schedules: "json", // more schedules (pages/form_schedules.js)
 };
 
 /** Deep equality of JSON values; an object's key order does not matter. */

@@ -30,6 +30,7 @@ from cronos import selectors
 from cronos.client.jobs_file import Desired
 from cronos.models import TERMINAL_STATUSES, Chain
 from cronos.redact import redact_payload
+from cronos.schedule_union import as_entries
 
 TOOL = "cronos-apply"  # managed_by.tool of the jobs apply writes; --prune deletes only these
 _SCRYPT_N, _SCRYPT_R, _SCRYPT_P = 2**14, 8, 1  # ~16 MiB, tens of ms: costly to guess a weak secret
@@ -128,6 +129,11 @@ def _equal(field: str, want: Any, have: Any) -> bool:
     if field == "chain":
         try:
             return _chain(want) == _chain(have)
+        except msgspec.ValidationError:
+            return False  # the API says why
+    if field == "schedules" and isinstance(want, list) and isinstance(have, list):
+        try:  # entries alike however their anchors' offsets are written
+            return as_entries(want) == as_entries(have)
         except msgspec.ValidationError:
             return False  # the API says why
     if field in _INSTANTS and isinstance(want, str) and isinstance(have, str):

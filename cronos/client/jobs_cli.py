@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from cronos import schedule_union
 from cronos.client import (
     backfill_cli,
     breaker_cli,
@@ -58,6 +59,14 @@ def _id_list(raw: str) -> list[int]:
     return [int(p) for p in parts]
 
 
+def _schedules(raw: str) -> list[Any]:
+    """`0 8 * * 1-5; every 90m` -> the API's `schedules`; `` -> [] (none)."""
+    try:
+        return [msgspec.to_builtins(entry) for entry in schedule_union.parse_text(raw)]
+    except CronosError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def _field_options() -> dict[str, dict[str, Any]]:
     """argparse options per field a client sets, typed from the Job model (payload: a JSON object)."""
     info = msgspec.inspect.type_info(Job)
@@ -74,6 +83,9 @@ def _field_options() -> dict[str, dict[str, Any]]:
         elif field.name == "calendars":
             help_ = "calendars it names: NAME (exclude its days) or NAME:allow (only its days), comma-separated"
             options[field.name] = {"type": calendars_cli.calendar_refs, "help": help_}
+        elif field.name == "schedules":
+            help_ = "more schedules, `;`-separated: CRON, TZ=ZONE CRON or every DURATION (docs/schedules.md)"
+            options[field.name] = {"type": _schedules, "help": help_}
         elif isinstance(kind, msgspec.inspect.DictType):  # labels
             options[field.name] = {"type": labels_cli.labels, "help": "the job's labels: key=value, comma-separated"}
         elif isinstance(kind, msgspec.inspect.ListType):  # parents
@@ -195,10 +207,14 @@ def _jobs_table(jobs: list[dict[str, Any]]) -> str:
 
 
 def _schedule(job: dict[str, Any]) -> str:
-    """A cron expression, `every 1h30m` (an interval) or `once` (a one-off)."""
+    """A cron expression, `every 1h30m` (an interval) or `once` (a one-off), and its further schedules."""
     if job.get("every") is not None:
-        return f"every {job['every']}"
-    return str(job["cron_expression"]) if job.get("cron_expression") is not None else "once"
+        own = f"every {job['every']}"
+    else:
+        own = str(job["cron_expression"]) if job.get("cron_expression") is not None else "once"
+    if not job.get("schedules"):
+        return own
+    return f"{own}; {schedule_union.text_of(msgspec.convert(job['schedules'], list[schedule_union.ScheduleEntry]))}"
 
 
 def _show_job(job: dict[str, Any]) -> str:

@@ -29,6 +29,7 @@ from cronos.interval import canonical
 from cronos.payloads import PATTERN_MEANINGS, PAYLOAD_TYPES, check_payload, explain
 from cronos.redact import redact_payload
 from cronos.schedule import parse_schedule
+from cronos.schedule_union import as_entries, check_entries
 
 _VAR = re.compile(r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 ENV_PREFIX = "CRONOS_APPLY_"  # the only variables a file may read
@@ -237,6 +238,10 @@ def _check(fields: dict[str, Any]) -> None:
         fields["every"] = canonical(fields["every"])
     if fields.get("cron_expression") is not None:
         parse_schedule(hashed(fields["cron_expression"], str(fields.get("name") or "")), fields["timezone"])
+    if fields.get("schedules"):  # checked, intervals spelled as the API stores them
+        entries = check_entries(as_entries(fields["schedules"]), fields["timezone"], str(fields.get("name") or ""),
+                                parse_schedule)  # fmt: skip
+        fields["schedules"] = msgspec.to_builtins(entries)
     selectors.check_labels(fields.get("labels") or {})
     try:
         check_payload(fields["kind"], msgspec.convert(fields["payload"], PAYLOAD_TYPES[fields["kind"]]))

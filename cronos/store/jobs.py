@@ -58,7 +58,7 @@ _NULLABLE = (
 )
 
 # Recorded in the creation's revision only when not empty (issue 25: calendars).
-_EMPTY_UNLESS_SET = ("calendars",)
+_EMPTY_UNLESS_SET = ("calendars", "schedules")
 
 # bigint ids: anything larger cannot exist (and would make asyncpg raise).
 MAX_ID = 2**63 - 1
@@ -156,7 +156,8 @@ class JobStore:
                     await chains.check_parents(conn, None, fields["parents"])
                 await check_calendars(conn, fields.get("calendars", []))
                 try:
-                    left_out: dict[str, Any] = {"parents": [], "calendars": [], "labels": {}}  # a caller may omit them
+                    # a caller may omit them
+                    left_out: dict[str, Any] = {"parents": [], "calendars": [], "labels": {}, "schedules": []}
                     values = dict.fromkeys(_NULLABLE) | left_out | dict(fields)
                     row = await conn.fetchrow(
                         jobs_q.JOB_INSERT, *(values[name] for name in WRITABLE), instants.EARLIEST

@@ -9,6 +9,7 @@ import asyncpg
 import msgspec
 
 from cronos.models import JobKind, JobStatus, RunState
+from cronos.schedule_union import ScheduleEntry
 from cronos.store import pages
 from cronos.store.db import to_struct, translate_errors
 from cronos.store.queries import views as views_q
@@ -34,6 +35,7 @@ class JobRow(msgspec.Struct, kw_only=True):
     finished: int
     every: str | None = None  # an interval (cronos.interval)
     anchor: datetime | None = None
+    schedules: list[ScheduleEntry] = []  # more schedules (cronos.schedule_union)
 
 
 def name_pattern(search: str | None) -> str | None:

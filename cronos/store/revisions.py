@@ -25,10 +25,10 @@ import msgspec
 
 from cronos import metrics
 from cronos.errors import NotFound
-from cronos.hashed import has_hash
 from cronos.models import JOB_WRITABLE, SKIP_JOB_INACTIVE, SKIP_SCHEDULE_CHANGED, Job
 from cronos.redact import redact_payload
 from cronos.schedule import parse_schedule
+from cronos.schedule_union import any_hash
 from cronos.schedule_window import schedule_of
 from cronos.store.db import PageBounds, job_page, to_struct, translate_errors
 from cronos.store.queries import jobs as jobs_q
@@ -42,7 +42,7 @@ RevisionStatus = Literal["active", "paused", "deleted", "completed", "expired"]
 
 # Fields whose change gives the job a new schedule: ticks written ahead under the old one are
 # handed over and the cursor moves to the change instant.
-SCHEDULE_FIELDS = ("cron_expression", "timezone", "run_at", "start_at", "end_at", "every", "anchor")
+SCHEDULE_FIELDS = ("cron_expression", "timezone", "run_at", "start_at", "end_at", "every", "anchor", "schedules")
 
 
 def new_schedule(changed: Mapping[str, Any], job: Mapping[str, Any]) -> bool:
@@ -50,7 +50,7 @@ def new_schedule(changed: Mapping[str, Any], job: Mapping[str, Any]) -> bool:
     expression has an `H`, whose values its name picks (cronos.hashed)."""
     if any(f in changed for f in SCHEDULE_FIELDS):
         return True
-    return "name" in changed and has_hash(job.get("cron_expression") or "")
+    return "name" in changed and any_hash(job.get("cron_expression"), job.get("schedules") or ())
 
 
 _TICK = timedelta(microseconds=1)

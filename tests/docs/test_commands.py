@@ -185,6 +185,15 @@ def _intervals_ran(url: str) -> None:
     assert len(runs) >= 3 and all(s % 2000 == 0 or s % 3000 == 0 for s in seconds), runs
 
 
+def _union_ran(url: str) -> None:
+    """docs/schedules.md: the heartbeat's scheduled runs fell on the union of its 2 s and 3 s entries
+    (then its 5 s one), each tick once."""
+    runs = [run for run in _get(f"{url}/api/jobs/2/runs?limit=200")["items"] if run["trigger"] == "schedule"]
+    seconds = [int(datetime.fromisoformat(run["scheduled_for"]).timestamp() * 1000) for run in runs]
+    assert len(runs) >= 4 and all(s % 2000 == 0 or s % 3000 == 0 or s % 5000 == 0 for s in seconds), runs
+    assert len({(run["scheduled_for"], run["attempt"]) for run in runs}) == len(runs), "a shared tick ran once"
+
+
 def _output_kept(url: str) -> None:
     """docs/run-output.md: the report run's log and print lines, in the order written."""
     done = block_until(lambda: _ran(url, 1), timeout=30, what="the report run")
@@ -235,6 +244,7 @@ AFTERWARDS: dict[str, Callable[[str], None]] = {
     "docs/labels.md": _labelled,
     "docs/concurrency-groups.md": _grouped,
     "docs/intervals.md": _intervals_ran,
+    "docs/schedules.md": _union_ran,
     "docs/run-output.md": _output_kept,
     "docs/run-usage.md": _usage_kept,
     "docs/tracing.md": _traced,

@@ -311,3 +311,26 @@ def test_aliases_within_the_bound_still_load() -> None:
     assert job.fields["payload"] == {"action": "x", "target": "users"}
     wide = "x: &x [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]\ny: [" + ", ".join(["*x"] * 9000) + "]\n"  # 99,002 values
     assert len(parse("w.yaml", wide)["y"]) == 9000
+
+
+SCHEDULES = """
+jobs:
+  - name: office-sync
+    cron_expression: "0 8 * * 1-5"
+    schedules:
+      - {cron: "0 10 * * 6", timezone: UTC}
+      - {every: 90m, anchor: "2026-01-01T01:00:00+01:00"}
+    payload: {action: reindex}
+"""
+
+
+def test_schedules_are_checked_and_compare_as_the_api_stores_them() -> None:
+    first = plan(_desired(SCHEDULES), [], prune=False, salt=SALT)
+    assert first[0].body is not None and first[0].body["schedules"][1]["every"] == "1h30m"
+    stored = _stored(first)
+    stored[0]["schedules"][1] = {"every": "1h30m", "anchor": "2026-01-01T00:00:00Z"}  # the same instant in UTC
+    assert {a.step for a in plan(_desired(SCHEDULES), stored, prune=False, salt=SALT)} == {Step.UNCHANGED}
+    later = plan(_desired(SCHEDULES.replace("0 10 * * 6", "0 11 * * 6")), stored, prune=False, salt=SALT)
+    assert [a.changed for a in later] == [("schedules",)]
+    with pytest.raises(ApplyInvalid, match=r"job .office-sync.: \$\.schedules\[0\]\.cron"):
+        _desired(SCHEDULES.replace("0 10 * * 6", "0 25 * * 6"))

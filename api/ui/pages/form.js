@@ -13,6 +13,7 @@ import { chainFields } from "./form_chain.js";
 import { expectationFields } from "./form_expectations.js";
 import { hostsFields } from "./form_hosts.js";
 import { triggersSection } from "./job_triggers.js";
+import { parseSchedules, schedulesField, schedulesQuery } from "./form_schedules.js";
 import { HASHED, hashKey, lintNotes, previousOf } from "./schedule_lint.js";
 import { INTERVAL, INTERVAL_LABEL, intervalBody, intervalControls, intervalFields, previewInterval } from "./interval.js";
 
@@ -120,6 +121,8 @@ export async function formPage(main, [id]) {
       placeholder: unset });
   }
   for (const [name] of INSTANTS) controls[name] = text(name, value(name, null), { placeholder: "none" });
+  const more = schedulesField(job, field, h);
+  controls.schedules = more.control;
   const expect = expectationFields(job, field);
   controls.expectations = expect.first; // where a 422 on $.expectations.* is shown
   const hosts = hostsFields(job, field);
@@ -143,7 +146,11 @@ export async function formPage(main, [id]) {
   let asked = 0;
   async function checkSchedule() {
     const mine = ++asked;
-    if (interval()) return previewInterval(controls, controls.timezone.value, preview, problem, () => mine === asked);
+    problem("schedules", null);
+    const union = schedulesQuery(controls.schedules.value);
+    if (interval()) {
+      return previewInterval(controls, controls.timezone.value, preview, problem, () => mine === asked, union);
+    }
     if (oneOff()) {
       problem("cron_expression", null);
       const at = Date.parse(controls.run_at.value);
@@ -155,8 +162,9 @@ export async function formPage(main, [id]) {
     try {
       const data = await get(`/api/schedule/preview${query({
         cron_expression: controls.cron_expression.value, timezone: controls.timezone.value, count: 5,
-        ...hashKey(controls.cron_expression.value, controls.name.value),
+        ...hashKey(`${controls.cron_expression.value}\n${controls.schedules.value}`, controls.name.value),
         ...previousOf(job),
+        ...union,
       })}`);
       if (mine !== asked) return;
       problem("cron_expression", null);
@@ -170,7 +178,8 @@ export async function formPage(main, [id]) {
         ...lintNotes(data));
     } catch (error) {
       if (mine !== asked) return;
-      const name = error.field === "$.timezone" ? "timezone" : "cron_expression";
+      const name = error.field === "$.timezone" ? "timezone"
+        : /^(\$\.)?schedules/.test(error.field ?? "") ? "schedules" : "cron_expression";
       problem(name, error.message);
       replace(preview, h("p", { class: "muted" }, "No preview until the schedule is valid."));
     }
@@ -199,6 +208,7 @@ export async function formPage(main, [id]) {
     fields.cron_expression.hidden = oneOff() || interval();
     fields.run_at.hidden = !oneOff();
     fields.every.hidden = fields.anchor.hidden = !interval();
+    more.node.hidden = oneOff(); // a one-off has no other schedules
     checkSchedule();
   }
 
@@ -208,7 +218,10 @@ export async function formPage(main, [id]) {
   controls.run_at.addEventListener("input", later);
   for (const name of ["every", "anchor"]) controls[name].addEventListener("input", later);
   controls.timezone.addEventListener("input", later);
-  controls.name.addEventListener("input", () => { if (HASHED.test(controls.cron_expression.value)) later(); });
+  controls.schedules.addEventListener("input", later);
+  controls.name.addEventListener("input", () => {
+    if (HASHED.test(`${controls.cron_expression.value}\n${controls.schedules.value}`)) later();
+  });
   for (const name of ["start_at", "end_at", "max_runs"]) controls[name].addEventListener("input", later); // the note
   controls.schedule_type.addEventListener("change", showScheduleType);
   controls.payload.addEventListener("input", checkPayload);
@@ -229,7 +242,8 @@ export async function formPage(main, [id]) {
       fields.run_at,
       fields.every,
       fields.anchor,
-      field("timezone", "Time zone (IANA)", controls.timezone)),
+      field("timezone", "Time zone (IANA)", controls.timezone),
+      more.node),
     h("section", { class: "preview-box", "aria-label": "Schedule preview" }, preview),
     field("payload", "Payload (JSON)", controls.payload, "Secrets show as *** and are kept when sent back unchanged."),
     h("details", { id: "policies", open }, h("summary", {}, "Policies"),
@@ -282,9 +296,14 @@ export async function formPage(main, [id]) {
       problem("labels", "key=value pairs, separated by commas");
       return controls.labels.focus();
     }
+    const schedules = oneOff() ? [] : parseSchedules(controls.schedules.value);
+    if (schedules === undefined) {
+      problem("schedules", "each line a cron expression, TZ=Zone and one, or every DURATION");
+      return controls.schedules.focus();
+    }
     const chained = chain.value(problem);
     if (chained === undefined) return undefined;
-    const body = { payload, parents, calendars, labels, owner: controls.owner.value.trim() || null, chain: chained };
+    const body = { payload, parents, calendars, labels, schedules, owner: controls.owner.value.trim() || null, chain: chained };
     for (const name of ["name", "timezone", "kind", "status", "concurrency_policy", "misfire_policy", "queue"]) {
       body[name] = controls[name].value;
     }

@@ -25,11 +25,12 @@ export function intervalFields(field, controls) {
   };
 }
 
-/** Preview the interval into `preview`; `problem(name, message)` marks a field. False: a stale answer. */
-export async function previewInterval(controls, timezone, preview, problem, current) {
+/** Preview the interval (with `extra` in the query: more schedules) into `preview`; `problem(name, message)`
+ * marks a field. False: a stale answer. */
+export async function previewInterval(controls, timezone, preview, problem, current, extra = {}) {
   try {
     const data = await get(`/api/schedule/preview${query({
-      every: controls.every.value, anchor: controls.anchor.value.trim() || undefined, timezone, count: 5,
+      every: controls.every.value, anchor: controls.anchor.value.trim() || undefined, timezone, count: 5, ...extra,
     })}`);
     if (!current()) return;
     for (const name of ["every", "anchor", "timezone"]) problem(name, null);
@@ -39,7 +40,8 @@ export async function previewInterval(controls, timezone, preview, problem, curr
   } catch (error) {
     if (!current()) return;
     const field = (error.field ?? "").replace(/^\$\./, "");
-    problem(["anchor", "timezone"].includes(field) ? field : "every", error.message);
+    const name = field.startsWith("schedules") ? "schedules" : field;
+    problem(["anchor", "timezone", "schedules"].includes(name) ? name : "every", error.message);
     replace(preview, h("p", { class: "muted" }, "No preview until the interval is valid."));
   }
 }

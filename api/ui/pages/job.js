@@ -10,6 +10,7 @@ import { jobHistory } from "./job_history.js";
 import { jobRuleFields } from "./calendars.js";
 import { healthSection } from "./job_health.js";
 import { hashKey } from "./schedule_lint.js";
+import { schedulesText } from "./form_schedules.js";
 
 // The API's one start delay (from the tick) and its two parts; the page computes none of them.
 export function startDelay(run) {
@@ -74,6 +75,7 @@ async function recentTicks(id) {
 function definition(job) {
   return fields([
     ["Schedule", [h("code", {}, job.every ? `every ${job.every}` : job.cron_expression), ` in ${job.timezone}`]],
+    ...(job.schedules?.length ? [["More schedules", h("pre", { id: "schedules" }, schedulesText(job.schedules))]] : []),
     ["Kind", job.kind],
     ["Status", badge(job.status)],
     // The API shows secrets as "***" (write-only); the payload is shown as text, as received.
@@ -154,7 +156,8 @@ export async function jobPage(main, [id], alive) {
       try {
         const preview = await get(`/api/schedule/preview${query({
           cron_expression: job.cron_expression, timezone: job.timezone, count: 10, every: job.every, anchor: job.anchor,
-          ...hashKey(job.cron_expression, job.name),
+          ...hashKey(`${job.cron_expression ?? ""}\n${schedulesText(job.schedules)}`, job.name),
+          ...(job.schedules?.length ? { schedules: JSON.stringify(job.schedules) } : {}),
         })}`);
         replace(words, preview.description);
         firstFire = preview.fire_times.length ? new Date(preview.fire_times[0].at).getTime() : Infinity;

@@ -13,8 +13,9 @@ export function hashKey(expression, name) {
 }
 
 export function previousOf(job) {
-  return job?.cron_expression
-    ? { previous_cron_expression: job.cron_expression, previous_timezone: job.timezone, previous_job: job.name } : {};
+  if (!job?.cron_expression) return {};
+  const more = job.schedules?.length ? { previous_schedules: JSON.stringify(job.schedules) } : {};
+  return { previous_cron_expression: job.cron_expression, previous_timezone: job.timezone, previous_job: job.name, ...more };
 }
 
 function tick(t, sign) {

@@ -175,9 +175,9 @@ ORDER BY id
 # No filter: $1 last id seen (0 first), $2 page size, $3 finished runs the rate is over, $4 the
 # recent runs' bound.
 JOB_OVERVIEW = """
-WITH page AS (SELECT id, name, cron_expression, timezone, kind, status, every, anchor FROM jobs
+WITH page AS (SELECT id, name, cron_expression, timezone, kind, status, every, anchor, schedules FROM jobs
     WHERE id > $1 ORDER BY id LIMIT $2)
-SELECT p.id, p.name, p.cron_expression, p.timezone, p.kind, p.status, p.every, p.anchor,
+SELECT p.id, p.name, p.cron_expression, p.timezone, p.kind, p.status, p.every, p.anchor, p.schedules,
     l.id AS run_id, l.state AS run_state,
     l.scheduled_for AS run_scheduled_for, l.due_at AS run_due_at, l.started_at AS run_started_at,
     l.duration_ms AS run_duration_ms, s.completed, s.finished
@@ -195,9 +195,9 @@ ORDER BY p.id
 # A status ($1) only, through jobs_status_id (status, id) (PAGE_PLAN first): $2 last id seen, $3 page
 # size, $4 rate, $5 bound.
 JOB_OVERVIEW_STATUS = """
-WITH page AS (SELECT id, name, cron_expression, timezone, kind, status, every, anchor FROM jobs
+WITH page AS (SELECT id, name, cron_expression, timezone, kind, status, every, anchor, schedules FROM jobs
     WHERE status = $1 AND id > $2 ORDER BY id LIMIT $3)
-SELECT p.id, p.name, p.cron_expression, p.timezone, p.kind, p.status, p.every, p.anchor,
+SELECT p.id, p.name, p.cron_expression, p.timezone, p.kind, p.status, p.every, p.anchor, p.schedules,
     l.id AS run_id, l.state AS run_state,
     l.scheduled_for AS run_scheduled_for, l.due_at AS run_due_at, l.started_at AS run_started_at,
     l.duration_ms AS run_duration_ms, s.completed, s.finished
@@ -221,10 +221,10 @@ ORDER BY p.id
 # cursor (as JOB_LIST_SELECTED_INDEXED's).
 JOB_OVERVIEW_FILTERED = """
 WITH slice AS MATERIALIZED (SELECT id, status, name, labels FROM jobs WHERE id > $3 ORDER BY id LIMIT $8),
-    page AS (SELECT id, name, cron_expression, timezone, kind, status, every, anchor FROM jobs
+    page AS (SELECT id, name, cron_expression, timezone, kind, status, every, anchor, schedules FROM jobs
     WHERE id IN (SELECT id FROM slice WHERE ($1::text IS NULL OR status = $1) AND ($2::text IS NULL OR name ILIKE $2)
         AND ($7::jsonpath IS NULL OR labels @@ $7::jsonpath) ORDER BY id LIMIT $4))
-SELECT p.id, p.name, p.cron_expression, p.timezone, p.kind, p.status, p.every, p.anchor,
+SELECT p.id, p.name, p.cron_expression, p.timezone, p.kind, p.status, p.every, p.anchor, p.schedules,
     l.id AS run_id, l.state AS run_state,
     l.scheduled_for AS run_scheduled_for, l.due_at AS run_due_at, l.started_at AS run_started_at,
     l.duration_ms AS run_duration_ms, s.completed, s.finished, c.scanned, c.scanned_to
@@ -246,9 +246,9 @@ ORDER BY p.id
 JOB_OVERVIEW_SEARCHED = """
 WITH hits AS MATERIALIZED (SELECT id FROM jobs WHERE name ILIKE $2 AND ($1::text IS NULL OR status = $1)
     AND ($7::jsonpath IS NULL OR labels @@ $7::jsonpath)),
-    page AS (SELECT id, name, cron_expression, timezone, kind, status, every, anchor FROM jobs
+    page AS (SELECT id, name, cron_expression, timezone, kind, status, every, anchor, schedules FROM jobs
     WHERE id IN (SELECT id FROM hits WHERE id > $3 ORDER BY id LIMIT $4))
-SELECT p.id, p.name, p.cron_expression, p.timezone, p.kind, p.status, p.every, p.anchor,
+SELECT p.id, p.name, p.cron_expression, p.timezone, p.kind, p.status, p.every, p.anchor, p.schedules,
     l.id AS run_id, l.state AS run_state,
     l.scheduled_for AS run_scheduled_for, l.due_at AS run_due_at, l.started_at AS run_started_at,
     l.duration_ms AS run_duration_ms, s.completed, s.finished
@@ -267,9 +267,9 @@ ORDER BY p.id
 # $4 rate, $5 bound, $6 the selector.
 JOB_OVERVIEW_SELECTED = """
 WITH hits AS MATERIALIZED (SELECT id FROM jobs WHERE labels @@ $6::jsonpath AND ($1::text IS NULL OR status = $1)),
-    page AS (SELECT id, name, cron_expression, timezone, kind, status, every, anchor FROM jobs
+    page AS (SELECT id, name, cron_expression, timezone, kind, status, every, anchor, schedules FROM jobs
     WHERE id IN (SELECT id FROM hits WHERE id > $2 ORDER BY id LIMIT $3))
-SELECT p.id, p.name, p.cron_expression, p.timezone, p.kind, p.status, p.every, p.anchor,
+SELECT p.id, p.name, p.cron_expression, p.timezone, p.kind, p.status, p.every, p.anchor, p.schedules,
     l.id AS run_id, l.state AS run_state,
     l.scheduled_for AS run_scheduled_for, l.due_at AS run_due_at, l.started_at AS run_started_at,
     l.duration_ms AS run_duration_ms, s.completed, s.finished
@@ -297,9 +297,9 @@ ORDER BY p.id
 # picks the values of an `H` (cronos.hashed).
 TICK_REVISIONS = """
 SELECT job_id, number, kind, at, actor, status, fields,
-    CASE WHEN fields && ARRAY['cron_expression', 'timezone', 'every', 'anchor', 'name']
+    CASE WHEN fields && ARRAY['cron_expression', 'timezone', 'every', 'anchor', 'name', 'schedules']
         THEN (SELECT coalesce(jsonb_object_agg(key, value), '{}'::jsonb) FROM jsonb_each(changes)
-              WHERE key IN ('cron_expression', 'timezone', 'every', 'anchor', 'name'))
+              WHERE key IN ('cron_expression', 'timezone', 'every', 'anchor', 'name', 'schedules'))
         ELSE '{}'::jsonb END AS changes
 FROM job_revisions
 WHERE job_id = $1 AND (number = 1
@@ -325,6 +325,9 @@ SELECT coalesce((SELECT jsonb_build_object('cron_expression', changes -> 'cron_e
                  ORDER BY number DESC LIMIT 1), '{}'::jsonb)
     || coalesce((SELECT jsonb_build_object('name', changes -> 'name') FROM job_revisions
                  WHERE job_id = $1 AND number <= $2 AND 'name' = ANY(fields)
+                 ORDER BY number DESC LIMIT 1), '{}'::jsonb)
+    || coalesce((SELECT jsonb_build_object('schedules', changes -> 'schedules') FROM job_revisions
+                 WHERE job_id = $1 AND number <= $2 AND 'schedules' = ANY(fields)
                  ORDER BY number DESC LIMIT 1), '{}'::jsonb)
 """
 # How far the ledger is written for the job (its cursor); no row: the job was deleted.
