@@ -286,12 +286,12 @@ class Ticker:
                     batch.skip_reason,
                     batch.revision,
                     batch.ended,
+                    expires_at=batch.expires_at,
                     queues=batch.queues,
                     actions=batch.actions,
-                    graces=batch.graces,
                     counted=batch.runs.keys(),
                     shells=batch.shells,
-                    held_from=batch.held_from,
+                    held_at=batch.held_at,
                     now=now,
                 )
             finally:

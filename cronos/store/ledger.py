@@ -38,7 +38,7 @@ class QueuedRun(msgspec.Struct, frozen=True, array_like=True):
     due_ms: int
     queue: str = DEFAULT_QUEUE  # its job's: the stream its token goes to
     action: str | None = None  # its task job's payload.action (executors route on it)
-    grace_ms: int | None = None  # its job's misfire grace (its token's expires_ms follows)
+    expires_ms: int | None = None  # its stamped expiry (lifecycle.expiry), which its token carries
     shell: bool = False  # its job is a shell job (executors route on it)
     written_ms: int | UnsetType = UNSET  # when this leader wrote it, stamped only while traces are on
 
@@ -90,9 +90,15 @@ def _ms(instant: datetime) -> int:
     return (instant - _EPOCH) // timedelta(milliseconds=1)
 
 
-def _taken(row: Any, due_anew: datetime | None = None) -> QueuedRun:
+def _expires(row: Any) -> datetime:
+    """A taken run's expiry as stamped; one a leader of the release before wrote unstamped (a
+    rolling upgrade) gets it from its job's grace, as lifecycle.expiry stamps it."""
+    stamped: datetime | None = row["expires_at"]
+    return stamped if stamped is not None else lifecycle.expiry(row["due_at"], row["misfire_grace_s"])
+
+
+def _taken(row: Any, due_anew: datetime | None = None, expires_anew: datetime | None = None) -> QueuedRun:
     tick, due = _ms(row["scheduled_for"]), _ms(due_anew or row["due_at"])
-    grace = _ms_of(row["misfire_grace_s"])
     return QueuedRun(
         row["id"],
         row["job_id"],
@@ -102,21 +108,17 @@ def _taken(row: Any, due_anew: datetime | None = None) -> QueuedRun:
         due,
         row["queue"],
         row["action"],
-        grace,
+        _ms(expires_anew or _expires(row)),
         row["shell"],
     )
 
 
-def _ms_of(seconds: float) -> int:
-    return int(seconds * 1000)
-
-
 def _late_tick(row: Any, now: datetime) -> bool:
-    """A scheduled tick late beyond its grace at `now` (manual runs, retries and chain runs: their
+    """A scheduled tick past its stamped expiry at `now` (manual runs, retries and chain runs: their
     due time is their own): the misfire rule decides it, and one it keeps is due anew, now."""
     if row["trigger"] != "schedule" or row["attempt"] != 1:
         return False
-    return lifecycle.late_beyond_grace(row["due_at"], now, row["misfire_grace_s"])
+    return lifecycle.expired(_expires(row), now)
 
 
 def _stale(row: Any, now: datetime) -> bool:
@@ -185,27 +187,27 @@ class Ledger:
         revision: Sequence[int],
         ended: Mapping[int, tuple[str, int]] | None = None,
         *,
+        expires_at: Sequence[datetime],
         queues: Mapping[int, str] | None = None,
         actions: Mapping[int, str | None] | None = None,
-        graces: Mapping[int, float] | None = None,
         counted: Collection[int] = (),
         shells: Collection[int] = (),
-        held_from: Sequence[datetime | None] | None = None,
+        held_at: Sequence[datetime | None] | None = None,
         now: datetime | None = None,
     ) -> TickResult:
         """Insert ticks (queued or skipped), each with the job revision that planned it, and move
         each job's cursor to its newest one, in one fenced transaction. Jobs no longer active, or
         whose schedule changed after the revision that planned their ticks, get nothing. In the
         same transaction: the queued runs of the jobs in `counted` (those with a max_runs) are
-        counted, and the jobs in `ended` (id -> terminal status, planning revision) end. `queues`:
-        each job's queue (the stream its tokens go to), default otherwise; `actions`: each task
-        job's action (carried by its tokens); `graces`: each job's misfire grace in seconds (its
-        tokens carry when it ends); `shells`: the shell jobs (their tokens say so); `held_from`:
-        for each tick of a job that holds one pending run at most (lifecycle.one_pending), the due
-        time from which a run of the job not started and overdue at `now` (the round's instant;
-        None: this clock) holds it back (None: nothing does)."""
+        counted, and the jobs in `ended` (id -> terminal status, planning revision) end.
+        `expires_at`: each tick's expiry (lifecycle.expiry: stamped on its run, carried by its
+        token); `queues`: each job's queue (the stream its tokens go to), default otherwise;
+        `actions`: each task job's action (carried by its tokens); `shells`: the shell jobs (their
+        tokens say so); `held_at`: for each tick of a job that holds one pending run at most
+        (lifecycle.one_pending), the round's instant, at which a run of the job not started, not
+        expired and overdue at `now` (None: this clock) holds it back (None: nothing does)."""
         ended_ids: list[int] = []
-        held = [None] * len(job_ids) if held_from is None else list(held_from)
+        held = [None] * len(job_ids) if held_at is None else list(held_at)
 
         async def attempt() -> list[Any]:
             # Two writers whose batches share a job (a long catch-up spans batches) may lock its
@@ -222,6 +224,7 @@ class Ledger:
                     held,
                     SKIP_PENDING,
                     lifecycle.overdue_before(now or datetime.now(UTC)),
+                    expires_at,
                 )
                 runs = Counter(r["job_id"] for r in rows if r["state"] == "queued" and r["job_id"] in counted)
                 if runs:
@@ -237,7 +240,6 @@ class Ledger:
         rows = await retry_contention(attempt, "tick write")
         queue_of = queues or {}
         action_of = actions or {}
-        grace_of = {job_id: _ms_of(grace) for job_id, grace in (graces or {}).items()}
         queued = [
             QueuedRun(
                 r["id"],
@@ -248,7 +250,7 @@ class Ledger:
                 r["due_ms"],
                 queue_of.get(r["job_id"], DEFAULT_QUEUE),
                 action_of.get(r["job_id"]),
-                grace_of.get(r["job_id"]),
+                r["expires_ms"],
                 r["job_id"] in shells,
             )
             for r in rows
@@ -272,10 +274,14 @@ class Ledger:
                 if stale:
                     await conn.fetch(runs_q.RUNS_SKIP_QUEUED, sorted(stale), SKIP_MISFIRED)
                 push = sorted((r for r in rows if r["id"] not in stale), key=lambda r: (r["due_at"], r["id"]))
-                kept = {r["id"] for r in push if _late_tick(r, now)}
+                # A kept stale tick is due anew, now, with its grace as stamped (lifecycle.due_anew).
+                kept = {r["id"]: lifecycle.due_anew(r["due_at"], _expires(r), now) for r in push if _late_tick(r, now)}
                 if push:
-                    await conn.fetch(runs_q.OUTBOX_MARK, epoch, [r["id"] for r in push], sorted(kept), now)
-            return [_taken(r, now if r["id"] in kept else None) for r in push], len(stale)
+                    ids = sorted(kept)
+                    await conn.fetch(
+                        runs_q.OUTBOX_MARK, epoch, [r["id"] for r in push], ids, now, [kept[i] for i in ids]
+                    )
+            return [_taken(r, now, kept[r["id"]]) if r["id"] in kept else _taken(r) for r in push], len(stale)
 
         runs, misfired = await retry_contention(attempt, "outbox")
         metrics.RUNS_SKIPPED.labels(reason=SKIP_MISFIRED).inc(misfired)
