@@ -117,7 +117,7 @@ APPLIED_BY: dict[Event, tuple[tuple[str, tuple[str, ...]], ...]] = {
     Event.WOKEN: (("RUNS_WAKE", ("l.state",)),),
     Event.OVERLAPPED: (("RUNS_SKIP", ("l.state",)),),
     Event.MISFIRED: (("RUNS_SKIP_QUEUED", ("l.state",)),),
-    Event.EXPIRED: (("RUNS_SKIP", ("l.state",)), ("EXPIRE_PENDING", ("state",))),
+    Event.EXPIRED: (("RUNS_SKIP", ("l.state",)), ("EXPIRE_PENDING", ("q.state", "w.state"))),
     Event.HANDED_OVER: (("RUNS_SKIP_QUEUED", ("l.state",)),),
     Event.COMPLETED: (("FINISH_RUNS", ("u.current",)),),
     Event.FAILED: (("FINISH_RUNS", ("u.current",)),),
@@ -185,6 +185,7 @@ def test_no_run_statement_restates_the_grace_arithmetic(name: str) -> None:
 def test_the_statements_that_judge_lateness_compare_the_stamped_expiry(name: str) -> None:
     sql = " ".join(getattr(runs_q, name).split())
     assert re.search(r"\bexpires_at (?:<=|>) (?:clock_timestamp\(\)|now\(\)|t\.held_at)", sql), name
+    assert "due_at +" not in sql and "due_at -" not in sql, name
 
 
 @pytest.mark.parametrize("name", ["TICKS_WRITE", "RUN_INSERT_MANUAL", "RERUN_INSERT", "RUN_INSERT_RERUN", "RUNS_QUEUE"])

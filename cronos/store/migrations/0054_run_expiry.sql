@@ -21,10 +21,12 @@ BEGIN
 END
 $migration$;
 
--- The reaper reads pending runs by their expiry (EXPIRE_PENDING): the ones past it first, whatever
+-- The reaper reads queued runs by their expiry (EXPIRE_PENDING): the ones past it first, whatever
 -- each job's grace; the ones not stamped yet (written by a leader of the release before, during a
--- rolling upgrade) sort last and are stamped by the reaper (RUNS_UNSTAMPED).
-CREATE INDEX IF NOT EXISTS runs_pending_expiry ON runs (expires_at) WHERE state IN ('queued', 'waiting');
+-- rolling upgrade) sort last and are stamped by the reaper (RUNS_UNSTAMPED). Queued runs only:
+-- an index that held the waiting ones too was taken, with stale statistics, for the statements
+-- that read a job's waiting runs (each then read the whole backlog), which have their own.
+CREATE INDEX IF NOT EXISTS runs_queued_expiry ON runs (expires_at) WHERE state = 'queued';
 
 -- The tick write's probe of a job's pending run (one_pending) reads whether it has expired from
 -- the index alone, as it read its due time.

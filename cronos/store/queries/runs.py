@@ -193,8 +193,8 @@ WITH locked AS MATERIALIZED (
     SELECT id, state, scheduled_for FROM runs WHERE id = ANY($2::bigint[]) AND finished_at IS NULL
     ORDER BY id FOR NO KEY UPDATE)
 UPDATE runs r SET pushed_epoch = $1, due_at = CASE WHEN r.id = ANY($3::bigint[]) THEN $4 ELSE r.due_at END,
-       expires_at = coalesce((SELECT k.expires_at FROM unnest($3::bigint[], $5::timestamptz[]) AS k(id, expires_at)
-                              WHERE k.id = r.id), r.expires_at)
+       expires_at = CASE WHEN r.id = ANY($3::bigint[]) THEN ($5::timestamptz[])[array_position($3::bigint[], r.id)]
+                    ELSE r.expires_at END
 FROM locked l WHERE r.id = l.id AND r.scheduled_for = l.scheduled_for AND l.state = 'queued'
 RETURNING r.id
 """
@@ -555,15 +555,20 @@ LEFT JOIN LATERAL (
 ORDER BY w.job_id, w.scheduled_for, w.attempt
 """
 # queued or waiting -> skipped $2 (expired): runs still pending at their stamped expiry
-# (lifecycle.expired), $1 at most, the longest expired first, read in runs_pending_expiry's order
-# (whatever each job's grace: a backlog within its runs' graces is not read).
+# (lifecycle.expired), $1 at most of each, the longest expired first. The queued ones are read in
+# runs_queued_expiry's order, whatever each job's grace (a backlog within its runs' graces is not
+# read); waiting runs are few (one job's backlog behind its running run).
 EXPIRE_PENDING = """
-WITH pick AS MATERIALIZED (
-    SELECT id, scheduled_for FROM runs
-    WHERE state IN ('queued', 'waiting') AND expires_at <= now()
-    ORDER BY expires_at LIMIT $1 FOR NO KEY UPDATE SKIP LOCKED)
+WITH queued AS MATERIALIZED (
+    SELECT q.id, q.scheduled_for FROM runs q
+    WHERE q.state = 'queued' AND q.expires_at <= now()
+    ORDER BY q.expires_at LIMIT $1 FOR NO KEY UPDATE SKIP LOCKED),
+waiting AS MATERIALIZED (
+    SELECT w.id, w.scheduled_for FROM runs w
+    WHERE w.state = 'waiting' AND w.expires_at <= now()
+    ORDER BY w.expires_at LIMIT $1 FOR NO KEY UPDATE SKIP LOCKED)
 UPDATE runs r SET state = 'skipped', skip_reason = $2, finished_at = now()
-FROM pick e
+FROM (SELECT * FROM queued UNION ALL SELECT * FROM waiting) e
 WHERE r.id = e.id AND r.scheduled_for = e.scheduled_for
 RETURNING r.id, r.job_id
 """
@@ -571,9 +576,11 @@ RETURNING r.id, r.job_id
 # most, with what lifecycle.expiry stamps them from; RUNS_STAMP_EXPIRY writes it ($1 runs, $2
 # their ticks, $3 their expiries), before the reaper's EXPIRE_PENDING judges them.
 RUNS_UNSTAMPED = """
-SELECT r.id, r.scheduled_for, r.due_at, j.misfire_grace_s FROM runs r JOIN jobs j ON j.id = r.job_id
-WHERE r.state IN ('queued', 'waiting') AND r.expires_at IS NULL
-LIMIT $1
+SELECT r.id, r.scheduled_for, r.due_at, j.misfire_grace_s
+FROM (SELECT id, job_id, scheduled_for, due_at FROM runs WHERE state = 'queued' AND expires_at IS NULL LIMIT $1
+      UNION ALL
+      SELECT id, job_id, scheduled_for, due_at FROM runs WHERE state = 'waiting' AND expires_at IS NULL LIMIT $1) r
+JOIN jobs j ON j.id = r.job_id
 """
 RUNS_STAMP_EXPIRY = """
 UPDATE runs r SET expires_at = u.expires_at
