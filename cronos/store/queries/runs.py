@@ -577,9 +577,9 @@ RETURNING r.id, r.job_id
 # their ticks, $3 their expiries), before the reaper's EXPIRE_PENDING judges them.
 RUNS_UNSTAMPED = """
 SELECT r.id, r.scheduled_for, r.due_at, j.misfire_grace_s
-FROM (SELECT id, job_id, scheduled_for, due_at FROM runs WHERE state = 'queued' AND expires_at IS NULL LIMIT $1
+FROM ((SELECT id, job_id, scheduled_for, due_at FROM runs WHERE state = 'queued' AND expires_at IS NULL LIMIT $1)
       UNION ALL
-      SELECT id, job_id, scheduled_for, due_at FROM runs WHERE state = 'waiting' AND expires_at IS NULL LIMIT $1) r
+      (SELECT id, job_id, scheduled_for, due_at FROM runs WHERE state = 'waiting' AND expires_at IS NULL LIMIT $1)) r
 JOIN jobs j ON j.id = r.job_id
 """
 RUNS_STAMP_EXPIRY = """
