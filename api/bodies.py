@@ -286,7 +286,7 @@ def _payload_shape(kind: str, payload: dict[str, Any], policy: JobPolicy) -> Non
 
 def created_past_window(fields: dict[str, Any], now: datetime) -> bool:
     """A job created now would have no tick left: its window is over, or a one-off's run_at passed
-    more than its misfire grace ago."""
+    late beyond its misfire grace (lifecycle.late_beyond_grace)."""
     schedule, _notice = job_schedule(
         fields["cron_expression"],
         fields["timezone"],

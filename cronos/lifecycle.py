@@ -241,20 +241,36 @@ def startable(now_s: float, lease_until_s: float, expires_s: float | None) -> bo
 ON_TIME_S = 1.0
 
 
-def grace_over_before(now: datetime, grace_s: float) -> datetime:
-    """The due time before which a run is late beyond its grace at `now` (at least ON_TIME_S)."""
-    return now - timedelta(seconds=max(grace_s, ON_TIME_S))
+def grace(grace_s: float) -> timedelta:
+    """A job's misfire grace as runs are stamped with it: at least ON_TIME_S."""
+    return timedelta(seconds=max(grace_s, ON_TIME_S))
+
+
+def expiry(due_at: datetime, grace_s: float) -> datetime:
+    """The instant a run due at `due_at` is late beyond its misfire grace (at least ON_TIME_S):
+    stamped on the run once, when it is created (`runs.expires_at`, its token's `expires_ms`).
+    Every judgement of lateness compares an instant with it (`expired`), so a grace changed
+    afterwards applies to the runs created after the change, and no statement recomputes it."""
+    return due_at + grace(grace_s)
+
+
+def expired(expires_at: datetime, now: datetime) -> bool:
+    """Late beyond its grace at `now`: a run still pending then never starts (the reaper's pass
+    ends it, and so does a claim that comes later: a token held through an outage by a paused
+    executor), and a tick not written yet is judged by its misfire policy. A stale tick its
+    policy keeps is due anew when it is pushed again (`due_anew`)."""
+    return now >= expires_at
 
 
 def late_beyond_grace(due_at: datetime, now: datetime, grace_s: float) -> bool:
-    return due_at < grace_over_before(now, grace_s)
+    """A tick (or a run created from one) due at `due_at`, late beyond its grace at `now`."""
+    return expired(expiry(due_at, grace_s), now)
 
 
-def expired(due_at: datetime, now: datetime, grace_s: float) -> bool:
-    """A run still pending past its misfire grace (at least ON_TIME_S) never starts: the reaper's
-    pass ends it, and so does a claim that comes later (a token held through an outage by a paused
-    executor). A stale tick its misfire policy keeps is due anew when it is pushed again."""
-    return late_beyond_grace(due_at, now, grace_s)
+def due_anew(due_at: datetime, expires_at: datetime, now: datetime) -> datetime:
+    """The expiry of a stale tick its misfire policy still runs, made due anew at `now`: its
+    stamped grace (`expires_at - due_at`) from then, whatever its job's grace is now."""
+    return now + (expires_at - due_at)
 
 
 def misfire(
@@ -277,10 +293,10 @@ def misfire(
 def one_pending(misfire: MisfirePolicy, concurrency: ConcurrencyPolicy) -> bool:
     """Whether a job holds one pending run at most. Under the default policies (`run_once`,
     `forbid`) a tick due while an earlier run of its job has not started though overdue (queued
-    or waiting, due before `overdue_before`: more than a claim or a catch-up takes) and is within
-    its grace (`grace_over_before`) is written skipped SKIP_PENDING, as a misfired tick is: that
-    run stands for it, as `run_once` runs one
-    run for a lot and `forbid` never two at once. Offered more than the cluster runs, each such
+    or waiting, due before `overdue_before`: more than a claim or a catch-up takes) and has not
+    expired at the leader's round (`expired`) is written skipped SKIP_PENDING, as a misfired tick
+    is: that run stands for it, as `run_once` runs one run for a lot and `forbid` never two at once.
+    Offered more than the cluster runs, each such
     job keeps one token in its stream (the stream is as long as the jobs are many, not as the
     backlog is old) and the runs go round the jobs in due order (G8), instead of a backlog growing
     until every run expires. A run past its grace holds nothing back: the tick after it runs.
@@ -464,6 +480,7 @@ class NewRun:
     due_at: datetime
     revision: int | None
     parent_run_id: int | None = None
+    expires_at: datetime | None = None  # expiry(); None: stamped by the reaper (a run from the release before)
 
 
 @dataclass(frozen=True, slots=True)
@@ -479,21 +496,29 @@ class Ended:
     revision: int | None
     parent_run_id: int | None
     retry_delay_s: float | None = None
+    due_at: datetime | None = None
+    expires_at: datetime | None = None  # as stamped (None: not stamped, a run from the release before)
 
 
 def retry_of(run: Ended) -> NewRun | None:
-    """A failed run's next attempt: the same tick (and revision and parent), due after its backoff."""
+    """A failed run's next attempt: the same tick (and revision and parent), due after its backoff,
+    with the grace its tick was stamped with (`expires_at - due_at`)."""
     if run.state is not RunState.FAILED or run.retry_delay_s is None:
         return None
     due = run.finished_at + timedelta(seconds=run.retry_delay_s)
-    return NewRun(run.job_id, run.scheduled_for, run.attempt + 1, "retry", due, run.revision, run.parent_run_id)
+    expires = None if run.expires_at is None or run.due_at is None else due + (run.expires_at - run.due_at)
+    return NewRun(
+        run.job_id, run.scheduled_for, run.attempt + 1, "retry", due, run.revision, run.parent_run_id, expires
+    )
 
 
 class Edge(NamedTuple):
-    """A child job of a parent, as a chain run of it needs it (cronos.chains: when the edge fires)."""
+    """A child job of a parent, as a chain run of it needs it (cronos.chains: when the edge fires;
+    its grace stamps the run's expiry)."""
 
     child: int
     revision: int
+    grace_s: float
     on: ChainOn = chains.DEFAULT_ON
 
 
@@ -507,12 +532,12 @@ def chain_runs(ended: Sequence[Ended], children: Mapping[int, Sequence[Edge]]) -
     for run in sorted(ended, key=lambda r: r.id):
         if not chains.final(run.state, run.retry_delay_s is not None):
             continue
-        for child, revision, on in children.get(run.job_id, ()):
+        for child, revision, grace_s, on in children.get(run.job_id, ()):
             if not chains.fires(on, run.state):
                 continue
             tick = run.finished_at + timedelta(milliseconds=made.get(child, 0))
             made[child] = made.get(child, 0) + 1
-            runs.append(NewRun(child, tick, 1, "chain", tick, revision, run.id))
+            runs.append(NewRun(child, tick, 1, "chain", tick, revision, run.id, expiry(tick, grace_s)))
     return runs
 
 
@@ -548,6 +573,7 @@ class RerunFacts:
     parent_run_id: int | None
     newest_attempt: int  # the highest attempt number of its tick
     tick_unfinished: bool  # an attempt of its tick (this run included) is queued, waiting or running
+    grace_s: float = 0.0  # its job's misfire grace now (the new attempt is stamped with it)
 
 
 def rerun(run: RerunFacts) -> Rerun:
@@ -563,7 +589,9 @@ def rerun_of(run: RerunFacts, now: datetime) -> NewRun:
     """The attempt a retry by hand queues: the same tick (so the same idempotency key), revision
     and parent, numbered after the tick's newest attempt, due now."""
     attempt = max(run.newest_attempt, run.attempt) + 1
-    return NewRun(run.job_id, run.scheduled_for, attempt, "retry", now, run.revision, run.parent_run_id)
+    return NewRun(
+        run.job_id, run.scheduled_for, attempt, "retry", now, run.revision, run.parent_run_id, expiry(now, run.grace_s)
+    )
 
 
 # --- the end of a job -------------------------------------------------------------------------

@@ -31,10 +31,12 @@ class RunToken(msgspec.Struct, frozen=True, kw_only=True, array_like=False):
     # for one that has (executor.routing) before it locks or claims. None: not a task job, or a
     # token from an older leader (claimed as before).
     action: str | None = None
-    # UTC epoch ms past which the run's misfire grace is over (its due time plus the grace, at
-    # least ON_TIME_S, as claims and the reaper judge it): a token read later is acknowledged
-    # unclaimed (executor.pipeline), as the run can only end skipped "expired", which the leader's
-    # reaper does a page at a time. None: a token from an older leader (claimed as before).
+    # The run's expiry, UTC epoch ms: the instant stamped on it once, when it was created
+    # (cronos.lifecycle.expiry, runs.expires_at), which the claim and the reaper judge it by too:
+    # a token read later is acknowledged unclaimed (executor.pipeline), as the run can only end
+    # skipped "expired", which the leader's reaper does a page at a time. The release before
+    # pushed the same instant here (its due time plus its job's grace, at least ON_TIME_S). None:
+    # a token from an older leader: claimed, and the claim judges it by the run's stamped expiry.
     expires_ms: int | None = None
     # A shell job's run: an executor without CRONOS_ALLOW_SHELL=1 leaves the token for one with it
     # (executor.routing), as for a missing action. False from an older leader: claimed as before.

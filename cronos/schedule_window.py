@@ -18,6 +18,7 @@ from typing import Any, Protocol
 from cronos.dst import fire_times
 from cronos.hashed import hashed
 from cronos.interval import interval_of
+from cronos.lifecycle import late_beyond_grace
 from cronos.rules import NO_RULES, Rules, Verdict
 from cronos.schedule import NEVER_AT
 from cronos.schedule_legacy import StoredSchedule, stored_schedule
@@ -190,11 +191,12 @@ def window_over(
     schedule: Windowed, cursor: datetime, now: datetime, runs_left: int | None = None, *, grace_s: float = 0.0
 ) -> bool:
     """A job created (its cursor at `cursor`) at `now` has no tick left to run: created already
-    past its window, or a one-off whose instant passed more than `grace_s` ago."""
+    past its window, or a one-off whose instant is late beyond its grace `grace_s`."""
     if runs_left is not None and runs_left <= 0:
         return True
     if schedule.one_off:  # late within its grace it still runs; outside its window it never does
         assert isinstance(schedule.base, OneOff)
         run_at = schedule.base.run_at
-        return run_at < now - timedelta(seconds=grace_s) or schedule.next_after(run_at - _TICK) == NEVER
+        # Judged as the leader judges the tick when it writes it (lifecycle.late_beyond_grace).
+        return late_beyond_grace(run_at, now, grace_s) or schedule.next_after(run_at - _TICK) == NEVER
     return schedule.bounded and schedule.next_after(cursor) == NEVER

@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 from typing import Protocol
 
 from cronos.every_host import SKIP_PER_HOST, HostSpec, spec_of
-from cronos.lifecycle import ON_TIME_S, end_status, grace_over_before, jitter_s, misfire, one_pending, runs_allowed
+from cronos.lifecycle import ON_TIME_S, end_status, expiry, jitter_s, misfire, one_pending, runs_allowed
 from cronos.models import SKIP_MISFIRED, DispatchJob
 from cronos.rules import Verdict
 from cronos.schedule_window import Filtered, Windowed
@@ -41,9 +41,11 @@ class TickBatch:
     due_at: list[datetime] = field(default_factory=list)
     skip_reason: list[str | None] = field(default_factory=list)
     revision: list[int] = field(default_factory=list)  # the job revision that planned the tick
-    # Its job holds one pending run at most (lifecycle.one_pending): the tick is written skipped
-    # while a run of the job due in [this, the round's instant) has not started. None: it does not.
-    held_from: list[datetime | None] = field(default_factory=list)
+    expires_at: list[datetime] = field(default_factory=list)  # each tick's expiry (lifecycle.expiry), stamped once
+    # Its job holds one pending run at most (lifecycle.one_pending): the round's instant, at which
+    # the tick is written skipped while an overdue run of the job, not expired then, has not
+    # started. None: it does not.
+    held_at: list[datetime | None] = field(default_factory=list)
     cursors: dict[int, datetime] = field(default_factory=dict)
     # Jobs whose last tick is here (window over, max_runs reached, one-off done): job id ->
     # (terminal status, the revision that planned it).
@@ -51,7 +53,6 @@ class TickBatch:
     runs: dict[int, int] = field(default_factory=dict)  # queued runs of each job with a max_runs
     queues: dict[int, str] = field(default_factory=dict)  # each job's queue (the stream its tokens go to)
     actions: dict[int, str | None] = field(default_factory=dict)  # each task job's action (its tokens carry it)
-    graces: dict[int, float] = field(default_factory=dict)  # each job's misfire grace (its tokens carry its end)
     shells: set[int] = field(default_factory=set)  # the shell jobs (their tokens say so)
     # Per-host jobs (cronos.every_host): their ticks are written skipped SKIP_PER_HOST, each with a
     # run per chosen host beside it (the leader chooses from presence as it writes the batch).
@@ -204,11 +205,7 @@ class TickRound:
                         reasons = _reasons(job, ticks, verdicts, now, newest_here)
                         decided[(job.misfire_policy, job.misfire_grace_s)] = reasons
                     kept, ended = runs_allowed([r is None for r in reasons], job.runs_left)
-                    held_from = (
-                        grace_over_before(now, job.misfire_grace_s)
-                        if one_pending(job.misfire_policy, job.concurrency_policy)
-                        else None
-                    )
+                    held_at = now if one_pending(job.misfire_policy, job.concurrency_policy) else None
                     ran = 0
                     spec = None if job.hosts is None else spec_of(job.hosts)
                     for index, (tick, reason) in enumerate(zip(ticks[:kept], reasons, strict=False)):
@@ -231,14 +228,14 @@ class TickRound:
                         batch.job_ids.append(job.id)
                         batch.scheduled_for.append(tick)
                         batch.due_at.append(due)
+                        batch.expires_at.append(expiry(due, job.misfire_grace_s))
                         batch.skip_reason.append(reason)
                         batch.revision.append(job.revision)
-                        batch.held_from.append(held_from)
+                        batch.held_at.append(held_at)
                     if kept:
                         batch.cursors[job.id] = ticks[kept - 1]
                         batch.queues[job.id] = job.queue
                         batch.actions[job.id] = job.action
-                        batch.graces[job.id] = job.misfire_grace_s
                         if job.shell:
                             batch.shells.add(job.id)
                     if job.runs_left is not None:

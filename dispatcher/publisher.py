@@ -9,7 +9,7 @@ from collections import defaultdict
 from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
-from cronos import lifecycle, metrics, presence, redis_client
+from cronos import metrics, presence, redis_client
 from cronos.keys import Keys
 from cronos.messages import RunToken
 from cronos.models import DEFAULT_QUEUE
@@ -20,7 +20,6 @@ from cronos.stream import RunStream
 
 log = logging.getLogger("dispatcher.publisher")
 
-ON_TIME_MS = int(lifecycle.ON_TIME_S * 1000)  # the least grace a claim or the reaper grants
 # An orphaned queue is dropped once its newest entry is this old: one just named and pushed to
 # (after the pass read which queues jobs name) is never taken for an orphan.
 ORPHAN_AGE_MS = 60_000
@@ -39,7 +38,7 @@ def token_of(run: QueuedRun, epoch: int, *, due_ms: int | None) -> RunToken:
         epoch=epoch,
         due_ms=due_ms,
         action=run.action,
-        expires_ms=None if run.grace_ms is None else run.due_ms + max(run.grace_ms, ON_TIME_MS),
+        expires_ms=run.expires_ms,
         shell=run.shell,
         written_ms=run.written_ms,
         host=run.host,

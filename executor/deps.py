@@ -133,7 +133,7 @@ class Deps:
         for request in requests:
             run = request.reserved
             assert run is not None and run.lease_until is not None  # routed here by _reserved
-            expires_s = None if request.expires_ms is None else request.expires_ms / 1000
+            expires_s = None if run.expires_at is None else run.expires_at.timestamp()  # as stamped
             if lifecycle.startable(now, run.lease_until.timestamp(), expires_s):
                 startable.append(run)
             else:

@@ -164,9 +164,11 @@ async def _process(token: RunToken, entry: EntryRef, deps: Deps, *, retried: boo
 
 
 def past_grace(token: RunToken, now: float) -> bool:
-    """Read past its run's misfire grace (`now`: PostgreSQL's clock, unix time), with a margin for
-    the error of this node's estimate of that clock."""
-    return token.expires_ms is not None and now * 1000 > token.expires_ms + PAST_GRACE_MARGIN_MS
+    """Read past its run's stamped expiry (`now`: PostgreSQL's clock, unix time; lifecycle.expired),
+    with a margin for the error of this node's estimate of that clock. A token without it (from an
+    older leader) is claimed: the claim judges the run by its stamped expiry."""
+    # lifecycle.expired (now >= expires), in the token's ms: no datetime made per token
+    return token.expires_ms is not None and now * 1000 >= token.expires_ms + PAST_GRACE_MARGIN_MS
 
 
 def _due_ms(token: RunToken, now: float) -> int | None:
@@ -192,7 +194,7 @@ async def claim_run(deps: Deps, token: RunToken, due_ms: int | None, reserved: C
     """Steps 2-3: at the due instant, with an execution slot, the run reserved ahead starts, or
     the conditional claim (batched with every token due then); the job's concurrency policy
     decides overlaps (cronos.lifecycle)."""
-    request = ClaimRequest(token.run_id, token.scheduled_for_ms, reserved, token.expires_ms)
+    request = ClaimRequest(token.run_id, token.scheduled_for_ms, reserved)
     claim = await deps.gate.claim(request, due_ms)
     if isinstance(claim, Refused) and (reason := SKIP_REASONS.get(claim)) is not None:
         _child(metrics.RUNS_SKIPPED, reason=reason).inc()

@@ -29,6 +29,7 @@ import asyncpg
 import msgspec
 import redis.asyncio as aioredis
 
+from cronos import lifecycle
 from cronos.bench.common import Scratch, cronos_argv, delete_keys, drop_database, pct, proc_cpu_s, proc_peak_rss
 from cronos.keys import Keys
 from cronos.lifecycle import jitter_s
@@ -113,9 +114,10 @@ class Bench:
             "INSERT INTO jobs (name, cron_expression, status) VALUES ('manual', '0 0 1 1 *', 'paused') RETURNING id"
         )
         await pool.execute(
-            "INSERT INTO runs (job_id, scheduled_for, trigger, state, due_at)"
-            " VALUES ($1, now(), 'manual', 'queued', now())",
+            "INSERT INTO runs (job_id, scheduled_for, trigger, state, due_at, expires_at)"
+            " VALUES ($1, now(), 'manual', 'queued', now(), now() + $2::interval)",
             manual_job,
+            lifecycle.grace(60),  # the job's grace: the column's default
         )
         self.say(f"registered in {time.monotonic() - started:.1f}s; starting the leader (log: {self.log_path})")
         self._start_leader()

@@ -31,6 +31,7 @@ from typing import TypeVar
 
 import asyncpg
 
+from cronos import lifecycle
 from cronos.bench.common import Scratch, every_second_jobs, pct, proc_cpu_s, proc_name, say, scratch_database, table
 from cronos.settings import Settings
 from cronos.store.db import connect
@@ -103,7 +104,11 @@ async def _measure(pool: asyncpg.Pool, args: argparse.Namespace) -> int:
         tick = max(tick + timedelta(seconds=1), datetime.fromtimestamp(int(time.time()) + 2, UTC))
         ticks, n = [tick] * len(job_ids), len(job_ids)
         written = await _timed(
-            phases["tick write"], backend, ledger.write_ticks(epoch, job_ids, ticks, ticks, [None] * n, [1] * n)
+            phases["tick write"],
+            backend,
+            ledger.write_ticks(
+                epoch, job_ids, ticks, ticks, [None] * n, [1] * n, expires_at=[lifecycle.expiry(tick, 60)] * n
+            ),
         )
         ids = [queued.id for queued in written.queued]
         claim = functools.partial(_claim, runs, int(tick.timestamp() * 1000))

@@ -29,6 +29,7 @@ from typing import Any
 import asyncpg
 import msgspec
 
+from cronos import lifecycle
 from cronos.bench.common import (
     Scratch,
     clean_environ,
@@ -174,10 +175,11 @@ async def _wait_ready(client: Any, keys: Keys, k: int, procs: list[subprocess.Po
 
 async def _insert(pool: asyncpg.Pool, job_ids: list[int], scheduled_for: datetime) -> list[RunToken]:
     rows = await pool.fetch(
-        "INSERT INTO runs (job_id, scheduled_for, attempt, trigger, state, due_at, exclusive)"
-        " SELECT j, $2, 1, 'schedule', 'queued', $2, true FROM unnest($1::bigint[]) j RETURNING id, job_id",
+        "INSERT INTO runs (job_id, scheduled_for, attempt, trigger, state, due_at, exclusive, expires_at)"
+        " SELECT j, $2, 1, 'schedule', 'queued', $2, true, $3 FROM unnest($1::bigint[]) j RETURNING id, job_id",
         job_ids,
         scheduled_for,
+        lifecycle.expiry(scheduled_for, 60),  # the jobs' grace: the column's default
     )
     ms = int(scheduled_for.timestamp() * 1000)
     return [RunToken(run_id=r["id"], job_id=r["job_id"], scheduled_for_ms=ms) for r in rows]

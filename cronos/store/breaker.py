@@ -19,7 +19,7 @@ from typing import Any
 import asyncpg
 import msgspec
 
-from cronos import breaker
+from cronos import breaker, lifecycle
 from cronos.events import JobEvent, JobEventKind
 from cronos.models import Job
 from cronos.schedule_window import schedule_of
@@ -148,7 +148,7 @@ async def tend_held(
                 note = breaker.canary_note(current.pause_note, tick)
                 detail["scheduled_for"] = tick.isoformat()
                 job = await _set(conn, current, "paused", note, "triggered", detail)
-                run_id = await conn.fetchval(runs_q.CANARY_INSERT, job.id, tick)
+                run_id = await conn.fetchval(runs_q.CANARY_INSERT, job.id, tick, lifecycle.grace(job.misfire_grace_s))
                 await _tell(conn, job, JobEventKind.CANARY_BY_BREAKER, now, run_id, detail | {"run_id": run_id})
                 if run_id is not None:  # the leader's ticker pushes it as it pushes a manual run
                     await conn.execute(notifications_q.NOTIFY, _op("triggered", job.id))

@@ -67,16 +67,16 @@ class ClaimedRun(msgspec.Struct, kw_only=True):
     # Reserved ahead of its due time (`reserve`): its lease's end, which its start must precede
     # (lifecycle.startable); None: claimed at its due time, started then.
     lease_until: datetime | None = None
+    expires_at: datetime | None = None  # its stamped expiry (lifecycle.expiry), read when reserved
 
 
 class ClaimRequest(NamedTuple):
     """A run to claim and its tick (a token's scheduled_for_ms: the claim reads that day only);
-    with the run already reserved by this node, if it is, and its token's expiry instant."""
+    with the run already reserved by this node, if it is."""
 
     run_id: int
     scheduled_for_ms: int
     reserved: ClaimedRun | None = None
-    expires_ms: int | None = None
 
 
 Claim = ClaimedRun | Refused
@@ -92,6 +92,13 @@ class ClaimPlan:
     replace: dict[int, int] = field(default_factory=dict)  # job id -> the run that replaces its running one
 
 
+def _expires(row: asyncpg.Record) -> datetime:
+    """A run's stamped expiry; one a leader of the release before wrote unstamped (a rolling
+    upgrade) gets it from its job's grace, as lifecycle.expiry stamps it."""
+    stamped: datetime | None = row["expires_at"]
+    return stamped if stamped is not None else lifecycle.expiry(row["due_at"], row["misfire_grace_s"])
+
+
 def plan_claims(rows: Sequence[asyncpg.Record], ids: Sequence[int]) -> ClaimPlan:
     """Decide every run of CLAIM_FACTS' rows; runs of one job in tick order, each seeing the ones
     claimed before it as running (the newest first under `replace`: it supersedes the others)."""
@@ -102,7 +109,7 @@ def plan_claims(rows: Sequence[asyncpg.Record], ids: Sequence[int]) -> ClaimPlan
     for row in rows:
         if row["state"] != "queued":
             plan.refused[row["id"]] = Refused.NOT_QUEUED
-        elif lifecycle.expired(row["due_at"], row["now"], row["misfire_grace_s"]):
+        elif lifecycle.expired(_expires(row), row["now"]):
             plan.refused[row["id"]] = Refused.EXPIRED
         else:
             by_job[row["job_id"]].append(row)

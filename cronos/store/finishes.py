@@ -81,9 +81,12 @@ async def finish(
         if f["kind"] != "child":
             waiters[f["job_id"]].append(f)
         elif chains.joins(chain := joins.chain_of(f["chain"])):
-            joined[f["job_id"]].append(JoinChild(f["child_id"], f["child_revision"], tuple(f["child_parents"]), chain))
+            joined[f["job_id"]].append(
+                JoinChild(f["child_id"], f["child_revision"], tuple(f["child_parents"]), chain, f["child_grace_s"])
+            )
         else:
-            children[f["job_id"]].append(Edge(f["child_id"], f["child_revision"], chains.edge_on(chain, f["job_id"])))
+            edge = Edge(f["child_id"], f["child_revision"], f["child_grace_s"], chains.edge_on(chain, f["job_id"]))
+            children[f["job_id"]].append(edge)
     retries = [r for r in map(lifecycle.retry_of, ended) if r is not None]
     result = FinishResult(written={e.id for e in ended}, retried=len(retries))
     if retries:
@@ -131,7 +134,7 @@ _STATES = {state.value: state for state in RunState}  # a dict look-up: RunState
 def _ended(row: Any, retry_delay_s: float | None) -> Ended:
     return Ended(
         row["id"], row["job_id"], row["scheduled_for"], row["attempt"], _STATES[row["state"]], row["finished_at"],
-        row["revision"], row["parent_run_id"], retry_delay_s,
+        row["revision"], row["parent_run_id"], retry_delay_s, row["due_at"], row["expires_at"],
     )  # fmt: skip
 
 
@@ -145,16 +148,20 @@ async def _queue_chains(conn: Any, runs: list[NewRun]) -> int:
         written = {(r["job_id"], r["parent_run_id"]) for r in await conn.fetch(runs_q.RUNS_QUEUE, *_columns(runs))}
         queued += len(written)
         step = timedelta(milliseconds=len(runs))
-        runs = [
-            dataclasses.replace(r, scheduled_for=r.scheduled_for + step, due_at=r.due_at + step)
-            for r in runs
-            if (r.job_id, r.parent_run_id) not in written
-        ]
+        runs = [_moved(r, step) for r in runs if (r.job_id, r.parent_run_id) not in written]
     return queued
 
 
 _OUTCOME = ("run_id", "node_id", "state", "error", "traceback", "result", "duration_ms")  # FINISH_RUNS
-_NEW_RUN = ("job_id", "scheduled_for", "attempt", "trigger", "due_at", "revision", "parent_run_id")  # RUNS_QUEUE's
+# RUNS_QUEUE's
+_NEW_RUN = ("job_id", "scheduled_for", "attempt", "trigger", "due_at", "revision", "parent_run_id", "expires_at")
+
+
+def _moved(run: NewRun, step: timedelta) -> NewRun:
+    """A chain run whose tick was taken, a step later: its due time and expiry with it."""
+    expires = None if run.expires_at is None else run.expires_at + step
+    tick, due = run.scheduled_for + step, run.due_at + step
+    return dataclasses.replace(run, scheduled_for=tick, due_at=due, expires_at=expires)
 
 
 def _columns(runs: Sequence[NewRun]) -> list[list[Any]]:

@@ -17,7 +17,7 @@ from typing import Any
 import asyncpg
 import msgspec
 
-from cronos import inputs
+from cronos import inputs, lifecycle
 from cronos.errors import Conflict, NotFound
 from cronos.models import Job, Run
 from cronos.redact import redact_payload
@@ -55,12 +55,14 @@ async def trigger(
             guard(job.kind)  # 403 before the 422s
             overrides = check(job)
             if rerun is None:
-                row = await conn.fetchrow(runs_q.RUN_INSERT_MANUAL, job_id)
+                row = await conn.fetchrow(runs_q.RUN_INSERT_MANUAL, job_id, lifecycle.grace(job.misfire_grace_s))
             else:
                 await conn.execute(runs_q.RERUN_LOCK, job_id)
                 facts = await conn.fetchrow(runs_q.TICK_RERUN_FACTS, job_id, rerun.tick)
                 attempt = inputs.rerun_attempt(job_id, rerun.tick, facts["last"], facts["unfinished"], rerun.refusal)
-                row = await conn.fetchrow(runs_q.RUN_INSERT_RERUN, job_id, rerun.tick, attempt)
+                row = await conn.fetchrow(
+                    runs_q.RUN_INSERT_RERUN, job_id, rerun.tick, attempt, lifecycle.grace(job.misfire_grace_s)
+                )
             if row is None:  # the tick identity was taken meanwhile (the leader wrote that tick)
                 raise Conflict(f"job {job_id}: could not queue the run (its tick was taken meanwhile), try again")
             run = to_struct(row, Run)

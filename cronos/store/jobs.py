@@ -22,7 +22,7 @@ from typing import Any
 import asyncpg
 import msgspec
 
-from cronos import instants
+from cronos import instants, lifecycle
 from cronos.errors import Conflict, InvalidInput, NotFound
 from cronos.models import JOB_WRITABLE, TERMINAL_STATUSES, Job, ManagedBy, Run
 from cronos.redact import restore_secrets
@@ -393,8 +393,9 @@ class JobStore:
         with translate_errors():
             for _attempt in range(3):
                 async with self._pool.acquire() as conn, conn.transaction():
-                    guard(_job(await conn.fetchrow(jobs_q.JOB_GET, job_id), job_id).kind)
-                    row = await conn.fetchrow(runs_q.RUN_INSERT_MANUAL, job_id)
+                    job = _job(await conn.fetchrow(jobs_q.JOB_GET, job_id), job_id)
+                    guard(job.kind)
+                    row = await conn.fetchrow(runs_q.RUN_INSERT_MANUAL, job_id, lifecycle.grace(job.misfire_grace_s))
                     if row is None:
                         if not await conn.fetchval(jobs_q.JOB_EXISTS, job_id):
                             raise NotFound(f"job {job_id} not found")

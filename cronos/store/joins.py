@@ -20,7 +20,7 @@ from typing import Any
 import asyncpg
 import msgspec
 
-from cronos import chains
+from cronos import chains, lifecycle
 from cronos.chains import Arrival, Decision, Join
 from cronos.lifecycle import Ended
 from cronos.models import Chain, RunState
@@ -43,6 +43,7 @@ class JoinChild:
     revision: int
     parents: tuple[int, ...]
     chain: Chain
+    grace_s: float  # its misfire grace: its run's expiry (lifecycle.expiry)
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +53,7 @@ class _Decided:
     decision: Decision
     revision: int
     parent_run_id: int  # the arrival that decided it (the latest one at a timeout)
+    grace_s: float  # the child's misfire grace
 
 
 def chain_of(value: Any) -> Chain | None:
@@ -86,7 +88,7 @@ async def arrive(
         child = children[row["child_id"]]
         decision = chains.decide(child.parents, child.chain, _arrivals(row), timed_out=False)
         if decision.join is not Join.WAIT:
-            decided.append(_Decided(child.child, row["tick"], decision, child.revision, row["runs"][-1]))
+            decided.append(_Decided(child.child, row["tick"], decision, child.revision, row["runs"][-1], child.grace_s))
     return await _apply(conn, decided, [], now)
 
 
@@ -105,6 +107,7 @@ async def _apply(
             [d.revision for d in decided],
             [d.parent_run_id for d in decided],
             [d.decision.reason for d in decided],
+            [lifecycle.expiry(now, d.grace_s) for d in decided],
         )
         made = {(r["job_id"], r["scheduled_for"]): r["id"] for r in rows}
     marks = [
@@ -156,7 +159,11 @@ class JoinStore:
                     dropped.append((row["child_id"], row["tick"], why))
                     continue
                 decision = chains.decide(row["parents"], chain, _arrivals(row), timed_out=True)
-                decided.append(_Decided(row["child_id"], row["tick"], decision, row["revision"], row["runs"][-1]))
+                decided.append(
+                    _Decided(
+                        row["child_id"], row["tick"], decision, row["revision"], row["runs"][-1], row["misfire_grace_s"]
+                    )
+                )
             await notify(conn, await _apply(conn, decided, dropped, now))
         return len(rows)
 

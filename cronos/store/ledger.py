@@ -39,7 +39,7 @@ class QueuedRun(msgspec.Struct, frozen=True, array_like=True):
     due_ms: int
     queue: str = DEFAULT_QUEUE  # its job's: the stream its token goes to
     action: str | None = None  # its task job's payload.action (executors route on it)
-    grace_ms: int | None = None  # its job's misfire grace (its token's expires_ms follows)
+    expires_ms: int | None = None  # its stamped expiry (lifecycle.expiry), which its token carries
     shell: bool = False  # its job is a shell job (executors route on it)
     written_ms: int | UnsetType = UNSET  # when this leader wrote it, stamped only while traces are on
     host: str | None = None  # a per-host run's executor (cronos.every_host)
@@ -92,9 +92,15 @@ def _ms(instant: datetime) -> int:
     return (instant - _EPOCH) // timedelta(milliseconds=1)
 
 
-def _taken(row: Any, due_anew: datetime | None = None) -> QueuedRun:
+def _expires(row: Any) -> datetime:
+    """A taken run's expiry as stamped; one a leader of the release before wrote unstamped (a
+    rolling upgrade) gets it from its job's grace, as lifecycle.expiry stamps it."""
+    stamped: datetime | None = row["expires_at"]
+    return stamped if stamped is not None else lifecycle.expiry(row["due_at"], row["misfire_grace_s"])
+
+
+def _taken(row: Any, due_anew: datetime | None = None, expires_anew: datetime | None = None) -> QueuedRun:
     tick, due = _ms(row["scheduled_for"]), _ms(due_anew or row["due_at"])
-    grace = _ms_of(row["misfire_grace_s"])
     return QueuedRun(
         row["id"],
         row["job_id"],
@@ -104,22 +110,18 @@ def _taken(row: Any, due_anew: datetime | None = None) -> QueuedRun:
         due,
         row["queue"],
         row["action"],
-        grace,
+        _ms(expires_anew or _expires(row)),
         row["shell"],
         host=row["host"],
     )
 
 
-def _ms_of(seconds: float) -> int:
-    return int(seconds * 1000)
-
-
 def _late_tick(row: Any, now: datetime) -> bool:
-    """A scheduled tick late beyond its grace at `now` (manual runs, retries and chain runs: their
+    """A scheduled tick past its stamped expiry at `now` (manual runs, retries and chain runs: their
     due time is their own): the misfire rule decides it, and one it keeps is due anew, now."""
     if row["trigger"] != "schedule" or row["attempt"] != 1:
         return False
-    return lifecycle.late_beyond_grace(row["due_at"], now, row["misfire_grace_s"])
+    return lifecycle.expired(_expires(row), now)
 
 
 def _stale(row: Any, now: datetime) -> bool:
@@ -137,16 +139,17 @@ def _fan_out(
     scheduled_for: Sequence[datetime],
     due_at: Sequence[datetime],
     revision: Sequence[int],
+    expires_at: Sequence[datetime],
 ) -> tuple[list[Any], ...]:
     """The columns of the per-host runs (TICKS_FAN_OUT): one per host beside each per-host tick just written."""
     planned = {(j, _ms(t)): i for i, (j, t) in enumerate(zip(job_ids, scheduled_for, strict=True)) if j in hosts}
-    cols: tuple[list[Any], ...] = ([], [], [], [], [])
+    cols: tuple[list[Any], ...] = ([], [], [], [], [], [])
     for row in written:
         index = planned.get((row["job_id"], row["scheduled_for_ms"]))
         if index is None or row["skip_reason"] != SKIP_PER_HOST:
             continue
         for host in hosts[row["job_id"]]:
-            values = (job_ids[index], scheduled_for[index], due_at[index], revision[index], host)
+            values = (job_ids[index], scheduled_for[index], due_at[index], revision[index], host, expires_at[index])
             for col, value in zip(cols, values, strict=True):
                 col.append(value)
     return cols
@@ -210,12 +213,12 @@ class Ledger:
         revision: Sequence[int],
         ended: Mapping[int, tuple[str, int]] | None = None,
         *,
+        expires_at: Sequence[datetime],
         queues: Mapping[int, str] | None = None,
         actions: Mapping[int, str | None] | None = None,
-        graces: Mapping[int, float] | None = None,
         counted: Collection[int] = (),
         shells: Collection[int] = (),
-        held_from: Sequence[datetime | None] | None = None,
+        held_at: Sequence[datetime | None] | None = None,
         now: datetime | None = None,
         fan_out: Mapping[int, Sequence[str]] | None = None,
     ) -> TickResult:
@@ -223,16 +226,17 @@ class Ledger:
         each job's cursor to its newest one, in one fenced transaction. Jobs no longer active, or
         whose schedule changed after the revision that planned their ticks, get nothing. In the
         same transaction: the queued runs of the jobs in `counted` (those with a max_runs) are
-        counted, and the jobs in `ended` (id -> terminal status, planning revision) end. `queues`:
-        each job's queue (the stream its tokens go to), default otherwise; `actions`: each task
-        job's action (carried by its tokens); `graces`: each job's misfire grace in seconds (its
-        tokens carry when it ends); `shells`: the shell jobs (their tokens say so); `held_from`:
-        for each tick of a job that holds one pending run at most (lifecycle.one_pending), the due
-        time from which a run of the job not started and overdue at `now` (the round's instant;
-        None: this clock) holds it back (None: nothing does); `fan_out`: each per-host job's hosts
-        (cronos.every_host): a run per host beside each tick of it written here."""
+        counted, and the jobs in `ended` (id -> terminal status, planning revision) end.
+        `expires_at`: each tick's expiry (lifecycle.expiry: stamped on its run, carried by its
+        token); `queues`: each job's queue (the stream its tokens go to), default otherwise;
+        `actions`: each task job's action (carried by its tokens); `shells`: the shell jobs (their
+        tokens say so); `held_at`: for each tick of a job that holds one pending run at most
+        (lifecycle.one_pending), the round's instant, at which a run of the job not started, not
+        expired and overdue at `now` (None: this clock) holds it back (None: nothing does);
+        `fan_out`: each per-host job's hosts (cronos.every_host): a run per host beside each tick of it
+        written here, with its tick's expiry."""
         ended_ids: list[int] = []
-        held = [None] * len(job_ids) if held_from is None else list(held_from)
+        held = [None] * len(job_ids) if held_at is None else list(held_at)
 
         async def attempt() -> list[Any]:
             # Two writers whose batches share a job (a long catch-up spans batches) may lock its
@@ -249,9 +253,12 @@ class Ledger:
                     held,
                     SKIP_PENDING,
                     lifecycle.overdue_before(now or datetime.now(UTC)),
+                    expires_at,
                 )
-                if fan_out and (cols := _fan_out(rows, fan_out, job_ids, scheduled_for, due_at, revision))[0]:
-                    rows += await conn.fetch(runs_q.TICKS_FAN_OUT, epoch, *cols)
+                if fan_out:
+                    cols = _fan_out(rows, fan_out, job_ids, scheduled_for, due_at, revision, expires_at)
+                    if cols[0]:
+                        rows += await conn.fetch(runs_q.TICKS_FAN_OUT, epoch, *cols)
                 runs = Counter(r["job_id"] for r in rows if r["state"] == "queued" and r["job_id"] in counted)
                 if runs:
                     await conn.execute(jobs_q.JOBS_COUNT_RUNS, list(runs), list(runs.values()))
@@ -266,7 +273,6 @@ class Ledger:
         rows = await retry_contention(attempt, "tick write")
         queue_of = queues or {}
         action_of = actions or {}
-        grace_of = {job_id: _ms_of(grace) for job_id, grace in (graces or {}).items()}
         queued = [
             QueuedRun(
                 r["id"],
@@ -277,7 +283,7 @@ class Ledger:
                 r["due_ms"],
                 queue_of.get(r["job_id"], DEFAULT_QUEUE),
                 action_of.get(r["job_id"]),
-                grace_of.get(r["job_id"]),
+                r["expires_ms"],
                 r["job_id"] in shells,
                 host=r.get("host"),
             )
@@ -303,10 +309,14 @@ class Ledger:
                 if stale:
                     await conn.fetch(runs_q.RUNS_SKIP_QUEUED, sorted(stale), SKIP_MISFIRED)
                 push = sorted((r for r in rows if r["id"] not in stale), key=lambda r: (r["due_at"], r["id"]))
-                kept = {r["id"] for r in push if _late_tick(r, now)}
+                # A kept stale tick is due anew, now, with its grace as stamped (lifecycle.due_anew).
+                kept = {r["id"]: lifecycle.due_anew(r["due_at"], _expires(r), now) for r in push if _late_tick(r, now)}
                 if push:
-                    await conn.fetch(runs_q.OUTBOX_MARK, epoch, [r["id"] for r in push], sorted(kept), now)
-            return [_taken(r, now if r["id"] in kept else None) for r in push], len(stale)
+                    ids = sorted(kept)
+                    await conn.fetch(
+                        runs_q.OUTBOX_MARK, epoch, [r["id"] for r in push], ids, now, [kept[i] for i in ids]
+                    )
+            return [_taken(r, now, kept[r["id"]]) if r["id"] in kept else _taken(r) for r in push], len(stale)
 
         runs, misfired = await retry_contention(attempt, "outbox")
         metrics.RUNS_SKIPPED.labels(reason=SKIP_MISFIRED).inc(misfired)

@@ -34,6 +34,7 @@ def _facts(row: asyncpg.Record) -> RerunFacts:
         job_id=row["job_id"], scheduled_for=row["scheduled_for"], attempt=row["attempt"],
         state=RunState(row["state"]), revision=row["revision"], parent_run_id=row["parent_run_id"],
         newest_attempt=row["newest_attempt"], tick_unfinished=row["unfinished_run_id"] is not None,
+        grace_s=row["misfire_grace_s"],
     )  # fmt: skip
 
 
@@ -64,7 +65,7 @@ async def retry_run(pool: asyncpg.Pool, run_id: int, *, actor: str, guard: Guard
                 new = lifecycle.rerun_of(facts, row["now"])
                 inserted = await conn.fetchrow(
                     runs_q.RERUN_INSERT, new.job_id, new.scheduled_for, new.attempt, new.due_at, new.revision,
-                    new.parent_run_id,
+                    new.parent_run_id, new.expires_at,
                 )  # fmt: skip
                 if inserted is None:
                     continue

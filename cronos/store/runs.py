@@ -60,6 +60,17 @@ def window_ms(ticks_ms: Sequence[int] | None) -> Window:
     return window([_EPOCH + timedelta(milliseconds=ms) for ms in ticks_ms], timedelta(milliseconds=1))
 
 
+async def _stamp_unstamped(conn: asyncpg.Connection, limit: int) -> None:
+    """Pending runs a leader of the release before wrote without an expiry (a rolling upgrade)
+    get it, as lifecycle.expiry stamps every new run, before the reaper judges them."""
+    rows = await conn.fetch(runs_q.RUNS_UNSTAMPED, limit)
+    if rows:
+        expiries = [lifecycle.expiry(r["due_at"], r["misfire_grace_s"]) for r in rows]
+        await conn.execute(
+            runs_q.RUNS_STAMP_EXPIRY, [r["id"] for r in rows], [r["scheduled_for"] for r in rows], expiries
+        )
+
+
 class RunStore:
     def __init__(self, pool: asyncpg.Pool) -> None:
         self._pool = pool
@@ -204,6 +215,7 @@ class RunStore:
             lost = await conn.fetch(runs_q.LOST_RUNS, limit)
             outcomes = [self._lost(r) for r in lost]
             finished = await finishes.finish(conn, outcomes, window([o.scheduled_for for o in outcomes]))
+            await _stamp_unstamped(conn, limit)
             expired = await conn.fetch(runs_q.EXPIRE_PENDING, limit, SKIP_EXPIRED)
             if expired:  # a run woken with a group's slot that expired frees it
                 await groups.release(conn, [r["id"] for r in expired])

@@ -12,6 +12,7 @@ from typing import Any
 
 import asyncpg
 
+from cronos import lifecycle
 from cronos.messages import RunToken
 from cronos.models import Run
 from cronos.store.db import to_struct
@@ -64,15 +65,17 @@ async def insert_run(
     due_at: datetime | None = None,
     trigger: str = "schedule",
 ) -> RunToken:
-    row = await pool.fetchrow(
-        "INSERT INTO runs (job_id, scheduled_for, attempt, trigger, state, due_at, exclusive)"
-        " SELECT $1, $2, $3, $4, 'queued', coalesce($5, now()), concurrency_policy <> 'allow' FROM jobs WHERE id = $1"
-        " RETURNING id",
+    grace = lifecycle.grace(await pool.fetchval("SELECT misfire_grace_s FROM jobs WHERE id = $1", job_id))
+    row = await pool.fetchrow(  # stamped with its expiry as every insert of the store does (lifecycle.expiry)
+        "INSERT INTO runs (job_id, scheduled_for, attempt, trigger, state, due_at, exclusive, expires_at)"
+        " SELECT $1, $2, $3, $4, 'queued', coalesce($5, now()), concurrency_policy <> 'allow', coalesce($5, now()) + $6"
+        " FROM jobs WHERE id = $1 RETURNING id",
         job_id,
         scheduled_for,
         attempt,
         trigger,
         due_at,
+        grace,
     )
     return token_for(row["id"], job_id, scheduled_for, attempt, trigger)
 

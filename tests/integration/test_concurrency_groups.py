@@ -135,9 +135,12 @@ async def test_a_woken_run_that_does_not_start_hands_its_slot_on(pg_pool: asyncp
     last = await insert_run(pg_pool, c, at(-1))
     first = await store.claim([held.run_id], "a", 30)
     assert await store.claim([late.run_id, last.run_id], "a", 30) == [Refused.WAIT_GROUP, Refused.WAIT_GROUP]
-    # It waited past its grace before the slot came.
-    await pg_pool.execute("UPDATE jobs SET misfire_grace_s = 0 WHERE id = $1", b)
-    await pg_pool.execute("UPDATE runs SET due_at = now() - interval '5 seconds' WHERE id = $1", late.run_id)
+    # It waited past its grace (its stamped expiry) before the slot came.
+    await pg_pool.execute(
+        "UPDATE runs SET due_at = now() - interval '5 seconds', expires_at = now() - interval '4 seconds'"
+        " WHERE id = $1",
+        late.run_id,
+    )
     await store.finish([done(first[0])])
     assert (await state_of(pg_pool, late.run_id))[0] == "queued"  # woken, but past its grace now
     assert await store.claim([late.run_id], "a", 30) == [Refused.EXPIRED]

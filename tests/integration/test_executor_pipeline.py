@@ -147,6 +147,27 @@ async def test_a_token_read_past_its_runs_grace_is_acknowledged_without_a_lock_o
     assert (await harness.stream.info()).pending == 0  # both acknowledged
 
 
+async def test_a_token_of_an_older_leader_without_an_expiry_is_judged_by_its_runs_stamped_one(
+    harness: Harness, executor: Factory
+) -> None:
+    """A token pushed by the release before expiries were carried (no `expires_ms`: a rolling
+    upgrade) is claimed, and the claim judges its run by the expiry stamped on it: past it, the run
+    ends skipped "expired" unstarted; within it, the run runs."""
+    late_job = await harness.job(payload={"action": "test.count"}, misfire_grace_s=60)
+    fresh_job = await harness.job(payload={"action": "test.count"}, misfire_grace_s=60)
+    due = datetime.now(UTC) - timedelta(seconds=120)  # stamped to expire 60 s ago
+    late = await insert_run(harness.pool, late_job, tick(0), due_at=due)
+    fresh = await insert_run(harness.pool, fresh_job, tick(0))
+    assert late.expires_ms is None and fresh.expires_ms is None
+    await harness.stream.publish([late, fresh])
+    async with executor() as ex:
+        counts = await ex.run_once()
+    assert counts == {"expired": 1, "completed": 1}
+    (left,) = await harness.runs(late_job)
+    assert (left.state, left.skip_reason, EXECUTIONS[late.run_id]) == ("skipped", "expired", 0)
+    assert [r.state for r in await harness.runs(fresh_job)] == ["completed"]
+
+
 async def test_two_executors_racing_for_one_token_run_it_once(harness: Harness, executor: Factory) -> None:
     job = await harness.job(payload={"action": "test.count"})
     token = await harness.queue(job)

@@ -70,6 +70,13 @@ NODES = ("exec-a", "exec-b")
 INTRUDER = "exec-x"  # a node that never owned anything
 TICKS = 4  # tick n is BASE + n minutes
 GRACE_S = 3600.0  # every job's misfire grace
+
+
+def expiry(due_at: datetime) -> datetime:
+    """The expiry the leader stamps on a tick due at `due_at` (lifecycle.expiry, GRACE_S)."""
+    return lifecycle.expiry(due_at, GRACE_S)
+
+
 LEASE_S = 60.0  # far longer than an example: a lease ends only when the machine expires it
 FAR_S = 1e8  # a retry backoff or delay due in ~3 years: never late, never overdue
 UNTIL = datetime(2100, 1, 1, tzinfo=UTC)  # the outbox's horizon: every queued run is due by then
@@ -158,6 +165,19 @@ class Model:
         return found
 
 
+# A run made due two hours ago, with the expiry it was stamped with then (GRACE_S after).
+LATE_BEYOND_GRACE = (
+    "UPDATE runs SET due_at = now() - interval '2 hours', expires_at = now() - interval '1 hour' WHERE id = $1"
+)
+
+
+def _expired(run: MRun, at: datetime) -> bool:
+    """lifecycle.expired by the expiry stamped on the run (every job's grace is GRACE_S, and each
+    change of a run's due time the machine makes moves its stamp with it: `diffs` checks)."""
+    assert run.due_at is not None
+    return lifecycle.expired(lifecycle.expiry(run.due_at, GRACE_S), at)
+
+
 def _skip(run: MRun, reason: str) -> None:
     run.state, run.skip_reason = RunState.SKIPPED, reason
 
@@ -175,7 +195,7 @@ def predict_claim(m: Model, keys: list[Key], node: str, at: datetime) -> list[An
         run = m.runs[key]
         if run.state is not Q:
             decided[key] = Refused.NOT_QUEUED
-        elif run.due_at is not None and lifecycle.expired(run.due_at, at, GRACE_S):
+        elif run.due_at is not None and _expired(run, at):
             _skip(run, SKIP_EXPIRED)  # a token held past the run's grace (lifecycle.expired)
             decided[key] = Refused.EXPIRED
         else:
@@ -227,7 +247,7 @@ def predict_reserve(m: Model, keys: list[Key], node: str, at: datetime) -> list[
         if lifecycle.claims_at_once(
             job.policy,  # type: ignore[arg-type]
             running=bool(m.running_exclusive(key[0])),
-            expired_=lifecycle.expired(run.due_at, at, GRACE_S),
+            expired_=_expired(run, at),
             of_job_in_batch=of_job[key[0]],
         ):
             reserved.add(key)
@@ -312,8 +332,7 @@ def predict_reap(m: Model, at: datetime) -> tuple[int, int, int]:
     written, retried, _, _ = predict_finish(m, outcomes, at)
     expired = 0
     for run in m.runs.values():
-        past_grace = run.due_at is not None and run.due_at + timedelta(seconds=GRACE_S) < at
-        if run.state in lifecycle.PENDING and past_grace:
+        if run.state in lifecycle.PENDING and run.due_at is not None and _expired(run, at):
             _skip(run, SKIP_EXPIRED)
             expired += 1
     return len(written), expired, retried, len(released)
@@ -328,7 +347,7 @@ def predict_take(m: Model, at: datetime) -> tuple[list[int], int]:
     for key in rows:
         run, job = m.runs[key], m.jobs[key[0]]
         assert run.due_at is not None and run.due_at <= UNTIL
-        if run.trigger == "schedule" and key[2] == 1 and lifecycle.late_beyond_grace(run.due_at, at, GRACE_S):
+        if run.trigger == "schedule" and key[2] == 1 and _expired(run, at):
             newest = job.cursor is not None and key[1] >= job.cursor
             if not lifecycle.stale_tick_runs(job.misfire_policy, newest_written=newest):  # type: ignore[arg-type]
                 stale.add(key)
@@ -480,6 +499,7 @@ class Row:
     error: str | None
     started_at: datetime | None
     finished_at: datetime | None
+    expires_at: datetime | None
 
     @property
     def key(self) -> Key:
@@ -500,7 +520,7 @@ class Snapshot:
 ROWS = (
     "SELECT id, job_id, scheduled_for, attempt, trigger, state, due_at, node_id, pushed_epoch, exclusive,"
     " CASE WHEN lease_until IS NULL THEN NULL WHEN lease_until < now() THEN 'expired' ELSE 'live' END AS lease,"
-    " skip_reason, error, started_at, finished_at FROM runs ORDER BY id"
+    " skip_reason, error, started_at, finished_at, expires_at FROM runs ORDER BY id"
 )
 JOBS = "SELECT id, status, last_scheduled_for, revision FROM jobs ORDER BY id"
 EXCLUSIVE = "SELECT job_id, run_id FROM runs_running_exclusive"
@@ -551,6 +571,8 @@ def diffs(m: Model, s: Snapshot) -> list[str]:
             failed = db[run.retry_of[0]]
             assert failed.finished_at is not None
             expected["due_at"] = failed.finished_at + timedelta(seconds=run.retry_of[1])
+        if row.state in {s.value for s in lifecycle.PENDING}:  # stamped once, when written (lifecycle.expiry)
+            expected["expires_at"] = lifecycle.expiry(row.due_at, GRACE_S)
         for name, value in expected.items():
             if getattr(row, name) != value:
                 out.append(f"{key} (run {row.id}): {name} is {getattr(row, name)!r}, the model says {value!r}")
@@ -920,7 +942,7 @@ class LifecycleMachine(RuleBasedStateMachine):
         self.fenced(
             "first ticks",
             False,
-            lambda e: self.ledger.write_ticks(e, *cols, revisions),
+            lambda e: self.ledger.write_ticks(e, *cols, revisions, expires_at=[expiry(t[2]) for t in first]),
             lambda m, _at: predict_write(m, first),
             lambda r, snap: (frozenset({r.id: r for r in snap.rows}[q.id].key for q in r.queued), r.skipped),
         )
@@ -966,7 +988,7 @@ class LifecycleMachine(RuleBasedStateMachine):
         def call(epoch: int) -> Awaitable[Any]:
             return self.ledger.write_ticks(
                 epoch, [t[0] for t in written], [t[1] for t in written], [t[2] for t in written],
-                [t[3] for t in written], revisions,
+                [t[3] for t in written], revisions, expires_at=[expiry(t[2]) for t in written],
             )  # fmt: skip
 
         def normal(result: Any, snap: Snapshot) -> Any:
@@ -1314,13 +1336,18 @@ class LifecycleMachine(RuleBasedStateMachine):
         late = LATENESS[lateness]
         assert late is not None
         due = now() - late
-        sql = "UPDATE runs SET due_at = $2 WHERE id = $1 AND state IN ('queued', 'waiting')"
+        # As if written that long ago: its stamped expiry with it.
+        sql = "UPDATE runs SET due_at = $2, expires_at = $3 WHERE id = $1 AND state IN ('queued', 'waiting')"
 
         def predict(m: Model, _at: datetime) -> None:
             m.runs[key].due_at = due
 
         self.step(
-            "time passes", None, lambda: self.pool.execute(sql, self.id_of(key), due), predict, lambda _r, _s: None
+            "time passes",
+            None,
+            lambda: self.pool.execute(sql, self.id_of(key), due, lifecycle.expiry(due, GRACE_S)),
+            predict,
+            lambda _r, _s: None,
         )
 
     # -- the API ------------------------------------------------------------------------------
@@ -1529,7 +1556,7 @@ async def test_buffer_one_batch_counts_a_run_already_waiting(pg_pool: asyncpg.Po
     assert await store.claim([t[2].run_id], "b", LEASE_S) == [Refused.WAIT]
     assert await store.claim([t[1].run_id], "b", LEASE_S) == [Refused.WAIT]  # no waiting run before it
     assert (await store.finish([Outcome(run_id=t[0].run_id, node_id="a", state="completed")])).woken == 1
-    await pg_pool.execute("UPDATE runs SET due_at = now() - interval '2 hours' WHERE id = $1", t[1].run_id)
+    await pg_pool.execute(LATE_BEYOND_GRACE, t[1].run_id)
     assert (await store.reap(1)).expired == 1  # tick 1 expired unclaimed: tick 2 waits with nothing ahead
     first, second = await store.claim([t[3].run_id, t[4].run_id], "c", LEASE_S)
     assert isinstance(first, ClaimedRun)
@@ -1547,7 +1574,7 @@ async def test_a_stranded_waiting_run_is_woken_by_the_second_sweep(pg_pool: asyn
     assert isinstance((await store.claim([t[0].run_id], "a", LEASE_S))[0], ClaimedRun)
     assert await store.claim([t[1].run_id, t[2].run_id], "b", LEASE_S) == [Refused.WAIT, Refused.WAIT]
     assert (await store.finish([Outcome(run_id=t[0].run_id, node_id="a", state="completed")])).woken == 1
-    await pg_pool.execute("UPDATE runs SET due_at = now() - interval '2 hours' WHERE id = $1", t[1].run_id)
+    await pg_pool.execute(LATE_BEYOND_GRACE, t[1].run_id)
     assert (await store.reap(1)).expired == 1  # the woken run expired unclaimed: tick 2 has nothing ahead
     first = await store.sweep_waiters(1)
     assert (first.woken, first.stranded) == (0, frozenset({t[2].run_id}))

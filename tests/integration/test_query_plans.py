@@ -51,9 +51,10 @@ async def backlog(pg_pool: asyncpg.Pool) -> list[int]:
 
 async def _insert_runs(conn: Any, first: int, last: int, state: str) -> None:
     await conn.execute(
-        "INSERT INTO runs (job_id, scheduled_for, attempt, trigger, state, due_at, exclusive, pushed_epoch)"
+        "INSERT INTO runs (job_id, scheduled_for, attempt, trigger, state, due_at, exclusive, pushed_epoch, expires_at)"
         " SELECT (SELECT min(id) FROM jobs) + g % 100, now() - interval '1 day' + g * interval '1 ms', 1,"
-        " 'schedule', $3, now() - interval '10 s', true, 1 FROM generate_series($1::int, $2::int) g",
+        " 'schedule', $3, now() - interval '10 s', true, 1, now() + interval '3590 s'"  # within its 3600 s grace
+        " FROM generate_series($1::int, $2::int) g",
         first,
         last,
         state,
@@ -111,7 +112,7 @@ async def _new_runs(pool: asyncpg.Pool, ids: list[int]) -> tuple[Any, ...]:
     rows = await pool.fetch("SELECT job_id, scheduled_for FROM runs WHERE id = ANY($1) ORDER BY id", ids)
     n, now = len(rows), datetime.now(UTC)
     return ([r["job_id"] for r in rows], [r["scheduled_for"] for r in rows], [2] * n, ["retry"] * n, [now] * n,
-            [1] * n, [None] * n)  # fmt: skip
+            [1] * n, [None] * n, [now + timedelta(hours=1)] * n)  # fmt: skip
 
 
 async def test_batch_statements_read_rows_in_proportion_to_the_batch(pg_pool: asyncpg.Pool, backlog: list[int]) -> None:
@@ -134,7 +135,7 @@ async def test_batch_statements_read_rows_in_proportion_to_the_batch(pg_pool: as
         "RUNS_QUEUE": (runs_q.RUNS_QUEUE, await _new_runs(pg_pool, batch)),
         # the outbox after an election: every queued run back in it, a page taken in due order
         "OUTBOX_TAKE": (runs_q.OUTBOX_TAKE, (datetime.now(UTC), BATCH)),
-        "OUTBOX_MARK": (runs_q.OUTBOX_MARK, (2, batch, batch[:10], datetime.now(UTC))),
+        "OUTBOX_MARK": (runs_q.OUTBOX_MARK, (2, batch, batch[:10], datetime.now(UTC), [datetime.now(UTC)] * 10)),
         # an election's unmark, one page of the backlog (the Ledger pages through it by id)
         "OUTBOX_UNMARK": (runs_q.OUTBOX_UNMARK, (backlog[BATCH], BATCH)),
         # the watchdog's page, leaving out the oldest runs (put back moments ago)

@@ -10,6 +10,7 @@ from typing import Any
 
 import asyncpg
 
+from cronos import lifecycle
 from cronos.settings import Settings
 from cronos.store.db import PageBounds
 from cronos.store.epoch import EpochStore
@@ -176,10 +177,11 @@ async def test_the_leader_cannot_write_ticks_planned_under_an_older_schedule(pg_
     ledger = Ledger(pg_pool)
     ticks = _whole_seconds_ahead(2)
     await jobs.update(job.id, {"cron_expression": "*/2 * * * * *"}, _accept)  # revision 2
-    stale = await ledger.write_ticks(epoch, [job.id] * 2, ticks, ticks, [None, None], [1, 1])
+    expires = [lifecycle.expiry(t, job.misfire_grace_s) for t in ticks]
+    stale = await ledger.write_ticks(epoch, [job.id] * 2, ticks, ticks, [None, None], [1, 1], expires_at=expires)
     assert stale.queued == [] and await _ahead(pg_pool, job.id) == {}
     await jobs.update(job.id, {"max_retries": 1}, _accept)  # revision 3, same schedule
-    current = await ledger.write_ticks(epoch, [job.id], ticks[:1], ticks[:1], [None], [2])
+    current = await ledger.write_ticks(epoch, [job.id], ticks[:1], ticks[:1], [None], [2], expires_at=expires[:1])
     assert [r.job_id for r in current.queued] == [job.id]
     rows = await pg_pool.fetch("SELECT revision FROM runs WHERE job_id = $1", job.id)
     assert [r["revision"] for r in rows] == [2]

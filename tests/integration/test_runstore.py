@@ -276,7 +276,12 @@ async def test_reap_ends_lost_runs_and_queues_their_retry(pg_pool: asyncpg.Pool,
 async def test_reap_expires_queued_runs_past_their_grace(pg_pool: asyncpg.Pool, store: RunStore) -> None:
     job = await insert_job(pg_pool, misfire_grace_s=60)
     stale = await insert_run(pg_pool, job, tick(0), due_at=tick(0))  # 2030 is in the future...
-    await pg_pool.execute("UPDATE runs SET due_at = now() - interval '61 seconds' WHERE id = $1", stale.run_id)
+    # Written 61 s ago: stamped to expire 60 s after.
+    await pg_pool.execute(
+        "UPDATE runs SET due_at = now() - interval '61 seconds', expires_at = now() - interval '1 second'"
+        " WHERE id = $1",
+        stale.run_id,
+    )
     fresh = await insert_run(pg_pool, job, tick(1))
     result = await store.reap(0)
     assert result.expired == 1

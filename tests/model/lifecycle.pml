@@ -160,7 +160,9 @@ hidden byte i, r, o, j;   /* scratch, within one atomic step */
 #ifdef BUG_CLAIM_NO_EXPIRY
 #define EXPIRES(s) false
 #else
-#define EXPIRES(s) (STALE(s) && !((fresh >> TK(s)) & 1))   /* lifecycle.expired at the claim */
+/* lifecycle.expired at the claim: the expiry stamped on the run when written (runs.expires_at) has
+   passed; a stale tick written or pushed again due now carries a new one (lifecycle.due_anew) */
+#define EXPIRES(s) (STALE(s) && !((fresh >> TK(s)) & 1))
 #endif
 /* at the late takeover no token of a tick is left anywhere (stream, an executor, a leader's push) */
 #ifdef STALE_IN_FLIGHT

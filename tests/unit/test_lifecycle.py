@@ -31,8 +31,11 @@ from cronos.lifecycle import (
     cancelled_by,
     chain_runs,
     claims_at_once,
+    due_anew,
     end_status,
-    grace_over_before,
+    expired,
+    expiry,
+    grace,
     jitter_s,
     late_beyond_grace,
     lost,
@@ -155,7 +158,7 @@ def test_every_tick_gets_one_decision_and_the_policy_only_touches_misfired_ticks
     ticks = sorted(_ago(*ages))
     runs = misfire(policy, ticks, NOW, grace, complete=complete)  # type: ignore[arg-type]
     assert len(runs) == len(ticks)
-    misfired = [NOW - t > timedelta(seconds=max(grace, ON_TIME_S)) for t in ticks]
+    misfired = [NOW - t >= timedelta(seconds=max(grace, ON_TIME_S)) for t in ticks]  # now >= its expiry
     assert all(r for m, r in zip(misfired, runs, strict=True) if not m)
     expected = {
         "run_all": misfired.count(True),
@@ -297,13 +300,16 @@ def test_retry_delay_never_shrinks_nor_passes_the_cap(backoff: float, attempt: i
 
 
 def _ended(state: str, *, run_id: int = 9, job: int = 1, delay: float | None = None) -> Ended:
-    return Ended(run_id, job, at(-5), 1, RunState(state), at(0), 4, None, delay)
+    return Ended(run_id, job, at(-5), 1, RunState(state), at(0), 4, None, delay, at(-5), at(25))
 
 
 def test_a_failed_run_with_a_retry_left_gets_its_next_attempt_after_the_backoff() -> None:
-    assert retry_of(_ended("failed", delay=20)) == NewRun(1, at(-5), 2, "retry", at(20), 4, None)
+    # Its expiry: the grace its tick was stamped with (30 s), from its due time.
+    assert retry_of(_ended("failed", delay=20)) == NewRun(1, at(-5), 2, "retry", at(20), 4, None, at(50))
     assert retry_of(_ended("failed", delay=None)) is None
     assert retry_of(_ended("completed", delay=20)) is None
+    unstamped = Ended(9, 1, at(-5), 1, RunState.FAILED, at(0), 4, None, 20)  # written by the release before
+    assert retry_of(unstamped) == NewRun(1, at(-5), 2, "retry", at(20), 4, None, None)  # the reaper stamps it
 
 
 def test_each_completed_run_queues_one_run_of_each_child_a_ms_apart_per_child() -> None:
@@ -312,11 +318,11 @@ def test_each_completed_run_queues_one_run_of_each_child_a_ms_apart_per_child() 
         _ended("completed", run_id=6, job=2),
         _ended("failed", run_id=7, job=1),
     ]
-    children = {1: [Edge(10, 3)], 2: [Edge(10, 3), Edge(11, 1)]}
+    children = {1: [Edge(10, 3, 60.0)], 2: [Edge(10, 3, 60.0), Edge(11, 1, 0.0)]}
     assert chain_runs(ended, children) == [
-        NewRun(10, at(0), 1, "chain", at(0), 3, 5),
-        NewRun(10, at(0.001), 1, "chain", at(0.001), 3, 6),  # two parents of job 10 ended together
-        NewRun(11, at(0), 1, "chain", at(0), 1, 6),
+        NewRun(10, at(0), 1, "chain", at(0), 3, 5, at(60)),
+        NewRun(10, at(0.001), 1, "chain", at(0.001), 3, 6, at(60.001)),  # two parents of job 10 ended together
+        NewRun(11, at(0), 1, "chain", at(0), 1, 6, at(ON_TIME_S)),  # the grace's floor
     ]
 
 
@@ -327,8 +333,8 @@ def test_an_edge_fires_on_its_parents_final_outcome_only() -> None:
         _ended("cancelled", run_id=7, job=3),
         _ended("completed", run_id=8, job=3),
     ]
-    children = {1: [Edge(10, 1, "failed")], 2: [Edge(10, 1, "failed"), Edge(11, 1), Edge(12, 1, "ended")],
-                3: [Edge(12, 1, "ended"), Edge(13, 1, "failed")]}  # fmt: skip
+    children = {1: [Edge(10, 1, 60.0, "failed")], 2: [Edge(10, 1, 60.0, "failed"), Edge(11, 1, 60.0),
+                Edge(12, 1, 60.0, "ended")], 3: [Edge(12, 1, 60.0, "ended"), Edge(13, 1, 60.0, "failed")]}  # fmt: skip
     assert [(r.job_id, r.parent_run_id) for r in chain_runs(ended, children)] == [(10, 6), (12, 6), (12, 7), (12, 8)]
 
 
@@ -393,13 +399,25 @@ def test_a_job_of_the_default_policies_holds_one_pending_run(misfire: str, concu
     assert one_pending(misfire, concurrency) is bounded  # type: ignore[arg-type]
 
 
-def test_a_pending_run_holds_back_while_overdue_and_within_its_grace() -> None:
+def test_a_pending_run_holds_back_while_overdue() -> None:
     now = datetime(2030, 1, 1, tzinfo=UTC)
-    assert grace_over_before(now, 60) == now - timedelta(seconds=60)
-    assert grace_over_before(now, 0) == now - timedelta(seconds=ON_TIME_S)  # the floor
     assert overdue_before(now) == now - timedelta(seconds=3 * ON_TIME_S)
-    assert late_beyond_grace(grace_over_before(now, 5) - timedelta(microseconds=1), now, 5)
-    assert not late_beyond_grace(grace_over_before(now, 5), now, 5)
+
+
+def test_a_run_expires_at_the_instant_stamped_from_its_due_time_and_grace() -> None:
+    due = datetime(2030, 1, 1, tzinfo=UTC)
+    assert expiry(due, 60) == due + timedelta(seconds=60) == due + grace(60)
+    assert expiry(due, 0) == due + timedelta(seconds=ON_TIME_S)  # the floor: a busy loop, a slow commit
+    stamped = expiry(due, 5)
+    assert not expired(stamped, stamped - timedelta(microseconds=1))
+    assert expired(stamped, stamped)  # one rule: now >= expires_at
+    # A tick not written yet is judged by the same rule, from its job's grace now.
+    assert late_beyond_grace(due, stamped, 5) and not late_beyond_grace(due, stamped - timedelta(microseconds=1), 5)
+
+
+def test_a_stale_tick_due_anew_keeps_the_grace_it_was_stamped_with() -> None:
+    due, now = datetime(2030, 1, 1, tzinfo=UTC), datetime(2030, 1, 2, tzinfo=UTC)
+    assert due_anew(due, due + timedelta(seconds=45), now) == now + timedelta(seconds=45)
 
 
 def test_a_reserved_run_starts_without_asking_only_while_its_lease_and_its_grace_hold() -> None:

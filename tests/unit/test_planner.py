@@ -171,8 +171,9 @@ def test_a_long_outage_is_caught_up_in_capped_rounds_without_losing_a_tick() -> 
         seen.extend((s, r) for _j, s, r in _rows(tick(book, now)))
     assert rounds == 3  # JOB_ROUND_LIMIT ticks a round
     assert [s for s, _ in seen] == [T0 + timedelta(seconds=i) for i in range(1, 2501)]
-    # run_once: the ticks within the 10 s grace run; the misfired ones before them are skipped.
-    assert [s for s, r in seen if r is None] == [T0 + timedelta(seconds=i) for i in range(2490, 2501)]
+    # run_once: the ticks within the 10 s grace run; the misfired ones before them are skipped (the
+    # one exactly 10 s late too: now >= its expiry).
+    assert [s for s, r in seen if r is None] == [T0 + timedelta(seconds=i) for i in range(2491, 2501)]
 
 
 def test_book_moves_a_job_between_groups_and_forgets_removed_jobs() -> None:
@@ -240,9 +241,10 @@ def test_a_newer_schedule_takes_its_cursor_back_to_the_change_and_ticks_record_t
     assert tick(book, T0 + timedelta(seconds=7))[0].revision == [3]
 
 
-def test_ticks_of_jobs_of_the_default_policies_carry_from_when_a_pending_run_holds_them_back() -> None:
-    """lifecycle.one_pending (issue 38): run_once + forbid ticks say from which due time a run of
-    their job not started holds them back (the round's instant less the grace); others None."""
+def test_ticks_of_jobs_of_the_default_policies_carry_when_a_pending_run_holds_them_back() -> None:
+    """lifecycle.one_pending (issue 38): run_once + forbid ticks carry the round's instant, at which
+    a run of their job not started and not expired holds them back; others None. Every tick carries
+    its expiry, stamped from its due time and its job's grace (lifecycle.expiry)."""
     now = T0 + timedelta(seconds=3.5)
     jobs = [
         _job(1, "* * * * * *", T0, misfire_policy="run_once", misfire_grace_s=30.0),
@@ -251,5 +253,7 @@ def test_ticks_of_jobs_of_the_default_policies_carry_from_when_a_pending_run_hol
         _job(4, "* * * * * *", T0, misfire_policy="run_once", misfire_grace_s=0.0),
     ]
     batches = tick(_book(jobs), now)
-    held = {j: h for b in batches for j, h in zip(b.job_ids, b.held_from, strict=True)}
-    assert held == {1: now - timedelta(seconds=30), 2: None, 3: None, 4: now - timedelta(seconds=1)}
+    held = {j: h for b in batches for j, h in zip(b.job_ids, b.held_at, strict=True)}
+    assert held == {1: now, 2: None, 3: None, 4: now}
+    expiries = {j: e - d for b in batches for j, d, e in zip(b.job_ids, b.due_at, b.expires_at, strict=True)}
+    assert expiries == {j: timedelta(seconds=s) for j, s in {1: 30, 2: 60, 3: 60, 4: 1}.items()}  # 4: the floor

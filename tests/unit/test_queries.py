@@ -170,6 +170,39 @@ def test_each_statement_s_guard_is_its_event_s_from_states_and_fence(event: Even
             assert OWNER_GUARD.search(sql), f"{name}: {event} is fenced by the run's owner"
 
 
+# A job's grace read as a fact (a select-list item), never computed with: lifecycle.expiry stamps it.
+GRACE_READ = re.compile(r"(?<=[\s,])(?:\w+\.)?misfire_grace_s(?:\s+AS\s+\w+)?(?=\s*(?:,|FROM\b|$))")
+
+
+@pytest.mark.parametrize("name", sorted(n for n in statements() if n.startswith("runs.")))
+def test_no_run_statement_restates_the_grace_arithmetic(name: str) -> None:
+    # One expiry rule (cronos.lifecycle.expiry, stamped once in runs.expires_at): a statement that
+    # judges lateness compares an instant with that column; none adds a grace or its 1 s floor.
+    sql = " ".join(statements()[name].split())
+    assert "misfire_grace_s" not in GRACE_READ.sub("", sql), f"{name} computes with a job's grace"
+    assert not re.search(r"interval '1 second'|greatest\([^)]*\b1\)|secs => greatest", sql), name
+
+
+@pytest.mark.parametrize("name", ["CLAIM_FREE", "EXPIRE_PENDING", "TICKS_WRITE"])
+def test_the_statements_that_judge_lateness_compare_the_stamped_expiry(name: str) -> None:
+    sql = " ".join(getattr(runs_q, name).split())
+    assert re.search(r"\bexpires_at (?:<=|>) (?:clock_timestamp\(\)|now\(\)|t\.held_at)", sql), name
+    assert "due_at +" not in sql and "due_at -" not in sql, name
+
+
+_RUN_INSERTS = [n for n in dir(runs_q) if re.search(r"INSERT INTO runs \(", str(getattr(runs_q, n)))]
+
+
+def test_the_run_inserts_are_found() -> None:
+    assert {"TICKS_WRITE", "TICKS_FAN_OUT", "RUN_INSERT_MANUAL", "RUNS_QUEUE", "RUNS_JOIN"} <= set(_RUN_INSERTS)
+
+
+@pytest.mark.parametrize("name", _RUN_INSERTS)
+def test_every_insert_of_a_run_stamps_its_expiry(name: str) -> None:
+    inserted = re.search(r"INSERT INTO runs \(([^)]*)\)", getattr(runs_q, name))
+    assert inserted is not None and "expires_at" in inserted.group(1), name
+
+
 def test_ticks_are_written_queued_or_skipped_and_held_behind_a_pending_run() -> None:
     # WRITTEN makes a tick queued; a tick written past its grace (misfired) or held behind a pending
     # run of its job (lifecycle.one_pending: SKIP_PENDING) is inserted skipped, never a state between.

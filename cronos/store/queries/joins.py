@@ -35,7 +35,8 @@ JOIN_NEXT_DEADLINE = "SELECT min(deadline) FROM chain_joins WHERE decided IS NUL
 # ... and the joins past their deadline, $1 at most, oldest first, locked (a finish bringing an
 # arrival at this moment is left to decide it: SKIP LOCKED), with their child as it is now.
 JOINS_DUE = """
-SELECT j.child_id, j.tick, j.parents AS arrived, j.runs, j.outcomes, c.parents, c.chain, c.revision, c.status
+SELECT j.child_id, j.tick, j.parents AS arrived, j.runs, j.outcomes, c.parents, c.chain, c.revision, c.status,
+    c.misfire_grace_s
 FROM chain_joins j
 JOIN jobs c ON c.id = j.child_id
 WHERE j.decided IS NULL AND j.deadline <= now()

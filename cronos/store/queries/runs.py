@@ -4,6 +4,9 @@ Each event's statement is guarded by the event's from-states (and its fence) as 
 `tests/unit/test_queries.py` binds each statement to its event and checks its guard against
 `TRANSITIONS`. The decisions (claims_at_once, overlap, expiry) are made in cronos.lifecycle,
 between the facts a statement reads and the one that applies them; no statement restates one.
+A run's expiry (the end of its misfire grace) is stamped once, when it is created, in
+`expires_at` (lifecycle.expiry, given to the insert); every statement that judges lateness
+compares an instant with that column, none computes a grace.
 Each statement is written out as PostgreSQL runs it (grep for a clause and find it).
 
 Plans that do not depend on fresh statistics. The runs table grows by up to thousands of
@@ -23,11 +26,12 @@ from __future__ import annotations
 # --- manual runs (API) ----------------------------------------------------------------------------
 
 
-# A manual trigger: one queued run due now, even for a paused job. No row: the job is
-# missing, or (vanishingly rare) a run with the same tick identity exists; retry then.
+# A manual trigger: one queued run due now, even for a paused job, expiring $2 after (its job's
+# grace as lifecycle.grace stamps it). No row: the job is missing, or (vanishingly rare) a run with
+# the same tick identity exists; retry then.
 RUN_INSERT_MANUAL = """
-INSERT INTO runs (job_id, scheduled_for, attempt, trigger, state, due_at, revision)
-SELECT id, now(), 1, 'manual', 'queued', now(), revision
+INSERT INTO runs (job_id, scheduled_for, attempt, trigger, state, due_at, revision, expires_at)
+SELECT id, now(), 1, 'manual', 'queued', now(), revision, now() + $2::interval
 FROM jobs
 WHERE id = $1
 ON CONFLICT DO NOTHING
@@ -65,10 +69,11 @@ RUN_CANCEL_OF = "SELECT requested_by FROM run_cancels WHERE run_id = $1"  # who 
 
 # --- "retry this run" (API, cronos.store.reruns) --------------------------------------------------
 
-# The facts of a retry by hand (cronos.lifecycle.rerun): run $1, its job's kind, its tick's newest
+# The facts of a retry by hand (cronos.lifecycle.rerun): run $1, its job's kind and grace, its tick's newest
 # attempt and an attempt of the tick still unfinished (looked up by tick identity: its day only).
 RERUN_FACTS = """
-SELECT r.id, r.job_id, r.scheduled_for, r.attempt, r.state, r.revision, r.parent_run_id, j.kind, now() AS now,
+SELECT r.id, r.job_id, r.scheduled_for, r.attempt, r.state, r.revision, r.parent_run_id, j.kind, j.misfire_grace_s,
+    now() AS now,
     (SELECT max(t.attempt) FROM runs t WHERE t.job_id = r.job_id AND t.scheduled_for = r.scheduled_for)
         AS newest_attempt,
     (SELECT t.id FROM runs t WHERE t.job_id = r.job_id AND t.scheduled_for = r.scheduled_for
@@ -79,11 +84,11 @@ JOIN jobs j ON j.id = r.job_id
 WHERE r.id = $1
 """
 # (none) -> queued (triggered, for an ended run's tick): $1 job, $2 tick, $3 attempt, $4 due,
-# $5 revision, $6 parent run; only while no attempt of the tick is unfinished, and once per tick
-# identity (a concurrent retry of the same tick gets no row).
+# $5 revision, $6 parent run, $7 expiry (lifecycle.expiry); only while no attempt of the tick is
+# unfinished, and once per tick identity (a concurrent retry of the same tick gets no row).
 RERUN_INSERT = """
-INSERT INTO runs (job_id, scheduled_for, attempt, trigger, state, due_at, revision, parent_run_id)
-SELECT $1, $2, $3, 'retry', 'queued', $4, $5, $6
+INSERT INTO runs (job_id, scheduled_for, attempt, trigger, state, due_at, revision, parent_run_id, expires_at)
+SELECT $1, $2, $3, 'retry', 'queued', $4, $5, $6, $7
 WHERE NOT EXISTS (SELECT 1 FROM runs t WHERE t.job_id = $1 AND t.scheduled_for = $2
     AND t.state IN ('queued', 'waiting', 'reserved', 'running'))
 ON CONFLICT DO NOTHING
@@ -104,7 +109,8 @@ RETURNING id, job_id, scheduled_for, attempt, trigger, revision, state, due_at, 
 
 
 # Ticks, ledger first (written: run inside a transaction that holds EPOCH_GUARD), in one
-# statement: $1 epoch; $2-$6 one array per tick column ($6: the job revision that planned it).
+# statement: $1 epoch; $2-$6 one array per tick column ($6: the job revision that planned it), and
+# $10 each tick's expiry (lifecycle.expiry).
 # Each job's cursor moves to its newest tick here, only forward, and only while the job is active
 # and its schedule is still the one that planned the ticks (plan_revision: the fence of a schedule
 # change, as the epoch is the leader's); only those jobs get their ticks written (a job paused,
@@ -114,9 +120,10 @@ RETURNING id, job_id, scheduled_for, attempt, trigger, revision, state, due_at, 
 # when their (jittered) due time comes. The run's identity and state only: max_runs' count
 # (JOBS_COUNT_RUNS) and the end of a job (JOBS_END) follow from what it returns.
 # $7: for each tick of a job that holds one pending run at most (cronos.lifecycle.one_pending, NULL
-# for the others), the due time from which a run of its job not started yet holds it back: the
-# tick, due to run, is written skipped $8 while the job has a run due in [$7, $9) (overdue at the
-# leader's round: lifecycle.overdue_before) queued or waiting, written in this epoch (a run a
+# for the others), the leader's round's instant: the tick, due to run, is written skipped $8 while
+# the job has a run queued or waiting that has not expired at $7 (lifecycle.expired: its stamped
+# expires_at) and was due before $9 (overdue at the round: lifecycle.overdue_before), written in
+# this epoch (a run a
 # leader before wrote ahead and never pushed is overdue by the failover, not by a backlog: G7),
 # read in runs_pending_job (the job's own: a range of runs_queued_due_id read every job's, 2 ms a
 # tick at 1,000 jobs overloaded). Those probes are made only when some run not started is overdue
@@ -128,19 +135,19 @@ RETURNING id, job_id, scheduled_for, attempt, trigger, revision, state, due_at, 
 TICKS_WRITE = """
 WITH t AS (
     SELECT * FROM unnest($2::bigint[], $3::timestamptz[], $4::timestamptz[], $5::text[], $6::integer[],
-                         $7::timestamptz[])
-        AS t(job_id, scheduled_for, due_at, skip_reason, revision, held_from)),
+                         $7::timestamptz[], $10::timestamptz[])
+        AS t(job_id, scheduled_for, due_at, skip_reason, revision, held_at, expires_at)),
 held AS (
     SELECT DISTINCT t.job_id FROM t
-    WHERE t.held_from IS NOT NULL AND t.skip_reason IS NULL
-      AND (EXISTS (SELECT 1 FROM runs o WHERE o.state = 'queued'
-                   AND o.due_at >= (SELECT min(held_from) FROM t) AND o.due_at < $9)
-           OR EXISTS (SELECT 1 FROM runs o WHERE o.state = 'waiting'
-                      AND o.due_at >= (SELECT min(held_from) FROM t) AND o.due_at < $9))
+    WHERE t.held_at IS NOT NULL AND t.skip_reason IS NULL
+      AND (EXISTS (SELECT 1 FROM runs o WHERE o.state = 'queued' AND o.due_at < $9
+                   AND o.expires_at > (SELECT min(held_at) FROM t))
+           OR EXISTS (SELECT 1 FROM runs o WHERE o.state = 'waiting' AND o.due_at < $9
+                      AND o.expires_at > (SELECT min(held_at) FROM t)))
       AND EXISTS (SELECT 1 FROM runs p WHERE p.job_id = t.job_id AND p.state IN ('queued', 'waiting')
-                  AND p.due_at >= t.held_from AND p.due_at < $9 AND p.epoch = $1)),
+                  AND p.due_at < $9 AND p.expires_at > t.held_at AND p.epoch = $1)),
 r AS (
-    SELECT t.job_id, t.scheduled_for, t.due_at, t.revision,
+    SELECT t.job_id, t.scheduled_for, t.due_at, t.revision, t.expires_at,
            CASE WHEN t.skip_reason IS NULL AND h.job_id IS NOT NULL THEN $8::text ELSE t.skip_reason END AS skip_reason
     FROM t LEFT JOIN held h ON h.job_id = t.job_id),
 moved AS (
@@ -150,27 +157,31 @@ moved AS (
       AND (jobs.last_scheduled_for IS NULL OR jobs.last_scheduled_for < c.cursor)
     RETURNING jobs.id)
 INSERT INTO runs (job_id, scheduled_for, attempt, trigger, state, due_at, epoch, pushed_epoch, skip_reason, finished_at,
-                  revision)
+                  revision, expires_at)
 SELECT t.job_id, t.scheduled_for, 1, 'schedule', CASE WHEN t.skip_reason IS NULL THEN 'queued' ELSE 'skipped' END,
        t.due_at, $1::bigint, CASE WHEN t.skip_reason IS NULL THEN $1::bigint END, t.skip_reason,
-       CASE WHEN t.skip_reason IS NULL THEN NULL ELSE now() END, t.revision
+       CASE WHEN t.skip_reason IS NULL THEN NULL ELSE now() END, t.revision, t.expires_at
 FROM r t JOIN moved m ON m.id = t.job_id
 ON CONFLICT (job_id, scheduled_for, attempt, host) DO NOTHING
 RETURNING id, job_id, floor(extract(epoch FROM scheduled_for) * 1000)::bigint AS scheduled_for_ms,
-          floor(extract(epoch FROM due_at) * 1000)::bigint AS due_ms, state, skip_reason
+          floor(extract(epoch FROM due_at) * 1000)::bigint AS due_ms, state, skip_reason,
+          floor(extract(epoch FROM expires_at) * 1000)::bigint AS expires_ms
 """
 
 # Runs on every host (cronos.every_host), in the transaction of TICKS_WRITE and only for the ticks
 # of per-host jobs it just wrote (skipped per_host: the tick's own row): one queued run per
 # (tick, host) $2-$6, marked pushed by epoch $1 like the ticks. The unique key holds one per host.
 TICKS_FAN_OUT = """
-INSERT INTO runs (job_id, scheduled_for, attempt, trigger, state, due_at, epoch, pushed_epoch, revision, host)
-SELECT t.job_id, t.scheduled_for, 1, 'schedule', 'queued', t.due_at, $1::bigint, $1::bigint, t.revision, t.host
-FROM unnest($2::bigint[], $3::timestamptz[], $4::timestamptz[], $5::integer[], $6::text[])
-    AS t(job_id, scheduled_for, due_at, revision, host)
+INSERT INTO runs (job_id, scheduled_for, attempt, trigger, state, due_at, epoch, pushed_epoch, revision, host,
+                  expires_at)
+SELECT t.job_id, t.scheduled_for, 1, 'schedule', 'queued', t.due_at, $1::bigint, $1::bigint, t.revision, t.host,
+       t.expires_at
+FROM unnest($2::bigint[], $3::timestamptz[], $4::timestamptz[], $5::integer[], $6::text[], $7::timestamptz[])
+    AS t(job_id, scheduled_for, due_at, revision, host, expires_at)
 ON CONFLICT (job_id, scheduled_for, attempt, host) DO NOTHING
 RETURNING id, job_id, floor(extract(epoch FROM scheduled_for) * 1000)::bigint AS scheduled_for_ms,
-          floor(extract(epoch FROM due_at) * 1000)::bigint AS due_ms, state, skip_reason, host
+          floor(extract(epoch FROM due_at) * 1000)::bigint AS due_ms, state, skip_reason, host,
+          floor(extract(epoch FROM expires_at) * 1000)::bigint AS expires_ms
 """
 
 # --- the outbox (leader, cronos.store.ledger; fenced) --------------------------------------
@@ -191,21 +202,24 @@ OUTBOX_PLAN = "SET LOCAL enable_sort = off"
 # task action and whether it is a shell job (executors route on them).
 OUTBOX_TAKE = """
 WITH pick AS MATERIALIZED (
-    SELECT id, job_id, scheduled_for, attempt, trigger, due_at, host FROM runs
+    SELECT id, job_id, scheduled_for, attempt, trigger, due_at, host, expires_at FROM runs
     WHERE state = 'queued' AND pushed_epoch IS NULL AND due_at <= $1
     ORDER BY due_at LIMIT $2 FOR NO KEY UPDATE SKIP LOCKED)
-SELECT p.id, p.job_id, p.scheduled_for, p.attempt, p.trigger, p.due_at, nullif(p.host, '') AS host,
+SELECT p.id, p.job_id, p.scheduled_for, p.attempt, p.trigger, p.due_at, nullif(p.host, '') AS host, p.expires_at,
        j.misfire_policy, j.misfire_grace_s, j.last_scheduled_for AS cursor, j.queue,
        CASE WHEN j.kind = 'task' THEN j.payload->>'action' END AS action, j.kind = 'shell' AS shell
 FROM pick p JOIN jobs j ON j.id = p.job_id
 """
 # queued -> queued, pushed by epoch $1 (pushed): the runs $2 (which OUTBOX_TAKE locked); those of
-# $3 (stale ticks their misfire policy keeps) due anew at $4, so no claim or reaper expires them.
+# $3 (stale ticks their misfire policy keeps) due anew at $4, expiring at $5 (one per run of $3:
+# lifecycle.due_anew), so no claim or reaper expires them.
 OUTBOX_MARK = """
 WITH locked AS MATERIALIZED (
     SELECT id, state, scheduled_for FROM runs WHERE id = ANY($2::bigint[]) AND finished_at IS NULL
     ORDER BY id FOR NO KEY UPDATE)
-UPDATE runs r SET pushed_epoch = $1, due_at = CASE WHEN r.id = ANY($3::bigint[]) THEN $4 ELSE r.due_at END
+UPDATE runs r SET pushed_epoch = $1, due_at = CASE WHEN r.id = ANY($3::bigint[]) THEN $4 ELSE r.due_at END,
+       expires_at = CASE WHEN r.id = ANY($3::bigint[]) THEN ($5::timestamptz[])[array_position($3::bigint[], r.id)]
+                    ELSE r.expires_at END
 FROM locked l WHERE r.id = l.id AND r.scheduled_for = l.scheduled_for AND l.state = 'queued'
 RETURNING r.id
 """
@@ -251,8 +265,9 @@ RETURNING r.id
 # that had to wait for the previous run's finish must not be stamped before it.
 
 # The facts a claim decides on (cronos.lifecycle.overlap), for the runs $1 with ticks in [$2, $3)
-# (NULL: unknown): each run's state, tick and due time, its job's policy, jitter and misfire grace
-# (a run claimed past its grace expires instead: lifecycle.expired), the job's running
+# (NULL: unknown): each run's state, tick, due time and expiry (a run claimed past it expires
+# instead: lifecycle.expired), its job's policy, jitter and misfire grace (the expiry of a run a
+# leader of the release before wrote unstamped: lifecycle.expiry), the job's running
 # exclusive run if any, and, for buffer_one only, whether one of the job's runs waits with an
 # earlier tick (probed in runs_waiting_job, by its columns: one entry, whatever the job's history);
 # the job's concurrency group (a run of a grouped job also needs a slot: cronos.store.groups) and
@@ -265,11 +280,11 @@ RETURNING r.id
 # and a state named here would plan the lookup on runs_owned_lease, every running run).
 CLAIM_FACTS = """
 WITH batch AS MATERIALIZED (
-    SELECT id, job_id, state, scheduled_for, attempt, due_at FROM runs
+    SELECT id, job_id, state, scheduled_for, attempt, due_at, expires_at FROM runs
     WHERE id = ANY($1::bigint[]) AND finished_at IS NULL
       AND scheduled_for >= coalesce($2::timestamptz, '-infinity')
         AND scheduled_for < coalesce($3::timestamptz, 'infinity'))
-SELECT b.id, b.job_id, b.state, b.scheduled_for, b.attempt, b.due_at,
+SELECT b.id, b.job_id, b.state, b.scheduled_for, b.attempt, b.due_at, b.expires_at,
        j.concurrency_policy AS policy, j.jitter_s, j.misfire_grace_s, clock_timestamp() AS now,
        j.concurrency_group AS grp, CASE WHEN j.concurrency_group IS NOT NULL THEN EXISTS (
            SELECT 1 FROM concurrency_group_slots s WHERE s.run_id = b.id) ELSE false END AS holds_slot,
@@ -288,7 +303,7 @@ ORDER BY b.id
 """
 # queued -> $6: running (claimed at the due instant) or reserved (ahead of it, the push lead), in
 # one statement, the runs of $1 whose claim needs no other fact (lifecycle.claims_at_once): still
-# queued, within their misfire grace (at least 1 s), the only run of their job in the batch, and
+# queued, not expired (their stamped expires_at: lifecycle.expired), the only run of their job in the batch, and
 # their job allows overlap or has no run reserved or running, and names no concurrency group (those
 # need a slot: CLAIM_FACTS, cronos.store.groups). By node $2 with a lease of $3 seconds (a reserved
 # run's from its due time: its executor starts it then without asking while the lease holds,
@@ -301,7 +316,7 @@ ORDER BY b.id
 # the caller tries again.
 CLAIM_FREE = """
 WITH batch AS MATERIALIZED (
-    SELECT id, job_id, state, scheduled_for, due_at, count(*) OVER (PARTITION BY job_id) AS of_job FROM runs
+    SELECT id, job_id, state, scheduled_for, due_at, expires_at, count(*) OVER (PARTITION BY job_id) AS of_job FROM runs
     WHERE id = ANY($1::bigint[]) AND finished_at IS NULL
       AND scheduled_for >= coalesce($4::timestamptz, '-infinity')
         AND scheduled_for < coalesce($5::timestamptz, 'infinity')),
@@ -309,7 +324,7 @@ free AS MATERIALIZED (
     SELECT b.id
     FROM batch b JOIN jobs j ON j.id = b.job_id
     WHERE b.of_job = 1 AND b.state = 'queued' AND j.concurrency_group IS NULL
-      AND b.due_at + make_interval(secs => greatest(j.misfire_grace_s, 1)) >= clock_timestamp()
+      AND b.expires_at > clock_timestamp()
       AND (j.concurrency_policy = 'allow'
            OR NOT EXISTS (SELECT 1 FROM runs_running_exclusive x WHERE x.job_id = b.job_id))),
 locked AS MATERIALIZED (
@@ -328,7 +343,7 @@ WHERE r.id = l.id AND r.scheduled_for = l.scheduled_for AND l.state = 'queued' A
     AND r.scheduled_for < coalesce($5::timestamptz, 'infinity')
 RETURNING r.id, r.job_id, r.scheduled_for, r.attempt, r.trigger, r.epoch,
           coalesce(r.started_at, r.due_at) AS started_at, r.due_at, r.exclusive,
-          CASE WHEN $6::text = 'reserved' THEN r.lease_until END AS lease_until,
+          CASE WHEN $6::text = 'reserved' THEN r.lease_until END AS lease_until, r.expires_at,
           j.name, j.kind, j.payload, j.timeout_s, j.max_retries, j.retry_backoff_s, j.concurrency_policy,
           j.webhook_secret
 """
@@ -514,26 +529,27 @@ WHERE r.id = u.id AND r.scheduled_for = u.tick AND u.current = 'running' AND u.o
   AND r.scheduled_for >= coalesce($8::timestamptz, '-infinity')
     AND r.scheduled_for < coalesce($9::timestamptz, 'infinity')
 RETURNING r.id, r.job_id, r.scheduled_for, r.attempt, r.state, r.exclusive, r.started_at, r.finished_at,
-          r.revision, r.parent_run_id
+          r.revision, r.parent_run_id, r.due_at, r.expires_at
 """
 # The facts a finish's follow-ups are decided on (cronos.lifecycle), read after FINISH_RUNS in its
 # transaction (so they see every wait committed before the finish could end its run):
-# kind 'child': (parent job, child job, child revision, the child's parents and chain: when its
-# edges fire, whether it joins, cronos.chains) for each active job naming one of $1 (the jobs of
-# the runs that ended their tick) as a parent. Only jobs with parents are in jobs_parents, so
+# kind 'child': (parent job, child job, child revision, child grace, the child's parents and
+# chain: when its edges fire, whether it joins, cronos.chains) for each active job naming one of
+# $1 (the jobs of the runs that ended their tick) as a parent. Only jobs with parents are in jobs_parents, so
 # without chains this costs nothing.
 # kind 'waiter': the first $3 waiting runs of each of the jobs $2 (whose exclusive runs ended),
 # in tick order, with their job's policy and jitter, while no run of that job is running.
 FOLLOW_UP_FACTS = """
 SELECT 'child' AS kind, p.parent AS job_id, c.id AS child_id, c.revision AS child_revision,
+       c.misfire_grace_s AS child_grace_s,
        NULL::bigint AS run_id, NULL::timestamptz AS scheduled_for, NULL::integer AS attempt,
        NULL::timestamptz AS due_at, NULL::text AS policy, NULL::float8 AS jitter_s, c.parents AS child_parents,
        c.chain
 FROM jobs c, unnest(c.parents) AS p(parent)
 WHERE c.parents && $1::bigint[] AND c.parents <> '{}'::bigint[] AND c.status = 'active' AND p.parent = ANY($1::bigint[])
 UNION ALL
-SELECT 'waiter', f.job_id, NULL, NULL, w.id, w.scheduled_for, w.attempt, w.due_at, j.concurrency_policy, j.jitter_s,
-       NULL, NULL
+SELECT 'waiter', f.job_id, NULL, NULL, NULL, w.id, w.scheduled_for, w.attempt, w.due_at, j.concurrency_policy,
+       j.jitter_s, NULL, NULL
 FROM unnest($2::bigint[]) AS f(job_id)
 JOIN jobs j ON j.id = f.job_id
 CROSS JOIN LATERAL (
@@ -543,28 +559,32 @@ CROSS JOIN LATERAL (
 WHERE NOT EXISTS (SELECT 1 FROM runs_running_exclusive x WHERE x.job_id = f.job_id)
 """
 # New queued runs (retried, chained, and the API's triggered): one per row of the arrays $1 job,
-# $2 tick, $3 attempt, $4 trigger, $5 due_at, $6 revision, $7 parent run. A tick identity already
-# taken is left alone (RETURNING omits it: the caller tells a chain run's tick collision from a
-# repeat). Never pushed: the outbox takes them when due.
+# $2 tick, $3 attempt, $4 trigger, $5 due_at, $6 revision, $7 parent run, $8 expiry (lifecycle.expiry).
+# A tick identity already taken is left alone (RETURNING omits it: the caller tells a chain run's
+# tick collision from a repeat). Never pushed: the outbox takes them when due.
 RUNS_QUEUE = """
-INSERT INTO runs (job_id, scheduled_for, attempt, trigger, state, due_at, revision, parent_run_id)
-SELECT u.job_id, u.tick, u.attempt, u.trigger, 'queued', u.due_at, u.revision, u.parent_run_id
-FROM unnest($1::bigint[], $2::timestamptz[], $3::integer[], $4::text[], $5::timestamptz[], $6::integer[], $7::bigint[])
-     AS u(job_id, tick, attempt, trigger, due_at, revision, parent_run_id)
+INSERT INTO runs (job_id, scheduled_for, attempt, trigger, state, due_at, revision, parent_run_id, expires_at)
+SELECT u.job_id, u.tick, u.attempt, u.trigger, 'queued', u.due_at, u.revision, u.parent_run_id, u.expires_at
+FROM unnest($1::bigint[], $2::timestamptz[], $3::integer[], $4::text[], $5::timestamptz[], $6::integer[], $7::bigint[],
+            $8::timestamptz[])
+     AS u(job_id, tick, attempt, trigger, due_at, revision, parent_run_id, expires_at)
 ON CONFLICT DO NOTHING
 RETURNING id, job_id, scheduled_for, attempt, trigger, parent_run_id
 """
 # Chained (cronos.store.joins): the child runs joins decided (one per row: $1 child, $2 tick (the
 # join's: attempt 1 of it), $3 'queued' or 'skipped', $4 due, $5 revision, $6 the parent run that
-# decided it, $7 the skip reason). A tick of the child already taken is left alone (RETURNING omits it). A join makes a
-# run queued (Event.CHAINED) or, as the ticks of TICKS_WRITE, skipped from the start with its reason.
+# decided it, $7 the skip reason, $8 its expiry (lifecycle.expiry)). A tick of the child already taken
+# is left alone (RETURNING omits it). A join makes a run queued (Event.CHAINED) or, as the ticks of
+# TICKS_WRITE, skipped from the start with its reason.
 RUNS_JOIN = """
 INSERT INTO runs (job_id, scheduled_for, attempt, trigger, state, due_at, revision, parent_run_id, skip_reason,
-                  finished_at)
+                  finished_at, expires_at)
 SELECT u.job_id, u.tick, 1, 'chain', u.state, u.due_at, u.revision, u.parent_run_id,
-       CASE WHEN u.state = 'skipped' THEN u.reason END, CASE WHEN u.state = 'skipped' THEN clock_timestamp() END
-FROM unnest($1::bigint[], $2::timestamptz[], $3::text[], $4::timestamptz[], $5::integer[], $6::bigint[], $7::text[])
-     AS u(job_id, tick, state, due_at, revision, parent_run_id, reason)
+       CASE WHEN u.state = 'skipped' THEN u.reason END, CASE WHEN u.state = 'skipped' THEN clock_timestamp() END,
+       u.expires_at
+FROM unnest($1::bigint[], $2::timestamptz[], $3::text[], $4::timestamptz[], $5::integer[], $6::bigint[], $7::text[],
+            $8::timestamptz[])
+     AS u(job_id, tick, state, due_at, revision, parent_run_id, reason, expires_at)
 WHERE u.state IN ('queued', 'skipped')
 ON CONFLICT DO NOTHING
 RETURNING id, job_id, scheduled_for
@@ -608,29 +628,38 @@ LEFT JOIN LATERAL (
     LIMIT 1) o ON true
 ORDER BY w.job_id, w.scheduled_for, w.attempt
 """
-# queued or waiting -> skipped $2 (expired): runs still pending past their job's misfire grace (at least 1 s),
-# $1 at most, oldest first. The queued ones' index range is bounded by the smallest grace of any
-# job, so runs still within every grace (a backlog being worked off) are not read each time; each
-# job's grace is looked up per run (a subquery, not a join) so the scan follows the due_at index
-# and stops at the limit. Waiting runs are few (one job's backlog behind its running run).
+# queued or waiting -> skipped $2 (expired): runs still pending at their stamped expiry
+# (lifecycle.expired), $1 at most of each, the longest expired first. The queued ones are read in
+# runs_queued_expiry's order, whatever each job's grace (a backlog within its runs' graces is not
+# read); waiting runs are few (one job's backlog behind its running run).
 EXPIRE_PENDING = """
 WITH queued AS MATERIALIZED (
     SELECT q.id, q.scheduled_for FROM runs q
-    WHERE q.state = 'queued'
-      AND q.due_at < now() - make_interval(secs => (SELECT greatest(coalesce(min(misfire_grace_s), 0), 1) FROM jobs))
-      AND q.due_at + make_interval(secs => (SELECT greatest(j.misfire_grace_s, 1) FROM jobs j WHERE j.id = q.job_id))
-          < now()
-    ORDER BY q.due_at LIMIT $1 FOR NO KEY UPDATE SKIP LOCKED),
+    WHERE q.state = 'queued' AND q.expires_at <= now()
+    ORDER BY q.expires_at LIMIT $1 FOR NO KEY UPDATE SKIP LOCKED),
 waiting AS MATERIALIZED (
     SELECT w.id, w.scheduled_for FROM runs w
-    WHERE w.state = 'waiting'
-      AND w.due_at + make_interval(secs => (SELECT greatest(j.misfire_grace_s, 1) FROM jobs j WHERE j.id = w.job_id))
-          < now()
-    ORDER BY w.due_at LIMIT $1 FOR NO KEY UPDATE SKIP LOCKED)
+    WHERE w.state = 'waiting' AND w.expires_at <= now()
+    ORDER BY w.expires_at LIMIT $1 FOR NO KEY UPDATE SKIP LOCKED)
 UPDATE runs r SET state = 'skipped', skip_reason = $2, finished_at = now()
 FROM (SELECT * FROM queued UNION ALL SELECT * FROM waiting) e
 WHERE r.id = e.id AND r.scheduled_for = e.scheduled_for
 RETURNING r.id, r.job_id
+"""
+# Pending runs a leader of the release before wrote with no expiry (a rolling upgrade), $1 at
+# most, with what lifecycle.expiry stamps them from; RUNS_STAMP_EXPIRY writes it ($1 runs, $2
+# their ticks, $3 their expiries), before the reaper's EXPIRE_PENDING judges them.
+RUNS_UNSTAMPED = """
+SELECT r.id, r.scheduled_for, r.due_at, j.misfire_grace_s
+FROM ((SELECT id, job_id, scheduled_for, due_at FROM runs WHERE state = 'queued' AND expires_at IS NULL LIMIT $1)
+      UNION ALL
+      (SELECT id, job_id, scheduled_for, due_at FROM runs WHERE state = 'waiting' AND expires_at IS NULL LIMIT $1)) r
+JOIN jobs j ON j.id = r.job_id
+"""
+RUNS_STAMP_EXPIRY = """
+UPDATE runs r SET expires_at = u.expires_at
+FROM unnest($1::bigint[], $2::timestamptz[], $3::timestamptz[]) AS u(id, tick, expires_at)
+WHERE r.id = u.id AND r.scheduled_for = u.tick AND r.expires_at IS NULL
 """
 
 
@@ -647,11 +676,11 @@ SELECT max(attempt) AS last, coalesce(array_agg(id ORDER BY id) FILTER (WHERE fi
 FROM runs
 WHERE job_id = $1 AND scheduled_for = $2
 """
-# A re-run of job $1's tick $2 as attempt $3: queued, due now, even for a paused job. No row: the
-# job is missing, or the attempt was taken meanwhile.
+# A re-run of job $1's tick $2 as attempt $3: queued, due now, even for a paused job, expiring $4
+# after (lifecycle.grace). No row: the job is missing, or the attempt was taken meanwhile.
 RUN_INSERT_RERUN = """
-INSERT INTO runs (job_id, scheduled_for, attempt, trigger, state, due_at, revision)
-SELECT id, $2, $3, 'manual', 'queued', now(), revision
+INSERT INTO runs (job_id, scheduled_for, attempt, trigger, state, due_at, revision, expires_at)
+SELECT id, $2, $3, 'manual', 'queued', now(), revision, now() + $4::interval
 FROM jobs
 WHERE id = $1
 ON CONFLICT DO NOTHING
@@ -659,12 +688,12 @@ RETURNING id, job_id, scheduled_for, attempt, trigger, revision, state, due_at, 
     finished_at, lease_until, duration_ms, error, traceback, result, skip_reason, created_at, parent_run_id
 """
 # The circuit breaker's canary (cronos.store.breaker) of job $1 for its tick $2: queued, due now
-# though the job is paused (as a manual run is), the next attempt of that tick. No row: the attempt
-# was taken meanwhile (the next pass tries).
+# though the job is paused (as a manual run is), the next attempt of that tick, expiring $3 after
+# (lifecycle.grace). No row: the attempt was taken meanwhile (the next pass tries).
 CANARY_INSERT = """
-INSERT INTO runs (job_id, scheduled_for, attempt, trigger, state, due_at, revision)
+INSERT INTO runs (job_id, scheduled_for, attempt, trigger, state, due_at, revision, expires_at)
 SELECT id, $2, coalesce((SELECT max(attempt) FROM runs WHERE job_id = $1 AND scheduled_for = $2), 0) + 1, 'manual',
-    'queued', now(), revision
+    'queued', now(), revision, now() + $3::interval
 FROM jobs
 WHERE id = $1
 ON CONFLICT DO NOTHING
