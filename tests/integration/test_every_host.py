@@ -15,6 +15,7 @@ import redis.asyncio as aioredis
 from cronos import presence
 from cronos.every_host import SKIP_NO_HOST, SKIP_PER_HOST
 from cronos.keys import Keys
+from cronos.lifecycle import expiry
 from cronos.store.epoch import EpochStore
 from cronos.store.ledger import Ledger
 from cronos.stream import RunStream
@@ -111,7 +112,7 @@ async def test_a_tick_written_twice_gets_one_run_per_host(fleet: Fleet, pg_pool:
 
     async def write() -> list[str | None]:
         result = await fleet.ledger.write_ticks(
-            epoch, [job], [tick], [tick], [SKIP_PER_HOST], [1], fan_out={job: ["a", "b"]}
+            epoch, [job], [tick], [tick], [SKIP_PER_HOST], [1], expires_at=[expiry(tick, 60)], fan_out={job: ["a", "b"]}
         )
         return sorted(r.host or "" for r in result.queued)
 
@@ -119,7 +120,9 @@ async def test_a_tick_written_twice_gets_one_run_per_host(fleet: Fleet, pg_pool:
     await pg_pool.execute("UPDATE jobs SET last_scheduled_for = $2 WHERE id = $1", job, T0)  # as if never moved
     assert await write() == []
     await pg_pool.execute("UPDATE jobs SET last_scheduled_for = $2 WHERE id = $1", job, T0)
-    added = await fleet.ledger.write_ticks(epoch, [job], [tick], [tick], [SKIP_PER_HOST], [1], fan_out={job: ["c"]})
+    added = await fleet.ledger.write_ticks(
+        epoch, [job], [tick], [tick], [SKIP_PER_HOST], [1], expires_at=[expiry(tick, 60)], fan_out={job: ["c"]}
+    )
     assert added.queued == []  # the tick's own row exists: no fan-out for it again, whatever the hosts now
     assert [h for h, _, _ in await fleet.ticks(job, 2)] == [None, "a", "b"]
     with pytest.raises(asyncpg.UniqueViolationError, match=r"\(job_id, scheduled_for, attempt, host\)"):

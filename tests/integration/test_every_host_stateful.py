@@ -26,6 +26,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 from cronos import presence
 from cronos.errors import NotLeader
 from cronos.every_host import SKIP_NO_HOST, SKIP_PER_HOST, Host, HostSpec
+from cronos.lifecycle import expiry
 from cronos.store.db import connect
 from cronos.store.epoch import EpochStore
 from cronos.store.ledger import Ledger
@@ -99,7 +100,14 @@ class PerHostMachine(RuleBasedStateMachine):
         fan_out = plan_hosts(batch, hosts)
         epoch = self.deposed[-1] if stale and self.deposed else self.epoch
         write = self.ledger.write_ticks(
-            epoch, batch.job_ids, batch.scheduled_for, batch.due_at, batch.skip_reason, batch.revision, fan_out=fan_out
+            epoch,
+            batch.job_ids,
+            batch.scheduled_for,
+            batch.due_at,
+            batch.skip_reason,
+            batch.revision,
+            expires_at=[expiry(tick, 60)],
+            fan_out=fan_out,
         )
         if epoch != self.epoch:
             with pytest.raises(NotLeader):
