@@ -790,10 +790,12 @@ class LifecycleMachine(RuleBasedStateMachine):
         normals: list[Normal] | None = None,
         same: Callable[[list[Any], list[Any]], bool] = _same,
         extra: Callable[[datetime], list[tuple[Model, list[Any]]]] | None = None,
+        transitions: int = 1,
     ) -> list[Any]:
         """Run `calls` at once; then the database and each result must be what `predicts` say of the
         model, applied in some order (one of the serializations), at some instant of the calls, or
-        one of the `extra` outcomes (of statements of one call interleaved with another's)."""
+        one of the `extra` outcomes (of statements of one call interleaved with another's).
+        `transitions`: how many transitions of one run each call may make."""
 
         async def guarded(call: Callable[[], Awaitable[Any]]) -> Any:
             try:
@@ -821,14 +823,15 @@ class LifecycleMachine(RuleBasedStateMachine):
                 options.append((m, expected))
         for at in (t0, t1):
             options.extend(extra(at) if extra else [])
-        self.settle(label, actor, options, actual, after, same, steps=len(calls))
+        self.settle(label, actor, options, actual, after, same, steps=len(calls) * transitions)
         return list(results)
 
     def step(
         self, label: str, actor: Actor | None, call: Callable[[], Awaitable[Any]], predict: Predict,
-        normal: Normal | None = None,
+        normal: Normal | None = None, transitions: int = 1,
     ) -> Any:  # fmt: skip
-        return self.interleave(label, actor, [call], [predict], [normal] if normal else None)[0]
+        normals = [normal] if normal else None
+        return self.interleave(label, actor, [call], [predict], normals, transitions=transitions)[0]
 
     def settle(
         self,
@@ -1365,6 +1368,7 @@ class LifecycleMachine(RuleBasedStateMachine):
             lambda: self.job_store.set_status(job_id, status),
             lambda m, at: predict_set_status(m, job_id, status, at),
             lambda job, _s: job.status,
+            transitions=2,  # a reserved run taken back (queued), then handed over (skipped) if written ahead
         )
 
     @precondition(lambda self: self.budget["trigger"] > 0)
