@@ -168,7 +168,7 @@ def _schema(base: str, live: Settings) -> Any:
         if isinstance(body, dict) and body.get("parents"):
             return False  # which jobs exist (and make no cycle) depends on the data; test_chains covers it
         chain = body.get("chain") if isinstance(body, dict) else None
-        if isinstance(chain, dict) and (chain.get("on") or chain.get("join")):
+        if isinstance(chain, dict) and (chain.get("on") or chain.get("join") is not None):
             return False  # edges and joins name the job's parents, stored or sent: test_joins covers them
         if isinstance(body, dict) and body.get("hosts") is not None:
             return False  # per-host needs `allow` and no retries, stored or sent: test_api_every_host covers it
