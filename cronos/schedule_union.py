@@ -142,6 +142,8 @@ def check_entries(
         at = f"{FIELD}[{index}]"
         if (entry.cron is None) == (entry.every is None):
             raise InvalidInput(at, "give exactly one of cron (an expression) and every (an interval)")
+        if entry.timezone == "":
+            raise InvalidInput(f"{at}.timezone", "is empty: leave it out (null) for the job's zone")
         if entry.timezone is not None and entry.cron is None:
             raise InvalidInput(f"{at}.timezone", "only a cron entry has a time zone (an interval is elapsed time)")
         if entry.anchor is not None and entry.every is None:

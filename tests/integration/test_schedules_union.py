@@ -91,6 +91,7 @@ async def test_entries_are_checked_as_the_job_is_and_the_preview_shows_the_union
             ([{"cron": "0 8 * * *", "timezone": "Mars/Olympus"}], "$.schedules[0].timezone"),
             ([{"every": "1h", "anchor": "2026-01-01T00:00:00"}], "$.schedules[0].anchor"),
             ([{"cron": "0 8 * * *", "zone": "UTC"}], "$.schedules[0]"),
+            ([{"cron": "0 8 * * *", "timezone": ""}], "$.schedules[0].timezone"),  # leave it out for the job's
         ):
             body = {"name": "bad", "cron_expression": "0 9 * * *", "payload": {"action": "noop"}, "schedules": entries}
             reply = await api.call("POST", "/api/jobs", json=body)
