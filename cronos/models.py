@@ -100,7 +100,7 @@ class Hosts(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, omit_defau
             msgspec.Meta(
                 min_length=3,
                 max_length=200,
-                pattern="^[^=,\\x00]+=[^=,\\x00]+$",  # no NUL: PostgreSQL's jsonb cannot hold it
+                pattern="^[^=,]+=[^=,]+$",  # and no NUL (api.bodies refuses it: jsonb cannot hold it)
                 description="only executors with this key=value",
             ),
         ]

@@ -111,7 +111,7 @@ def as_entries(value: Any) -> tuple[ScheduleEntry, ...]:
 def check_entries(
     entries: Sequence[ScheduleEntry], job_zone: str, key: str, parse: Callable[[str, str], object]
 ) -> list[ScheduleEntry]:
-    """The entries as they are stored (intervals spelled canonically), or InvalidInput naming the
+    """The entries as they are stored (intervals spelled canonically, an empty zone null), or InvalidInput naming the
     entry's field: each is a cron expression or an interval, a zone only with a cron expression, an
     anchor only with an interval."""
     if len(entries) > MAX_ENTRIES:
@@ -121,8 +121,8 @@ def check_entries(
         at = f"{FIELD}[{index}]"
         if (entry.cron is None) == (entry.every is None):
             raise InvalidInput(at, "give exactly one of cron (an expression) and every (an interval)")
-        if entry.timezone == "":
-            raise InvalidInput(f"{at}.timezone", "is empty: leave it out (null) for the job's zone")
+        if entry.timezone == "":  # the job's zone, as null says: stored as null (the text form reads no `TZ=`)
+            entry = msgspec.structs.replace(entry, timezone=None)
         if entry.timezone is not None and entry.cron is None:
             raise InvalidInput(f"{at}.timezone", "only a cron entry has a time zone (an interval is elapsed time)")
         if entry.anchor is not None and entry.every is None:
