@@ -251,6 +251,7 @@ HOSTS_NO_RETRIES = "a per-host job (hosts) is not retried: max_retries must be 0
 def _check_hosts(fields: dict[str, Any]) -> None:
     if fields.get("hosts") is None:
         return
+    _no_nul(fields["hosts"].label, "$.hosts.label")
     if fields["concurrency_policy"] != "allow":
         raise InvalidInput("$.hosts", HOSTS_NEED_ALLOW)
     if fields["max_retries"]:

@@ -100,12 +100,14 @@ class Hosts(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, omit_defau
             msgspec.Meta(
                 min_length=3,
                 max_length=200,
-                pattern="^[^=,]+=[^=,]+$",
+                pattern="^[^=,]+=[^=,]+$",  # and no NUL (api.bodies refuses it: jsonb cannot hold it)
                 description="only executors with this key=value",
             ),
         ]
         | None
     ) = None
+
+
 class Breaker(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, omit_defaults=True):
     """The job's circuit breaker (issue 40, cronos.breaker), over the cluster's default."""
 

@@ -27,42 +27,21 @@ MAX_ENTRIES = 20
 FIELD = "$.schedules"
 
 
+def _text(max_length: int, description: str, fmt: str, min_length: int | None = 1) -> msgspec.Meta:
+    """An entry's text field: its bounds, and the format named for tools (the checks are check_entries')."""
+    return msgspec.Meta(
+        min_length=min_length, max_length=max_length, description=description, extra_json_schema={"format": fmt}
+    )
+
+
 class ScheduleEntry(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True, omit_defaults=True):
     """One more schedule of a job: `cron` (in `timezone`, default the job's) or `every` (from `anchor`)."""
 
-    cron: (
-        Annotated[
-            str,
-            msgspec.Meta(
-                min_length=1,
-                max_length=200,
-                description="a cron expression (as cron_expression)",
-                extra_json_schema={"format": "cron"},
-            ),
-        ]
-        | None
-    ) = None
-    every: (
-        Annotated[
-            str,
-            msgspec.Meta(
-                min_length=1,
-                max_length=40,
-                description="an interval (as every): 90m, 1h30m",
-                extra_json_schema={"format": "cronos-duration"},
-            ),
-        ]
-        | None
-    ) = None
+    cron: Annotated[str, _text(200, "a cron expression (as cron_expression)", "cron")] | None = None
+    every: Annotated[str, _text(40, "an interval (as every): 90m, 1h30m", "cronos-duration")] | None = None
+    # No minimum length: a stored entry is read with these bounds, and one API version stored "" (now refused).
     timezone: (
-        Annotated[
-            str,
-            msgspec.Meta(
-                max_length=64,
-                description="the cron entry's IANA zone; null: the job's",
-                extra_json_schema={"format": "iana-time-zone"},
-            ),
-        ]
+        Annotated[str, _text(64, "the cron entry's IANA zone; null: the job's", "iana-time-zone", min_length=None)]
         | None
     ) = None
     anchor: Annotated[datetime, msgspec.Meta(tz=True, description="the interval's anchor; null: the epoch")] | None = (
@@ -132,7 +111,7 @@ def as_entries(value: Any) -> tuple[ScheduleEntry, ...]:
 def check_entries(
     entries: Sequence[ScheduleEntry], job_zone: str, key: str, parse: Callable[[str, str], object]
 ) -> list[ScheduleEntry]:
-    """The entries as they are stored (intervals spelled canonically), or InvalidInput naming the
+    """The entries as they are stored (intervals spelled canonically, an empty zone null), or InvalidInput naming the
     entry's field: each is a cron expression or an interval, a zone only with a cron expression, an
     anchor only with an interval."""
     if len(entries) > MAX_ENTRIES:
@@ -142,6 +121,8 @@ def check_entries(
         at = f"{FIELD}[{index}]"
         if (entry.cron is None) == (entry.every is None):
             raise InvalidInput(at, "give exactly one of cron (an expression) and every (an interval)")
+        if entry.timezone == "":  # the job's zone, as null says: stored as null (the text form reads no `TZ=`)
+            entry = msgspec.structs.replace(entry, timezone=None)
         if entry.timezone is not None and entry.cron is None:
             raise InvalidInput(f"{at}.timezone", "only a cron entry has a time zone (an interval is elapsed time)")
         if entry.anchor is not None and entry.every is None:

@@ -276,7 +276,7 @@ def _labels(raw: str) -> str:
     for part in parts:
         key, sep, value = part.partition("=")
         if not (sep and key and value):
-            raise ValueError(f"'{part}' is not key=value")
+            raise ValueError(f"each label must be key=value, and '{part}' is not")
     return ",".join(parts)
 
 

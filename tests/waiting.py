@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import urllib.request
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
@@ -45,3 +46,12 @@ def block_until(probe: Callable[[], T], *, timeout: float = 10.0, interval: floa
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what}; last value: {last!r}")
         time.sleep(interval)
+
+
+def answers(url: str, *, timeout: float = 2.0) -> bool:
+    """Whether a GET of `url` answers 200 now (a server up yet?): False while nothing listens there."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as resp:
+            return bool(resp.status == 200)
+    except OSError:  # refused, reset, timed out, or an HTTP error status
+        return False

@@ -10,8 +10,6 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
-import subprocess
-import urllib.request
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -24,7 +22,7 @@ from cronos.store.db import migrate
 from tests.cluster.servers import cronos_command, free_port
 from tests.conftest import _drop_database
 from tests.services import Services, key_prefix_of_its_own, with_database
-from tests.waiting import block_until
+from tests.serving import serving
 
 CHROMIUM = os.environ.get("CRONOS_TEST_CHROMIUM", "/usr/bin/chromium")
 CHROMEDRIVER = os.environ.get("CRONOS_TEST_CHROMEDRIVER", "/usr/bin/chromedriver")
@@ -38,14 +36,6 @@ class Stack:
     node_id: str
     database_url: str
     log: Path
-
-
-def _health(base: str) -> bool:
-    try:
-        with urllib.request.urlopen(f"{base}/health", timeout=2) as resp:
-            return bool(resp.status == 200)
-    except OSError:
-        return False
 
 
 @pytest.fixture(scope="module")
@@ -82,26 +72,13 @@ def stack(
         "PYTHONPATH": str(REPO),  # for --import tests.browser.tasks
         **(own(base) if callable(own) else own),
     }
-    with log.open("ab") as out:
-        proc = subprocess.Popen(
-            [*cronos_command(), "dev", "--import", "tests.browser.tasks"],
-            env=env,
-            cwd=REPO,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
     try:
-        block_until(lambda: _health(base) or proc.poll() is not None, timeout=60, what="cronos dev /health")
-        assert proc.poll() is None, log.read_text()[-4000:]
-        yield Stack(base, node, dsn, log)
+        argv = [*cronos_command(), "dev", "--import", "tests.browser.tasks"]
+        # start_new_session: Ctrl-C on the test run reaches pytest, which stops the stack itself.
+        with serving(argv, ready=f"{base}/health", log=log, what="cronos dev /health", env=env, cwd=REPO,
+                     start_new_session=True):  # fmt: skip
+            yield Stack(base, node, dsn, log)
     finally:
-        proc.terminate()
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
         asyncio.run(_drop_database(services.pg_admin_dsn, name))
 
 

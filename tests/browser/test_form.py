@@ -44,8 +44,9 @@ return [...document.querySelectorAll('#job-form label')]
 """
 
 
-def _shapes(parent: int) -> list[dict[str, Any]]:
+def _shapes(parent: int, other: int) -> list[dict[str, Any]]:
     """One job of every kind and shape the form must carry through untouched."""
+    p, o = str(parent), str(other)
     return [
         {"name": "f-task-forbid", "cron_expression": "*/5 * * * *", "payload": OK},
         {"name": "f-buffer-all", "cron_expression": "@yearly", "payload": OK, "concurrency_policy": "buffer_all"},
@@ -70,6 +71,31 @@ def _shapes(parent: int) -> list[dict[str, Any]]:
          "expectations": {"start_within_s": 30, "breaker": {"failures": 0, "canary_every": 4}}},
         {"name": "f-managed", "cron_expression": "@hourly", "payload": OK,
          "managed_by": {"tool": "cronos-apply", "secrets_digest": None}},
+        # Issue 40's fields, alone and together, on each kind.
+        {"name": "f-hosts", "cron_expression": "@hourly", "payload": OK, "concurrency_policy": "allow",
+         "hosts": {"count": 2, "label": "rack=a"}},
+        {"name": "f-hosts-all-interval", "every": "90m", "anchor": "2026-01-01T00:15:00+01:00", "payload": OK,
+         "concurrency_policy": "allow", "hosts": {}},
+        {"name": "f-edges", "cron_expression": "@never", "payload": OK, "parents": [parent, other],
+         "chain": {"on": {p: "failed", o: "ended"}}},
+        {"name": "f-join", "cron_expression": "@never", "payload": OK, "parents": [parent, other],
+         "chain": {"on": {o: "ended"}, "join": {"timeout_s": 90.5, "on_timeout": "run"}}},
+        {"name": "f-schedules", "cron_expression": "0 9 * * 1-5", "timezone": "Europe/Berlin", "payload": OK,
+         "schedules": [{"cron": "0 8 * * 6", "timezone": "Europe/Paris"}, {"every": "36h"},
+                       {"every": "1h30m", "anchor": "2026-01-01T00:15:00+01:00"}, {"cron": "H 3 * * *"}]},
+        {"name": "f-interval-schedules", "every": "2h", "payload": OK, "schedules": [{"cron": "30 6 * * *"}]},
+        {"name": "f-breaker-failures", "cron_expression": "@hourly", "payload": OK,
+         "expectations": {"breaker": {"failures": 3}}},
+        {"name": "f-breaker-empty", "cron_expression": "@hourly", "payload": OK, "expectations": {"breaker": {}}},
+        {"name": "f-expectations-empty", "cron_expression": "@hourly", "payload": OK, "expectations": {}},
+        {"name": "f-chain-empty", "cron_expression": "@hourly", "payload": OK, "parents": [parent], "chain": {}},
+        {"name": "f-http-all", "cron_expression": "@daily", "kind": "http", "status": "paused",
+         "payload": {"url": "https://hooks.example.com/x", "method": "GET"}, "concurrency_policy": "allow",
+         "hosts": {"label": "zone=eu"}, "parents": [parent], "chain": {"on": {p: "ended"}},
+         "schedules": [{"cron": "0 12 * * *"}], "expectations": {"breaker": {"failures": 2, "canary_every": 3}}},
+        {"name": "f-shell-join", "cron_expression": "@never", "kind": "shell", "status": "paused",
+         "payload": {"argv": ["true"]}, "parents": [parent, other], "chain": {"join": {}},
+         "schedules": [{"every": "1d"}], "expectations": {"breaker": {"failures": 0}}},
     ]  # fmt: skip
 
 
@@ -99,7 +125,8 @@ def _save(driver: Any, stack: Stack, job: dict[str, Any], flashed: str) -> None:
 def test_every_shape_of_job_saved_untouched_writes_nothing(browser: Any, stack: Stack) -> None:
     driver = browser
     parent = call(stack, "POST", "/api/jobs", {"name": "f-parent", "cron_expression": "@yearly", "payload": OK})
-    for body in _shapes(parent["id"]):
+    other = call(stack, "POST", "/api/jobs", {"name": "f-other", "cron_expression": "@yearly", "payload": OK})
+    for body in _shapes(parent["id"], other["id"]):
         job = call(stack, "POST", "/api/jobs", body)
         before = _kept(call(stack, "GET", f"/api/jobs/{job['id']}"))
         _open_edit(driver, stack, job)
@@ -108,18 +135,27 @@ def test_every_shape_of_job_saved_untouched_writes_nothing(browser: Any, stack: 
             _screenshot(driver, "form-managed")
         else:
             assert not driver.find_elements("id", "managed-by")
-        if job["kind"] == "http":
+        if job["name"] == "f-http":
             shown = find(driver, "#payload").get_attribute("value")
             assert SECRET not in driver.page_source and '"Authorization": "***"' in shown
-        if job["name"] == "f-complex":
+        if job["name"] in ("f-complex", "f-http-all"):
             assert driver.execute_script(_LABELS) == []
-            _screenshot(driver, "form-complex")
+            _screenshot(driver, job["name"].replace("f-", "form-"))
         find(driver, "#save").click()
         page = f"#/jobs/{job['id']}"
         wait(driver, lambda d, page=page: d.current_url.endswith(page), what=f"{job['name']} saved")
         # Read while it shows: the status line clears itself 4 s later (a loaded machine's API calls
         # below can take that long).
-        assert text(driver, "#status") == "Nothing changed"
+        assert text(driver, "#status") == "Nothing changed", job["name"]
+        if job["name"] == "f-http-all":  # the job page says where it runs and after what
+            wait(driver, lambda d: find(d, "#def-hosts"), what="the definition")
+            assert text(driver, "#def-hosts") == "every executor of its queue labelled zone=eu, a run each"
+            assert text(driver, "#def-parents") == f"after {parent['id']} (ended)"
+            _screenshot(driver, "job-http-all")
+        if job["name"] == "f-join":
+            wait(driver, lambda d: find(d, "#def-parents"), what="the definition")
+            edges = f"after {parent['id']} (completed), {other['id']} (ended)"
+            assert text(driver, "#def-parents") == f"{edges}; joined: once per tick, waits 90.5 s, then runs"
         revisions = call(stack, "GET", f"/api/jobs/{job['id']}/revisions")["items"]
         assert [(r["number"], r["changes"]) for r in revisions] == [(1, revisions[-1]["changes"])], job["name"]
         assert _kept(call(stack, "GET", f"/api/jobs/{job['id']}")) == before, job["name"]

@@ -30,7 +30,7 @@ import pytest
 from tests.browser.conftest import REPO, Stack
 from tests.browser.test_console import call, wait
 from tests.cluster.servers import free_port
-from tests.waiting import block_until
+from tests.serving import serving
 
 pytestmark = [
     pytest.mark.cluster,
@@ -69,14 +69,6 @@ class Provider:
     issuer: str
 
 
-def _discovery_answers() -> bool:
-    try:
-        with urllib.request.urlopen(f"{ISSUER}/.well-known/openid-configuration", timeout=2) as resp:
-            return bool(resp.status == 200)
-    except OSError:
-        return False
-
-
 @pytest.fixture(scope="module")
 def provider(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Provider]:
     root = tmp_path_factory.mktemp("idp")
@@ -93,23 +85,11 @@ def provider(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterator
         "OIDC_IDP_REDIRECT": f"{stack.base}/auth/callback",
     }
     subprocess.run([sys.executable, "-m", "tests.browser.oidc_idp.seed"], env=env, cwd=REPO, check=True, timeout=120)
-    log = (root / "idp.log").open("ab")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "django", "runserver", f"127.0.0.1:{IDP_PORT}", "--noreload"],
-        env=env,
-        cwd=REPO,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    try:
-        block_until(lambda: _discovery_answers() or proc.poll() is not None, timeout=60, what="the provider")
-        assert proc.poll() is None, (root / "idp.log").read_text()[-4000:]
+    argv = [sys.executable, "-m", "django", "runserver", f"127.0.0.1:{IDP_PORT}", "--noreload"]
+    discovery = f"{ISSUER}/.well-known/openid-configuration"
+    with serving(argv, ready=discovery, log=root / "idp.log", what="the provider", env=env, cwd=REPO,
+                 start_new_session=True):  # fmt: skip
         yield Provider(ISSUER)
-    finally:
-        proc.terminate()
-        proc.wait(15)
-        log.close()
 
 
 def _log_in_at_provider(driver: Any, who: str) -> None:

@@ -20,7 +20,7 @@ import msgspec
 
 from cronos.settings import VARIABLES
 from tests.cluster.servers import free_port
-from tests.waiting import block_until
+from tests.serving import serving
 
 CRONOS = str(Path(sys.executable).parent / "cronos")
 REPO = Path(__file__).resolve().parents[2]
@@ -30,38 +30,17 @@ def clean_env(**extra: str) -> dict[str, str]:
     return {**{k: v for k, v in os.environ.items() if k not in VARIABLES}, **extra}
 
 
-def _healthy(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(f"{url}/health", timeout=2) as resp:
-            return bool(resp.status == 200)
-    except (urllib.error.URLError, ConnectionError, TimeoutError):
-        return False
-
-
 @contextlib.contextmanager
 def api_process(tmp_path: Path, database_url: str, key_prefix: str, *command: str, **env: str) -> Iterator[str]:
     """`cronos api` (or the given command, e.g. `dev --import ...`) on a free port; yields its URL."""
     port = free_port()
-    log = (tmp_path / f"api-{port}.log").open("w")
     argv = [CRONOS, *(command or ("api",))]
     variables = {"PORT": str(port), "DATABASE_URL": database_url, "CRONOS_KEY_PREFIX": key_prefix}
-    proc = subprocess.Popen(
-        argv, cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT,
-        env=clean_env(**variables, CRONOS_API_HOST="127.0.0.1", PYTHONPATH=str(REPO), **env),
-    )  # fmt: skip
     url = f"http://127.0.0.1:{port}"
-    try:
-        block_until(lambda: proc.poll() is not None or _healthy(url), timeout=60, what=f"{argv[1]} /health")
-        assert proc.poll() is None, (tmp_path / f"api-{port}.log").read_text()[-3000:]
+    environment = clean_env(**variables, CRONOS_API_HOST="127.0.0.1", PYTHONPATH=str(REPO), **env)
+    with serving(argv, ready=f"{url}/health", log=tmp_path / f"api-{port}.log", what=f"{argv[1]} /health",
+                 stop_s=30, cwd=tmp_path, env=environment):  # fmt: skip
         yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
 
 
 def cli(cwd: Path, url: str, *args: str, token: str = "", **env: str) -> subprocess.CompletedProcess[str]:

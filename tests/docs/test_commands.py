@@ -30,6 +30,7 @@ from tests.cluster.cli_api import clean_env
 from tests.cluster.servers import free_port
 from tests.docs.blocks import REPO, Block, blocks, command_blocks, markers, pages
 from tests.services import Services
+from tests.serving import serving
 from tests.waiting import block_until
 
 pytestmark = pytest.mark.cluster
@@ -48,13 +49,6 @@ RUN_PAGES = [page for page in pages() if _runnable(page)]
 def _get(url: str) -> Any:
     with urllib.request.urlopen(url, timeout=5) as resp:
         return json.loads(resp.read())
-
-
-def _healthy(url: str) -> bool:
-    try:
-        return _get(f"{url}/health")["status"] == "ok"
-    except OSError:
-        return False
 
 
 def _ran(url: str, job_id: int, *, trigger: str = "manual") -> dict[str, Any] | None:
@@ -266,20 +260,10 @@ def _cluster(work: Path, services: Services, database_url: str, key_prefix: str,
         CRONOS_API_HOST="127.0.0.1",
         PYTHONPATH=f"{work}:{REPO}",  # the page's own modules (myapp/), and the checkout
     )
-    with log_path.open("w") as log:
-        proc = subprocess.Popen(argv, cwd=work, env=variables, stdout=log, stderr=subprocess.STDOUT)
-        url = f"http://127.0.0.1:{port}"
-        try:
-            block_until(lambda: proc.poll() is not None or _healthy(url), timeout=45, interval=0.05, what="cronos dev")
-            assert proc.poll() is None, log_path.read_text()[-3000:]
-            yield url
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+    url = f"http://127.0.0.1:{port}"
+    with serving(argv, ready=f"{url}/health", log=log_path, what="cronos dev", timeout=45, stop_s=30, cwd=work,
+                 env=variables):  # fmt: skip
+        yield url
 
 
 def _script(block: Block, port: int) -> str:

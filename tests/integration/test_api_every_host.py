@@ -41,6 +41,7 @@ async def test_hosts_are_stored_shown_and_edited(api: Api, pg_pool: asyncpg.Pool
         ({"hosts": {}, "concurrency_policy": "allow", "max_retries": 2}, HOSTS_NO_RETRIES),
         ({"hosts": {"count": 0}, "concurrency_policy": "allow"}, "$.hosts.count"),
         ({"hosts": {"label": "rack"}, "concurrency_policy": "allow"}, "$.hosts.label"),
+        ({"hosts": {"label": "rack\u0000=x"}, "concurrency_policy": "allow"}, "$.hosts.label"),  # PostgreSQL's jsonb
         ({"hosts": {"everywhere": True}, "concurrency_policy": "allow"}, "everywhere"),
     ],
 )

@@ -109,6 +109,12 @@ async def test_entries_are_checked_as_the_job_is_and_the_preview_shows_the_union
         reply = await api.call("PATCH", f"/api/jobs/{job['id']}", json={"timeout_s": 30})
         assert reply.status == 200 and reply.body["schedules"] == job["schedules"]
         assert "schedule_diff" not in reply.body
+        # An empty zone is the job's, as null is: stored as null, so the text form shows no `TZ=`.
+        empty = await api.call("PATCH", f"/api/jobs/{job['id']}", json={"schedules": [{"cron": "0 9 * * 6",
+                                                                                        "timezone": ""}]})  # fmt: skip
+        assert empty.status == 200 and empty.body["schedules"] == [{"cron": "0 9 * * 6"}], empty.body
+        reply = await api.call("PATCH", f"/api/jobs/{job['id']}", json={"schedules": job["schedules"]})
+        assert reply.status == 200, reply.body
 
         overview = await api.call("GET", "/api/jobs/overview?search=weekdays")
         (row,) = overview.body["items"]

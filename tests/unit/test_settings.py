@@ -74,6 +74,11 @@ def test_bad_value_names_the_variable(variable: str, value: str, tmp_path: Path)
     assert "\n" not in str(info.value)
 
 
+def test_a_bad_executor_label_is_named() -> None:
+    with pytest.raises(ConfigError, match=r"^CRONOS_EXECUTOR_LABELS: each label must be key=value, and 'rack' is not$"):
+        load_settings({"CRONOS_EXECUTOR_LABELS": "zone=eu,rack"}, env_file=None)
+
+
 def test_bad_value_in_dotenv_names_the_variable(tmp_path: Path) -> None:
     env_file = tmp_path / ".env"
     env_file.write_text("CRONOS_EXECUTOR_CONCURRENCY=lots\n")

@@ -1,8 +1,10 @@
 // The job form's expectations (docs/expectations.md): four optional numbers of seconds, and the
 // job's own circuit breaker (docs/breaker.md: two optional counts); none set sends
-// `expectations: null`. A 422 naming `$.expectations.<field>` is shown under this group.
+// `expectations: null`. What the form reads as the job as loaded (an empty breaker, `{}`, the
+// same as null to the form) is sent back as loaded, so an untouched form changes nothing. A 422
+// naming `$.expectations.<field>` is shown under this group.
 import { h } from "../dom.js";
-import { parseNumber } from "../edits.js";
+import { parseNumber, sameJson } from "../edits.js";
 
 export const EXPECTATIONS = [
   ["start_within_s", "Start within (s)", "A run starts at most this long after its tick; later: late start."],
@@ -17,6 +19,16 @@ export const BREAKER = [
   ["canary_every", "Canary every (ticks)",
     "While the breaker holds it paused, one run every this many ticks; it resumes when one succeeds."],
 ];
+
+/** Expectations as the form holds them: only the numbers set, an empty breaker or none at all null. */
+export function shownExpectations(expectations) {
+  const pick = (from, names) => Object.fromEntries(names.filter(([n]) => (from?.[n] ?? null) !== null)
+    .map(([n]) => [n, from[n]]));
+  const out = pick(expectations, EXPECTATIONS);
+  const own = pick(expectations?.breaker, BREAKER);
+  if (Object.keys(own).length) out.breaker = own;
+  return Object.keys(out).length ? out : null;
+}
 
 // `field(name, label, control, hint)` is the form's own field builder.
 export function expectationFields(job, field) {
@@ -37,18 +49,10 @@ export function expectationFields(job, field) {
       BREAKER.map(([name, label, hint]) => field(`breaker_${name}`, label, breaker[name], hint))),
     h("p", { class: "problem", id: "expectations-problem", role: "alert" }));
   function value() {
-    const out = {};
-    for (const [name] of EXPECTATIONS) {
-      const number = parseNumber(controls[name].value);
-      if (number !== null) out[name] = number;
-    }
-    const own = {};
-    for (const [name] of BREAKER) {
-      const number = parseNumber(breaker[name].value);
-      if (number !== null) own[name] = number;
-    }
-    if (Object.keys(own).length) out.breaker = own;
-    return Object.keys(out).length ? out : null;
+    const read = (names, from) => Object.fromEntries(names.map(([n]) => [n, parseNumber(from[n].value)]));
+    const shown = shownExpectations({ ...read(EXPECTATIONS, controls), breaker: read(BREAKER, breaker) });
+    const loadedOrNull = job?.expectations ?? null;
+    return sameJson(shown, shownExpectations(loadedOrNull)) ? loadedOrNull : shown;
   }
   return { node, first: controls.start_within_s, value };
 }

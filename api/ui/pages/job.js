@@ -72,6 +72,19 @@ async function recentTicks(id) {
   return items.reverse();
 }
 
+// When it runs after its parents (docs/chains.md): each parent's edge, and the join if any.
+export function parentsText(job) {
+  const edges = (job.parents ?? []).map((p) => `${p} (${job.chain?.on?.[String(p)] ?? "completed"})`).join(", ");
+  const join = job.chain?.join;
+  return `after ${edges}` + (join ? `; joined: once per tick, waits ${join.timeout_s} s, then ${join.on_timeout}s` : "");
+}
+
+// Where each tick runs (docs/every-host.md): null is one run per tick, on any executor.
+export function hostsText(hosts) {
+  const where = hosts.count ? `at most ${hosts.count} executors` : "every executor";
+  return `${where} of its queue` + (hosts.label ? ` labelled ${hosts.label}` : "") + ", a run each";
+}
+
 function definition(job) {
   return fields([
     ["Schedule", [h("code", {}, job.every ? `every ${job.every}` : job.cron_expression), ` in ${job.timezone}`]],
@@ -86,6 +99,8 @@ function definition(job) {
     ["Queue", job.queue],
     ["Misfire", `${job.misfire_policy}, grace ${job.misfire_grace_s} s`],
     ["Jitter", `${job.jitter_s} s`],
+    ...(job.parents?.length ? [["Parents", h("span", { id: "def-parents" }, parentsText(job))]] : []),
+    ...(job.hosts ? [["Hosts", h("span", { id: "def-hosts" }, hostsText(job.hosts))]] : []),
     ["Created", utc(job.created_at)],
     ["Updated", utc(job.updated_at)],
   ]);
