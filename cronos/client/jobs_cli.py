@@ -67,6 +67,15 @@ def _schedules(raw: str) -> list[Any]:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+# `--chain null`: clear an optional field; argparse's own None means "not given", so null needs its own mark.
+_CLEARED = object()
+
+
+def _object_or_null(raw: str) -> object:
+    """An optional object field's value: a JSON object, or `null` to clear it."""
+    return _CLEARED if raw.strip() == "null" else trigger_cli.json_object(raw)
+
+
 def _field_options() -> dict[str, dict[str, Any]]:
     """argparse options per field a client sets, typed from the Job model (payload: a JSON object)."""
     info = msgspec.inspect.type_info(Job)
@@ -76,9 +85,13 @@ def _field_options() -> dict[str, dict[str, Any]]:
         if field.name not in JOB_WRITABLE or field.name == "managed_by":
             continue
         kind = field.type
-        if isinstance(kind, msgspec.inspect.UnionType):  # an optional field: typed as its value
+        optional = isinstance(kind, msgspec.inspect.UnionType)
+        if optional:  # an optional field: typed as its value
             kind = next(t for t in kind.types if not isinstance(t, msgspec.inspect.NoneType))
-        if field.name == "payload" or isinstance(kind, msgspec.inspect.StructType):  # payload, expectations
+        if optional and isinstance(kind, msgspec.inspect.StructType):  # expectations, hosts, chain
+            help_ = f"the job's `{field.name}`: a JSON object, or null to clear it"
+            options[field.name] = {"type": _object_or_null, "help": help_}
+        elif field.name == "payload" or isinstance(kind, msgspec.inspect.StructType):
             options[field.name] = {"type": trigger_cli.json_object, "help": f"the job's `{field.name}`: a JSON object"}
         elif field.name == "calendars":
             help_ = "calendars it names: NAME (exclude its days) or NAME:allow (only its days), comma-separated"
@@ -250,7 +263,8 @@ def usage_lines(usage: dict[str, Any]) -> str:
 
 
 def _given(args: argparse.Namespace) -> dict[str, Any]:
-    return {name: value for name in _field_options() if (value := getattr(args, name, None)) is not None}
+    given = {name: value for name in _field_options() if (value := getattr(args, name, None)) is not None}
+    return {name: None if value is _CLEARED else value for name, value in given.items()}
 
 
 def _jobs(api: ApiClient, args: argparse.Namespace) -> tuple[Any, Callable[[Any], str]]:

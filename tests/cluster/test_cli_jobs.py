@@ -37,6 +37,10 @@ def test_jobs_and_runs_commands_drive_a_live_cluster(tmp_path: Path, database_ur
 
         changed = as_json(run("jobs", "update", "disk-check", "--timeout-s", "30", "--max-retries", "1", "--json"))
         assert (changed["timeout_s"], changed["max_retries"]) == (30.0, 1)
+        watched = '{"start_within_s": 60}'
+        assert as_json(run("jobs", "update", "1", "--expectations", watched, "--json"))["expectations"] is not None
+        cleared = as_json(run("jobs", "update", "1", "--expectations", "null", "--json"))
+        assert cleared["expectations"] is None and cleared["timeout_s"] == 30.0  # only what was named changes
         assert as_json(run("jobs", "pause", "disk-check", "--json"))["status"] == "paused"
         assert as_json(run("jobs", "list", "--status", "active", "--json")) == []
         assert "is active" in ok(run("jobs", "resume", "1"))
