@@ -86,7 +86,7 @@ def _field_options() -> dict[str, dict[str, Any]]:
             continue
         kind = field.type
         optional = isinstance(kind, msgspec.inspect.UnionType)
-        if optional:  # an optional field: typed as its value
+        if isinstance(kind, msgspec.inspect.UnionType):  # an optional field: typed as its value
             kind = next(t for t in kind.types if not isinstance(t, msgspec.inspect.NoneType))
         if optional and isinstance(kind, msgspec.inspect.StructType):  # expectations, hosts, chain
             help_ = f"the job's `{field.name}`: a JSON object, or null to clear it"
