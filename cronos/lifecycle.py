@@ -386,6 +386,7 @@ class Candidate:
     due_at: datetime
     running: Ahead | None = None
     earlier_waiting: int = 0  # runs of the job waiting, with an earlier tick (buffer_one counts them)
+    one_pending: bool = False  # its job holds one pending run at most (`one_pending`: run_once + forbid)
 
 
 def exclusive(policy: ConcurrencyPolicy) -> bool:
@@ -429,6 +430,12 @@ def overlap(run: Candidate, now: datetime) -> Overlap:
     if run.policy == "buffer_one":
         return Overlap.WAIT if run.earlier_waiting == 0 else Overlap.BUFFER_FULL
     deadline = forbid_deadline(run, ahead)
+    if deadline is None and run.one_pending and run.earlier_waiting:
+        # One pending run per job: the run already waiting stands for this tick, as a run written
+        # while it was pending would have been skipped (`one_pending`). Offered more than the
+        # cluster runs, each tick of the job otherwise waited in a line behind the late running
+        # run, woken, pushed and claimed again in turn, until its grace ended it.
+        return Overlap.BUFFER_FULL
     return Overlap.WAIT if deadline is None or now < deadline else Overlap.SKIP
 
 
