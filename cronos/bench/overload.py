@@ -14,7 +14,8 @@ fairness of the runs among the jobs registered (fewest and median runs of a job,
 that got none: starved) and the most runs one job holds queued or waiting. Last it pauses every
 job but the first half of --jobs (`POST /api/jobs/bulk`) and reports the recovery: the seconds
 until the runs of the jobs left start on time again (within ON_TIME_S of their tick, 3 polls in a
-row), which G8 bounds by twice the misfire grace.
+row), which G8 bounds by twice the misfire grace, and how much of it the pauses took (the load
+drops once they are through: on a loaded box the API pauses a chunk in seconds).
 
 --base PATH runs the same against another checkout (a commit before, with its own .venv) in the
 same sitting, alternating with this one --turns times each, and prints the two side by side.
@@ -87,6 +88,7 @@ class Sitting:
     label: str
     loads: list[Load] = field(default_factory=list)
     recovery_s: float | None = None  # None: not on time again within the wait
+    relief_s: float = 0.0  # of which the pauses took (the API under the load): the load drops after them
 
 
 def parser() -> argparse.ArgumentParser:
@@ -152,7 +154,7 @@ class Overload:
                 jobs += await self._register(http, len(jobs), target)
                 await self._watch(usage, time.time() + args.warmup, f"{factor}x warm-up")
                 sitting.loads.append(await self._measure(conn, usage, jobs, factor))
-            sitting.recovery_s = await self._relieve(http, conn, jobs)
+            sitting.recovery_s, sitting.relief_s = await self._relieve(http, conn, jobs)
         self.roles.stop()
         return sitting
 
@@ -229,14 +231,19 @@ class Overload:
                 raise RuntimeError(f"POST /api/jobs/bulk answered {status}: {text}")
             await asyncio.sleep(0.5)
 
-    async def _relieve(self, http: aiohttp.ClientSession, conn: asyncpg.Connection, jobs: list[int]) -> float | None:
-        """Pause all but the first half of --jobs; seconds until the rest start on time again."""
+    async def _relieve(
+        self, http: aiohttp.ClientSession, conn: asyncpg.Connection, jobs: list[int]
+    ) -> tuple[float | None, float]:
+        """Pause all but the first half of --jobs; seconds until the rest start on time again, and
+        how long the pauses took of it."""
         kept_chunks = max(1, self.args.jobs // 2 // CHUNK)
         kept = jobs[: kept_chunks * CHUNK]
         say(f"[{self.label}] relief: pausing all but {len(kept):,} jobs")
         began = time.time()
         for chunk in range(kept_chunks, (len(jobs) + CHUNK - 1) // CHUNK):
             await self._pause(http, chunk, began + RELIEF_TRIES_S)
+        paused_s = time.time() - began
+        say(f"[{self.label}] paused in {paused_s:.1f} s")
         in_a_row = 0
         on_time_since: float | None = None
         while (waited := time.time() - began) < 2 * GRACE_S + 30:
@@ -249,9 +256,9 @@ class Overload:
                 on_time_since = waited
             if in_a_row >= 3:
                 say(f"[{self.label}] on time again {on_time_since:.1f} s after the relief")
-                return on_time_since
+                return on_time_since, paused_s
         say(f"[{self.label}] not on time again within {2 * GRACE_S + 30:g} s")
-        return None
+        return None, paused_s
 
 
 async def _pause_once(http: aiohttp.ClientSession, url: str, chunk: int) -> tuple[int, str]:
@@ -304,6 +311,7 @@ def render(sittings: Sequence[Sitting]) -> str:
                 row.append(value)
         rows += cells
     rows.append(["on time again after the relief", *(_seconds(s.recovery_s) for s in sittings)])
+    rows.append(["  of which pausing the jobs (the API)", *(f"{s.relief_s:.1f} s" for s in sittings)])
     return table(headers, rows)
 
 

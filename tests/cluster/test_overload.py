@@ -85,8 +85,10 @@ async def _load(conn: asyncpg.Connection, cluster: Cluster, jobs: int) -> tuple[
 
 
 @pytest.mark.xfail(
-    reason="issue 38 open: on the merged main a job held 3-4 pending runs at 4x (bound 2) in two runs;"
-    " the plateau, CPU and fairness asserts before it held",
+    reason="issue 38 open: a job still holds 3-4 overdue pending runs at 4x (bound 2): the ticks the leader"
+    " queues before its pending run is LATE_START_S overdue (lifecycle.overdue_before). On a box at load"
+    " 10-20 the plateau, CPU and fairness asserts held in one of two runs; in the other no run started in"
+    " the 2x and 4x windows (100 running, 100 waiting: not explained yet)",
     strict=False,
 )
 async def test_a_small_overload_holds_the_plateau(make_cluster: MakeCluster) -> None:
@@ -113,7 +115,9 @@ async def test_a_small_overload_holds_the_plateau(make_cluster: MakeCluster) -> 
         cluster.assert_alive()
 
         figures = {"below": below, "2x": twice, "4x": four}
-        states = await conn.fetch("SELECT state, skip_reason, count(*) FROM runs GROUP BY 1, 2 ORDER BY 3 DESC")
+        states = await conn.fetch(
+            "SELECT state, coalesce(skip_reason, left(error, 60)), count(*) FROM runs GROUP BY 1, 2 ORDER BY 3 DESC"
+        )
         report = (
             "; ".join(
                 f"{name}: {rate:.1f} runs/s, {cpu_ms:.1f} ms CPU/run, runs of a job min {min(c)} median"

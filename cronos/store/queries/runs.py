@@ -132,6 +132,12 @@ RETURNING id, job_id, scheduled_for, attempt, trigger, revision, state, due_at, 
 # the common case, and no job is probed (the probes of 300 jobs in 5 partitions cost a seventh of
 # the tick write's buffers, 2026-12-07). A due-time index of waiting runs of its own made the
 # planner read CLAIM_FACTS' buffer_one look-up through it (test_query_plans).
+# A span of held ticks is one row (lifecycle.one_pending): a held tick is written only when the
+# job's row before it (the batch's tick before it, else its newest scheduled row, read in
+# runs_job_tick only for a held job) is not a hold itself; the others are folded into that row,
+# which stands for every tick after it up to the job's next row (cronos.ticks.folded: the ticks
+# API and the auditor account for them so). Offered 4x what the cluster ran, a row and a job
+# event per held tick cost PostgreSQL more than the runs did.
 TICKS_WRITE = """
 WITH t AS (
     SELECT * FROM unnest($2::bigint[], $3::timestamptz[], $4::timestamptz[], $5::text[], $6::integer[],
@@ -148,8 +154,15 @@ held AS (
                   AND p.due_at < $9 AND p.expires_at > t.held_at AND p.epoch = $1)),
 r AS (
     SELECT t.job_id, t.scheduled_for, t.due_at, t.revision, t.expires_at,
-           CASE WHEN t.skip_reason IS NULL AND h.job_id IS NOT NULL THEN $8::text ELSE t.skip_reason END AS skip_reason
+           CASE WHEN t.skip_reason IS NULL AND h.job_id IS NOT NULL THEN $8::text ELSE t.skip_reason END AS skip_reason,
+           h.job_id IS NOT NULL AND (
+               SELECT s.skip_reason FROM runs s WHERE s.job_id = t.job_id AND s.trigger = 'schedule'
+               ORDER BY s.job_id, s.scheduled_for DESC, s.id DESC LIMIT 1) IS NOT DISTINCT FROM $8 AS open
     FROM t LEFT JOIN held h ON h.job_id = t.job_id),
+f AS (
+    SELECT r.*, lag(coalesce(r.skip_reason, ''), 1, CASE WHEN r.open THEN $8 END)
+                    OVER (PARTITION BY r.job_id ORDER BY r.scheduled_for) AS previous
+    FROM r),
 moved AS (
     UPDATE jobs SET last_scheduled_for = c.cursor
     FROM (SELECT job_id, max(scheduled_for) AS cursor, min(revision) AS revision FROM t GROUP BY job_id) AS c
@@ -161,7 +174,8 @@ INSERT INTO runs (job_id, scheduled_for, attempt, trigger, state, due_at, epoch,
 SELECT t.job_id, t.scheduled_for, 1, 'schedule', CASE WHEN t.skip_reason IS NULL THEN 'queued' ELSE 'skipped' END,
        t.due_at, $1::bigint, CASE WHEN t.skip_reason IS NULL THEN $1::bigint END, t.skip_reason,
        CASE WHEN t.skip_reason IS NULL THEN NULL ELSE now() END, t.revision, t.expires_at
-FROM r t JOIN moved m ON m.id = t.job_id
+FROM f t JOIN moved m ON m.id = t.job_id
+WHERE t.skip_reason IS DISTINCT FROM $8 OR t.previous IS DISTINCT FROM $8
 ON CONFLICT (job_id, scheduled_for, attempt, host) DO NOTHING
 RETURNING id, job_id, floor(extract(epoch FROM scheduled_for) * 1000)::bigint AS scheduled_for_ms,
           floor(extract(epoch FROM due_at) * 1000)::bigint AS due_ms, state, skip_reason,
@@ -268,8 +282,9 @@ RETURNING r.id
 # (NULL: unknown): each run's state, tick, due time and expiry (a run claimed past it expires
 # instead: lifecycle.expired), its job's policy, jitter and misfire grace (the expiry of a run a
 # leader of the release before wrote unstamped: lifecycle.expiry), the job's running
-# exclusive run if any, and, for buffer_one only, whether one of the job's runs waits with an
-# earlier tick (probed in runs_waiting_job, by its columns: one entry, whatever the job's history);
+# exclusive run if any, its misfire policy, and whether one of the job's runs waits with an earlier
+# tick (buffer_one and lifecycle.one_pending: probed in runs_waiting_job, by its columns: one entry,
+# whatever the job's history);
 # the job's concurrency group (a run of a grouped job also needs a slot: cronos.store.groups) and
 # whether the run holds one already; and PostgreSQL's clock. Nothing is locked (a claim holds no
 # lock a finish or a heartbeat could wait for): a wait is checked again after it is recorded
@@ -289,10 +304,10 @@ SELECT b.id, b.job_id, b.state, b.scheduled_for, b.attempt, b.due_at, b.expires_
        j.concurrency_group AS grp, CASE WHEN j.concurrency_group IS NOT NULL THEN EXISTS (
            SELECT 1 FROM concurrency_group_slots s WHERE s.run_id = b.id) ELSE false END AS holds_slot,
        o.scheduled_for AS ahead_scheduled_for, o.attempt AS ahead_attempt, o.started_at AS ahead_started_at,
-       CASE WHEN j.concurrency_policy = 'buffer_one' THEN (
+       j.misfire_policy, (
            SELECT count(*) FROM (SELECT 1 FROM runs w WHERE w.state = 'waiting' AND w.waiting_for IS NULL
              AND (w.job_id, w.scheduled_for, w.attempt) < (b.job_id, b.scheduled_for, b.attempt) AND w.job_id = b.job_id
-             ORDER BY w.job_id, w.scheduled_for, w.attempt LIMIT 1) e) ELSE 0 END AS earlier_waiting
+             ORDER BY w.job_id, w.scheduled_for, w.attempt LIMIT 1) e) AS earlier_waiting
 FROM batch b JOIN jobs j ON j.id = b.job_id
 LEFT JOIN LATERAL (
     SELECT r.id, r.scheduled_for, r.attempt, coalesce(r.started_at, r.due_at) AS started_at FROM runs r
@@ -611,11 +626,11 @@ LIMIT $1 FOR
 UPDATE OF r SKIP LOCKED
 """
 # The leader's sweep of waiting runs (cronos.store.waiters): at most $1 of them, by job in tick
-# order, each with how many of its job's runs wait before it, its job's policy and jitter, and the
+# order, each with how many of its job's runs wait before it, its job's policies and jitter, and the
 # job's running exclusive run if any; and PostgreSQL's clock.
 WAITERS_SWEEP = """
 SELECT w.id AS run_id, w.job_id, w.scheduled_for, w.attempt, w.due_at, w.earlier,
-       j.concurrency_policy AS policy, j.jitter_s, clock_timestamp() AS now,
+       j.concurrency_policy AS policy, j.misfire_policy, j.jitter_s, clock_timestamp() AS now,
        o.scheduled_for AS ahead_scheduled_for, o.attempt AS ahead_attempt, o.started_at AS ahead_started_at
 FROM (SELECT id, job_id, scheduled_for, attempt, due_at,
              row_number() OVER (PARTITION BY job_id ORDER BY scheduled_for, attempt) - 1 AS earlier
