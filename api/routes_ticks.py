@@ -135,12 +135,10 @@ def tick_page(
     limit: int,
     horizon: tuple[datetime, datetime | None, datetime | None],
     rules: Rules = NO_RULES,
-    before: LedgerRow | None = None,
 ) -> TickList:
-    """The page: the planned ticks with their ledger rows; `horizon` is (now, the job's cursor, kept since);
-    `before`: the job's newest row written before the page (a span of held ticks may begin there)."""
+    """The page: the planned ticks with their ledger rows; `horizon` is (now, the job's cursor, kept since)."""
     now, cursor, kept_since = horizon
-    ticks = account(planned, rows, segs, now=now, written_until=cursor, kept_since=kept_since, before=before)
+    ticks = account(planned, rows, segs, now=now, written_until=cursor, kept_since=kept_since)
     page = ticks[:limit]
     more = len(ticks) > limit or len(planned) == limit
     next_cursor = cursor_of(page[-1].scheduled_for) if more and page else None
@@ -166,13 +164,11 @@ async def job_ticks(request: web.Request) -> web.Response:
         raise InvalidInput("to", f"the window holds more than {MAX_REVISIONS} changes of this job: narrow it")
     segs, planned = await off_loop(plan_page, history, after, until, seen, limit)
     upto = planned[-1][0] if len(planned) == limit else until
-    start = after if seen is None else max(after, seen)
-    rows = await store.ledger(job_id, start, upto)
-    before = await store.written_before(job_id, start) if cursor is not None and planned else None
+    rows = await store.ledger(job_id, after if seen is None else max(after, seen), upto)
     retention = backends.settings.runs_retention_s
     kept_since = now - timedelta(seconds=retention) if retention else None
     rules = await _rules(backends, job_id) if cursor is not None else NO_RULES
-    page = await off_loop(tick_page, planned, rows, segs, limit, (now, cursor, kept_since), rules, before)
+    page = await off_loop(tick_page, planned, rows, segs, limit, (now, cursor, kept_since), rules)
     return respond(page)
 
 

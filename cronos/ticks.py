@@ -11,7 +11,6 @@ run(s) of a tick, the ledger's skip reason, or why there is no row.
 
 from __future__ import annotations
 
-import bisect
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Annotated, Any, Literal, Protocol
@@ -20,7 +19,7 @@ import msgspec
 
 from cronos import delays
 from cronos.errors import InvalidSchedule
-from cronos.models import SKIP_PENDING, RunState, Trigger
+from cronos.models import RunState, Trigger
 from cronos.schedule_union import ScheduleEntry, as_entries
 from cronos.schedule_window import job_schedule
 
@@ -193,30 +192,6 @@ def plan(segs: Iterable[Segment], after: datetime, until: datetime, limit: int) 
     return found
 
 
-class Written(msgspec.Struct, frozen=True):
-    """A row the leader wrote for a tick (attempt 1, trigger `schedule`), as `folded` needs it."""
-
-    scheduled_for: datetime
-    id: int
-    skip_reason: str | None
-
-
-def folded(ticks: Iterable[datetime], written: Iterable[Written]) -> set[datetime]:
-    """Of a job's `ticks` that have no row of their own, those folded into a span of held ticks:
-    the job's row before the tick (`written`, by tick then id: the rows of the window and the newest
-    one before it) is a hold (SKIP_PENDING, cronos.lifecycle.one_pending). The leader writes the
-    first tick of a hold and folds the ticks after it into that row (TICKS_WRITE), up to the job's
-    next row: each is skipped as that one is (G2)."""
-    rows = sorted(written, key=lambda w: (w.scheduled_for, w.id))
-    keys = [w.scheduled_for for w in rows]
-    held = set()
-    for tick in ticks:
-        index = bisect.bisect_left(keys, tick) - 1
-        if index >= 0 and rows[index].skip_reason == SKIP_PENDING:
-            held.add(tick)
-    return held
-
-
 def account(
     planned: Sequence[tuple[datetime, Segment]],
     rows: Iterable[LedgerRow],
@@ -225,23 +200,16 @@ def account(
     now: datetime,
     written_until: datetime | None,
     kept_since: datetime | None = None,
-    before: LedgerRow | None = None,
 ) -> list[Tick]:
     """Each planned tick with its outcome, plus the ledger's ticks no segment plans (written ahead
     under an older schedule, then skipped "schedule changed"), ascending. `written_until` is the
-    job's cursor (every tick at or before it is in the ledger, or folded into a span of held ticks:
-    `folded`); None when the job was deleted (its runs went with it). Rows of ticks before
-    `kept_since` may have been dropped by retention. `before`: the job's newest row the leader
-    wrote before the window (a span of held ticks may begin there)."""
-    rows = list(rows)
+    job's cursor (every tick at or before it is in the ledger); None when the job was deleted (its
+    runs went with it). Rows of ticks before `kept_since` may have been dropped by retention."""
     by_tick: dict[datetime, list[LedgerRow]] = {}
     for row in rows:
         by_tick.setdefault(row.scheduled_for, []).append(row)
-    written = [Written(r.scheduled_for, r.id, r.skip_reason) for r in [*rows, *([before] if before else [])]
-               if r.trigger == "schedule" and r.attempt == 1]  # fmt: skip
-    spans = folded((t for t, _seg in planned if t not in by_tick), written) if written else set()
     horizon = (now, written_until, kept_since)
-    ticks = [_tick(t, seg, by_tick.pop(t, []), horizon, t in spans) for t, seg in planned]
+    ticks = [_tick(t, seg, by_tick.pop(t, []), horizon) for t, seg in planned]
     for t, extra in by_tick.items():  # shown with the revision that planned it, else the one in force then
         planner = {row.revision for row in extra}
         seg = next((s for s in segs if s.revision in planner and s.status != "absent"), None)
@@ -258,9 +226,9 @@ def _within(seg: Segment, t: datetime) -> bool:
 _Horizon = tuple[datetime, datetime | None, datetime | None]  # now, written_until, kept_since
 
 
-def _tick(t: datetime, seg: Segment, rows: list[LedgerRow], horizon: _Horizon, held: bool = False) -> Tick:
+def _tick(t: datetime, seg: Segment, rows: list[LedgerRow], horizon: _Horizon) -> Tick:
     runs = [_run(row) for row in sorted(rows, key=lambda row: row.attempt)]
-    outcome, reason = _outcome(t, seg, rows, horizon, held)
+    outcome, reason = _outcome(t, seg, rows, horizon)
     return Tick(
         scheduled_for=t, outcome=outcome, reason=reason, revision=seg.revision,
         cron_expression=seg.cron_expression, timezone=seg.timezone, runs=runs, every=seg.every, anchor=seg.anchor,
@@ -277,9 +245,7 @@ def _run(row: LedgerRow) -> TickRun:
     )  # fmt: skip
 
 
-def _outcome(
-    t: datetime, seg: Segment, rows: list[LedgerRow], horizon: _Horizon, held: bool = False
-) -> tuple[Outcome, str | None]:
+def _outcome(t: datetime, seg: Segment, rows: list[LedgerRow], horizon: _Horizon) -> tuple[Outcome, str | None]:
     now, written_until, kept_since = horizon
     if rows:
         if any(row.state in _STARTED or row.started_at is not None for row in rows):  # cancelled while it ran too
@@ -305,6 +271,4 @@ def _outcome(
         return "none", RUNS_DELETED
     if t > written_until:
         return "pending", NOT_WRITTEN
-    if held:  # folded into the span of held ticks before it (`folded`)
-        return "skipped", SKIP_PENDING
     return "none", UNACCOUNTED

@@ -38,7 +38,6 @@ from cronos.store.health import HealthStore
 from cronos.store.queries import upkeep as upkeep_q
 from cronos.store.rules import RuleStore
 from cronos.store.timestamps import unusable_row
-from cronos.ticks import Written, folded
 from dispatcher.lifetime import Lifetime
 
 log = logging.getLogger("dispatcher.auditor")
@@ -141,23 +140,6 @@ def reconcile(
             missing = [t for t in missing if not _held(rules.verdict(t), end)]
         result.unaccounted.extend((job.id, t) for t in missing)
     return result
-
-
-async def _unfolded(
-    conn: Any, missing: list[tuple[int, datetime]], rows: Iterable[Any], start: datetime
-) -> list[tuple[int, datetime]]:
-    """The missing ticks that no span of held ticks stands for (the job's row before each is not a
-    hold): `rows` the window's, and each job's newest row before the window."""
-    jobs = {job_id for job_id, _tick in missing}
-    written: dict[int, list[Written]] = {}
-    for r in [*rows, *await conn.fetch(upkeep_q.AUDIT_WRITTEN_BEFORE, sorted(jobs), start)]:
-        if r["job_id"] in jobs:
-            written.setdefault(r["job_id"], []).append(Written(r["scheduled_for"], r["id"], r["skip_reason"]))
-    ticks: dict[int, list[datetime]] = {}
-    for job_id, tick in missing:
-        ticks.setdefault(job_id, []).append(tick)
-    held = {(job_id, t) for job_id, job_ticks in ticks.items() for t in folded(job_ticks, written.get(job_id, ()))}
-    return [m for m in missing if m not in held]
 
 
 def _held(verdict: Verdict | None, end: datetime) -> bool:
@@ -297,8 +279,6 @@ class Auditor:
             named = {r["id"]: r for r in await conn.fetch(upkeep_q.AUDIT_JOB_NAMES, ids)}
             jobs = [_named(job, named[job.id]) for job in jobs if job.id in named]
         part = reconcile(jobs, {(r["job_id"], r["scheduled_for"]) for r in rows}, window, book, memo)
-        if part.unaccounted:  # folded into a span of held ticks? (cronos.ticks.folded)
-            part.unaccounted = await _unfolded(conn, part.unaccounted, rows, start)
         result.jobs += part.jobs
         result.expected += part.expected
         result.unaccounted += part.unaccounted

@@ -49,10 +49,3 @@ class TickStore:
         with translate_errors():
             rows = await self._pool.fetch(views_q.TICK_RUNS, job_id, after, until)
         return [to_struct(row, LedgerRow) for row in rows]
-
-    async def written_before(self, job_id: int, at: datetime) -> LedgerRow | None:
-        """The job's newest row the leader wrote for a tick at or before `at` (a span of held
-        ticks may begin there: cronos.ticks.folded)."""
-        with translate_errors():
-            row = await self._pool.fetchrow(views_q.TICK_WRITTEN_BEFORE, job_id, at)
-        return None if row is None else to_struct(row, LedgerRow)

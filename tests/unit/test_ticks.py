@@ -11,7 +11,7 @@ import pytest
 from api.bodies import encode_cursor
 from api.routes_ticks import MAX_WINDOW, annotate, cursor_after, cursor_of, window
 from cronos.errors import InvalidInput
-from cronos.models import SKIP_JOB_INACTIVE, SKIP_MISFIRED, SKIP_PENDING, SKIP_SCHEDULE_CHANGED
+from cronos.models import SKIP_JOB_INACTIVE, SKIP_MISFIRED, SKIP_SCHEDULE_CHANGED
 from cronos.ticks import (
     BEFORE_CREATED,
     CANCELLED,
@@ -25,9 +25,7 @@ from cronos.ticks import (
     LedgerRow,
     Segment,
     Tick,
-    Written,
     account,
-    folded,
     plan,
     segments,
 )
@@ -215,27 +213,3 @@ def test_a_tick_whose_run_was_cancelled_ran_if_it_started_else_it_was_skipped() 
     ticks = {t.scheduled_for: t for t in account(planned, rows, segments(history), now=at(3), written_until=at(3))}
     assert (ticks[at(1)].outcome, ticks[at(1)].reason) == ("ran", None)
     assert (ticks[at(2)].outcome, ticks[at(2)].reason) == ("skipped", CANCELLED)
-
-
-def test_ticks_folded_into_a_span_of_held_ticks_are_skipped_as_its_row_up_to_the_jobs_next_row() -> None:
-    """The leader writes the first held tick of a run_once + forbid job (SKIP_PENDING) and folds the
-    ticks after it into that row until the job's next row (TICKS_WRITE): each is skipped as that
-    one is; a tick after any other row, or past the cursor, is not (G2 stays checkable)."""
-    segs = segments(HISTORY[:1])
-    planned = plan(segs, at(1) - US, at(9), 20)
-    rows = [
-        _row(1, at(1), "queued"),
-        _row(2, at(2), "skipped", skip_reason=SKIP_PENDING),  # held: +3 and +4 folded into it
-        _row(3, at(5), "failed", started_at=at(5, 1)),  # the hold ended
-        _row(4, at(5), "skipped", attempt=2, skip_reason=SKIP_PENDING),  # a retry's row starts no span
-    ]
-    ticks = account(planned, rows, segs, now=at(9, 30), written_until=at(8))
-    assert [(t.outcome, t.reason) for t in ticks] == [
-        ("pending", None), ("skipped", SKIP_PENDING), ("skipped", SKIP_PENDING), ("skipped", SKIP_PENDING),
-        ("ran", None), ("none", UNACCOUNTED), ("none", UNACCOUNTED), ("none", UNACCOUNTED), ("pending", NOT_WRITTEN),
-    ]  # fmt: skip
-    # A span that began before the page: its row is read beside it (TickStore.written_before).
-    page = plan(segs, at(3) - US, at(4), 20)
-    ticks = account(page, [], segs, now=at(9, 30), written_until=at(8), before=rows[1])
-    assert [(t.outcome, t.reason) for t in ticks] == [("skipped", SKIP_PENDING)] * 2
-    assert folded([at(3), at(7)], [Written(at(2), 2, SKIP_PENDING), Written(at(5), 3, None)]) == {at(3)}

@@ -132,12 +132,6 @@ RETURNING id, job_id, scheduled_for, attempt, trigger, revision, state, due_at, 
 # the common case, and no job is probed (the probes of 300 jobs in 5 partitions cost a seventh of
 # the tick write's buffers, 2026-12-07). A due-time index of waiting runs of its own made the
 # planner read CLAIM_FACTS' buffer_one look-up through it (test_query_plans).
-# A span of held ticks is one row (lifecycle.one_pending): a held tick is written only when the
-# job's row before it (the batch's tick before it, else its newest scheduled row, read in
-# runs_job_tick only for a held job) is not a hold itself; the others are folded into that row,
-# which stands for every tick after it up to the job's next row (cronos.ticks.folded: the ticks
-# API and the auditor account for them so). Offered 4x what the cluster ran, a row and a job
-# event per held tick cost PostgreSQL more than the runs did.
 TICKS_WRITE = """
 WITH t AS (
     SELECT * FROM unnest($2::bigint[], $3::timestamptz[], $4::timestamptz[], $5::text[], $6::integer[],
@@ -154,15 +148,8 @@ held AS (
                   AND p.due_at < $9 AND p.expires_at > t.held_at AND p.epoch = $1)),
 r AS (
     SELECT t.job_id, t.scheduled_for, t.due_at, t.revision, t.expires_at,
-           CASE WHEN t.skip_reason IS NULL AND h.job_id IS NOT NULL THEN $8::text ELSE t.skip_reason END AS skip_reason,
-           h.job_id IS NOT NULL AND (
-               SELECT s.skip_reason FROM runs s WHERE s.job_id = t.job_id AND s.trigger = 'schedule'
-               ORDER BY s.job_id, s.scheduled_for DESC, s.id DESC LIMIT 1) IS NOT DISTINCT FROM $8 AS open
+           CASE WHEN t.skip_reason IS NULL AND h.job_id IS NOT NULL THEN $8::text ELSE t.skip_reason END AS skip_reason
     FROM t LEFT JOIN held h ON h.job_id = t.job_id),
-f AS (
-    SELECT r.*, lag(coalesce(r.skip_reason, ''), 1, CASE WHEN r.open THEN $8 END)
-                    OVER (PARTITION BY r.job_id ORDER BY r.scheduled_for) AS previous
-    FROM r),
 moved AS (
     UPDATE jobs SET last_scheduled_for = c.cursor
     FROM (SELECT job_id, max(scheduled_for) AS cursor, min(revision) AS revision FROM t GROUP BY job_id) AS c
@@ -174,8 +161,7 @@ INSERT INTO runs (job_id, scheduled_for, attempt, trigger, state, due_at, epoch,
 SELECT t.job_id, t.scheduled_for, 1, 'schedule', CASE WHEN t.skip_reason IS NULL THEN 'queued' ELSE 'skipped' END,
        t.due_at, $1::bigint, CASE WHEN t.skip_reason IS NULL THEN $1::bigint END, t.skip_reason,
        CASE WHEN t.skip_reason IS NULL THEN NULL ELSE now() END, t.revision, t.expires_at
-FROM f t JOIN moved m ON m.id = t.job_id
-WHERE t.skip_reason IS DISTINCT FROM $8 OR t.previous IS DISTINCT FROM $8
+FROM r t JOIN moved m ON m.id = t.job_id
 ON CONFLICT (job_id, scheduled_for, attempt, host) DO NOTHING
 RETURNING id, job_id, floor(extract(epoch FROM scheduled_for) * 1000)::bigint AS scheduled_for_ms,
           floor(extract(epoch FROM due_at) * 1000)::bigint AS due_ms, state, skip_reason,

@@ -90,21 +90,10 @@ AUDIT_JOB_NAMES = "SELECT id, name, queue, calendars FROM jobs WHERE id = ANY($1
 # Their scheduled ticks in ($2, $3] that the ledger holds (any state), first attempts, with
 # the start delay of those that started.
 AUDIT_TICKS = """
-SELECT job_id, scheduled_for, extract(epoch FROM started_at - scheduled_for)::float8 AS start_delay_s, id, skip_reason
+SELECT job_id, scheduled_for, extract(epoch FROM started_at - scheduled_for)::float8 AS start_delay_s
 FROM runs
 WHERE job_id = ANY($1::bigint[]) AND scheduled_for > $2 AND scheduled_for <= $3
   AND attempt = 1 AND trigger = 'schedule'
-"""
-# Each of the jobs $1's newest row the leader wrote for a tick at or before $2 (runs_job_tick),
-# read only for the jobs a tick of which the window does not hold: a span of held ticks may begin
-# there (cronos.ticks.folded).
-AUDIT_WRITTEN_BEFORE = """
-SELECT j.id AS job_id, b.id, b.scheduled_for, b.skip_reason
-FROM unnest($1::bigint[]) AS j(id)
-CROSS JOIN LATERAL (
-    SELECT r.id, r.scheduled_for, r.skip_reason FROM runs r
-    WHERE r.job_id = j.id AND r.scheduled_for <= $2 AND r.trigger = 'schedule'
-    ORDER BY r.job_id, r.scheduled_for DESC, r.id DESC LIMIT 1) b
 """
 
 

@@ -342,15 +342,6 @@ WHERE job_id = $1 AND scheduled_for > $2 AND scheduled_for <= $3
   AND trigger IN ('schedule', 'retry', 'backfill')
 ORDER BY scheduled_for, attempt
 """
-# The job $1's newest row the leader wrote for a tick at or before $2 (runs_job_tick): a span of
-# held ticks may begin there (cronos.ticks.folded).
-TICK_WRITTEN_BEFORE = """
-SELECT id, scheduled_for, attempt, trigger, revision, state, started_at, skip_reason, due_at, waiting_for
-FROM runs
-WHERE job_id = $1 AND scheduled_for <= $2 AND trigger = 'schedule'
-ORDER BY job_id, scheduled_for DESC, id DESC
-LIMIT 1
-"""
 
 
 # --- the fleet's planned starts (cronos.store.fleet; api.routes_fleet, schedule lint's herd) ----
