@@ -4,13 +4,27 @@ console's overview and the runs view show one namespace; chains stay inside one.
 
 from __future__ import annotations
 
+import argparse
+import asyncio
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import asyncpg
+import msgspec
 import pytest
 
-from cronos.settings import Settings
+from cronos.cli import _parser
+from cronos.client.apply_cli import run_apply
+from cronos.client.jobs_file import ApplyInvalid
+from cronos.settings import Settings, load_settings
 from tests.integration.api_client import SEED_JOB, Api, running_api
+
+
+def _file(names: str, namespace: str = "data") -> str:
+    jobs = ", ".join(
+        f'{{name: {n}, cron_expression: "0 * * * *", payload: {{action: reindex}}}}' for n in names.split(", ")
+    )
+    return f"namespace: {namespace}\njobs: [{jobs}]\n"
 
 
 @pytest.fixture
@@ -78,9 +92,7 @@ async def test_default_namespace_and_a_second_one_side_by_side(api: Api, pg_pool
     assert {r["job_id"] for r in runs.body["items"]} == {twin.body["id"]}
 
     # A chain stays within its namespace.
-    child = await api.call(
-        "POST", "/api/jobs", json={**SEED_JOB, "name": "after", "parents": [twin.body["id"]]}
-    )
+    child = await api.call("POST", "/api/jobs", json={**SEED_JOB, "name": "after", "parents": [twin.body["id"]]})
     assert child.status == 422 and "namespace 'data'" in child.body["detail"]
 
     # A namespace holding jobs is not deleted; `default` never is.
@@ -90,3 +102,42 @@ async def test_default_namespace_and_a_second_one_side_by_side(api: Api, pg_pool
     assert (await api.call("DELETE", "/api/namespaces/data")).status == 204
     audit = await pg_pool.fetch("SELECT action FROM audit_log WHERE subject = 'namespace' ORDER BY id")
     assert [r["action"] for r in audit] == ["created", "deleted"]
+
+
+async def test_apply_acts_in_the_file_s_namespace_and_prunes_only_there(
+    api: Api, settings: Settings, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert (await api.call("PUT", "/api/namespaces/data")).status == 201
+    kept = await api.create(name="nightly")  # default's job of the same name: not the file's
+    client = msgspec.structs.replace(settings, api_url=api.base)
+
+    def apply(path: Path, *, prune: bool = False, given: str = "default") -> int:
+        args = argparse.Namespace(files=[str(path)], dry_run=False, prune=prune, selector=None)
+        return run_apply(args, msgspec.structs.replace(client, namespace=given))
+
+    first = tmp_path / "data.yaml"
+    first.write_text(_file("nightly, hourly"))
+    assert await asyncio.to_thread(apply, first) == 0
+    assert await _names(api, "/api/jobs?namespace=data") == ["nightly", "hourly"]
+    first.write_text(_file("hourly"))
+    assert await asyncio.to_thread(apply, first, prune=True) == 0
+    assert await _names(api, "/api/jobs?namespace=data") == ["hourly"]
+    assert [j["id"] for j in (await api.call("GET", "/api/jobs")).body["items"]] == [kept["id"]]  # untouched
+    capsys.readouterr()
+
+    with pytest.raises(ApplyInvalid, match="names namespace 'data', but --namespace or CRONOS_NAMESPACE gives 'ops'"):
+        await asyncio.to_thread(apply, first, given="ops")
+    other = tmp_path / "ops.yaml"
+    other.write_text(_file("x", "ops"))
+    args = argparse.Namespace(files=[str(first), str(other)], dry_run=True, prune=False, selector=None)
+    with pytest.raises(ApplyInvalid, match="one apply acts in one namespace"):
+        await asyncio.to_thread(run_apply, args, client)
+
+
+def test_the_cli_takes_namespace_from_its_flag_or_the_environment() -> None:
+    parsed = _parser().parse_args(["jobs", "list", "--namespace", "data"])
+    assert parsed.namespace == "data"
+    assert _parser().parse_args(["jobs", "--namespace", "data", "list"]).namespace == "data"
+    assert not hasattr(_parser().parse_args(["jobs", "list"]), "namespace")  # then CRONOS_NAMESPACE, else default
+    assert load_settings({"CRONOS_NAMESPACE": "data"}, env_file=None).namespace == "data"
+    assert load_settings({}, env_file=None).namespace == "default"
