@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from cronos.errors import InvalidInput
+from cronos.errors import InvalidInput, NotFound
 
 DEFAULT = "default"
 ALL = "*"  # a listing across every namespace (a cluster admin's view)
@@ -38,3 +38,11 @@ def of_query(value: str | None, *, every: bool = False) -> str:
             raise InvalidInput(FIELD, "`*` (every namespace) is not accepted here: name one namespace")
         return ALL
     return check(value)
+
+
+def missing(name: str) -> NotFound:
+    """The refusal of a write into a namespace that does not exist."""
+    return NotFound(
+        f"no namespace named {name!r}: a cluster admin creates it (PUT /api/namespaces/{name}, "
+        f"`cronos namespaces create {name}`)"
+    )

@@ -22,7 +22,7 @@ from typing import Any
 import asyncpg
 import msgspec
 
-from cronos import instants, lifecycle
+from cronos import instants, lifecycle, namespaces
 from cronos.errors import Conflict, InvalidInput, NotFound
 from cronos.models import JOB_WRITABLE, TERMINAL_STATUSES, Job, ManagedBy, Run
 from cronos.namespaces import DEFAULT as DEFAULT_NAMESPACE
@@ -35,7 +35,7 @@ from cronos.store.queries import notifications as notifications_q
 from cronos.store.queries import runs as runs_q
 from cronos.store.queries import upkeep as upkeep_q
 from cronos.store.queries import views as views_q
-from cronos.store.rules import check_calendars
+from cronos.store.rules import check_calendars, check_group
 
 log = logging.getLogger("cronos.store.jobs")
 
@@ -135,15 +135,8 @@ def _taken(name: str, namespace: str) -> Conflict:
 def _missing(exc: asyncpg.ForeignKeyViolationError, fields: Mapping[str, Any]) -> NotFound | InvalidInput:
     """What a foreign key refused: the job's namespace (jobs_namespace_fkey) or its concurrency group."""
     if exc.constraint_name == "jobs_namespace_fkey":
-        return no_namespace(fields["namespace"])
+        return namespaces.missing(fields["namespace"])
     return _no_group(fields.get("concurrency_group"))
-
-
-def no_namespace(name: str) -> NotFound:
-    return NotFound(
-        f"no namespace named {name!r}: a cluster admin creates it (PUT /api/namespaces/{name}, "
-        f"`cronos namespaces create {name}`)"
-    )
 
 
 class _DryRun(Exception):  # not an error: it ends a dry run's transaction
@@ -174,7 +167,8 @@ class JobStore:
                 if fields.get("parents"):
                     await chains.take_turn(conn)
                     await chains.check_parents(conn, None, fields["parents"], namespace)
-                await check_calendars(conn, fields.get("calendars", []))
+                await check_calendars(conn, fields.get("calendars", []), namespace)
+                await check_group(conn, fields.get("concurrency_group"), namespace)
                 try:
                     # a caller may omit them
                     left_out: dict[str, Any] = {
@@ -310,7 +304,9 @@ class JobStore:
                 if "parents" in changed:
                     await chains.check_parents(conn, job_id, merged["parents"], current.namespace)
                 if "calendars" in changed:
-                    await check_calendars(conn, merged["calendars"])
+                    await check_calendars(conn, merged["calendars"], current.namespace)
+                if "concurrency_group" in changed:
+                    await check_group(conn, merged["concurrency_group"], current.namespace)
                 new_schedule = revisions.new_schedule(changed, merged)
                 resumed = changed.get("status") == "active"
                 values = (merged[n] for n in WRITABLE)

@@ -141,3 +141,41 @@ def test_the_cli_takes_namespace_from_its_flag_or_the_environment() -> None:
     assert not hasattr(_parser().parse_args(["jobs", "list"]), "namespace")  # then CRONOS_NAMESPACE, else default
     assert load_settings({"CRONOS_NAMESPACE": "data"}, env_file=None).namespace == "data"
     assert load_settings({}, env_file=None).namespace == "default"
+
+
+async def test_groups_calendars_and_channels_belong_to_a_namespace(api: Api) -> None:
+    assert (await api.call("PUT", "/api/namespaces/data")).status == 201
+    put = await api.call("PUT", "/api/concurrency-groups/warehouse?namespace=data", json={"limit": 2})
+    assert put.status == 201 and put.body["namespace"] == "data"
+    taken = await api.call("PUT", "/api/concurrency-groups/warehouse", json={"limit": 3})
+    assert taken.status == 409 and "another namespace" in taken.body["detail"]
+    assert (await api.call("GET", "/api/concurrency-groups")).body["items"] == []
+    listed = await api.call("GET", "/api/concurrency-groups?namespace=data")
+    assert [g["name"] for g in listed.body["items"]] == ["warehouse"]
+
+    cal = await api.call("POST", "/api/calendars?namespace=data", json={"name": "holidays", "dates": ["2026-12-25"]})
+    assert cal.status == 201 and cal.body["namespace"] == "data"
+    assert (await api.call("PUT", "/api/calendars/holidays", json={"dates": []})).status == 409
+    assert await _names(api, "/api/calendars") == []
+    assert await _names(api, "/api/calendars?namespace=data") == ["holidays"]
+
+    # A job names only its own namespace's group and calendars.
+    foreign = await api.call("POST", "/api/jobs", json={**SEED_JOB, "concurrency_group": "warehouse"})
+    assert foreign.status == 422 and foreign.body["field"] == "$.concurrency_group"
+    assert "namespace 'data'" in foreign.body["detail"]
+    refs = {"calendars": [{"name": "holidays", "mode": "exclude"}]}
+    foreign = await api.call("POST", "/api/jobs", json={**SEED_JOB, **refs})
+    assert foreign.status == 422 and foreign.body["field"] == "$.calendars[0].name"
+    own = await api.call(
+        "POST", "/api/jobs?namespace=data", json={**SEED_JOB, **refs, "concurrency_group": "warehouse"}
+    )
+    assert own.status == 201, own.body
+    seed = await api.create()
+    changed = await api.call("PATCH", f"/api/jobs/{seed['id']}", json={"concurrency_group": "warehouse"})
+    assert changed.status == 422 and changed.body["field"] == "$.concurrency_group"
+
+    channel = {"kind": "webhook", "name": "data-hook", "url": "https://hooks.example.com/data"}
+    made = await api.call("POST", "/api/channels?namespace=data", json=channel)
+    assert made.status == 201 and made.body["namespace"] == "data"
+    assert await _names(api, "/api/channels") == []
+    assert await _names(api, "/api/channels?namespace=data") == ["data-hook"]

@@ -356,20 +356,24 @@ WHERE action = 'backfilled' AND (job_id = $1 OR actor = $2) AND (detail->>'until
 # --- calendars, blackouts, timed pauses (issue 25: cronos.rules) --------------------------------
 # Every write notifies `cronos_jobs` {"op": "rules"} in its transaction: the leader reloads both.
 
-CALENDARS_ALL = "SELECT name, timezone, dates, ranges, weekdays, description FROM calendars ORDER BY name"
-CALENDAR_GET = "SELECT name, timezone, dates, ranges, weekdays, description FROM calendars WHERE name = $1"
-# $1 name, $2 timezone, $3 dates, $4 ranges, $5 weekdays, $6 description: create or replace.
+CALENDARS_ALL = "SELECT name, timezone, dates, ranges, weekdays, description, namespace FROM calendars ORDER BY name"
+CALENDAR_GET = "SELECT name, timezone, dates, ranges, weekdays, description, namespace FROM calendars WHERE name = $1"
+# $1 name, $2 timezone, $3 dates, $4 ranges, $5 weekdays, $6 description, $7 its namespace: create or
+# replace; no row when the name is another namespace's (names are unique across the cluster).
 CALENDAR_PUT = """
-INSERT INTO calendars (name, timezone, dates, ranges, weekdays, description) VALUES ($1, $2, $3, $4, $5, $6)
+INSERT INTO calendars (name, timezone, dates, ranges, weekdays, description, namespace)
+VALUES ($1, $2, $3, $4, $5, $6, $7)
 ON CONFLICT (name) DO UPDATE SET timezone = $2, dates = $3, ranges = $4, weekdays = $5, description = $6,
     updated_at = now()
-RETURNING name, timezone, dates, ranges, weekdays, description, (xmax = 0) AS created
+WHERE calendars.namespace = $7
+RETURNING name, timezone, dates, ranges, weekdays, description, namespace, (xmax = 0) AS created
 """
 # The same, create only: no row when the name exists.
 CALENDAR_INSERT = """
-INSERT INTO calendars (name, timezone, dates, ranges, weekdays, description) VALUES ($1, $2, $3, $4, $5, $6)
+INSERT INTO calendars (name, timezone, dates, ranges, weekdays, description, namespace)
+VALUES ($1, $2, $3, $4, $5, $6, $7)
 ON CONFLICT (name) DO NOTHING
-RETURNING name, timezone, dates, ranges, weekdays, description, true AS created
+RETURNING name, timezone, dates, ranges, weekdays, description, namespace, true AS created
 """
 CALENDAR_DELETE = "DELETE FROM calendars WHERE name = $1 RETURNING name"
 # The jobs that name calendar $1 (a delete is refused while any does).
@@ -377,7 +381,9 @@ CALENDAR_USERS = """
 SELECT id FROM jobs WHERE calendars @> jsonb_build_array(jsonb_build_object('name', $1::text)) ORDER BY id LIMIT 5
 """
 # The calendars among $1 that exist (a job may name only those).
-CALENDARS_NAMED = "SELECT name FROM calendars WHERE name = ANY($1::text[]) FOR KEY SHARE"
+CALENDARS_NAMED = "SELECT name, namespace FROM calendars WHERE name = ANY($1::text[]) FOR KEY SHARE"
+# The namespace of concurrency group $1 (a job may name only its own namespace's).
+GROUP_NAMESPACE = "SELECT namespace FROM concurrency_groups WHERE name = $1"
 BLACKOUTS_ALL = """
 SELECT id, name, action, starts_at, ends_at, cron_expression, duration_s, timezone, selector, note
 FROM blackouts ORDER BY id
