@@ -231,7 +231,9 @@ class Job(msgspec.Struct, kw_only=True):
     # More schedules: it fires at the union of its own and these (cronos.schedule_union).
     schedules: list[ScheduleEntry] = []
     # The namespace it belongs to (cronos.namespaces); set at creation, never changed.
-    namespace: str = DEFAULT_NAMESPACE
+    namespace: Annotated[
+        str, msgspec.Meta(description="the namespace it lives in: `?namespace=` of its create (docs/namespaces.md)")
+    ] = DEFAULT_NAMESPACE
 
 
 # A job's columns, as every statement that reads a job names them: Job's fields in their order
