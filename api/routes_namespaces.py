@@ -20,7 +20,12 @@ class NamespaceList(msgspec.Struct, kw_only=True):
 
 
 def _name(request: web.Request) -> str:
-    return namespaces.check(request.match_info["name"], "name")
+    """The path's namespace name; one no namespace can have is not a resource (404, as for groups)."""
+    name = request.match_info["name"]
+    try:
+        return namespaces.check(name, "name")
+    except InvalidInput:
+        raise NotFound(f"no namespace can be named {name[:80]!r}: {namespaces.RULE}") from None
 
 
 async def list_namespaces(request: web.Request) -> web.Response:
@@ -47,9 +52,9 @@ _PATH = "/api/namespaces/{name}"
 ROUTES = (
     Route("GET", "/api/namespaces", list_namespaces, "The namespaces, by name", response=NamespaceList,
           errors=DB_ERRORS),
-    Route("GET", _PATH, get_namespace, "A namespace", response=Namespace, errors=(InvalidInput, NotFound, *DB_ERRORS)),
+    Route("GET", _PATH, get_namespace, "A namespace", response=Namespace, errors=(NotFound, *DB_ERRORS)),
     Route("PUT", _PATH, put_namespace, "Create a namespace (200 when it exists already)", response=Namespace,
-          errors=(InvalidInput, *DB_ERRORS), also=((201, "created", Namespace),), scope="admin"),
+          errors=(NotFound, *DB_ERRORS), also=((201, "created", Namespace),), scope="admin"),
     Route("DELETE", _PATH, delete_namespace, "Delete a namespace that holds no job (`default` stays)", status=204,
-          errors=(InvalidInput, NotFound, Conflict, *DB_ERRORS), scope="admin"),
+          errors=(NotFound, Conflict, *DB_ERRORS), scope="admin"),
 )  # fmt: skip

@@ -16,15 +16,14 @@ DEFAULT = "default"
 ALL = "*"  # a listing across every namespace (a cluster admin's view)
 PATTERN = r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$"
 _NAME = re.compile(PATTERN)
+RULE = "1 to 63 of a-z, 0-9 and -, starting and ending with a letter or digit"
 FIELD = "namespace"  # the query parameter, and the CLI's and the jobs file's key
 
 
 def check(name: str, field: str = FIELD) -> str:
     """`name` if it can be a namespace's name, else InvalidInput naming `field`."""
     if _NAME.fullmatch(name) is None:
-        raise InvalidInput(
-            field, f"{name[:80]!r} is not a namespace name: 1 to 63 of a-z, 0-9 and -, starting and ending alphanumeric"
-        )
+        raise InvalidInput(field, f"{name[:80]!r} is not a namespace name: {RULE}")
     return name
 
 

@@ -238,7 +238,7 @@ def _token(raw: str) -> str:
 def _namespace(raw: str) -> str:
     value = raw.strip()
     if re.fullmatch(namespaces.PATTERN, value) is None:
-        raise ValueError("must be a namespace name: 1 to 63 of a-z, 0-9 and -, starting and ending alphanumeric")
+        raise ValueError(f"must be a namespace name: {namespaces.RULE}")
     return value
 
 

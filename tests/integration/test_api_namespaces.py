@@ -179,3 +179,11 @@ async def test_groups_calendars_and_channels_belong_to_a_namespace(api: Api) -> 
     assert made.status == 201 and made.body["namespace"] == "data"
     assert await _names(api, "/api/channels") == []
     assert await _names(api, "/api/channels?namespace=data") == ["data-hook"]
+
+
+async def test_a_path_no_namespace_can_have_is_not_a_resource(api: Api) -> None:
+    for method in ("GET", "PUT", "DELETE"):
+        reply = await api.call(method, "/api/namespaces/Not_A_Name")
+        assert reply.status == 404 and "no namespace can be named" in reply.body["detail"], method
+    assert (await api.call("GET", "/api/namespaces/nobody")).status == 404
+    assert (await api.call("DELETE", "/api/namespaces/nobody")).status == 404
