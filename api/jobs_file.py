@@ -16,6 +16,7 @@ from api.openapi import kind_variants
 from api.routing import Route
 from api.schemas import JobCreate
 from api.schemas_rules import CalendarIn
+from cronos import namespaces
 from cronos.models import GROUP_PATTERN, ManagedBy
 from cronos.payloads import PAYLOAD_TYPES
 from cronos.rules import NAME_PATTERN
@@ -56,6 +57,12 @@ def jobs_file_schema() -> dict[str, Any]:
         "type": "object",
         "properties": {
             "jobs": {"type": "array", "items": refs[0]},
+            "namespace": {
+                "type": "string",
+                "pattern": namespaces.PATTERN,
+                "description": f"the namespace the jobs live in (default: --namespace, $CRONOS_NAMESPACE, else "
+                f"{namespaces.DEFAULT}); --prune deletes only there",
+            },
             "concurrency_groups": _GROUPS,
             # `calendars: {name: days}`: created or replaced before the jobs (cronos.client.apply_groups).
             "calendars": {

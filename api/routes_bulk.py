@@ -1,4 +1,5 @@
-"""POST /api/jobs/bulk: pause, resume or trigger every job a label selector selects (issue 25, item 4).
+"""POST /api/jobs/bulk: pause, resume or trigger every job a label selector selects (issue 25, item 4)
+in one namespace (`?namespace=`, default `default`: issue 41).
 
 Scope write; api.shell_authority decides for each selected job as for its single action (admin for a
 shell job; for a resume or trigger, for a job whose chain runs one too), every job checked before
@@ -17,6 +18,7 @@ from msgspec import Meta
 
 from api.auth import principal_of
 from api.bodies import PAGE_PAYLOAD_BYTES, decode, respond
+from api.namespace_query import NAMESPACE, query_namespace
 from api.routing import BODY_ERRORS, DB_ERRORS, Route
 from api.shell_authority import check_chain, guard_for
 from api.state import BACKENDS
@@ -55,11 +57,11 @@ class BulkOut(msgspec.Struct, kw_only=True):
     unchanged: list[BulkItem]
 
 
-async def _selected(store: JobStore, path: str) -> list[Job]:
+async def _selected(store: JobStore, path: str, namespace: str) -> list[Job]:
     jobs: list[Job] = []
     after = 0
     while True:
-        page, more = await store.list_jobs(None, after, 500, PAGE_PAYLOAD_BYTES, path)
+        page, more = await store.list_jobs(None, after, 500, PAGE_PAYLOAD_BYTES, path, namespace)
         jobs.extend(page)
         if len(jobs) > MAX_JOBS:
             raise InvalidInput("$.selector", f"selects more than {MAX_JOBS} jobs: narrow it")
@@ -70,11 +72,12 @@ async def _selected(store: JobStore, path: str) -> list[Job]:
 
 async def bulk(request: web.Request) -> web.Response:
     principal = principal_of(request)
+    namespace = query_namespace(request)
     body = await decode(request, BulkBody)
     path = selectors.jsonpath(selectors.parse(body.selector, "$.selector"))
     backends = request.app[BACKENDS]
     store = await backends.jobs()
-    jobs = await _selected(store, path)
+    jobs = await _selected(store, path, namespace)
     for job in jobs:  # every refusal before any change
         guard_for(principal, body.action, job.id)(job.kind)
         await check_chain(await backends.pool(), principal, body.action, job.id)
@@ -103,5 +106,5 @@ ROUTES = (
     Route("POST", "/api/jobs/bulk", bulk,
           f"Pause, resume or trigger every job a label selector selects (at most {MAX_JOBS}); each job's change "
           "audited as its single action; the answer lists what changed and what did not, and why",
-          body=BulkBody, response=BulkOut, errors=(*BODY_ERRORS, *DB_ERRORS)),
+          body=BulkBody, response=BulkOut, errors=(*BODY_ERRORS, *DB_ERRORS), query=(NAMESPACE,)),
 )  # fmt: skip

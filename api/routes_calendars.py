@@ -13,9 +13,11 @@ from aiohttp import web
 
 from api.auth import principal_of
 from api.bodies import check_schedule, decode, path_id, respond
+from api.namespace_query import NAMESPACE, query_namespace
 from api.routing import BODY_ERRORS, DB_ERRORS, ID, Route
 from api.schemas_rules import BlackoutCreate, BlackoutList, CalendarCreate, CalendarIn, CalendarList
 from api.state import BACKENDS
+from cronos import namespaces
 from cronos.errors import Conflict, InvalidInput, NotFound
 from cronos.rules import NAME_PATTERN, Blackout, Calendar
 from cronos.store.rules import RuleStore
@@ -34,14 +36,14 @@ def _name(request: web.Request) -> str:
     return name
 
 
-def check_calendar(name: str, body: CalendarIn) -> Calendar:
+def check_calendar(name: str, body: CalendarIn, namespace: str = namespaces.DEFAULT) -> Calendar:
     check_schedule("* * * * *", body.timezone)  # 422 on $.timezone
     for index, days in enumerate(body.ranges):
         if days.end < days.start:
             raise InvalidInput(f"$.ranges[{index}].to", "must not be before `from`")
     fields = msgspec.structs.asdict(body)
     fields.pop("name", None)
-    return Calendar(name=name, **fields)
+    return Calendar(name=name, **fields, namespace=namespace)
 
 
 def check_blackout(body: BlackoutCreate) -> dict[str, object]:
@@ -71,7 +73,9 @@ def check_blackout(body: BlackoutCreate) -> dict[str, object]:
 
 
 async def list_calendars(request: web.Request) -> web.Response:
-    return respond(CalendarList(items=await (await _store(request)).calendars()))
+    namespace = query_namespace(request)
+    found = await (await _store(request)).calendars()
+    return respond(CalendarList(items=[c for c in found if c.namespace == namespace]))
 
 
 async def get_calendar(request: web.Request) -> web.Response:
@@ -82,7 +86,8 @@ async def create_calendar(request: web.Request) -> web.Response:
     body = await decode(request, CalendarCreate)
     store = await _store(request)
     actor = principal_of(request).name
-    calendar, _created = await store.put_calendar(check_calendar(body.name, body), actor=actor, replace=False)
+    wanted = check_calendar(body.name, body, query_namespace(request))
+    calendar, _created = await store.put_calendar(wanted, actor=actor, replace=False)
     return respond(calendar, status=201)
 
 
@@ -90,7 +95,8 @@ async def put_calendar(request: web.Request) -> web.Response:
     name = _name(request)
     body = await decode(request, CalendarIn)
     store = await _store(request)
-    calendar, created = await store.put_calendar(check_calendar(name, body), actor=principal_of(request).name)
+    wanted = check_calendar(name, body, query_namespace(request))
+    calendar, created = await store.put_calendar(wanted, actor=principal_of(request).name)
     return respond(calendar, status=201 if created else 200)
 
 
@@ -122,14 +128,15 @@ _CAL = "/api/calendars/{name}"
 _BLACKOUT = f"/api/blackouts/{ID}"
 ROUTES = (
     Route("GET", "/api/calendars", list_calendars, "Business calendars, by name", response=CalendarList,
-          errors=DB_ERRORS),
+          errors=(InvalidInput, *DB_ERRORS), query=(NAMESPACE,)),
     Route("POST", "/api/calendars", create_calendar,
           "Create a calendar (409 if the name exists); jobs name it in `calendars` to exclude or allow its days",
-          status=201, body=CalendarCreate, response=Calendar, errors=(*BODY_ERRORS, Conflict, *DB_ERRORS)),
+          status=201, body=CalendarCreate, response=Calendar, errors=(*BODY_ERRORS, NotFound, Conflict, *DB_ERRORS),
+          query=(NAMESPACE,)),
     Route("GET", _CAL, get_calendar, "A calendar", response=Calendar, errors=(NotFound, *DB_ERRORS)),
     Route("PUT", _CAL, put_calendar, "Create or replace a calendar (201 when created); the leader applies it at once",
-          body=CalendarIn, response=Calendar, errors=(*BODY_ERRORS, NotFound, *DB_ERRORS),
-          also=((201, "created", Calendar),)),
+          body=CalendarIn, response=Calendar, errors=(*BODY_ERRORS, NotFound, Conflict, *DB_ERRORS),
+          also=((201, "created", Calendar),), query=(NAMESPACE,)),
     Route("DELETE", _CAL, delete_calendar, "Delete a calendar (409 while a job names it)", status=204,
           errors=(NotFound, Conflict, *DB_ERRORS)),
     Route("GET", "/api/blackouts", list_blackouts, "Blackout windows, by id", response=BlackoutList,

@@ -20,6 +20,7 @@ from msgspec import UNSET, UnsetType
 from api.auth import principal_of
 from api.bodies import decode, decode_cursor, encode_cursor, path_id, query_limit, respond, utc_now
 from api.errors import invalid_input
+from api.namespace_query import NAMESPACE, query_namespace
 from api.routes_tokens import audit_page
 from api.routing import BODY_ERRORS, DB_ERRORS, ID, PAGE, Route
 from api.schemas_tokens import AuditList
@@ -83,7 +84,8 @@ def _store(pool: Any) -> ChannelStore:
 
 
 async def list_channels(request: web.Request) -> web.Response:
-    channels = await _store(await request.app[BACKENDS].pool()).all()
+    namespace = query_namespace(request)
+    channels = [c for c in await _store(await request.app[BACKENDS].pool()).all() if c.namespace == namespace]
     admin = principal_of(request).admin
     return respond(ChannelList(items=[ch.shown(c, admin=admin) for c in channels]))
 
@@ -97,7 +99,8 @@ async def create_channel(request: web.Request) -> web.Response:
     if body.kind == "webhook" and body.secret is None:
         drawn = ch.new_secret(secrets.token_bytes(32))
         body = msgspec.structs.replace(body, secret=drawn)
-    channel = await _store(await request.app[BACKENDS].pool()).create(body, actor=principal_of(request).name)
+    store = _store(await request.app[BACKENDS].pool())
+    channel = await store.create(body, actor=principal_of(request).name, namespace=query_namespace(request))
     out = msgspec.structs.asdict(ch.shown(channel, admin=True))  # an admin's route
     return respond(ChannelCreated(**out, webhook_secret=drawn if drawn is not None else UNSET), status=201)
 
@@ -165,11 +168,12 @@ async def test_channel(request: web.Request) -> web.Response:
 ROUTES = (
     Route("GET", "/api/channels", list_channels,
           "Notification channels (secrets shown as ***; to a non-admin, a webhook URL's path and query too)",
-          response=ChannelList, errors=DB_ERRORS),
+          response=ChannelList, errors=(InvalidInput, *DB_ERRORS), query=(NAMESPACE,)),
     Route("POST", "/api/channels", create_channel,
           "Create a notification channel: a signed webhook, a Slack incoming webhook or SMTP email, for every "
           "job or the jobs or queues listed, with its events and rules", status=201, body=CHANNEL_IN,
-          response=ChannelCreated, errors=(*BODY_ERRORS, Conflict, *DB_ERRORS), scope="admin"),
+          response=ChannelCreated, errors=(*BODY_ERRORS, NotFound, Conflict, *DB_ERRORS), scope="admin",
+          query=(NAMESPACE,)),
     Route("GET", "/api/channels/history", channel_history,
           "Channel creations, changes and deletions, newest first: who (actor), when, the channel before and "
           "after (secrets shown as ***; its id and name in detail)", response=AuditList,

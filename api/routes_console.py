@@ -16,6 +16,7 @@ from aiohttp import web
 
 from api.bodies import decode_cursor, encode_cursor, query_choice, query_limit, respond, utc_now
 from api.describe import describe
+from api.namespace_query import NAMESPACE, query_namespace
 from api.routes_schedule import entry_words
 from api.routing import DB_ERRORS, PAGE, Query, Route
 from api.schemas import HELD_BACK_MS, START_DELAY_MS, WAITED_MS
@@ -115,7 +116,8 @@ async def jobs_overview(request: web.Request) -> web.Response:
     limit = query_limit(request)
     after = decode_cursor(request.query.get("cursor")) or 0
     selector = query_selector(request)
-    rows = await OverviewStore(await request.app[BACKENDS].pool()).jobs(status, search, after, limit, selector)
+    store = OverviewStore(await request.app[BACKENDS].pool())
+    rows = await store.jobs(status, search, after, limit, selector, query_namespace(request))
     now = utc_now()
     cursor = encode_cursor(rows[-1].id) if len(rows) == limit else None
     return respond(JobOverviewList(items=[overview(row, now) for row in rows], next_cursor=cursor))
@@ -126,7 +128,7 @@ ROUTES = (
           f"Jobs by id with their schedule in words, next fire time, last run and success rate over their last "
           f"{RATE_OVER} finished runs (the console's jobs page)", response=JobOverviewList,
           errors=(InvalidInput, *DB_ERRORS),
-          query=(Query("status", "only jobs in this status", enum=JOB_STATUSES),
+          query=(NAMESPACE, Query("status", "only jobs in this status", enum=JOB_STATUSES),
                  Query("q", "only jobs whose name contains this text (any case)",
                        schema={"type": "string", "maxLength": MAX_SEARCH}), SELECTOR, *PAGE)),
 )  # fmt: skip

@@ -32,6 +32,7 @@ from api.bodies import (
 )
 from api.job_lint import job_extras
 from api.names import job_name
+from api.namespace_query import NAMESPACE, query_namespace
 from api.routes_tokens import audit_page
 from api.routing import BODY_ERRORS, DB_ERRORS, ID, PAGE, Errors, Query, Route
 from api.schemas import JobCreate, JobList, JobOut, JobPatch, RevisionList
@@ -101,6 +102,7 @@ async def create_job(request: web.Request) -> web.Response:
     body = await decode(request, JobCreate)
     fields = msgspec.structs.asdict(body)
     fields["name"] = job_name(fields["name"])
+    fields["namespace"] = query_namespace(request)
     principal, _guard, check = _checker(request, "create")
     check(fields)
     await _check_queue_cap(request, fields["queue"], None)
@@ -119,7 +121,7 @@ async def list_jobs(request: web.Request) -> web.Response:
     after = decode_cursor(request.query.get("cursor")) or 0
     selector = query_selector(request)
     store = await request.app[BACKENDS].jobs()
-    jobs, more = await store.list_jobs(status, after, limit, PAGE_PAYLOAD_BYTES, selector)
+    jobs, more = await store.list_jobs(status, after, limit, PAGE_PAYLOAD_BYTES, selector, query_namespace(request))
     now = utc_now()
     cursor = encode_cursor(jobs[-1].id) if more else None
     return respond(JobList(items=[job_out(j, now) for j in jobs], next_cursor=cursor))
@@ -234,10 +236,10 @@ _STATUS: Errors = (NotFound, Conflict, *DB_ERRORS)  # 409: the job ended (comple
 _DRY_RUN = Query("dry_run", "true: every check of this write, nothing written", enum=("true", "false"))
 ROUTES = (
     Route("POST", "/api/jobs", create_job, "Register a job", status=201, body=JobCreate, response=JobOut,
-          errors=_WRITE, query=(_DRY_RUN,),
+          errors=(NotFound, *_WRITE), query=(NAMESPACE, _DRY_RUN),
           also=((200, "dry_run=true: every check passed, nothing written (the job as it would be)", JobOut),)),
     Route("GET", "/api/jobs", list_jobs, "List jobs by id", response=JobList, errors=(InvalidInput, *DB_ERRORS),
-          query=(Query("status", "only jobs in this status", enum=JOB_STATUSES), SELECTOR, *PAGE)),
+          query=(NAMESPACE, Query("status", "only jobs in this status", enum=JOB_STATUSES), SELECTOR, *PAGE)),
     Route("GET", JOB, get_job, "A job, its next run time and its last run", response=JobOut, errors=_GONE),
     Route("PATCH", JOB, patch_job, "Change some fields (validated like a create; nothing changes on error)",
           body=JobPatch, response=JobOut, errors=(NotFound, *_WRITE), query=(_DRY_RUN,)),

@@ -15,6 +15,7 @@ from aiohttp import web
 
 from api.auth import principal_of
 from api.bodies import MAX_ID, check_instant, decode_cursor, encode_cursor, path_id, query_limit, respond, run_out
+from api.namespace_query import NAMESPACE, query_namespace
 from api.routes_schedule import query_time
 from api.routing import DB_ERRORS, ID, PAGE, Query, Route
 from api.schemas import RunList, RunOut
@@ -80,6 +81,7 @@ def run_filter(request: web.Request) -> RunFilter:
         trigger=_trigger(request.query.get("trigger")),
         since=since,
         until=until,
+        namespace=query_namespace(request),
     )
 
 
@@ -128,7 +130,7 @@ ROUTES = (
     Route("GET", "/api/runs", list_all_runs,
           "Every job's runs, newest first (the order they were queued), filtered; a page reads at most "
           f"{SCAN} runs, so a rare match may give a short page with a `next_cursor` to go on from",
-          response=RunList, errors=(InvalidInput, *DB_ERRORS), query=_QUERY),
+          response=RunList, errors=(InvalidInput, *DB_ERRORS), query=(NAMESPACE, *_QUERY)),
     Route("POST", f"/api/runs/{ID}/retry", retry,
           "Retry this run: queue the next attempt of its tick (same scheduled_for and idempotency key), due "
           "now; 409 unless it ended failed, skipped or cancelled and no attempt of its tick is unfinished",

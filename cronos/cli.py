@@ -17,7 +17,7 @@ from typing import NoReturn
 
 import msgspec
 
-from cronos import __version__, runtime
+from cronos import __version__, namespaces, runtime
 from cronos.errors import BackendUnavailable, ConfigError, CronosError, InvalidInput
 from cronos.logs import bind_global, setup_logging
 from cronos.models import parse_queues
@@ -90,14 +90,34 @@ def _parser() -> argparse.ArgumentParser:
     from cronos.client.channels_cli import add_commands as add_channels
     from cronos.client.groups_cli import add_commands as add_groups
     from cronos.client.jobs_cli import add_commands as add_jobs
+    from cronos.client.namespaces_cli import add_commands as add_namespaces
 
     add_jobs(sub, _OneLineParser)
     add_channels(sub, _OneLineParser)
     add_calendars(sub, _OneLineParser)
     add_groups(sub, _OneLineParser)
+    add_namespaces(sub, _OneLineParser)
     add_apply(sub)
     _import_parser(sub)
+    for command in _CLIENT_COMMANDS:
+        if command != "namespaces":  # its commands name the namespace itself
+            _add_namespace(sub.choices[command])
     return parser
+
+
+def _add_namespace(parser: argparse.ArgumentParser) -> None:
+    """`--namespace NAME` on a client command and each of its subcommands (before or after the action)."""
+    if "--namespace" in parser._option_string_actions:  # a parser reached twice
+        return
+    parser.add_argument(
+        "--namespace",
+        default=argparse.SUPPRESS,
+        help=f"the namespace to act in (default: $CRONOS_NAMESPACE, else {namespaces.DEFAULT})",
+    )
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in action.choices.values():
+                _add_namespace(child)
 
 
 class _OneLineParser(argparse.ArgumentParser):
@@ -229,7 +249,7 @@ def _queues(text: str) -> tuple[str, ...]:
 
 
 # Clients of the REST API ($CRONOS_API_URL), not roles: no database, no event loop.
-_CLIENT_COMMANDS = ("jobs", "runs", "apply", "channels", "calendars", "blackouts", "groups")
+_CLIENT_COMMANDS = ("jobs", "runs", "apply", "channels", "calendars", "blackouts", "groups", "namespaces")
 # Converters: no API, no database; their stdout is the result.
 _OFFLINE_COMMANDS = ("import",)
 
@@ -240,6 +260,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         settings = load_settings()
         if getattr(args, "queues", None) is not None:
             settings = msgspec.structs.replace(settings, executor_queues=_queues(args.queues))
+        if getattr(args, "namespace", None) is not None:
+            try:
+                named = namespaces.check(args.namespace, "--namespace")
+            except InvalidInput as exc:
+                raise ConfigError(str(exc)) from None
+            settings = msgspec.structs.replace(settings, namespace=named)
     except ConfigError as exc:
         print(f"cronos: configuration error: {exc}", file=sys.stderr)
         return 2
@@ -261,11 +287,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             from cronos.client.channels_cli import run_channels
             from cronos.client.groups_cli import run_command as run_groups
             from cronos.client.jobs_cli import run_command
+            from cronos.client.namespaces_cli import run_command as run_namespaces
 
             if args.command == "channels":
                 return run_channels(args, settings)
             if args.command == "groups":
                 return run_groups(args, settings)
+            if args.command == "namespaces":
+                return run_namespaces(args, settings)
             return run_apply(args, settings) if args.command == "apply" else run_command(args, settings)
         if args.command == "import":
             from cronos.client.import_cli import run_import

@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal, get_args
 import msgspec
 
 from cronos.errors import InvalidInput
+from cronos.namespaces import DEFAULT as DEFAULT_NAMESPACE
 from cronos.rules import CalendarRef
 from cronos.schedule_union import ScheduleEntry
 
@@ -229,6 +230,10 @@ class Job(msgspec.Struct, kw_only=True):
     chain: Chain | None = None  # when it runs after its parents: edges and a join (cronos.chains)
     # More schedules: it fires at the union of its own and these (cronos.schedule_union).
     schedules: list[ScheduleEntry] = []
+    # The namespace it belongs to (cronos.namespaces); set at creation, never changed.
+    namespace: Annotated[
+        str, msgspec.Meta(description="the namespace it lives in: `?namespace=` of its create (docs/namespaces.md)")
+    ] = DEFAULT_NAMESPACE
 
 
 # A job's columns, as every statement that reads a job names them: Job's fields in their order

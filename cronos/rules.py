@@ -64,6 +64,7 @@ class Calendar(msgspec.Struct, frozen=True, kw_only=True):
     ranges: list[DateRange] = []
     weekdays: list[Weekday] = []
     description: str = ""
+    namespace: str = "default"  # where it lives: only that namespace's jobs may name it (issue 41)
 
     def contains(self, instant: datetime) -> bool:
         day = instant.astimezone(load_zone(self.timezone)).date()

@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 import msgspec
 from dotenv import dotenv_values
 
-from cronos import traces
+from cronos import namespaces, traces
 from cronos.errors import ConfigError, InvalidInput
 from cronos.host_limits import DEFAULT_HOST_LIMIT, HostLimit, parse_host_limits
 from cronos.models import DEFAULT_QUEUE, parse_queues
@@ -114,6 +114,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     # clients: `cronos jobs|runs|apply` talk to this API with this token (empty: none, protected mode)
     api_url: str = "http://127.0.0.1:3002"
     api_token: str = ""
+    namespace: str = "default"  # the namespace they act in (cronos.namespaces; `--namespace` overrides)
     # notifications (docs/notifications.md): sent by the leader
     console_url: str = ""  # links in notifications point here (empty: CRONOS_API_URL)
     notify_timeout_s: float = 10.0  # one send (HTTP request, SMTP session) at most this long
@@ -231,6 +232,13 @@ def _token(raw: str) -> str:
     value = raw.strip()
     if any(c.isspace() or not c.isprintable() for c in value):
         raise ValueError("must be a token without spaces or control characters (or empty: none)")
+    return value
+
+
+def _namespace(raw: str) -> str:
+    value = raw.strip()
+    if re.fullmatch(namespaces.PATTERN, value) is None:
+        raise ValueError(f"must be a namespace name: {namespaces.RULE}")
     return value
 
 
@@ -487,6 +495,7 @@ VARIABLES: dict[str, tuple[str, Callable[[str], Any], str]] = {
         "the API that `cronos jobs|runs|apply` call (unset: http://127.0.0.1:$PORT)",
     ),
     "CRONOS_API_TOKEN": ("api_token", _token, "bearer token `cronos jobs|runs|apply` send (empty: none)"),
+    "CRONOS_NAMESPACE": ("namespace", _namespace, "the namespace `cronos jobs|runs|apply` act in (`--namespace`)"),
     "CRONOS_CONSOLE_URL": ("console_url", _url("http", "https"), "the console's address, for links in notifications"),
     "CRONOS_NOTIFY_TIMEOUT_S": ("notify_timeout_s", _float(0.1, 300), "bound of one notification send"),
     "CRONOS_NOTIFY_MAX_ATTEMPTS": ("notify_max_attempts", _int(1, 100), "sends of a notification before it fails"),

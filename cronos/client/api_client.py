@@ -18,7 +18,7 @@ from urllib.parse import urlencode, urlsplit
 
 import msgspec
 
-from cronos import __version__
+from cronos import __version__, namespaces
 from cronos.errors import CronosError
 
 TIMEOUT_S = 30.0
@@ -69,9 +69,12 @@ def _problem(status: int, raw: bytes) -> ApiError:
 
 
 class ApiClient:
-    def __init__(self, base_url: str, token: str = "", timeout_s: float = TIMEOUT_S) -> None:
+    def __init__(
+        self, base_url: str, token: str = "", timeout_s: float = TIMEOUT_S, namespace: str = namespaces.DEFAULT
+    ) -> None:
         self.base_url = base_url.rstrip("/")
         self._token = token
+        self.namespace = namespace
         self._timeout_s = timeout_s
         self._opener = urllib.request.build_opener(_NoRedirects)
 
@@ -108,6 +111,8 @@ class ApiClient:
         accept: str = "application/json",
     ) -> Iterator[Any]:
         params = {k: str(v) for k, v in (query or {}).items() if v is not None}
+        if self.namespace != namespaces.DEFAULT:  # `default` unnamed: the requests of before namespaces
+            params.setdefault(namespaces.FIELD, self.namespace)
         url = self.base_url + path + (f"?{urlencode(params)}" if params else "")
         headers = {"Accept": accept, "User-Agent": f"cronos-cli/{__version__}"}
         data = None

@@ -17,13 +17,15 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import msgspec
+
 from cronos import selectors
 from cronos.client.api_client import ApiClient, ApiError
 from cronos.client.apply import Action, Step, describe, plan, scoped, strays, summary
 from cronos.client.apply_groups import CALENDARS, GROUPS, apply_named, desired_named
 from cronos.client.apply_lint import schedule_notes
 from cronos.client.jobs_cli import client
-from cronos.client.jobs_file import ApplyInvalid, desired_jobs, parse
+from cronos.client.jobs_file import ApplyInvalid, desired_jobs, file_namespace, parse
 from cronos.settings import Settings
 
 if TYPE_CHECKING:
@@ -121,6 +123,7 @@ def _carry_out(api: ApiClient, action: Action) -> str | None:
 
 def run_apply(args: argparse.Namespace, settings: Settings) -> int:
     documents = [(source, parse(source, text)) for source, text in read_sources(args.files)]
+    settings = msgspec.structs.replace(settings, namespace=file_namespace(documents, settings.namespace))
     api = client(settings)
     desired = desired_jobs(documents, api.call("GET", SCHEMA_PATH), os.environ)
     current: list[Mapping[str, Any]] = list(api.pages("/api/jobs"))

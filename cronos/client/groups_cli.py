@@ -56,7 +56,7 @@ def _show(group: dict[str, Any]) -> str:
 
 
 def run_command(args: argparse.Namespace, settings: Settings) -> int:
-    api = ApiClient(settings.api_url, settings.api_token)
+    api = ApiClient(settings.api_url, settings.api_token, namespace=settings.namespace)
     path = f"/api/concurrency-groups/{args.name}" if args.action != "list" else "/api/concurrency-groups"
     if args.action == "list":
         answer: Any = api.call("GET", path)["items"]

@@ -156,7 +156,7 @@ def add_commands(sub: SubParsers, parser_class: type[argparse.ArgumentParser]) -
 
 
 def client(settings: Settings) -> ApiClient:
-    return ApiClient(settings.api_url, settings.api_token)
+    return ApiClient(settings.api_url, settings.api_token, namespace=settings.namespace)
 
 
 def job_id(api: ApiClient, ref: str) -> int:

@@ -22,7 +22,7 @@ import jsonschema
 import msgspec
 import yaml
 
-from cronos import selectors
+from cronos import namespaces, selectors
 from cronos.errors import CronosError, InvalidInput
 from cronos.hashed import hashed
 from cronos.interval import canonical
@@ -247,6 +247,24 @@ def _check(fields: dict[str, Any]) -> None:
         check_payload(fields["kind"], msgspec.convert(fields["payload"], PAYLOAD_TYPES[fields["kind"]]))
     except msgspec.ValidationError as exc:
         raise InvalidInput("$.payload", explain(str(exc))) from None
+
+
+def file_namespace(documents: Sequence[tuple[str, Any]], given: str) -> str:
+    """The namespace an apply acts in: the one its files name (`namespace:`), else `given` (--namespace,
+    $CRONOS_NAMESPACE, else default). Files naming two, or one other than a namespace given
+    explicitly, are refused: one apply acts in one namespace, and --prune deletes only there."""
+    named = {doc["namespace"]: source for source, doc in documents if isinstance(doc, dict) and "namespace" in doc}
+    if len(named) > 1:
+        (a, first), (b, second) = sorted(named.items())[:2]
+        raise ApplyInvalid(f"{first} names namespace {a!r} and {second} {b!r}: one apply acts in one namespace")
+    if not named:
+        return given
+    ((name, source),) = named.items()
+    if not isinstance(name, str) or re.fullmatch(namespaces.PATTERN, name) is None:
+        raise ApplyInvalid(f"{source}: namespace: {str(name)[:80]!r} is not a namespace name")
+    if given not in (namespaces.DEFAULT, name):
+        raise ApplyInvalid(f"{source} names namespace {name!r}, but --namespace or CRONOS_NAMESPACE gives {given!r}")
+    return name
 
 
 def desired_jobs(

@@ -191,6 +191,7 @@ class Channel(ChannelFields, kw_only=True):
     id: int
     created_at: datetime
     updated_at: datetime
+    namespace: str = "default"  # it hears only of its namespace's jobs (issue 41)
 
 
 def new_secret(random_bytes: bytes) -> str:
@@ -356,4 +357,5 @@ def rule(channel: Channel) -> Rule:
         if quiet is None
         else QuietHours(_check_clock(quiet.start), _check_clock(quiet.end), quiet.timezone, quiet.hold),
         enabled=channel.enabled,
+        namespace=channel.namespace,
     )

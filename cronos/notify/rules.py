@@ -1,7 +1,8 @@
 """Which channel is told of which job event, and when: pure decisions over facts.
 
-A channel applies to every job, or to the jobs it lists, the jobs of the queues it lists and the
-jobs whose labels match its selector (cronos.selectors), and hears only the event kinds it names.
+A channel applies to every job of its namespace, or to the jobs it lists, the jobs of the queues it
+lists and the jobs whose labels match its selector (cronos.selectors), all in its namespace, and
+hears only the event kinds it names.
 Its rule then decides, per (event, channel):
 
 - `after_failures` N: a `failed` event is sent only once the job failed N times in a row (the
@@ -74,6 +75,7 @@ class Rule:
     rate_limit_s: int = 0
     quiet_hours: QuietHours | None = None
     enabled: bool = True
+    namespace: str = "default"  # it hears only of the jobs of its namespace (issue 41)
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +89,7 @@ class EventFacts:
     occurred_at: datetime
     detail: Mapping[str, Any] = field(default_factory=dict)
     labels: Mapping[str, str] = field(default_factory=dict)  # its job's, for a channel's selector
+    namespace: str = "default"  # its job's
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,7 +121,7 @@ class Routed:
 
 def applies(rule: Rule, event: EventFacts) -> bool:
     """Whether the channel hears of this event at all (its scope and kinds)."""
-    if not rule.enabled or event.kind not in rule.events:
+    if not rule.enabled or event.kind not in rule.events or event.namespace != rule.namespace:
         return False
     if rule.job_ids is not None and event.job_id in rule.job_ids:
         return True

@@ -19,7 +19,7 @@ from cronos.redact import redact_payload
 from cronos.store.db import PageBounds, job_page, to_struct, translate_errors
 from cronos.store.queries import access as access_q
 
-Subject = Literal["job", "token", "channel", "calendar", "blackout"]
+Subject = Literal["job", "token", "channel", "calendar", "blackout", "namespace"]
 # Actors that are not a token's name: protected mode's loopback client, CRONOS_ADMIN_TOKEN,
 # the `cronos token` command, and store calls made outside the API (tests, tools).
 LOCAL = "local"

@@ -40,9 +40,10 @@ async def take_turn(conn: asyncpg.Connection) -> None:
     await conn.execute(jobs_q.CHAIN_LOCK)
 
 
-async def check_parents(conn: asyncpg.Connection, job_id: int | None, parents: Sequence[int]) -> None:
+async def check_parents(conn: asyncpg.Connection, job_id: int | None, parents: Sequence[int], namespace: str) -> None:
     """Refuse (InvalidInput on `$.parents`) parents that do not exist or that would make `job_id`
-    (None: a job being created, which no job can name yet) its own ancestor. Call it in the
+    (None: a job being created, which no job can name yet) its own ancestor, or that are in
+    another namespace than the job's (a chain stays within its namespace). Call it in the
     write's transaction, after take_turn, before the write, whenever the parents change."""
     if (twice := duplicate(parents)) is not None:
         raise InvalidInput(FIELD, f"names job {twice} twice")
@@ -52,6 +53,11 @@ async def check_parents(conn: asyncpg.Connection, job_id: int | None, parents: S
     found = {r["id"] for r in rows}
     if missing := [p for p in parents if p not in found]:
         raise InvalidInput(FIELD, f"no job {missing[0]}")
+    if foreign := [r for r in rows if r["namespace"] != namespace]:
+        raise InvalidInput(
+            FIELD, f"job {foreign[0]['id']} is in namespace {foreign[0]['namespace']!r}, not {namespace!r}: "
+            "a chain stays within its namespace"
+        )  # fmt: skip
     if job_id is None:
         return
     # Walk towards the roots, each job once; `below[a] = b`: a is a parent of b on the way up.

@@ -13,6 +13,8 @@ import asyncpg
 import msgspec
 
 from cronos.errors import Conflict, NotFound
+from cronos.namespaces import DEFAULT as DEFAULT_NAMESPACE
+from cronos.namespaces import missing as no_namespace
 from cronos.store import groups
 from cronos.store.db import to_struct, translate_errors
 from cronos.store.queries import groups as groups_q
@@ -30,6 +32,7 @@ class Group(msgspec.Struct, kw_only=True):
     jobs: int = 0  # jobs naming the group
     created_at: datetime
     updated_at: datetime
+    namespace: str = DEFAULT_NAMESPACE  # where it lives: only that namespace's jobs may name it
 
 
 class Holder(msgspec.Struct, kw_only=True):
@@ -72,15 +75,15 @@ class GroupStore:
     def __init__(self, pool: asyncpg.Pool) -> None:
         self._pool = pool
 
-    async def list_groups(self) -> list[Group]:
+    async def list_groups(self, namespace: str = DEFAULT_NAMESPACE) -> list[Group]:
         with translate_errors():
-            rows = await self._pool.fetch(groups_q.GROUPS_LIST, None)
+            rows = await self._pool.fetch(groups_q.GROUPS_LIST, None, namespace)
         return [Group(**_fields(r)) for r in rows]
 
     async def get(self, name: str) -> GroupView:
         with translate_errors():
             async with self._pool.acquire() as conn:
-                row = await conn.fetchrow(groups_q.GROUPS_LIST, name)
+                row = await conn.fetchrow(groups_q.GROUPS_LIST, name, None)
                 if row is None:
                     raise NotFound(f"concurrency group {name!r} not found")
                 holders = [to_struct(r, Holder) for r in await conn.fetch(groups_q.GROUP_HOLDERS, name)]
@@ -88,15 +91,20 @@ class GroupStore:
                 members = [to_struct(r, JobRef) for r in await conn.fetch(groups_q.GROUP_JOBS, name, SHOWN)]
         return GroupView(**_fields(row), holders=holders, waiters=waiters, members=members)
 
-    async def put(self, name: str, limit: int, *, actor: str) -> tuple[Group, bool]:
-        """Create the group or set its limit; the slots a raise frees go to its waiting runs now.
-        Returns the group and whether it was created."""
+    async def put(self, name: str, limit: int, *, actor: str, namespace: str = DEFAULT_NAMESPACE) -> tuple[Group, bool]:
+        """Create the group in `namespace` or set its limit there; the slots a raise frees go to its
+        waiting runs now. Returns the group and whether it was created. 409: it is another namespace's."""
         with translate_errors():
             async with self._pool.acquire() as conn, conn.transaction():
-                row = await conn.fetchrow(groups_q.GROUP_PUT, name, limit)
+                try:
+                    row = await conn.fetchrow(groups_q.GROUP_PUT, name, limit, namespace)
+                except asyncpg.ForeignKeyViolationError as exc:
+                    raise no_namespace(namespace) from exc
+                if row is None:
+                    raise Conflict(f"concurrency group {name!r} belongs to another namespace than {namespace!r}")
                 await conn.fetch(groups_q.GROUPS_LOCK, [name])
                 woken = await groups.hand_out(conn, {name: limit})
-                after = await conn.fetchrow(groups_q.GROUPS_LIST, name)
+                after = await conn.fetchrow(groups_q.GROUPS_LIST, name, None)
         log.info(
             "concurrency group set",
             extra={"event": "group.set", "group": name, "limit": limit, "new_group": row["created"],

@@ -22,9 +22,10 @@ from typing import Any
 import asyncpg
 import msgspec
 
-from cronos import instants, lifecycle
+from cronos import instants, lifecycle, namespaces
 from cronos.errors import Conflict, InvalidInput, NotFound
 from cronos.models import JOB_WRITABLE, TERMINAL_STATUSES, Job, ManagedBy, Run
+from cronos.namespaces import DEFAULT as DEFAULT_NAMESPACE
 from cronos.redact import restore_secrets
 from cronos.store import chains, pages, revisions
 from cronos.store.audit import SYSTEM, record, snapshot
@@ -34,7 +35,7 @@ from cronos.store.queries import notifications as notifications_q
 from cronos.store.queries import runs as runs_q
 from cronos.store.queries import upkeep as upkeep_q
 from cronos.store.queries import views as views_q
-from cronos.store.rules import check_calendars
+from cronos.store.rules import check_calendars, check_group
 
 log = logging.getLogger("cronos.store.jobs")
 
@@ -127,6 +128,17 @@ def _no_group(name: str | None) -> InvalidInput:
     )
 
 
+def _taken(name: str, namespace: str) -> Conflict:
+    return Conflict(f"a job named {name!r} already exists in namespace {namespace!r}")
+
+
+def _missing(exc: asyncpg.ForeignKeyViolationError, fields: Mapping[str, Any]) -> NotFound | InvalidInput:
+    """What a foreign key refused: the job's namespace (jobs_namespace_fkey) or its concurrency group."""
+    if exc.constraint_name == "jobs_namespace_fkey":
+        return namespaces.missing(fields["namespace"])
+    return _no_group(fields.get("concurrency_group"))
+
+
 class _DryRun(Exception):  # not an error: it ends a dry run's transaction
     """Raised in a dry run's transaction once the write and every check in it passed: it rolls
     the write back, so a dry run refuses exactly what the write would, by the same statements."""
@@ -149,23 +161,27 @@ class JobStore:
             return done.job, ""
 
     async def _create(self, fields: Mapping[str, Any], actor: str, dry_run: bool) -> tuple[Job, str]:
+        namespace = fields.get("namespace", DEFAULT_NAMESPACE)
         with translate_errors():
             async with self._pool.acquire() as conn, conn.transaction():
                 if fields.get("parents"):
                     await chains.take_turn(conn)
-                    await chains.check_parents(conn, None, fields["parents"])
-                await check_calendars(conn, fields.get("calendars", []))
+                    await chains.check_parents(conn, None, fields["parents"], namespace)
+                await check_calendars(conn, fields.get("calendars", []), namespace)
+                await check_group(conn, fields.get("concurrency_group"), namespace)
                 try:
                     # a caller may omit them
-                    left_out: dict[str, Any] = {"parents": [], "calendars": [], "labels": {}, "schedules": []}
+                    left_out: dict[str, Any] = {
+                        "parents": [], "calendars": [], "labels": {}, "schedules": [], "namespace": namespace
+                    }  # fmt: skip
                     values = dict.fromkeys(_NULLABLE) | left_out | dict(fields)
                     row = await conn.fetchrow(
                         jobs_q.JOB_INSERT, *(values[name] for name in WRITABLE), instants.EARLIEST
                     )
                 except asyncpg.UniqueViolationError as exc:
-                    raise Conflict(f"a job named {fields['name']!r} already exists") from exc
+                    raise _taken(fields["name"], namespace) from exc
                 except asyncpg.ForeignKeyViolationError as exc:
-                    raise _no_group(fields.get("concurrency_group")) from exc
+                    raise _missing(exc, fields) from exc
                 job = to_struct(row, Job)
                 if dry_run:
                     raise _DryRun(job)
@@ -190,29 +206,35 @@ class JobStore:
             return _job(await self._pool.fetchrow(jobs_q.JOB_GET, job_id), job_id)
 
     async def list_jobs(
-        self, status: str | None, after_id: int, limit: int, max_bytes: int, selector: str | None = None
+        self,
+        status: str | None,
+        after_id: int,
+        limit: int,
+        max_bytes: int,
+        selector: str | None = None,
+        namespace: str = DEFAULT_NAMESPACE,
     ) -> tuple[list[Job], bool]:
-        """Jobs after `after_id` by id: at most `limit`, cut once their payloads reach `max_bytes`
+        """Jobs of `namespace` after `after_id` by id: at most `limit`, cut once their payloads reach `max_bytes`
         of JSON (at least one); with a selector (cronos.selectors.jsonpath) only those it selects.
         The flag says whether a next page may hold more."""
         with translate_errors():
             if selector is None and status is None:
-                rows = await self._pool.fetch(jobs_q.JOB_LIST, after_id, limit, max_bytes)
+                rows = await self._pool.fetch(jobs_q.JOB_LIST, after_id, limit, max_bytes, namespace)
             elif selector is None:
                 async with self._pool.acquire() as conn, conn.transaction():
                     await conn.execute(views_q.PAGE_PLAN)
-                    rows = await conn.fetch(jobs_q.JOB_LIST_STATUS, status, after_id, limit, max_bytes)
+                    rows = await conn.fetch(jobs_q.JOB_LIST_STATUS, status, after_id, limit, max_bytes, namespace)
             else:
-                return await self._list_selected(status, after_id, limit, max_bytes, selector)
+                return await self._list_selected(status, after_id, limit, max_bytes, selector, namespace)
         more = bool(rows) and (len(rows) == limit or len(rows) < rows[0]["fetched"])
         return [to_struct(row, Job) for row in rows], more
 
     async def _list_selected(
-        self, status: str | None, after_id: int, limit: int, max_bytes: int, selector: str
+        self, status: str | None, after_id: int, limit: int, max_bytes: int, selector: str, namespace: str
     ) -> tuple[list[Job], bool]:
         """A selector's page: a slice by id, then, when it ends short, the labels index (cronos.store.pages)."""
         head = await self._pool.fetch(
-            jobs_q.JOB_LIST_SELECTED, status, after_id, limit, max_bytes, selector, pages.SLICE
+            jobs_q.JOB_LIST_SELECTED, status, after_id, limit, max_bytes, selector, pages.SLICE, namespace
         )
         found = [row for row in head if row["id"] is not None]
         fetched, scanned = head[0]["fetched"], head[0]["scanned"]
@@ -224,7 +246,7 @@ class JobStore:
             return jobs, len(found) == limit or scanned >= pages.SLICE
         after = head[0]["scanned_to"]
         rest = await self._pool.fetch(
-            jobs_q.JOB_LIST_SELECTED_INDEXED, status, after, limit - len(found), max_bytes - spent, selector
+            jobs_q.JOB_LIST_SELECTED_INDEXED, status, after, limit - len(found), max_bytes - spent, selector, namespace
         )
         more = bool(rest) and (len(rest) == limit - len(found) or len(rest) < rest[0]["fetched"])
         return jobs + [to_struct(row, Job) for row in rest], more
@@ -280,9 +302,11 @@ class JobStore:
                 if not changed:
                     return current
                 if "parents" in changed:
-                    await chains.check_parents(conn, job_id, merged["parents"])
+                    await chains.check_parents(conn, job_id, merged["parents"], current.namespace)
                 if "calendars" in changed:
-                    await check_calendars(conn, merged["calendars"])
+                    await check_calendars(conn, merged["calendars"], current.namespace)
+                if "concurrency_group" in changed:
+                    await check_group(conn, merged["concurrency_group"], current.namespace)
                 new_schedule = revisions.new_schedule(changed, merged)
                 resumed = changed.get("status") == "active"
                 values = (merged[n] for n in WRITABLE)
@@ -291,9 +315,9 @@ class JobStore:
                         jobs_q.JOB_UPDATE, job_id, *values, current.revision + 1, new_schedule, resumed
                     )
                 except asyncpg.UniqueViolationError as exc:
-                    raise Conflict(f"a job named {merged['name']!r} already exists") from exc
+                    raise _taken(merged["name"], current.namespace) from exc
                 except asyncpg.ForeignKeyViolationError as exc:
-                    raise _no_group(merged.get("concurrency_group")) from exc
+                    raise _missing(exc, merged) from exc
                 job = _job(row, job_id)
                 if dry_run:
                     raise _DryRun(job)

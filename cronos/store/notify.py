@@ -16,7 +16,9 @@ from typing import Any
 import asyncpg
 import msgspec
 
+from cronos import namespaces
 from cronos.errors import Conflict, NotFound
+from cronos.namespaces import DEFAULT as DEFAULT_NAMESPACE
 from cronos.notify import channels as ch
 from cronos.notify.rules import EventFacts, Heard, Routed
 from cronos.store import audit
@@ -28,13 +30,13 @@ from cronos.ticks import account, plan, segments
 # --- statements (each named once; $n commented where not obvious) -----------------------------
 
 _CHANNEL_COLUMNS = """id, name, kind, config, secrets, job_ids, queues, events, after_failures, rate_limit_s,
-    quiet_hours, enabled, selector, created_at, updated_at"""
+    quiet_hours, enabled, selector, created_at, updated_at, namespace"""
 # $1 name, $2 kind, $3 config, $4 secrets, $5 job ids, $6 queues, $7 events, $8 after_failures,
-# $9 rate_limit_s, $10 quiet_hours, $11 enabled, $12 selector (0038)
+# $9 rate_limit_s, $10 quiet_hours, $11 enabled, $12 selector (0038), $13 its namespace (0068)
 CHANNEL_INSERT = f"""
 INSERT INTO notification_channels (name, kind, config, secrets, job_ids, queues, events, after_failures,
-    rate_limit_s, quiet_hours, enabled, selector)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+    rate_limit_s, quiet_hours, enabled, selector, namespace)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
 RETURNING {_CHANNEL_COLUMNS}
 """
 CHANNEL_UPDATE = f"""
@@ -70,7 +72,7 @@ RETURNING {_DELIVERY_COLUMNS}
 # labels (a channel's selector)
 # and their run's facts (a deleted job's events went with it: ON DELETE CASCADE).
 EVENTS_UNROUTED = """
-SELECT e.id, e.job_id, e.run_id, e.kind, e.occurred_at, e.detail, j.name AS job_name, j.queue, j.labels,
+SELECT e.id, e.job_id, e.run_id, e.kind, e.occurred_at, e.detail, j.name AS job_name, j.queue, j.labels, j.namespace,
        r.state AS run_state, r.scheduled_for AS run_scheduled_for, r.attempt AS run_attempt, r.error AS run_error
 FROM job_events e
 JOIN jobs j ON j.id = e.job_id
@@ -209,9 +211,12 @@ class EventRow(msgspec.Struct, kw_only=True):
     run_scheduled_for: datetime | None
     run_attempt: int | None
     run_error: str | None
+    namespace: str = DEFAULT_NAMESPACE  # its job's: only that namespace's channels hear of it
 
     def facts(self) -> EventFacts:
-        return EventFacts(self.id, self.job_id, self.queue, self.kind, self.occurred_at, self.detail, self.labels)
+        return EventFacts(
+            self.id, self.job_id, self.queue, self.kind, self.occurred_at, self.detail, self.labels, self.namespace
+        )
 
 
 def _channel(row: asyncpg.Record | dict[str, Any]) -> ch.Channel:
@@ -252,11 +257,17 @@ class ChannelStore:
     def __init__(self, pool: asyncpg.Pool) -> None:
         self._pool = pool
 
-    async def create(self, fields: ch.ChannelFields, *, actor: str = audit.SYSTEM) -> ch.Channel:
+    async def create(
+        self, fields: ch.ChannelFields, *, actor: str = audit.SYSTEM, namespace: str = DEFAULT_NAMESPACE
+    ) -> ch.Channel:
         try:
             with translate_errors():
                 async with self._pool.acquire() as conn, conn.transaction():
-                    channel = _channel(await conn.fetchrow(CHANNEL_INSERT, *_args(fields)))
+                    try:
+                        row = await conn.fetchrow(CHANNEL_INSERT, *_args(fields), namespace)
+                    except asyncpg.ForeignKeyViolationError as exc:
+                        raise namespaces.missing(namespace) from exc
+                    channel = _channel(row)
                     await _audit(conn, actor, "created", None, channel)
         except asyncpg.UniqueViolationError as exc:
             raise _unique(exc, fields.name) from None

@@ -9,6 +9,7 @@ import asyncpg
 import msgspec
 
 from cronos.models import JobKind, JobStatus, RunState
+from cronos.namespaces import DEFAULT as DEFAULT_NAMESPACE
 from cronos.schedule_union import ScheduleEntry
 from cronos.store import pages
 from cronos.store.db import to_struct, translate_errors
@@ -51,39 +52,47 @@ class OverviewStore:
         self._pool = pool
 
     async def jobs(
-        self, status: str | None, search: str | None, after_id: int, limit: int, selector: str | None = None
+        self,
+        status: str | None,
+        search: str | None,
+        after_id: int,
+        limit: int,
+        selector: str | None = None,
+        namespace: str = DEFAULT_NAMESPACE,
     ) -> list[JobRow]:
-        """A page of the console's jobs list; `selector` a cronos.selectors.jsonpath (None: every job)."""
+        """A page of the console's jobs list in `namespace`; `selector` a cronos.selectors.jsonpath (None: all)."""
         pattern = name_pattern(search)
         with translate_errors():
             if pattern is not None or selector is not None:
-                rows = await self._filtered(status, pattern, after_id, limit, selector)
+                rows = await self._filtered(status, pattern, after_id, limit, selector, namespace)
             elif status is not None:
                 async with self._pool.acquire() as conn, conn.transaction():
                     await conn.execute(views_q.PAGE_PLAN)
-                    rows = await conn.fetch(views_q.JOB_OVERVIEW_STATUS, status, after_id, limit, RATE_OVER, RECENT)
+                    rows = await conn.fetch(
+                        views_q.JOB_OVERVIEW_STATUS, status, after_id, limit, RATE_OVER, RECENT, namespace
+                    )
             else:
-                rows = await self._pool.fetch(views_q.JOB_OVERVIEW, after_id, limit, RATE_OVER, RECENT)
+                rows = await self._pool.fetch(views_q.JOB_OVERVIEW, after_id, limit, RATE_OVER, RECENT, namespace)
         return [to_struct(row, JobRow) for row in rows]
 
     async def _filtered(
-        self, status: str | None, pattern: str | None, after_id: int, limit: int, selector: str | None
+        self, status: str | None, pattern: str | None, after_id: int, limit: int, selector: str | None, namespace: str
     ) -> list[Any]:
         """A page with a name search or a selector: a slice by id, then, when it ends short, the
         search's or the selector's index (cronos.store.pages)."""
-        args = (status, pattern, after_id, limit, RATE_OVER, RECENT, selector, pages.SLICE)
+        args = (status, pattern, after_id, limit, RATE_OVER, RECENT, selector, pages.SLICE, namespace)
         head = await self._pool.fetch(views_q.JOB_OVERVIEW_FILTERED, *args)
         rows = [row for row in head if row["id"] is not None]
         if not pages.goes_on(len(rows), limit, head[0]["scanned"]):
             return rows
         after, wanted = head[0]["scanned_to"], limit - len(rows)
         if pattern is not None:
-            rest_args = (status, pattern, after, wanted, RATE_OVER, RECENT, selector)
+            rest_args = (status, pattern, after, wanted, RATE_OVER, RECENT, selector, namespace)
             async with self._pool.acquire() as conn, conn.transaction():
                 await conn.execute(views_q.PAGE_PLAN)
                 rest = await conn.fetch(views_q.JOB_OVERVIEW_SEARCHED, *rest_args)
         else:
             rest = await self._pool.fetch(
-                views_q.JOB_OVERVIEW_SELECTED, status, after, wanted, RATE_OVER, RECENT, selector
+                views_q.JOB_OVERVIEW_SELECTED, status, after, wanted, RATE_OVER, RECENT, selector, namespace
             )
         return rows + list(rest)

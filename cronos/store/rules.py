@@ -15,7 +15,7 @@ from typing import Any
 import asyncpg
 import msgspec
 
-from cronos import instants
+from cronos import instants, namespaces
 from cronos.errors import Conflict, InvalidInput, NotFound
 from cronos.models import Job
 from cronos.rules import Blackout, Calendar, CalendarRef
@@ -38,15 +38,31 @@ def _calendar(row: asyncpg.Record) -> Calendar:
     return to_struct(row, Calendar)
 
 
-async def check_calendars(conn: asyncpg.Connection, refs: Sequence[CalendarRef]) -> None:
-    """Every calendar a job names exists (locked against a delete until this transaction ends)."""
+async def check_calendars(conn: asyncpg.Connection, refs: Sequence[CalendarRef], namespace: str) -> None:
+    """Every calendar a job names exists in the job's namespace (locked against a delete until this
+    transaction ends)."""
     names = [ref.name for ref in refs]
     if not names:
         return
-    found = {row["name"] for row in await conn.fetch(jobs_q.CALENDARS_NAMED, names)}
+    found = {row["name"]: row["namespace"] for row in await conn.fetch(jobs_q.CALENDARS_NAMED, names)}
     for index, name in enumerate(names):
         if name not in found:
             raise InvalidInput(f"$.calendars[{index}].name", f"no calendar named {name!r} (POST /api/calendars)")
+        if found[name] != namespace:
+            raise InvalidInput(f"$.calendars[{index}].name", foreign("calendar", name, found[name], namespace))
+
+
+async def check_group(conn: asyncpg.Connection, name: str | None, namespace: str) -> None:
+    """The concurrency group a job names is in the job's namespace (a missing one: the foreign key's)."""
+    if name is None:
+        return
+    owner = await conn.fetchval(jobs_q.GROUP_NAMESPACE, name)
+    if owner is not None and owner != namespace:
+        raise InvalidInput("$.concurrency_group", foreign("concurrency group", name, owner, namespace))
+
+
+def foreign(what: str, name: str, owner: str, namespace: str) -> str:
+    return f"{what} {name!r} is in namespace {owner!r}, not {namespace!r}: a job names only its own namespace's"
 
 
 class RuleStore:
@@ -87,8 +103,13 @@ class RuleStore:
         ranges = [msgspec.to_builtins(r) for r in c.ranges]
         with translate_errors():
             async with self._pool.acquire() as conn, conn.transaction():
-                values = (c.name, c.timezone, c.dates, ranges, c.weekdays, c.description)
-                row = await conn.fetchrow(jobs_q.CALENDAR_PUT if replace else jobs_q.CALENDAR_INSERT, *values)
+                values = (c.name, c.timezone, c.dates, ranges, c.weekdays, c.description, c.namespace)
+                try:
+                    row = await conn.fetchrow(jobs_q.CALENDAR_PUT if replace else jobs_q.CALENDAR_INSERT, *values)
+                except asyncpg.ForeignKeyViolationError as exc:
+                    raise namespaces.missing(c.namespace) from exc
+                if row is None and replace:
+                    raise Conflict(f"calendar {c.name!r} belongs to another namespace than {c.namespace!r}")
                 if row is None:
                     raise Conflict(f"a calendar named {c.name!r} exists: PUT /api/calendars/{c.name} replaces it")
                 op = "created" if row["created"] else "updated"

@@ -18,6 +18,7 @@ import asyncpg
 import msgspec
 
 from cronos.models import Run
+from cronos.namespaces import DEFAULT as DEFAULT_NAMESPACE
 from cronos.store.db import to_struct, translate_errors
 from cronos.store.queries import views as views_q
 
@@ -39,6 +40,7 @@ class RunFilter(msgspec.Struct, frozen=True, kw_only=True):
     trigger: str | None = None
     since: datetime | None = None  # scheduled_for >= since
     until: datetime | None = None  # scheduled_for < until
+    namespace: str = DEFAULT_NAMESPACE  # the runs of this namespace's jobs only
 
 
 class RunPage(msgspec.Struct, kw_only=True):
@@ -101,6 +103,7 @@ async def runs_page(pool: asyncpg.Pool, wanted: RunFilter, before: int | None, l
     ]  # fmt: skip
     if path in (Path.JOB, Path.UNHAPPY_JOB):
         args.append(wanted.job_id)
+    args.append(wanted.namespace)
     with translate_errors():
         rows = await pool.fetch(STATEMENTS[path], *args)
     hits = [r for r in rows if not r["scan_end"]]

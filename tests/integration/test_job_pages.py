@@ -22,6 +22,7 @@ from cronos.store.queries import views as views_q
 JOBS = 20_000
 SLICE = 1000  # the statements' slice here (the store's is pages.SLICE)
 BOUND = 2 * SLICE  # rows a page may read from jobs: its slice, its page, its matches
+NS = "default"  # the namespace every job here is in (each statement's last parameter)
 
 
 @pytest.fixture
@@ -84,18 +85,21 @@ def _path(text: str) -> str:
 async def test_no_page_statement_reads_every_job_for_a_filter_that_matches_few(fleet: asyncpg.Pool) -> None:
     rare, none, search = _path("team=rare"), _path("team=nobody"), name_pattern("rare-")
     statements: dict[str, tuple[str, tuple[Any, ...]]] = {
-        "JOB_LIST": (jobs_q.JOB_LIST, (JOBS // 2, 50, 2**40)),
-        "JOB_LIST_STATUS": (jobs_q.JOB_LIST_STATUS, ("paused", 0, 50, 2**40)),
-        "JOB_LIST_SELECTED": (jobs_q.JOB_LIST_SELECTED, (None, 0, 50, 2**40, none, SLICE)),
-        "JOB_LIST_SELECTED_INDEXED": (jobs_q.JOB_LIST_SELECTED_INDEXED, (None, SLICE, 50, 2**40, rare)),
-        "JOB_OVERVIEW": (views_q.JOB_OVERVIEW, (JOBS // 2, 25, RATE_OVER, RECENT)),
-        "JOB_OVERVIEW_STATUS": (views_q.JOB_OVERVIEW_STATUS, ("paused", 0, 25, RATE_OVER, RECENT)),
+        "JOB_LIST": (jobs_q.JOB_LIST, (JOBS // 2, 50, 2**40, NS)),
+        "JOB_LIST_STATUS": (jobs_q.JOB_LIST_STATUS, ("paused", 0, 50, 2**40, NS)),
+        "JOB_LIST_SELECTED": (jobs_q.JOB_LIST_SELECTED, (None, 0, 50, 2**40, none, SLICE, NS)),
+        "JOB_LIST_SELECTED_INDEXED": (jobs_q.JOB_LIST_SELECTED_INDEXED, (None, SLICE, 50, 2**40, rare, NS)),
+        "JOB_OVERVIEW": (views_q.JOB_OVERVIEW, (JOBS // 2, 25, RATE_OVER, RECENT, NS)),
+        "JOB_OVERVIEW_STATUS": (views_q.JOB_OVERVIEW_STATUS, ("paused", 0, 25, RATE_OVER, RECENT, NS)),
         "JOB_OVERVIEW_FILTERED": (
             views_q.JOB_OVERVIEW_FILTERED,
-            ("paused", search, 0, 25, RATE_OVER, RECENT, none, SLICE),
+            ("paused", search, 0, 25, RATE_OVER, RECENT, none, SLICE, NS),
         ),
-        "JOB_OVERVIEW_SEARCHED": (views_q.JOB_OVERVIEW_SEARCHED, (None, search, SLICE, 25, RATE_OVER, RECENT, None)),
-        "JOB_OVERVIEW_SELECTED": (views_q.JOB_OVERVIEW_SELECTED, (None, SLICE, 25, RATE_OVER, RECENT, rare)),
+        "JOB_OVERVIEW_SEARCHED": (
+            views_q.JOB_OVERVIEW_SEARCHED,
+            (None, search, SLICE, 25, RATE_OVER, RECENT, None, NS),
+        ),
+        "JOB_OVERVIEW_SELECTED": (views_q.JOB_OVERVIEW_SELECTED, (None, SLICE, 25, RATE_OVER, RECENT, rare, NS)),
     }
     preludes = dict.fromkeys(("JOB_LIST_STATUS", "JOB_OVERVIEW_STATUS", "JOB_OVERVIEW_SEARCHED"), views_q.PAGE_PLAN)
     read = {

@@ -1,7 +1,8 @@
 // Calendars and blackouts (issue 25): the business calendars jobs name to exclude or allow days, and
 // the blackout windows that skip or defer ticks. Also what the job form and page use to show a job's
 // calendars and its timed pause.
-import { get } from "../api.js";
+import { inNamespace } from "../namespace.js";
+import { get, query } from "../api.js";
 import { fields, h, replace, table, utc } from "../dom.js";
 
 const NAME = /^[A-Za-z0-9_.-]{1,64}$/;
@@ -50,7 +51,7 @@ function selector(b) {
 
 export async function calendarsPage(main, _params, alive) {
   async function refresh() {
-    const [cals, blackouts] = await Promise.all([get("/api/calendars"), get("/api/blackouts")]);
+    const [cals, blackouts] = await Promise.all([get(`/api/calendars${query(inNamespace())}`), get("/api/blackouts")]);
     if (!alive()) return;
     replace(main,
       h("h1", {}, "Calendars and blackouts"),

@@ -2,7 +2,8 @@
 // the latest deliveries of every channel with their state (sent, pending with its next try,
 // failed with the last error, suppressed with the rule's reason). Adding a webhook or Slack
 // channel here; email channels come from the CLI or the API (their SMTP settings are many).
-import { ApiError, del, get, post } from "../api.js";
+import { inNamespace } from "../namespace.js";
+import { ApiError, del, get, post, query } from "../api.js";
 import { badge, h, replace, table, time } from "../dom.js";
 import { flash } from "../feedback.js";
 import { jobLink, loadJobNames } from "../job_names.js";
@@ -67,7 +68,7 @@ function createForm(done) {
     if (csv(queues.value).length) body.queues = csv(queues.value);
     if (selector.value.trim()) body.selector = selector.value.trim();
     try {
-      const created = await post("/api/channels", body);
+      const created = await post(`/api/channels${query(inNamespace())}`, body);
       flash(`Channel ${created.name} added`);
       replace(secret, created.webhook_secret
         ? ["Signing secret (shown this once): ", h("code", {}, created.webhook_secret)] : "");
@@ -95,7 +96,7 @@ export async function channelsPage(main, _params, alive) {
   }
 
   async function refresh() {
-    const channels = (await get("/api/channels")).items;
+    const channels = (await get(`/api/channels${query(inNamespace())}`)).items;
     const pages = await Promise.all(channels.map((c) => get(`/api/channels/${c.id}/deliveries?limit=${DELIVERIES}`)));
     if (!alive()) return;
     const names = Object.fromEntries(channels.map((c) => [c.id, c.name]));

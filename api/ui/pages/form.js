@@ -5,6 +5,7 @@
 import { ApiError, get, patch, post, query } from "../api.js";
 import { changedFields, parseIds, parseLabels, parseNumber } from "../edits.js";
 import { flash } from "../feedback.js";
+import { inNamespace } from "../namespace.js";
 import { groupField } from "./groups.js";
 import { flashSaved } from "./warnings.js";
 import { h, local, replace, utc } from "../dom.js";
@@ -332,7 +333,7 @@ export async function formPage(main, [id]) {
     }
     save.disabled = true;
     try {
-      const saved = job ? await patch(`/api/jobs/${id}`, changes) : await post("/api/jobs", body);
+      const saved = job ? await patch(`/api/jobs/${id}`, changes) : await post(`/api/jobs${query(inNamespace())}`, body);
       flashSaved(job ? `Saved: ${Object.keys(changes).sort().join(", ")}` : "Created", saved.warnings);
       location.hash = `#/jobs/${saved.id}`;
     } catch (error) {

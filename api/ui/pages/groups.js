@@ -1,7 +1,8 @@
 // Concurrency groups (#/groups, #/groups/NAME): each group's limit, the runs holding its slots and
 // the runs waiting for one (in the order they get it); a limit is set here too. The job form's
 // group field and the run view's "waiting for" line come from this module.
-import { ApiError, api, get } from "../api.js";
+import { inNamespace } from "../namespace.js";
+import { ApiError, api, get, query } from "../api.js";
 import { fields, h, relative, replace, table, utc } from "../dom.js";
 import { flash } from "../feedback.js";
 
@@ -14,7 +15,7 @@ const jobLink = (r) => h("a", { href: `#/jobs/${r.job_id}` }, r.job_name);
 export function groupField(control) {
   const list = h("datalist", { id: "concurrency-groups" });
   control.setAttribute("list", list.id);
-  get("/api/concurrency-groups")
+  get(`/api/concurrency-groups${query(inNamespace())}`)
     .then((groups) => replace(list, groups.items.map((g) => h("option", { value: g.name }, `limit ${g.limit}`))))
     .catch(() => {}); // only suggestions: the API judges the name on save
   return h("div", { class: "field", id: "field-concurrency_group" },
@@ -46,7 +47,7 @@ function limitForm(name, limit, after) {
     const target = name ?? named.value.trim();
     problem.textContent = "";
     try {
-      const group = await api("PUT", path(target), { limit: Number(input.value) });
+      const group = await api("PUT", `${path(target)}${query(inNamespace())}`, { limit: Number(input.value) });
       flash(`Group ${group.name}: limit ${group.limit}.`);
       await after(group);
     } catch (error) {
@@ -62,7 +63,7 @@ const typing = (main) => main.contains(document.activeElement) && document.activ
 
 async function listPage(main, alive) {
   async function refresh(force = false) {
-    const groups = await get("/api/concurrency-groups");
+    const groups = await get(`/api/concurrency-groups${query(inNamespace())}`);
     if (!alive() || !force && typing(main)) return;
     replace(main,
       h("h1", {}, "Concurrency groups"),

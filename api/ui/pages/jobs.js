@@ -1,6 +1,7 @@
 // The jobs page: search by name, status filter, a page of jobs with their schedule in words,
 // next fire, last run and success rate; pages by cursor (fast however many jobs there are).
 import { get, query } from "../api.js";
+import { chooseNamespace, currentNamespace, inNamespace } from "../namespace.js";
 import { badge, h, ms, percent, replace, table, time } from "../dom.js";
 import { verdictBadge, verdicts } from "./job_health.js";
 
@@ -13,6 +14,7 @@ export async function jobsPage(main) {
     h("option", { value: "" }, "All"), h("option", { value: "active" }, "Active"),
     h("option", { value: "paused" }, "Paused"));
   const labels = h("input", { id: "label-filter", type: "search", placeholder: "team=data,env!=prod", autocomplete: "off" });
+  const space = h("select", { id: "namespace-filter" }, h("option", { value: currentNamespace() }, currentNamespace()));
   const results = h("div", { id: "jobs", "aria-live": "polite" });
   const prev = h("button", { type: "button", id: "prev" }, "← Previous");
   const next = h("button", { type: "button", id: "next" }, "Next →");
@@ -21,7 +23,7 @@ export async function jobsPage(main) {
   async function refresh() {
     const page = state.cursors.length - 1;
     const data = await get(`/api/jobs/overview${query({
-      q: state.q, status: state.status, selector: state.selector, limit: PAGE, cursor: state.cursors[page],
+      ...inNamespace(), q: state.q, status: state.status, selector: state.selector, limit: PAGE, cursor: state.cursors[page],
     })}`).catch((error) => ({ items: [], next_cursor: null, error }));
     labels.setAttribute("aria-invalid", String(Boolean(data.error)));
     if (data.error) return replace(results, h("p", { class: "error", role: "alert" }, data.error.message));
@@ -53,16 +55,23 @@ export async function jobsPage(main) {
   });
   status.addEventListener("change", () => { state.status = status.value; restart(); });
   labels.addEventListener("change", () => { state.selector = labels.value.trim(); restart(); });
+  space.addEventListener("change", () => { chooseNamespace(space.value); restart(); });
   prev.addEventListener("click", () => { if (state.cursors.length > 1) { state.cursors.pop(); refresh(); } });
 
   replace(main,
     h("div", { class: "title" }, h("h1", {}, "Jobs"), h("a", { class: "button primary", href: "#/new" }, "New job")),
     h("div", { class: "filters" },
+      h("span", { class: "nowrap" }, h("label", { for: "namespace-filter" }, "Namespace "), space),
       h("label", { for: "search", class: "sr-only" }, "Search by name"), search,
       h("span", { class: "nowrap" }, h("label", { for: "status-filter" }, "Status "), status),
       h("span", { class: "nowrap" }, h("label", { for: "label-filter" }, "Labels "), labels)),
     results,
     h("div", { class: "pager" }, prev, where, next));
+  get("/api/namespaces").then((data) => {
+    const names = data.items.map((n) => n.name);
+    if (!names.includes(currentNamespace())) names.push(currentNamespace());
+    replace(space, ...names.map((n) => h("option", { value: n, selected: n === currentNamespace() }, n)));
+  }).catch(() => {}); // the switcher then offers the current namespace only
   await refresh();
   return refresh;
 }

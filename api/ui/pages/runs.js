@@ -2,6 +2,7 @@
 // age, kept in the URL hash (#/runs?state=failed&since=24h) so a view can be shared or bookmarked;
 // pages by cursor. The API reads a bounded number of runs per page: a rare match may give a short
 // page (even an empty one) that Next continues further back.
+import { inNamespace } from "../namespace.js";
 import { get, query } from "../api.js";
 import { badge, h, ms, replace, table, time, utc } from "../dom.js";
 import { jobLink, loadJobNames } from "../job_names.js";
@@ -81,7 +82,7 @@ export async function runsPage(main, [raw], alive) {
   async function refresh() {
     const page = cursors.length - 1;
     const data = await get(`/api/runs${query({
-      state: filters.states.join(","), job: filters.job, queue: filters.queue, trigger: filters.trigger,
+      ...inNamespace(), state: filters.states.join(","), job: filters.job, queue: filters.queue, trigger: filters.trigger,
       from: sinceInstant(filters.since), limit: PAGE, cursor: cursors[page],
     })}`);
     await loadJobNames(data.items.map((r) => r.job_id));

@@ -70,13 +70,13 @@ GROUPS_WAITED_FOR = "SELECT DISTINCT waiting_for FROM runs WHERE state = 'waitin
 # The API's view and edits of groups (cronos.store.group_admin). A group with the slots held (by
 # runs queued or running), the runs waiting for it and the jobs naming it; $1 one name or NULL: all.
 GROUPS_LIST = """
-SELECT g.name, g.run_limit, g.created_at, g.updated_at,
+SELECT g.name, g.run_limit, g.created_at, g.updated_at, g.namespace,
        (SELECT count(*) FROM concurrency_group_slots s WHERE s.group_name = g.name
           AND EXISTS (SELECT 1 FROM runs r WHERE r.id = s.run_id AND r.finished_at IS NULL
                       AND r.state IN ('queued', 'running')))::integer AS holding,
        (SELECT count(*) FROM runs w WHERE w.state = 'waiting' AND w.waiting_for = g.name)::integer AS waiting,
        (SELECT count(*) FROM jobs j WHERE j.concurrency_group = g.name)::integer AS jobs
-FROM concurrency_groups g WHERE $1::text IS NULL OR g.name = $1
+FROM concurrency_groups g WHERE ($1::text IS NULL OR g.name = $1) AND ($2::text IS NULL OR g.namespace = $2)
 ORDER BY g.name
 """
 # A group's holders: runs with a slot (running, or woken with one and about to start), tick order.
@@ -96,11 +96,13 @@ WHERE w.state = 'waiting' AND w.waiting_for = $1
 ORDER BY w.waiting_for, w.scheduled_for, w.id LIMIT $2
 """
 GROUP_JOBS = "SELECT id, name FROM jobs WHERE concurrency_group = $1 ORDER BY id LIMIT $2"
-# Create the group $1 with the limit $2, or set its limit; `created` tells which.
+# Create the group $1 with the limit $2 in namespace $3, or set its limit; `created` tells which.
+# No row: the group exists in another namespace (names are unique across the cluster).
 GROUP_PUT = """
-INSERT INTO concurrency_groups AS g (name, run_limit) VALUES ($1, $2)
+INSERT INTO concurrency_groups AS g (name, run_limit, namespace) VALUES ($1, $2, $3)
 ON CONFLICT (name) DO UPDATE SET run_limit = excluded.run_limit,
     updated_at = CASE WHEN g.run_limit = excluded.run_limit THEN g.updated_at ELSE now() END
+WHERE g.namespace = excluded.namespace
 RETURNING name, run_limit, created_at, updated_at, xmax = 0 AS created
 """
 GROUP_DELETE = "DELETE FROM concurrency_groups WHERE name = $1 RETURNING name"

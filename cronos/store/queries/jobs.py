@@ -9,28 +9,28 @@ from __future__ import annotations
 
 # The cursor starts at creation: only ticks strictly after the job exists are due; a one-off
 # created just after its run_at still has it due (the misfire grace decides; least() skips NULL).
-# Never before $32, the first usable instant: a run_at there would put the cursor outside the
+# Never before $33, the first usable instant: a run_at there would put the cursor outside the
 # range, and the leader skip the job as unusable (that tick is past any grace anyway).
 JOB_INSERT = """
 INSERT INTO jobs (name, cron_expression, timezone, kind, payload, timeout_s, max_retries, retry_backoff_s,
     concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, managed_by, parents, queue, run_at,
     start_at, end_at, max_runs, catchup_max_per_s, expectations, every, anchor, calendars, labels, owner,
-    concurrency_group, hosts, chain, schedules, last_scheduled_for)
+    concurrency_group, hosts, chain, schedules, namespace, last_scheduled_for)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24,
-    $25, $26, $27, $28, $29, $30, $31,
-    greatest(least(now(), $17::timestamptz - interval '1 microsecond'), $32))
+    $25, $26, $27, $28, $29, $30, $31, $32,
+    greatest(least(now(), $17::timestamptz - interval '1 microsecond'), $33))
 RETURNING id, name, cron_expression, timezone, kind, payload, timeout_s, max_retries, retry_backoff_s,
     concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, revision, last_scheduled_for,
     created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs, catchup_max_per_s,
     expectations, every, anchor, calendars, paused_until, pause_note, labels, owner, concurrency_group,
-    hosts, chain, schedules
+    hosts, chain, schedules, namespace
 """
 JOB_GET = """
 SELECT id, name, cron_expression, timezone, kind, payload, timeout_s, max_retries, retry_backoff_s,
     concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, revision, last_scheduled_for,
     created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs, catchup_max_per_s,
     expectations, every, anchor, calendars, paused_until, pause_note, labels, owner, concurrency_group,
-    hosts, chain, schedules
+    hosts, chain, schedules, namespace
 FROM jobs
 WHERE id = $1
 """
@@ -39,11 +39,11 @@ SELECT id, name, cron_expression, timezone, kind, payload, timeout_s, max_retrie
     concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, revision, last_scheduled_for,
     created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs, catchup_max_per_s,
     expectations, every, anchor, calendars, paused_until, pause_note, labels, owner, concurrency_group,
-    hosts, chain, schedules
+    hosts, chain, schedules, namespace
 FROM jobs
 WHERE id = $1 FOR UPDATE
 """
-# $1 last id seen (0 for the first page), $2 limit.
+# $1 last id seen (0 for the first page), $2 limit, $4 the namespace.
 # A page of jobs by id: at most $2 rows, and cut once the payloads before a row reach $3 bytes
 # of JSON (a page holds at least one job), so a page of big payloads stays small; `fetched` says
 # how many rows the page had before the cut (more than returned: the client pages on).
@@ -52,14 +52,14 @@ WITH page AS (SELECT id, name, cron_expression, timezone, kind, payload, timeout
     retry_backoff_s, concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, revision,
     last_scheduled_for, created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs,
     catchup_max_per_s, expectations, every, anchor, calendars, paused_until, pause_note, labels, owner,
-    concurrency_group, hosts, chain, schedules, octet_length(payload::text) AS size FROM jobs
-    WHERE id > $1 ORDER BY id LIMIT $2),
+    concurrency_group, hosts, chain, schedules, namespace, octet_length(payload::text) AS size FROM jobs
+    WHERE namespace = $4 AND id > $1 ORDER BY id LIMIT $2),
     sized AS (SELECT *, sum(size) OVER (ORDER BY id) - size AS before FROM page)
 SELECT id, name, cron_expression, timezone, kind, payload, timeout_s, max_retries, retry_backoff_s,
     concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, revision, last_scheduled_for,
     created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs, catchup_max_per_s,
     expectations, every, anchor, calendars, paused_until, pause_note, labels, owner, concurrency_group,
-    hosts, chain, schedules,
+    hosts, chain, schedules, namespace,
     (SELECT count(*) FROM page) AS fetched
 FROM sized
 WHERE before < $3
@@ -72,14 +72,14 @@ WITH page AS (SELECT id, name, cron_expression, timezone, kind, payload, timeout
     retry_backoff_s, concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, revision,
     last_scheduled_for, created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs,
     catchup_max_per_s, expectations, every, anchor, calendars, paused_until, pause_note, labels, owner,
-    concurrency_group, hosts, chain, schedules, octet_length(payload::text) AS size FROM jobs
-    WHERE status = $1 AND id > $2 ORDER BY id LIMIT $3),
+    concurrency_group, hosts, chain, schedules, namespace, octet_length(payload::text) AS size FROM jobs
+    WHERE status = $1 AND namespace = $5 AND id > $2 ORDER BY id LIMIT $3),
     sized AS (SELECT *, sum(size) OVER (ORDER BY id) - size AS before FROM page)
 SELECT id, name, cron_expression, timezone, kind, payload, timeout_s, max_retries, retry_backoff_s,
     concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, revision, last_scheduled_for,
     created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs, catchup_max_per_s,
     expectations, every, anchor, calendars, paused_until, pause_note, labels, owner, concurrency_group,
-    hosts, chain, schedules,
+    hosts, chain, schedules, namespace,
     (SELECT count(*) FROM page) AS fetched
 FROM sized
 WHERE before < $4
@@ -95,12 +95,13 @@ ORDER BY id
 # first row says how many jobs the slice read and the last one's id; a row without an id stands
 # for none matching. `before` and `size`: the page's payload bytes, for the rest of the page.
 JOB_LIST_SELECTED = """
-WITH slice AS MATERIALIZED (SELECT id, status, labels FROM jobs WHERE id > $2 ORDER BY id LIMIT $6),
+WITH slice AS MATERIALIZED (SELECT id, status, labels FROM jobs WHERE namespace = $7 AND id > $2 ORDER BY id
+    LIMIT $6),
     page AS (SELECT id, name, cron_expression, timezone, kind, payload, timeout_s, max_retries,
     retry_backoff_s, concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, revision,
     last_scheduled_for, created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs,
     catchup_max_per_s, expectations, every, anchor, calendars, paused_until, pause_note, labels, owner,
-    concurrency_group, hosts, chain, schedules, octet_length(payload::text) AS size FROM jobs
+    concurrency_group, hosts, chain, schedules, namespace, octet_length(payload::text) AS size FROM jobs
     WHERE id IN (SELECT id FROM slice WHERE ($1::text IS NULL OR status = $1) AND labels @@ $5::jsonpath
         ORDER BY id LIMIT $3)),
     sized AS (SELECT *, sum(size) OVER (ORDER BY id) - size AS before FROM page)
@@ -108,7 +109,7 @@ SELECT p.id, p.name, p.cron_expression, p.timezone, p.kind, p.payload, p.timeout
     p.retry_backoff_s, p.concurrency_policy, p.misfire_policy, p.misfire_grace_s, p.jitter_s, p.status, p.revision,
     p.last_scheduled_for, p.created_at, p.updated_at, p.managed_by, p.parents, p.queue, p.run_at, p.start_at,
     p.end_at, p.max_runs, p.catchup_max_per_s, p.expectations, p.every, p.anchor, p.calendars, p.paused_until,
-    p.pause_note, p.labels, p.owner, p.concurrency_group, p.hosts, p.chain, p.schedules, p.before, p.size,
+    p.pause_note, p.labels, p.owner, p.concurrency_group, p.hosts, p.chain, p.schedules, p.namespace, p.before, p.size,
     (SELECT count(*) FROM page) AS fetched, s.scanned, s.scanned_to
 FROM (SELECT count(*) AS scanned, max(id) AS scanned_to FROM slice) s
 LEFT JOIN sized p ON p.before < $4
@@ -119,19 +120,20 @@ ORDER BY p.id
 # The matches are read whole, then cut at $2: a plan that met the index with the id range read the
 # primary key's every entry past $2 (a filter reaches here only when it is narrow).
 JOB_LIST_SELECTED_INDEXED = """
-WITH hits AS MATERIALIZED (SELECT id FROM jobs WHERE labels @@ $5::jsonpath AND ($1::text IS NULL OR status = $1)),
+WITH hits AS MATERIALIZED (SELECT id FROM jobs WHERE labels @@ $5::jsonpath AND ($1::text IS NULL OR status = $1)
+    AND namespace = $6),
     page AS (SELECT id, name, cron_expression, timezone, kind, payload, timeout_s, max_retries,
     retry_backoff_s, concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, revision,
     last_scheduled_for, created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs,
     catchup_max_per_s, expectations, every, anchor, calendars, paused_until, pause_note, labels, owner,
-    concurrency_group, hosts, chain, schedules, octet_length(payload::text) AS size FROM jobs
+    concurrency_group, hosts, chain, schedules, namespace, octet_length(payload::text) AS size FROM jobs
     WHERE id IN (SELECT id FROM hits WHERE id > $2 ORDER BY id LIMIT $3)),
     sized AS (SELECT *, sum(size) OVER (ORDER BY id) - size AS before FROM page)
 SELECT id, name, cron_expression, timezone, kind, payload, timeout_s, max_retries, retry_backoff_s,
     concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, revision, last_scheduled_for,
     created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs, catchup_max_per_s,
     expectations, every, anchor, calendars, paused_until, pause_note, labels, owner, concurrency_group,
-    hosts, chain, schedules,
+    hosts, chain, schedules, namespace,
     (SELECT count(*) FROM page) AS fetched
 FROM sized
 WHERE before < $4
@@ -150,8 +152,8 @@ SET name = $2, cron_expression = $3, timezone = $4, kind = $5, payload = $6, tim
     status = $14, managed_by = $15, parents = $16, queue = $17, run_at = $18, start_at = $19, end_at = $20,
     max_runs = $21, catchup_max_per_s = $22, expectations = $23, every = $24, anchor = $25, calendars = $26,
     labels = $27, owner = $28, concurrency_group = $29, hosts = $30, chain = $31, schedules = $32,
-    revision = $33, plan_revision = CASE WHEN $34::boolean THEN $33 ELSE plan_revision END,
-    last_scheduled_for = CASE WHEN $34::boolean THEN now() WHEN $35::boolean THEN greatest(last_scheduled_for,
+    namespace = $33, revision = $34, plan_revision = CASE WHEN $35::boolean THEN $34 ELSE plan_revision END,
+    last_scheduled_for = CASE WHEN $35::boolean THEN now() WHEN $36::boolean THEN greatest(last_scheduled_for,
     now()) ELSE last_scheduled_for END, updated_at = now(),
     paused_until = CASE WHEN $14 = 'paused' THEN paused_until END,
     pause_note = CASE WHEN $14 = 'paused' THEN pause_note END
@@ -160,7 +162,7 @@ RETURNING id, name, cron_expression, timezone, kind, payload, timeout_s, max_ret
     concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, revision, last_scheduled_for,
     created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs, catchup_max_per_s,
     expectations, every, anchor, calendars, paused_until, pause_note, labels, owner, concurrency_group,
-    hosts, chain, schedules
+    hosts, chain, schedules, namespace
 """
 # $2 'active' or 'paused' (a change: the caller read the row locked), $3 the new revision number,
 # $4 when the leader lifts the pause (null: never) and $5 its note (both null on a resume).
@@ -174,7 +176,7 @@ RETURNING id, name, cron_expression, timezone, kind, payload, timeout_s, max_ret
     concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, revision, last_scheduled_for,
     created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs, catchup_max_per_s,
     expectations, every, anchor, calendars, paused_until, pause_note, labels, owner, concurrency_group,
-    hosts, chain, schedules
+    hosts, chain, schedules, namespace
 """
 # The signing secret, only where the API shows it: after a create, and on rotation.
 JOB_WEBHOOK_SECRET = "SELECT webhook_secret FROM jobs WHERE id = $1"
@@ -213,7 +215,7 @@ JOB_EXISTS = "SELECT EXISTS (SELECT 1 FROM jobs WHERE id = $1)"
 CHAIN_LOCK = "SELECT pg_advisory_xact_lock(1128808777)"
 # The parents named ($1), share-locked against their deletion until this write commits; and
 # each one's own parents (the walk towards the roots that finds a cycle).
-CHAIN_PARENTS_LOCK = "SELECT id, parents FROM jobs WHERE id = ANY($1::bigint[]) FOR KEY SHARE"
+CHAIN_PARENTS_LOCK = "SELECT id, parents, namespace FROM jobs WHERE id = ANY($1::bigint[]) FOR KEY SHARE"
 CHAIN_PARENTS_OF = "SELECT id, parents FROM jobs WHERE id = ANY($1::bigint[])"
 # Jobs naming $1 as a parent (at most $2), for the refusal of its deletion.
 CHAIN_CHILDREN = """
@@ -335,7 +337,7 @@ SELECT id, name, cron_expression, timezone, kind, payload, timeout_s, max_retrie
     concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, revision, last_scheduled_for,
     created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs, catchup_max_per_s,
     expectations, every, anchor, calendars, paused_until, pause_note, labels, owner, concurrency_group,
-    hosts, chain, schedules
+    hosts, chain, schedules, namespace
 FROM jobs
 WHERE id = $1 FOR KEY SHARE
 """
@@ -354,20 +356,24 @@ WHERE action = 'backfilled' AND (job_id = $1 OR actor = $2) AND (detail->>'until
 # --- calendars, blackouts, timed pauses (issue 25: cronos.rules) --------------------------------
 # Every write notifies `cronos_jobs` {"op": "rules"} in its transaction: the leader reloads both.
 
-CALENDARS_ALL = "SELECT name, timezone, dates, ranges, weekdays, description FROM calendars ORDER BY name"
-CALENDAR_GET = "SELECT name, timezone, dates, ranges, weekdays, description FROM calendars WHERE name = $1"
-# $1 name, $2 timezone, $3 dates, $4 ranges, $5 weekdays, $6 description: create or replace.
+CALENDARS_ALL = "SELECT name, timezone, dates, ranges, weekdays, description, namespace FROM calendars ORDER BY name"
+CALENDAR_GET = "SELECT name, timezone, dates, ranges, weekdays, description, namespace FROM calendars WHERE name = $1"
+# $1 name, $2 timezone, $3 dates, $4 ranges, $5 weekdays, $6 description, $7 its namespace: create or
+# replace; no row when the name is another namespace's (names are unique across the cluster).
 CALENDAR_PUT = """
-INSERT INTO calendars (name, timezone, dates, ranges, weekdays, description) VALUES ($1, $2, $3, $4, $5, $6)
+INSERT INTO calendars (name, timezone, dates, ranges, weekdays, description, namespace)
+VALUES ($1, $2, $3, $4, $5, $6, $7)
 ON CONFLICT (name) DO UPDATE SET timezone = $2, dates = $3, ranges = $4, weekdays = $5, description = $6,
     updated_at = now()
-RETURNING name, timezone, dates, ranges, weekdays, description, (xmax = 0) AS created
+WHERE calendars.namespace = $7
+RETURNING name, timezone, dates, ranges, weekdays, description, namespace, (xmax = 0) AS created
 """
 # The same, create only: no row when the name exists.
 CALENDAR_INSERT = """
-INSERT INTO calendars (name, timezone, dates, ranges, weekdays, description) VALUES ($1, $2, $3, $4, $5, $6)
+INSERT INTO calendars (name, timezone, dates, ranges, weekdays, description, namespace)
+VALUES ($1, $2, $3, $4, $5, $6, $7)
 ON CONFLICT (name) DO NOTHING
-RETURNING name, timezone, dates, ranges, weekdays, description, true AS created
+RETURNING name, timezone, dates, ranges, weekdays, description, namespace, true AS created
 """
 CALENDAR_DELETE = "DELETE FROM calendars WHERE name = $1 RETURNING name"
 # The jobs that name calendar $1 (a delete is refused while any does).
@@ -375,7 +381,9 @@ CALENDAR_USERS = """
 SELECT id FROM jobs WHERE calendars @> jsonb_build_array(jsonb_build_object('name', $1::text)) ORDER BY id LIMIT 5
 """
 # The calendars among $1 that exist (a job may name only those).
-CALENDARS_NAMED = "SELECT name FROM calendars WHERE name = ANY($1::text[]) FOR KEY SHARE"
+CALENDARS_NAMED = "SELECT name, namespace FROM calendars WHERE name = ANY($1::text[]) FOR KEY SHARE"
+# The namespace of concurrency group $1 (a job may name only its own namespace's).
+GROUP_NAMESPACE = "SELECT namespace FROM concurrency_groups WHERE name = $1"
 BLACKOUTS_ALL = """
 SELECT id, name, action, starts_at, ends_at, cron_expression, duration_s, timezone, selector, note
 FROM blackouts ORDER BY id
@@ -399,7 +407,7 @@ SELECT id, name, cron_expression, timezone, kind, payload, timeout_s, max_retrie
     concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, revision, last_scheduled_for,
     created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs, catchup_max_per_s,
     expectations, every, anchor, calendars, paused_until, pause_note, labels, owner, concurrency_group,
-    hosts, chain, schedules
+    hosts, chain, schedules, namespace
 FROM jobs
 WHERE status = 'paused' AND paused_until <= now() AND paused_until >= $2 AND paused_until < $3
 ORDER BY id

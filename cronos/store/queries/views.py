@@ -57,7 +57,9 @@ RUN_TICK_OF_JOB = "SELECT scheduled_for FROM runs WHERE id = $1 AND job_id = $2"
 # cancelled (runs_unhappy_newest, runs_unhappy_job: migration 0030). [$2, $3): whole UTC days
 # holding the time range (NULL: open), which prune the day partitions and cut no row of them;
 # the exact range [$7, $8) on scheduled_for is tested with the other filters: $5 states, $6
-# trigger, $9 queue (each NULL: any). $10 the page size. The scan is read lazily: a page that
+# trigger, $9 queue (each NULL: any). $10 the page size. The namespace, last ($11, or $12 after a
+# job's id): a run belongs to its job's namespace, looked up by the job's key for each run that
+# passed the other filters (the runs table holds no namespace). The scan is read lazily: a page that
 # fills stops it there; a short one reads it to its end, and its last row comes after the hits
 # (`scan_end`, with how many entries the scan read).
 RUNS_PAGE = """
@@ -75,6 +77,7 @@ hits AS (
       AND scheduled_for >= coalesce($7::timestamptz, '-infinity') AND scheduled_for < coalesce($8::timestamptz,
           'infinity')
       AND ($9::text IS NULL OR job_id IN (SELECT j.id FROM jobs j WHERE j.queue = $9))
+      AND EXISTS (SELECT 1 FROM jobs j WHERE j.id = scanned.job_id AND j.namespace = $11)
     LIMIT $10)
 SELECT false AS scan_end, NULL::bigint AS scanned, * FROM hits
 UNION ALL
@@ -96,6 +99,7 @@ hits AS (
       AND scheduled_for >= coalesce($7::timestamptz, '-infinity') AND scheduled_for < coalesce($8::timestamptz,
           'infinity')
       AND ($9::text IS NULL OR job_id IN (SELECT j.id FROM jobs j WHERE j.queue = $9))
+      AND EXISTS (SELECT 1 FROM jobs j WHERE j.id = scanned.job_id AND j.namespace = $12)
     LIMIT $10)
 SELECT false AS scan_end, NULL::bigint AS scanned, * FROM hits
 UNION ALL
@@ -118,6 +122,7 @@ hits AS (
       AND scheduled_for >= coalesce($7::timestamptz, '-infinity') AND scheduled_for < coalesce($8::timestamptz,
           'infinity')
       AND ($9::text IS NULL OR job_id IN (SELECT j.id FROM jobs j WHERE j.queue = $9))
+      AND EXISTS (SELECT 1 FROM jobs j WHERE j.id = scanned.job_id AND j.namespace = $11)
     LIMIT $10)
 SELECT false AS scan_end, NULL::bigint AS scanned, * FROM hits
 UNION ALL
@@ -140,6 +145,7 @@ hits AS (
       AND scheduled_for >= coalesce($7::timestamptz, '-infinity') AND scheduled_for < coalesce($8::timestamptz,
           'infinity')
       AND ($9::text IS NULL OR job_id IN (SELECT j.id FROM jobs j WHERE j.queue = $9))
+      AND EXISTS (SELECT 1 FROM jobs j WHERE j.id = scanned.job_id AND j.namespace = $12)
     LIMIT $10)
 SELECT false AS scan_end, NULL::bigint AS scanned, * FROM hits
 UNION ALL
@@ -173,10 +179,10 @@ ORDER BY id
 # statements, one per filter, so that no plan (a prepared statement's generic one included) walks
 # every job for a filter that matches few (a million jobs: a status none has took 1.7 s).
 # No filter: $1 last id seen (0 first), $2 page size, $3 finished runs the rate is over, $4 the
-# recent runs' bound.
+# recent runs' bound, $5 the namespace (each statement's last parameter).
 JOB_OVERVIEW = """
 WITH page AS (SELECT id, name, cron_expression, timezone, kind, status, every, anchor, schedules FROM jobs
-    WHERE id > $1 ORDER BY id LIMIT $2)
+    WHERE namespace = $5 AND id > $1 ORDER BY id LIMIT $2)
 SELECT p.id, p.name, p.cron_expression, p.timezone, p.kind, p.status, p.every, p.anchor, p.schedules,
     l.id AS run_id, l.state AS run_state,
     l.scheduled_for AS run_scheduled_for, l.due_at AS run_due_at, l.started_at AS run_started_at,
@@ -196,7 +202,7 @@ ORDER BY p.id
 # size, $4 rate, $5 bound.
 JOB_OVERVIEW_STATUS = """
 WITH page AS (SELECT id, name, cron_expression, timezone, kind, status, every, anchor, schedules FROM jobs
-    WHERE status = $1 AND id > $2 ORDER BY id LIMIT $3)
+    WHERE status = $1 AND namespace = $6 AND id > $2 ORDER BY id LIMIT $3)
 SELECT p.id, p.name, p.cron_expression, p.timezone, p.kind, p.status, p.every, p.anchor, p.schedules,
     l.id AS run_id, l.state AS run_state,
     l.scheduled_for AS run_scheduled_for, l.due_at AS run_due_at, l.started_at AS run_started_at,
@@ -220,7 +226,8 @@ ORDER BY p.id
 # JOB_OVERVIEW_SELECTED (a selector: jobs_labels), whose matches are read whole, then cut at the
 # cursor (as JOB_LIST_SELECTED_INDEXED's).
 JOB_OVERVIEW_FILTERED = """
-WITH slice AS MATERIALIZED (SELECT id, status, name, labels FROM jobs WHERE id > $3 ORDER BY id LIMIT $8),
+WITH slice AS MATERIALIZED (SELECT id, status, name, labels FROM jobs WHERE namespace = $9 AND id > $3 ORDER BY id
+    LIMIT $8),
     page AS (SELECT id, name, cron_expression, timezone, kind, status, every, anchor, schedules FROM jobs
     WHERE id IN (SELECT id FROM slice WHERE ($1::text IS NULL OR status = $1) AND ($2::text IS NULL OR name ILIKE $2)
         AND ($7::jsonpath IS NULL OR labels @@ $7::jsonpath) ORDER BY id LIMIT $4))
@@ -245,7 +252,7 @@ ORDER BY p.id
 # table instead of the index.
 JOB_OVERVIEW_SEARCHED = """
 WITH hits AS MATERIALIZED (SELECT id FROM jobs WHERE name ILIKE $2 AND ($1::text IS NULL OR status = $1)
-    AND ($7::jsonpath IS NULL OR labels @@ $7::jsonpath)),
+    AND ($7::jsonpath IS NULL OR labels @@ $7::jsonpath) AND namespace = $8),
     page AS (SELECT id, name, cron_expression, timezone, kind, status, every, anchor, schedules FROM jobs
     WHERE id IN (SELECT id FROM hits WHERE id > $3 ORDER BY id LIMIT $4))
 SELECT p.id, p.name, p.cron_expression, p.timezone, p.kind, p.status, p.every, p.anchor, p.schedules,
@@ -266,7 +273,8 @@ ORDER BY p.id
 # The rest of a selector's page (no name search): $1 status or NULL, $2 last id seen, $3 page size,
 # $4 rate, $5 bound, $6 the selector.
 JOB_OVERVIEW_SELECTED = """
-WITH hits AS MATERIALIZED (SELECT id FROM jobs WHERE labels @@ $6::jsonpath AND ($1::text IS NULL OR status = $1)),
+WITH hits AS MATERIALIZED (SELECT id FROM jobs WHERE labels @@ $6::jsonpath AND ($1::text IS NULL OR status = $1)
+    AND namespace = $7),
     page AS (SELECT id, name, cron_expression, timezone, kind, status, every, anchor, schedules FROM jobs
     WHERE id IN (SELECT id FROM hits WHERE id > $2 ORDER BY id LIMIT $3))
 SELECT p.id, p.name, p.cron_expression, p.timezone, p.kind, p.status, p.every, p.anchor, p.schedules,
