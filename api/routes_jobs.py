@@ -144,7 +144,8 @@ async def patch_job(request: web.Request) -> web.Response:
         await _check_queue_cap(request, changes["queue"], job_id)
     store = await request.app[BACKENDS].jobs()
     # For the diff: the schedule before a change of it (the name picks an `H`'s values, cronos.hashed).
-    before = await store.get(job_id) if {"cron_expression", "timezone", "name", "schedules"} & changes.keys() else None
+    timed = {"cron_expression", "timezone", "name", "schedules", "spread"}
+    before = await store.get(job_id) if timed & changes.keys() else None
     job = await store.update(job_id, changes, check, actor=principal.name, guard=guard, dry_run=dry_run)
     return respond(job_out(job, utc_now(), **await job_extras(request.app[BACKENDS], job, before)))
 
