@@ -86,6 +86,7 @@ function definition(job) {
     ["Queue", job.queue],
     ["Misfire", `${job.misfire_policy}, grace ${job.misfire_grace_s} s`],
     ["Jitter", `${job.jitter_s} s`],
+    ["Spread", job.spread ? `${job.spread} (each tick moved by the offset its name picks)` : "none"],
     ["Created", utc(job.created_at)],
     ["Updated", utc(job.updated_at)],
   ]);
