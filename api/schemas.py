@@ -21,6 +21,7 @@ from cronos.models import (
     DEFAULT_QUEUE,
     GROUP_PATTERN,
     QUEUE_PATTERN,
+    Breaker,
     Chain,
     ConcurrencyPolicy,
     Expectations,
@@ -319,6 +320,12 @@ class JobOut(Job, kw_only=True):
     webhook_secret: str | UnsetType = UNSET
     # Only on GET /api/jobs/{id}.
     last_run: RunOut | UnsetType | None = UNSET
+    breaker: Annotated[
+        Breaker | UnsetType,
+        Meta(description="only on GET /api/jobs/{id}: the circuit breaker that applies, each setting the job's own "
+             "(expectations.breaker), else its queue's (CRONOS_BREAKER_DEFAULTS), else the cluster's "
+             "(CRONOS_BREAKER_DEFAULT_FAILURES; canary_every 0: none); failures 0: no breaker (docs/breaker.md)"),
+    ] = UNSET  # fmt: skip
     # Only in the answer to a create or a change (api.job_lint, docs/schedule-lint.md).
     warnings: Warnings | UnsetType = UNSET
     schedule_diff: Annotated[

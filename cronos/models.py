@@ -106,6 +106,8 @@ class Hosts(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, omit_defau
         ]
         | None
     ) = None
+
+
 class Breaker(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, omit_defaults=True):
     """The job's circuit breaker (issue 40, cronos.breaker), over the cluster's default."""
 
