@@ -184,14 +184,9 @@ def plan(segs: Iterable[Segment], after: datetime, until: datetime, limit: int) 
         try:  # as the leader reads it (cronos.schedule_window)
             expression = None if seg.every is not None else seg.cron_expression
             schedule, _notice = job_schedule(
-                expression,
-                seg.timezone,
-                every=seg.every,
-                anchor=seg.anchor,
-                key=seg.name,
-                schedules=seg.schedules,
+                expression, seg.timezone, every=seg.every, anchor=seg.anchor, key=seg.name, schedules=seg.schedules,
                 spread=seg.spread,
-            )
+            )  # fmt: skip
             times = schedule.fire_times(low, high, limit - len(found))
         except (InvalidSchedule, OverflowError):
             continue
