@@ -19,7 +19,7 @@ from aiohttp import web
 
 from api.errors import MalformedBody, invalid_input
 from api.schemas import WHEN_FIELDS, JobOut, RunOut
-from cronos import chains, delays, instants, selectors
+from cronos import chains, delays, instants, selectors, spread
 from cronos.errors import InvalidInput, InvalidSchedule, NotFound
 from cronos.hashed import hashed
 from cronos.interval import canonical
@@ -226,6 +226,20 @@ def _check_when(fields: dict[str, Any]) -> None:
         if fields.get("run_at") is not None:
             raise InvalidInput("$.schedules", "a one-off (run_at) has no other schedules")
         fields["schedules"] = check_entries(entries, fields["timezone"], fields["name"], parse_schedule)
+    if fields.get("spread") is not None:
+        fields["spread"] = _checked_spread(fields)
+
+
+def _checked_spread(fields: dict[str, Any]) -> str | None:
+    """The job's spread as stored, refused (422 naming $.spread) for a one-off and when it is not
+    shorter than the schedule's shortest gap between two ticks (cronos.spread.check)."""
+    base = None
+    if fields.get("run_at") is None:
+        base = job_schedule(
+            fields["cron_expression"], fields["timezone"], every=fields.get("every"), anchor=fields.get("anchor"),
+            key=fields["name"], schedules=fields.get("schedules") or (),
+        )[0]  # fmt: skip
+    return spread.check(fields["spread"], base, utc_now())
 
 
 def check_job(fields: dict[str, Any], policy: JobPolicy) -> None:
@@ -242,10 +256,11 @@ def check_job(fields: dict[str, Any], policy: JobPolicy) -> None:
     _check_hosts(fields)
 
 
-# Per-host runs are judged apart per host only by the unique key (G1) so far: overlap and retries
-# across a job's hosts are not, so a per-host job allows overlap and is not retried.
+# Per-host runs are judged apart per host by the unique key (G1), retries (each on its host) and
+# misfires (each tick's runs); overlap is judged per job (G3: one exclusive run of a job running),
+# where one host's run would make another's skip, so a per-host job allows overlap
+# (docs/every-host.md says why).
 HOSTS_NEED_ALLOW = "a per-host job (hosts) needs concurrency_policy 'allow': overlap is not judged per host yet"
-HOSTS_NO_RETRIES = "a per-host job (hosts) is not retried: max_retries must be 0"
 
 
 def _check_hosts(fields: dict[str, Any]) -> None:
@@ -254,8 +269,6 @@ def _check_hosts(fields: dict[str, Any]) -> None:
     _no_nul(fields["hosts"].label, "$.hosts.label")
     if fields["concurrency_policy"] != "allow":
         raise InvalidInput("$.hosts", HOSTS_NEED_ALLOW)
-    if fields["max_retries"]:
-        raise InvalidInput("$.hosts", HOSTS_NO_RETRIES)
 
 
 def check_job_payload(kind: str, payload: dict[str, Any], policy: JobPolicy) -> None:
@@ -298,6 +311,7 @@ def created_past_window(fields: dict[str, Any], now: datetime) -> bool:
         anchor=fields.get("anchor"),
         key=fields["name"],
         schedules=fields.get("schedules") or (),
+        spread=fields.get("spread"),
     )
     return window_over(schedule, now, now, fields.get("max_runs"), grace_s=fields["misfire_grace_s"])
 

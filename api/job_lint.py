@@ -41,7 +41,8 @@ async def job_extras(backends: Backends, job: Job, previous: Job | None = None) 
         return extras
     try:
         before = stored_schedule(hashed(previous.cron_expression, previous.name), previous.timezone)[0]
-        unions = (schedule_of(previous)[0], schedule_of(job)[0]) if previous.schedules or job.schedules else None
+        moved = previous.schedules or job.schedules or previous.spread or job.spread  # a union, a spread
+        unions = (schedule_of(previous)[0], schedule_of(job)[0]) if moved else None
     except InvalidSchedule:
         return extras
     extras["schedule_diff"] = await off_loop(diff, before, schedule, now, DIFF_DAYS, unions, previous.schedules)
@@ -49,5 +50,5 @@ async def job_extras(backends: Backends, job: Job, previous: Job | None = None) 
 
 
 def _when(job: Job) -> tuple[object, ...]:
-    """What a job's fire times follow (its name picks the values of an `H`)."""
-    return job.cron_expression, job.timezone, job.name, job.schedules
+    """What a job's fire times follow (its name picks the values of an `H` and its spread's offset)."""
+    return job.cron_expression, job.timezone, job.name, job.schedules, job.spread

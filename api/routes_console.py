@@ -68,7 +68,8 @@ def _describe(row: JobRow) -> str:
         own = f"every {row.every}"
     else:
         own = "once" if row.cron_expression is None else describe(row.cron_expression)
-    return "; and ".join([own, *(entry_words(entry, row.timezone) for entry in row.schedules)])
+    said = "; and ".join([own, *(entry_words(entry, row.timezone) for entry in row.schedules)])
+    return said if row.spread is None else f"{said}, spread over {row.spread}"
 
 
 def overview(row: JobRow, now: datetime) -> JobOverview:
@@ -76,7 +77,7 @@ def overview(row: JobRow, now: datetime) -> JobOverview:
         schedule: NextAfter | None = None
         if row.every is not None or row.cron_expression is not None:
             schedule = job_schedule(row.cron_expression, row.timezone, every=row.every, anchor=row.anchor,
-                                    key=row.name, schedules=row.schedules)[0]  # fmt: skip
+                                    key=row.name, schedules=row.schedules, spread=row.spread)[0]  # fmt: skip
     except InvalidSchedule:
         schedule = None  # neither meaning accepts the row: nothing fires (the job page says why)
     last = None

@@ -38,10 +38,14 @@ class FleetStarts(msgspec.Struct, kw_only=True):
     partial: Annotated[bool, Meta(description="the computation's budget ran out: some schedules are missing")]
     peaks: Annotated[list[Peak], Meta(description="the busiest minutes, busiest first (at most 5)")]
     herd_jobs: Annotated[int, Meta(description="starts in one minute that make a herd warning (CRONOS_HERD_JOBS)")]
-    spread_jobs: Annotated[int, Meta(description="active jobs whose cron expression has an `H` (their name picks it)")]
-    unspread_peak: Annotated[
-        int, Meta(description="with spread jobs: the busiest minute's starts had every `H` been its range's start")
+    spread_jobs: Annotated[
+        int, Meta(description="active jobs whose cron expression has an `H` or with a `spread` (their name picks it)")
     ]
+    unspread_peak: Annotated[
+        int,
+        Meta(description="with spread jobs: the busiest minute's starts had every `H` been its range's start "
+             "and every spread's offset 0: the peak the spread flattens"),
+    ]  # fmt: skip
 
 
 def _hours(raw: str | None) -> int:

@@ -41,6 +41,7 @@ from api.schemas_tokens import AuditList
 from api.selectors import SELECTOR, query_selector
 from api.shell_authority import Action, check_chain, guard_for
 from api.state import BACKENDS
+from cronos import breaker
 from cronos.errors import BackendUnavailable, Conflict, InvalidInput, NotFound
 from cronos.models import JOB_STATUSES
 from cronos.store.audit import AuditStore
@@ -131,7 +132,10 @@ async def get_job(request: web.Request) -> web.Response:
     store = await request.app[BACKENDS].jobs()
     job = await store.get(path_id(request))
     last = await store.last_run(job.id)
-    return respond(job_out(job, utc_now(), last_run=None if last is None else run_out(last)))
+    settings = request.app[BACKENDS].settings  # the breaker that applies: its own, its queue's, the cluster's
+    effective = breaker.effective(job.expectations, job.queue, settings.breaker_default_failures,
+                                  settings.breaker_defaults)  # fmt: skip
+    return respond(job_out(job, utc_now(), last_run=None if last is None else run_out(last), breaker=effective))
 
 
 async def patch_job(request: web.Request) -> web.Response:
@@ -146,7 +150,8 @@ async def patch_job(request: web.Request) -> web.Response:
         await _check_queue_cap(request, changes["queue"], job_id)
     store = await request.app[BACKENDS].jobs()
     # For the diff: the schedule before a change of it (the name picks an `H`'s values, cronos.hashed).
-    before = await store.get(job_id) if {"cron_expression", "timezone", "name", "schedules"} & changes.keys() else None
+    timed = {"cron_expression", "timezone", "name", "schedules", "spread"}
+    before = await store.get(job_id) if timed & changes.keys() else None
     job = await store.update(job_id, changes, check, actor=principal.name, guard=guard, dry_run=dry_run)
     return respond(job_out(job, utc_now(), **await job_extras(request.app[BACKENDS], job, before)))
 

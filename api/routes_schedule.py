@@ -36,6 +36,7 @@ from api.routing import DB_ERRORS, Query, Route
 from api.schemas import Every, Expression, Schedules, Timezone
 from api.schemas_schedule import DstNote, EditDiff, FireTime, Warnings
 from api.state import BACKENDS
+from cronos import spread
 from cronos.errors import InvalidInput, InvalidSchedule
 from cronos.hashed import hashed
 from cronos.interval import EPOCH, Interval, every_seconds, interval_of, spell
@@ -85,6 +86,13 @@ class Preview(msgspec.Struct, kw_only=True):
     schedules: Annotated[
         list[ScheduleEntry], msgspec.Meta(description="with `schedules`: the further schedules previewed as one")
     ] = []
+    spread: Annotated[
+        str | None, msgspec.Meta(description="with `spread` (and `job`): the spread, spelled as a job stores it")
+    ] = None
+    spread_offset_s: Annotated[
+        int | None,
+        msgspec.Meta(description="with `spread`: the offset (s) the `job` name picks; each fire time moves by it"),
+    ] = None
 
 
 # --- pure: DST notes from fire instants --------------------------------------------------
@@ -218,6 +226,29 @@ def with_entries(
     return found
 
 
+def with_spread(
+    found: Preview,
+    base: NextAfter,
+    entries: Sequence[ScheduleEntry],
+    name: str,
+    raw: str | None,
+    after: datetime,
+    count: int,
+    rules: Rules,
+) -> Preview:
+    """`found` as the preview of the job named `name` with the spread `raw` (query `spread`): its fire
+    times each moved by the offset the name picks, refused as job creation refuses the spread."""
+    if raw is None:
+        return found
+    union = union_of(base, entries, found.timezone, name, _parse)
+    found.spread = spread.check(raw, union, after)
+    found.spread_offset_s = spread.offset_s(name, found.spread)
+    moved = spread.shifted(union, name, found.spread)
+    found.fire_times = fire_list(moved, ZoneInfo(found.timezone), after, count, rules)
+    found.description += f", each tick {spell(found.spread_offset_s)} later (spread {found.spread})"
+    return found
+
+
 def entry_words(entry: ScheduleEntry, timezone: str) -> str:
     """An entry in words (its zone named when it is not the job's `timezone`)."""
     if entry.every is not None:
@@ -328,7 +359,10 @@ async def schedule_preview(request: web.Request) -> web.Response:
         entries = entries_query(request, "schedules", query.timezone, request.query.get("job", ""))
         rules = await _rules(request)
         found = preview_interval(interval, query.timezone, after, count, rules)
-        return respond(with_entries(found, interval, entries, request.query.get("job", ""), after, count, rules))
+        name = request.query.get("job", "")
+        found = with_entries(found, interval, entries, name, after, count, rules)
+        raw = request.query.get("spread")
+        return respond(with_spread(found, interval, entries, name, raw, after, count, rules))
     if query.cron_expression is None:
         raise InvalidInput("$.cron_expression", "give a cron_expression or an interval (every)")
     name = request.query.get("job", "")  # the job's name picks the values of an `H` (cronos.hashed)
@@ -341,6 +375,8 @@ async def schedule_preview(request: web.Request) -> web.Response:
     starts = await lint.fleet_starts_or_none(backends)
     found = await off_loop(preview, schedule, after, count, rules)
     found = await off_loop(with_entries, found, schedule, entries, name, after, count, rules)
+    raw = request.query.get("spread")
+    found = await off_loop(with_spread, found, schedule, entries, name, raw, after, count, rules)
     found.warnings = await off_loop(
         lint.warnings, schedule, utc_now(), starts, backends.settings.herd_jobs, False, query.cron_expression, name
     )
@@ -430,6 +466,9 @@ ROUTES = (
               Query("schedules", "a job's further schedules as JSON (`[{\"cron\": \"0 10 * * 6\"}]`): the fire "
                     "times are the union of the expression (or interval) and these, each once (docs/schedules.md)",
                     schema=_SCHEDULES_QUERY),
+              Query("spread", "a job's spread (`10m`, as a job's `spread`): each fire time moved by the offset the "
+                    "`job` name picks in [0, spread) (docs/spread.md)",
+                    schema={"type": "string", "minLength": 1, "maxLength": 40, "format": "cronos-duration"}),
               Query("previous_schedules", "an edit's previous further schedules, as JSON (with "
                     "`previous_cron_expression`)", schema=_SCHEDULES_QUERY),
               Query("previous_job", "the job's previous name, for a rename: it picked the previous `H` values "

@@ -21,6 +21,7 @@ from cronos.models import (
     DEFAULT_QUEUE,
     GROUP_PATTERN,
     QUEUE_PATTERN,
+    Breaker,
     Chain,
     ConcurrencyPolicy,
     Expectations,
@@ -126,6 +127,17 @@ Every = Annotated[
 Anchor = Annotated[
     datetime, Meta(tz=True, description="an interval's ticks are anchor + k·every (null: 1970-01-01T00:00:00Z)")
 ]
+# Deterministic spread (issue 40, cronos.spread): a duration as `every` takes it, stored canonically.
+Spread = Annotated[
+    Annotated[int, Meta(ge=INTERVAL_MIN_S, le=INTERVAL_MAX_S)]
+    | Annotated[str, Meta(min_length=1, max_length=40, extra_json_schema={"format": "cronos-duration"})],
+    Meta(
+        description="every tick of the schedule moved by an offset in [0, spread) whole seconds that the job's name "
+        "picks (stable across restarts and other jobs; docs/spread.md); shorter than the schedule's shortest gap "
+        "between two ticks; `10m`, `1h` or a number of seconds; null: none",
+        examples=["10m"],
+    ),
+]
 Calendars = Annotated[
     list[CalendarRef],
     Meta(max_length=20, description="calendars (GET /api/calendars) whose days this job's ticks skip (`exclude`) "
@@ -195,6 +207,7 @@ class JobCreate(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     hosts: Hosts | None = None
     chain: Chain | None = None
     schedules: Schedules = []
+    spread: Spread | None = None
 
 
 class JobPatch(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -231,6 +244,7 @@ class JobPatch(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     hosts: Hosts | UnsetType | None = UNSET
     chain: Chain | UnsetType | None = UNSET
     schedules: Schedules | UnsetType = UNSET
+    spread: Spread | UnsetType | None = UNSET
 
     def changes(self) -> dict[str, Any]:
         changed = {f: v for f in self.__struct_fields__ if (v := getattr(self, f)) is not UNSET}
@@ -306,6 +320,12 @@ class JobOut(Job, kw_only=True):
     webhook_secret: str | UnsetType = UNSET
     # Only on GET /api/jobs/{id}.
     last_run: RunOut | UnsetType | None = UNSET
+    breaker: Annotated[
+        Breaker | UnsetType,
+        Meta(description="only on GET /api/jobs/{id}: the circuit breaker that applies, each setting the job's own "
+             "(expectations.breaker), else its queue's (CRONOS_BREAKER_DEFAULTS), else the cluster's "
+             "(CRONOS_BREAKER_DEFAULT_FAILURES; canary_every 0: none); failures 0: no breaker (docs/breaker.md)"),
+    ] = UNSET  # fmt: skip
     # Only in the answer to a create or a change (api.job_lint, docs/schedule-lint.md).
     warnings: Warnings | UnsetType = UNSET
     schedule_diff: Annotated[

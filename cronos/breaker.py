@@ -7,8 +7,9 @@ success) and the breaker's own last trip; it adds nothing to the run path.
 The failures that count are those since the later of the job's newest success and the last trip:
 a job resumed by hand after a trip pauses again only after K more failures, not at the next one.
 
-A job's own `expectations.breaker` overrides the cluster's threshold (`threshold`) and may ask for a
-canary: while the breaker holds the job paused, one run every M ticks of its schedule goes through
+A job's own `expectations.breaker` overrides its queue's default (CRONOS_BREAKER_DEFAULTS), which
+overrides the cluster's threshold (`threshold`), setting by setting, and may ask for a canary:
+while the breaker holds the job paused, one run every M ticks of its schedule goes through
 (`step`); the first that completes resumes the job. The breaker holds a job only as long as nobody
 else touched it (`holds`): a pause, resume or edit by hand takes it back.
 """
@@ -65,20 +66,64 @@ def note(facts: Facts, threshold: int) -> str:
     return NOTE.format(count=counted(facts), threshold=threshold)
 
 
-def setting(expectations: Expectations | None) -> Breaker:
-    """The job's own breaker settings (each None: the cluster's)."""
-    return Breaker() if expectations is None or expectations.breaker is None else expectations.breaker
+# A queue's default breaker (CRONOS_BREAKER_DEFAULTS): (queue, its Breaker), for the jobs of the queue.
+QueueDefaults = tuple[tuple[str, Breaker], ...]
+NO_DEFAULTS: QueueDefaults = ()
 
 
-def threshold(expectations: Expectations | None, default: int) -> int:
-    """The failures in a row that pause the job: its own, else the cluster's (0: never)."""
-    own = setting(expectations).failures
-    return default if own is None else own
+def parse_defaults(raw: str) -> QueueDefaults:
+    """`etl=3:5,reports=2`: queue=failures[:canary_every], comma-separated; ValueError naming the bad
+    entry (a queue named twice, a count out of 0..10000)."""
+    found: dict[str, Breaker] = {}
+    for entry in filter(None, (part.strip() for part in raw.split(","))):
+        queue, sep, value = entry.partition("=")
+        failures, colon, every = value.partition(":")
+        counts = [failures, every] if colon else [failures]
+        if not (sep and queue.strip() and all(c.isascii() and c.isdigit() and len(c) <= 5 for c in counts)):
+            raise ValueError(f"{entry!r}: each entry must be queue=failures[:canary_every] (e.g. etl=3:5)")
+        if any(int(c) > 10_000 for c in counts):
+            raise ValueError(f"{entry!r}: failures and canary_every must be 0..10000")
+        if (name := queue.strip()) in found:
+            raise ValueError(f"queue {name!r} must be named once")
+        found[name] = Breaker(failures=int(failures), canary_every=int(every) if every else None)
+    return tuple(found.items())
 
 
-def canary_every(expectations: Expectations | None) -> int:
+def setting(expectations: Expectations | None, queue_default: Breaker | None = None) -> Breaker:
+    """The job's breaker: each of its own settings, else its queue's default's (CRONOS_BREAKER_DEFAULTS;
+    each None: the cluster's)."""
+    own = Breaker() if expectations is None or expectations.breaker is None else expectations.breaker
+    if queue_default is None:
+        return own
+    return Breaker(
+        failures=queue_default.failures if own.failures is None else own.failures,
+        canary_every=queue_default.canary_every if own.canary_every is None else own.canary_every,
+    )
+
+
+def of_queue(defaults: QueueDefaults, queue: str) -> Breaker | None:
+    """The queue's default breaker (None: it has none)."""
+    return next((b for name, b in defaults if name == queue), None)
+
+
+def threshold(expectations: Expectations | None, default: int, queue_default: Breaker | None = None) -> int:
+    """The failures in a row that pause the job: its own, else its queue's, else the cluster's (0: never)."""
+    found = setting(expectations, queue_default).failures
+    return default if found is None else found
+
+
+def canary_every(expectations: Expectations | None, queue_default: Breaker | None = None) -> int:
     """Every how many ticks a canary runs while the breaker holds the job (0: none)."""
-    return setting(expectations).canary_every or 0
+    return setting(expectations, queue_default).canary_every or 0
+
+
+def effective(expectations: Expectations | None, queue: str, default: int, defaults: QueueDefaults) -> Breaker:
+    """The breaker that applies to a job, every setting filled (GET /api/jobs/{id} shows it)."""
+    queue_default = of_queue(defaults, queue)
+    return Breaker(
+        failures=threshold(expectations, default, queue_default),
+        canary_every=canary_every(expectations, queue_default),
+    )
 
 
 def holds(status: str, revision: int, held_revision: int | None) -> bool:

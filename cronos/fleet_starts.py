@@ -1,12 +1,12 @@
 """Planned starts per minute across the fleet's active jobs over a window (pure).
 
-The API reads the active jobs grouped by (expression, zone, jitter) (cronos.store.fleet) and
-hands the groups here (a group with an `H` is split by the values its jobs' names pick,
-cronos.hashed): each distinct schedule's fire times are walked once, whatever the number
-of jobs sharing it, as the leader's schedule book does. A job with jitter starts at its tick plus
-its jitter (cronos.lifecycle.jitter_s, the same deterministic delay the leader adds), so those are
-counted job by job. The walk is bounded: past `budget` steps it stops and says the counts are
-partial.
+The API reads the active jobs grouped by (expression, zone, jitter, spread) (cronos.store.fleet)
+and hands the groups here (a group with an `H` or a spread is split by the values and offsets its
+jobs' names pick, cronos.hashed and cronos.spread): each distinct schedule's fire times are walked
+once, whatever the number of jobs sharing it, as the leader's schedule book does. A job with
+jitter starts at its tick plus its jitter (cronos.lifecycle.jitter_s, the same deterministic delay
+the leader adds), so those are counted job by job. The walk is bounded: past `budget` steps it
+stops and says the counts are partial.
 """
 
 from __future__ import annotations
@@ -16,11 +16,12 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from cronos.cron_fields import parse
-from cronos.errors import InvalidSchedule
+from cronos.errors import InvalidInput, InvalidSchedule
 from cronos.hashed import hashed
 from cronos.lifecycle import jitter_s
 from cronos.schedule import NEVER_AT
 from cronos.schedule_legacy import stored_schedule
+from cronos.spread import offset_s
 
 MINUTE = timedelta(minutes=1)
 DEFAULT_BUDGET = 400_000  # fire times walked at most (~1 s of CPU on the compute thread)
@@ -28,8 +29,9 @@ DEFAULT_BUDGET = 400_000  # fire times walked at most (~1 s of CPU on the comput
 
 @dataclass(frozen=True, slots=True)
 class Group:
-    """Active jobs sharing an expression, a zone and a jitter; `ids` when jitter_s > 0 or the
-    expression has an `H`; then also `names` (in the order of `ids`), which pick its values."""
+    """Active jobs sharing an expression, a zone, a jitter and a spread; `ids` when jitter_s > 0, the
+    expression has an `H` or the jobs a spread; then also `names` (in the order of `ids`), which pick
+    its values and offsets. `offset_s`: once resolved, the spread's offset of each of its ticks."""
 
     expression: str
     timezone: str
@@ -37,6 +39,8 @@ class Group:
     jobs: int
     ids: tuple[int, ...] = ()
     names: tuple[str, ...] = ()
+    spread: str | None = None  # cronos.spread
+    offset_s: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,27 +50,30 @@ class Starts:
     jobs: int  # active cron jobs counted
     schedules: int  # distinct (expression, zone) walked
     partial: bool  # the budget ran out: later groups are missing
-    spread_jobs: int = 0  # jobs whose `H` spreads them (cronos.hashed)
+    spread_jobs: int = 0  # jobs whose `H` or spread spreads them (cronos.hashed, cronos.spread)
     unspread_peak: int = 0  # with spread jobs: the busiest minute's starts had each `H` been its range's start
+    # and each spread's offset 0
 
 
 def spread(groups: Sequence[Group], key: bool = True) -> list[Group]:
-    """The groups with each `H` resolved: one group per expression its jobs' names pick (`key`
-    False: each `H` at the start of its range, as if nothing spread them)."""
+    """The groups with each `H` and spread resolved: one group per expression and offset its jobs'
+    names pick (`key` False: each `H` at the start of its range and no offset, as if nothing spread
+    them)."""
     out: list[Group] = []
     for group in groups:
         if not group.names:
             out.append(group)
             continue
-        by: dict[str, list[int]] = {}
+        by: dict[tuple[str, int], list[int]] = {}
         for job_id, name in zip(group.ids, group.names, strict=True):
             try:
-                by.setdefault(hashed(group.expression, name if key else None), []).append(job_id)
-            except InvalidSchedule:
+                shift = offset_s(name, group.spread) if key else 0
+                by.setdefault((hashed(group.expression, name if key else None), shift), []).append(job_id)
+            except (InvalidSchedule, InvalidInput):
                 continue  # never valid: the leader does not run it either
-        for expression, ids in by.items():
+        for (expression, shift), ids in by.items():
             kept = tuple(ids) if group.jitter_s > 0 else ()
-            out.append(Group(expression, group.timezone, group.jitter_s, len(ids), kept))
+            out.append(Group(expression, group.timezone, group.jitter_s, len(ids), kept, offset_s=shift))
     return out
 
 
@@ -107,18 +114,19 @@ def _starts(groups: Sequence[Group], start: datetime, minutes: int, budget: int)
         except InvalidSchedule:
             continue  # never valid: the leader does not run it either
         walked.add((group.expression, group.timezone))
-        seconds = _seconds_in(group.expression) if group.jitter_s <= 0 else None
-        current = start - timedelta(microseconds=1)
+        seconds = _seconds_in(group.expression) if group.jitter_s <= 0 and not group.offset_s else None
+        shift = timedelta(seconds=group.offset_s)  # a spread's offset: its ticks are this much later
+        current = start - shift - timedelta(microseconds=1)
         while steps < budget:
             steps += 1
             try:
                 current = schedule.next_after(current)
             except OverflowError:
                 break
-            if current >= end or current >= NEVER_AT:
+            if current >= NEVER_AT or current + shift >= end:
                 break
             if group.jitter_s <= 0:
-                index = int((current - start) / MINUTE)
+                index = int((current + shift - start) / MINUTE)
                 if seconds is not None:  # every second it fires in this minute, in one step
                     here = sum(1 for s in seconds if s >= current.second)
                     counts[index] += here * group.jobs
@@ -129,7 +137,7 @@ def _starts(groups: Sequence[Group], start: datetime, minutes: int, budget: int)
             ms = int(current.timestamp() * 1000)
             for job_id in group.ids:
                 steps += 1
-                at = current + timedelta(seconds=jitter_s(job_id, ms, group.jitter_s))
+                at = current + shift + timedelta(seconds=jitter_s(job_id, ms + group.offset_s * 1000, group.jitter_s))
                 if at < end:
                     counts[int((at - start) / MINUTE)] += 1
         else:

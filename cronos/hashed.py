@@ -41,7 +41,13 @@ def offset(key: str | None, field: Field, size: int) -> int:
     the value every job would have without the spread)."""
     if key is None:
         return 0
-    digest = hashlib.sha256(f"{field.name}\x00{key}".encode()).digest()
+    return stable(key, field.name, size)
+
+
+def stable(key: str, label: str, size: int) -> int:
+    """A value in 0..size-1 that `key` picks for `label` (a field's name, `spread`): SHA-256 of both,
+    the same on every host, after every restart, whatever other jobs exist."""
+    digest = hashlib.sha256(f"{label}\x00{key}".encode()).digest()
     return int.from_bytes(digest[:8], "big") % size
 
 

@@ -491,6 +491,7 @@ class NewRun:
     revision: int | None
     parent_run_id: int | None = None
     expires_at: datetime | None = None  # expiry(); None: stamped by the reaper (a run from the release before)
+    host_of: int | None = None  # a retry: the failed run, whose host (a per-host run's, cronos.every_host) it takes
 
 
 @dataclass(frozen=True, slots=True)
@@ -511,14 +512,15 @@ class Ended:
 
 
 def retry_of(run: Ended) -> NewRun | None:
-    """A failed run's next attempt: the same tick (and revision and parent), due after its backoff,
-    with the grace its tick was stamped with (`expires_at - due_at`)."""
+    """A failed run's next attempt: the same tick (and revision and parent, and host: a per-host run's
+    retry runs on its host), due after its backoff, with the grace its tick was stamped with
+    (`expires_at - due_at`)."""
     if run.state is not RunState.FAILED or run.retry_delay_s is None:
         return None
     due = run.finished_at + timedelta(seconds=run.retry_delay_s)
     expires = None if run.expires_at is None or run.due_at is None else due + (run.expires_at - run.due_at)
     return NewRun(
-        run.job_id, run.scheduled_for, run.attempt + 1, "retry", due, run.revision, run.parent_run_id, expires
+        run.job_id, run.scheduled_for, run.attempt + 1, "retry", due, run.revision, run.parent_run_id, expires, run.id
     )
 
 

@@ -234,6 +234,8 @@ class Job(msgspec.Struct, kw_only=True):
     namespace: Annotated[
         str, msgspec.Meta(description="the namespace it lives in: `?namespace=` of its create (docs/namespaces.md)")
     ] = DEFAULT_NAMESPACE
+    # Deterministic spread: every tick moved by an offset its name picks in [0, spread) (cronos.spread).
+    spread: str | None = None
 
 
 # A job's columns, as every statement that reads a job names them: Job's fields in their order
@@ -317,3 +319,4 @@ class DispatchJob(msgspec.Struct, kw_only=True, gc=False):
     calendars: tuple[CalendarRef, ...] = ()
     hosts: dict[str, Any] | None = None  # runs on every host (cronos.every_host); None: once a tick
     schedules: tuple[ScheduleEntry, ...] = ()  # more schedules (cronos.schedule_union); the empty one is shared
+    spread: str | None = None  # every tick moved by the offset its name picks (cronos.spread)

@@ -23,6 +23,7 @@ from cronos.rules import NO_RULES, Rules, Verdict
 from cronos.schedule import NEVER_AT
 from cronos.schedule_legacy import StoredSchedule, stored_schedule
 from cronos.schedule_union import ScheduleEntry, union_of
+from cronos.spread import shifted
 
 NEVER = NEVER_AT  # the one "no fire time" instant, as `@never` answers it
 _TICK = timedelta(microseconds=1)
@@ -126,11 +127,13 @@ def job_schedule(
     key: str = "",
     parse: Callable[[str, str], tuple[Any, str | None]] = stored_schedule,
     schedules: Sequence[ScheduleEntry] = (),
+    spread: str | None = None,
 ) -> tuple[Windowed, str | None]:
     """A stored job's schedule (a one-off when `run_at` is set, an interval when `every` is, with
     its further `schedules` as one: cronos.schedule_union) clamped to its window, and the parser's
     notice for a stored expression it now refuses (cronos.schedule_legacy). `key`: the job's name,
-    which picks the values of an `H` (cronos.hashed). Raises InvalidSchedule as `parse` does."""
+    which picks the values of an `H` (cronos.hashed) and its `spread`'s offset (cronos.spread), which
+    moves every tick of the repeating schedule. Raises InvalidSchedule as `parse` does."""
     run_at, start_at, end_at = _aware(run_at), _aware(start_at), _aware(end_at)
     base: NextAfter
     notice = None
@@ -144,7 +147,7 @@ def job_schedule(
         parsed, notice = parse(hashed(cron_expression, key), timezone)
         base = parsed
     if run_at is None:
-        base = union_of(base, schedules, timezone, key, parse)
+        base = shifted(union_of(base, schedules, timezone, key, parse), key, spread)
     return Windowed(base, start_at, end_at), notice
 
 
@@ -169,6 +172,8 @@ class Timed(Protocol):
     def name(self) -> str: ...
     @property
     def schedules(self) -> Sequence[ScheduleEntry]: ...
+    @property
+    def spread(self) -> str | None: ...
 
 
 def schedule_of(
@@ -178,6 +183,7 @@ def schedule_of(
     return job_schedule(
         job.cron_expression, job.timezone, run_at=job.run_at, start_at=job.start_at, end_at=job.end_at,
         every=job.every, anchor=job.anchor, key=job.name, parse=parse, schedules=job.schedules,
+        spread=job.spread,
     )  # fmt: skip
 
 

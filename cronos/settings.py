@@ -18,6 +18,7 @@ import msgspec
 from dotenv import dotenv_values
 
 from cronos import namespaces, traces
+from cronos.breaker import QueueDefaults, parse_defaults
 from cronos.errors import ConfigError, InvalidInput
 from cronos.host_limits import DEFAULT_HOST_LIMIT, HostLimit, parse_host_limits
 from cronos.models import DEFAULT_QUEUE, parse_queues
@@ -60,6 +61,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     runs_retention_s: float = 30 * 86_400  # runs older than this go, a whole day at a time; 0: keep all
     health_interval_s: float = 5.0  # the leader's health evaluator judges what happened this often
     breaker_default_failures: int = 0  # a job failing this many runs in a row pauses itself (0: never)
+    breaker_defaults: QueueDefaults = ()  # per queue: (queue, Breaker) for jobs without their own (cronos.breaker)
     job_metrics_max: int = 1000  # per-job series the leader exports at most (0: none)
     job_metrics_jobs: tuple[str, ...] = ()  # ... of the jobs with these names (`*` globs; empty: any)
     metric_label_keys: tuple[str, ...] = ()  # job label keys carried to those series as label_<key>
@@ -288,6 +290,16 @@ def _labels(raw: str) -> str:
     return ",".join(parts)
 
 
+def _breaker_defaults(raw: str) -> QueueDefaults:
+    defaults = parse_defaults(raw)
+    for queue, _ in defaults:
+        try:
+            parse_queues(queue)
+        except InvalidInput as exc:
+            raise ValueError(f"{queue!r} must be a queue name: {exc.message}") from None
+    return defaults
+
+
 def _text(raw: str) -> str:
     if not raw.strip():
         raise ValueError("must not be empty")
@@ -373,6 +385,12 @@ VARIABLES: dict[str, tuple[str, Callable[[str], Any], str]] = {
         "breaker_default_failures",
         _int(0, 1_000_000),
         "a job whose runs failed this many times in a row pauses itself (0: never)",
+    ),
+    "CRONOS_BREAKER_DEFAULTS": (
+        "breaker_defaults",
+        _breaker_defaults,
+        "a default breaker per queue, queue=failures[:canary_every],... (etl=3:5): for the jobs of the queue, "
+        "each setting a job's own expectations.breaker leaves unset",
     ),
     "CRONOS_JOB_METRICS_MAX": (
         "job_metrics_max",

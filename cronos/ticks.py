@@ -68,6 +68,7 @@ class Segment(msgspec.Struct, frozen=True, kw_only=True):
     anchor: datetime | None = None
     name: str = ""  # the job's name then: it picks the values of an `H` (cronos.hashed)
     schedules: tuple[ScheduleEntry, ...] = ()  # more schedules: the segment's ticks are the union
+    spread: str | None = None  # every tick moved by the offset the name picks (cronos.spread)
 
 
 class LedgerRow(msgspec.Struct, kw_only=True):
@@ -157,7 +158,7 @@ def _segment(
         start=start, end=end, revision=number, status=_STATUSES.get(status, "active"),
         cron_expression=str(fields.get("cron_expression") or ""), timezone=str(fields.get("timezone", "UTC")),
         every=None if every is None else str(every), anchor=_instant(anchor), name=str(fields.get("name") or ""),
-        schedules=as_entries(fields.get("schedules")),
+        schedules=as_entries(fields.get("schedules")), spread=fields.get("spread") or None,
     )  # fmt: skip
 
 
@@ -183,8 +184,9 @@ def plan(segs: Iterable[Segment], after: datetime, until: datetime, limit: int) 
         try:  # as the leader reads it (cronos.schedule_window)
             expression = None if seg.every is not None else seg.cron_expression
             schedule, _notice = job_schedule(
-                expression, seg.timezone, every=seg.every, anchor=seg.anchor, key=seg.name, schedules=seg.schedules
-            )
+                expression, seg.timezone, every=seg.every, anchor=seg.anchor, key=seg.name, schedules=seg.schedules,
+                spread=seg.spread,
+            )  # fmt: skip
             times = schedule.fire_times(low, high, limit - len(found))
         except (InvalidSchedule, OverflowError):
             continue

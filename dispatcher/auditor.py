@@ -70,6 +70,7 @@ class AuditedJob:
     name: str = ""  # name, queue and calendars: which blackouts may hold its ticks back (cronos.rules)
     queue: str = DEFAULT_QUEUE
     schedules: tuple[ScheduleEntry, ...] = ()  # more schedules (cronos.schedule_union)
+    spread: str | None = None  # ticks moved by the offset its name picks (cronos.spread)
     calendars: tuple[CalendarRef, ...] = ()
 
 
@@ -96,6 +97,7 @@ def _expected(job: AuditedJob, window: tuple[datetime, datetime]) -> list[dateti
             anchor=job.anchor,
             key=job.name,
             schedules=job.schedules,
+            spread=job.spread,
         )
     except (InvalidInput, InvalidSchedule):
         return None  # the dispatcher does not run it either (logged there)
@@ -108,9 +110,14 @@ def _expected(job: AuditedJob, window: tuple[datetime, datetime]) -> list[dateti
 def _same_ticks(job: AuditedJob, start: datetime) -> tuple[object, ...]:
     """What a job's expected ticks depend on: jobs alike share one computation."""
     born = job.created_at if job.run_at is None else min(job.created_at, job.run_at - _US)
-    key = job.name if any_hash(job.cron_expression, job.schedules) else ""  # picks its `H`
+    key = job.name if _by_name(job) else ""  # picks its `H` and its spread's offset
     return (job.cron_expression, job.timezone, job.run_at, job.start_at, job.end_at, job.every, job.anchor,
-            job.ended_after, max(start, born), key, job.schedules)  # fmt: skip
+            job.ended_after, max(start, born), key, job.schedules, job.spread)  # fmt: skip
+
+
+def _by_name(job: AuditedJob) -> bool:
+    """The job's name moves its ticks: an `H` (cronos.hashed) or a spread (cronos.spread)."""
+    return job.spread is not None or any_hash(job.cron_expression, job.schedules)
 
 
 def reconcile(
@@ -147,7 +154,9 @@ def _held(verdict: Verdict | None, end: datetime) -> bool:
 
 
 # What AUDIT_SCHEDULES groups jobs by, as AuditedJob names it.
-_SCHEDULE_FIELDS = ("cron_expression", "timezone", "run_at", "start_at", "end_at", "every", "anchor", "ended_after")
+_SCHEDULE_FIELDS = (
+    "cron_expression", "timezone", "run_at", "start_at", "end_at", "every", "anchor", "ended_after", "spread",
+)  # fmt: skip
 _INSTANTS = ("run_at", "start_at", "end_at", "anchor", "ended_after")
 
 
@@ -224,7 +233,7 @@ class Auditor:
                     first = AuditedJob(
                         id=0, created_at=group["after"], schedules=as_entries(group["schedules"]), **fields
                     )
-                    if any_hash(first.cron_expression, first.schedules):
+                    if _by_name(first):
                         due += await self._each_named(conn, first, group["ids"], window, result, memo)
                         continue  # each job's name picks its `H`: their ticks differ
                     ticks = memo[_same_ticks(first, start)] = _expected(first, window)

@@ -1,5 +1,6 @@
 """The leader's circuit breaker (issue 40): pauses the jobs whose runs failed too often in a row
-(each job's `expectations.breaker.failures`, else CRONOS_BREAKER_DEFAULT_FAILURES), lets a canary
+(each job's `expectations.breaker.failures`, else its queue's in CRONOS_BREAKER_DEFAULTS, else
+CRONOS_BREAKER_DEFAULT_FAILURES), lets a canary
 through the jobs it holds and resumes them after one succeeded (cronos.store.breaker, decisions in
 cronos.breaker).
 
@@ -16,6 +17,7 @@ from typing import Any
 
 import asyncpg
 
+from cronos.breaker import NO_DEFAULTS, QueueDefaults
 from cronos.store.breaker import tend_held, trip_due
 from dispatcher.election import Election
 from dispatcher.lifetime import Lifetime
@@ -45,12 +47,19 @@ async def _pages(term: Lifetime, page: Page, epoch: int) -> list[Any]:
     return out
 
 
-async def run(term: Lifetime, pool: asyncpg.Pool, election: Election, default: int, poll_s: float) -> None:
+async def run(
+    term: Lifetime,
+    pool: asyncpg.Pool,
+    election: Election,
+    default: int,
+    poll_s: float,
+    queues: QueueDefaults = NO_DEFAULTS,
+) -> None:
     async def trip(epoch: int, after: int) -> tuple[list[Any], int | None]:
-        return await trip_due(pool, epoch, default, datetime.now(UTC), after=after, limit=BATCH)
+        return await trip_due(pool, epoch, default, datetime.now(UTC), after=after, limit=BATCH, queues=queues)
 
     async def tend(epoch: int, after: int) -> tuple[list[Any], int | None]:
-        return await tend_held(pool, epoch, datetime.now(UTC), after=after, limit=BATCH)
+        return await tend_held(pool, epoch, datetime.now(UTC), after=after, limit=BATCH, queues=queues)
 
     while True:
         epoch = election.check()

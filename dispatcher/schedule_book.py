@@ -25,13 +25,14 @@ from cronos.rules import EMPTY_BOOK, RuleBook
 from cronos.schedule_legacy import stored_schedule
 from cronos.schedule_union import any_hash
 from cronos.schedule_window import NEVER, Windowed, filtered, schedule_of
+from cronos.spread import offset_s
 from dispatcher.herds import Herds
 from dispatcher.planner import CATCH_UP_PER_S, JOB_ROUND_LIMIT, CatchUpPace, TickBatch, TickRound
 
 # (expression, time zone, run_at, start_at, end_at, every, anchor[, more schedules and the name when an
-# `H` in them picks values by it], the rules' key): jobs sharing a schedule, its window and its calendars
-# and blackouts (cronos.rules). An interval ignores the zone (elapsed time): jobs with one every+anchor
-# share a group.
+# `H` in them picks values by it][, a spread's offset], the rules' key): jobs sharing a schedule, its
+# window and its calendars and blackouts (cronos.rules). An interval ignores the zone (elapsed time):
+# jobs with one every+anchor share a group.
 Key = tuple[object, ...]
 
 log = logging.getLogger("dispatcher.schedule_book")
@@ -43,10 +44,12 @@ def _key(spec: DispatchJob) -> Key:
     expression = spec.cron_expression
     if expression is not None and has_hash(expression):  # `H`: its values are this job's (its name's)
         expression = hashed(expression, spec.name)
-    key = (expression, zone, spec.run_at, spec.start_at, spec.end_at, spec.every, spec.anchor)
-    if not entries:
-        return key
-    return (*key, entries, spec.name if any_hash(None, entries) else "")
+    key: Key = (expression, zone, spec.run_at, spec.start_at, spec.end_at, spec.every, spec.anchor)
+    if entries:
+        key = (*key, entries, spec.name if any_hash(None, entries) else "")
+    if shift := offset_s(spec.name, spec.spread):  # a spread: ticks moved by the name's offset
+        key = (*key, "spread", shift)
+    return key
 
 
 def _read(spec: DispatchJob) -> tuple[Any, ...]:

@@ -167,8 +167,9 @@ class Term:
         }
         # Always: a job's own `expectations.breaker` works with the cluster's default off (0).
         loops["breaker"] = breaker.run(
-            self, self._pool, election, settings.breaker_default_failures, settings.health_interval_s
-        )
+            self, self._pool, election, settings.breaker_default_failures, settings.health_interval_s,
+            settings.breaker_defaults,
+        )  # fmt: skip
         if settings.consumer_idle_remove_s > 0:
             reaper_of_consumers = ConsumerReaper(
                 self._client, self._keys, self._publisher.queues, election.check, settings.consumer_idle_remove_s

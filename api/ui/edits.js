@@ -35,6 +35,7 @@ export const FIELDS = {
   hosts: "json", // null: one run per tick (pages/form_hosts.js)
   chain: "json",
   schedules: "json", // more schedules (pages/form_schedules.js)
+  spread: "text", // a spread window (docs/spread.md); null: none
 };
 
 /** Deep equality of JSON values; an object's key order does not matter. */

@@ -36,11 +36,11 @@ BULK_JOBS = """
 INSERT INTO jobs (name, cron_expression, timezone, kind, payload, timeout_s, max_retries, retry_backoff_s,
     concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, managed_by, parents, queue, run_at,
     start_at, end_at, max_runs, catchup_max_per_s, expectations, every, anchor, calendars, labels, owner,
-    concurrency_group, hosts, chain, schedules, namespace, last_scheduled_for)
+    concurrency_group, hosts, chain, schedules, namespace, spread, last_scheduled_for)
 SELECT b.name, b.cron_expression, t.timezone, t.kind, t.payload, t.timeout_s, t.max_retries, t.retry_backoff_s,
     t.concurrency_policy, t.misfire_policy, t.misfire_grace_s, t.jitter_s, t.status, t.managed_by, t.parents,
     t.queue, t.run_at, t.start_at, t.end_at, t.max_runs, t.catchup_max_per_s, t.expectations, t.every, t.anchor,
-    t.calendars, b.labels::jsonb, t.owner, t.concurrency_group, t.hosts, t.chain, t.schedules, t.namespace,
+    t.calendars, b.labels::jsonb, t.owner, t.concurrency_group, t.hosts, t.chain, t.schedules, t.namespace, t.spread,
     least(now(), t.run_at - interval '1 microsecond')
 FROM bulk_jobs b CROSS JOIN (SELECT * FROM jobs WHERE id = $1) t
 ORDER BY b.ord

@@ -22,7 +22,7 @@ def _when(tick: Mapping[str, Any]) -> str:
 def schedule_notes(api: ApiClient, action: Action, have: Mapping[str, Any] | None) -> list[str]:
     """The lines to print under `action`'s plan line (none when its schedule does not change)."""
     body = action.body or {}
-    if action.step not in (Step.CREATE, Step.UPDATE) or not {"cron_expression", "timezone"} & body.keys():
+    if action.step not in (Step.CREATE, Step.UPDATE) or not {"cron_expression", "timezone", "spread"} & body.keys():
         return []
     before = have or {}
     expression = body.get("cron_expression", before.get("cron_expression"))
@@ -35,6 +35,7 @@ def schedule_notes(api: ApiClient, action: Action, have: Mapping[str, Any] | Non
         "job": action.name,  # an `H` takes the values the job's name picks (cronos.hashed)
         "previous_cron_expression": before.get("cron_expression"),
         "previous_timezone": before.get("timezone"),
+        "spread": body.get("spread", before.get("spread")),  # each tick moved by the name's offset (cronos.spread)
     }
     preview = api.call("GET", "/api/schedule/preview", query=query)
     lines = [f"{PAD}{preview['cron_expression']} ({preview['timezone']}): {preview['description']}"]

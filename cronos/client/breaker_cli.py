@@ -42,11 +42,14 @@ def merged(expectations: dict[str, Any] | None, given: dict[str, int | None]) ->
 
 def shown(job: dict[str, Any]) -> str:
     own = (job.get("expectations") or {}).get("breaker") or {}
+    applies = job.get("breaker") or {}  # GET's: the one that applies (its own, its queue's, the cluster's)
     failures = own.get("failures")
     said = "the cluster's failures in a row" if failures is None else f"{failures} failed runs in a row"
-    if failures == 0:
-        said = "never (off for this job)"
-    canary = own.get("canary_every")
+    if failures is None and applies.get("failures"):
+        said = f"{applies['failures']} failed runs in a row (its queue's or the cluster's default)"
+    if failures == 0 or (failures is None and applies.get("failures") == 0):
+        said = "never (off for this job)" if failures == 0 else "never (no default applies)"
+    canary = own.get("canary_every", applies.get("canary_every"))
     then = f"; a canary run every {canary} ticks while paused by it" if canary else "; no canary"
     return f"Job {job['id']} {job['name']!r}: the breaker pauses it after {said}{then}."
 

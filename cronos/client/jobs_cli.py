@@ -99,6 +99,9 @@ def _field_options() -> dict[str, dict[str, Any]]:
         elif field.name == "schedules":
             help_ = "more schedules, `;`-separated: CRON, TZ=ZONE CRON or every DURATION (docs/schedules.md)"
             options[field.name] = {"type": _schedules, "help": help_}
+        elif field.name == "spread":
+            help_ = "every tick moved by an offset the name picks in [0, SPREAD): 10m, 1h (docs/spread.md)"
+            options[field.name] = {"type": str, "help": help_}
         elif isinstance(kind, msgspec.inspect.DictType):  # labels
             options[field.name] = {"type": labels_cli.labels, "help": "the job's labels: key=value, comma-separated"}
         elif isinstance(kind, msgspec.inspect.ListType):  # parents
@@ -225,9 +228,9 @@ def _schedule(job: dict[str, Any]) -> str:
         own = f"every {job['every']}"
     else:
         own = str(job["cron_expression"]) if job.get("cron_expression") is not None else "once"
-    if not job.get("schedules"):
-        return own
-    return f"{own}; {schedule_union.text_of(msgspec.convert(job['schedules'], list[schedule_union.ScheduleEntry]))}"
+    if job.get("schedules"):
+        own = f"{own}; {schedule_union.text_of(msgspec.convert(job['schedules'], list[schedule_union.ScheduleEntry]))}"
+    return own if not job.get("spread") else f"{own} (spread {job['spread']})"
 
 
 def _show_job(job: dict[str, Any]) -> str:

@@ -236,6 +236,8 @@ def _check(fields: dict[str, Any]) -> None:
         raise InvalidInput("$.anchor", "only an interval (every) has an anchor")
     if fields.get("every") is not None:
         fields["every"] = canonical(fields["every"])
+    if fields.get("spread") is not None:  # as the API stores it, so `600` matches a stored `10m`
+        fields["spread"] = canonical(fields["spread"], "$.spread")
     if fields.get("cron_expression") is not None:
         parse_schedule(hashed(fields["cron_expression"], str(fields.get("name") or "")), fields["timezone"])
     if fields.get("schedules"):  # checked, intervals spelled as the API stores them

@@ -99,7 +99,7 @@ async def _queue(conn: asyncpg.Connection, job: Job, chosen: list[BackfillTick])
     rows = await conn.fetch(
         runs_q.RUNS_QUEUE, [job.id] * n, [t.scheduled_for for t in todo], [t.attempt for t in todo], ["backfill"] * n,
         [t.due_at for t in todo], [job.revision] * n, [None] * n,
-        [lifecycle.expiry(t.due_at or t.scheduled_for, job.misfire_grace_s) for t in todo],
+        [lifecycle.expiry(t.due_at or t.scheduled_for, job.misfire_grace_s) for t in todo], [None] * n,
     )  # fmt: skip
     ids = {(r["scheduled_for"], r["attempt"]): r["id"] for r in rows}
     queued = [ids[(t.scheduled_for, t.attempt)] for t in todo if (t.scheduled_for, t.attempt) in ids]

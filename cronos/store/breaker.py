@@ -77,10 +77,18 @@ async def _tell(
 
 
 async def trip_due(
-    pool: asyncpg.Pool, epoch: int, default: int, now: datetime, *, after: int = 0, limit: int = 100
+    pool: asyncpg.Pool,
+    epoch: int,
+    default: int,
+    now: datetime,
+    *,
+    after: int = 0,
+    limit: int = 100,
+    queues: breaker.QueueDefaults = breaker.NO_DEFAULTS,
 ) -> tuple[list[Job], int | None]:
     """Pause the jobs of one page (ids above `after`) the breaker trips, each at its own threshold
-    (`default`: the cluster's); returns them and the id to read on from (None: the last page).
+    (else its queue's in `queues`, else `default`: the cluster's); returns them and the id to read
+    on from (None: the last page).
     NotLeader unless `epoch` is current."""
     paused: list[Job] = []
     async with fenced(pool, epoch) as conn:
@@ -88,12 +96,13 @@ async def trip_due(
         for row in rows:
             facts = _facts(row)
             current = to_struct(row, Job)
-            threshold = breaker.threshold(current.expectations, default)
+            queue_default = breaker.of_queue(queues, current.queue)
+            threshold = breaker.threshold(current.expectations, default, queue_default)
             if not breaker.trips(facts, threshold):
                 continue
             if await conn.fetchval(breaker_q.JOB_LOCK_AT, current.id, current.revision) is None:
                 continue
-            every = breaker.canary_every(current.expectations)
+            every = breaker.canary_every(current.expectations, queue_default)
             note = breaker.pause_note(facts, threshold, every)
             detail = {"consecutive_failures": facts.streak, "threshold": threshold, "pause_note": note}
             if every:
@@ -126,7 +135,13 @@ async def _hold(conn: asyncpg.Connection, row: asyncpg.Record, every: int, ticks
 
 
 async def tend_held(
-    pool: asyncpg.Pool, epoch: int, now: datetime, *, after: int = 0, limit: int = 100
+    pool: asyncpg.Pool,
+    epoch: int,
+    now: datetime,
+    *,
+    after: int = 0,
+    limit: int = 100,
+    queues: breaker.QueueDefaults = breaker.NO_DEFAULTS,
 ) -> tuple[list[tuple[Job, breaker.Step]], int | None]:
     """One page of the jobs the breaker paused: let go those someone else touched, and take the
     step cronos.breaker.step says for the others; returns the steps taken (but waits) and the id to
@@ -139,7 +154,7 @@ async def tend_held(
             if not breaker.holds(current.status, current.revision, row["held_revision"]):
                 await conn.execute(breaker_q.HOLD_SET, current.id, None, None, None, None)
                 continue
-            every = breaker.canary_every(current.expectations)
+            every = breaker.canary_every(current.expectations, breaker.of_queue(queues, current.queue))
             ticks = ticks_after(current, row["counted_from"], now, every) if every else []
             step = breaker.step(await _hold(conn, row, every, len(ticks)))
             detail: dict[str, Any] = {"canary_every": every, "run_id": row["canary_run_id"]}

@@ -154,7 +154,9 @@ async def _queue_chains(conn: Any, runs: list[NewRun]) -> int:
 
 _OUTCOME = ("run_id", "node_id", "state", "error", "traceback", "result", "duration_ms")  # FINISH_RUNS
 # RUNS_QUEUE's
-_NEW_RUN = ("job_id", "scheduled_for", "attempt", "trigger", "due_at", "revision", "parent_run_id", "expires_at")
+_NEW_RUN = (
+    "job_id", "scheduled_for", "attempt", "trigger", "due_at", "revision", "parent_run_id", "expires_at", "host_of",
+)  # fmt: skip
 
 
 def _moved(run: NewRun, step: timedelta) -> NewRun:

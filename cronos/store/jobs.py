@@ -56,6 +56,7 @@ _NULLABLE = (
     "concurrency_group",
     "hosts",
     "chain",
+    "spread",
 )
 
 # Recorded in the creation's revision only when not empty (issue 25: calendars).

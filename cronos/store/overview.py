@@ -37,6 +37,7 @@ class JobRow(msgspec.Struct, kw_only=True):
     every: str | None = None  # an interval (cronos.interval)
     anchor: datetime | None = None
     schedules: list[ScheduleEntry] = []  # more schedules (cronos.schedule_union)
+    spread: str | None = None  # ticks moved by the offset its name picks (cronos.spread)
 
 
 def name_pattern(search: str | None) -> str | None:

@@ -42,7 +42,9 @@ RevisionStatus = Literal["active", "paused", "deleted", "completed", "expired"]
 
 # Fields whose change gives the job a new schedule: ticks written ahead under the old one are
 # handed over and the cursor moves to the change instant.
-SCHEDULE_FIELDS = ("cron_expression", "timezone", "run_at", "start_at", "end_at", "every", "anchor", "schedules")
+SCHEDULE_FIELDS = (
+    "cron_expression", "timezone", "run_at", "start_at", "end_at", "every", "anchor", "schedules", "spread",
+)  # fmt: skip
 
 
 def new_schedule(changed: Mapping[str, Any], job: Mapping[str, Any]) -> bool:
@@ -50,7 +52,9 @@ def new_schedule(changed: Mapping[str, Any], job: Mapping[str, Any]) -> bool:
     expression has an `H`, whose values its name picks (cronos.hashed)."""
     if any(f in changed for f in SCHEDULE_FIELDS):
         return True
-    return "name" in changed and any_hash(job.get("cron_expression"), job.get("schedules") or ())
+    return "name" in changed and (
+        bool(job.get("spread")) or any_hash(job.get("cron_expression"), job.get("schedules") or ())
+    )
 
 
 _TICK = timedelta(microseconds=1)

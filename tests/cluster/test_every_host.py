@@ -7,10 +7,12 @@ from __future__ import annotations
 import signal
 from collections import defaultdict
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import asyncpg
 import pytest
 
+import cronos
 from cronos.settings import Settings
 from tests.cluster.test_executor_process import Procs, procs  # noqa: F401  (the fixture)
 from tests.integration.api_client import running_api
@@ -78,3 +80,47 @@ async def test_a_per_host_job_runs_once_per_executor_per_tick_and_follows_the_fl
     reasons = await pg_pool.fetch("SELECT DISTINCT skip_reason FROM runs WHERE job_id = $1 AND host = ''", job["id"])
     # Every tick's own row says its runs are its hosts' (no_host: written before any executor was up).
     assert {r["skip_reason"] for r in reasons} <= {"per_host", "no_host"}
+
+
+@cronos.task("per_host.first_attempt_fails", replace=True)
+async def first_attempt_fails(payload: dict[str, Any], ctx: cronos.RunContext) -> None:
+    """Attempt 1 fails; its retry completes."""
+    if ctx.attempt == 1:
+        raise RuntimeError("first attempt fails")
+
+
+async def test_a_failed_host_run_is_retried_on_its_own_host(
+    pg_pool: asyncpg.Pool,
+    settings: Settings,
+    procs: Procs,  # noqa: F811  (the imported fixture)
+) -> None:
+    """A job created through the API alone with `hosts: {}` and a retry: each host's first attempt
+    fails and its retry completes on that same host, one run per (tick, attempt, host)."""
+    procs.start("leader", "dispatcher")
+    task = ("executor", "--import", "tests.cluster.test_every_host")
+    hosts = {procs.start("exec-a", *task), procs.start("exec-b", *task)}
+    async with running_api(settings) as api:
+        job = await api.create(name="purge", cron_expression="*/2 * * * * *", concurrency_policy="allow",
+                               max_retries=1, retry_backoff_s=0, hosts={},
+                               payload={"action": "per_host.first_attempt_fails"})  # fmt: skip
+        assert job["max_retries"] == 1
+
+    async def retried_on_both() -> list[Any] | None:
+        rows = await pg_pool.fetch(
+            "SELECT scheduled_for, attempt, host, node_id, state FROM runs WHERE job_id = $1 AND host <> ''"
+            " ORDER BY scheduled_for, host, attempt",
+            job["id"],
+        )
+        by_tick: dict[datetime, list[Any]] = defaultdict(list)
+        for r in rows:
+            by_tick[r["scheduled_for"]].append(r)
+        for runs in by_tick.values():
+            done = {(r["host"], r["attempt"], r["state"]) for r in runs if r["node_id"] == r["host"]}
+            if done == {(h, 1, "failed") for h in hosts} | {(h, 2, "completed") for h in hosts}:
+                return rows
+        return None
+
+    rows = await wait_for(retried_on_both, timeout=60, interval=0.3, what="a tick failed and retried on both hosts")
+    seen = [(r["scheduled_for"], r["attempt"], r["host"]) for r in rows]
+    assert len(seen) == len(set(seen)), "one run per (tick, attempt, host)"
+    assert all(r["node_id"] in (None, r["host"]) for r in rows), "each attempt on its own host"

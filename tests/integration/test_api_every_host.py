@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 import asyncpg
 import pytest
 
-from api.bodies import HOSTS_NEED_ALLOW, HOSTS_NO_RETRIES
+from api.bodies import HOSTS_NEED_ALLOW
 from cronos.settings import Settings
 from tests.integration.api_client import Api, running_api
 
@@ -38,7 +38,6 @@ async def test_hosts_are_stored_shown_and_edited(api: Api, pg_pool: asyncpg.Pool
     ("fields", "detail"),
     [
         ({"hosts": {}}, HOSTS_NEED_ALLOW),  # the default policy, forbid
-        ({"hosts": {}, "concurrency_policy": "allow", "max_retries": 2}, HOSTS_NO_RETRIES),
         ({"hosts": {"count": 0}, "concurrency_policy": "allow"}, "$.hosts.count"),
         ({"hosts": {"label": "rack"}, "concurrency_policy": "allow"}, "$.hosts.label"),
         ({"hosts": {"label": "rack\u0000=x"}, "concurrency_policy": "allow"}, "$.hosts.label"),  # PostgreSQL's jsonb

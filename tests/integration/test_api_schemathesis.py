@@ -171,7 +171,9 @@ def _schema(base: str, live: Settings) -> Any:
         if isinstance(chain, dict) and (chain.get("on") or chain.get("join") is not None):
             return False  # edges and joins name the job's parents, stored or sent: test_joins covers them
         if isinstance(body, dict) and body.get("hosts") is not None:
-            return False  # per-host needs `allow` and no retries, stored or sent: test_api_every_host covers it
+            return False  # per-host needs `allow`, stored or sent: test_api_every_host covers it
+        if isinstance(body, dict) and body.get("spread") is not None:
+            return False  # a spread must be shorter than the schedule's gaps, stored or sent: test_spread_api
         if isinstance(body, dict) and body.get("concurrency_group"):
             return False  # which groups exist depends on the data; test_api_groups covers it
         if ctx.operation is not None and ctx.operation.path.endswith("/trigger") and body:
@@ -202,8 +204,8 @@ def _schema(base: str, live: Settings) -> Any:
         # So do the runs view's (`to` after `from`).
         if ctx.operation is None or not isinstance(query, dict):
             return True
-        if ctx.operation.path == "/api/schedule/preview" and query.get("calendars"):
-            return False  # calendars that exist: test_calendars covers them
+        if ctx.operation.path == "/api/schedule/preview" and (query.get("calendars") or query.get("spread")):
+            return False  # calendars that exist, a spread shorter than the gaps: test_calendars, test_spread_api
         try:
             if ctx.operation.path.endswith("/ticks"):
                 window(query.get("from"), query.get("to"), datetime.now(UTC))

@@ -12,6 +12,7 @@ import msgspec
 import pytest
 
 from api.schemas import JobCreate
+from cronos.breaker import parse_defaults
 from cronos.errors import NotLeader
 from cronos.store.breaker import tend_held, trip_due
 from cronos.store.epoch import EpochStore
@@ -186,3 +187,26 @@ async def test_a_job_held_by_a_change_in_flight_is_left_for_the_next_pass(pg_poo
         await conn.execute("SELECT id FROM jobs WHERE id = $1 FOR UPDATE", job)  # an edit by hand, not yet committed
         assert await trip(pg_pool, epoch) == []
     assert await trip(pg_pool, epoch) == [job]
+
+
+# --- a queue's default breaker (CRONOS_BREAKER_DEFAULTS) -------------------------------------------
+
+
+async def test_a_queues_default_breaker_trips_its_jobs_and_a_jobs_own_wins(pg_pool: asyncpg.Pool, epoch: int) -> None:
+    queues = parse_defaults("etl=2:4")
+    in_etl = await create(pg_pool, max_retries=0, queue="etl")
+    elsewhere = await create(pg_pool, max_retries=0)
+    own = await create_own(pg_pool, {"breaker": {"failures": 3}})
+    await pg_pool.execute("UPDATE jobs SET queue = 'etl' WHERE id = $1", own)
+    for job in (in_etl, elsewhere, own):
+        await fail(pg_pool, epoch, job, 2)
+    paused, _more = await trip_due(pg_pool, epoch, 0, datetime.now(UTC), queues=queues)
+    assert [j.id for j in paused] == [in_etl]  # the cluster's default is off; the job's own 3 wins over etl's 2
+    assert paused[0].pause_note == (
+        "paused by the circuit breaker after 2 failed runs in a row (threshold 2); "
+        "a canary run every 4 ticks resumes it when one succeeds"
+    )
+    await fail(pg_pool, epoch, own, 1)
+    paused, _more = await trip_due(pg_pool, epoch, 0, datetime.now(UTC), queues=queues)
+    assert [j.id for j in paused] == [own]
+    assert "canary run every 4 ticks" in str(paused[0].pause_note)  # its own leaves canary_every to etl's

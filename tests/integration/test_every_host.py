@@ -16,8 +16,10 @@ from cronos import presence
 from cronos.every_host import SKIP_NO_HOST, SKIP_PER_HOST
 from cronos.keys import Keys
 from cronos.lifecycle import expiry
+from cronos.store.claims import ClaimedRun
 from cronos.store.epoch import EpochStore
 from cronos.store.ledger import Ledger
+from cronos.store.runs import Outcome, RunStore
 from cronos.stream import RunStream
 from dispatcher.ticker import Ticker
 from tests.integration.test_dispatcher_ticks import Stack, stack  # noqa: F401 (the fixture)
@@ -132,3 +134,26 @@ async def test_a_tick_written_twice_gets_one_run_per_host(fleet: Fleet, pg_pool:
             job,
             tick,
         )
+
+
+async def test_a_failed_per_host_run_is_retried_on_its_own_host(fleet: Fleet, pg_pool: asyncpg.Pool) -> None:
+    """Retries per host: each host's failed run gets its next attempt on that host, one per (tick, host)."""
+    await fleet.join("a")
+    await fleet.join("b")
+    job = await fleet.job({})
+    await pg_pool.execute("UPDATE jobs SET concurrency_policy = 'allow', max_retries = 1 WHERE id = $1", job)
+    await fleet.ticker.run_once(T0 + timedelta(seconds=2.3))
+    runs = {r["host"]: r["id"] for r in await pg_pool.fetch(
+        "SELECT id, host FROM runs WHERE job_id = $1 AND host <> '' ORDER BY host", job)}  # fmt: skip
+    store = RunStore(pg_pool)
+    for host, run_id in runs.items():
+        (claimed,) = await store.claim([run_id], host, 30.0)
+        assert isinstance(claimed, ClaimedRun), claimed
+        await store.finish([Outcome(run_id=run_id, node_id=host, state="failed", error="boom", retry_delay_s=0)])
+    retries = await pg_pool.fetch(
+        "SELECT host, attempt, trigger, state FROM runs WHERE job_id = $1 AND attempt = 2 ORDER BY host", job
+    )
+    assert [(r["host"], r["attempt"], r["trigger"], r["state"]) for r in retries] == [
+        ("a", 2, "retry", "queued"),
+        ("b", 2, "retry", "queued"),
+    ]

@@ -2,10 +2,12 @@
 elected (the older ones deposed), and ticks of a per-host job are written — again and again, by the
 current leader or a deposed one, with the cursor put back as after a failover — each with the hosts
 cronos.every_host chooses from the fleet of that moment (dispatcher.host_fanout.plan_hosts, then
-Ledger.write_ticks). After every step: at most one run per (tick, host) and one row of the tick's
-own (G1 per host); each tick's runs are the hosts live when it was first written, never changed by a
-later write; a tick no executor could take is recorded skipped "no_host"; a deposed leader writes
-nothing (G5)."""
+Ledger.write_ticks) — and hosts' runs fail, claimed and finished through the real store, each
+retried while the job has retries left. After every step: at most one run per (tick, attempt, host)
+and one row of the tick's own (G1 per host); each tick's first runs are the hosts live when it was
+first written, never changed by a later write; each host's retries are on that host, one per
+failure with a retry left; a tick no executor could take is recorded skipped "no_host"; a deposed
+leader writes nothing (G5)."""
 
 from __future__ import annotations
 
@@ -26,16 +28,19 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 from cronos import presence
 from cronos.errors import NotLeader
 from cronos.every_host import SKIP_NO_HOST, SKIP_PER_HOST, Host, HostSpec
-from cronos.lifecycle import expiry
+from cronos.lifecycle import expiry, retry_delay_s
+from cronos.store.claims import ClaimedRun
 from cronos.store.db import connect
 from cronos.store.epoch import EpochStore
 from cronos.store.ledger import Ledger
+from cronos.store.runs import Outcome, RunStore
 from dispatcher.host_fanout import plan_hosts
 from dispatcher.planner import TickBatch
 
 T0 = datetime(2030, 6, 1, tzinfo=UTC)
 NODES = ("a", "b", "c", "d")
 TICKS = 6
+RETRIES = 2
 _names = itertools.count()
 
 
@@ -53,6 +58,7 @@ class PerHostMachine(RuleBasedStateMachine):
         self.deposed: list[int] = []
         self.job = 0
         self.spec = HostSpec()
+        self.failed: Counter[tuple[int, str]] = Counter()  # (tick index, host) -> its runs that failed
 
     def run(self, aw: Awaitable[Any]) -> Any:
         return self.loop.run_until_complete(aw)
@@ -62,10 +68,12 @@ class PerHostMachine(RuleBasedStateMachine):
         self.spec = HostSpec(count=count)
         self.job = self.run(
             self.pool.fetchval(
-                "INSERT INTO jobs (name, cron_expression, status, concurrency_policy, hosts, last_scheduled_for)"
-                " VALUES ($1, '* * * * *', 'active', 'allow', '{}'::jsonb, $2) RETURNING id",
+                "INSERT INTO jobs (name, cron_expression, status, concurrency_policy, hosts, last_scheduled_for,"
+                " max_retries, retry_backoff_s) VALUES ($1, '* * * * *', 'active', 'allow', '{}'::jsonb, $2, $3, 0)"
+                " RETURNING id",
                 f"per-host-{next(_names)}",
                 T0 - timedelta(minutes=1),
+                RETRIES,
             )
         )
         self.elect()
@@ -118,17 +126,40 @@ class PerHostMachine(RuleBasedStateMachine):
         if index not in self.written and cursor == tick:  # written now (a tick before the cursor is not)
             self.written[index] = fan_out.get(self.job, [])
 
+    @rule(data=st.data())
+    def fail(self, data: st.DataObject) -> None:
+        """One of the hosts' queued runs is claimed on its host and fails."""
+        queued = self.run(
+            self.pool.fetch(
+                "SELECT id, scheduled_for, host FROM runs WHERE job_id = $1 AND host <> '' AND state = 'queued'"
+                " ORDER BY id",
+                self.job,
+            )
+        )
+        if not queued:
+            return
+        row = data.draw(st.sampled_from(queued))
+        node, index = row["host"], int((row["scheduled_for"] - T0) / timedelta(minutes=1))
+        store = RunStore(self.pool)
+        (claimed,) = self.run(store.claim([row["id"]], node, 30.0))
+        assert isinstance(claimed, ClaimedRun), claimed  # `allow`: a host's run never waits for another's
+        delay = retry_delay_s(claimed.attempt, claimed.max_retries, claimed.retry_backoff_s)
+        failed = Outcome(run_id=row["id"], node_id=node, state="failed", error="x", retry_delay_s=delay)
+        self.run(store.finish([failed]))
+        self.failed[(index, node)] += 1
+
     @invariant()
     def one_run_per_tick_and_host_each_as_first_written(self) -> None:
         if not self.job:
             return
         rows = self.run(
             self.pool.fetch(
-                "SELECT scheduled_for, nullif(host, '') AS host, state, skip_reason FROM runs WHERE job_id = $1",
+                "SELECT scheduled_for, attempt, nullif(host, '') AS host, state, skip_reason FROM runs"
+                " WHERE job_id = $1",
                 self.job,
             )
         )
-        per = Counter((r["scheduled_for"], r["host"]) for r in rows)
+        per = Counter((r["scheduled_for"], r["attempt"], r["host"]) for r in rows)
         assert max(per.values(), default=1) == 1, per  # G1 per host, and one row of the tick's own
         for index in range(TICKS):
             tick = T0 + timedelta(minutes=index)
@@ -139,8 +170,14 @@ class PerHostMachine(RuleBasedStateMachine):
             hosts = self.written[index]
             own = [(r["state"], r["skip_reason"]) for r in mine if r["host"] is None]
             assert own == [("skipped", SKIP_PER_HOST if hosts else SKIP_NO_HOST)], (index, own)
-            assert sorted(r["host"] for r in mine if r["host"] is not None) == hosts
-            assert all(r["state"] == "queued" for r in mine if r["host"] is not None)
+            assert sorted(r["host"] for r in mine if r["host"] is not None and r["attempt"] == 1) == hosts
+            for host in hosts:  # its retries on its own host: one per failure with a retry left
+                attempts = sorted(r["attempt"] for r in mine if r["host"] == host)
+                failed = self.failed[(index, host)]
+                assert attempts == list(range(1, 2 + min(failed, RETRIES))), (index, host, attempts, failed)
+                states = [r["state"] for r in sorted(mine, key=lambda r: r["attempt"]) if r["host"] == host]
+                assert states == ["failed"] * failed + ["queued"] * (len(states) - failed), (index, host, states)
+            assert not any(r["host"] not in hosts for r in mine if r["host"] is not None)
             if self.spec.count is not None:
                 assert len(hosts) <= self.spec.count
 

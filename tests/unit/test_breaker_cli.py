@@ -36,3 +36,8 @@ def test_what_the_cli_says() -> None:
     )
     assert "the cluster's failures in a row; no canary" in shown({**job, "expectations": None})
     assert "never (off for this job)" in shown({**job, "expectations": {"breaker": {"failures": 0}}})
+    applies = {"failures": 3, "canary_every": 5}  # GET's `breaker`: a queue's default (CRONOS_BREAKER_DEFAULTS)
+    assert "3 failed runs in a row (its queue's or the cluster's default); a canary run every 5 ticks" in shown(
+        {**job, "expectations": None, "breaker": applies}
+    )
+    assert "never (no default applies)" in shown({**job, "expectations": None, "breaker": {"failures": 0}})

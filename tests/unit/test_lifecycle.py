@@ -312,11 +312,12 @@ def _ended(state: str, *, run_id: int = 9, job: int = 1, delay: float | None = N
 
 def test_a_failed_run_with_a_retry_left_gets_its_next_attempt_after_the_backoff() -> None:
     # Its expiry: the grace its tick was stamped with (30 s), from its due time.
-    assert retry_of(_ended("failed", delay=20)) == NewRun(1, at(-5), 2, "retry", at(20), 4, None, at(50))
+    # Its host: the failed run's (a per-host run's retry runs on its host).
+    assert retry_of(_ended("failed", delay=20)) == NewRun(1, at(-5), 2, "retry", at(20), 4, None, at(50), 9)
     assert retry_of(_ended("failed", delay=None)) is None
     assert retry_of(_ended("completed", delay=20)) is None
     unstamped = Ended(9, 1, at(-5), 1, RunState.FAILED, at(0), 4, None, 20)  # written by the release before
-    assert retry_of(unstamped) == NewRun(1, at(-5), 2, "retry", at(20), 4, None, None)  # the reaper stamps it
+    assert retry_of(unstamped) == NewRun(1, at(-5), 2, "retry", at(20), 4, None, None, 9)  # the reaper stamps it
 
 
 def test_each_completed_run_queues_one_run_of_each_child_a_ms_apart_per_child() -> None:

@@ -110,6 +110,7 @@ export async function formPage(main, [id]) {
     labels: text("labels", Object.entries(value("labels", {})).map(([k, v]) => `${k}=${v}`).join(", "),
       { placeholder: "e.g. team=data, env=prod" }),
     owner: text("owner", value("owner", null) ?? "", { maxlength: 253, placeholder: "none" }),
+    spread: text("spread", value("spread", null) ?? "", { maxlength: 40, placeholder: "none, e.g. 10m" }),
   };
   // Secrets come back as "***"; sent back unchanged, the API keeps the stored value (and an
   // untouched payload is not sent at all).
@@ -148,7 +149,10 @@ export async function formPage(main, [id]) {
   async function checkSchedule() {
     const mine = ++asked;
     problem("schedules", null);
-    const union = schedulesQuery(controls.schedules.value);
+    const spread = controls.spread.value.trim();
+    // A spread moves each fire time by the offset the name picks (docs/spread.md).
+    const union = { ...schedulesQuery(controls.schedules.value), ...(spread ? { spread, job: controls.name.value } : {}) };
+    problem("spread", null);
     if (interval()) {
       return previewInterval(controls, controls.timezone.value, preview, problem, () => mine === asked, union);
     }
@@ -179,7 +183,7 @@ export async function formPage(main, [id]) {
         ...lintNotes(data));
     } catch (error) {
       if (mine !== asked) return;
-      const name = error.field === "$.timezone" ? "timezone"
+      const name = error.field === "$.timezone" ? "timezone" : error.field === "$.spread" ? "spread"
         : /^(\$\.)?schedules/.test(error.field ?? "") ? "schedules" : "cron_expression";
       problem(name, error.message);
       replace(preview, h("p", { class: "muted" }, "No preview until the schedule is valid."));
@@ -220,8 +224,9 @@ export async function formPage(main, [id]) {
   for (const name of ["every", "anchor"]) controls[name].addEventListener("input", later);
   controls.timezone.addEventListener("input", later);
   controls.schedules.addEventListener("input", later);
+  controls.spread.addEventListener("input", later);
   controls.name.addEventListener("input", () => {
-    if (HASHED.test(`${controls.cron_expression.value}\n${controls.schedules.value}`)) later();
+    if (controls.spread.value.trim() || HASHED.test(`${controls.cron_expression.value}\n${controls.schedules.value}`)) later();
   });
   for (const name of ["start_at", "end_at", "max_runs"]) controls[name].addEventListener("input", later); // the note
   controls.schedule_type.addEventListener("change", showScheduleType);
@@ -250,6 +255,8 @@ export async function formPage(main, [id]) {
     h("details", { id: "policies", open }, h("summary", {}, "Policies"),
       h("div", { class: "form-grid" },
         NUMBERS.map(([name, label, , , hint]) => field(name, label, controls[name], hint)),
+        field("spread", "Spread", controls.spread,
+          "Every tick moved by an offset the name picks in [0, spread), e.g. 10m: stable, unlike the jitter."),
         field("concurrency_policy", "Overlap (concurrency)", controls.concurrency_policy),
         field("misfire_policy", "Misfire", controls.misfire_policy),
         field("queue", "Queue", controls.queue, "Executors started with --queue NAME run it."),
@@ -316,6 +323,7 @@ export async function formPage(main, [id]) {
     for (const [name] of INSTANTS) body[name] = controls[name].value.trim() || null;
     body.expectations = expect.value();
     body.hosts = hosts.value();
+    body.spread = oneOff() ? null : controls.spread.value.trim() || null;
     return body;
   }
 

@@ -38,7 +38,9 @@ export function expectationFields(job, field) {
   })]));
   const breaker = Object.fromEntries(BREAKER.map(([name]) => [name, h("input", {
     id: `breaker_${name}`, name: `breaker_${name}`, type: "number", min: 0, step: 1,
-    value: loaded.breaker?.[name] ?? "", placeholder: name === "failures" ? "cluster's" : "none",
+    // Unset: the default that applies (GET's `breaker`: its queue's, else the cluster's).
+    value: loaded.breaker?.[name] ?? "", placeholder: job?.breaker ? `default: ${job.breaker[name] ?? 0}`
+      : name === "failures" ? "cluster's" : "none",
   })]));
   const node = h("details", { id: "expectations", open: job?.expectations ? true : undefined },
     h("summary", {}, "Expectations"),

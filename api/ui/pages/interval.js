@@ -41,7 +41,7 @@ export async function previewInterval(controls, timezone, preview, problem, curr
     if (!current()) return;
     const field = (error.field ?? "").replace(/^\$\./, "");
     const name = field.startsWith("schedules") ? "schedules" : field;
-    problem(["anchor", "timezone", "schedules"].includes(name) ? name : "every", error.message);
+    problem(["anchor", "timezone", "schedules", "spread"].includes(name) ? name : "every", error.message);
     replace(preview, h("p", { class: "muted" }, "No preview until the interval is valid."));
   }
 }

@@ -101,6 +101,7 @@ function definition(job) {
     ["Jitter", `${job.jitter_s} s`],
     ...(job.parents?.length ? [["Parents", h("span", { id: "def-parents" }, parentsText(job))]] : []),
     ...(job.hosts ? [["Hosts", h("span", { id: "def-hosts" }, hostsText(job.hosts))]] : []),
+    ["Spread", job.spread ? `${job.spread} (each tick moved by the offset its name picks)` : "none"],
     ["Created", utc(job.created_at)],
     ["Updated", utc(job.updated_at)],
   ]);

@@ -12,7 +12,7 @@ SELECT j.id, j.name, j.cron_expression, j.timezone, j.kind, j.payload, j.timeout
     j.retry_backoff_s, j.concurrency_policy, j.misfire_policy, j.misfire_grace_s, j.jitter_s, j.status, j.revision,
     j.last_scheduled_for, j.created_at, j.updated_at, j.managed_by, j.parents, j.queue, j.run_at, j.start_at,
     j.end_at, j.max_runs, j.catchup_max_per_s, j.expectations, j.every, j.anchor, j.calendars, j.paused_until,
-    j.pause_note, j.labels, j.owner, j.concurrency_group, j.hosts, j.chain, j.schedules, j.namespace,
+    j.pause_note, j.labels, j.owner, j.concurrency_group, j.hosts, j.chain, j.schedules, j.namespace, j.spread,
     h.consecutive_failures, h.last_success_at, h.last_failure_at, b.tripped_at, b.tripped_streak
 FROM job_health h
 JOIN jobs j ON j.id = h.job_id
@@ -39,7 +39,7 @@ SELECT j.id, j.name, j.cron_expression, j.timezone, j.kind, j.payload, j.timeout
     j.retry_backoff_s, j.concurrency_policy, j.misfire_policy, j.misfire_grace_s, j.jitter_s, j.status, j.revision,
     j.last_scheduled_for, j.created_at, j.updated_at, j.managed_by, j.parents, j.queue, j.run_at, j.start_at,
     j.end_at, j.max_runs, j.catchup_max_per_s, j.expectations, j.every, j.anchor, j.calendars, j.paused_until,
-    j.pause_note, j.labels, j.owner, j.concurrency_group, j.hosts, j.chain, j.schedules, j.namespace,
+    j.pause_note, j.labels, j.owner, j.concurrency_group, j.hosts, j.chain, j.schedules, j.namespace, j.spread,
     b.held_revision, b.counted_from, b.canary_run_id, b.canary_tick
 FROM job_breakers b
 JOIN jobs j ON j.id = b.job_id

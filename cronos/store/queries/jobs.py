@@ -15,22 +15,22 @@ JOB_INSERT = """
 INSERT INTO jobs (name, cron_expression, timezone, kind, payload, timeout_s, max_retries, retry_backoff_s,
     concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, managed_by, parents, queue, run_at,
     start_at, end_at, max_runs, catchup_max_per_s, expectations, every, anchor, calendars, labels, owner,
-    concurrency_group, hosts, chain, schedules, namespace, last_scheduled_for)
+    concurrency_group, hosts, chain, schedules, namespace, spread, last_scheduled_for)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24,
-    $25, $26, $27, $28, $29, $30, $31, $32,
-    greatest(least(now(), $17::timestamptz - interval '1 microsecond'), $33))
+    $25, $26, $27, $28, $29, $30, $31, $32, $33,
+    greatest(least(now(), $17::timestamptz - interval '1 microsecond'), $34))
 RETURNING id, name, cron_expression, timezone, kind, payload, timeout_s, max_retries, retry_backoff_s,
     concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, revision, last_scheduled_for,
     created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs, catchup_max_per_s,
     expectations, every, anchor, calendars, paused_until, pause_note, labels, owner, concurrency_group,
-    hosts, chain, schedules, namespace
+    hosts, chain, schedules, namespace, spread
 """
 JOB_GET = """
 SELECT id, name, cron_expression, timezone, kind, payload, timeout_s, max_retries, retry_backoff_s,
     concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, revision, last_scheduled_for,
     created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs, catchup_max_per_s,
     expectations, every, anchor, calendars, paused_until, pause_note, labels, owner, concurrency_group,
-    hosts, chain, schedules, namespace
+    hosts, chain, schedules, namespace, spread
 FROM jobs
 WHERE id = $1
 """
@@ -39,7 +39,7 @@ SELECT id, name, cron_expression, timezone, kind, payload, timeout_s, max_retrie
     concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, revision, last_scheduled_for,
     created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs, catchup_max_per_s,
     expectations, every, anchor, calendars, paused_until, pause_note, labels, owner, concurrency_group,
-    hosts, chain, schedules, namespace
+    hosts, chain, schedules, namespace, spread
 FROM jobs
 WHERE id = $1 FOR UPDATE
 """
@@ -52,14 +52,14 @@ WITH page AS (SELECT id, name, cron_expression, timezone, kind, payload, timeout
     retry_backoff_s, concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, revision,
     last_scheduled_for, created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs,
     catchup_max_per_s, expectations, every, anchor, calendars, paused_until, pause_note, labels, owner,
-    concurrency_group, hosts, chain, schedules, namespace, octet_length(payload::text) AS size FROM jobs
+    concurrency_group, hosts, chain, schedules, namespace, spread, octet_length(payload::text) AS size FROM jobs
     WHERE namespace = $4 AND id > $1 ORDER BY id LIMIT $2),
     sized AS (SELECT *, sum(size) OVER (ORDER BY id) - size AS before FROM page)
 SELECT id, name, cron_expression, timezone, kind, payload, timeout_s, max_retries, retry_backoff_s,
     concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, revision, last_scheduled_for,
     created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs, catchup_max_per_s,
     expectations, every, anchor, calendars, paused_until, pause_note, labels, owner, concurrency_group,
-    hosts, chain, schedules, namespace,
+    hosts, chain, schedules, namespace, spread,
     (SELECT count(*) FROM page) AS fetched
 FROM sized
 WHERE before < $3
@@ -72,14 +72,14 @@ WITH page AS (SELECT id, name, cron_expression, timezone, kind, payload, timeout
     retry_backoff_s, concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, revision,
     last_scheduled_for, created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs,
     catchup_max_per_s, expectations, every, anchor, calendars, paused_until, pause_note, labels, owner,
-    concurrency_group, hosts, chain, schedules, namespace, octet_length(payload::text) AS size FROM jobs
+    concurrency_group, hosts, chain, schedules, namespace, spread, octet_length(payload::text) AS size FROM jobs
     WHERE status = $1 AND namespace = $5 AND id > $2 ORDER BY id LIMIT $3),
     sized AS (SELECT *, sum(size) OVER (ORDER BY id) - size AS before FROM page)
 SELECT id, name, cron_expression, timezone, kind, payload, timeout_s, max_retries, retry_backoff_s,
     concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, revision, last_scheduled_for,
     created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs, catchup_max_per_s,
     expectations, every, anchor, calendars, paused_until, pause_note, labels, owner, concurrency_group,
-    hosts, chain, schedules, namespace,
+    hosts, chain, schedules, namespace, spread,
     (SELECT count(*) FROM page) AS fetched
 FROM sized
 WHERE before < $4
@@ -101,7 +101,7 @@ WITH slice AS MATERIALIZED (SELECT id, status, labels FROM jobs WHERE namespace 
     retry_backoff_s, concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, revision,
     last_scheduled_for, created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs,
     catchup_max_per_s, expectations, every, anchor, calendars, paused_until, pause_note, labels, owner,
-    concurrency_group, hosts, chain, schedules, namespace, octet_length(payload::text) AS size FROM jobs
+    concurrency_group, hosts, chain, schedules, namespace, spread, octet_length(payload::text) AS size FROM jobs
     WHERE id IN (SELECT id FROM slice WHERE ($1::text IS NULL OR status = $1) AND labels @@ $5::jsonpath
         ORDER BY id LIMIT $3)),
     sized AS (SELECT *, sum(size) OVER (ORDER BY id) - size AS before FROM page)
@@ -109,7 +109,8 @@ SELECT p.id, p.name, p.cron_expression, p.timezone, p.kind, p.payload, p.timeout
     p.retry_backoff_s, p.concurrency_policy, p.misfire_policy, p.misfire_grace_s, p.jitter_s, p.status, p.revision,
     p.last_scheduled_for, p.created_at, p.updated_at, p.managed_by, p.parents, p.queue, p.run_at, p.start_at,
     p.end_at, p.max_runs, p.catchup_max_per_s, p.expectations, p.every, p.anchor, p.calendars, p.paused_until,
-    p.pause_note, p.labels, p.owner, p.concurrency_group, p.hosts, p.chain, p.schedules, p.namespace, p.before, p.size,
+    p.pause_note, p.labels, p.owner, p.concurrency_group, p.hosts, p.chain, p.schedules, p.namespace, p.spread,
+    p.before, p.size,
     (SELECT count(*) FROM page) AS fetched, s.scanned, s.scanned_to
 FROM (SELECT count(*) AS scanned, max(id) AS scanned_to FROM slice) s
 LEFT JOIN sized p ON p.before < $4
@@ -126,14 +127,14 @@ WITH hits AS MATERIALIZED (SELECT id FROM jobs WHERE labels @@ $5::jsonpath AND 
     retry_backoff_s, concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, revision,
     last_scheduled_for, created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs,
     catchup_max_per_s, expectations, every, anchor, calendars, paused_until, pause_note, labels, owner,
-    concurrency_group, hosts, chain, schedules, namespace, octet_length(payload::text) AS size FROM jobs
+    concurrency_group, hosts, chain, schedules, namespace, spread, octet_length(payload::text) AS size FROM jobs
     WHERE id IN (SELECT id FROM hits WHERE id > $2 ORDER BY id LIMIT $3)),
     sized AS (SELECT *, sum(size) OVER (ORDER BY id) - size AS before FROM page)
 SELECT id, name, cron_expression, timezone, kind, payload, timeout_s, max_retries, retry_backoff_s,
     concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, revision, last_scheduled_for,
     created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs, catchup_max_per_s,
     expectations, every, anchor, calendars, paused_until, pause_note, labels, owner, concurrency_group,
-    hosts, chain, schedules, namespace,
+    hosts, chain, schedules, namespace, spread,
     (SELECT count(*) FROM page) AS fetched
 FROM sized
 WHERE before < $4
@@ -152,8 +153,9 @@ SET name = $2, cron_expression = $3, timezone = $4, kind = $5, payload = $6, tim
     status = $14, managed_by = $15, parents = $16, queue = $17, run_at = $18, start_at = $19, end_at = $20,
     max_runs = $21, catchup_max_per_s = $22, expectations = $23, every = $24, anchor = $25, calendars = $26,
     labels = $27, owner = $28, concurrency_group = $29, hosts = $30, chain = $31, schedules = $32,
-    namespace = $33, revision = $34, plan_revision = CASE WHEN $35::boolean THEN $34 ELSE plan_revision END,
-    last_scheduled_for = CASE WHEN $35::boolean THEN now() WHEN $36::boolean THEN greatest(last_scheduled_for,
+    namespace = $33, spread = $34, revision = $35,
+    plan_revision = CASE WHEN $36::boolean THEN $35 ELSE plan_revision END,
+    last_scheduled_for = CASE WHEN $36::boolean THEN now() WHEN $37::boolean THEN greatest(last_scheduled_for,
     now()) ELSE last_scheduled_for END, updated_at = now(),
     paused_until = CASE WHEN $14 = 'paused' THEN paused_until END,
     pause_note = CASE WHEN $14 = 'paused' THEN pause_note END
@@ -162,7 +164,7 @@ RETURNING id, name, cron_expression, timezone, kind, payload, timeout_s, max_ret
     concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, revision, last_scheduled_for,
     created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs, catchup_max_per_s,
     expectations, every, anchor, calendars, paused_until, pause_note, labels, owner, concurrency_group,
-    hosts, chain, schedules, namespace
+    hosts, chain, schedules, namespace, spread
 """
 # $2 'active' or 'paused' (a change: the caller read the row locked), $3 the new revision number,
 # $4 when the leader lifts the pause (null: never) and $5 its note (both null on a resume).
@@ -176,7 +178,7 @@ RETURNING id, name, cron_expression, timezone, kind, payload, timeout_s, max_ret
     concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, revision, last_scheduled_for,
     created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs, catchup_max_per_s,
     expectations, every, anchor, calendars, paused_until, pause_note, labels, owner, concurrency_group,
-    hosts, chain, schedules, namespace
+    hosts, chain, schedules, namespace, spread
 """
 # The signing secret, only where the API shows it: after a create, and on rotation.
 JOB_WEBHOOK_SECRET = "SELECT webhook_secret FROM jobs WHERE id = $1"
@@ -279,7 +281,7 @@ SELECT id, cron_expression, timezone, misfire_policy, misfire_grace_s, jitter_s,
     coalesce(last_scheduled_for, created_at) AS cursor, revision, plan_revision, run_at, start_at, end_at,
     max_runs - scheduled_runs AS runs_left, catchup_max_per_s, queue, every, anchor,
     CASE WHEN kind = 'task' THEN payload->>'action' END AS action, kind = 'shell' AS shell, name, calendars, hosts,
-    schedules
+    schedules, spread
 FROM jobs
 WHERE status = 'active'
 """
@@ -288,7 +290,7 @@ SELECT id, cron_expression, timezone, misfire_policy, misfire_grace_s, jitter_s,
     coalesce(last_scheduled_for, created_at) AS cursor, revision, plan_revision, run_at, start_at, end_at,
     max_runs - scheduled_runs AS runs_left, catchup_max_per_s, queue, every, anchor,
     CASE WHEN kind = 'task' THEN payload->>'action' END AS action, kind = 'shell' AS shell, name, calendars, hosts,
-    schedules
+    schedules, spread
 FROM jobs
 WHERE id = ANY($1::bigint[])
 """
@@ -299,7 +301,7 @@ SELECT id, cron_expression, timezone, misfire_policy, misfire_grace_s, jitter_s,
     coalesce(last_scheduled_for, created_at) AS cursor, revision, plan_revision, run_at, start_at, end_at,
     max_runs - scheduled_runs AS runs_left, catchup_max_per_s, queue, every, anchor,
     CASE WHEN kind = 'task' THEN payload->>'action' END AS action, kind = 'shell' AS shell, name, calendars, hosts,
-    schedules
+    schedules, spread
 FROM jobs
 WHERE updated_at > $1
 """
@@ -337,7 +339,7 @@ SELECT id, name, cron_expression, timezone, kind, payload, timeout_s, max_retrie
     concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, revision, last_scheduled_for,
     created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs, catchup_max_per_s,
     expectations, every, anchor, calendars, paused_until, pause_note, labels, owner, concurrency_group,
-    hosts, chain, schedules, namespace
+    hosts, chain, schedules, namespace, spread
 FROM jobs
 WHERE id = $1 FOR KEY SHARE
 """
@@ -407,7 +409,7 @@ SELECT id, name, cron_expression, timezone, kind, payload, timeout_s, max_retrie
     concurrency_policy, misfire_policy, misfire_grace_s, jitter_s, status, revision, last_scheduled_for,
     created_at, updated_at, managed_by, parents, queue, run_at, start_at, end_at, max_runs, catchup_max_per_s,
     expectations, every, anchor, calendars, paused_until, pause_note, labels, owner, concurrency_group,
-    hosts, chain, schedules, namespace
+    hosts, chain, schedules, namespace, spread
 FROM jobs
 WHERE status = 'paused' AND paused_until <= now() AND paused_until >= $2 AND paused_until < $3
 ORDER BY id

@@ -560,15 +560,19 @@ CROSS JOIN LATERAL (
 WHERE NOT EXISTS (SELECT 1 FROM runs_running_exclusive x WHERE x.job_id = f.job_id)
 """
 # New queued runs (retried, chained, and the API's triggered): one per row of the arrays $1 job,
-# $2 tick, $3 attempt, $4 trigger, $5 due_at, $6 revision, $7 parent run, $8 expiry (lifecycle.expiry).
-# A tick identity already taken is left alone (RETURNING omits it: the caller tells a chain run's
-# tick collision from a repeat). Never pushed: the outbox takes them when due.
+# $2 tick, $3 attempt, $4 trigger, $5 due_at, $6 revision, $7 parent run, $8 expiry (lifecycle.expiry),
+# $9 the run of the same tick whose host it runs on (a retry's failed attempt: a per-host run's retry
+# goes to its host, cronos.every_host; NULL: none, as every other run). A tick identity already
+# taken is left alone (RETURNING omits it: the caller tells a chain run's tick collision from a
+# repeat). Never pushed: the outbox takes them when due.
 RUNS_QUEUE = """
-INSERT INTO runs (job_id, scheduled_for, attempt, trigger, state, due_at, revision, parent_run_id, expires_at)
-SELECT u.job_id, u.tick, u.attempt, u.trigger, 'queued', u.due_at, u.revision, u.parent_run_id, u.expires_at
+INSERT INTO runs (job_id, scheduled_for, attempt, trigger, state, due_at, revision, parent_run_id, expires_at, host)
+SELECT u.job_id, u.tick, u.attempt, u.trigger, 'queued', u.due_at, u.revision, u.parent_run_id, u.expires_at,
+    CASE WHEN u.host_of IS NULL THEN ''
+         ELSE coalesce((SELECT p.host FROM runs p WHERE p.id = u.host_of AND p.scheduled_for = u.tick), '') END
 FROM unnest($1::bigint[], $2::timestamptz[], $3::integer[], $4::text[], $5::timestamptz[], $6::integer[], $7::bigint[],
-            $8::timestamptz[])
-     AS u(job_id, tick, attempt, trigger, due_at, revision, parent_run_id, expires_at)
+            $8::timestamptz[], $9::bigint[])
+     AS u(job_id, tick, attempt, trigger, due_at, revision, parent_run_id, expires_at, host_of)
 ON CONFLICT DO NOTHING
 RETURNING id, job_id, scheduled_for, attempt, trigger, parent_run_id
 """

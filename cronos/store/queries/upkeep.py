@@ -72,7 +72,7 @@ WHERE id IN (SELECT id FROM runs_default WHERE scheduled_for < $1 AND state NOT 
 # creation within it; a one-off's just before its run_at): a million jobs on 85,000 schedules are
 # 85,000 rows, each schedule's fire times computed once, and only the jobs that had a tick looked up.
 AUDIT_SCHEDULES = """
-SELECT j.cron_expression, j.timezone, j.run_at, j.start_at, j.end_at, j.every, j.anchor, j.schedules,
+SELECT j.cron_expression, j.timezone, j.run_at, j.start_at, j.end_at, j.every, j.anchor, j.schedules, j.spread,
     CASE WHEN j.status = 'active' THEN NULL ELSE j.last_scheduled_for END AS ended_after,
     greatest($1, CASE WHEN j.run_at IS NULL THEN j.created_at
                       ELSE least(j.created_at, j.run_at - interval '1 microsecond') END) AS after,
@@ -83,7 +83,7 @@ WHERE j.created_at < $2
        AND EXISTS (SELECT 1 FROM job_revisions e WHERE e.job_id = j.id AND e.number = j.revision AND e.kind = 'ended')))
   AND NOT EXISTS (SELECT 1 FROM job_revisions r WHERE r.job_id = j.id AND r.at >= $1 AND r.number > 1
                   AND r.kind <> 'ended')
-GROUP BY 1, 2, 3, 4, 5, 6, 7, 8, 9, 10
+GROUP BY 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11
 """
 # What blackouts select jobs by (cronos.rules): of the jobs $1.
 AUDIT_JOB_NAMES = "SELECT id, name, queue, calendars FROM jobs WHERE id = ANY($1::bigint[])"

@@ -181,9 +181,9 @@ ORDER BY id
 # No filter: $1 last id seen (0 first), $2 page size, $3 finished runs the rate is over, $4 the
 # recent runs' bound, $5 the namespace (each statement's last parameter).
 JOB_OVERVIEW = """
-WITH page AS (SELECT id, name, cron_expression, timezone, kind, status, every, anchor, schedules FROM jobs
+WITH page AS (SELECT id, name, cron_expression, timezone, kind, status, every, anchor, schedules, spread FROM jobs
     WHERE namespace = $5 AND id > $1 ORDER BY id LIMIT $2)
-SELECT p.id, p.name, p.cron_expression, p.timezone, p.kind, p.status, p.every, p.anchor, p.schedules,
+SELECT p.id, p.name, p.cron_expression, p.timezone, p.kind, p.status, p.every, p.anchor, p.schedules, p.spread,
     l.id AS run_id, l.state AS run_state,
     l.scheduled_for AS run_scheduled_for, l.due_at AS run_due_at, l.started_at AS run_started_at,
     l.duration_ms AS run_duration_ms, s.completed, s.finished
@@ -201,9 +201,9 @@ ORDER BY p.id
 # A status ($1) only, through jobs_status_id (status, id) (PAGE_PLAN first): $2 last id seen, $3 page
 # size, $4 rate, $5 bound.
 JOB_OVERVIEW_STATUS = """
-WITH page AS (SELECT id, name, cron_expression, timezone, kind, status, every, anchor, schedules FROM jobs
+WITH page AS (SELECT id, name, cron_expression, timezone, kind, status, every, anchor, schedules, spread FROM jobs
     WHERE status = $1 AND namespace = $6 AND id > $2 ORDER BY id LIMIT $3)
-SELECT p.id, p.name, p.cron_expression, p.timezone, p.kind, p.status, p.every, p.anchor, p.schedules,
+SELECT p.id, p.name, p.cron_expression, p.timezone, p.kind, p.status, p.every, p.anchor, p.schedules, p.spread,
     l.id AS run_id, l.state AS run_state,
     l.scheduled_for AS run_scheduled_for, l.due_at AS run_due_at, l.started_at AS run_started_at,
     l.duration_ms AS run_duration_ms, s.completed, s.finished
@@ -228,10 +228,10 @@ ORDER BY p.id
 JOB_OVERVIEW_FILTERED = """
 WITH slice AS MATERIALIZED (SELECT id, status, name, labels FROM jobs WHERE namespace = $9 AND id > $3 ORDER BY id
     LIMIT $8),
-    page AS (SELECT id, name, cron_expression, timezone, kind, status, every, anchor, schedules FROM jobs
+    page AS (SELECT id, name, cron_expression, timezone, kind, status, every, anchor, schedules, spread FROM jobs
     WHERE id IN (SELECT id FROM slice WHERE ($1::text IS NULL OR status = $1) AND ($2::text IS NULL OR name ILIKE $2)
         AND ($7::jsonpath IS NULL OR labels @@ $7::jsonpath) ORDER BY id LIMIT $4))
-SELECT p.id, p.name, p.cron_expression, p.timezone, p.kind, p.status, p.every, p.anchor, p.schedules,
+SELECT p.id, p.name, p.cron_expression, p.timezone, p.kind, p.status, p.every, p.anchor, p.schedules, p.spread,
     l.id AS run_id, l.state AS run_state,
     l.scheduled_for AS run_scheduled_for, l.due_at AS run_due_at, l.started_at AS run_started_at,
     l.duration_ms AS run_duration_ms, s.completed, s.finished, c.scanned, c.scanned_to
@@ -253,9 +253,9 @@ ORDER BY p.id
 JOB_OVERVIEW_SEARCHED = """
 WITH hits AS MATERIALIZED (SELECT id FROM jobs WHERE name ILIKE $2 AND ($1::text IS NULL OR status = $1)
     AND ($7::jsonpath IS NULL OR labels @@ $7::jsonpath) AND namespace = $8),
-    page AS (SELECT id, name, cron_expression, timezone, kind, status, every, anchor, schedules FROM jobs
+    page AS (SELECT id, name, cron_expression, timezone, kind, status, every, anchor, schedules, spread FROM jobs
     WHERE id IN (SELECT id FROM hits WHERE id > $3 ORDER BY id LIMIT $4))
-SELECT p.id, p.name, p.cron_expression, p.timezone, p.kind, p.status, p.every, p.anchor, p.schedules,
+SELECT p.id, p.name, p.cron_expression, p.timezone, p.kind, p.status, p.every, p.anchor, p.schedules, p.spread,
     l.id AS run_id, l.state AS run_state,
     l.scheduled_for AS run_scheduled_for, l.due_at AS run_due_at, l.started_at AS run_started_at,
     l.duration_ms AS run_duration_ms, s.completed, s.finished
@@ -275,9 +275,9 @@ ORDER BY p.id
 JOB_OVERVIEW_SELECTED = """
 WITH hits AS MATERIALIZED (SELECT id FROM jobs WHERE labels @@ $6::jsonpath AND ($1::text IS NULL OR status = $1)
     AND namespace = $7),
-    page AS (SELECT id, name, cron_expression, timezone, kind, status, every, anchor, schedules FROM jobs
+    page AS (SELECT id, name, cron_expression, timezone, kind, status, every, anchor, schedules, spread FROM jobs
     WHERE id IN (SELECT id FROM hits WHERE id > $2 ORDER BY id LIMIT $3))
-SELECT p.id, p.name, p.cron_expression, p.timezone, p.kind, p.status, p.every, p.anchor, p.schedules,
+SELECT p.id, p.name, p.cron_expression, p.timezone, p.kind, p.status, p.every, p.anchor, p.schedules, p.spread,
     l.id AS run_id, l.state AS run_state,
     l.scheduled_for AS run_scheduled_for, l.due_at AS run_due_at, l.started_at AS run_started_at,
     l.duration_ms AS run_duration_ms, s.completed, s.finished
@@ -305,9 +305,9 @@ ORDER BY p.id
 # picks the values of an `H` (cronos.hashed).
 TICK_REVISIONS = """
 SELECT job_id, number, kind, at, actor, status, fields,
-    CASE WHEN fields && ARRAY['cron_expression', 'timezone', 'every', 'anchor', 'name', 'schedules']
+    CASE WHEN fields && ARRAY['cron_expression', 'timezone', 'every', 'anchor', 'name', 'schedules', 'spread']
         THEN (SELECT coalesce(jsonb_object_agg(key, value), '{}'::jsonb) FROM jsonb_each(changes)
-              WHERE key IN ('cron_expression', 'timezone', 'every', 'anchor', 'name', 'schedules'))
+              WHERE key IN ('cron_expression', 'timezone', 'every', 'anchor', 'name', 'schedules', 'spread'))
         ELSE '{}'::jsonb END AS changes
 FROM job_revisions
 WHERE job_id = $1 AND (number = 1
@@ -337,6 +337,9 @@ SELECT coalesce((SELECT jsonb_build_object('cron_expression', changes -> 'cron_e
     || coalesce((SELECT jsonb_build_object('schedules', changes -> 'schedules') FROM job_revisions
                  WHERE job_id = $1 AND number <= $2 AND 'schedules' = ANY(fields)
                  ORDER BY number DESC LIMIT 1), '{}'::jsonb)
+    || coalesce((SELECT jsonb_build_object('spread', changes -> 'spread') FROM job_revisions
+                 WHERE job_id = $1 AND number <= $2 AND 'spread' = ANY(fields)
+                 ORDER BY number DESC LIMIT 1), '{}'::jsonb)
 """
 # How far the ledger is written for the job (its cursor); no row: the job was deleted.
 TICK_CURSOR = "SELECT last_scheduled_for FROM jobs WHERE id = $1"
@@ -354,23 +357,26 @@ ORDER BY scheduled_for, attempt
 
 # --- the fleet's planned starts (cronos.store.fleet; api.routes_fleet, schedule lint's herd) ----
 
-# Active repeating jobs grouped by what decides their starts: (expression, zone, jitter). Ids only
-# where jitter spreads them job by job; a window (start_at/end_at) is not applied (a view, not a plan).
+# Active repeating jobs grouped by what decides their starts: (expression, zone, jitter, spread). Ids
+# only where jitter spreads them job by job; a window (start_at/end_at) is not applied (a view, not a plan).
 FLEET_GROUPS = """
-SELECT cron_expression, timezone, jitter_s, count(*) AS jobs,
+SELECT cron_expression, timezone, jitter_s, spread, count(*) AS jobs,
        CASE WHEN jitter_s > 0 THEN array_agg(id ORDER BY id) END AS ids
 FROM jobs
 WHERE status = 'active' AND cron_expression IS NOT NULL AND run_at IS NULL
-GROUP BY cron_expression, timezone, jitter_s
-ORDER BY count(*) DESC, cron_expression, timezone, jitter_s
+GROUP BY cron_expression, timezone, jitter_s, spread
+ORDER BY count(*) DESC, cron_expression, timezone, jitter_s, spread
 """
-# The jobs of the groups above whose expressions have an `H` ($1): each job's name picks its values
-# (cronos.hashed), so these are walked name by name. Ids and names in the same (id) order.
+# The jobs of the groups above whose expressions have an `H` ($1) or that have a spread: each job's
+# name picks its values (cronos.hashed) and offset (cronos.spread), so these are walked name by name.
+# Ids and names in the same (id) order.
 FLEET_HASHED_JOBS = """
-SELECT cron_expression, timezone, jitter_s, array_agg(id ORDER BY id) AS ids, array_agg(name ORDER BY id) AS names
+SELECT cron_expression, timezone, jitter_s, spread, array_agg(id ORDER BY id) AS ids,
+       array_agg(name ORDER BY id) AS names
 FROM jobs
-WHERE status = 'active' AND run_at IS NULL AND cron_expression = ANY($1::text[])
-GROUP BY cron_expression, timezone, jitter_s
+WHERE status = 'active' AND run_at IS NULL AND cron_expression IS NOT NULL
+  AND (cron_expression = ANY($1::text[]) OR spread IS NOT NULL)
+GROUP BY cron_expression, timezone, jitter_s, spread
 """
 
 
