@@ -37,7 +37,7 @@ EVERY_SECOND: dict[str, Any] = {
     "parents": [],
     "queue": "default",
     "labels": {},  # not nullable, like parents: a creation records it
-}
+}  # and the namespace it was made in, which the store fills in (default)
 
 _DEFAULTS = Settings()
 BOUNDS = PageBounds(_DEFAULTS.history_page_max_bytes, _DEFAULTS.history_value_max_bytes)
@@ -85,7 +85,7 @@ async def test_each_change_is_a_numbered_revision_with_its_actor_and_redacted_va
         (5, "resumed", "ops", "active"),
         (6, "deleted", "ops", "deleted"),
     ]
-    assert found[0].fields == sorted(EVERY_SECOND) and found[0].changes["payload"]["password"] == "***"
+    assert found[0].fields == sorted([*EVERY_SECOND, "namespace"]) and found[0].changes["payload"]["password"] == "***"
     assert found[1].fields == ["payload"] and found[1].changes == {"payload": {"action": "noop", "password": "***"}}
     assert found[3].changes == {"cron_expression": "*/5 * * * * *", "timeout_s": 5.0}
     assert found[5].fields == [] and found[5].changes == {}
