@@ -284,9 +284,17 @@ class JobHistogram:
         self._series: dict[str, list[float]] = {}  # job -> [count in each bucket..., past the last, sum]
 
     def observe(self, job: str, value: float) -> None:
+        self.add(self.series(job), value)
+
+    def series(self, job: str) -> list[float]:
+        """The job's series (made now if it has none), for `add`: a caller observing a job run
+        after run looks it up once."""
         series = self._series.get(job)
         if series is None:
             series = self._series[job] = [0.0] * (len(self.bounds) + 2)
+        return series
+
+    def add(self, series: list[float], value: float) -> None:
         series[bisect.bisect_left(self.bounds, value)] += 1
         series[-1] += value
 
