@@ -240,7 +240,7 @@ async def record(deps: Deps, flight: InFlight, outcome: Outcome | None) -> Token
         log.warning("run taken over before its result was written: reporting nothing", extra={"event": "run.lost"})
         return TokenOutcome.LOST
     _child(metrics.RUNS, state=outcome.state, kind=run.kind).inc()
-    _child(metrics.RUN_DURATION, kind=run.kind).observe((outcome.duration_ms or 0) / 1000)
+    metrics.RUN_DURATION.observe((outcome.duration_ms or 0) / 1000, run.kind)
     if outcome.usage is not None:
         deps.usage.observe(run.name, outcome.usage)
     fields: dict[str, object] = {
