@@ -19,7 +19,6 @@ starting.
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -278,13 +277,16 @@ async def settle(deps: Deps, lock_key: str | None, entry: EntryRef | None) -> No
 
 
 def _child(metric: Any, **labels: str) -> Any:
-    """The labelled child of a metric, looked up once (labels() costs more than inc())."""
-    return _cached_child(metric, tuple(sorted(labels.items())))
+    """The labelled child of a metric, looked up once (labels() costs more than inc()); keyed by
+    the labels as given, unsorted: a call site passes them in one order."""
+    key = (metric, *labels.items())
+    child = _children.get(key)
+    if child is None:
+        child = _children[key] = metric.labels(**labels)
+    return child
 
 
-@functools.cache
-def _cached_child(metric: Any, labels: tuple[tuple[str, str], ...]) -> Any:
-    return metric.labels(**dict(labels))
+_children: dict[tuple[Any, ...], Any] = {}
 
 
 def _iso(ms: int) -> str:
