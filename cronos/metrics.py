@@ -22,6 +22,55 @@ from cronos.selectors import prometheus_label
 
 REGISTRY = CollectorRegistry(auto_describe=True)
 
+
+def _le(bound: float) -> str:
+    """A bucket's `le` as prometheus_client writes it (0.5, 1.0, 4.194304e+06)."""
+    return str(floatToGoString(bound))  # type: ignore[no-untyped-call]
+
+
+# Histograms an executor observes for every run, on its loop: kept as plain counts, without a lock
+# (a prometheus_client Histogram's observe took five times as long, several times a run), and
+# exported as histograms on scrape.
+class LoopHistogram:
+    """A histogram, one series per value of its `label` (none: one series), each made at its first
+    observation; observed from one thread only (an executor's loop)."""
+
+    def __init__(
+        self, name: str, documentation: str, buckets: Sequence[float], label: str | None = None, *,
+        registry: CollectorRegistry | None = None,
+    ) -> None:  # fmt: skip
+        self.name, self.documentation, self.bounds, self.label = name, documentation, tuple(buckets), label
+        self._series: dict[str, list[float]] = {}  # label value -> [count in each bucket..., past the last, sum]
+        if label is None:
+            self.series()  # one series, exported (at zero) from the start as prometheus_client's is
+        if registry is not None:
+            registry.register(self)  # a collector: collect() is all it needs
+
+    def observe(self, value: float, key: str = "") -> None:
+        self.add(self.series(key), value)
+
+    def series(self, key: str = "") -> list[float]:
+        """The series of label value `key` (made now if it has none), for `add`: a caller observing
+        run after run looks it up once."""
+        series = self._series.get(key)
+        if series is None:
+            series = self._series[key] = [0.0] * (len(self.bounds) + 2)
+        return series
+
+    def add(self, series: list[float], value: float) -> None:
+        series[bisect.bisect_left(self.bounds, value)] += 1  # `le`: a value on a bound is in its bucket
+        series[-1] += value
+
+    def collect(self) -> Iterator[HistogramMetricFamily]:
+        family = HistogramMetricFamily(self.name, self.documentation, labels=[self.label] if self.label else [])
+        for key, series in list(self._series.items()):
+            counts, total = series[:-1], series[-1]
+            cumulative = list(itertools.accumulate(counts))
+            buckets = [(_le(b), c) for b, c in zip(self.bounds, cumulative, strict=False)]
+            family.add_metric([key] if self.label else [], [*buckets, ("+Inf", cumulative[-1])], total)
+        yield family
+
+
 _LAG_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 _DURATION_BUCKETS = (0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 3600)
 
@@ -51,26 +100,26 @@ DISPATCH_LAG = Histogram(
     "cronos_dispatch_lag_seconds", "Push time minus due time of each token", buckets=_LAG_BUCKETS, registry=REGISTRY
 )
 RUNS = Counter("cronos_runs_total", "Runs ended, by final state and kind", ["state", "kind"], registry=REGISTRY)
-RUN_DURATION = Histogram(
-    "cronos_run_duration_seconds", "Wall time of finished runs", ["kind"], buckets=_DURATION_BUCKETS, registry=REGISTRY
+RUN_DURATION = LoopHistogram(
+    "cronos_run_duration_seconds", "Wall time of finished runs", _DURATION_BUCKETS, "kind", registry=REGISTRY
 )
 # The start delay and its two parts, as the API shows them (cronos.delays).
-RUN_START_DELAY = Histogram(
+RUN_START_DELAY = LoopHistogram(
     "cronos_run_start_delay_seconds",
     "Start delay: started_at minus scheduled_for (the tick), whatever held the run",
-    buckets=_LAG_BUCKETS,
+    _LAG_BUCKETS,
     registry=REGISTRY,
 )
-RUN_HELD_BACK = Histogram(
+RUN_HELD_BACK = LoopHistogram(
     "cronos_run_held_back_seconds",
     "Of the start delay, held back on purpose: due_at minus scheduled_for (retry backoff, catch-up pace, jitter)",
-    buckets=_LAG_BUCKETS,
+    _LAG_BUCKETS,
     registry=REGISTRY,
 )
-RUN_WAITED = Histogram(
+RUN_WAITED = LoopHistogram(
     "cronos_run_waited_seconds",
     "Of the start delay, waited once due: started_at minus due_at (behind a predecessor, for an executor)",
-    buckets=_LAG_BUCKETS,
+    _LAG_BUCKETS,
     registry=REGISTRY,
 )
 LOCK_ACQUISITIONS = Counter(
@@ -274,56 +323,29 @@ def job_allowed(name: str, names: Sequence[str]) -> bool:
 # What each run's work used (cronos.run_usage), per job, observed by the executor that ran it:
 # CRONOS_JOB_METRICS_JOBS picks the jobs, and each executor process gives series to the first
 # CRONOS_JOB_METRICS_MAX of them it runs (executor.usage_metrics); the runs of the others are counted.
-# Kept as plain counts, observed on the executor's loop without a lock (a prometheus_client
-# Histogram's observe took five times as long, twice a run), and exported as histograms on scrape.
-class JobHistogram:
-    """A histogram per job (`job_name`), its series made at a job's first observation."""
-
-    def __init__(self, name: str, documentation: str, buckets: Sequence[float]) -> None:
-        self.name, self.documentation, self.bounds = name, documentation, tuple(buckets)
-        self._series: dict[str, list[float]] = {}  # job -> [count in each bucket..., past the last, sum]
-
-    def observe(self, job: str, value: float) -> None:
-        series = self._series.get(job)
-        if series is None:
-            series = self._series[job] = [0.0] * (len(self.bounds) + 2)
-        series[bisect.bisect_left(self.bounds, value)] += 1
-        series[-1] += value
-
-    def collect(self) -> Iterator[HistogramMetricFamily]:
-        family = HistogramMetricFamily(self.name, self.documentation, labels=["job_name"])
-        for job, series in list(self._series.items()):
-            counts, total = series[:-1], series[-1]
-            cumulative = list(itertools.accumulate(counts))
-            buckets = [(_le(b), c) for b, c in zip(self.bounds, cumulative, strict=False)]
-            family.add_metric([job], [*buckets, ("+Inf", cumulative[-1])], total)
-        yield family
-
-
-def _le(bound: float) -> str:
-    """A bucket's `le` as prometheus_client writes it (0.5, 1.0, 4.194304e+06)."""
-    return str(floatToGoString(bound))  # type: ignore[no-untyped-call]
-
-
 _CPU_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 60, 300, 1800, 3600)
 _RSS_BUCKETS = tuple(float(2**n) for n in range(22, 36, 2))  # 4 MiB to 16 GiB, by four
-JOB_RUN_WALL = JobHistogram(
+JOB_RUN_WALL = LoopHistogram(
     "cronos_job_run_wall_seconds",
     "Wall time of each run's work, per job (executor; capped, see cronos_job_run_usage_dropped_total)",
     _DURATION_BUCKETS,
+    "job_name",
+    registry=REGISTRY,
 )
-JOB_RUN_CPU = JobHistogram(
+JOB_RUN_CPU = LoopHistogram(
     "cronos_job_run_cpu_seconds",
     "CPU time of each shell and task run's work (user + system), per job (executor; capped)",
     _CPU_BUCKETS,
+    "job_name",
+    registry=REGISTRY,
 )
-JOB_RUN_MAX_RSS = JobHistogram(
+JOB_RUN_MAX_RSS = LoopHistogram(
     "cronos_job_run_max_rss_bytes",
     "Peak resident memory of each shell run's largest process, per job (executor; capped)",
     _RSS_BUCKETS,
+    "job_name",
+    registry=REGISTRY,
 )
-for _histogram in (JOB_RUN_WALL, JOB_RUN_CPU, JOB_RUN_MAX_RSS):
-    REGISTRY.register(_histogram)  # a collector: collect() is all it needs
 JOB_RUN_USAGE_DROPPED = Counter(
     "cronos_job_run_usage_dropped_total",
     "Runs whose usage this executor did not export per job: their job came after CRONOS_JOB_METRICS_MAX others",

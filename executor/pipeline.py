@@ -19,7 +19,6 @@ starting.
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -240,7 +239,7 @@ async def record(deps: Deps, flight: InFlight, outcome: Outcome | None) -> Token
         log.warning("run taken over before its result was written: reporting nothing", extra={"event": "run.lost"})
         return TokenOutcome.LOST
     _child(metrics.RUNS, state=outcome.state, kind=run.kind).inc()
-    _child(metrics.RUN_DURATION, kind=run.kind).observe((outcome.duration_ms or 0) / 1000)
+    metrics.RUN_DURATION.observe((outcome.duration_ms or 0) / 1000, run.kind)
     if outcome.usage is not None:
         deps.usage.observe(run.name, outcome.usage)
     fields: dict[str, object] = {
@@ -278,13 +277,16 @@ async def settle(deps: Deps, lock_key: str | None, entry: EntryRef | None) -> No
 
 
 def _child(metric: Any, **labels: str) -> Any:
-    """The labelled child of a metric, looked up once (labels() costs more than inc())."""
-    return _cached_child(metric, tuple(sorted(labels.items())))
+    """The labelled child of a metric, looked up once (labels() costs more than inc()); keyed by
+    the labels as given, unsorted: a call site passes them in one order."""
+    key = (metric, *labels.items())
+    child = _children.get(key)
+    if child is None:
+        child = _children[key] = metric.labels(**labels)
+    return child
 
 
-@functools.cache
-def _cached_child(metric: Any, labels: tuple[tuple[str, str], ...]) -> Any:
-    return metric.labels(**dict(labels))
+_children: dict[tuple[Any, ...], Any] = {}
 
 
 def _iso(ms: int) -> str:

@@ -88,7 +88,7 @@ async def run_under_timeout(flight: InFlight, env: kinds.Env, node_id: str) -> O
     try:
         flight.task = task
         with (
-            bind_secrets(secrets),
+            bind_secrets(secrets) if secrets else contextlib.nullcontext(),  # most runs have none
             writer.capturing(run.id, run.scheduled_for, secrets) if writer else contextlib.nullcontext() as capture,
         ):
             async with asyncio.timeout(run.timeout_s) as deadline:

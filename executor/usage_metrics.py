@@ -10,6 +10,7 @@ memory series.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from cronos import metrics
 from cronos.run_usage import Usage
@@ -21,17 +22,24 @@ class JobUsage:
     def __init__(self, max_jobs: int, names: Sequence[str] = ()) -> None:
         self._max = max_jobs
         self._names = tuple(names)
-        self._admitted: set[str] = set()
+        self._admitted: dict[str, _Series] = {}  # job -> its series, each made on its first observation
         self._refused: set[str] = set()
 
     def observe(self, name: str, usage: Usage) -> None:
-        if name not in self._admitted and not self._admit(name):
-            return
-        metrics.JOB_RUN_WALL.observe(name, usage.wall_ms / 1000)
+        series = self._admitted.get(name)
+        if series is None:
+            if not self._admit(name):
+                return
+            series = self._admitted[name] = _Series(metrics.JOB_RUN_WALL.series(name))
+        metrics.JOB_RUN_WALL.add(series.wall, usage.wall_ms / 1000)
         if usage.cpu_ms is not None:
-            metrics.JOB_RUN_CPU.observe(name, usage.cpu_ms / 1000)
+            if series.cpu is None:
+                series.cpu = metrics.JOB_RUN_CPU.series(name)
+            metrics.JOB_RUN_CPU.add(series.cpu, usage.cpu_ms / 1000)
         if usage.max_rss_bytes is not None:
-            metrics.JOB_RUN_MAX_RSS.observe(name, usage.max_rss_bytes)
+            if series.rss is None:
+                series.rss = metrics.JOB_RUN_MAX_RSS.series(name)
+            metrics.JOB_RUN_MAX_RSS.add(series.rss, usage.max_rss_bytes)
 
     def _admit(self, name: str) -> bool:
         if name in self._refused:
@@ -43,5 +51,13 @@ class JobUsage:
         if len(self._admitted) >= self._max:
             metrics.JOB_RUN_USAGE_DROPPED.inc()
             return False
-        self._admitted.add(name)
         return True
+
+
+@dataclass(slots=True)
+class _Series:
+    """A job's series of the three histograms, looked up once per job, not twice per run."""
+
+    wall: list[float]
+    cpu: list[float] | None = None
+    rss: list[float] | None = None

@@ -13,6 +13,7 @@ counted. Work it hands to another thread, process or asyncio task is not counted
 
 from __future__ import annotations
 
+import functools
 import inspect
 import logging
 import time
@@ -48,7 +49,10 @@ async def run(run: ClaimedRun, env: Env, cancellation: Cancellation, meter: Mete
         cancellation=cancellation,
         traceparent=traces.TRACEPARENT.get(),
     )
-    value = await tasks.call(metered(fn, meter), dict(run.payload), ctx, on_overrun=_overrun)
+    if _is_async(fn):  # awaited here, as tasks.call would, its steps timed
+        value = await _Steps(fn(dict(run.payload), ctx), meter)
+    else:
+        value = await tasks.call(_threaded(fn, meter), dict(run.payload), ctx, on_overrun=_overrun)
     if value is None:
         return None
     if isinstance(value, str | bytes):
@@ -62,13 +66,22 @@ async def run(run: ClaimedRun, env: Env, cancellation: Cancellation, meter: Mete
 
 def metered(fn: TaskFn, meter: Meter) -> TaskFn:
     """`fn`, its CPU time put in `meter` as it runs (async stays async, plain stays plain)."""
-    if inspect.iscoroutinefunction(fn):
+    if _is_async(fn):
 
         async def stepped(payload: dict[str, Any], ctx: tasks.RunContext) -> Any:
             return await _Steps(fn(payload, ctx), meter)
 
         return stepped
+    return _threaded(fn, meter)
 
+
+@functools.lru_cache(maxsize=1024)
+def _is_async(fn: TaskFn) -> bool:
+    """inspect.iscoroutinefunction, asked once per function: it costs microseconds a run."""
+    return inspect.iscoroutinefunction(fn)
+
+
+def _threaded(fn: TaskFn, meter: Meter) -> TaskFn:
     def threaded(payload: dict[str, Any], ctx: tasks.RunContext) -> Any:
         started = time.thread_time()
         try:
@@ -88,27 +101,29 @@ class _Steps:
         self._coro, self._meter = coro, meter
 
     def __await__(self) -> Generator[Any, Any, Any]:
-        coro, meter, clock = self._coro, self._meter, time.perf_counter
+        coro, clock = self._coro, time.perf_counter
         spent = 0.0
         value: Any = None
         error: BaseException | None = None
-        while True:
-            started = clock()
-            try:
-                signal = coro.send(value) if error is None else coro.throw(error)
-            except StopIteration as stop:
-                return stop.value
-            finally:
-                spent += clock() - started
-                meter.cpu_s = spent
-            value, error = None, None
-            try:
-                value = yield signal
-            except GeneratorExit:
-                coro.close()
-                raise
-            except BaseException as exc:  # noqa: BLE001 - thrown in (a cancel): the coroutine's to handle
-                error = exc
+        try:
+            while True:
+                started = clock()
+                try:
+                    signal = coro.send(value) if error is None else coro.throw(error)
+                except StopIteration as stop:
+                    return stop.value
+                finally:
+                    spent += clock() - started
+                value, error = None, None
+                try:
+                    value = yield signal
+                except GeneratorExit:
+                    coro.close()
+                    raise
+                except BaseException as exc:  # noqa: BLE001 - thrown in (a cancel): the coroutine's to handle
+                    error = exc
+        finally:  # once, however it ends (returned, raised, cancelled, closed)
+            self._meter.cpu_s = spent
 
 
 def _overrun(running: bool) -> None:

@@ -51,7 +51,7 @@ async def api(settings: Settings) -> AsyncIterator[Api]:
 
 
 def _sum(histogram: Any) -> float:
-    return float(histogram._sum.get())
+    return float(histogram.series()[-1])
 
 
 async def _now_past(instant: datetime) -> bool:
