@@ -57,6 +57,8 @@ PAIRED_FILES = frozenset(
         "cluster/test_traces.py",
     }
 )
+# pyproject's 60 s hang guard is for a test alone on the CPU; its own deadlines are unchanged.
+PAIRED_TIMEOUT_S = 120
 # Soaks and big benchmarks: `make test-long` runs them (marker `long`), `make test` leaves them out.
 # A file, or one test of it (FILE::FUNCTION). The overload plateau is an xfail (issue 38): its
 # verdict cannot fail a run.
@@ -92,6 +94,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.long)
         if runs_paired(item.path) and not item.get_closest_marker("serial"):  # its own mark wins
             item.add_marker(pytest.mark.paired)
+            if not item.get_closest_marker("timeout"):  # the hang guard: it shares the CPU
+                item.add_marker(pytest.mark.timeout(PAIRED_TIMEOUT_S))
         elif runs_serially(item.path) or item.get_closest_marker("cluster"):
             item.add_marker(pytest.mark.serial)
 
