@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 TASKS ?= cronos.example_tasks
 comma := ,
 
-.PHONY: setup services run test test-fast lint bench clean image-start
+.PHONY: setup services run test test-long test-fast lint bench clean image-start
 
 $(BIN)/cronos: pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null || { \
@@ -38,14 +38,21 @@ run: services $(BIN)/cronos
 # Lint, types, import contracts, then the whole test suite against real PostgreSQL and Redis.
 # The container image starts building first, in the background (tests/deploy/image.py): the CPU is
 # mostly idle through the suite, and tests/deploy/test_image.py waits for it.
-# Two phases (docs/development.md): the tests that own their database and key prefix on
-# TEST_WORKERS processes at once (pytest-xdist), then the `serial` ones (tests/conftest.py) one at a
-# time. Both phases run even when the first fails, so one run shows every failure.
+# Three groups (docs/development.md, tests/conftest.py): the tests that own their database and key
+# prefix on TEST_WORKERS processes at once (pytest-xdist), then the `paired` process tests two at a
+# time, then the `serial` ones one at a time. Every group runs even when one fails, so one run shows
+# every failure. Soaks and big benchmarks (`long`) are test-long's.
 TEST_WORKERS ?= 2
+PAIRED_WORKERS ?= 2
 test: setup services image-start lint
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) -m "not serial" --durations=20; parallel=$$?; \
-	$(BIN)/python -m pytest -q -m serial --durations=20; serial=$$?; \
-	test $$parallel -eq 0 -a $$serial -eq 0
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) -m "not serial and not paired and not long" --dist worksteal --durations=20; parallel=$$?; \
+	$(BIN)/python -m pytest -q -n $(PAIRED_WORKERS) -m "paired and not long" --dist worksteal --durations=20; paired=$$?; \
+	$(BIN)/python -m pytest -q -m "serial and not long" --durations=20; serial=$$?; \
+	test $$parallel -eq 0 -a $$paired -eq 0 -a $$serial -eq 0
+
+# What make test leaves out: soaks and big benchmarks (tests/conftest.py: LONG_TESTS), one at a time.
+test-long: setup services
+	$(BIN)/python -m pytest -q -m long --durations=20
 
 test-fast: setup services
 	$(BIN)/python -m pytest -q -m "not cluster"

@@ -38,11 +38,19 @@ def test_run_installs_the_runtime_only_and_test_installs_the_toolchain() -> None
     assert installs[-1].endswith("pip install --quiet -e .") and not [i for i in installs if "[test]" in i]
     assert any(line.endswith("pip install --quiet -e '.[test]'") for line in recipe("test"))
     assert any(line.endswith("pip install --quiet -e '.[test]'") for line in recipe("lint"))
-    # .ci/run's entry point: every test, the parallel ones then the serial ones (tests/conftest.py)
-    parallel, serial, verdict = " ".join(recipe("test")[-3:]).split("; \\ ")
-    assert parallel == '.venv/bin/python -m pytest -q -n 2 -m "not serial" --durations=20; parallel=$?'
-    assert serial == ".venv/bin/python -m pytest -q -m serial --durations=20; serial=$?"
-    assert verdict == "test $parallel -eq 0 -a $serial -eq 0"
+    # .ci/run's entry point: every test, the parallel ones, the paired ones, then the serial ones
+    # (tests/conftest.py), soaks and big benchmarks left to test-long
+    parallel, paired, serial, verdict = " ".join(recipe("test")[-4:]).split("; \\ ")
+    assert parallel == (
+        '.venv/bin/python -m pytest -q -n 2 -m "not serial and not paired and not long" --dist worksteal'
+        " --durations=20; parallel=$?"
+    )
+    assert paired == (
+        '.venv/bin/python -m pytest -q -n 2 -m "paired and not long" --dist worksteal --durations=20; paired=$?'
+    )
+    assert serial == '.venv/bin/python -m pytest -q -m "serial and not long" --durations=20; serial=$?'
+    assert verdict == "test $parallel -eq 0 -a $paired -eq 0 -a $serial -eq 0"
+    assert recipe("test-long")[-1] == ".venv/bin/python -m pytest -q -m long --durations=20"
 
 
 def test_run_loads_the_example_tasks_or_the_users() -> None:
