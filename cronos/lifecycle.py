@@ -433,11 +433,13 @@ def overlap(run: Candidate, now: datetime) -> Overlap:
     if run.policy == "buffer_one":
         return Overlap.WAIT if run.earlier_waiting == 0 else Overlap.BUFFER_FULL
     deadline = forbid_deadline(run, ahead)
-    if deadline is None and run.one_pending and run.earlier_waiting:
+    if deadline is None and run.one_pending and run.earlier_waiting and ahead.started_at <= run.scheduled_for:
         # One pending run per job: the run already waiting stands for this tick, as a run written
         # while it was pending would have been skipped (`one_pending`). Offered more than the
         # cluster runs, each tick of the job otherwise waited in a line behind the late running
-        # run, woken, pushed and claimed again in turn, until its grace ended it.
+        # run, woken, pushed and claimed again in turn, until its grace ended it. Only a tick the
+        # running run was already running at: a failover's catch-up (ticks no run was running at,
+        # all late within their grace) runs every tick in turn (G7).
         return Overlap.BUFFER_FULL
     return Overlap.WAIT if deadline is None or now < deadline else Overlap.SKIP
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
+from typing import Any
 
 import asyncpg
 import msgspec
@@ -93,19 +94,24 @@ def next_before(page: list[Run], limit: int, scan_end: tuple[int, int] | None) -
     return None
 
 
-async def runs_page(pool: asyncpg.Pool, wanted: RunFilter, before: int | None, limit: int) -> RunPage:
-    """A page of runs, newest first, with ids below `before` (None: from the newest)."""
-    path = access_path(wanted)
+def statement_args(wanted: RunFilter, before: int | None, limit: int) -> list[Any]:
+    """The arguments of `wanted`'s statement (STATEMENTS[access_path(wanted)]), in its order."""
     lo, hi = day_bounds(wanted.since, wanted.until)
     args = [
         MAX_ID if before is None else before, lo, hi, SCAN, list(wanted.states) or None, wanted.trigger,
         wanted.since, wanted.until, wanted.queue, limit,
     ]  # fmt: skip
-    if path in (Path.JOB, Path.UNHAPPY_JOB):
+    if access_path(wanted) in (Path.JOB, Path.UNHAPPY_JOB):
         args.append(wanted.job_id)
     args.append(wanted.namespace)
+    return args
+
+
+async def runs_page(pool: asyncpg.Pool, wanted: RunFilter, before: int | None, limit: int) -> RunPage:
+    """A page of runs, newest first, with ids below `before` (None: from the newest)."""
+    path = access_path(wanted)
     with translate_errors():
-        rows = await pool.fetch(STATEMENTS[path], *args)
+        rows = await pool.fetch(STATEMENTS[path], *statement_args(wanted, before, limit))
     hits = [r for r in rows if not r["scan_end"]]
     runs = sorted((to_struct({**r, "traceback": None, "result": None}, Run) for r in hits), key=lambda r: -r.id)
     end = next(((r["scanned"], r["id"]) for r in rows if r["scan_end"]), None)

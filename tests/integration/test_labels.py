@@ -188,9 +188,9 @@ async def test_a_selector_is_answered_through_the_labels_index(pg_pool: asyncpg.
         for mode in ("force_custom_plan", "force_generic_plan"):
             await conn.execute(f"SET plan_cache_mode = {mode}")
             plan = await conn.fetchval(
-                f"EXPLAIN (FORMAT JSON) {jobs_q.JOB_LIST_SELECTED_INDEXED}", None, 0, 100, 2**40, path
+                f"EXPLAIN (FORMAT JSON) {jobs_q.JOB_LIST_SELECTED_INDEXED}", None, 0, 100, 2**40, path, "default"
             )
             text = json.dumps(plan)
             assert "jobs_labels" in text and '"Seq Scan"' not in text and "BitmapAnd" not in text, (mode, text)
-        rows = await conn.fetch(jobs_q.JOB_LIST_SELECTED_INDEXED, None, 0, 100, 2**40, path)
+        rows = await conn.fetch(jobs_q.JOB_LIST_SELECTED_INDEXED, None, 0, 100, 2**40, path, "default")
     assert len(rows) == 50 and all(r["labels"]["team"] == "data" for r in rows)

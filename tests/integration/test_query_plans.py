@@ -109,10 +109,10 @@ def _finish_args(ids: list[int]) -> tuple[Any, ...]:
 
 async def _new_runs(pool: asyncpg.Pool, ids: list[int]) -> tuple[Any, ...]:
     """RUNS_QUEUE's arrays for the next attempts of these runs (retries)."""
-    rows = await pool.fetch("SELECT job_id, scheduled_for FROM runs WHERE id = ANY($1) ORDER BY id", ids)
+    rows = await pool.fetch("SELECT id, job_id, scheduled_for FROM runs WHERE id = ANY($1) ORDER BY id", ids)
     n, now = len(rows), datetime.now(UTC)
     return ([r["job_id"] for r in rows], [r["scheduled_for"] for r in rows], [2] * n, ["retry"] * n, [now] * n,
-            [1] * n, [None] * n, [now + timedelta(hours=1)] * n)  # fmt: skip
+            [1] * n, [None] * n, [now + timedelta(hours=1)] * n, [r["id"] for r in rows])  # fmt: skip
 
 
 async def test_batch_statements_read_rows_in_proportion_to_the_batch(pg_pool: asyncpg.Pool, backlog: list[int]) -> None:

@@ -19,7 +19,7 @@ import asyncpg
 import pytest
 
 from cronos.store import run_views
-from cronos.store.run_views import SCAN, STATEMENTS, Path, RunFilter, access_path, day_bounds
+from cronos.store.run_views import SCAN, STATEMENTS, Path, RunFilter, access_path, statement_args
 from tests.integration.test_query_plans import _nodes, _partitions
 
 DAYS = 10
@@ -113,12 +113,8 @@ def _filters(job: int) -> list[RunFilter]:
 
 
 async def _explain(pool: asyncpg.Pool, wanted: RunFilter, mode: str) -> dict[str, Any]:
-    lo, hi = day_bounds(wanted.since, wanted.until)
-    args: list[Any] = [run_views.MAX_ID, lo, hi, SCAN, list(wanted.states) or None, wanted.trigger, wanted.since,
-                       wanted.until, wanted.queue, LIMIT]  # fmt: skip
+    args = statement_args(wanted, None, LIMIT)
     path = access_path(wanted)
-    if path in (Path.JOB, Path.UNHAPPY_JOB):
-        args.append(wanted.job_id)
     async with pool.acquire() as conn:
         tx = conn.transaction()
         await tx.start()

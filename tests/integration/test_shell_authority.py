@@ -85,6 +85,8 @@ CANNOT_START_A_JOB = {
     ("DELETE", "/api/jobs/{id}/triggers/{trigger}"): "revokes a trigger URL; starts nothing",
     ("POST", "/hooks/{id}"): "no API token: a trigger URL acts with its creator's authority (test_api_hooks.py)",
     ("POST", "/auth/logout"): "ends the caller's own console session; starts nothing",
+    ("PUT", "/api/namespaces/{name}"): "admin only; an empty namespace holds no job",
+    ("DELETE", "/api/namespaces/{name}"): "admin only; refused while a job lives in it",
 }
 
 

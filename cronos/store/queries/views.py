@@ -59,7 +59,8 @@ RUN_TICK_OF_JOB = "SELECT scheduled_for FROM runs WHERE id = $1 AND job_id = $2"
 # the exact range [$7, $8) on scheduled_for is tested with the other filters: $5 states, $6
 # trigger, $9 queue (each NULL: any). $10 the page size. The namespace, last ($11, or $12 after a
 # job's id): a run belongs to its job's namespace, looked up by the job's key for each run that
-# passed the other filters (the runs table holds no namespace). The scan is read lazily: a page that
+# passed the other filters (the runs table holds no namespace; a scalar subquery, which keeps the
+# scan lazy where EXISTS became a semi-join that read it whole). The scan is read lazily: a page that
 # fills stops it there; a short one reads it to its end, and its last row comes after the hits
 # (`scan_end`, with how many entries the scan read).
 RUNS_PAGE = """
@@ -77,7 +78,7 @@ hits AS (
       AND scheduled_for >= coalesce($7::timestamptz, '-infinity') AND scheduled_for < coalesce($8::timestamptz,
           'infinity')
       AND ($9::text IS NULL OR job_id IN (SELECT j.id FROM jobs j WHERE j.queue = $9))
-      AND EXISTS (SELECT 1 FROM jobs j WHERE j.id = scanned.job_id AND j.namespace = $11)
+      AND (SELECT j.namespace FROM jobs j WHERE j.id = scanned.job_id) = $11
     LIMIT $10)
 SELECT false AS scan_end, NULL::bigint AS scanned, * FROM hits
 UNION ALL
@@ -99,7 +100,7 @@ hits AS (
       AND scheduled_for >= coalesce($7::timestamptz, '-infinity') AND scheduled_for < coalesce($8::timestamptz,
           'infinity')
       AND ($9::text IS NULL OR job_id IN (SELECT j.id FROM jobs j WHERE j.queue = $9))
-      AND EXISTS (SELECT 1 FROM jobs j WHERE j.id = scanned.job_id AND j.namespace = $12)
+      AND (SELECT j.namespace FROM jobs j WHERE j.id = scanned.job_id) = $12
     LIMIT $10)
 SELECT false AS scan_end, NULL::bigint AS scanned, * FROM hits
 UNION ALL
@@ -122,7 +123,7 @@ hits AS (
       AND scheduled_for >= coalesce($7::timestamptz, '-infinity') AND scheduled_for < coalesce($8::timestamptz,
           'infinity')
       AND ($9::text IS NULL OR job_id IN (SELECT j.id FROM jobs j WHERE j.queue = $9))
-      AND EXISTS (SELECT 1 FROM jobs j WHERE j.id = scanned.job_id AND j.namespace = $11)
+      AND (SELECT j.namespace FROM jobs j WHERE j.id = scanned.job_id) = $11
     LIMIT $10)
 SELECT false AS scan_end, NULL::bigint AS scanned, * FROM hits
 UNION ALL
@@ -145,7 +146,7 @@ hits AS (
       AND scheduled_for >= coalesce($7::timestamptz, '-infinity') AND scheduled_for < coalesce($8::timestamptz,
           'infinity')
       AND ($9::text IS NULL OR job_id IN (SELECT j.id FROM jobs j WHERE j.queue = $9))
-      AND EXISTS (SELECT 1 FROM jobs j WHERE j.id = scanned.job_id AND j.namespace = $12)
+      AND (SELECT j.namespace FROM jobs j WHERE j.id = scanned.job_id) = $12
     LIMIT $10)
 SELECT false AS scan_end, NULL::bigint AS scanned, * FROM hits
 UNION ALL
