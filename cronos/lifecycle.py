@@ -296,11 +296,9 @@ def one_pending(misfire: MisfirePolicy, concurrency: ConcurrencyPolicy) -> bool:
     or waiting, due before `overdue_before`: more than a claim or a catch-up takes) and has not
     expired at the leader's round (`expired`) is written skipped SKIP_PENDING, as a misfired tick
     is: that run stands for it, as `run_once` runs one run for a lot and `forbid` never two at once.
-    The first tick of such a span is written; the ones after it are folded into that row
-    (TICKS_WRITE; cronos.ticks.folded accounts for them, G2). A run of the job claimed while a late
-    run of it runs and another already waits is skipped (`overlap`: BUFFER_FULL), not queued in a
-    line. Offered more than the cluster runs, each such
-    job keeps one token in its stream (the stream is as long as the jobs are many, not as the
+    A run of the job claimed while a late run of it runs (since before its tick) and another
+    already waits is skipped (`overlap`: BUFFER_FULL), not queued in a line. Offered more than the
+    cluster runs, each such job keeps one token in its stream (the stream is as long as the jobs are many, not as the
     backlog is old) and the runs go round the jobs in due order (G8), instead of a backlog growing
     until every run expires. A run past its grace holds nothing back: the tick after it runs.
     Other policies keep every tick (`run_all`: each runs; the buffers, `allow`, `replace`: as asked)."""
