@@ -296,9 +296,8 @@ def one_pending(misfire: MisfirePolicy, concurrency: ConcurrencyPolicy) -> bool:
     or waiting, due before `overdue_before`: more than a claim or a catch-up takes) and has not
     expired at the leader's round (`expired`) is written skipped SKIP_PENDING, as a misfired tick
     is: that run stands for it, as `run_once` runs one run for a lot and `forbid` never two at once.
-    A run of the job claimed while a late run of it runs (since before its tick) and another
-    already waits is skipped (`overlap`: BUFFER_FULL), not queued in a line. Offered more than the
-    cluster runs, each such job keeps one token in its stream (the stream is as long as the jobs are many, not as the
+    Offered more than the cluster runs, each such
+    job keeps one token in its stream (the stream is as long as the jobs are many, not as the
     backlog is old) and the runs go round the jobs in due order (G8), instead of a backlog growing
     until every run expires. A run past its grace holds nothing back: the tick after it runs.
     Other policies keep every tick (`run_all`: each runs; the buffers, `allow`, `replace`: as asked)."""
@@ -387,7 +386,6 @@ class Candidate:
     due_at: datetime
     running: Ahead | None = None
     earlier_waiting: int = 0  # runs of the job waiting, with an earlier tick (buffer_one counts them)
-    one_pending: bool = False  # its job holds one pending run at most (`one_pending`: run_once + forbid)
 
 
 def exclusive(policy: ConcurrencyPolicy) -> bool:
@@ -431,14 +429,6 @@ def overlap(run: Candidate, now: datetime) -> Overlap:
     if run.policy == "buffer_one":
         return Overlap.WAIT if run.earlier_waiting == 0 else Overlap.BUFFER_FULL
     deadline = forbid_deadline(run, ahead)
-    if deadline is None and run.one_pending and run.earlier_waiting and ahead.started_at <= run.scheduled_for:
-        # One pending run per job: the run already waiting stands for this tick, as a run written
-        # while it was pending would have been skipped (`one_pending`). Offered more than the
-        # cluster runs, each tick of the job otherwise waited in a line behind the late running
-        # run, woken, pushed and claimed again in turn, until its grace ended it. Only a tick the
-        # running run was already running at: a failover's catch-up (ticks no run was running at,
-        # all late within their grace) runs every tick in turn (G7).
-        return Overlap.BUFFER_FULL
     return Overlap.WAIT if deadline is None or now < deadline else Overlap.SKIP
 
 

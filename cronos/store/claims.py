@@ -122,13 +122,10 @@ def plan_claims(rows: Sequence[asyncpg.Record], ids: Sequence[int]) -> ClaimPlan
             tick = first["ahead_scheduled_for"]
             on_time = lifecycle.on_time_at(job_id, tick, first["jitter_s"])
             ahead = Ahead(tick, first["ahead_started_at"], first["ahead_attempt"], on_time)
-        made_wait = 0  # runs of this batch decided to wait (buffer_one and one_pending count them)
+        made_wait = 0  # runs of this batch decided to wait (buffer_one counts them)
         for run in runs:
             waiting = int(run["earlier_waiting"] or 0) + made_wait
-            candidate = Candidate(
-                policy, run["scheduled_for"], run["attempt"], run["due_at"], ahead, waiting,
-                lifecycle.one_pending(run["misfire_policy"], policy),
-            )  # fmt: skip
+            candidate = Candidate(policy, run["scheduled_for"], run["attempt"], run["due_at"], ahead, waiting)
             decision = lifecycle.overlap(candidate, run["now"])
             if decision is Overlap.CLAIM or decision is Overlap.REPLACE:
                 plan.claim[run["id"]] = lifecycle.exclusive(policy)

@@ -98,10 +98,7 @@ async def sweep(conn: Any, seen_stranded: Set[int]) -> SweepResult:
                 else:
                     stranded.add(row["run_id"])
             continue
-        candidate = Candidate(
-            row["policy"], row["scheduled_for"], row["attempt"], row["due_at"], ahead, row["earlier"],
-            lifecycle.one_pending(row["misfire_policy"], row["policy"]),
-        )  # fmt: skip
+        candidate = Candidate(row["policy"], row["scheduled_for"], row["attempt"], row["due_at"], ahead, row["earlier"])
         decision = lifecycle.overlap(candidate, row["now"])
         if decision in OVERLAP_REASONS:
             skip.setdefault(OVERLAP_REASONS[decision], []).append(row["run_id"])

@@ -209,10 +209,7 @@ def predict_claim(m: Model, keys: list[Key], node: str, at: datetime) -> list[An
             assert run.due_at is not None
             # buffer_one: how many of the job's runs wait with an earlier tick (Candidate.earlier_waiting)
             earlier = sum(1 for w in m.keys(job_id, W) if w[1:] < key[1:])
-            candidate = Candidate(
-                job.policy, key[1], key[2], run.due_at, ahead, earlier,  # type: ignore[arg-type]
-                lifecycle.one_pending(job.misfire_policy, job.policy),  # type: ignore[arg-type]
-            )  # fmt: skip
+            candidate = Candidate(job.policy, key[1], key[2], run.due_at, ahead, earlier)  # type: ignore[arg-type]
             decision = lifecycle.overlap(candidate, at)
             if decision is Overlap.CLAIM or decision is Overlap.REPLACE:
                 if decision is Overlap.REPLACE:
@@ -419,10 +416,7 @@ def predict_sweep(m: Model, seen: frozenset[int], at: datetime) -> tuple[int, in
                 if earlier == 0:
                     (wake.append(key) if run.id in seen else stranded.add(run.id))  # type: ignore[func-returns-value]
                 continue
-            candidate = Candidate(
-                job.policy, key[1], key[2], run.due_at, ahead, earlier,  # type: ignore[arg-type]
-                lifecycle.one_pending(job.misfire_policy, job.policy),  # type: ignore[arg-type]
-            )  # fmt: skip
+            candidate = Candidate(job.policy, key[1], key[2], run.due_at, ahead, earlier)  # type: ignore[arg-type]
             decision = lifecycle.overlap(candidate, at)
             if decision in OVERLAP_REASONS:
                 skip[key] = OVERLAP_REASONS[decision]

@@ -192,14 +192,11 @@ def test_jitter_is_deterministic_bounded_and_spread() -> None:
 ON_TIME = Ahead(scheduled_for=at(-1), started_at=at(-1))  # the previous tick, started when due
 LATE = Ahead(scheduled_for=at(-1), started_at=at(4))  # the previous tick, started 5 s late (a failover)
 LATER_TICK = Ahead(scheduled_for=at(5), started_at=at(5))  # the next tick already runs
-SLOW = Ahead(scheduled_for=at(-10), started_at=at(-5))  # started 5 s late, still running at this tick
 RETRY = Ahead(scheduled_for=at(-30), started_at=at(-0.5), attempt=2)  # a retry after its backoff
 
 
-def run(
-    policy: str, *, running: Ahead | None = None, waiting: int = 0, due: float = 0, attempt: int = 1, one: bool = False
-) -> Candidate:
-    return Candidate(policy, at(0), attempt, at(due), running, waiting, one)  # type: ignore[arg-type]
+def run(policy: str, *, running: Ahead | None = None, waiting: int = 0, due: float = 0, attempt: int = 1) -> Candidate:
+    return Candidate(policy, at(0), attempt, at(due), running, waiting)  # type: ignore[arg-type]
 
 
 @given(
@@ -234,13 +231,6 @@ def test_a_claim_at_once_needs_its_grace_and_its_jobs_only_run_of_the_batch() ->
         (run("forbid", running=LATE), at(30), Overlap.WAIT),  # a failover's late start costs no tick
         (run("forbid", running=RETRY), at(30), Overlap.WAIT),  # nor a retry's backoff
         (run("forbid", running=LATER_TICK), at(30), Overlap.WAIT),  # a retry behind the next tick
-        # run_once + forbid (one_pending): one run waits for the late running one and stands for the rest
-        (run("forbid", running=LATE, one=True), at(30), Overlap.WAIT),
-        (run("forbid", running=SLOW, waiting=1, one=True), at(30), Overlap.BUFFER_FULL),
-        # ... but not in a failover's catch-up: no run was running at this tick, so it runs in turn (G7)
-        (run("forbid", running=LATE, waiting=1, one=True), at(30), Overlap.WAIT),
-        (run("forbid", running=LATE, waiting=1), at(30), Overlap.WAIT),  # run_all: each waits its turn
-        (run("forbid", running=ON_TIME, waiting=1, one=True), at(0.2), Overlap.WAIT),  # within its wait
         (run("forbid", running=ON_TIME, due=5), at(5.5), Overlap.WAIT),  # a paced catch-up run: from its due time
         (run("buffer_all", running=ON_TIME, waiting=7), at(50), Overlap.WAIT),
         (run("buffer_one", running=ON_TIME), at(50), Overlap.WAIT),

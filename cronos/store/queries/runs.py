@@ -268,9 +268,8 @@ RETURNING r.id
 # (NULL: unknown): each run's state, tick, due time and expiry (a run claimed past it expires
 # instead: lifecycle.expired), its job's policy, jitter and misfire grace (the expiry of a run a
 # leader of the release before wrote unstamped: lifecycle.expiry), the job's running
-# exclusive run if any, its misfire policy, and whether one of the job's runs waits with an earlier
-# tick (buffer_one and lifecycle.one_pending: probed in runs_waiting_job, by its columns: one entry,
-# whatever the job's history);
+# exclusive run if any, and, for buffer_one only, whether one of the job's runs waits with an
+# earlier tick (probed in runs_waiting_job, by its columns: one entry, whatever the job's history);
 # the job's concurrency group (a run of a grouped job also needs a slot: cronos.store.groups) and
 # whether the run holds one already; and PostgreSQL's clock. Nothing is locked (a claim holds no
 # lock a finish or a heartbeat could wait for): a wait is checked again after it is recorded
@@ -290,10 +289,10 @@ SELECT b.id, b.job_id, b.state, b.scheduled_for, b.attempt, b.due_at, b.expires_
        j.concurrency_group AS grp, CASE WHEN j.concurrency_group IS NOT NULL THEN EXISTS (
            SELECT 1 FROM concurrency_group_slots s WHERE s.run_id = b.id) ELSE false END AS holds_slot,
        o.scheduled_for AS ahead_scheduled_for, o.attempt AS ahead_attempt, o.started_at AS ahead_started_at,
-       j.misfire_policy, (
+       CASE WHEN j.concurrency_policy = 'buffer_one' THEN (
            SELECT count(*) FROM (SELECT 1 FROM runs w WHERE w.state = 'waiting' AND w.waiting_for IS NULL
              AND (w.job_id, w.scheduled_for, w.attempt) < (b.job_id, b.scheduled_for, b.attempt) AND w.job_id = b.job_id
-             ORDER BY w.job_id, w.scheduled_for, w.attempt LIMIT 1) e) AS earlier_waiting
+             ORDER BY w.job_id, w.scheduled_for, w.attempt LIMIT 1) e) ELSE 0 END AS earlier_waiting
 FROM batch b JOIN jobs j ON j.id = b.job_id
 LEFT JOIN LATERAL (
     SELECT r.id, r.scheduled_for, r.attempt, coalesce(r.started_at, r.due_at) AS started_at FROM runs r
@@ -616,11 +615,11 @@ LIMIT $1 FOR
 UPDATE OF r SKIP LOCKED
 """
 # The leader's sweep of waiting runs (cronos.store.waiters): at most $1 of them, by job in tick
-# order, each with how many of its job's runs wait before it, its job's policies and jitter, and the
+# order, each with how many of its job's runs wait before it, its job's policy and jitter, and the
 # job's running exclusive run if any; and PostgreSQL's clock.
 WAITERS_SWEEP = """
 SELECT w.id AS run_id, w.job_id, w.scheduled_for, w.attempt, w.due_at, w.earlier,
-       j.concurrency_policy AS policy, j.misfire_policy, j.jitter_s, clock_timestamp() AS now,
+       j.concurrency_policy AS policy, j.jitter_s, clock_timestamp() AS now,
        o.scheduled_for AS ahead_scheduled_for, o.attempt AS ahead_attempt, o.started_at AS ahead_started_at
 FROM (SELECT id, job_id, scheduled_for, attempt, due_at,
              row_number() OVER (PARTITION BY job_id ORDER BY scheduled_for, attempt) - 1 AS earlier
