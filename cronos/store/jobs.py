@@ -29,7 +29,7 @@ from cronos.namespaces import DEFAULT as DEFAULT_NAMESPACE
 from cronos.redact import restore_secrets
 from cronos.store import chains, pages, revisions
 from cronos.store.audit import SYSTEM, record, snapshot
-from cronos.store.db import ping, to_struct, translate_errors
+from cronos.store.db import ping, retry_contention, to_struct, translate_errors
 from cronos.store.queries import jobs as jobs_q
 from cronos.store.queries import notifications as notifications_q
 from cronos.store.queries import runs as runs_q
@@ -278,7 +278,11 @@ class JobStore:
         `dry_run`: every check, the update too, then rolled back.
         """
         try:
-            return await self._update(job_id, changes, check, actor, guard, dry_run)
+            # A deadlock with the leader's or an executor's writes to the job's runs rolls the whole
+            # transaction back, so it is simply run again (it was a 503 to the caller).
+            return await retry_contention(
+                lambda: self._update(job_id, changes, check, actor, guard, dry_run), "job update"
+            )
         except _DryRun as done:
             return done.job
 

@@ -19,6 +19,7 @@ from cronos.store.ledger import Ledger
 from cronos.store.queries.notifications import JOBS_CHANNEL
 from cronos.store.revisions import RevisionStore
 from cronos.store.runs import ClaimedRun, Outcome, RunStore
+from tests.waiting import wait_for
 
 EVERY_SECOND: dict[str, Any] = {
     "name": "every-second",
@@ -203,3 +204,31 @@ async def test_runs_record_their_revision_and_a_retry_keeps_its_ticks(pg_pool: a
         "SELECT trigger, attempt, revision FROM runs WHERE job_id = $1 AND attempt = 2", job.id
     )
     assert retry is not None and dict(retry) == {"trigger": "retry", "attempt": 2, "revision": 2}
+
+
+async def test_a_change_that_deadlocks_with_a_run_write_is_run_again(pg_pool: asyncpg.Pool) -> None:
+    """A pause locks the job's row, then its ticks written ahead; a writer holding one of those
+    ticks that then asks for the job's row closes a cycle. PostgreSQL rolls the pause back (it
+    waited first, so its deadlock check fires first): the store runs it again rather than answer
+    503 (seen in CI: a PATCH's 503 in test_notify_end_to_end)."""
+    jobs = JobStore(pg_pool)
+    job, _secret = await jobs.create(EVERY_SECOND)
+    tick = _whole_seconds_ahead(1)[0] + timedelta(minutes=5)
+    await _write_ahead(pg_pool, job.id, [tick])
+    async with pg_pool.acquire() as writer:
+        tx = writer.transaction()
+        await tx.start()
+        await writer.execute("SELECT 1 FROM runs WHERE job_id = $1 FOR NO KEY UPDATE", job.id)
+        pause = asyncio.create_task(jobs.update(job.id, {"status": "paused"}, _accept))
+
+        async def pause_waits() -> bool:
+            return bool(await pg_pool.fetchval(
+                "SELECT count(*) FROM pg_locks WHERE NOT granted AND locktype = 'transactionid'"
+            ))  # fmt: skip
+
+        await wait_for(pause_waits, timeout=10, what="the pause waiting for the locked tick")
+        await writer.execute("SELECT 1 FROM jobs WHERE id = $1 FOR NO KEY UPDATE", job.id)  # the cycle
+        await tx.commit()
+    paused = await asyncio.wait_for(pause, timeout=20)
+    assert paused.status == "paused"
+    assert (await _ahead(pg_pool, job.id))[tick][0] == "skipped"  # handed over by the pause, run again
