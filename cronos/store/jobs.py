@@ -355,6 +355,20 @@ class JobStore:
         A pause may carry `until` (the leader resumes the job then: dispatcher.pauses) and a
         note; a resume clears both. A job already in that status is left as it is (nothing
         written), unless a pause changes its `until` or note. `dry_run`: the checks only."""
+        return await retry_contention(  # after a deadlock, run again (as `update`)
+            lambda: self._set_status(job_id, status, actor, guard, until, note, dry_run), "job pause or resume"
+        )
+
+    async def _set_status(
+        self,
+        job_id: int,
+        status: str | None,
+        actor: str,
+        guard: Guard,
+        until: datetime | None,
+        note: str | None,
+        dry_run: bool,
+    ) -> Job:
         if job_id > MAX_ID:
             raise NotFound(f"job {job_id} not found")
         with translate_errors():
